@@ -1,0 +1,150 @@
+"""The Wan family's hook implementations: vidax's core finds this module through the ``vidax`` entry point."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from flax import nnx
+
+from vidax_core.convert import convert
+from vidax_core.hookspecs import hookimpl
+from vidax_core.model_api import DitBuild
+from vidax_core.registry import ModelSpec
+
+from . import presets
+
+FAMILY = "wan"
+SPATIAL_FACTOR = 8  # VAE spatial compression
+TEMPORAL_FACTOR = 4  # VAE temporal compression
+
+
+def _ours(spec: ModelSpec) -> bool:
+    return spec.family == FAMILY
+
+
+def _dtype(run) -> Any:
+    import jax.numpy as jnp
+
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype or "float32"]
+
+
+@hookimpl
+def register_models(register):
+    for m in presets.MODELS:
+        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers",), **m))
+
+
+@hookimpl
+def build_dit(spec, ckpt, run):
+    if not _ours(spec):
+        return None
+    from .dit import WanDiT, WanDiTConfig
+
+    cfg = WanDiTConfig.from_config({**ckpt.config("transformer"), "dtype": _dtype(run)})
+    return DitBuild(ctor=lambda: WanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
+                    component="transformer", param_dtype=cfg.dtype)
+
+
+@hookimpl
+def convert_checkpoint(spec, component, tensors, abstract):
+    if not _ours(spec) or component != "transformer":
+        return None
+    from .convert_dit import DIT_RULES
+
+    return convert(tensors, DIT_RULES, abstract, component=component)
+
+
+@hookimpl
+def check_run(spec, run):
+    if not _ours(spec):
+        return None
+    s = run.sampling
+    problems = []
+    if (s.num_frames - 1) % TEMPORAL_FACTOR:
+        k = max(round((s.num_frames - 1) / TEMPORAL_FACTOR), 0)
+        problems.append(
+            f"sampling.num_frames must be 4k+1 for Wan (the VAE compresses time by 4), got {s.num_frames}: use {4 * k + 1}"
+        )
+    multiple = SPATIAL_FACTOR * 2  # VAE factor x DiT patch size
+    for key in ("height", "width"):
+        v = getattr(s, key)
+        if v % multiple:
+            problems.append(f"sampling.{key} must be a multiple of {multiple} for Wan, got {v}: use {max(multiple, v // multiple * multiple)}")
+    return problems
+
+
+def _basic_clean(text: str) -> str:
+    return html.unescape(html.unescape(text)).strip()
+
+
+def prompt_clean(text: str) -> str:
+    """The reference pipeline's prompt cleaning (HTML unescape twice, collapse whitespace)."""
+    return re.sub(r"\s+", " ", _basic_clean(text)).strip()
+
+
+@dataclass
+class WanTextEncoder:
+    tokenizer: Any
+    encoder: Any
+    encode_fn: Callable
+
+
+@hookimpl
+def build_text_encoder(spec, ckpt, run):
+    if not _ours(spec):
+        return None
+    from vidax_core.encoders.umt5 import UMT5Config, encode_text, load_umt5
+    from vidax_core.tokenizer import TextTokenizer
+
+    tok = TextTokenizer.from_dir(ckpt.require("tokenizer"))
+    cfg = UMT5Config.from_config(ckpt.config("text_encoder"))
+    enc = load_umt5(cfg, ckpt.tensors("text_encoder"))
+    return WanTextEncoder(tok, enc, encode_text)
+
+
+@hookimpl
+def encode_prompt(spec, encoder, prompts, run):
+    if not _ours(spec):
+        return None
+    max_len = run.sampling.max_sequence_length
+    ids, mask = encoder.tokenizer([prompt_clean(p) for p in prompts], max_len)
+    return np.asarray(encoder.encode_fn(encoder.encoder, ids, mask, max_len), np.float32)
+
+
+class WanVideoAutoencoder:
+    """The Wan2.1 VAE as the generic pipeline sees it."""
+
+    def __init__(self, vae: Any) -> None:
+        self.vae = vae
+
+    def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+        return (num_frames - 1) // TEMPORAL_FACTOR + 1, height // SPATIAL_FACTOR, width // SPATIAL_FACTOR
+
+    def decode_video(self, latents, on_chunk=None):
+        from .vae import decode_video
+
+        return decode_video(self.vae, latents, on_chunk=on_chunk)
+
+
+@hookimpl
+def build_vae(spec, ckpt, run):
+    if not _ours(spec):
+        return None
+    from .convert_vae import load_vae
+    from .vae import WanVAEConfig
+
+    cfg = WanVAEConfig.from_config(ckpt.config("vae"))
+    return WanVideoAutoencoder(load_vae(cfg, ckpt.tensors("vae")))
+
+
+@hookimpl
+def builtin_checkpoint(spec, name):
+    if not _ours(spec):
+        return None
+    folder = os.path.join(os.path.dirname(__file__), "assets", name)
+    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None

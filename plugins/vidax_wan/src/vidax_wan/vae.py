@@ -1,0 +1,494 @@
+"""Wan 2.1 video VAE (diffusers ``AutoencoderKLWan``) in Flax NNX.
+
+Layout: activations are channel-last ``(B, T, H, W, C)`` inside the model; the public ``decode``/``encode``
+take and return diffusers' channel-first ``(B, C, T, H, W)``.
+
+Causal streaming: like the reference, the decoder runs one latent frame at a time and the encoder runs the first
+frame, then chunks of 4 frames. Every causal 3D conv (time kernel 3) keeps the last ``CACHE_T`` = 2 frames of its
+*input* as a cache; the next chunk's conv sees ``concat(cache, x)`` and needs no time padding. The cache is an
+explicit list of arrays passed into and returned from one jitted call per chunk, so the first chunk compiles one
+program (zero caches, the reference's ``first_chunk`` / ``"Rep"`` behaviour) and every later chunk of the same
+shape reuses a second program: compile count does not grow with the number of frames.
+
+Equivalence with the reference's cache rules (``feat_cache`` in ``autoencoder_kl_wan.py``):
+
+* A kernel-3 causal conv pads 2 zero frames in front when it has no cache, and a 1-frame cache ``c`` is padded
+  with one zero frame; both equal a 2-frame cache that holds zeros in the missing places. The reference's new cache
+  (last 2 input frames, or the old cache's last frame + the single new frame) is ``concat(cache, x)[-2:]``.
+* ``upsample3d``: the first chunk skips the time conv and marks the cache ``"Rep"``; the next chunk then runs the
+  time conv with zero padding. That is a 2-frame *zero* cache after the first chunk.
+* ``downsample3d`` (encoder): the first chunk stores the frame and skips the stride-2 time conv; later chunks
+  prepend the cached last frame (no padding). That is a 1-frame cache.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+CACHE_T = 2
+
+#: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
+TRACE_COUNTS: collections.Counter = collections.Counter()
+
+_WAN21_LATENTS_MEAN = (
+    -0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+    0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921,
+)
+_WAN21_LATENTS_STD = (
+    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+    3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160,
+)
+
+
+@dataclass(frozen=True)
+class WanVAEConfig:
+    """Fields carry the diffusers ``AutoencoderKLWan`` config.json names (``temperal`` sic)."""
+
+    base_dim: int = 96
+    decoder_base_dim: int | None = None
+    z_dim: int = 16
+    dim_mult: tuple[int, ...] = (1, 2, 4, 4)
+    num_res_blocks: int = 2
+    attn_scales: tuple[float, ...] = ()
+    temperal_downsample: tuple[bool, ...] = (False, True, True)
+    dropout: float = 0.0
+    latents_mean: tuple[float, ...] = _WAN21_LATENTS_MEAN
+    latents_std: tuple[float, ...] = _WAN21_LATENTS_STD
+    is_residual: bool = False
+    in_channels: int = 3
+    out_channels: int = 3
+    patch_size: int | None = None
+    scale_factor_temporal: int | None = 4
+    scale_factor_spatial: int | None = 8
+    dtype: Any = jnp.float32
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "WanVAEConfig":
+        """Build from a diffusers config.json dict; unknown keys (``_class_name``...) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in {**dict(config), **overrides}.items() if k in names}
+        for k in ("dim_mult", "attn_scales", "temperal_downsample", "latents_mean", "latents_std"):
+            if k in kw and kw[k] is not None:
+                kw[k] = tuple(kw[k])
+        return cls(**kw)
+
+    @property
+    def temperal_upsample(self) -> tuple[bool, ...]:
+        return tuple(self.temperal_downsample[::-1])
+
+    def check_supported(self) -> None:
+        if self.is_residual or self.patch_size is not None:
+            raise NotImplementedError("the Wan 2.2 VAE (is_residual / patch_size) is not ported yet; only Wan 2.1")
+        if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
+            raise ValueError(f"latents_mean/latents_std need z_dim={self.z_dim} entries")
+        if len(self.temperal_downsample) < len(self.dim_mult) - 1:
+            raise ValueError("temperal_downsample needs len(dim_mult) - 1 entries")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# layers
+
+
+def _silu(x: jax.Array) -> jax.Array:
+    return x * jax.nn.sigmoid(x)
+
+
+class CausalConv3d(nnx.Module):
+    """Conv3d, time-VALID (the caller prepends cache / causal zeros), spatial 'same' zero padding.
+
+    ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.convert.conv``.
+    """
+
+    def __init__(self, cin: int, cout: int, kernel: Sequence[int] = (3, 3, 3), *, stride_t: int = 1, dtype=jnp.float32):
+        kernel = tuple(kernel)
+        self.kernel = nnx.Param(jnp.zeros((*kernel, cin, cout), dtype))
+        self.bias = nnx.Param(jnp.zeros((cout,), dtype))
+        self.kt = kernel[0]
+        self.pad_h = (kernel[1] - 1) // 2
+        self.pad_w = (kernel[2] - 1) // 2
+        self.stride_t = stride_t
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = jax.lax.conv_general_dilated(
+            x,
+            self.kernel[...].astype(x.dtype),
+            window_strides=(self.stride_t, 1, 1),
+            padding=((0, 0), (self.pad_h, self.pad_h), (self.pad_w, self.pad_w)),
+            dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),
+        )
+        return y + self.bias[...].astype(x.dtype)
+
+
+class Conv2d(nnx.Module):
+    """Per-frame 2D conv on (B, T, H, W, C); ``kernel`` (kh, kw, in, out)."""
+
+    def __init__(self, cin: int, cout: int, k: int = 3, *, stride: int = 1, padding=((1, 1), (1, 1)),
+                 dtype=jnp.float32):
+        self.kernel = nnx.Param(jnp.zeros((k, k, cin, cout), dtype))
+        self.bias = nnx.Param(jnp.zeros((cout,), dtype))
+        self.stride = stride
+        self.padding = tuple(tuple(p) for p in padding)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, t = x.shape[:2]
+        y = jax.lax.conv_general_dilated(
+            x.reshape((b * t,) + x.shape[2:]),
+            self.kernel[...].astype(x.dtype),
+            window_strides=(self.stride, self.stride),
+            padding=self.padding,
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        )
+        y = y + self.bias[...].astype(x.dtype)
+        return y.reshape((b, t) + y.shape[1:])
+
+
+class Dense(nnx.Module):
+    """A 1x1 Conv2d as a matmul on the channel axis; ``kernel`` (in, out)."""
+
+    def __init__(self, cin: int, cout: int, *, dtype=jnp.float32):
+        self.kernel = nnx.Param(jnp.zeros((cin, cout), dtype))
+        self.bias = nnx.Param(jnp.zeros((cout,), dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x @ self.kernel[...].astype(x.dtype) + self.bias[...].astype(x.dtype)
+
+
+class RMSNorm(nnx.Module):
+    """The reference's ``WanRMS_norm``: ``x / max(||x||_2, 1e-12) * sqrt(C) * gamma`` over channels (fp32 math)."""
+
+    def __init__(self, dim: int, *, dtype=jnp.float32):
+        self.gamma = nnx.Param(jnp.ones((dim,), dtype))
+        self.scale = float(dim) ** 0.5
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x32 = x.astype(jnp.float32)
+        norm = jnp.sqrt(jnp.sum(x32 * x32, axis=-1, keepdims=True))
+        y = (x32 / jnp.maximum(norm, 1e-12)).astype(x.dtype)
+        return y * self.scale * self.gamma[...].astype(x.dtype)
+
+
+class _Cache:
+    """Threads the per-conv feature cache through one chunk; the order of ``take``/``put`` is the cache layout."""
+
+    def __init__(self, inputs: Sequence[jax.Array] | None):
+        self.inputs = inputs
+        self.outputs: list[jax.Array] = []
+
+    def take(self) -> jax.Array | None:
+        return None if self.inputs is None else self.inputs[len(self.outputs)]
+
+    def put(self, c: jax.Array) -> None:
+        self.outputs.append(c)
+
+    def conv(self, conv: CausalConv3d, x: jax.Array) -> jax.Array:
+        """Kernel-3 causal conv: prepend the cache (zeros on the first chunk), keep the last 2 input frames."""
+        c = self.take()
+        if c is None:
+            c = jnp.zeros((x.shape[0], conv.kt - 1) + x.shape[2:], x.dtype)
+        xx = jnp.concatenate([c.astype(x.dtype), x], axis=1)
+        self.put(xx[:, -CACHE_T:])
+        return conv(xx)
+
+
+class ResBlock(nnx.Module):
+    def __init__(self, cin: int, cout: int, *, dtype=jnp.float32):
+        self.norm1 = RMSNorm(cin, dtype=dtype)
+        self.conv1 = CausalConv3d(cin, cout, dtype=dtype)
+        self.norm2 = RMSNorm(cout, dtype=dtype)
+        self.conv2 = CausalConv3d(cout, cout, dtype=dtype)
+        self.conv_shortcut = CausalConv3d(cin, cout, (1, 1, 1), dtype=dtype) if cin != cout else None
+
+    def __call__(self, x: jax.Array, cache: _Cache) -> jax.Array:
+        h = self.conv_shortcut(x) if self.conv_shortcut is not None else x
+        x = cache.conv(self.conv1, _silu(self.norm1(x)))
+        x = cache.conv(self.conv2, _silu(self.norm2(x)))  # dropout: inference no-op
+        return x + h
+
+
+class AttentionBlock(nnx.Module):
+    """Single-head self-attention over the H*W positions of each frame separately."""
+
+    def __init__(self, dim: int, *, dtype=jnp.float32):
+        self.norm = RMSNorm(dim, dtype=dtype)
+        self.to_qkv = Dense(dim, 3 * dim, dtype=dtype)
+        self.proj = Dense(dim, dim, dtype=dtype)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, t, h, w, c = x.shape
+        qkv = self.to_qkv(self.norm(x)).reshape(b * t, h * w, 3 * c)
+        q, k, v = jnp.split(qkv, 3, axis=-1)
+        s = jnp.einsum("nqc,nkc->nqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(c)
+        p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
+        o = jnp.einsum("nqk,nkc->nqc", p, v).reshape(b, t, h, w, c)
+        return x + self.proj(o)
+
+
+class MidBlock(nnx.Module):
+    def __init__(self, dim: int, *, dtype=jnp.float32):
+        self.resnets = nnx.List([ResBlock(dim, dim, dtype=dtype), ResBlock(dim, dim, dtype=dtype)])
+        self.attentions = nnx.List([AttentionBlock(dim, dtype=dtype)])
+
+    def __call__(self, x: jax.Array, cache: _Cache) -> jax.Array:
+        x = self.resnets[0](x, cache)
+        for attn, res in zip(self.attentions, list(self.resnets)[1:]):
+            x = res(attn(x), cache)
+        return x
+
+
+class Upsample(nnx.Module):
+    """``WanResample`` upsample2d / upsample3d: [time conv doubling frames], nearest 2x, 3x3 conv to ``cout``."""
+
+    def __init__(self, dim: int, cout: int, temporal: bool, *, dtype=jnp.float32):
+        self.dim = dim
+        self.temporal = temporal
+        self.conv = Conv2d(dim, cout, 3, dtype=dtype)
+        self.time_conv = CausalConv3d(dim, 2 * dim, (3, 1, 1), dtype=dtype) if temporal else None
+
+    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+        if self.temporal:
+            if first:
+                cache.take()
+                cache.put(jnp.zeros((x.shape[0], CACHE_T) + x.shape[2:], x.dtype))  # "Rep": zero padding next
+            else:
+                y = cache.conv(self.time_conv, x)  # (B, T, H, W, 2C), channel = s * C + c
+                b, t, h, w, _ = y.shape
+                y = y.reshape(b, t, h, w, 2, self.dim)
+                x = jnp.moveaxis(y, 4, 2).reshape(b, t * 2, h, w, self.dim)
+        x = jnp.repeat(jnp.repeat(x, 2, axis=2), 2, axis=3)  # nearest-exact at scale 2 == pixel repeat
+        return self.conv(x)
+
+
+class Downsample(nnx.Module):
+    """``WanResample`` downsample2d / downsample3d: pad (right, bottom) 1, 3x3 stride-2 conv, [stride-2 time conv]."""
+
+    def __init__(self, dim: int, temporal: bool, *, dtype=jnp.float32):
+        self.temporal = temporal
+        self.conv = Conv2d(dim, dim, 3, stride=2, padding=((0, 1), (0, 1)), dtype=dtype)
+        self.time_conv = CausalConv3d(dim, dim, (3, 1, 1), stride_t=2, dtype=dtype) if temporal else None
+
+    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+        x = self.conv(x)
+        if self.temporal:
+            c = cache.take()
+            cache.put(x[:, -1:])
+            if not first:
+                x = self.time_conv(jnp.concatenate([c[:, -1:].astype(x.dtype), x], axis=1))
+        return x
+
+
+class UpBlock(nnx.Module):
+    def __init__(self, cin: int, cout: int, num_res_blocks: int, mode: str | None, *, dtype=jnp.float32):
+        blocks = []
+        for _ in range(num_res_blocks + 1):
+            blocks.append(ResBlock(cin, cout, dtype=dtype))
+            cin = cout
+        self.resnets = nnx.List(blocks)
+        self.upsampler = (
+            Upsample(cout, cout // 2, mode == "upsample3d", dtype=dtype) if mode is not None else None
+        )
+
+    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+        for r in self.resnets:
+            x = r(x, cache)
+        if self.upsampler is not None:
+            x = self.upsampler(x, cache, first)
+        return x
+
+
+class Decoder(nnx.Module):
+    def __init__(self, cfg: WanVAEConfig, *, dtype=jnp.float32):
+        dim = cfg.decoder_base_dim or cfg.base_dim
+        mult = list(cfg.dim_mult)
+        dims = [dim * u for u in [mult[-1]] + mult[::-1]]
+        self.conv_in = CausalConv3d(cfg.z_dim, dims[0], dtype=dtype)
+        self.mid_block = MidBlock(dims[0], dtype=dtype)
+        blocks = []
+        tup = cfg.temperal_upsample
+        for i, (cin, cout) in enumerate(zip(dims[:-1], dims[1:])):
+            if i > 0:
+                cin = cin // 2
+            up = i != len(mult) - 1
+            mode = ("upsample3d" if tup[i] else "upsample2d") if up else None
+            blocks.append(UpBlock(cin, cout, cfg.num_res_blocks, mode, dtype=dtype))
+        self.up_blocks = nnx.List(blocks)
+        self.norm_out = RMSNorm(dims[-1], dtype=dtype)
+        self.conv_out = CausalConv3d(dims[-1], cfg.out_channels, dtype=dtype)
+
+    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+        x = cache.conv(self.conv_in, x)
+        x = self.mid_block(x, cache)
+        for blk in self.up_blocks:
+            x = blk(x, cache, first)
+        return cache.conv(self.conv_out, _silu(self.norm_out(x)))
+
+
+class Encoder(nnx.Module):
+    def __init__(self, cfg: WanVAEConfig, *, dtype=jnp.float32):
+        if cfg.attn_scales:
+            raise NotImplementedError("encoder attention (attn_scales) is not supported (Wan 2.1 uses none)")
+        dim = cfg.base_dim
+        mult = list(cfg.dim_mult)
+        dims = [dim * u for u in [1] + mult]
+        self.conv_in = CausalConv3d(cfg.in_channels, dims[0], dtype=dtype)
+        blocks: list[nnx.Module] = []
+        for i, (cin, cout) in enumerate(zip(dims[:-1], dims[1:])):
+            for _ in range(cfg.num_res_blocks):
+                blocks.append(ResBlock(cin, cout, dtype=dtype))
+                cin = cout
+            if i != len(mult) - 1:
+                blocks.append(Downsample(cout, bool(cfg.temperal_downsample[i]), dtype=dtype))
+        self.down_blocks = nnx.List(blocks)
+        self.mid_block = MidBlock(dims[-1], dtype=dtype)
+        self.norm_out = RMSNorm(dims[-1], dtype=dtype)
+        self.conv_out = CausalConv3d(dims[-1], 2 * cfg.z_dim, dtype=dtype)
+
+    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+        x = cache.conv(self.conv_in, x)
+        for blk in self.down_blocks:
+            x = blk(x, cache, first) if isinstance(blk, Downsample) else blk(x, cache)
+        x = self.mid_block(x, cache)
+        return cache.conv(self.conv_out, _silu(self.norm_out(x)))
+
+
+class WanVAE(nnx.Module):
+    """``AutoencoderKLWan`` (Wan 2.1). Parameters start at zeros/ones; load real ones with ``convert_vae.load_vae``."""
+
+    def __init__(self, cfg: WanVAEConfig, *, with_encoder: bool = True):
+        cfg.check_supported()
+        dtype = jnp.dtype(cfg.dtype)
+        self.cfg = cfg
+        self.post_quant_conv = CausalConv3d(cfg.z_dim, cfg.z_dim, (1, 1, 1), dtype=dtype)
+        self.decoder = Decoder(cfg, dtype=dtype)
+        if with_encoder:
+            self.quant_conv = CausalConv3d(2 * cfg.z_dim, 2 * cfg.z_dim, (1, 1, 1), dtype=dtype)
+            self.encoder = Encoder(cfg, dtype=dtype)
+        else:
+            self.quant_conv = None
+            self.encoder = None
+
+    def decode(self, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None) -> jax.Array:
+        """Raw (un-normalised) latents (B, z, T, h, w) -> video (B, 3, 1 + 4 (T - 1), 8h, 8w) clamped to [-1, 1].
+
+        ``on_chunk(done, total)`` is called after each latent frame's chunk has finished computing.
+        """
+        n = np.shape(latents)[2]
+        chunks = []
+        for i, out in enumerate(iter_decode(self, latents)):
+            chunks.append(out)
+            if on_chunk is not None:
+                out.block_until_ready()
+                on_chunk(i + 1, n)
+        return jnp.moveaxis(jnp.concatenate(chunks, axis=1), -1, 1)
+
+    def encode(self, video: Any, *, on_chunk: Callable[[int, int], None] | None = None) -> jax.Array:
+        """Video (B, 3, T, H, W) in [-1, 1] -> raw latent mean (B, z, 1 + (T - 1) // 4, H/8, W/8)."""
+        if self.encoder is None:
+            raise ValueError("this WanVAE was built without its encoder (with_encoder=False)")
+        x = jnp.moveaxis(jnp.asarray(video, jnp.dtype(self.cfg.dtype)), 1, -1)
+        n = x.shape[1]
+        graphdef, state = nnx.split(self)
+        bounds = [(0, 1)] + [(1 + 4 * (i - 1), min(1 + 4 * i, n)) for i in range(1, 1 + (n - 1) // 4)]
+        caches = None
+        outs = []
+        for i, (s, e) in enumerate(bounds):
+            chunk = jax.lax.dynamic_slice_in_dim(x, jnp.int32(s), e - s, axis=1)
+            mu, caches = _encode_chunk(graphdef, state, chunk, caches, first=(i == 0))
+            outs.append(mu)
+            if on_chunk is not None:
+                mu.block_until_ready()
+                on_chunk(i + 1, len(bounds))
+        return jnp.moveaxis(jnp.concatenate(outs, axis=1), -1, 1)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# jitted chunk programs
+
+
+def _decode_chunk_impl(graphdef, state, z, caches, *, first):
+    TRACE_COUNTS["decode_first" if first else "decode_chunk"] += 1
+    vae = nnx.merge(graphdef, state)
+    cache = _Cache(caches)
+    x = vae.decoder(vae.post_quant_conv(z), cache, first)
+    return jnp.clip(x, -1.0, 1.0), cache.outputs
+
+
+def _encode_chunk_impl(graphdef, state, x, caches, *, first):
+    TRACE_COUNTS["encode_first" if first else "encode_chunk"] += 1
+    vae = nnx.merge(graphdef, state)
+    cache = _Cache(caches)
+    h = vae.quant_conv(vae.encoder(x, cache, first))
+    return h[..., : vae.cfg.z_dim], cache.outputs
+
+
+_decode_chunk = jax.jit(_decode_chunk_impl, static_argnames=("graphdef", "first"))
+_encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first"))
+
+
+def iter_decode(vae: WanVAE, latents: Any):
+    """Yield decoded chunks channel-last (B, t, H, W, 3), clamped to [-1, 1]: 1 frame, then 4 per latent frame.
+
+    Chunks are dispatched asynchronously; each call reuses the first-chunk or the later-chunk compiled program.
+    """
+    z = jnp.moveaxis(jnp.asarray(latents, jnp.dtype(vae.cfg.dtype)), 1, -1)  # (B, T, h, w, z)
+    graphdef, state = nnx.split(vae)
+    caches = None
+    for t in range(z.shape[1]):
+        zt = jax.lax.dynamic_slice_in_dim(z, jnp.int32(t), 1, axis=1)
+        out, caches = _decode_chunk(graphdef, state, zt, caches, first=(t == 0))
+        yield out
+
+
+def denormalize_latents(cfg: WanVAEConfig, latents: Any) -> jax.Array:
+    """The pipeline's ``latents / (1 / std) + mean`` per channel, on (B, z, T, h, w)."""
+    dtype = jnp.dtype(cfg.dtype)
+    shape = (1, cfg.z_dim, 1, 1, 1)
+    mean = jnp.asarray(np.asarray(cfg.latents_mean, np.float32).reshape(shape), dtype)
+    inv_std = 1.0 / jnp.asarray(np.asarray(cfg.latents_std, np.float32).reshape(shape), dtype)
+    return jnp.asarray(latents, dtype) / inv_std + mean
+
+
+def normalize_latents(cfg: WanVAEConfig, latents: Any) -> jax.Array:
+    """Inverse of :func:`denormalize_latents`: ``(latents - mean) * (1 / std)`` (what image-to-video feeds in)."""
+    dtype = jnp.dtype(cfg.dtype)
+    shape = (1, cfg.z_dim, 1, 1, 1)
+    mean = jnp.asarray(np.asarray(cfg.latents_mean, np.float32).reshape(shape), dtype)
+    inv_std = 1.0 / jnp.asarray(np.asarray(cfg.latents_std, np.float32).reshape(shape), dtype)
+    return (jnp.asarray(latents, dtype) - mean) * inv_std
+
+
+@jax.jit
+def _to_frames(x: jax.Array) -> jax.Array:
+    return jnp.clip(x.astype(jnp.float32) / 2 + 0.5, 0.0, 1.0)
+
+
+def decode_video(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Normalised DiT latents (B, z, T, h, w) -> frames float32 in [0, 1], shape (B, 1 + 4 (T - 1), 8h, 8w, 3).
+
+    Exactly the Wan pipeline's steps: de-normalise, ``vae.decode`` (clamped), ``(x / 2 + 0.5).clip(0, 1)``,
+    channel-last. Each decoded chunk is moved to host as soon as it is ready.
+    """
+    z = denormalize_latents(vae.cfg, latents)
+    n = z.shape[2]
+    frames: list[np.ndarray] = []
+    pending = None  # host copy of chunk k-1 overlaps with computing chunk k
+    for i, chunk in enumerate(iter_decode(vae, z)):
+        f = _to_frames(chunk)
+        f.copy_to_host_async()
+        if pending is not None:
+            frames.append(np.asarray(pending))
+            if on_chunk is not None:
+                on_chunk(i, n)
+        pending = f
+    frames.append(np.asarray(pending))
+    if on_chunk is not None:
+        on_chunk(n, n)
+    return np.concatenate(frames, axis=1)

@@ -1,0 +1,167 @@
+"""The ``vidax`` command line.
+
+  vidax run CONFIG.yaml [key=value ...] [--dry-run] [--quiet] [--debug]
+  vidax list-models [--json]
+  vidax plugins [--json]
+  vidax show-config MODEL_ID
+
+User mistakes end with exit code 2 and one ``error:`` line (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from typing import Sequence
+
+from . import __version__
+from .errors import UserError
+
+EXIT_USER_ERROR = 2
+
+
+def _preset_for(plugins):
+    def preset(model_id: str) -> dict:
+        spec = plugins.registry.get(model_id)
+        return dict(spec.preset)
+
+    return preset
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import config as config_mod
+    from .plugins import get_plugins
+    from .progress import Reporter
+
+    plugins = get_plugins()
+    cfg = config_mod.resolve(args.config, args.overrides, _preset_for(plugins))
+    reporter = Reporter(quiet=args.quiet)
+    if args.dry_run:
+        from .plan import describe_plan
+
+        print(describe_plan(cfg, plugins))
+        return 0
+    from . import pipeline
+
+    result = pipeline.run(cfg, plugins, reporter)
+    reporter.log(pipeline.summary(result.metrics))
+    if cfg.output.path:
+        reporter.log(f"wrote {cfg.output.path}")
+    return 0
+
+
+def cmd_list_models(args: argparse.Namespace) -> int:
+    from .plugins import get_plugins
+
+    specs = list(get_plugins().registry)
+    if args.json:
+        print(json.dumps([s.as_dict() for s in specs], indent=2))
+        return 0
+    if not specs:
+        print("no models installed: pip install a family plugin such as vidax-wan")
+        return 0
+    rows = [("id", "family", "tasks", "plugin", "version", "default config")]
+    rows += [(s.id, s.family, ",".join(s.tasks), s.plugin, s.version, s.default_config or "-") for s in specs]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from .plugins import get_plugins
+
+    plugins = get_plugins()
+    counts: dict[str, int] = {}
+    for spec in plugins.registry:
+        counts[spec.plugin] = counts.get(spec.plugin, 0) + 1
+    infos = [
+        {
+            "name": i.name,
+            "distribution": i.distribution,
+            "version": i.version,
+            "module": i.module,
+            "hooks": list(i.hooks),
+            "models": counts.get(i.distribution or i.name, 0),
+            "error": i.error,
+        }
+        for i in plugins.infos
+    ]
+    if args.json:
+        print(json.dumps(infos, indent=2))
+        return 0
+    if not infos:
+        print("no plugins installed")
+    for i in infos:
+        state = f"FAILED: {i['error']}" if i["error"] else f"{i['models']} models, hooks: {', '.join(i['hooks'])}"
+        print(f"{i['name']} ({i['distribution']} {i['version']}): {state}")
+    return 0
+
+
+def cmd_show_config(args: argparse.Namespace) -> int:
+    from . import config as config_mod
+    from .plugins import get_plugins
+
+    plugins = get_plugins()
+    preset = _preset_for(plugins)(args.model_id)
+    merged = config_mod.merge(config_mod.defaults_dict(), preset, {"model": {"id": args.model_id}})
+    cfg = config_mod.validate(merged)
+    print(config_mod.to_yaml(cfg), end="")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vidax", description="Video diffusion inference in JAX: Wan, Cosmos, LTX, HunyuanVideo, CogVideoX.")
+    p.add_argument("--version", action="version", version=f"vidax {__version__}")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="generate a video from a YAML config", description="Generate a video. Keys: see `vidax show-config MODEL_ID`.")
+    r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
+    r.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=30 output.path=out/a.mp4")
+    r.add_argument("--dry-run", action="store_true", help="validate and print the plan without loading weights")
+    r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines")
+    r.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    r.set_defaults(func=cmd_run)
+
+    lm = sub.add_parser("list-models", help="list installed model ids")
+    lm.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    lm.set_defaults(func=cmd_list_models)
+
+    pl = sub.add_parser("plugins", help="list installed plugins and their hooks")
+    pl.add_argument("--json", action="store_true", help="print JSON")
+    pl.set_defaults(func=cmd_plugins)
+
+    sc = sub.add_parser("show-config", help="print the merged default config of a model, ready to edit")
+    sc.add_argument("model_id")
+    sc.set_defaults(func=cmd_show_config)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # "vidax run cfg.yaml a=b" : a config path that contains '=' is an override, not a config
+    args = parser.parse_args(argv)
+    if getattr(args, "config", None) and "=" in args.config and not args.config.endswith((".yaml", ".yml")):
+        args.overrides = [args.config, *args.overrides]
+        args.config = None
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USER_ERROR
+    try:
+        return args.func(args)
+    except UserError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted; no partial output was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

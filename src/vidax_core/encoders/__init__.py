@@ -1,0 +1,1 @@
+"""Text encoders shared by model plugins (UMT5, ...)."""

@@ -1,0 +1,351 @@
+"""UMT5 text encoder (transformers ``UMT5EncoderModel``, Wan's text encoder) in Flax NNX.
+
+Numerics follow the transformers reference:
+
+* token embedding (tied ``shared`` / ``encoder.embed_tokens`` table), no scaling, no absolute positions;
+* pre-norm blocks: T5 RMS norm (no mean subtraction, no bias, fp32 statistics) -> self-attention -> residual,
+  T5 RMS norm -> feed-forward (``gated-gelu`` = ``gelu_new`` (tanh approximation) of ``wi_0`` times ``wi_1``,
+  then ``wo``) -> residual; a final RMS norm;
+* attention logits are NOT scaled by 1/sqrt(d_kv) (T5 convention); a learned relative position bias (bucketed
+  bidirectional distances) is added, and unlike T5 EVERY layer has its own bucket table; the padding mask is an
+  additive ``finfo.min`` bias on the keys; softmax in float32.
+
+Precision policy: parameters and matmuls in ``cfg.dtype`` (fp32 accumulation), norms and the residual stream in
+float32 (transformers keeps the residual in the parameter dtype, which only matters for bf16/fp16 runs, and needs
+fp16 overflow clamps that the fp32 residual here does not), output ``last_hidden_state`` in float32.
+
+The ``num_layers`` blocks live in ONE parameter tree stacked on a leading ``'layers'`` axis and are run by
+:func:`run_blocks` with ``jax.lax.scan``. Parameters carry logical axis names (``out_sharding`` metadata, never
+eagerly applied): ``'vocab'``, ``'embed'`` (d_model), ``'heads'`` (num_heads * d_kv), ``'mlp'`` (d_ff) and
+``'layers'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax_core.convert import KeyRule, convert, linear
+from vidax_core.nnx_util import abstract_model, materialize
+
+Axes = tuple[str | None, ...]
+
+VOCAB, EMBED, HEADS, MLP, LAYERS = "vocab", "embed", "heads", "mlp", "layers"
+
+_ACTIVATIONS = {
+    "relu": jax.nn.relu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),  # transformers' "gelu" is the exact erf form
+    "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Config
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class UMT5Config:
+    """Field names match transformers' ``config.json`` for UMT5; ``dtype`` is the parameter / matmul dtype.
+
+    Defaults are transformers' ``UMT5Config`` defaults (umt5-small); Wan's umt5-xxl comes from its config.json.
+    """
+
+    vocab_size: int = 250112
+    d_model: int = 512
+    d_kv: int = 64
+    d_ff: int = 1024
+    num_layers: int = 8
+    num_heads: int = 6
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    feed_forward_proj: str = "gated-gelu"
+    layer_norm_epsilon: float = 1e-6
+    dtype: Any = jnp.float32
+
+    def __post_init__(self) -> None:
+        parts = self.feed_forward_proj.split("-")
+        if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated") or self.act_name not in _ACTIVATIONS:
+            raise ValueError(
+                f"feed_forward_proj={self.feed_forward_proj!r} is not supported: expected '<act>' or 'gated-<act>' "
+                f"with act one of {sorted(_ACTIVATIONS)}"
+            )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "UMT5Config":
+        """Build from a transformers config dict; unknown keys (``architectures``, ``dropout_rate``...) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in config.items() if k in names}
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    @property
+    def is_gated(self) -> bool:
+        return self.feed_forward_proj.startswith("gated-")
+
+    @property
+    def act_name(self) -> str:
+        # transformers: dense_act_fn = last part, except that "gated-gelu" means gelu_new (tanh approximation)
+        if self.feed_forward_proj == "gated-gelu":
+            return "gelu_new"
+        return self.feed_forward_proj.split("-")[-1]
+
+    @property
+    def inner_dim(self) -> int:
+        return self.num_heads * self.d_kv
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Relative position buckets (host-side: shapes are static)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def relative_position_buckets(
+    query_length: int, key_length: int, num_buckets: int, max_distance: int, bidirectional: bool = True
+) -> np.ndarray:
+    """T5 bucket index of every (query, key) pair, int32 (query_length, key_length).
+
+    Mirrors transformers' ``_relative_position_bucket`` including its float32 log arithmetic, so bucket edges land
+    on the same side. Half the buckets (per direction) are exact distances, the rest logarithmic up to
+    ``max_distance``; the encoder is bidirectional (positive distances get the upper half of the buckets).
+    """
+    rel = np.arange(key_length, dtype=np.int64)[None, :] - np.arange(query_length, dtype=np.int64)[:, None]
+    buckets = np.zeros_like(rel)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (rel > 0).astype(np.int64) * num_buckets
+        rel = np.abs(rel)
+    else:
+        rel = -np.minimum(rel, 0)
+    max_exact = num_buckets // 2
+    is_small = rel < max_exact
+    with np.errstate(divide="ignore"):
+        ratio = np.log(rel.astype(np.float32) / np.float32(max_exact))
+    ratio = ratio / np.float32(math.log(max_distance / max_exact)) * np.float32(num_buckets - max_exact)
+    large = max_exact + np.where(is_small, 0.0, ratio).astype(np.int64)  # truncation like torch .to(long)
+    large = np.minimum(large, num_buckets - 1)
+    buckets += np.where(is_small, rel, large)
+    return buckets.astype(np.int32)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _param(value: jax.Array, names: Axes) -> nnx.Param:
+    return nnx.Param(value, out_sharding=names, eager_sharding=False)
+
+
+class Linear(nnx.Module):
+    """Bias-free y = x @ kernel, kernel (in, out) in the param dtype, fp32 accumulation, output in param dtype."""
+
+    def __init__(self, d_in: int, d_out: int, names: Axes, *, dtype: Any, rngs: nnx.Rngs):
+        self.kernel = _param(nnx.initializers.lecun_normal()(rngs.params(), (d_in, d_out), dtype), names)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        k = self.kernel[...]
+        return jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32).astype(k.dtype)
+
+
+class T5LayerNorm(nnx.Module):
+    """T5 RMS norm: x * rsqrt(mean(x^2) + eps) * scale, no mean subtraction, no bias; fp32 in and out."""
+
+    def __init__(self, dim: int, *, eps: float):
+        self.eps = eps
+        self.scale = _param(jnp.ones((dim,), jnp.float32), (EMBED,))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
+        return y * self.scale[...].astype(jnp.float32)
+
+
+class UMT5Attention(nnx.Module):
+    """Self-attention with this layer's own relative position bias table; no 1/sqrt(d) scaling."""
+
+    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+        self.num_heads, self.d_kv = cfg.num_heads, cfg.d_kv
+        self.num_buckets, self.max_distance = cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance
+        dt = cfg.dtype
+        self.q = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
+        self.k = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
+        self.v = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
+        self.o = Linear(cfg.inner_dim, cfg.d_model, (HEADS, EMBED), dtype=dt, rngs=rngs)
+        self.relative_attention_bias = _param(
+            jax.random.normal(rngs.params(), (cfg.relative_attention_num_buckets, cfg.num_heads), dt) * 0.02,
+            (None, None),
+        )
+
+    def __call__(self, x: jax.Array, buckets: jax.Array, key_bias: jax.Array) -> jax.Array:
+        """x (B, L, d_model); buckets (L, L) int32; key_bias (B, L) float32 additive (0 or finfo.min)."""
+        b, n, _ = x.shape
+        h, d = self.num_heads, self.d_kv
+        q = self.q(x).reshape(b, n, h, d)
+        k = self.k(x).reshape(b, n, h, d)
+        v = self.v(x).reshape(b, n, h, d)
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
+        pos = jnp.take(self.relative_attention_bias[...].astype(jnp.float32), buckets, axis=0)  # (Lq, Lk, H)
+        logits = logits + jnp.transpose(pos, (2, 0, 1))[None] + key_bias[:, None, None, :]
+        probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+        out = jnp.einsum("bhqk,bkhd->bqhd", probs, v, preferred_element_type=jnp.float32).astype(v.dtype)
+        return self.o(out.reshape(b, n, h * d))
+
+
+class UMT5FeedForward(nnx.Module):
+    """Gated: wo(act(wi_0 x) * wi_1 x); plain: wo(act(wi x))."""
+
+    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+        dt = cfg.dtype
+        self.act = _ACTIVATIONS[cfg.act_name]
+        self.gated = cfg.is_gated
+        if self.gated:
+            self.wi_0 = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs)
+            self.wi_1 = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs)
+        else:
+            self.wi = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs)
+        self.wo = Linear(cfg.d_ff, cfg.d_model, (MLP, EMBED), dtype=dt, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if self.gated:
+            hidden = self.act(self.wi_0(x).astype(jnp.float32)) * self.wi_1(x).astype(jnp.float32)
+        else:
+            hidden = self.act(self.wi(x).astype(jnp.float32))
+        return self.wo(hidden)
+
+
+class UMT5Block(nnx.Module):
+    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+        self.attn_norm = T5LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
+        self.attn = UMT5Attention(cfg, rngs=rngs)
+        self.ffn_norm = T5LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
+        self.ffn = UMT5FeedForward(cfg, rngs=rngs)
+
+    def __call__(self, x: jax.Array, buckets: jax.Array, key_bias: jax.Array) -> jax.Array:
+        """x: float32 residual stream (B, L, d_model)."""
+        x = x + self.attn(self.attn_norm(x), buckets, key_bias).astype(jnp.float32)
+        return x + self.ffn(self.ffn_norm(x)).astype(jnp.float32)
+
+
+def run_blocks(
+    block_graphdef: nnx.GraphDef, stacked_block_state: nnx.State, x: jax.Array, buckets: jax.Array, key_bias: jax.Array
+) -> jax.Array:
+    """Run blocks stacked on the leading axis of ``stacked_block_state`` (any slice of it) with ``lax.scan``."""
+
+    def body(h, layer_state):
+        return nnx.merge(block_graphdef, layer_state)(h, buckets, key_bias), None
+
+    x, _ = jax.lax.scan(body, x, stacked_block_state)
+    return x
+
+
+def _make_stacked_blocks(cfg: UMT5Config, rngs: nnx.Rngs) -> UMT5Block:
+    @nnx.split_rngs(splits=cfg.num_layers)
+    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: LAYERS})
+    def make(r: nnx.Rngs) -> UMT5Block:
+        return UMT5Block(cfg, rngs=r)
+
+    return make(rngs)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Encoder
+# --------------------------------------------------------------------------------------------------------------
+
+
+class UMT5Encoder(nnx.Module):
+    """``UMT5EncoderModel``: ``__call__(input_ids, attention_mask) -> last_hidden_state`` (B, L, d_model) float32."""
+
+    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embedding = _param(
+            jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.d_model), cfg.dtype), (VOCAB, EMBED)
+        )
+        self.blocks = _make_stacked_blocks(cfg, rngs)
+        self.final_norm = T5LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
+
+    def split_blocks(self) -> tuple[nnx.GraphDef, nnx.State]:
+        """(graphdef of ONE block, stacked state with leading layer axis) for :func:`run_blocks`."""
+        return nnx.split(self.blocks)
+
+    def __call__(self, input_ids: jax.Array, attention_mask: jax.Array | None = None) -> jax.Array:
+        input_ids = jnp.asarray(input_ids, jnp.int32)
+        b, n = input_ids.shape
+        if attention_mask is None:
+            attention_mask = jnp.ones((b, n), jnp.int32)
+        key_bias = jnp.where(jnp.asarray(attention_mask) > 0, 0.0, jnp.finfo(jnp.float32).min).astype(jnp.float32)
+        buckets = jnp.asarray(
+            relative_position_buckets(
+                n, n, self.cfg.relative_attention_num_buckets, self.cfg.relative_attention_max_distance
+            )
+        )
+        x = jnp.take(self.embedding[...], input_ids, axis=0).astype(jnp.float32)
+        graphdef, state = self.split_blocks()
+        x = run_blocks(graphdef, state, x, buckets, key_bias)
+        return self.final_norm(x)
+
+
+def encode_text(
+    encoder: UMT5Encoder, input_ids: jax.Array, attention_mask: jax.Array, max_sequence_length: int
+) -> jax.Array:
+    """Wan's prompt embeddings: (B, max_sequence_length, d_model) float32.
+
+    As diffusers' ``WanPipeline._get_t5_prompt_embeds``: encode with the mask, keep each row's first
+    ``seq_len = (mask > 0).sum()`` vectors (a prefix, as the pipeline slices ``u[:seq_len]``), zero the rest and
+    zero-pad the sequence axis up to ``max_sequence_length``.
+    """
+    input_ids = jnp.asarray(input_ids, jnp.int32)
+    attention_mask = jnp.asarray(attention_mask)
+    n = input_ids.shape[1]
+    if n > max_sequence_length:
+        raise ValueError(f"token length {n} exceeds max_sequence_length={max_sequence_length}")
+    hidden = encoder(input_ids, attention_mask)
+    seq_lens = jnp.sum(attention_mask > 0, axis=1)
+    keep = jnp.arange(n)[None, :] < seq_lens[:, None]
+    hidden = jnp.where(keep[..., None], hidden, 0.0)
+    return jnp.pad(hidden, ((0, 0), (0, max_sequence_length - n), (0, 0)))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Checkpoint conversion
+# --------------------------------------------------------------------------------------------------------------
+
+_BLOCK = r"encoder\.block\.(\d+)\.layer"
+
+UMT5_RULES: tuple[KeyRule, ...] = (
+    # Tied input embedding: either name (or both) may be in the file; both fill the same table.
+    KeyRule(r"(?:shared|encoder\.embed_tokens)\.weight", "embedding"),
+    KeyRule(_BLOCK + r"\.0\.SelfAttention\.(q|k|v|o)\.weight", "blocks/attn/{2}/kernel", linear, layer_group=1),
+    KeyRule(
+        _BLOCK + r"\.0\.SelfAttention\.relative_attention_bias\.weight",
+        "blocks/attn/relative_attention_bias",
+        layer_group=1,
+    ),
+    KeyRule(_BLOCK + r"\.0\.layer_norm\.weight", "blocks/attn_norm/scale", layer_group=1),
+    KeyRule(_BLOCK + r"\.1\.DenseReluDense\.(wi_0|wi_1|wi|wo)\.weight", "blocks/ffn/{2}/kernel", linear, layer_group=1),
+    KeyRule(_BLOCK + r"\.1\.layer_norm\.weight", "blocks/ffn_norm/scale", layer_group=1),
+    KeyRule(r"encoder\.final_layer_norm\.weight", "final_norm/scale"),
+)
+
+# Keys of a full encoder-decoder UMT5 checkpoint that the encoder does not use.
+UMT5_IGNORE: tuple[str, ...] = (r"decoder\..*", r"lm_head\.weight")
+
+
+def load_umt5(cfg: UMT5Config, tensors: Mapping[str, Any]) -> UMT5Encoder:
+    """Build a :class:`UMT5Encoder` from a transformers state dict (key -> array or zero-arg loader)."""
+    if not any(k in tensors for k in ("shared.weight", "encoder.embed_tokens.weight")):
+        raise ValueError(
+            "UMT5 checkpoint has no token embedding: expected 'shared.weight' or 'encoder.embed_tokens.weight'"
+        )
+    graphdef, state, flat = abstract_model(lambda: UMT5Encoder(cfg, rngs=nnx.Rngs(0)))
+    values = convert(tensors, UMT5_RULES, flat, component="text encoder (UMT5)", ignore=UMT5_IGNORE)
+    return materialize(graphdef, state, values)

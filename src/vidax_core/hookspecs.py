@@ -1,0 +1,93 @@
+"""The hooks a model-family plugin implements.
+
+Every per-model hook takes the :class:`~vidax_core.registry.ModelSpec` first, is ``firstresult``, and a plugin
+returns ``None`` for a model it does not own, so several families coexist and the first plugin that answers wins.
+``register_models`` is the one collector hook: every plugin contributes its model ids to the registry.
+
+Objects passed in:
+
+* ``spec`` – the frozen :class:`ModelSpec` of the model being run.
+* ``ckpt`` – a :class:`vidax_core.checkpoint.Checkpoint`: resolved local folder, each component's ``config.json``
+  (``ckpt.config("transformer")``) and lazy tensors (``ckpt.tensors("transformer")``).
+* ``run`` – the validated, frozen :class:`vidax_core.config.RunConfig`.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("vidax")
+hookimpl = pluggy.HookimplMarker("vidax")
+
+
+@hookspec
+def register_models(register):
+    """Call ``register(ModelSpec(...))`` once per model id this plugin provides."""
+
+
+@hookspec(firstresult=True)
+def build_dit(spec, ckpt, run):
+    """Return a :class:`vidax_core.model_api.DitBuild` for ``spec``: how to construct the denoiser (NNX module),
+    its parameter dtype and its config. The module's ``__call__(latents, timestep, context)`` takes latents in the
+    reference layout (B, C, F, H, W), per-sample timesteps (B,) and text context (B, L, D) and returns the model
+    prediction in the latents' layout. Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def convert_checkpoint(spec, component, tensors, abstract):
+    """Convert ``tensors`` (source key -> lazy array) of ``component`` (e.g. "transformer") onto ``abstract``
+    (flat path -> ShapeDtypeStruct of the model built by ``build_dit``) and return path -> numpy array. Use
+    :func:`vidax_core.convert.convert` with a declarative key table so every problem is reported at once.
+    Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def shard_rules(spec):
+    """Return a sequence of ``(logical_axis_name, mesh_axis_or_None)`` pairs mapping the DiT's logical parameter
+    and activation axes (``embed``, ``heads``, ``mlp``, ``layers`` ...) onto mesh axes (``tp``, ``sp``, ``dp``).
+    Return None to decline (the core then replicates everything)."""
+
+
+@hookspec(firstresult=True)
+def offload_block_groups(spec, model):
+    """Return the names of the stacked block groups of ``model`` that may be streamed from host memory (e.g.
+    ``["blocks"]``, or ``["double_blocks", "single_blocks"]``). Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def build_text_encoder(spec, ckpt, run):
+    """Load and return the family's prompt encoder object (opaque to the core; handed back to
+    ``encode_prompt``). Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def encode_prompt(spec, encoder, prompts, run):
+    """Encode a list of prompt strings with ``encoder`` (from ``build_text_encoder``) into the DiT's text
+    context: a float32 numpy array (len(prompts), L, D). Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def build_vae(spec, ckpt, run):
+    """Load and return the family's :class:`vidax_core.model_api.VideoAutoencoder` (latent shape, decode to
+    frames). Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def scheduler(spec, ckpt, run):
+    """Return a :class:`vidax_core.schedulers.base.Sampler` to use when the run names none
+    (``sampling.scheduler: null``). Return None to let the core read the checkpoint's
+    ``scheduler/scheduler_config.json``."""
+
+
+@hookspec(firstresult=True)
+def check_run(spec, run):
+    """Return a list of one-line problems with ``run`` for this model (e.g. "sampling.num_frames must be 4k+1
+    for Wan, got 16: use 17"), checked before any heavy work; an empty list when all is well. Return None to
+    decline."""
+
+
+@hookspec(firstresult=True)
+def builtin_checkpoint(spec, name):
+    """Return the local folder (diffusers layout) of the built-in checkpoint ``name`` (e.g. "tiny-random") that
+    ships with the plugin, used by ``model.checkpoint: builtin:<name>`` for demos and tests without downloads.
+    Return None to decline."""

@@ -1,0 +1,114 @@
+"""Plugin loading: every family (built-in or third-party) arrives through the entry-point group ``vidax``.
+
+``VIDAX_LOAD_PLUGINS`` (comma-separated entry-point names) restricts which plugins load; an empty value loads
+none. A plugin that fails to import costs one warning line on stderr, never the CLI. Hook implementations with
+misspelled names fail loudly through ``check_pending``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .registry import ModelSpec, Registry
+
+GROUP = "vidax"
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    name: str
+    module: str
+    distribution: str
+    version: str
+    hooks: tuple[str, ...]
+    error: str | None = None
+
+
+class Plugins:
+    """The plugin manager plus the model registry it fills."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(GROUP)
+        self.pm.add_hookspecs(hookspecs)
+        self.infos: list[PluginInfo] = []
+        self._registry: Registry | None = None
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+    def add(self, module: ModuleType | Any, name: str, distribution: str = "", version: str = "") -> None:
+        """Register a plugin object/module (used for entry points and by tests)."""
+        self.pm.register(module, name=name)
+        self.pm.check_pending()
+        hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
+        mod = getattr(module, "__name__", type(module).__name__)
+        self.infos.append(PluginInfo(name, mod, distribution, version, hooks))
+        self._registry = None
+
+    def load_entry_points(self) -> None:
+        wanted = os.environ.get("VIDAX_LOAD_PLUGINS")
+        allow = None if wanted is None else {n.strip() for n in wanted.split(",") if n.strip()}
+        for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
+            if allow is not None and ep.name not in allow:
+                continue
+            if self.pm.has_plugin(ep.name):
+                continue
+            dist = ep.dist.name if ep.dist is not None else ""
+            version = ep.dist.version if ep.dist is not None else ""
+            try:
+                module = ep.load()
+                self.add(module, ep.name, dist, version)
+            except pluggy.PluginValidationError:
+                raise
+            except Exception as exc:  # a broken plugin must not take the CLI down
+                msg = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                print(f"warning: plugin {ep.name!r} ({dist}) failed to load and is skipped: {msg}", file=sys.stderr)
+                self.infos.append(PluginInfo(ep.name, ep.value, dist, version, (), error=msg))
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            reg = Registry()
+            for impl in self.pm.hook.register_models.get_hookimpls():
+                info = next((i for i in self.infos if i.name == impl.plugin_name), None)
+
+                def register(spec: ModelSpec, _info=info, _name=impl.plugin_name) -> None:
+                    from dataclasses import replace
+
+                    reg.register(
+                        replace(
+                            spec,
+                            plugin=spec.plugin or (_info.distribution if _info else _name) or _name,
+                            version=spec.version or (_info.version if _info else ""),
+                        )
+                    )
+
+                impl.function(register=register)
+            self._registry = reg
+        return self._registry
+
+    def call(self, hook_name: str, spec: ModelSpec, **kwargs: Any) -> Any:
+        """Call the firstresult hook ``name`` with the model spec first."""
+        return getattr(self.pm.hook, hook_name)(spec=spec, **kwargs)
+
+
+_DEFAULT: Plugins | None = None
+
+
+def get_plugins() -> Plugins:
+    """The process-wide plugin manager with all entry-point plugins loaded."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        p = Plugins()
+        p.load_entry_points()
+        _DEFAULT = p
+    return _DEFAULT

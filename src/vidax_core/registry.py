@@ -1,0 +1,68 @@
+"""The model registry: one frozen :class:`ModelSpec` per model id, filled by the ``register_models`` hook."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the core knows about a model id before loading anything.
+
+    ``preset`` holds config defaults for this model (same keys as the run config, e.g. sampling steps);
+    ``default_config`` names the YAML under configs/ users start from; ``hub_repo`` the published diffusers repo.
+    """
+
+    id: str
+    family: str
+    tasks: tuple[str, ...] = ("t2v",)
+    plugin: str = ""
+    version: str = ""
+    default_config: str | None = None
+    hub_repo: str | None = None
+    checkpoint_formats: tuple[str, ...] = ("diffusers",)
+    description: str = ""
+    preset: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "family": self.family,
+            "tasks": list(self.tasks),
+            "plugin": self.plugin,
+            "version": self.version,
+            "default_config": self.default_config,
+            "hub_repo": self.hub_repo,
+            "checkpoint_formats": list(self.checkpoint_formats),
+            "description": self.description,
+        }
+
+
+class Registry:
+    """Model id -> ModelSpec, with a helpful error for unknown ids."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ModelSpec] = {}
+
+    def register(self, spec: ModelSpec) -> None:
+        if spec.id in self._specs and self._specs[spec.id] != spec:
+            raise ValueError(f"model id {spec.id!r} registered twice (by {self._specs[spec.id].plugin} and {spec.plugin})")
+        self._specs[spec.id] = spec
+
+    def get(self, model_id: str) -> ModelSpec:
+        if model_id in self._specs:
+            return self._specs[model_id]
+        close = difflib.get_close_matches(model_id, list(self._specs), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        known = ", ".join(sorted(self._specs)) or "none (is a model plugin such as vidax-wan installed?)"
+        raise UserError(f"unknown model id {model_id!r}: {hint}known models: {known} (see `vidax list-models`)")
+
+    def __iter__(self):
+        return iter(sorted(self._specs.values(), key=lambda s: (s.family, s.id)))
+
+    def __len__(self) -> int:
+        return len(self._specs)

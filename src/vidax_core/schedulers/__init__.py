@@ -1,0 +1,46 @@
+"""vidax samplers: host-planned, jit-friendly ports of the diffusers schedulers video models ship with.
+
+Usage (what the pipeline does)::
+
+    sampler = sampler_from_scheduler_config(json.load(open("scheduler/scheduler_config.json")))
+    plan = sampler.plan(num_steps)                 # host, numpy
+    pa = plan.arrays()                             # pytree of jnp arrays
+    state = sampler.init_state(plan, latents)
+
+    @jax.jit
+    def body(pa, state, i, latents, ...):          # i: traced int32
+        t = pa["timesteps"][i]
+        x_in = sampler.scale_model_input(pa, i, latents)
+        out = model(x_in, t, ...)
+        return sampler.step(pa, state, i, out, latents, noise)
+"""
+
+from .base import (
+    Sampler,
+    SamplerPlan,
+    SchedulerConfigError,
+    available_samplers,
+    calculate_shift,
+    get_sampler,
+    register_sampler,
+    register_scheduler_class,
+    sampler_from_scheduler_config,
+    supported_scheduler_classes,
+)
+from .flow_euler import FlowEulerSampler
+from .unipc import UniPCSampler
+
+__all__ = [
+    "Sampler",
+    "SamplerPlan",
+    "SchedulerConfigError",
+    "available_samplers",
+    "calculate_shift",
+    "get_sampler",
+    "register_sampler",
+    "register_scheduler_class",
+    "sampler_from_scheduler_config",
+    "supported_scheduler_classes",
+    "FlowEulerSampler",
+    "UniPCSampler",
+]

@@ -1,0 +1,79 @@
+"""A tiny T5-style (SentencePiece unigram) tokenizer folder, built in-process for tests.
+
+:func:`make_tiny_t5_tokenizer` trains a SentencePiece unigram model on a small built-in English corpus with fixed
+parameters (single thread, so the result is deterministic), converts it with transformers' slow->fast path and
+``save_pretrained``s it, so the folder holds a ``tokenizer.json`` + ``tokenizer_config.json`` laid out like a real
+checkpoint's ``tokenizer/`` folder (T5 conventions: ``<pad>`` = 0, ``</s>`` = 1, ``<unk>`` = 2, no BOS, ``</s>``
+appended by the post-processor, no ``<extra_id_*>`` sentinels).
+
+Test-only: imports sentencepiece and transformers.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+_CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A cat sits on the warm mat in the afternoon sun.",
+    "Two dogs run along a sandy beach at sunset.",
+    "A red car drives through the city streets at night.",
+    "An astronaut rides a horse on the surface of the moon.",
+    "A small boat sails across a calm blue lake.",
+    "Children play football in a green park near the river.",
+    "A chef slices fresh vegetables in a busy kitchen.",
+    "Snow falls slowly over a quiet mountain village.",
+    "A panda eats bamboo while sitting in the forest.",
+    "The camera pans slowly across a field of yellow flowers.",
+    "A woman walks her dog through the rain with an umbrella.",
+    "Birds fly over the ocean as waves crash on the rocks.",
+    "A robot dances under bright neon lights in the city.",
+    "Close up of a cup of hot coffee on a wooden table.",
+    "A train crosses an old stone bridge in the valley.",
+]
+
+TINY_VOCAB_TARGET = 96
+
+
+def make_tiny_t5_tokenizer(out_dir: str | os.PathLike) -> Path:
+    """Write a tiny T5 tokenizer folder to ``out_dir`` and return it as a Path.
+
+    Read its vocabulary size (to size a model's embedding) with :func:`tokenizer_vocab_size`.
+    """
+    import sentencepiece as spm
+    from transformers import T5TokenizerFast
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_CORPUS * 4),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=TINY_VOCAB_TARGET,
+        hard_vocab_limit=False,  # the corpus is tiny: accept a slightly smaller vocabulary than asked for
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        character_coverage=1.0,
+        num_threads=1,
+        shuffle_input_sentence=False,
+        minloglevel=2,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "spiece.model"), "wb") as f:
+            f.write(model.getvalue())
+        tok = T5TokenizerFast.from_pretrained(tmp, extra_ids=0)
+        tok.save_pretrained(str(out))
+    return out
+
+
+def tokenizer_vocab_size(tokenizer_dir: str | os.PathLike) -> int:
+    """Number of token ids (added tokens included) of the ``tokenizer.json`` in ``tokenizer_dir``."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(os.path.join(tokenizer_dir, "tokenizer.json")).get_vocab_size(with_added_tokens=True)
