@@ -161,6 +161,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted; no partial output was written", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `vidax list-models --json | head`
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # a bug, not a user mistake: say so, keep the traceback behind --debug
+        if args.debug:
+            traceback.print_exc()
+        first = (str(exc).splitlines() or [""])[0]
+        print(f"error: internal error ({type(exc).__name__}: {first}); rerun with --debug for the traceback "
+              "and please report it", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

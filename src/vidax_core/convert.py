@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import UserError
+
 Path = tuple[Any, ...]
 Transform = Callable[[np.ndarray], np.ndarray]
 
@@ -79,7 +81,7 @@ class KeyRule:
         return path, layer
 
 
-class ConversionError(ValueError):
+class ConversionError(UserError):
     """Raised once with every problem found while converting a checkpoint."""
 
     def __init__(self, component: str, missing: list[str], unexpected: list[str], mismatched: list[str]):
@@ -120,6 +122,7 @@ def convert(
     filled: dict[Path, np.ndarray] = {}  # stacked targets: per-layer fill mask
     unexpected: list[str] = []
     mismatched: list[str] = []
+    misshaped_paths: set[Path] = set()  # reported as mis-shaped, so not again as missing
 
     for key in tensors:
         hit = None
@@ -147,13 +150,15 @@ def convert(
         if layer is None:
             if arr.shape != full_shape:
                 mismatched.append(f"{key} {tuple(arr.shape)} vs expected {full_shape} at {path_str(path)}")
+                misshaped_paths.add(path)
                 continue
             out[path] = arr.astype(want_dtype, copy=False)
         else:
             if layer >= full_shape[0] or arr.shape != full_shape[1:]:
                 mismatched.append(
-                    f"{key} {tuple(arr.shape)} (layer {layer}) vs expected {full_shape} at {path_str(path)}"
+                    f"{key} {tuple(arr.shape)} vs expected {full_shape[1:]} (layer {layer} of {full_shape[0]} at {path_str(path)})"
                 )
+                misshaped_paths.add(path)
                 continue
             if path not in out:
                 out[path] = np.zeros(full_shape, want_dtype)
@@ -163,9 +168,9 @@ def convert(
         if on_tensor is not None:
             on_tensor(key, arr.nbytes)
 
-    missing = [path_str(p) for p in abstract if p not in out]
+    missing = [path_str(p) for p in abstract if p not in out and p not in misshaped_paths]
     for p, mask in filled.items():
-        if not mask.all():
+        if not mask.all() and p not in misshaped_paths:
             missing.append(f"{path_str(p)} layers {np.flatnonzero(~mask).tolist()}")
     if missing or unexpected or mismatched:
         raise ConversionError(component, missing, unexpected, mismatched)

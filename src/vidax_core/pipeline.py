@@ -26,6 +26,7 @@ from .errors import UserError
 from .model_api import DitBuild
 from .nnx_util import abstract_model, materialize
 from .plugins import Plugins
+from .preflight import preflight
 from .progress import Reporter, Timer
 from .registry import ModelSpec
 from .schedulers import base as sched_base
@@ -82,7 +83,7 @@ def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
     try:
         noise = np.load(path)
     except (OSError, ValueError) as exc:
-        raise UserError(f"sampling.initial_noise {path} cannot be read as .npy: {exc}") from exc
+        raise UserError(f"sampling.initial_noise {path} cannot be read as .npy (save a float32 array with numpy.save)") from exc
     if tuple(noise.shape) != tuple(shape):
         raise UserError(
             f"sampling.initial_noise {path} has shape {tuple(noise.shape)}, this run needs {tuple(shape)} "
@@ -147,13 +148,8 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     reporter = reporter or Reporter()
     timer = Timer()
     spec = plugins.registry.get(cfg.model.id)
-    problems = plugins.call("check_run", spec, run=cfg) or []
-    if problems:
-        raise UserError(problems[0])
+    preflight(cfg, spec, plugins)
     out = cfg.output
-    outputs.check_writable([out.path, out.save_latents, out.save_frames, out.metrics], out.overwrite)
-    if cfg.sampling.initial_noise and not os.path.isfile(cfg.sampling.initial_noise):
-        raise UserError(f"sampling.initial_noise {cfg.sampling.initial_noise} does not exist")
     setup_runtime(cfg)
 
     t0 = time.perf_counter()

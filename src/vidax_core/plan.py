@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from .config import RunConfig, to_yaml
 from .plugins import Plugins
+from .preflight import preflight
 
 
 def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
     spec = plugins.registry.get(cfg.model.id)
-    problems = plugins.call("check_run", spec, run=cfg) or []
-    if problems:
-        from .errors import UserError
-
-        raise UserError(problems[0])
+    preflight(cfg, spec, plugins, check_outputs=False)
     lines = [
         f"model:      {spec.id} ({spec.family}, plugin {spec.plugin} {spec.version})",
         f"checkpoint: {cfg.model.checkpoint}",

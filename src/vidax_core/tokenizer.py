@@ -17,6 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 from tokenizers import Tokenizer
 
+from .errors import UserError
+
 
 def _read_json(path: str) -> dict[str, Any]:
     if not os.path.isfile(path):
@@ -50,7 +52,7 @@ class TextTokenizer:
         path = os.fspath(path)
         tok_file = os.path.join(path, "tokenizer.json")
         if not os.path.isfile(tok_file):
-            raise ValueError(
+            raise UserError(
                 f"no tokenizer.json in tokenizer folder {path!r}: vidax loads tokenizers with the `tokenizers` "
                 "library only; the folder must hold a fast-tokenizer tokenizer.json"
             )
@@ -68,7 +70,7 @@ class TextTokenizer:
                 pad_token, pad_id = cand, tokenizer.token_to_id(cand)
                 break
         if pad_token is None:
-            raise ValueError(
+            raise UserError(
                 f"tokenizer folder {path!r} names no pad token known to its tokenizer.json "
                 "(looked at tokenizer_config.json, special_tokens_map.json and tokenizer.json's padding)"
             )
@@ -76,7 +78,7 @@ class TextTokenizer:
         truncation_side = config.get("truncation_side", "right")
         for name, side in (("padding_side", padding_side), ("truncation_side", truncation_side)):
             if side not in ("left", "right"):
-                raise ValueError(f"tokenizer folder {path!r}: {name} must be 'left' or 'right', got {side!r}")
+                raise UserError(f"tokenizer folder {path!r}: {name} must be 'left' or 'right', got {side!r}")
         return cls(tokenizer, int(pad_id), pad_token, padding_side, truncation_side)
 
     @property

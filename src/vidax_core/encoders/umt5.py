@@ -32,6 +32,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.convert import KeyRule, convert, linear
+from vidax_core.errors import UserError
 from vidax_core.nnx_util import abstract_model, materialize
 
 Axes = tuple[str | None, ...]
@@ -343,7 +344,7 @@ UMT5_IGNORE: tuple[str, ...] = (r"decoder\..*", r"lm_head\.weight")
 def load_umt5(cfg: UMT5Config, tensors: Mapping[str, Any]) -> UMT5Encoder:
     """Build a :class:`UMT5Encoder` from a transformers state dict (key -> array or zero-arg loader)."""
     if not any(k in tensors for k in ("shared.weight", "encoder.embed_tokens.weight")):
-        raise ValueError(
+        raise UserError(
             "UMT5 checkpoint has no token embedding: expected 'shared.weight' or 'encoder.embed_tokens.weight'"
         )
     graphdef, state, flat = abstract_model(lambda: UMT5Encoder(cfg, rngs=nnx.Rngs(0)))
