@@ -11,13 +11,14 @@ from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
 from diffusers.schedulers import scheduling_flow_match_euler_discrete as fm_mod
 
 from test_schedulers_util import (
+    check,
+    denoiser,
     initial_sample,
     noises,
-    record,
+    rel_err,
     report,
     run_diffusers,
     run_vidax,
-    traj_err,
 )
 from vidax_core.schedulers import (
     FlowEulerSampler,
@@ -28,7 +29,9 @@ from vidax_core.schedulers import (
     sampler_from_scheduler_config,
 )
 
-TOL = 1e-6
+# diffusers' single-step shift_terminal stretch divides 0/0 (documented quirk, asserted below)
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")
+
 STEPS = [1, 2, 7, 50]
 SHIFTS = [1.0, 3.0, 5.0]
 
@@ -56,9 +59,7 @@ def test_flow_euler_matches_diffusers(n, shift):
     assert plan.sigmas[-1] == 0 and plan.sigmas.shape == (n + 1,)
     np.testing.assert_array_equal(plan.timesteps, plan.sigmas[:-1] * np.float32(1000))
     x0 = initial_sample()
-    err = traj_err(run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
-    record("flow_euler", err)
-    assert err <= TOL
+    check("flow_euler", run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
 
 
 @pytest.mark.parametrize(
@@ -86,9 +87,7 @@ def test_flow_euler_variants(n, cfg, plan_kw):
     plan = sampler.plan(n, **plan_kw)
     _check_plan(plan, sched)
     x0 = initial_sample()
-    err = traj_err(run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
-    record("flow_euler/variants", err)
-    assert err <= TOL
+    check("flow_euler/variants", run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
 
 
 def test_flow_euler_seq_len_mu():
@@ -112,9 +111,7 @@ def test_flow_euler_custom_sigmas_and_timesteps(n):
         plan = sampler.plan(sigmas=sigmas, **kw)
         _check_plan(plan, sched)
         x0 = initial_sample()
-        err = traj_err(run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
-        record("flow_euler/custom_sigmas", err)
-        assert err <= TOL
+        check("flow_euler/custom_sigmas", run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
     # custom timesteps (sigmas derived from them, timesteps kept as given)
     ts = np.linspace(1000, 1000 / n, n)
     sched = FlowMatchEulerDiscreteScheduler(shift=3.0)
@@ -133,9 +130,7 @@ def test_flow_euler_stochastic_matches_diffusers(n):
     x0 = initial_sample()
     nz = noises(n)
     ref = run_diffusers(sched, x0, noise_list=nz, noise_patch=fm_mod)
-    err = traj_err(run_vidax(sampler, plan, x0, noise_list=nz), ref)
-    record("flow_euler/stochastic", err)
-    assert err <= TOL
+    check("flow_euler/stochastic", run_vidax(sampler, plan, x0, noise_list=nz), ref)
     with pytest.raises(ValueError, match="noise"):
         sampler.step(plan.arrays(), {}, 0, x0, x0)
 
@@ -177,10 +172,8 @@ def test_unipc_flow_matches_diffusers(n, shift, order, solver_type):
         from test_schedulers_util import denoiser
 
         ref[-1] = prev - sched.sigmas[-2].numpy() * denoiser(prev, t_last)
-    err = traj_err(ours, ref)
-    record(f"unipc-flow/order{order}/{solver_type}", err)
     assert np.isfinite(ours[-1]).all()
-    assert err <= TOL, err
+    check(f"unipc-flow/order{order}/{solver_type}", ours, ref)
 
 
 def test_unipc_order_ramp_and_lower_order_final():
@@ -212,16 +205,15 @@ def test_unipc_flow_options(extra, order):
     plan = sampler.plan(n, **kw)
     _check_plan(plan, sched, int_timesteps=True)
     x0 = initial_sample()
-    ours, ref = run_vidax(sampler, plan, x0), run_diffusers(sched, x0)
-    upto = None
+    ours = run_vidax(sampler, plan, x0)
     if extra.get("lower_order_final") is False:
-        # diffusers' order>1 step onto sigma=0 divides by rk=0 -> non-finite; vidax steps first order.
-        assert not np.isfinite(ref[-1]).all()
-        upto = n - 1
+        # diffusers' order>1 step onto sigma=0 has rk=0: NaN (order 2) or a singular solve (order 3);
+        # vidax steps first order there.
         assert np.isfinite(ours[-1]).all()
-    err = traj_err(ours, ref, upto=upto)
-    record("unipc-flow/options", err)
-    assert err <= TOL
+        ours, ref = ours[:-1], run_diffusers(sched, x0, max_steps=n - 1)
+    else:
+        ref = run_diffusers(sched, x0)
+    check("unipc-flow/options", ours, ref)
 
 
 def test_unipc_use_corrector_false_equals_all_disabled():
@@ -232,9 +224,7 @@ def test_unipc_use_corrector_false_equals_all_disabled():
     plan = sampler.plan(n)
     assert not plan.extras["c_on"].any()
     x0 = initial_sample()
-    err = traj_err(run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
-    record("unipc-flow/options", err)
-    assert err <= TOL
+    check("unipc-flow/options", run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
 
 
 def test_unipc_custom_flow_sigmas():
@@ -326,6 +316,52 @@ def test_config_errors_are_one_line():
     with pytest.raises(ValueError, match="solver_order"):
         get_sampler("unipc", solver_order=4)
     assert {"flow_euler", "unipc"} <= set(available_samplers())
+
+
+def test_unipc_fp32_accuracy_vs_float64():
+    """vidax's fp32 trajectory is as close to diffusers-in-float64 as diffusers' own fp32 one."""
+    n = 50
+    sched, sampler = _unipc_pair(n, 1.0, 2, "bh1")
+    sched.set_timesteps(n)
+    x0 = initial_sample()
+    ours = run_vidax(sampler, sampler.plan(n), x0)
+    ref32 = run_diffusers(sched, x0)
+    sched.set_timesteps(n)
+    sched.sigmas = sched.sigmas.double()
+    x = torch.from_numpy(x0).double()
+    ref64 = []
+    for t in sched.timesteps:
+        mo = torch.from_numpy(denoiser(x.numpy(), float(t))).double()
+        x = sched.step(mo, t, x).prev_sample
+        ref64.append(x.numpy())
+    ours_err = max(rel_err(o, r) for o, r in zip(ours[:-1], ref64[:-1]))
+    diff_err = max(rel_err(o, r) for o, r in zip(ref32[:-1], ref64[:-1]))
+    assert ours_err <= 1.5 * diff_err + 1e-7, (ours_err, diff_err)
+
+
+@pytest.mark.parametrize("sampler", [UniPCSampler(), FlowEulerSampler(shift=5.0)], ids=["unipc", "flow_euler"])
+def test_fifty_step_loop_compiles_once(sampler):
+    import jax
+    import jax.numpy as jnp
+
+    traces = []
+
+    @jax.jit
+    def step(pa, state, i, mo, x):
+        traces.append(1)
+        return sampler.step(pa, state, i, mo, x)
+
+    plan = sampler.plan(50)
+    pa = plan.arrays()
+    x = jnp.asarray(initial_sample())
+    state = sampler.init_state(plan, x)
+    for i in range(50):
+        x, state = step(pa, state, jnp.int32(i), jnp.tanh(x), x)
+    x.block_until_ready()
+    assert len(traces) == 1
+    # options that only shape the plan share the compiled step
+    assert UniPCSampler(flow_shift=5.0, solver_type="bh1").step_key() == UniPCSampler().step_key()
+    assert UniPCSampler(solver_order=3).step_key() != UniPCSampler().step_key()
 
 
 def test_zz_report(capsys):

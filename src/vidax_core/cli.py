@@ -144,7 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     # "vidax run cfg.yaml a=b" : a config path that contains '=' is an override, not a config
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may follow options (`vidax run cfg.yaml --quiet a=b`): argparse leaves those over
+    stray = [e for e in extra if e.startswith("-") or "=" not in e or getattr(args, "command", None) != "run"]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
     if getattr(args, "config", None) and "=" in args.config and not args.config.endswith((".yaml", ".yml")):
         args.overrides = [args.config, *args.overrides]
         args.config = None

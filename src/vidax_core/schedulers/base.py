@@ -75,6 +75,9 @@ class Sampler:
     """
 
     name: ClassVar[str] = "?"
+    #: options ``step``/``init_state``/``scale_model_input`` read; everything else only shapes the
+    #: plan. ``None`` means all options (conservative).
+    step_fields: ClassVar[tuple[str, ...] | None] = None
 
     @property
     def needs_noise(self) -> bool:
@@ -99,6 +102,12 @@ class Sampler:
     def scale_model_input(self, plan_arrays, i, sample):
         """What the model is fed at step ``i`` (identity for flow / VP-space samplers)."""
         return sample
+
+    def step_key(self) -> tuple:
+        """Hashable key of what the traced step depends on: two samplers with equal keys trace the same
+        ``step`` for the same plan shapes, so a jit cache keyed on it can be shared (e.g. across shifts)."""
+        fields = self.step_fields if self.step_fields is not None else tuple(self.options())
+        return (type(self), tuple((f, getattr(self, f)) for f in fields))
 
     def options(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]

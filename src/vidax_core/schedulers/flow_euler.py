@@ -38,6 +38,7 @@ class FlowEulerSampler(Sampler):
     """
 
     name = "flow_euler"
+    step_fields = ("stochastic_sampling",)
 
     num_train_timesteps: int = 1000
     shift: float = 1.0

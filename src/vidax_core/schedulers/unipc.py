@@ -51,6 +51,7 @@ class UniPCSampler(Sampler):
     """
 
     name = "unipc"
+    step_fields = ("solver_order", "prediction_type", "predict_x0", "use_corrector")
 
     solver_order: int = 2
     solver_type: str = "bh2"
