@@ -76,3 +76,44 @@ def test_bad_values(tmp_path, override, fragment):
     proc = vidax("run", "model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", override,
                  f"output.path={tmp_path / 'o.mp4'}", cwd=tmp_path)
     assert_user_error(proc, fragment)
+
+
+def test_plugins_listing():
+    proc = vidax("plugins", "--json")
+    assert proc.returncode == 0, proc.stderr
+    wan = next(p for p in json.loads(proc.stdout) if p["name"] == "wan")
+    assert wan["distribution"] == "vidax-wan" and wan["error"] is None and wan["models"] >= 2
+    assert {"register_models", "build_dit", "convert_checkpoint", "build_vae"} <= set(wan["hooks"])
+    assert "wan (vidax-wan" in vidax("plugins").stdout
+
+
+def test_show_config_is_a_runnable_config(tmp_path):
+    proc = vidax("show-config", "wan2.1-t2v-14b")
+    assert proc.returncode == 0, proc.stderr
+    assert "height: 720" in proc.stdout and "width: 1280" in proc.stdout and "num_frames: 81" in proc.stdout
+    (tmp_path / "c.yaml").write_text(proc.stdout)
+    dry = vidax("run", str(tmp_path / "c.yaml"), "model.checkpoint=builtin:tiny-random", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+
+
+def test_dry_run_full_size_from_configs_only(tmp_path):
+    """A hub checkpoint with only its JSON files cached: --dry-run sizes the real 14B DiT without weights."""
+    snap = tmp_path / "hf" / "hub" / "models--Wan-AI--Wan2.1-T2V-14B-Diffusers" / "snapshots" / ("a" * 40)
+    (snap / "transformer").mkdir(parents=True)
+    (snap / "scheduler").mkdir()
+    (snap / "model_index.json").write_text('{"_class_name": "WanPipeline"}')
+    (snap / "transformer" / "config.json").write_text(json.dumps({
+        "_class_name": "WanTransformer3DModel", "num_attention_heads": 40, "attention_head_dim": 128,
+        "ffn_dim": 13824, "num_layers": 40, "text_dim": 4096, "freq_dim": 256, "in_channels": 16,
+        "out_channels": 16, "patch_size": [1, 2, 2]}))
+    (snap / "scheduler" / "scheduler_config.json").write_text('{"_class_name": "UniPCMultistepScheduler"}')
+    refs = snap.parent.parent / "refs"
+    refs.mkdir()
+    (refs / "main").write_text("a" * 40)
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    cfg = os.path.join(os.path.dirname(__file__), "..", "configs", "wan21_14b_720p.yaml")
+    proc = vidax("run", cfg, "--dry-run", "offload.enabled=true", env_extra=env)
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("denoiser:"))
+    assert "53.2 GiB" in line and "40 stacked blocks" in line, line  # 14.29e9 fp32 parameters
+    assert "offload: non-block params + 2 chunks of 1 block(s)" in proc.stdout

@@ -110,10 +110,11 @@ def _read_json(path: str) -> dict[str, Any]:
     return data
 
 
-def hub_allow_patterns(components: Sequence[str]) -> list[str]:
+def hub_allow_patterns(components: Sequence[str], configs_only: bool = False) -> list[str]:
+    """The files of ``components`` a run needs (only their JSON files for ``configs_only``)."""
     pats = ["model_index.json"]
     for c in components:
-        pats += [f"{c}/*.json", f"{c}/*.safetensors", f"{c}/*.model", f"{c}/*.txt"]
+        pats += [f"{c}/*.json"] if configs_only else [f"{c}/*.json", f"{c}/*.safetensors", f"{c}/*.model", f"{c}/*.txt"]
     return pats
 
 
@@ -122,13 +123,13 @@ def looks_like_repo_id(value: str) -> bool:
     return len(parts) == 2 and all(parts) and not value.startswith((".", "/", "~"))
 
 
-def download_from_hub(repo_id: str, revision: str | None, components: Sequence[str]) -> str:
+def download_from_hub(repo_id: str, revision: str | None, components: Sequence[str], configs_only: bool = False) -> str:
     """Fetch only the files the run needs into the standard Hugging Face cache; return the snapshot folder."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 
     try:
-        return snapshot_download(repo_id, revision=revision, allow_patterns=hub_allow_patterns(components))
+        return snapshot_download(repo_id, revision=revision, allow_patterns=hub_allow_patterns(components, configs_only))
     except LocalEntryNotFoundError as exc:
         raise UserError(
             f"checkpoint {repo_id} is not in the local Hugging Face cache and the hub cannot be reached "
@@ -147,10 +148,12 @@ def resolve_checkpoint(
     components: Sequence[str] = DIFFUSERS_COMPONENTS,
     find_builtin: Callable[[str], str | None] | None = None,
     builtin_key: str = "",
+    configs_only: bool = False,
 ) -> Checkpoint:
     """Turn ``model.checkpoint`` into a local :class:`Checkpoint`.
 
-    ``find_builtin(name)`` returns the folder of a plugin's built-in checkpoint (None if it has none).
+    ``find_builtin(name)`` returns the folder of a plugin's built-in checkpoint (None if it has none);
+    ``configs_only`` fetches only the JSON files of a hub checkpoint (``--dry-run``).
     """
     if not value:
         raise UserError("no checkpoint given: set model.checkpoint to a diffusers-layout folder or a hub repo id")
@@ -170,5 +173,5 @@ def resolve_checkpoint(
     if os.path.exists(path):
         raise UserError(f"checkpoint {value} is a file: model.checkpoint must be a diffusers-layout folder or a hub repo id")
     if looks_like_repo_id(value):
-        return Checkpoint(download_from_hub(value, revision, components), source=value)
+        return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
     raise UserError(f"checkpoint {value} does not exist (expected a local folder or a hub repo id like Org/Name)")

@@ -4,6 +4,7 @@
   vidax list-models [--json]
   vidax plugins [--json]
   vidax show-config MODEL_ID
+  vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2]
 
 User mistakes end with exit code 2 and one ``error:`` line (``--debug`` shows the traceback).
 """
@@ -137,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("show-config", help="print the merged default config of a model, ready to edit")
     sc.add_argument("model_id")
     sc.set_defaults(func=cmd_show_config)
+
+    from .bench import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     return p
 
 
@@ -146,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # "vidax run cfg.yaml a=b" : a config path that contains '=' is an override, not a config
     args, extra = parser.parse_known_args(argv)
     # key=value overrides may follow options (`vidax run cfg.yaml --quiet a=b`): argparse leaves those over
-    stray = [e for e in extra if e.startswith("-") or "=" not in e or getattr(args, "command", None) != "run"]
+    takes_overrides = getattr(args, "command", None) in ("run", "bench")
+    stray = [e for e in extra if e.startswith("-") or "=" not in e or not takes_overrides]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
