@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .outputs import write_atomic
@@ -20,11 +22,14 @@ def write_mp4(path: str, frames: np.ndarray, fps: int) -> None:
     t, h, w, _ = data.shape
 
     def write(tmp: str) -> None:
-        gen = imageio_ffmpeg.write_frames(
-            tmp, (w, h), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=2,
-            output_params=["-f", "mp4"], quality=8,
-        )
-        gen.send(None)
+        # ffmpeg runs as a child process; the exec follows the fork at once, so JAX's fork warning does not apply
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            gen = imageio_ffmpeg.write_frames(
+                tmp, (w, h), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=2,
+                output_params=["-f", "mp4"], quality=8,
+            )
+            gen.send(None)
         for frame in data:
             gen.send(np.ascontiguousarray(frame))
         gen.close()
