@@ -1,0 +1,113 @@
+"""Plugin loading: entry points, a broken plugin costs one warning line, a misspelled hook fails loudly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import pluggy
+import pytest
+
+from vidax_core.hookspecs import hookimpl
+from vidax_core.plugins import Plugins
+from vidax_core.registry import ModelSpec
+
+
+def _fake_dist(root, name, module_name, module_source):
+    """A minimal installed distribution (dist-info + module) on a folder we put on PYTHONPATH."""
+    (root / f"{module_name}.py").write_text(textwrap.dedent(module_source))
+    info = root / f"{name.replace('-', '_')}-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text(f"[vidax]\n{module_name} = {module_name}\n")
+
+
+def _run(args, pythonpath, **env):
+    exe = os.path.join(os.path.dirname(sys.executable), "vidax")
+    full = dict(os.environ, PYTHONPATH=str(pythonpath), JAX_PLATFORMS="cpu", **env)
+    return subprocess.run([exe, *args], capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_broken_plugin_costs_one_warning_line(tmp_path):
+    _fake_dist(tmp_path, "vidax-broken", "vidax_broken_plugin", "raise ImportError('needs libfoo')\n")
+    proc = _run(["list-models"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: plugin 'vidax_broken_plugin'"), proc.stderr
+    assert "needs libfoo" in warnings[0]
+    assert "wan2.1-t2v-1.3b" in proc.stdout
+    listing = _run(["plugins"], tmp_path)
+    assert "vidax_broken_plugin" in listing.stdout and "FAILED" in listing.stdout
+
+
+def test_third_party_plugin_registers_through_entry_points(tmp_path):
+    _fake_dist(tmp_path, "vidax-toy", "vidax_toy_plugin", """
+        from vidax_core.hookspecs import hookimpl
+        from vidax_core.registry import ModelSpec
+
+        @hookimpl
+        def register_models(register):
+            register(ModelSpec(id="toy-1", family="toy", tasks=("t2v",)))
+    """)
+    proc = _run(["list-models", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    toy = next(m for m in json.loads(proc.stdout) if m["id"] == "toy-1")
+    assert toy["plugin"] == "vidax-toy" and toy["version"] == "0.0.1"
+    only_toy = _run(["list-models", "--json"], tmp_path, VIDAX_LOAD_PLUGINS="vidax_toy_plugin")
+    assert [m["id"] for m in json.loads(only_toy.stdout)] == ["toy-1"]
+
+
+def test_misspelled_hookimpl_fails_loudly():
+    mod = types.ModuleType("typo_plugin")
+
+    @hookimpl
+    def build_ditt(spec, ckpt, run):  # not a hook of vidax
+        return None
+
+    mod.build_ditt = build_ditt
+    with pytest.raises(pluggy.PluginValidationError, match="build_ditt"):
+        Plugins().add(mod, "typo")
+
+
+def test_first_plugin_that_answers_wins_and_none_declines():
+    p = Plugins()
+    spec = ModelSpec(id="m", family="fam")
+
+    class Declines:
+        @hookimpl
+        def build_vae(self, spec, ckpt, run):
+            return None
+
+    class Owns:
+        @hookimpl
+        def build_vae(self, spec, ckpt, run):
+            return "vae-of-" + spec.family if spec.family == "fam" else None
+
+    p.add(Owns(), "owns")
+    p.add(Declines(), "declines")
+    assert p.call("build_vae", spec, ckpt=None, run=None) == "vae-of-fam"
+    assert p.call("build_vae", ModelSpec(id="x", family="other"), ckpt=None, run=None) is None
+
+
+def test_duplicate_model_id_is_refused():
+    p = Plugins()
+
+    class A:
+        @hookimpl
+        def register_models(self, register):
+            register(ModelSpec(id="dup", family="a"))
+
+    class B:
+        @hookimpl
+        def register_models(self, register):
+            register(ModelSpec(id="dup", family="b"))
+
+    p.add(A(), "a")
+    p.add(B(), "b")
+    with pytest.raises(ValueError, match="registered twice"):
+        _ = p.registry
