@@ -87,7 +87,7 @@ class WanVAEConfig:
 
     def check_supported(self) -> None:
         if self.is_residual or self.patch_size is not None:
-            raise NotImplementedError("the Wan 2.2 VAE (is_residual / patch_size) is not ported yet; only Wan 2.1")
+            raise NotImplementedError("this is the Wan 2.2 VAE (is_residual / patch_size): build vae22.WanVAE22")
         if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
             raise ValueError(f"latents_mean/latents_std need z_dim={self.z_dim} entries")
         if len(self.temperal_downsample) < len(self.dim_mult) - 1:
@@ -375,6 +375,14 @@ class WanVAE(nnx.Module):
             self.quant_conv = None
             self.encoder = None
 
+    def decode_frames(self, z: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+        """One chunk, channel-last: raw latents (B, t, h, w, z) -> unclamped pixels (B, t', H, W, 3)."""
+        return self.decoder(self.post_quant_conv(z), cache, first)
+
+    def encode_frames(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+        """One chunk, channel-last: pixels (B, t, H, W, 3) -> ``quant_conv`` output (B, t', h, w, 2 z)."""
+        return self.quant_conv(self.encoder(x, cache, first))
+
     def decode(self, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None) -> jax.Array:
         """Raw (un-normalised) latents (B, z, T, h, w) -> video (B, 3, 1 + 4 (T - 1), 8h, 8w) clamped to [-1, 1].
 
@@ -417,16 +425,14 @@ def _decode_chunk_impl(graphdef, state, z, caches, *, first):
     TRACE_COUNTS["decode_first" if first else "decode_chunk"] += 1
     vae = nnx.merge(graphdef, state)
     cache = _Cache(caches)
-    x = vae.decoder(vae.post_quant_conv(z), cache, first)
-    return jnp.clip(x, -1.0, 1.0), cache.outputs
+    return jnp.clip(vae.decode_frames(z, cache, first), -1.0, 1.0), cache.outputs
 
 
 def _encode_chunk_impl(graphdef, state, x, caches, *, first):
     TRACE_COUNTS["encode_first" if first else "encode_chunk"] += 1
     vae = nnx.merge(graphdef, state)
     cache = _Cache(caches)
-    h = vae.quant_conv(vae.encoder(x, cache, first))
-    return h[..., : vae.cfg.z_dim], cache.outputs
+    return vae.encode_frames(x, cache, first)[..., : vae.cfg.z_dim], cache.outputs
 
 
 _decode_chunk = jax.jit(_decode_chunk_impl, static_argnames=("graphdef", "first"))

@@ -1,0 +1,237 @@
+"""Original Wan-AI checkpoint layout: a tiny model written with original key names loads to exactly the same params
+as its diffusers-layout twin (DiT, Wan 2.1 VAE, Wan 2.2 VAE, UMT5).
+
+The inverse maps below are written independently from the forward tables in ``original_format``: they spell the
+original names as ``wan/modules/{model,vae,vae2_2,t5}.py`` define them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from vidax_core.convert import ConversionError
+from vidax_core.nnx_util import flat_state
+from vidax_wan import original_format as of
+
+ASSETS = Path(__file__).resolve().parents[1] / "src" / "vidax_wan" / "assets" / "tiny-random"
+
+
+def _inverse(key: str, table: list[tuple[str, str]]) -> str:
+    for pattern, repl in table:
+        new, n = re.subn("^" + pattern + "$", repl, key)
+        if n:
+            return new
+    raise AssertionError(f"no inverse rule for {key}")
+
+
+_DIT_INV = [
+    (r"condition_embedder\.time_embedder\.linear_1\.(.*)", r"time_embedding.0.\1"),
+    (r"condition_embedder\.time_embedder\.linear_2\.(.*)", r"time_embedding.2.\1"),
+    (r"condition_embedder\.text_embedder\.linear_1\.(.*)", r"text_embedding.0.\1"),
+    (r"condition_embedder\.text_embedder\.linear_2\.(.*)", r"text_embedding.2.\1"),
+    (r"condition_embedder\.time_proj\.(.*)", r"time_projection.1.\1"),
+    (r"condition_embedder\.image_embedder\.norm1\.(.*)", r"img_emb.proj.0.\1"),
+    (r"condition_embedder\.image_embedder\.ff\.net\.0\.proj\.(.*)", r"img_emb.proj.1.\1"),
+    (r"condition_embedder\.image_embedder\.ff\.net\.2\.(.*)", r"img_emb.proj.3.\1"),
+    (r"condition_embedder\.image_embedder\.norm2\.(.*)", r"img_emb.proj.4.\1"),
+    (r"condition_embedder\.image_embedder\.pos_embed", "img_emb.emb_pos"),
+    (r"scale_shift_table", "head.modulation"),
+    (r"proj_out\.(.*)", r"head.head.\1"),
+    (r"patch_embedding\.(.*)", r"patch_embedding.\1"),
+    (r"blocks\.(\d+)\.scale_shift_table", r"blocks.\1.modulation"),
+    (r"blocks\.(\d+)\.norm2\.(.*)", r"blocks.\1.norm3.\2"),
+    (r"blocks\.(\d+)\.ffn\.net\.0\.proj\.(.*)", r"blocks.\1.ffn.0.\2"),
+    (r"blocks\.(\d+)\.ffn\.net\.2\.(.*)", r"blocks.\1.ffn.2.\2"),
+    (r"blocks\.(\d+)\.attn2\.add_k_proj\.(.*)", r"blocks.\1.cross_attn.k_img.\2"),
+    (r"blocks\.(\d+)\.attn2\.add_v_proj\.(.*)", r"blocks.\1.cross_attn.v_img.\2"),
+    (r"blocks\.(\d+)\.attn2\.norm_added_k\.(.*)", r"blocks.\1.cross_attn.norm_k_img.\2"),
+    (r"blocks\.(\d+)\.attn1\.to_out\.0\.(.*)", r"blocks.\1.self_attn.o.\2"),
+    (r"blocks\.(\d+)\.attn2\.to_out\.0\.(.*)", r"blocks.\1.cross_attn.o.\2"),
+    (r"blocks\.(\d+)\.attn1\.to_([qkv])\.(.*)", r"blocks.\1.self_attn.\2.\3"),
+    (r"blocks\.(\d+)\.attn2\.to_([qkv])\.(.*)", r"blocks.\1.cross_attn.\2.\3"),
+    (r"blocks\.(\d+)\.attn1\.(norm_[qk])\.(.*)", r"blocks.\1.self_attn.\2.\3"),
+    (r"blocks\.(\d+)\.attn2\.(norm_[qk])\.(.*)", r"blocks.\1.cross_attn.\2.\3"),
+]
+
+_RES_INV = {"norm1.gamma": "residual.0.gamma", "conv1.weight": "residual.2.weight", "conv1.bias": "residual.2.bias",
+            "norm2.gamma": "residual.3.gamma", "conv2.weight": "residual.6.weight", "conv2.bias": "residual.6.bias",
+            "conv_shortcut.weight": "shortcut.weight", "conv_shortcut.bias": "shortcut.bias"}
+
+
+def _vae_inverse(key: str, num_res_blocks: int, wan22: bool) -> str:
+    r = num_res_blocks
+    for pattern, fn in (
+        (r"quant_conv\.(.*)", lambda m: f"conv1.{m[1]}"),
+        (r"post_quant_conv\.(.*)", lambda m: f"conv2.{m[1]}"),
+        (r"(\w+)\.conv_in\.(.*)", lambda m: f"{m[1]}.conv1.{m[2]}"),
+        (r"(\w+)\.norm_out\.gamma", lambda m: f"{m[1]}.head.0.gamma"),
+        (r"(\w+)\.conv_out\.(.*)", lambda m: f"{m[1]}.head.2.{m[2]}"),
+        (r"(\w+)\.mid_block\.resnets\.(\d)\.(.*)", lambda m: f"{m[1]}.middle.{2 * int(m[2])}.{_RES_INV[m[3]]}"),
+        (r"(\w+)\.mid_block\.attentions\.0\.(.*)", lambda m: f"{m[1]}.middle.1.{m[2]}"),
+        # Wan 2.2: nested Down_ResidualBlock / Up_ResidualBlock (resblocks, then the resample)
+        (r"encoder\.down_blocks\.(\d+)\.resnets\.(\d+)\.(.*)",
+         lambda m: f"encoder.downsamples.{m[1]}.downsamples.{m[2]}.{_RES_INV[m[3]]}"),
+        (r"encoder\.down_blocks\.(\d+)\.downsampler\.(.*)",
+         lambda m: f"encoder.downsamples.{m[1]}.downsamples.{r}.{m[2]}"),
+        (r"decoder\.up_blocks\.(\d+)\.upsampler\.(.*)",
+         lambda m: f"decoder.upsamples.{m[1]}.upsamples.{r + 1}.{m[2]}"),
+        # Wan 2.1: one flat list per side
+        (r"encoder\.down_blocks\.(\d+)\.(resample\.1|time_conv)\.(.*)",
+         lambda m: f"encoder.downsamples.{m[1]}.{m[2]}.{m[3]}"),
+        (r"encoder\.down_blocks\.(\d+)\.(.*)", lambda m: f"encoder.downsamples.{m[1]}.{_RES_INV[m[2]]}"),
+        (r"decoder\.up_blocks\.(\d+)\.upsamplers\.0\.(.*)",
+         lambda m: f"decoder.upsamples.{int(m[1]) * (r + 2) + r + 1}.{m[2]}"),
+    ):
+        m = re.fullmatch(pattern, key)
+        if m:
+            return fn(m)
+    m = re.fullmatch(r"decoder\.up_blocks\.(\d+)\.resnets\.(\d+)\.(.*)", key)
+    assert m, key
+    if wan22:
+        return f"decoder.upsamples.{m[1]}.upsamples.{m[2]}.{_RES_INV[m[3]]}"
+    return f"decoder.upsamples.{int(m[1]) * (r + 2) + int(m[2])}.{_RES_INV[m[3]]}"
+
+
+_T5_INV = [
+    (r"(?:shared|encoder\.embed_tokens)\.weight", "token_embedding.weight"),
+    (r"encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.([qkvo])\.weight", r"blocks.\1.attn.\2.weight"),
+    (r"encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.relative_attention_bias\.weight",
+     r"blocks.\1.pos_embedding.embedding.weight"),
+    (r"encoder\.block\.(\d+)\.layer\.0\.layer_norm\.weight", r"blocks.\1.norm1.weight"),
+    (r"encoder\.block\.(\d+)\.layer\.1\.layer_norm\.weight", r"blocks.\1.norm2.weight"),
+    (r"encoder\.block\.(\d+)\.layer\.1\.DenseReluDense\.wi_0\.weight", r"blocks.\1.ffn.gate.0.weight"),
+    (r"encoder\.block\.(\d+)\.layer\.1\.DenseReluDense\.wi_1\.weight", r"blocks.\1.ffn.fc1.weight"),
+    (r"encoder\.block\.(\d+)\.layer\.1\.DenseReluDense\.wo\.weight", r"blocks.\1.ffn.fc2.weight"),
+    (r"encoder\.final_layer_norm\.weight", "norm.weight"),
+]
+
+
+def _assert_same_params(a, b) -> None:
+    fa, fb = flat_state(a), flat_state(b)
+    assert fa.keys() == fb.keys()
+    for path in fa:
+        np.testing.assert_array_equal(np.asarray(fa[path]), np.asarray(fb[path]), err_msg=str(path))
+
+
+def _json(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text())
+
+
+def test_dit_original_layout_loads_identically():
+    from vidax_wan.convert_dit import load_dit
+    from vidax_wan.dit import WanDiTConfig
+
+    cfg = WanDiTConfig.from_config(_json(ASSETS / "transformer" / "config.json"))
+    tensors = load_file(str(ASSETS / "transformer" / "diffusion_pytorch_model.safetensors"))
+    original = {_inverse(k, _DIT_INV): v for k, v in tensors.items()}
+    assert len(original) == len(tensors)
+    assert {"patch_embedding.weight", "text_embedding.0.weight", "time_embedding.2.bias", "time_projection.1.weight",
+            "blocks.0.self_attn.q.weight", "blocks.1.cross_attn.o.bias", "blocks.0.self_attn.norm_k.weight",
+            "blocks.0.norm3.weight", "blocks.0.ffn.0.weight", "blocks.0.modulation", "head.head.weight",
+            "head.modulation"} <= set(original)
+    assert all(of.dit_key(o) == k for k, o in zip(tensors, original))
+    _assert_same_params(of.load_dit_original(cfg, original), load_dit(cfg, tensors))
+
+
+def test_dit_i2v_keys_round_trip():
+    """I2V / FLF2V extras (image embedder, image key/value projections) map back to the diffusers names."""
+    torch = pytest.importorskip("torch")
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(0)
+    ref = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=8, in_channels=8,
+                                out_channels=4, text_dim=16, freq_dim=16, ffn_dim=16, num_layers=1,
+                                image_dim=12, added_kv_proj_dim=16, pos_embed_seq_len=2 * 257)
+    keys = list(ref.state_dict())
+    inv = {_inverse(k, _DIT_INV): k for k in keys}
+    assert {"blocks.0.cross_attn.k_img.weight", "blocks.0.cross_attn.norm_k_img.weight", "img_emb.proj.1.weight",
+            "img_emb.proj.4.bias", "img_emb.emb_pos"} <= set(inv)
+    assert all(of.dit_key(o) == k for o, k in inv.items())
+
+
+@pytest.mark.parametrize("wan22", [False, True])
+def test_vae_original_layout_loads_identically(wan22):
+    if wan22:
+        torch = pytest.importorskip("torch")
+        from diffusers import AutoencoderKLWan
+
+        from vidax_wan.convert_vae22 import load_vae22 as load
+
+        torch.manual_seed(0)
+        ref = AutoencoderKLWan(base_dim=8, decoder_base_dim=12, z_dim=4, dim_mult=[1, 2, 2, 2], num_res_blocks=2,
+                               temperal_downsample=[False, True, True], is_residual=True, patch_size=2,
+                               in_channels=12, out_channels=12, latents_mean=[0.0] * 4, latents_std=[1.0] * 4)
+        config = dict(ref.config)
+        tensors = {k: v.numpy() for k, v in ref.state_dict().items()}
+    else:
+        from vidax_wan.convert_vae import load_vae as load
+
+        config = _json(ASSETS / "vae" / "config.json")  # num_res_blocks=1: the flat decoder index is not R=2's
+        tensors = load_file(str(ASSETS / "vae" / "diffusion_pytorch_model.safetensors"))
+    from vidax_wan.vae import WanVAEConfig
+
+    cfg = WanVAEConfig.from_config(config)
+    original = {_vae_inverse(k, cfg.num_res_blocks, wan22): v for k, v in tensors.items()}
+    assert len(original) == len(tensors)
+    expected = {"conv1.weight", "conv2.bias", "encoder.conv1.weight", "decoder.head.0.gamma",
+                "encoder.middle.2.residual.6.weight", "decoder.middle.1.to_qkv.weight"}
+    expected |= ({"encoder.downsamples.0.downsamples.2.resample.1.weight",
+                  "decoder.upsamples.0.upsamples.3.time_conv.bias",
+                  "decoder.upsamples.3.upsamples.2.residual.3.gamma"} if wan22 else
+                 {"encoder.downsamples.1.resample.1.weight", "decoder.upsamples.2.resample.1.weight",
+                  "decoder.upsamples.3.residual.0.gamma"})
+    assert expected <= set(original), expected - set(original)
+    _assert_same_params(of.load_vae_original(cfg, original), load(cfg, tensors))
+
+
+def test_umt5_original_layout_loads_identically():
+    from vidax_core.encoders.umt5 import UMT5Config, load_umt5
+
+    cfg = UMT5Config.from_config(_json(ASSETS / "text_encoder" / "config.json"))
+    tensors = load_file(str(ASSETS / "text_encoder" / "model.safetensors"))
+    tensors = {k: v for k, v in tensors.items() if not k.startswith("decoder.") and k != "lm_head.weight"}
+    tensors.pop("encoder.embed_tokens.weight", None)  # tied with shared.weight
+    original = {_inverse(k, _T5_INV): v for k, v in tensors.items()}
+    assert {"token_embedding.weight", "blocks.1.attn.o.weight", "blocks.0.pos_embedding.embedding.weight",
+            "blocks.1.ffn.gate.0.weight", "blocks.0.ffn.fc1.weight", "blocks.0.ffn.fc2.weight",
+            "blocks.0.norm2.weight", "norm.weight"} <= set(original)
+    _assert_same_params(of.load_umt5_original(cfg, original), load_umt5(cfg, tensors))
+
+
+def test_errors_name_original_keys():
+    from vidax_wan.dit import WanDiTConfig
+
+    cfg = WanDiTConfig.from_config(_json(ASSETS / "transformer" / "config.json"))
+    tensors = load_file(str(ASSETS / "transformer" / "diffusion_pytorch_model.safetensors"))
+    original = {_inverse(k, _DIT_INV): v for k, v in tensors.items()}
+    del original["blocks.1.self_attn.q.weight"]
+    original["blocks.0.mystery.weight"] = np.zeros(2, np.float32)
+    original["head.head.bias"] = np.zeros(3, np.float32)
+    with pytest.raises(ConversionError) as err:
+        of.load_dit_original(cfg, original)
+    assert err.value.unexpected == ["blocks.0.mystery.weight"]
+    assert err.value.mismatched[0].startswith("head.head.bias (3,)")
+    assert err.value.missing == ["blocks/attn1/to_q/kernel layers [1]"]
+    assert "original Wan format" in str(err.value)
+
+
+def test_pth_file_round_trip(tmp_path):
+    """An original-layout VAE written with torch.save is read back by vidax_core.pth (no pickle code) and loads."""
+    torch = pytest.importorskip("torch")
+    pth = pytest.importorskip("vidax_core.pth")
+    from vidax_wan.convert_vae import load_vae
+    from vidax_wan.vae import WanVAEConfig
+
+    cfg = WanVAEConfig.from_config(_json(ASSETS / "vae" / "config.json"))
+    tensors = load_file(str(ASSETS / "vae" / "diffusion_pytorch_model.safetensors"))
+    original = {_vae_inverse(k, cfg.num_res_blocks, False): torch.from_numpy(v.copy()) for k, v in tensors.items()}
+    torch.save(original, tmp_path / "Wan2.1_VAE.pth")
+    loaded = pth.load_pth(tmp_path / "Wan2.1_VAE.pth")
+    _assert_same_params(of.load_vae_original(cfg, loaded), load_vae(cfg, tensors))
