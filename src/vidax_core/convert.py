@@ -25,13 +25,13 @@ Transform = Callable[[np.ndarray], np.ndarray]
 
 def linear(w: np.ndarray) -> np.ndarray:
     """torch Linear weight (out, in) -> Flax kernel (in, out)."""
-    return np.ascontiguousarray(np.swapaxes(w, -1, -2))
+    return np.swapaxes(w, -1, -2)
 
 
 def conv(w: np.ndarray) -> np.ndarray:
     """torch ConvNd weight (out, in, *k) -> Flax kernel (*k, in, out), any N."""
     n = w.ndim
-    return np.ascontiguousarray(np.transpose(w, tuple(range(2, n)) + (1, 0)))
+    return np.transpose(w, tuple(range(2, n)) + (1, 0))
 
 
 def squeeze(w: np.ndarray) -> np.ndarray:
@@ -110,12 +110,17 @@ def convert(
     dtype: Any = None,
     ignore: Iterable[str] = (),
     on_tensor: Callable[[str, int], None] | None = None,
+    check_only: bool = False,
 ) -> dict[Path, np.ndarray]:
     """Fill the abstract tree ``abstract`` (path -> object with .shape/.dtype) from ``tensors``.
 
     ``tensors`` maps source keys to arrays or lazy loaders (anything ``np.asarray`` accepts, or a zero-arg
     callable). Returns path -> host numpy array cast to ``dtype`` (default: the abstract leaf dtype).
-    ``ignore`` holds regexes of source keys that are known and intentionally dropped.
+    ``ignore`` holds regexes of source keys that are known and intentionally dropped. Transforms return views
+    where they can, so a tensor is copied once, when it is cast or stacked.
+
+    ``check_only`` checks keys and shapes without keeping any data (values are None): with zero-stride stand-in
+    arrays (``np.broadcast_to``) it verifies a full-size checkpoint layout in no memory.
     """
     ignore_re = [re.compile(p) for p in ignore]
     out: dict[Path, np.ndarray] = {}
@@ -152,7 +157,7 @@ def convert(
                 mismatched.append(f"{key} {tuple(arr.shape)} vs expected {full_shape} at {path_str(path)}")
                 misshaped_paths.add(path)
                 continue
-            out[path] = arr.astype(want_dtype, copy=False)
+            out[path] = None if check_only else arr.astype(want_dtype, copy=False)
         else:
             if layer >= full_shape[0] or arr.shape != full_shape[1:]:
                 mismatched.append(
@@ -161,9 +166,10 @@ def convert(
                 misshaped_paths.add(path)
                 continue
             if path not in out:
-                out[path] = np.zeros(full_shape, want_dtype)
+                out[path] = None if check_only else np.zeros(full_shape, want_dtype)
                 filled[path] = np.zeros(full_shape[0], bool)
-            out[path][layer] = arr.astype(want_dtype, copy=False)
+            if not check_only:
+                out[path][layer] = arr.astype(want_dtype, copy=False)
             filled[path][layer] = True
         if on_tensor is not None:
             on_tensor(key, arr.nbytes)

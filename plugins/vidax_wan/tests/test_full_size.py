@@ -1,0 +1,87 @@
+"""Full-size architecture check without weights.
+
+For every Wan model id, the published configuration is instantiated by the PyTorch reference on the meta device
+(no memory) and its key -> shape list must be exactly what vidax's conversion tables expect from the
+``eval_shape`` tree of the full-size vidax model. Zero-stride stand-in arrays carry the shapes, so nothing of
+the real size is ever allocated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+from vidax_core.convert import convert
+from vidax_core.nnx_util import abstract_model
+
+# Published configurations (config.json of the Wan-AI *-Diffusers repositories).
+WAN21_VAE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+                 temperal_downsample=[False, True, True])
+UMT5_XXL = dict(vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
+                relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu")
+DIT_COMMON = dict(patch_size=(1, 2, 2), attention_head_dim=128, text_dim=4096, freq_dim=256, cross_attn_norm=True,
+                  qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024)
+DITS = {
+    "wan2.1-t2v-1.3b": dict(num_attention_heads=12, ffn_dim=8960, num_layers=30, in_channels=16, out_channels=16),
+    "wan2.1-t2v-14b": dict(num_attention_heads=40, ffn_dim=13824, num_layers=40, in_channels=16, out_channels=16),
+}
+COMPONENTS = {model_id: {"dit": {**DIT_COMMON, **dit}, "vae": WAN21_VAE, "text": UMT5_XXL} for model_id, dit in DITS.items()}
+
+
+def meta_shapes(module: torch.nn.Module) -> dict[str, np.ndarray]:
+    """key -> zero-stride float32 stand-in with the reference tensor's shape (no memory)."""
+    zero = np.zeros((), np.float32)
+    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()}
+
+
+def check(tensors, rules, ctor, component, ignore=()):
+    _, _, flat = abstract_model(ctor)
+    convert(tensors, rules, flat, component=component, ignore=ignore, check_only=True)
+    return len(flat)
+
+
+def test_every_registered_wan_model_is_covered():
+    from vidax_core.plugins import get_plugins
+
+    ids = {s.id for s in get_plugins().registry if s.family == "wan"}
+    assert ids <= set(COMPONENTS), f"add the published config of {sorted(ids - set(COMPONENTS))} here"
+
+
+@pytest.mark.parametrize("model_id", sorted(COMPONENTS))
+def test_full_size_dit(model_id):
+    from diffusers import WanTransformer3DModel
+
+    from vidax_wan.convert_dit import DIT_RULES
+    from vidax_wan.dit import WanDiT, WanDiTConfig
+
+    cfg = COMPONENTS[model_id]["dit"]
+    with torch.device("meta"):
+        ref = WanTransformer3DModel(**cfg)
+    tensors = meta_shapes(ref)
+    n = check(tensors, DIT_RULES, lambda: WanDiT(WanDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)), "transformer")
+    n_params = sum(int(np.prod(t.shape)) for t in tensors.values())
+    print(f"{model_id}: {len(tensors)} reference tensors -> {n} stacked vidax params, {n_params / 1e9:.3f}B parameters")
+
+
+def test_full_size_wan21_vae():
+    from diffusers import AutoencoderKLWan
+
+    from vidax_wan.convert_vae import VAE_RULES
+    from vidax_wan.vae import WanVAE, WanVAEConfig
+
+    with torch.device("meta"):
+        ref = AutoencoderKLWan(**WAN21_VAE)
+    check(meta_shapes(ref), VAE_RULES, lambda: WanVAE(WanVAEConfig.from_config(WAN21_VAE)), "vae")
+
+
+def test_full_size_umt5_xxl():
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    from vidax_core.encoders.umt5 import UMT5_IGNORE, UMT5_RULES, UMT5Config as VidaxUMT5Config, UMT5Encoder
+
+    with torch.device("meta"):
+        ref = UMT5EncoderModel(UMT5Config(**UMT5_XXL))
+    check(meta_shapes(ref), UMT5_RULES, lambda: UMT5Encoder(VidaxUMT5Config.from_config(UMT5_XXL), rngs=nnx.Rngs(0)),
+          "text_encoder", ignore=UMT5_IGNORE)
