@@ -27,6 +27,9 @@ from .base import (
     sampler_from_scheduler_config,
     supported_scheduler_classes,
 )
+from .cogvideox import CogVideoXDDIMSampler, CogVideoXDPMSampler
+from .dpm import DPMSolverSampler
+from .flow_ancestral import FlowEulerAncestralSampler
 from .flow_euler import FlowEulerSampler
 from .unipc import UniPCSampler
 
@@ -41,6 +44,10 @@ __all__ = [
     "register_scheduler_class",
     "sampler_from_scheduler_config",
     "supported_scheduler_classes",
+    "CogVideoXDDIMSampler",
+    "CogVideoXDPMSampler",
+    "DPMSolverSampler",
+    "FlowEulerAncestralSampler",
     "FlowEulerSampler",
     "UniPCSampler",
 ]

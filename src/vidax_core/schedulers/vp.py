@@ -15,18 +15,37 @@ import numpy as np
 _F = np.float32
 
 
-def torch_linspace_f32(start: float, end: float, steps: int) -> np.ndarray:
-    """Bit-compatible float32 ``torch.linspace`` (CPU): first half from ``start``, second half from ``end``."""
+def torch_linspace(start: float, end: float, steps: int, dtype=np.float32) -> np.ndarray:
+    """Bit-compatible CPU ``torch.linspace`` in ``dtype``.
+
+    torch evaluates the first half as ``start + step * i`` and the second half as ``end - step * (steps - 1 - i)``
+    with a fused multiply-add (``step`` rounded to ``dtype`` first). For float32 the fused result equals the
+    float64 evaluation rounded to float32; for float64 it is emulated exactly with rationals.
+    """
+    dt = np.dtype(dtype).type
     if steps == 1:
-        return np.array([start], dtype=_F)
-    start32, end32 = _F(start), _F(end)
-    step = (end32 - start32) / _F(steps - 1)
-    idx = np.arange(steps)
+        return np.array([start], dtype=dt)
     half = steps // 2
-    out = np.empty(steps, dtype=_F)
-    out[:half] = start32 + step * idx[:half].astype(_F)
-    out[half:] = end32 - step * (steps - idx[half:] - 1).astype(_F)
-    return out
+    if dt is np.float32:
+        start_, end_ = np.float32(start), np.float32(end)
+        step = np.float64((end_ - start_) / np.float32(steps - 1))
+        idx = np.arange(steps, dtype=np.float64)
+        out = np.empty(steps, dtype=np.float64)
+        out[:half] = np.float64(start_) + step * idx[:half]
+        out[half:] = np.float64(end_) - step * (steps - idx[half:] - 1)
+        return out.astype(np.float32)
+    from fractions import Fraction
+
+    start_, end_ = float(start), float(end)
+    step = Fraction((end_ - start_) / (steps - 1))
+    fs, fe = Fraction(start_), Fraction(end_)
+    return np.array([float(fs + step * i) if i < half else float(fe - step * (steps - i - 1)) for i in range(steps)],
+                    dtype=np.float64)
+
+
+def torch_linspace_f32(start: float, end: float, steps: int) -> np.ndarray:
+    """Bit-compatible float32 ``torch.linspace`` (CPU)."""
+    return torch_linspace(start, end, steps, np.float32)
 
 
 def betas_for_alpha_bar(n: int, max_beta: float = 0.999, kind: str = "cosine") -> np.ndarray:
