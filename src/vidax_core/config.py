@@ -78,6 +78,16 @@ class RuntimeConfig:
 
 
 @dataclass(frozen=True)
+class DistributedConfig:
+    """Many hosts (``jax.distributed``): null = take it from JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES /
+    JAX_PROCESS_ID (or the cluster's own environment); no coordinator anywhere = a single process."""
+
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+
+
+@dataclass(frozen=True)
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: str = ""
@@ -89,6 +99,7 @@ class RunConfig:
     offload: OffloadConfig = field(default_factory=OffloadConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
 
 ATTENTION_BACKENDS = ("auto", "xla", "cudnn", "pallas_tpu", "blockwise")

@@ -14,7 +14,9 @@ class DitBuild:
 
     ``ctor()`` constructs the NNX module (called under ``nnx.eval_shape`` for the abstract tree); ``component`` is
     the checkpoint folder its weights come from; ``config`` is the family's frozen architecture config;
-    ``in_channels`` the latent channels the sampler works on.
+    ``in_channels`` the latent channels the sampler works on. For the parallel checks made before weights load:
+    ``heads`` (attention heads, split by tp then sp), ``patch_size`` ((pt, ph, pw): video tokens =
+    latent F*H*W / (pt*ph*pw)) and ``block_counts`` ({stacked group name: blocks}, split by offload.chunk_size).
     """
 
     ctor: Callable[[], Any]
@@ -22,6 +24,9 @@ class DitBuild:
     in_channels: int
     component: str = "transformer"
     param_dtype: Any = np.float32
+    heads: int | None = None
+    patch_size: tuple[int, int, int] | None = None
+    block_counts: dict[str, int] | None = None
 
 
 class VideoAutoencoder(Protocol):

@@ -19,7 +19,11 @@ import numpy as np
 import psutil
 from flax import nnx
 
-from . import outputs, video
+from . import distributed
+from . import attention
+from . import mesh as meshlib
+from . import offload as offloadlib
+from . import outputs, sharding, video
 from .checkpoint import Checkpoint, resolve_checkpoint
 from .config import RunConfig
 from .errors import UserError
@@ -92,10 +96,24 @@ def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
     return noise.astype(np.float32)
 
 
-def load_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins, reporter: Reporter) -> tuple[DitBuild, nnx.Module]:
+def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> DitBuild:
     build: DitBuild | None = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
     if build is None:
         raise UserError(f"no installed plugin builds the denoiser of {spec.id}")
+    return build
+
+
+def load_dit(
+    spec: ModelSpec,
+    ckpt: Checkpoint,
+    cfg: RunConfig,
+    plugins: Plugins,
+    reporter: Reporter,
+    build: DitBuild | None = None,
+    put: Callable[[tuple, np.ndarray], Any] | None = None,
+) -> tuple[DitBuild, nnx.Module]:
+    """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``."""
+    build = build or build_dit(spec, ckpt, cfg, plugins)
     graphdef, abstract_state, flat = abstract_model(build.ctor)
     tensors = ckpt.tensors(build.component)
     total = sum(tensors.nbytes(k) for k in tensors)
@@ -105,7 +123,55 @@ def load_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins
     bar.close()
     if values is None:
         raise UserError(f"no installed plugin converts the {build.component} checkpoint of {spec.id}")
-    return build, materialize(graphdef, abstract_state, values)
+    return build, materialize(graphdef, abstract_state, values, put=put)
+
+
+@dataclass
+class Placement:
+    """Where the DiT's weights live: the mesh, the logical rules, per-param PartitionSpecs, offloaded groups."""
+
+    mesh: Any
+    plan: meshlib.MeshPlan
+    rules: dict[str, Any]
+    specs: dict[tuple, Any]
+    offload_groups: tuple[str, ...] = ()
+
+    def sharding(self, path: tuple):
+        from jax.sharding import NamedSharding
+
+        return NamedSharding(self.mesh, self.specs.get(path, jax.sharding.PartitionSpec()))
+
+    def put(self, path: tuple, array: np.ndarray) -> Any:
+        if path and path[0] in self.offload_groups:
+            return np.asarray(array)  # stays on the host; streamed by the offload executor
+        return sharding.put(np.asarray(array), self.sharding(path))
+
+    def replicated(self):
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(self.mesh, PartitionSpec())
+
+
+def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Plugins, latent_shape, batch: int,
+                   model_for_groups: Any = None) -> Placement:
+    """Check the parallel config against the model and the run (before any weight is read) and build the mesh."""
+    pt, ph, pw = build.patch_size or (1, 1, 1)
+    f, h, w = latent_shape
+    tokens = (f // pt) * (h // ph) * (w // pw) if build.patch_size else None
+    groups: tuple[str, ...] = ()
+    if cfg.offload.enabled:
+        names = plugins.call("offload_block_groups", spec, model=model_for_groups)
+        if not names:
+            raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
+        groups = tuple(names)
+    counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
+    plan = meshlib.plan_mesh(cfg.parallel, n_devices=jax.device_count(), heads=build.heads, video_tokens=tokens,
+                             batch=batch, block_groups=counts, offload=cfg.offload)
+    mesh = meshlib.make_mesh(plan)
+    rules = sharding.make_rules(plugins.call("shard_rules", spec))
+    _, abstract_state, _ = abstract_model(build.ctor)
+    specs = sharding.param_specs(abstract_state, rules, mesh)
+    return Placement(mesh, plan, rules, specs, groups)
 
 
 class _ProgressTensors(dict):
@@ -123,24 +189,93 @@ class _ProgressTensors(dict):
         return arr
 
 
-def make_step(graphdef: nnx.GraphDef, sampler: sched_base.Sampler, guided: bool) -> Callable:
+def _guide(pred: jax.Array, b: int, guided: bool, guidance: jax.Array) -> jax.Array:
+    if guided:
+        cond, uncond = pred[:b], pred[b:]
+        pred = uncond + guidance * (cond - uncond)
+    return pred.astype(jnp.float32)
+
+
+def _model_inputs(sampler, plan_arrays, i, latents, guided: bool):
+    b = latents.shape[0]
+    x = sampler.scale_model_input(plan_arrays, i, latents)
+    t = jnp.broadcast_to(plan_arrays["timesteps"][i], (b,)).astype(jnp.float32)
+    if guided:  # both guidance halves in one batch; batch -> dp puts them on different devices when dp = 2
+        x, t = jnp.concatenate([x, x]), jnp.concatenate([t, t])
+    return sharding.constrain(x, ("batch",)), t
+
+
+def make_step(graphdef: nnx.GraphDef, sampler: sched_base.Sampler, guided: bool, placement: Placement | None = None) -> Callable:
     """The jitted denoising step: both guidance halves in one batch, guidance, then the sampler update."""
+    mesh, rules = (placement.mesh, placement.rules) if placement is not None else (None, None)
 
     def step(params, latents, sampler_state, i, context, plan_arrays, guidance, noise):
-        model = nnx.merge(graphdef, params)
-        b = latents.shape[0]
-        x = sampler.scale_model_input(plan_arrays, i, latents)
-        t = jnp.broadcast_to(plan_arrays["timesteps"][i], (b,)).astype(jnp.float32)
-        if guided:
-            pred = model(jnp.concatenate([x, x]), jnp.concatenate([t, t]), context)
-            cond, uncond = pred[:b], pred[b:]
-            pred = uncond + guidance * (cond - uncond)
-        else:
-            pred = model(x, t, context)
-        pred = pred.astype(jnp.float32)
-        return sampler.step(plan_arrays, sampler_state, i, pred, latents, noise)
+        with sharding.activate(mesh, rules):
+            model = nnx.merge(graphdef, params)
+            x, t = _model_inputs(sampler, plan_arrays, i, latents, guided)
+            pred = _guide(model(x, t, context), latents.shape[0], guided, guidance)
+            return sampler.step(plan_arrays, sampler_state, i, pred, latents, noise)
 
     return jax.jit(step, donate_argnums=(1, 2))
+
+
+class OffloadedStep:
+    """The denoising step with streamed block groups: jit(pre) -> each group's chunk programs -> jit(post)."""
+
+    def __init__(self, model: nnx.Module, sampler, guided: bool, placement: Placement, chunk_size: int,
+                 tracker: offloadlib.ResidentTracker) -> None:
+        groups = placement.offload_groups
+        mesh, rules = placement.mesh, placement.rules
+        filters = [nnx.PathContains(g) for g in groups]
+        graphdef, *parts = nnx.split(model, *filters, ...)
+        group_states, rest = parts[:-1], parts[-1]
+        self.rest = rest
+        abstract_groups = [jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), st) for st in group_states]
+        run_group = type(model).run_block_group
+        self.pools = []
+        for name, st in zip(groups, group_states):
+            sub = getattr(model, name)
+            gdef, _ = nnx.split(sub)
+            # ``st`` is the group's state at model level (path prefix = group name): take the sub-tree.
+            host = st[name]
+            pool = offloadlib.BlockPool(
+                name, gdef, host, chunk_size,
+                lambda n, gd, s, x, aux: _in_mesh(mesh, rules, run_group, n, gd, s, x, aux),
+                specs=placement.specs, mesh=mesh, path_prefix=(name,), tracker=tracker)
+            self.pools.append(pool)
+
+        def full_model(rest_state):
+            return nnx.merge(graphdef, *abstract_groups, rest_state)
+
+        def pre(rest_state, latents, i, context, plan_arrays):
+            with sharding.activate(mesh, rules):
+                x, t = _model_inputs(sampler, plan_arrays, i, latents, guided)
+                return full_model(rest_state).pre(x, t, context)
+
+        def post(rest_state, h, aux, latents, sampler_state, i, plan_arrays, guidance, noise):
+            with sharding.activate(mesh, rules):
+                pred = full_model(rest_state).post(h, aux, latents.shape)
+                pred = _guide(pred, latents.shape[0], guided, guidance)
+                return sampler.step(plan_arrays, sampler_state, i, pred, latents, noise)
+
+        self._pre = jax.jit(pre)
+        self._post = jax.jit(post, donate_argnums=(3, 4))
+
+    def __call__(self, params, latents, sampler_state, i, context, plan_arrays, guidance, noise):
+        h, aux = self._pre(self.rest, latents, i, context, plan_arrays)
+        for k, pool in enumerate(self.pools):
+            nxt = self.pools[k + 1] if k + 1 < len(self.pools) else self.pools[0]  # next group, or next step
+            h = pool.run(h, aux, prefetch_after=nxt)
+        return self._post(self.rest, h, aux, latents, sampler_state, i, plan_arrays, guidance, noise)
+
+    def release(self) -> None:
+        for pool in self.pools:
+            pool.release()
+
+
+def _in_mesh(mesh, rules, run_group, name, graphdef, state, x, aux):
+    with sharding.activate(mesh, rules):
+        return run_group(name, graphdef, state, x, aux)
 
 
 def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
@@ -150,7 +285,9 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins)
     out = cfg.output
+    distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
     setup_runtime(cfg)
+    backend = attention.set_backend(cfg.attention.backend)  # before anything that attends is traced
 
     t0 = time.perf_counter()
     ckpt = resolve_checkpoint(
@@ -159,24 +296,33 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         find_builtin=lambda name: plugins.call("builtin_checkpoint", spec, name=name),
         builtin_key=spec.id,
     )
-    reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}")
+    reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {backend}")
     sampler = select_sampler(spec, ckpt, cfg, plugins)
-    build, model = load_dit(spec, ckpt, cfg, plugins, reporter)
+    build = build_dit(spec, ckpt, cfg, plugins)
     vae = plugins.call("build_vae", spec, ckpt=ckpt, run=cfg)
+    if vae is None:
+        raise UserError(f"the plugin of {spec.id} provides no VAE")
+    s = cfg.sampling
+    guided = s.guidance_scale > 1.0
+    lat_f, lat_h, lat_w = vae.latent_shape(s.num_frames, s.height, s.width)
+    # Every parallel/offload divisibility rule is checked here, before the DiT's weights are read.
+    placement = plan_placement(spec, build, cfg, plugins, (lat_f, lat_h, lat_w), batch=2 if guided else 1)
+    p = placement.plan
+    reporter.log(f"mesh dp={p.dp} tp={p.tp} sp={p.sp} over {p.size} of {jax.device_count()} devices"
+                 + (f", offloading {', '.join(placement.offload_groups)} in chunks of {cfg.offload.chunk_size}"
+                    if placement.offload_groups else ""))
+    build, model = load_dit(spec, ckpt, cfg, plugins, reporter, build=build, put=placement.put)
     encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=cfg)
-    if vae is None or encoder is None:
-        raise UserError(f"the plugin of {spec.id} provides no {'VAE' if vae is None else 'text encoder'}")
+    if encoder is None:
+        raise UserError(f"the plugin of {spec.id} provides no text encoder")
     timer.add("load_s", time.perf_counter() - t0)
 
     t0 = time.perf_counter()
-    guided = cfg.sampling.guidance_scale > 1.0
     prompts = [cfg.prompt] + ([cfg.negative_prompt] if guided else [])
     context = np.asarray(plugins.call("encode_prompt", spec, encoder=encoder, prompts=prompts, run=cfg))
     del encoder
     timer.add("encode_s", time.perf_counter() - t0)
 
-    s = cfg.sampling
-    lat_f, lat_h, lat_w = vae.latent_shape(s.num_frames, s.height, s.width)
     shape = (1, build.in_channels, lat_f, lat_h, lat_w)
     if s.initial_noise:
         latents = load_initial_noise(s.initial_noise, shape)
@@ -184,31 +330,46 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         latents = np.asarray(jax.random.normal(jax.random.key(s.seed), shape, jnp.float32))
 
     plan = sampler.plan(s.num_steps)
-    plan_arrays = plan.arrays()
-    graphdef, params = nnx.split(model)
-    step = make_step(graphdef, sampler, guided)
-    x = jnp.asarray(latents)
-    state = sampler.init_state(plan, x)
-    ctx = jnp.asarray(context, dtype=build.param_dtype)
-    g = jnp.float32(s.guidance_scale)
+    repl = placement.replicated()
+    plan_arrays = jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), plan.arrays())
+    tracker = offloadlib.ResidentTracker()
+    if placement.offload_groups:
+        step = OffloadedStep(model, sampler, guided, placement, cfg.offload.chunk_size, tracker)
+        params = None
+        tracker.base = sharding.per_device_bytes(step.rest)
+    else:
+        graphdef, params = nnx.split(model)
+        step = make_step(graphdef, sampler, guided, placement)
+        tracker.base = sharding.per_device_bytes(params)
+    tracker.peak = tracker.base
+    del model
+    x = sharding.put(latents, repl)
+    state = jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), sampler.init_state(plan, jnp.asarray(latents)))
+    ctx = sharding.put(np.asarray(context, dtype=build.param_dtype), repl)
+    g = np.float32(s.guidance_scale)
     noise_key = jax.random.fold_in(jax.random.key(s.seed), 1)
 
     step_times: list[float] = []
     bar = reporter.bar(plan.num_steps, "sampling", unit="step")
     for i in range(plan.num_steps):
         t_step = time.perf_counter()
-        noise = jax.random.normal(jax.random.fold_in(noise_key, i), shape, jnp.float32) if sampler.needs_noise else None
-        x, state = step(params, x, state, jnp.int32(i), ctx, plan_arrays, g, noise)
+        noise = None
+        if sampler.needs_noise:
+            noise = sharding.put(np.asarray(jax.random.normal(jax.random.fold_in(noise_key, i), shape, jnp.float32)), repl)
+        x, state = step(params, x, state, np.int32(i), ctx, plan_arrays, g, noise)
         x.block_until_ready()
         step_times.append(time.perf_counter() - t_step)
         bar.update(1)
     bar.close()
-    final = np.asarray(x)
+    if placement.offload_groups:
+        step.release()
+    final = _to_host(x)
     compile_s = step_times[0] - (float(np.median(step_times[1:])) if len(step_times) > 1 else 0.0)
     per_step = float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
     timer.add("compile_s", max(compile_s, 0.0))
     timer.add("sampling_s", float(sum(step_times)))
-    if out.save_latents:
+    writer = distributed.is_writer()  # under jax.distributed only process 0 writes
+    if out.save_latents and writer:
         outputs.save_npy(out.save_latents, final)
 
     t0 = time.perf_counter()
@@ -216,9 +377,9 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     frames = vae.decode_video(final, on_chunk=lambda done, total: dbar.update(1))
     dbar.close()
     timer.add("decode_s", time.perf_counter() - t0)
-    if out.save_frames:
+    if out.save_frames and writer:
         outputs.save_npy(out.save_frames, frames.astype(np.float32))
-    if out.path:
+    if out.path and writer:
         video.write_mp4(out.path, frames[0], out.fps)
 
     metrics = {
@@ -235,10 +396,29 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         "latent_shape": list(shape),
         "sampler": getattr(sampler, "name", type(sampler).__name__),
         "backend": jax.default_backend(),
+        "attention_backend": backend,
+        "parallel": {"dp": p.dp, "tp": p.tp, "sp": p.sp, "devices": p.size, "processes": jax.process_count()},
+        "offload": {"enabled": bool(placement.offload_groups), "chunk_size": cfg.offload.chunk_size,
+                    "groups": list(placement.offload_groups),
+                    "non_block_weight_bytes": int(tracker.base) if placement.offload_groups else None,
+                    "chunk_weight_bytes": {pl.name: int(pl.chunk_bytes) for pl in step.pools}
+                    if placement.offload_groups else None},
+        # Largest per-device bytes of DiT weights resident on devices at any time during sampling (non-block
+        # params + the at most two streamed chunks with offload; all params without).
+        "peak_resident_weight_bytes": int(tracker.peak),
     }
-    if out.metrics:
+    if out.metrics and writer:
         outputs.save_json(out.metrics, metrics)
     return RunResult(final, frames, metrics)
+
+
+def _to_host(x: jax.Array) -> np.ndarray:
+    """A (replicated) result as numpy on every process."""
+    if jax.process_count() > 1 and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
 
 
 def summary(metrics: dict[str, Any]) -> str:

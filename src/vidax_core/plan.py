@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 
+import jax
 import numpy as np
 
 from .checkpoint import resolve_checkpoint
 from .config import RunConfig, to_yaml
+from .mesh import plan_mesh
 from .nnx_util import abstract_model
 from .plugins import Plugins
 from .preflight import preflight
@@ -50,6 +52,11 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
     )
     build = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
     _, _, flat = abstract_model(build.ctor)
+    groups = plugins.call("offload_block_groups", spec, model=None) or ()
+    counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
+    mesh_plan = plan_mesh(cfg.parallel, n_devices=jax.device_count(), heads=build.heads, video_tokens=None,
+                          batch=2 if cfg.sampling.guidance_scale > 1.0 else 1, block_groups=counts,
+                          offload=cfg.offload)
     total, block, layers = param_bytes(flat)
     p = cfg.parallel
     tp = p.tp
@@ -70,7 +77,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
         f"files:      {', '.join(files) or 'none found'}",
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
-        f"mesh:       dp={p.dp or 'auto'} tp={p.tp} sp={p.sp}; attention {cfg.attention.backend}",
+        f"mesh:       dp={mesh_plan.dp} tp={mesh_plan.tp} sp={mesh_plan.sp} over {jax.device_count()} "
+        f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",
         f"offload:    {'on, chunk ' + str(cfg.offload.chunk_size) if cfg.offload.enabled else 'off'}",
         f"denoiser:   {_fmt_bytes(total)} of parameters ({layers} stacked blocks, {_fmt_bytes(block)} in blocks)",
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",

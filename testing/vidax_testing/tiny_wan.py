@@ -37,8 +37,11 @@ def randomize_(module, seed: int, std: float = 0.1) -> None:
             p.copy_((1.0 + noise) if is_gain else noise)
 
 
-def build_tiny_wan_pipeline(seed: int = 0, flow_shift: float = 3.0, scheduler: str = "unipc"):
-    """A random-weight WanPipeline in fp32 with a trained tiny tokenizer (needs a temp dir for the tokenizer)."""
+def build_tiny_wan_pipeline(seed: int = 0, flow_shift: float = 3.0, scheduler: str = "unipc", dit: dict | None = None):
+    """A random-weight WanPipeline in fp32 with a trained tiny tokenizer (needs a temp dir for the tokenizer).
+
+    ``dit`` overrides fields of :data:`TINY_DIT` (e.g. ``{"num_attention_heads": 4, "num_layers": 4}`` for
+    tensor/sequence-parallel tests that need more heads and blocks)."""
     import tempfile
 
     import torch
@@ -50,7 +53,7 @@ def build_tiny_wan_pipeline(seed: int = 0, flow_shift: float = 3.0, scheduler: s
     vocab = tokenizer_vocab_size(tok_dir)
     torch.manual_seed(seed)
     text_encoder = UMT5EncoderModel(UMT5Config(vocab_size=vocab, **TINY_UMT5)).eval()
-    transformer = WanTransformer3DModel(**TINY_DIT).eval()
+    transformer = WanTransformer3DModel(**{**TINY_DIT, **(dit or {})}).eval()
     vae = AutoencoderKLWan(**TINY_VAE).eval()
     randomize_(text_encoder, seed + 1, 0.3)
     randomize_(transformer, seed + 2, 0.1)

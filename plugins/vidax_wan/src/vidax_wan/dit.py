@@ -30,11 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.attention import attention
+from vidax_core import sequence_parallel
+from vidax_core.sharding import constrain
 
 Axes = tuple[str | None, ...]
 
 EMBED, HEADS, MLP, LAYERS = "embed", "heads", "mlp", "layers"
+BATCH, SEQ = "batch", "seq"  # activation-only logical axes
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -228,10 +230,16 @@ class Attention(nnx.Module):
         self.norm_k = RMSNorm(dim, (HEADS,), eps=cfg.eps)
 
     def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: tuple[jax.Array, jax.Array] | None = None):
-        kv = x if kv is None else kv
-        q = self.norm_q(self.to_q(x))
-        k = self.norm_k(self.to_k(kv))
-        v = self.to_v(kv)
+        """Self-attention when ``kv`` is None (tokens sharded over sp: Ulysses all-to-all around the attention),
+        else cross-attention of the (sequence-sharded) tokens against the replicated ``kv`` sequence."""
+        is_self = kv is None
+        kv = x if is_self else kv
+        kv_names = (BATCH, SEQ if is_self else None, HEADS)
+        # Column-parallel projections: outputs sharded over heads (tp); the RMS norm over the full width reduces
+        # across the tp shards (partial sum + all-reduce), so it stays exact.
+        q = constrain(self.norm_q(constrain(self.to_q(x), (BATCH, SEQ, HEADS))), (BATCH, SEQ, HEADS))
+        k = constrain(self.norm_k(constrain(self.to_k(kv), kv_names)), kv_names)
+        v = constrain(self.to_v(kv), kv_names)
         b, sq, _ = q.shape
         sk = k.shape[1]
         q = q.reshape(b, sq, self.heads, -1)
@@ -240,8 +248,13 @@ class Attention(nnx.Module):
         if rope is not None:
             q = apply_rope(q, *rope)
             k = apply_rope(k, *rope)
-        o = attention(q, k, v).reshape(b, sq, -1)
-        return self.to_out(o)
+        if is_self:
+            o = sequence_parallel.self_attention(q, k, v)
+        else:
+            o = sequence_parallel.cross_attention(q, k, v)
+        o = constrain(o.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
+        # Row-parallel output projection: contraction over the tp-sharded width, one all-reduce, then the bias.
+        return constrain(self.to_out(o), (BATCH, SEQ, EMBED))
 
 
 class FeedForward(nnx.Module):
@@ -250,7 +263,8 @@ class FeedForward(nnx.Module):
         self.proj_out = Linear(cfg.ffn_dim, cfg.dim, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return self.proj_out(jax.nn.gelu(self.proj_in(x), approximate=True))
+        h = constrain(self.proj_in(x), (BATCH, SEQ, MLP))  # column-parallel
+        return constrain(self.proj_out(jax.nn.gelu(h, approximate=True)), (BATCH, SEQ, EMBED))  # row-parallel
 
 
 class WanBlock(nnx.Module):
@@ -269,10 +283,18 @@ class WanBlock(nnx.Module):
         )
 
     def __call__(self, x: jax.Array, ctx: jax.Array, tproj: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
-        """x (B, S, dim) in the param dtype; ctx (B, L, dim) embedded text; tproj (B, 6, dim); rope (S, hd/2) x2."""
+        """x (B, S, dim) in the param dtype; ctx (B, L, dim) embedded text; rope (S, hd/2) x2; tproj (B, 6, dim)
+        per sample, or (B, S, 6, dim) per token (then split over sp exactly like the tokens)."""
         dt = x.dtype
-        mod = self.scale_shift_table[...].astype(jnp.float32)[None] + tproj.astype(jnp.float32)
-        shift_msa, scale_msa, gate_msa, c_shift, c_scale, c_gate = [mod[:, i : i + 1] for i in range(6)]
+        x = constrain(x, (BATCH, SEQ, EMBED))
+        table = self.scale_shift_table[...].astype(jnp.float32)
+        if tproj.ndim == 4:  # per-token modulation: (B, S, 6, dim), sequence-sharded like x
+            mod = constrain(table[None, None] + tproj.astype(jnp.float32), (BATCH, SEQ, None, EMBED))
+            parts = [mod[:, :, i] for i in range(6)]
+        else:
+            mod = table[None] + tproj.astype(jnp.float32)
+            parts = [mod[:, i : i + 1] for i in range(6)]
+        shift_msa, scale_msa, gate_msa, c_shift, c_scale, c_gate = parts
 
         h = (layer_norm(x, self.eps) * (1 + scale_msa) + shift_msa).astype(dt)
         a = self.attn1(h, None, rope)
@@ -284,7 +306,7 @@ class WanBlock(nnx.Module):
 
         h = (layer_norm(x, self.eps) * (1 + c_scale) + c_shift).astype(dt)
         f = self.ffn(h)
-        return (x.astype(jnp.float32) + f.astype(jnp.float32) * c_gate).astype(dt)
+        return constrain((x.astype(jnp.float32) + f.astype(jnp.float32) * c_gate).astype(dt), (BATCH, SEQ, EMBED))
 
 
 def run_blocks(
@@ -377,7 +399,7 @@ class WanDiT(nnx.Module):
         p = p.transpose(0, 2, 4, 6, 3, 5, 7, 1).reshape(b, grid[0] * grid[1] * grid[2], pt * ph * pw * c)
         k = self.patch_kernel[...]
         x = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
-        x = (x + self.patch_bias[...].astype(jnp.float32)).astype(dt)
+        x = constrain((x + self.patch_bias[...].astype(jnp.float32)).astype(dt), (BATCH, SEQ, EMBED))
 
         t_freq = timestep_embedding(timestep, cfg.freq_dim)
         temb = self.time_linear_2(jax.nn.silu(self.time_linear_1(t_freq)))
@@ -386,7 +408,9 @@ class WanDiT(nnx.Module):
 
         ctx = self.text_linear_1(context.astype(dt))
         ctx = self.text_linear_2(jax.nn.gelu(ctx, approximate=True))
-        rope = rope_tables(cfg, *grid)
+        ctx = constrain(ctx, (BATCH, None, EMBED))
+        cos, sin = rope_tables(cfg, *grid)
+        rope = (constrain(cos, (SEQ, None)), constrain(sin, (SEQ, None)))
         return x, ctx, temb, tproj, rope, grid
 
     def head(self, x: jax.Array, temb: jax.Array, grid: Sequence[int]) -> jax.Array:
@@ -402,6 +426,27 @@ class WanDiT(nnx.Module):
         y = y.reshape(b, f, hh, ww, pt, ph, pw, -1)
         y = y.transpose(0, 7, 1, 4, 2, 5, 3, 6)
         return y.reshape(b, y.shape[1], f * pt, hh * ph, ww * pw)
+
+    # -- the staged forward an offload executor drives: pre -> block groups -> post ----------------------------
+
+    block_groups = ("blocks",)
+
+    def pre(self, latents: jax.Array, timestep: jax.Array, context: jax.Array) -> tuple[jax.Array, dict]:
+        """Everything before the blocks: (x, aux) where aux holds what the blocks and :meth:`post` read."""
+        x, ctx, temb, tproj, rope, _ = self.embed(latents, timestep, context)
+        return x, {"ctx": ctx, "temb": temb, "tproj": tproj, "rope": rope}
+
+    @staticmethod
+    def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, aux: dict) -> jax.Array:
+        """Run any slice of the stacked group ``name`` (Wan has one, ``blocks``)."""
+        if name != "blocks":
+            raise KeyError(f"Wan has no block group {name!r}")
+        return run_blocks(graphdef, state, x, aux["ctx"], aux["tproj"], aux["rope"])
+
+    def post(self, x: jax.Array, aux: dict, latent_shape: Sequence[int]) -> jax.Array:
+        pt, ph, pw = self.cfg.patch_size
+        f, hh, ww = latent_shape[-3:]
+        return self.head(x, aux["temb"], (f // pt, hh // ph, ww // pw))
 
     def __call__(self, latents: jax.Array, timestep: jax.Array, context: jax.Array) -> jax.Array:
         """latents (B, C, F, H, W), timestep (B,), context (B, L, text_dim) -> (B, out_C, F, H, W) float32."""

@@ -47,7 +47,35 @@ def build_dit(spec, ckpt, run):
 
     cfg = WanDiTConfig.from_config({**ckpt.config("transformer"), "dtype": _dtype(run)})
     return DitBuild(ctor=lambda: WanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
-                    component="transformer", param_dtype=cfg.dtype)
+                    component="transformer", param_dtype=cfg.dtype, heads=cfg.num_attention_heads,
+                    patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers})
+
+
+# Logical axis -> mesh axis. Megatron TP: q/k/v, FFN-up kernels are (embed, heads|mlp) -> column-parallel; the
+# attention-out and FFN-down kernels are (heads|mlp, embed) -> row-parallel; model width stays replicated.
+# Activations: batch over dp (the two CFG halves), video tokens over sp.
+WAN_SHARD_RULES = (
+    ("embed", None),
+    ("heads", "tp"),
+    ("mlp", "tp"),
+    ("layers", None),
+    ("batch", "dp"),
+    ("seq", "sp"),
+)
+
+
+@hookimpl
+def shard_rules(spec):
+    if not _ours(spec):
+        return None
+    return WAN_SHARD_RULES
+
+
+@hookimpl
+def offload_block_groups(spec, model):
+    if not _ours(spec):
+        return None
+    return ["blocks"]
 
 
 @hookimpl
