@@ -28,7 +28,8 @@ def register_models(register):
 @hookspec(firstresult=True)
 def build_dit(spec, ckpt, run):
     """Return a :class:`vidax_core.model_api.DitBuild` for ``spec``: how to construct the denoiser (NNX module),
-    its parameter dtype and its config. The module's ``__call__(latents, timestep, context)`` takes latents in the
+    its parameter dtype and its config; or a list of them for a mixture of experts over time (each with its
+    ``t_min``/``t_max`` range and ``guidance_key``). The module's ``__call__(latents, timestep, context)`` takes latents in the
     reference layout (B, C, F, H, W), per-sample timesteps (B,) and text context (B, L, D) and returns the model
     prediction in the latents' layout. Return None to decline."""
 
@@ -70,6 +71,14 @@ def encode_prompt(spec, encoder, prompts, run):
 def build_vae(spec, ckpt, run):
     """Load and return the family's :class:`vidax_core.model_api.VideoAutoencoder` (latent shape, decode to
     frames). Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
+    """Return a :class:`vidax_core.model_api.Conditioning` with what the denoiser needs beyond the prompt (for
+    image-to-video: image embeddings, first-frame latents and masks; per-token timesteps), computed once before
+    sampling. ``latent_shape`` is (frames, height, width) of the latents. Return None for plain text-to-video
+    (or to decline)."""
 
 
 @hookspec(firstresult=True)

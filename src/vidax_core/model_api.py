@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -27,6 +27,45 @@ class DitBuild:
     heads: int | None = None
     patch_size: tuple[int, int, int] | None = None
     block_counts: dict[str, int] | None = None
+    # Mixture of experts over time (Wan2.2 A14B): this denoiser handles model timesteps t_min <= t < t_max and
+    # uses the guidance scale named by ``guidance_key`` (a key of the run's ``sampling`` section).
+    t_min: float = float("-inf")
+    t_max: float = float("inf")
+    guidance_key: str = "guidance_scale"
+
+    def active(self, t: float) -> bool:
+        return self.t_min <= t < self.t_max
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """Conditioning beyond the text prompt (an image, first-frame latents), from ``prepare_conditioning``.
+
+    ``arrays`` are host arrays with batch 1 handed to the jitted step. ``model_kwargs`` names the entries of
+    ``arrays`` passed to the denoiser as keyword arguments (repeated for both guidance halves). ``prepare(x, t,
+    arrays)`` maps the sampler's latents and the scalar model timestep to the denoiser's input and timesteps
+    ((B,) or per token (B, S)); ``finalize(latents, arrays)`` adjusts the latents after the last step. Both are
+    traced jax functions; None means identity / a broadcast scalar timestep.
+    """
+
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+    model_kwargs: tuple[str, ...] = ()
+    prepare: Callable[..., tuple[Any, Any]] | None = None
+    finalize: Callable[..., Any] | None = None
+
+
+class OffloadableDit(Protocol):
+    """What the block-offload executor needs from a denoiser module (see WanDiT for an implementation)."""
+
+    def pre(self, latents: Any, timestep: Any, context: Any, **kwargs: Any) -> tuple[Any, dict]:
+        """Everything before the stacked blocks: returns the hidden state and the per-step aux inputs."""
+
+    @staticmethod
+    def run_block_group(name: str, graphdef: Any, state: Any, x: Any, aux: dict) -> Any:
+        """Run a slice of the stacked blocks of group ``name`` (``state`` has the leading layer axis)."""
+
+    def post(self, x: Any, aux: dict, latent_shape: Sequence[int]) -> Any:
+        """Everything after the blocks: the prediction in the latents' layout."""
 
 
 class VideoAutoencoder(Protocol):
@@ -37,12 +76,3 @@ class VideoAutoencoder(Protocol):
 
     def decode_video(self, latents: np.ndarray, on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Latents (B, C, F, H, W) -> float32 frames in [0, 1], (B, T, H, W, 3)."""
-
-
-@dataclass(frozen=True)
-class Components:
-    """Everything loaded for one run (opaque objects from the plugin's hooks)."""
-
-    text_encoder: Any
-    vae: VideoAutoencoder
-    extra: Sequence[Any] = ()

@@ -27,7 +27,7 @@ from . import outputs, sharding, video
 from .checkpoint import Checkpoint, resolve_checkpoint
 from .config import RunConfig
 from .errors import UserError
-from .model_api import DitBuild
+from .model_api import Conditioning, DitBuild
 from .nnx_util import abstract_model, materialize
 from .plugins import Plugins
 from .preflight import preflight
@@ -196,24 +196,31 @@ def _guide(pred: jax.Array, b: int, guided: bool, guidance: jax.Array) -> jax.Ar
     return pred.astype(jnp.float32)
 
 
-def _model_inputs(sampler, plan_arrays, i, latents, guided: bool):
+def _model_inputs(sampler, plan_arrays, i, latents, guided: bool, cond: Conditioning | None, cond_arrays):
+    """The denoiser's inputs for step ``i``: latents, timesteps and conditioning kwargs, CFG halves batched."""
     b = latents.shape[0]
     x = sampler.scale_model_input(plan_arrays, i, latents)
-    t = jnp.broadcast_to(plan_arrays["timesteps"][i], (b,)).astype(jnp.float32)
+    t = plan_arrays["timesteps"][i].astype(jnp.float32)
+    if cond is not None and cond.prepare is not None:
+        x, t = cond.prepare(x, t, cond_arrays)
+    t = jnp.broadcast_to(t, (b,) + jnp.shape(t)[1:]).astype(jnp.float32)
+    kwargs = {k: jnp.broadcast_to(cond_arrays[k], (b,) + cond_arrays[k].shape[1:]) for k in (cond.model_kwargs if cond else ())}
     if guided:  # both guidance halves in one batch; batch -> dp puts them on different devices when dp = 2
         x, t = jnp.concatenate([x, x]), jnp.concatenate([t, t])
-    return sharding.constrain(x, ("batch",)), t
+        kwargs = {k: jnp.concatenate([v, v]) for k, v in kwargs.items()}
+    return sharding.constrain(x, ("batch",)), t, kwargs
 
 
-def make_step(graphdef: nnx.GraphDef, sampler: sched_base.Sampler, guided: bool, placement: Placement | None = None) -> Callable:
+def make_step(graphdef: nnx.GraphDef, sampler: sched_base.Sampler, guided: bool, placement: Placement | None = None,
+              cond: Conditioning | None = None) -> Callable:
     """The jitted denoising step: both guidance halves in one batch, guidance, then the sampler update."""
     mesh, rules = (placement.mesh, placement.rules) if placement is not None else (None, None)
 
-    def step(params, latents, sampler_state, i, context, plan_arrays, guidance, noise):
+    def step(params, latents, sampler_state, i, context, plan_arrays, guidance, noise, cond_arrays=None):
         with sharding.activate(mesh, rules):
             model = nnx.merge(graphdef, params)
-            x, t = _model_inputs(sampler, plan_arrays, i, latents, guided)
-            pred = _guide(model(x, t, context), latents.shape[0], guided, guidance)
+            x, t, kwargs = _model_inputs(sampler, plan_arrays, i, latents, guided, cond, cond_arrays)
+            pred = _guide(model(x, t, context, **kwargs), latents.shape[0], guided, guidance)
             return sampler.step(plan_arrays, sampler_state, i, pred, latents, noise)
 
     return jax.jit(step, donate_argnums=(1, 2))
@@ -223,7 +230,7 @@ class OffloadedStep:
     """The denoising step with streamed block groups: jit(pre) -> each group's chunk programs -> jit(post)."""
 
     def __init__(self, model: nnx.Module, sampler, guided: bool, placement: Placement, chunk_size: int,
-                 tracker: offloadlib.ResidentTracker) -> None:
+                 tracker: offloadlib.ResidentTracker, cond: Conditioning | None = None) -> None:
         groups = placement.offload_groups
         mesh, rules = placement.mesh, placement.rules
         filters = [nnx.PathContains(g) for g in groups]
@@ -247,10 +254,10 @@ class OffloadedStep:
         def full_model(rest_state):
             return nnx.merge(graphdef, *abstract_groups, rest_state)
 
-        def pre(rest_state, latents, i, context, plan_arrays):
+        def pre(rest_state, latents, i, context, plan_arrays, cond_arrays):
             with sharding.activate(mesh, rules):
-                x, t = _model_inputs(sampler, plan_arrays, i, latents, guided)
-                return full_model(rest_state).pre(x, t, context)
+                x, t, kwargs = _model_inputs(sampler, plan_arrays, i, latents, guided, cond, cond_arrays)
+                return full_model(rest_state).pre(x, t, context, **kwargs)
 
         def post(rest_state, h, aux, latents, sampler_state, i, plan_arrays, guidance, noise):
             with sharding.activate(mesh, rules):
@@ -261,8 +268,8 @@ class OffloadedStep:
         self._pre = jax.jit(pre)
         self._post = jax.jit(post, donate_argnums=(3, 4))
 
-    def __call__(self, params, latents, sampler_state, i, context, plan_arrays, guidance, noise):
-        h, aux = self._pre(self.rest, latents, i, context, plan_arrays)
+    def __call__(self, params, latents, sampler_state, i, context, plan_arrays, guidance, noise, cond_arrays=None):
+        h, aux = self._pre(self.rest, latents, i, context, plan_arrays, cond_arrays)
         for k, pool in enumerate(self.pools):
             nxt = self.pools[k + 1] if k + 1 < len(self.pools) else self.pools[0]  # next group, or next step
             h = pool.run(h, aux, prefetch_after=nxt)
@@ -276,6 +283,35 @@ class OffloadedStep:
 def _in_mesh(mesh, rules, run_group, name, graphdef, state, x, aux):
     with sharding.activate(mesh, rules):
         return run_group(name, graphdef, state, x, aux)
+
+
+@dataclass
+class Expert:
+    """One loaded denoiser (a model has one, Wan2.2 A14B has two switched by timestep) and its compiled step."""
+
+    build: DitBuild
+    placement: Placement
+    step: Any
+    params: Any
+    guidance: float
+
+
+def _plan_experts(spec, ckpt, cfg, plugins, reporter, latent_hw, guided) -> list[tuple[DitBuild, Placement]]:
+    """Build each denoiser's description and check its mesh and offload rules, before any weight is read."""
+    built = build_dit(spec, ckpt, cfg, plugins)
+    builds = list(built) if isinstance(built, (list, tuple)) else [built]
+    placements = [plan_placement(spec, b, cfg, plugins, latent_hw, batch=2 if guided else 1) for b in builds]
+    p = placements[0].plan
+    reporter.log(f"mesh dp={p.dp} tp={p.tp} sp={p.sp} over {p.size} of {jax.device_count()} devices"
+                 + (f", offloading {', '.join(placements[0].offload_groups)} in chunks of {cfg.offload.chunk_size}"
+                    if placements[0].offload_groups else "")
+                 + (f"; {len(builds)} experts switched by timestep" if len(builds) > 1 else ""))
+    return list(zip(builds, placements))
+
+
+def _guidance(cfg: RunConfig, build: DitBuild) -> float:
+    value = getattr(cfg.sampling, build.guidance_key)
+    return float(cfg.sampling.guidance_scale if value is None else value)
 
 
 def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
@@ -298,20 +334,31 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     )
     reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {backend}")
     sampler = select_sampler(spec, ckpt, cfg, plugins)
-    build = build_dit(spec, ckpt, cfg, plugins)
     vae = plugins.call("build_vae", spec, ckpt=ckpt, run=cfg)
     if vae is None:
         raise UserError(f"the plugin of {spec.id} provides no VAE")
     s = cfg.sampling
     guided = s.guidance_scale > 1.0
     lat_f, lat_h, lat_w = vae.latent_shape(s.num_frames, s.height, s.width)
+    tracker = offloadlib.ResidentTracker()
     # Every parallel/offload divisibility rule is checked here, before the DiT's weights are read.
-    placement = plan_placement(spec, build, cfg, plugins, (lat_f, lat_h, lat_w), batch=2 if guided else 1)
-    p = placement.plan
-    reporter.log(f"mesh dp={p.dp} tp={p.tp} sp={p.sp} over {p.size} of {jax.device_count()} devices"
-                 + (f", offloading {', '.join(placement.offload_groups)} in chunks of {cfg.offload.chunk_size}"
-                    if placement.offload_groups else ""))
-    build, model = load_dit(spec, ckpt, cfg, plugins, reporter, build=build, put=placement.put)
+    planned = _plan_experts(spec, ckpt, cfg, plugins, reporter, (lat_f, lat_h, lat_w), guided)
+    cond: Conditioning | None = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae,
+                                             latent_shape=(lat_f, lat_h, lat_w))
+    experts: list[Expert] = []
+    for build, placement in planned:
+        build, model = load_dit(spec, ckpt, cfg, plugins, reporter, build=build, put=placement.put)
+        if placement.offload_groups:
+            step = OffloadedStep(model, sampler, guided, placement, cfg.offload.chunk_size, tracker, cond)
+            params = None
+            tracker.base += sharding.per_device_bytes(step.rest)
+        else:
+            graphdef, params = nnx.split(model)
+            step = make_step(graphdef, sampler, guided, placement, cond)
+            tracker.base += sharding.per_device_bytes(params)
+        experts.append(Expert(build, placement, step, params, _guidance(cfg, build)))
+        del model
+    tracker.peak = tracker.base
     encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=cfg)
     if encoder is None:
         raise UserError(f"the plugin of {spec.id} provides no text encoder")
@@ -323,46 +370,47 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     del encoder
     timer.add("encode_s", time.perf_counter() - t0)
 
-    shape = (1, build.in_channels, lat_f, lat_h, lat_w)
+    build0, placement0 = experts[0].build, experts[0].placement
+    shape = (1, build0.in_channels, lat_f, lat_h, lat_w)
     if s.initial_noise:
         latents = load_initial_noise(s.initial_noise, shape)
     else:
         latents = np.asarray(jax.random.normal(jax.random.key(s.seed), shape, jnp.float32))
 
     plan = sampler.plan(s.num_steps)
-    repl = placement.replicated()
+    repl = placement0.replicated()
     plan_arrays = jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), plan.arrays())
-    tracker = offloadlib.ResidentTracker()
-    if placement.offload_groups:
-        step = OffloadedStep(model, sampler, guided, placement, cfg.offload.chunk_size, tracker)
-        params = None
-        tracker.base = sharding.per_device_bytes(step.rest)
-    else:
-        graphdef, params = nnx.split(model)
-        step = make_step(graphdef, sampler, guided, placement)
-        tracker.base = sharding.per_device_bytes(params)
-    tracker.peak = tracker.base
-    del model
+    cond_arrays = None
+    if cond is not None:
+        cond_arrays = {k: sharding.put(np.asarray(v), repl) for k, v in cond.arrays.items()}
     x = sharding.put(latents, repl)
     state = jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), sampler.init_state(plan, jnp.asarray(latents)))
-    ctx = sharding.put(np.asarray(context, dtype=build.param_dtype), repl)
-    g = np.float32(s.guidance_scale)
+    ctx = sharding.put(np.asarray(context, dtype=build0.param_dtype), repl)
     noise_key = jax.random.fold_in(jax.random.key(s.seed), 1)
+    schedule = [_expert_for(experts, float(t)) for t in np.asarray(plan.timesteps)]
 
     step_times: list[float] = []
     bar = reporter.bar(plan.num_steps, "sampling", unit="step")
+    active = None
     for i in range(plan.num_steps):
         t_step = time.perf_counter()
+        e = experts[schedule[i]]
+        if active is not None and active is not e and active.placement.offload_groups:
+            active.step.release()  # only the active expert's blocks are ever on the devices
+        active = e
         noise = None
         if sampler.needs_noise:
             noise = sharding.put(np.asarray(jax.random.normal(jax.random.fold_in(noise_key, i), shape, jnp.float32)), repl)
-        x, state = step(params, x, state, np.int32(i), ctx, plan_arrays, g, noise)
+        x, state = e.step(e.params, x, state, np.int32(i), ctx, plan_arrays, np.float32(e.guidance), noise, cond_arrays)
         x.block_until_ready()
         step_times.append(time.perf_counter() - t_step)
         bar.update(1)
     bar.close()
-    if placement.offload_groups:
-        step.release()
+    for e in experts:
+        if e.placement.offload_groups:
+            e.step.release()
+    if cond is not None and cond.finalize is not None:
+        x = jax.jit(cond.finalize)(x, cond_arrays)
     final = _to_host(x)
     compile_s = step_times[0] - (float(np.median(step_times[1:])) if len(step_times) > 1 else 0.0)
     per_step = float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
@@ -382,6 +430,8 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     if out.path and writer:
         video.write_mp4(out.path, frames[0], out.fps)
 
+    p = placement0.plan
+    offloaded = [e for e in experts if e.placement.offload_groups]
     metrics = {
         "model": spec.id,
         "load_s": timer.phases.get("load_s", 0.0),
@@ -389,20 +439,22 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         "compile_s": timer.phases.get("compile_s", 0.0),
         "sampling_s": timer.phases.get("sampling_s", 0.0),
         "per_step_s": per_step,
+        "step_times_s": step_times,
         "num_steps": plan.num_steps,
         "decode_s": timer.phases.get("decode_s", 0.0),
         "total_s": timer.total(),
         "peak_rss_mb": peak_rss_mb(),
         "latent_shape": list(shape),
         "sampler": getattr(sampler, "name", type(sampler).__name__),
+        "experts": [e.build.component for e in experts],
         "backend": jax.default_backend(),
         "attention_backend": backend,
         "parallel": {"dp": p.dp, "tp": p.tp, "sp": p.sp, "devices": p.size, "processes": jax.process_count()},
-        "offload": {"enabled": bool(placement.offload_groups), "chunk_size": cfg.offload.chunk_size,
-                    "groups": list(placement.offload_groups),
-                    "non_block_weight_bytes": int(tracker.base) if placement.offload_groups else None,
-                    "chunk_weight_bytes": {pl.name: int(pl.chunk_bytes) for pl in step.pools}
-                    if placement.offload_groups else None},
+        "offload": {"enabled": bool(offloaded), "chunk_size": cfg.offload.chunk_size,
+                    "groups": list(placement0.offload_groups),
+                    "non_block_weight_bytes": int(tracker.base) if offloaded else None,
+                    "chunk_weight_bytes": {pl.name: int(pl.chunk_bytes) for pl in offloaded[0].step.pools}
+                    if offloaded else None},
         # Largest per-device bytes of DiT weights resident on devices at any time during sampling (non-block
         # params + the at most two streamed chunks with offload; all params without).
         "peak_resident_weight_bytes": int(tracker.peak),
@@ -410,6 +462,13 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     if out.metrics and writer:
         outputs.save_json(out.metrics, metrics)
     return RunResult(final, frames, metrics)
+
+
+def _expert_for(experts: list[Expert], t: float) -> int:
+    for k, e in enumerate(experts):
+        if e.build.active(t):
+            return k
+    raise UserError(f"no denoiser of this model covers timestep {t}: check the checkpoint's boundary_ratio")
 
 
 def _to_host(x: jax.Array) -> np.ndarray:
