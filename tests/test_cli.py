@@ -9,12 +9,11 @@ import sys
 
 import pytest
 
+from vidax_testing.cli import vidax as run_cli
+
 
 def vidax(*args: str, cwd=None, env_extra=None) -> subprocess.CompletedProcess:
-    exe = os.path.join(os.path.dirname(sys.executable), "vidax")
-    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", **(env_extra or {}))
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    return run_cli(*args, cwd=cwd, env=env_extra, timeout=300)
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:

@@ -10,15 +10,14 @@ import sys
 import pytest
 
 from vidax_core.checkpoint import hub_allow_patterns
+from vidax_testing.cli import vidax as run_cli
 
 REPO = "vidax-test/Wan-Tiny-Diffusers"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def vidax(*args, env):
-    exe = os.path.join(os.path.dirname(sys.executable), "vidax")
-    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=env, timeout=300)
+    return run_cli(*args, env=env, replace_env=True, timeout=300)
 
 
 def populate_cache(hf_home, revision_name="main"):

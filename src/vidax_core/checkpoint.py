@@ -19,7 +19,9 @@ import numpy as np
 from .errors import UserError
 from .safetensors_io import SafetensorsFile
 
-DIFFUSERS_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
+REQUIRED_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
+# Every component folder a run may read (hub downloads fetch those present; optional ones serve some models).
+DIFFUSERS_COMPONENTS = REQUIRED_COMPONENTS + ("transformer_2", "image_encoder", "image_processor")
 
 
 class TensorSource(Mapping[str, np.ndarray]):
@@ -65,13 +67,13 @@ class Checkpoint:
         if not os.path.isdir(p):
             raise UserError(
                 f"checkpoint {self.source} has no {component}/ folder: a diffusers-layout checkpoint needs "
-                f"{', '.join(c + '/' for c in DIFFUSERS_COMPONENTS)}"
+                f"{', '.join(c + '/' for c in REQUIRED_COMPONENTS)}"
             )
         return p
 
     def config(self, component: str) -> dict[str, Any]:
         folder = self.require(component)
-        for name in ("config.json", "scheduler_config.json"):
+        for name in ("config.json", "scheduler_config.json", "preprocessor_config.json"):
             f = os.path.join(folder, name)
             if os.path.exists(f):
                 return _read_json(f)

@@ -447,6 +447,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         "latent_shape": list(shape),
         "sampler": getattr(sampler, "name", type(sampler).__name__),
         "experts": [e.build.component for e in experts],
+        "expert_per_step": [experts[k].build.component for k in schedule],
         "backend": jax.default_backend(),
         "attention_backend": backend,
         "parallel": {"dp": p.dp, "tp": p.tp, "sp": p.sp, "devices": p.size, "processes": jax.process_count()},

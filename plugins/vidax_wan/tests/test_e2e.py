@@ -1,90 +1,125 @@
-"""End to end: a tiny diffusers WanPipeline and the real `vidax run` CLI, from the same initial noise.
+"""End to end: tiny diffusers Wan pipelines and the real `vidax run` CLI, from the same initial noise.
 
 diffusers (PyTorch, fp32) is the reference; vidax runs in a subprocess exactly as a user would call it, loading the
-checkpoint the reference saved with `save_pretrained`.
+checkpoint the reference saved with `save_pretrained`. One case per Wan model kind: text-to-video with both
+samplers, Wan2.1 image-to-video (CLIP + first-frame latents), Wan2.2 A14B two experts for text and image, and
+Wan2.2 TI2V in both modes (per-token timesteps, 48-channel-style VAE).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from vidax_testing.tiny_wan import build_tiny_wan_pipeline
+from vidax_testing.cli import vidax
+from vidax_testing.tiny_wan import build_tiny_wan_pipeline, build_tiny_wan_variant
 
 PROMPT = "a small red fox runs in the snow"
 NEGATIVE = "blurry, static, low quality"
 
+# case -> (model id, builder, height/width, latent channels, spatial factor, needs image, guidance_scale_2)
+# diffusers' Wan2.1 I2V attention finds the image tokens by assuming exactly 512 text tokens, so that case runs
+# with max_sequence_length=512 (vidax passes the image tokens separately and has no such assumption).
+CASES = {
+    "t2v-unipc": ("wan2.1-t2v-1.3b", lambda: build_tiny_wan_pipeline(seed=3, scheduler="unipc"), 64, 4, 8, False, None),
+    "t2v-euler": ("wan2.1-t2v-1.3b", lambda: build_tiny_wan_pipeline(seed=3, scheduler="euler"), 64, 4, 8, False, None),
+    "wan2.1-i2v": ("wan2.1-i2v-14b-480p", lambda: build_tiny_wan_variant("wan2.1-i2v", seed=4), 64, 4, 8, True, None),
+    "wan2.2-t2v-a14b": ("wan2.2-t2v-a14b", lambda: build_tiny_wan_variant("wan2.2-t2v-a14b", seed=5), 64, 4, 8, False, 3.0),
+    "wan2.2-i2v-a14b": ("wan2.2-i2v-a14b", lambda: build_tiny_wan_variant("wan2.2-i2v-a14b", seed=6), 64, 4, 8, True, 3.5),
+    "wan2.2-ti2v-t2v": ("wan2.2-ti2v-5b", lambda: build_tiny_wan_variant("wan2.2-ti2v-t2v", seed=7), 64, 4, 16, False, None),
+    "wan2.2-ti2v-i2v": ("wan2.2-ti2v-5b", lambda: build_tiny_wan_variant("wan2.2-ti2v-i2v", seed=8), 64, 4, 16, True, None),
+}
 
-def vidax_cli() -> list[str]:
-    exe = os.path.join(os.path.dirname(sys.executable), "vidax")
-    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
+
+def write_image(path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
+    pixels[:20] = pixels[:20] // 2 + 100  # some structure so resizing matters
+    Image.fromarray(pixels).save(path)
 
 
-def run_vidax(args: list[str], tmp_path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, JAX_DEFAULT_MATMUL_PRECISION="highest", JAX_PLATFORMS="cpu")
-    return subprocess.run(vidax_cli() + args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+def text_length(case: str) -> int:
+    return 512 if case == "wan2.1-i2v" else 16
 
 
-def reference(pipe, noise: np.ndarray, steps: int, height: int, width: int, frames: int):
+def reference(pipe, noise, steps, size, frames, image, guidance_2, max_len):
+    import types
+
     import torch
+    from diffusers.pipelines.wan import pipeline_wan_i2v
+    from PIL import Image
 
-    captured = {}
+    # diffusers' I2V pipeline calls ftfy even when it is not installed; ftfy.fix_text is the identity on these
+    # ASCII prompts (vidax, like the T2V reference without ftfy, applies only the HTML/whitespace cleaning).
+    if not hasattr(pipeline_wan_i2v, "ftfy"):
+        pipeline_wan_i2v.ftfy = types.SimpleNamespace(fix_text=lambda text: text)
 
-    def keep(_pipe, i, t, kw):
-        captured["latents"] = kw["latents"].detach().clone()
-        return kw
-
-    out = pipe(
-        prompt=PROMPT, negative_prompt=NEGATIVE, height=height, width=width, num_frames=frames,
-        num_inference_steps=steps, guidance_scale=5.0, latents=torch.from_numpy(noise), output_type="np",
-        max_sequence_length=16, callback_on_step_end=keep, callback_on_step_end_tensor_inputs=["latents"],
+    kwargs = dict(
+        prompt=PROMPT, negative_prompt=NEGATIVE, height=size, width=size, num_frames=frames, num_inference_steps=steps,
+        guidance_scale=5.0, max_sequence_length=max_len,
     )
-    return captured["latents"].numpy(), np.asarray(out.frames, np.float32)
+    if guidance_2 is not None:
+        kwargs["guidance_scale_2"] = guidance_2
+    if image is not None:
+        kwargs["image"] = Image.open(image).convert("RGB")
+    # Final latents as the reference hands them to its VAE (after TI2V's first-frame substitution), then frames.
+    latents = pipe(latents=torch.from_numpy(noise), output_type="latent", **kwargs).frames
+    frames = pipe(latents=torch.from_numpy(noise), output_type="np", **kwargs).frames
+    return np.asarray(latents, np.float32), np.asarray(frames, np.float32)
 
 
-@pytest.mark.parametrize("scheduler", ["unipc", "euler"])
-def test_cli_matches_diffusers(tmp_path, scheduler):
+@pytest.mark.parametrize("case", list(CASES))
+def test_cli_matches_diffusers(tmp_path, case):
     import torch
 
+    model_id, build, size, channels, spatial, needs_image, guidance_2 = CASES[case]
     torch.manual_seed(0)
-    steps, height, width, frames = 4, 64, 64, 9
-    pipe = build_tiny_wan_pipeline(seed=3, flow_shift=3.0, scheduler=scheduler)
+    steps, frames = 4, 9
+    pipe = build()
     ckpt = tmp_path / "ckpt"
     pipe.save_pretrained(str(ckpt), safe_serialization=True)
-    noise = np.random.default_rng(0).standard_normal((1, 4, 3, height // 8, width // 8)).astype(np.float32)
+    noise = np.random.default_rng(0).standard_normal((1, channels, 3, size // spatial, size // spatial)).astype(np.float32)
     np.save(tmp_path / "noise.npy", noise)
+    image = tmp_path / "input.png" if needs_image else None
+    if image is not None:
+        write_image(image)
 
-    ref_latents, ref_frames = reference(pipe, noise, steps, height, width, frames)
+    ref_latents, ref_frames = reference(pipe, noise, steps, size, frames, image, guidance_2, text_length(case))
 
-    proc = run_vidax(
-        [
-            "run", f"model.id=wan2.1-t2v-1.3b", f"model.checkpoint={ckpt}", f"prompt={PROMPT}",
-            f"negative_prompt={NEGATIVE}", f"sampling.num_steps={steps}", f"sampling.height={height}",
-            f"sampling.width={width}", f"sampling.num_frames={frames}", "sampling.guidance_scale=5.0",
-            "sampling.max_sequence_length=16", f"sampling.initial_noise={tmp_path / 'noise.npy'}",
-            f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
-            f"output.save_frames={tmp_path / 'frames.npy'}", f"output.metrics={tmp_path / 'm.json'}",
-            f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}", "--quiet",
-        ],
-        tmp_path,
-    )
+    args = [
+        "run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+        f"sampling.num_steps={steps}", f"sampling.height={size}", f"sampling.width={size}",
+        f"sampling.num_frames={frames}", "sampling.guidance_scale=5.0", f"sampling.max_sequence_length={text_length(case)}",
+        f"sampling.initial_noise={tmp_path / 'noise.npy'}", "sampling.scheduler=null",
+        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
+        f"output.save_frames={tmp_path / 'frames.npy'}", f"output.metrics={tmp_path / 'm.json'}",
+        f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}", "--quiet",
+    ]
+    if guidance_2 is not None:
+        args.append(f"sampling.guidance_scale_2={guidance_2}")
+    if image is not None:
+        args.append(f"image={image}")
+    proc = vidax(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     latents = np.load(tmp_path / "lat.npy")
     got_frames = np.load(tmp_path / "frames.npy")
     rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
     frame_err = float(np.abs(got_frames - ref_frames).max())
-    print(f"[{scheduler}] latents rel err {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; frames max abs {frame_err:.3e}")
+    print(f"[{case}] latents rel err {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; "
+          f"frames max abs {frame_err:.3e}")
     assert latents.shape == ref_latents.shape
     assert rel <= 1e-4
-    assert got_frames.shape == ref_frames.shape == (1, frames, height, width, 3)
+    assert got_frames.shape == ref_frames.shape == (1, frames, size, size, 3)
     assert frame_err <= 1e-3
     assert os.path.getsize(tmp_path / "out.mp4") > 0
     metrics = json.loads((tmp_path / "m.json").read_text())
     for key in ("load_s", "compile_s", "per_step_s", "decode_s", "total_s", "peak_rss_mb"):
         assert metrics[key] >= 0
+    assert len(metrics["experts"]) == (2 if guidance_2 is not None else 1)
+    assert set(metrics["expert_per_step"]) == set(metrics["experts"])  # both experts really ran
     assert not [p for p in os.listdir(tmp_path) if ".partial" in p]

@@ -23,11 +23,28 @@ UMT5_XXL = dict(vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers
                 relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu")
 DIT_COMMON = dict(patch_size=(1, 2, 2), attention_head_dim=128, text_dim=4096, freq_dim=256, cross_attn_norm=True,
                   qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024)
+WAN22_VAE = dict(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+                 temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12,
+                 patch_size=2, scale_factor_spatial=16,
+                 latents_mean=[0.0] * 48, latents_std=[1.0] * 48)
+CLIP_VIT_H = dict(hidden_size=1280, intermediate_size=5120, num_hidden_layers=32, num_attention_heads=16,
+                  image_size=224, patch_size=14, hidden_act="gelu", projection_dim=1024)
+T14B = dict(num_attention_heads=40, ffn_dim=13824, num_layers=40, in_channels=16, out_channels=16)
+I14B = dict(T14B, in_channels=36)
 DITS = {
     "wan2.1-t2v-1.3b": dict(num_attention_heads=12, ffn_dim=8960, num_layers=30, in_channels=16, out_channels=16),
-    "wan2.1-t2v-14b": dict(num_attention_heads=40, ffn_dim=13824, num_layers=40, in_channels=16, out_channels=16),
+    "wan2.1-t2v-14b": T14B,
+    "wan2.1-i2v-14b-480p": dict(I14B, image_dim=1280, added_kv_proj_dim=5120),
+    "wan2.1-i2v-14b-720p": dict(I14B, image_dim=1280, added_kv_proj_dim=5120),
+    "wan2.2-t2v-a14b": T14B,  # both experts share this architecture
+    "wan2.2-i2v-a14b": I14B,
+    "wan2.2-ti2v-5b": dict(num_attention_heads=24, ffn_dim=14336, num_layers=30, in_channels=48, out_channels=48),
 }
-COMPONENTS = {model_id: {"dit": {**DIT_COMMON, **dit}, "vae": WAN21_VAE, "text": UMT5_XXL} for model_id, dit in DITS.items()}
+COMPONENTS = {
+    model_id: {"dit": {**DIT_COMMON, **dit}, "vae": WAN22_VAE if model_id == "wan2.2-ti2v-5b" else WAN21_VAE,
+               "text": UMT5_XXL, "clip": CLIP_VIT_H if "image_dim" in dit else None}
+    for model_id, dit in DITS.items()
+}
 
 
 def meta_shapes(module: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -65,15 +82,31 @@ def test_full_size_dit(model_id):
     print(f"{model_id}: {len(tensors)} reference tensors -> {n} stacked vidax params, {n_params / 1e9:.3f}B parameters")
 
 
-def test_full_size_wan21_vae():
+@pytest.mark.parametrize("vae", ["wan2.1", "wan2.2"])
+def test_full_size_vae(vae):
     from diffusers import AutoencoderKLWan
 
     from vidax_wan.convert_vae import VAE_RULES
+    from vidax_wan.convert_vae22 import VAE22_RULES
     from vidax_wan.vae import WanVAE, WanVAEConfig
+    from vidax_wan.vae22 import WanVAE22
+
+    config = WAN21_VAE if vae == "wan2.1" else WAN22_VAE
+    with torch.device("meta"):
+        ref = AutoencoderKLWan(**config)
+    cls, rules = (WanVAE, VAE_RULES) if vae == "wan2.1" else (WanVAE22, VAE22_RULES)
+    check(meta_shapes(ref), rules, lambda: cls(WanVAEConfig.from_config(config)), "vae")
+
+
+def test_full_size_clip_vit_h():
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    from vidax_core.encoders.clip_vision import CLIP_VISION_IGNORE, CLIP_VISION_RULES, CLIPVisionConfig as VC, CLIPVisionEncoder
 
     with torch.device("meta"):
-        ref = AutoencoderKLWan(**WAN21_VAE)
-    check(meta_shapes(ref), VAE_RULES, lambda: WanVAE(WanVAEConfig.from_config(WAN21_VAE)), "vae")
+        ref = CLIPVisionModel(CLIPVisionConfig(**CLIP_VIT_H))
+    check(meta_shapes(ref), CLIP_VISION_RULES, lambda: CLIPVisionEncoder(VC.from_config(CLIP_VIT_H), rngs=nnx.Rngs(0)),
+          "image_encoder", ignore=CLIP_VISION_IGNORE)
 
 
 def test_full_size_umt5_xxl():

@@ -1,4 +1,4 @@
-"""Wan 2.1 video diffusion transformer (diffusers ``WanTransformer3DModel``) in Flax NNX.
+"""Wan 2.1 / 2.2 video diffusion transformer (diffusers ``WanTransformer3DModel``) in Flax NNX.
 
 Layout and numerics follow the diffusers reference:
 
@@ -10,6 +10,21 @@ Layout and numerics follow the diffusers reference:
 * each block: self-attention with 3-D RoPE (head_dim split into t/h/w parts, interleaved pairs), cross-attention
   to the text, gelu(tanh) FFN; q and k are RMS-normalised over the full width (all heads) before the head split;
 * layer norms, modulation and residual adds run in float32, matmuls in the parameter dtype.
+
+Image-to-video (Wan 2.1 I2V / FLF2V; config ``image_dim`` / ``added_kv_proj_dim`` / ``pos_embed_seq_len``):
+
+* the CLIP image tokens are an explicit ``image_context`` argument (diffusers instead concatenates them in front of
+  the 512 text tokens and splits them off again inside attention). They go through the image embedder (fp32
+  LayerNorm -> Linear -> gelu -> Linear -> fp32 LayerNorm; FLF2V adds a learned ``pos_embed`` first) and every
+  block's cross-attention gets a second, image key/value attention (``add_k_proj`` / ``add_v_proj``, RMS-normed
+  keys ``norm_added_k``) with the same (sequence-sharded) queries; the two attention outputs are summed before
+  ``to_out``. Without ``image_context`` the image branch is skipped (what diffusers computes for zero image tokens).
+* the DiT is oblivious to the I2V condition channels: the caller concatenates the mask + VAE-encoded condition
+  latents to the noisy latents on the channel axis (``in_channels`` = 36 for Wan 2.1 I2V), as diffusers' pipeline.
+
+Per-token timesteps (Wan 2.2 TI2V, diffusers ``expand_timesteps``): ``timestep`` may be ``(B, S)`` with one value
+per token (S = F/pt * H/ph * W/pw, token order f, h, w); then the time embedding is ``(B, S, dim)`` and the
+modulation ``(B, S, 6, dim)``, both sequence-sharded like the tokens, and the output head shifts/scales per token.
 
 The ``num_layers`` identical blocks live in ONE parameter tree stacked on a leading ``'layers'`` axis and are
 run by :func:`run_blocks` with ``jax.lax.scan``, so compile time does not grow with depth and an offload
@@ -147,10 +162,10 @@ def layer_norm(x: jax.Array, eps: float, scale: jax.Array | None = None, bias: j
 class LayerNorm(nnx.Module):
     """Affine fp32 LayerNorm (diffusers ``FP32LayerNorm(elementwise_affine=True)``)."""
 
-    def __init__(self, dim: int, *, eps: float):
+    def __init__(self, dim: int, *, eps: float, names: Axes = (EMBED,)):
         self.eps = eps
-        self.scale = _param(jnp.ones((dim,), jnp.float32), (EMBED,))
-        self.bias = _param(jnp.zeros((dim,), jnp.float32), (EMBED,))
+        self.scale = _param(jnp.ones((dim,), jnp.float32), names)
+        self.bias = _param(jnp.zeros((dim,), jnp.float32), names)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return layer_norm(x, self.eps, self.scale[...], self.bias[...])
@@ -162,13 +177,15 @@ class LayerNorm(nnx.Module):
 
 
 def timestep_embedding(t: jax.Array, dim: int, max_period: float = 10000.0) -> jax.Array:
-    """Sinusoidal embedding, [cos, sin] order (flip_sin_to_cos=True, downscale_freq_shift=0); float32 (B, dim)."""
+    """Sinusoidal embedding, [cos, sin] order (flip_sin_to_cos=True, downscale_freq_shift=0).
+
+    ``t`` (B,) or, per token, (B, S); returns float32 ``t.shape + (dim,)``."""
     half = dim // 2
     exponent = np.float32(-math.log(max_period)) * jnp.arange(half, dtype=jnp.float32) / np.float32(half)
-    args = t.astype(jnp.float32)[:, None] * jnp.exp(exponent)[None, :]
+    args = t.astype(jnp.float32)[..., None] * jnp.exp(exponent)
     emb = jnp.concatenate([jnp.cos(args), jnp.sin(args)], axis=-1)
     if dim % 2:
-        emb = jnp.pad(emb, ((0, 0), (0, 1)))
+        emb = jnp.pad(emb, [(0, 0)] * (emb.ndim - 1) + [(0, 1)])
     return emb
 
 
@@ -217,9 +234,13 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 
 class Attention(nnx.Module):
-    """Wan attention: q/k/v/out projections, RMS norm on q and k across all heads (before the head split)."""
+    """Wan attention: q/k/v/out projections, RMS norm on q and k across all heads (before the head split).
 
-    def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
+    With ``added_kv_proj_dim`` (I2V cross-attention) it also holds the image key/value projections
+    ``add_k_proj`` / ``add_v_proj`` and the image key norm ``norm_added_k``.
+    """
+
+    def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs, added_kv_proj_dim: int | None = None):
         dim, dt = cfg.dim, cfg.dtype
         self.heads = cfg.num_attention_heads
         self.to_q = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
@@ -228,10 +249,26 @@ class Attention(nnx.Module):
         self.to_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs)
         self.norm_q = RMSNorm(dim, (HEADS,), eps=cfg.eps)
         self.norm_k = RMSNorm(dim, (HEADS,), eps=cfg.eps)
+        if added_kv_proj_dim is not None:
+            self.add_k_proj = Linear(added_kv_proj_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
+            self.add_v_proj = Linear(added_kv_proj_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
+            self.norm_added_k = RMSNorm(dim, (HEADS,), eps=cfg.eps)
+        else:
+            self.add_k_proj = self.add_v_proj = self.norm_added_k = None
 
-    def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: tuple[jax.Array, jax.Array] | None = None):
+    def __call__(
+        self,
+        x: jax.Array,
+        kv: jax.Array | None = None,
+        rope: tuple[jax.Array, jax.Array] | None = None,
+        kv_img: jax.Array | None = None,
+    ):
         """Self-attention when ``kv`` is None (tokens sharded over sp: Ulysses all-to-all around the attention),
-        else cross-attention of the (sequence-sharded) tokens against the replicated ``kv`` sequence."""
+        else cross-attention of the (sequence-sharded) tokens against the replicated ``kv`` sequence.
+
+        ``kv_img`` (I2V, cross-attention only): embedded image tokens, replicated like ``kv``; the same queries
+        attend to them separately (own keys/values, RMS-normed keys) and the two outputs are summed before
+        ``to_out``, exactly as diffusers' ``WanAttnProcessor``."""
         is_self = kv is None
         kv = x if is_self else kv
         kv_names = (BATCH, SEQ if is_self else None, HEADS)
@@ -253,6 +290,17 @@ class Attention(nnx.Module):
         else:
             o = sequence_parallel.cross_attention(q, k, v)
         o = constrain(o.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
+        if kv_img is not None:
+            if is_self or self.add_k_proj is None:
+                raise ValueError("image context given to an attention without image projections (added_kv_proj_dim)")
+            img_names = (BATCH, None, HEADS)  # replicated over sp like the text, heads over tp
+            k_img = constrain(self.norm_added_k(constrain(self.add_k_proj(kv_img), img_names)), img_names)
+            v_img = constrain(self.add_v_proj(kv_img), img_names)
+            si = k_img.shape[1]
+            o_img = sequence_parallel.cross_attention(
+                q, k_img.reshape(b, si, self.heads, -1), v_img.reshape(b, si, self.heads, -1)
+            )
+            o = o + constrain(o_img.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
         # Row-parallel output projection: contraction over the tp-sharded width, one all-reduce, then the bias.
         return constrain(self.to_out(o), (BATCH, SEQ, EMBED))
 
@@ -271,20 +319,26 @@ class WanBlock(nnx.Module):
     """One Wan transformer block (self-attn with RoPE, cross-attn to text, FFN; AdaLN-modulated)."""
 
     def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
-        if cfg.added_kv_proj_dim is not None:
-            raise NotImplementedError("Wan I2V blocks (added_kv_proj_dim) are not implemented yet")
         self.eps = cfg.eps
         self.attn1 = Attention(cfg, rngs=rngs)
-        self.attn2 = Attention(cfg, rngs=rngs)
+        self.attn2 = Attention(cfg, rngs=rngs, added_kv_proj_dim=cfg.added_kv_proj_dim)
         self.norm2 = LayerNorm(cfg.dim, eps=cfg.eps) if cfg.cross_attn_norm else None
         self.ffn = FeedForward(cfg, rngs=rngs)
         self.scale_shift_table = _param(
             jax.random.normal(rngs.params(), (6, cfg.dim), jnp.float32) / cfg.dim**0.5, (None, EMBED)
         )
 
-    def __call__(self, x: jax.Array, ctx: jax.Array, tproj: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
+    def __call__(
+        self,
+        x: jax.Array,
+        ctx: jax.Array,
+        tproj: jax.Array,
+        rope: tuple[jax.Array, jax.Array],
+        img_ctx: jax.Array | None = None,
+    ) -> jax.Array:
         """x (B, S, dim) in the param dtype; ctx (B, L, dim) embedded text; rope (S, hd/2) x2; tproj (B, 6, dim)
-        per sample, or (B, S, 6, dim) per token (then split over sp exactly like the tokens)."""
+        per sample, or (B, S, 6, dim) per token (then split over sp exactly like the tokens); img_ctx (B, Li, dim)
+        embedded image tokens (I2V) or None."""
         dt = x.dtype
         x = constrain(x, (BATCH, SEQ, EMBED))
         table = self.scale_shift_table[...].astype(jnp.float32)
@@ -301,7 +355,7 @@ class WanBlock(nnx.Module):
         x = (x.astype(jnp.float32) + a.astype(jnp.float32) * gate_msa).astype(dt)
 
         h = (self.norm2(x) if self.norm2 is not None else x.astype(jnp.float32)).astype(dt)
-        a = self.attn2(h, ctx)
+        a = self.attn2(h, ctx, None, img_ctx)
         x = (x.astype(jnp.float32) + a.astype(jnp.float32)).astype(dt)
 
         h = (layer_norm(x, self.eps) * (1 + c_scale) + c_shift).astype(dt)
@@ -316,6 +370,7 @@ def run_blocks(
     ctx: jax.Array,
     tproj: jax.Array,
     rope: tuple[jax.Array, jax.Array],
+    img_ctx: jax.Array | None = None,
 ) -> jax.Array:
     """Run the blocks whose params are stacked on the leading axis of ``stacked_block_state`` with ``lax.scan``.
 
@@ -326,7 +381,7 @@ def run_blocks(
 
     def body(h, layer_state):
         block = nnx.merge(block_graphdef, layer_state)
-        return block(h, ctx, tproj, rope), None
+        return block(h, ctx, tproj, rope, img_ctx), None
 
     x, _ = jax.lax.scan(body, x, stacked_block_state)
     return x
@@ -347,11 +402,21 @@ def _make_stacked_blocks(cfg: WanDiTConfig, rngs: nnx.Rngs) -> WanBlock:
 
 
 class WanDiT(nnx.Module):
+    """The Wan DiT. Call signature::
+
+        model(latents, timestep, context, image_context=None) -> (B, out_channels, F, H, W) float32
+
+    ``latents`` (B, in_channels, F, H, W) — for I2V the caller has already concatenated the condition channels;
+    ``timestep`` (B,) or per token (B, S); ``context`` (B, L, text_dim) text embeddings; ``image_context``
+    (B, Li, image_dim) CLIP image tokens for I2V configs (FLF2V: first- and last-frame tokens concatenated on the
+    sequence axis, Li = ``pos_embed_seq_len``; diffusers' (2B, Li/2, image_dim) layout is accepted too).
+    """
+
     def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
-        if cfg.is_i2v:
-            raise NotImplementedError("Wan I2V (image_dim / added_kv_proj_dim) is not implemented yet; T2V only")
         if cfg.attention_head_dim % 2 or any(d % 2 for d in cfg.rope_dims):
             raise ValueError(f"attention_head_dim={cfg.attention_head_dim} does not split into even t/h/w RoPE parts")
+        if cfg.pos_embed_seq_len is not None and cfg.image_dim is None:
+            raise ValueError("pos_embed_seq_len (FLF2V image position embedding) needs image_dim")
         self.cfg = cfg
         dim, dt = cfg.dim, cfg.dtype
         pt, ph, pw = cfg.patch_size
@@ -368,6 +433,21 @@ class WanDiT(nnx.Module):
         self.time_proj = Linear(dim, 6 * dim, (None, EMBED), dtype=dt, rngs=rngs)
         self.text_linear_1 = Linear(cfg.text_dim, dim, (None, EMBED), dtype=dt, rngs=rngs)
         self.text_linear_2 = Linear(dim, dim, (None, EMBED), dtype=dt, rngs=rngs)
+        # I2V image embedder (diffusers WanImageEmbedding): fp32 LayerNorm (eps 1e-5) -> Linear -> gelu (erf) ->
+        # Linear -> fp32 LayerNorm; FLF2V adds a learned position embedding first.
+        if cfg.image_dim is not None:
+            idim = cfg.image_dim
+            self.image_norm1 = LayerNorm(idim, eps=1e-5, names=(None,))
+            self.image_linear_1 = Linear(idim, idim, (None, None), dtype=dt, rngs=rngs)
+            self.image_linear_2 = Linear(idim, dim, (None, EMBED), dtype=dt, rngs=rngs)
+            self.image_norm2 = LayerNorm(dim, eps=1e-5)
+            if cfg.pos_embed_seq_len is not None:
+                self.image_pos_embed = _param(jnp.zeros((cfg.pos_embed_seq_len, idim), dt), (None, None))
+            else:
+                self.image_pos_embed = None
+        else:
+            self.image_norm1 = self.image_linear_1 = self.image_linear_2 = self.image_norm2 = None
+            self.image_pos_embed = None
         # Blocks, stacked on a leading 'layers' axis.
         self.blocks = _make_stacked_blocks(cfg, rngs)
         # Output head.
@@ -384,27 +464,48 @@ class WanDiT(nnx.Module):
         return graphdef, state
 
     def embed(self, latents: jax.Array, timestep: jax.Array, context: jax.Array):
-        """Patchify + condition embeddings. Returns (x, ctx, temb, tproj, rope, grid)."""
+        """Patchify + time/text embeddings. Returns (x, ctx, temb, tproj, rope, grid).
+
+        ``timestep`` (B,) gives temb (B, dim) and tproj (B, 6, dim); per token (B, S) gives temb (B, S, dim) and
+        tproj (B, S, 6, dim), sequence-sharded like x. Image tokens are embedded by :meth:`embed_image`.
+        """
         cfg = self.cfg
         dt = cfg.dtype
-        if timestep.ndim != 1:
-            raise NotImplementedError("per-token timesteps (Wan 2.2 TI2V) are not implemented; pass timestep (B,)")
         b, c, f, hh, ww = latents.shape
+        if c != cfg.in_channels:
+            raise ValueError(
+                f"latents have {c} channels but the Wan DiT config has in_channels={cfg.in_channels}"
+                + (" (I2V: concatenate the mask + condition latents to the noisy latents first)"
+                   if c < cfg.in_channels else "")
+            )
         pt, ph, pw = cfg.patch_size
         if f % pt or hh % ph or ww % pw:
             raise ValueError(f"latent shape {(f, hh, ww)} is not divisible by patch_size {cfg.patch_size}")
         grid = (f // pt, hh // ph, ww // pw)
+        n_tok = grid[0] * grid[1] * grid[2]
+        per_token = timestep.ndim == 2
+        if timestep.ndim not in (1, 2) or timestep.shape[0] != b or (per_token and timestep.shape[1] != n_tok):
+            raise ValueError(
+                f"timestep shape {tuple(timestep.shape)}: expected ({b},) or per token ({b}, {n_tok})"
+            )
         # (B, C, F, H, W) -> (B, f, h, w, pt, ph, pw, C) -> (B, S, pt*ph*pw*C)
         p = latents.reshape(b, c, grid[0], pt, grid[1], ph, grid[2], pw)
-        p = p.transpose(0, 2, 4, 6, 3, 5, 7, 1).reshape(b, grid[0] * grid[1] * grid[2], pt * ph * pw * c)
+        p = p.transpose(0, 2, 4, 6, 3, 5, 7, 1).reshape(b, n_tok, pt * ph * pw * c)
         k = self.patch_kernel[...]
         x = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
         x = constrain((x + self.patch_bias[...].astype(jnp.float32)).astype(dt), (BATCH, SEQ, EMBED))
 
+        if per_token:  # the per-token timesteps follow the tokens' sequence sharding
+            timestep = constrain(timestep, (BATCH, SEQ))
         t_freq = timestep_embedding(timestep, cfg.freq_dim)
         temb = self.time_linear_2(jax.nn.silu(self.time_linear_1(t_freq)))
         temb = temb.astype(dt)  # diffusers: temb.type_as(encoder_hidden_states)
-        tproj = self.time_proj(jax.nn.silu(temb)).reshape(b, 6, -1)
+        tproj = self.time_proj(jax.nn.silu(temb))
+        if per_token:
+            temb = constrain(temb, (BATCH, SEQ, EMBED))
+            tproj = constrain(tproj.reshape(b, n_tok, 6, -1), (BATCH, SEQ, None, EMBED))
+        else:
+            tproj = tproj.reshape(b, 6, -1)
 
         ctx = self.text_linear_1(context.astype(dt))
         ctx = self.text_linear_2(jax.nn.gelu(ctx, approximate=True))
@@ -413,11 +514,40 @@ class WanDiT(nnx.Module):
         rope = (constrain(cos, (SEQ, None)), constrain(sin, (SEQ, None)))
         return x, ctx, temb, tproj, rope, grid
 
-    def head(self, x: jax.Array, temb: jax.Array, grid: Sequence[int]) -> jax.Array:
-        """Output norm + modulation + projection + unpatchify -> (B, out_C, F, H, W) float32."""
+    def embed_image(self, image_context: jax.Array | None) -> jax.Array | None:
+        """I2V image tokens (B, Li, image_dim) -> (B, Li, dim) in the param dtype, replicated over sp; None -> None.
+
+        Configs without ``image_dim`` (but with ``added_kv_proj_dim``) take already-embedded tokens as they are.
+        """
         cfg = self.cfg
-        mod = self.scale_shift_table[...].astype(jnp.float32)[None] + temb.astype(jnp.float32)[:, None]
-        shift, scale = mod[:, 0:1], mod[:, 1:2]
+        if image_context is None:
+            return None
+        if cfg.added_kv_proj_dim is None:
+            raise ValueError("image_context given, but this Wan DiT config has no image attention (added_kv_proj_dim)")
+        dt = cfg.dtype
+        h = image_context.astype(dt)
+        if cfg.image_dim is not None:
+            if self.image_pos_embed is not None:
+                # FLF2V: (B, 2 * 257, D) [first; last] tokens per sample; diffusers' (2B, 257, D) is the same memory.
+                h = h.reshape(-1, cfg.pos_embed_seq_len, h.shape[-1]) + self.image_pos_embed[...][None]
+            h = self.image_norm1(h).astype(dt)
+            h = jax.nn.gelu(self.image_linear_1(h), approximate=False)
+            h = self.image_linear_2(h)
+            h = self.image_norm2(h).astype(dt)
+        return constrain(h, (BATCH, None, EMBED))
+
+    def head(self, x: jax.Array, temb: jax.Array, grid: Sequence[int]) -> jax.Array:
+        """Output norm + modulation + projection + unpatchify -> (B, out_C, F, H, W) float32.
+
+        ``temb`` (B, dim) modulates every token alike; (B, S, dim) (per-token timesteps) token by token."""
+        cfg = self.cfg
+        table = self.scale_shift_table[...].astype(jnp.float32)
+        if temb.ndim == 3:
+            t = constrain(temb.astype(jnp.float32), (BATCH, SEQ, EMBED))
+            shift, scale = table[0] + t, table[1] + t
+        else:
+            mod = table[None] + temb.astype(jnp.float32)[:, None]
+            shift, scale = mod[:, 0:1], mod[:, 1:2]
         h = (layer_norm(x, cfg.eps) * (1 + scale) + shift).astype(x.dtype)
         y = self.proj_out(h).astype(jnp.float32)
         b = y.shape[0]
@@ -431,26 +561,37 @@ class WanDiT(nnx.Module):
 
     block_groups = ("blocks",)
 
-    def pre(self, latents: jax.Array, timestep: jax.Array, context: jax.Array) -> tuple[jax.Array, dict]:
-        """Everything before the blocks: (x, aux) where aux holds what the blocks and :meth:`post` read."""
+    def pre(
+        self, latents: jax.Array, timestep: jax.Array, context: jax.Array, image_context: jax.Array | None = None
+    ) -> tuple[jax.Array, dict]:
+        """Everything before the blocks: (x, aux) where aux holds what the blocks and :meth:`post` read
+        (``img_ctx`` only when ``image_context`` is given)."""
         x, ctx, temb, tproj, rope, _ = self.embed(latents, timestep, context)
-        return x, {"ctx": ctx, "temb": temb, "tproj": tproj, "rope": rope}
+        aux = {"ctx": ctx, "temb": temb, "tproj": tproj, "rope": rope}
+        img_ctx = self.embed_image(image_context)
+        if img_ctx is not None:
+            aux["img_ctx"] = img_ctx
+        return x, aux
 
     @staticmethod
     def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, aux: dict) -> jax.Array:
         """Run any slice of the stacked group ``name`` (Wan has one, ``blocks``)."""
         if name != "blocks":
             raise KeyError(f"Wan has no block group {name!r}")
-        return run_blocks(graphdef, state, x, aux["ctx"], aux["tproj"], aux["rope"])
+        return run_blocks(graphdef, state, x, aux["ctx"], aux["tproj"], aux["rope"], aux.get("img_ctx"))
 
     def post(self, x: jax.Array, aux: dict, latent_shape: Sequence[int]) -> jax.Array:
         pt, ph, pw = self.cfg.patch_size
         f, hh, ww = latent_shape[-3:]
         return self.head(x, aux["temb"], (f // pt, hh // ph, ww // pw))
 
-    def __call__(self, latents: jax.Array, timestep: jax.Array, context: jax.Array) -> jax.Array:
-        """latents (B, C, F, H, W), timestep (B,), context (B, L, text_dim) -> (B, out_C, F, H, W) float32."""
+    def __call__(
+        self, latents: jax.Array, timestep: jax.Array, context: jax.Array, image_context: jax.Array | None = None
+    ) -> jax.Array:
+        """latents (B, C, F, H, W), timestep (B,) or (B, S), context (B, L, text_dim), image_context
+        (B, Li, image_dim) or None -> (B, out_C, F, H, W) float32."""
         x, ctx, temb, tproj, rope, grid = self.embed(latents, timestep, context)
+        img_ctx = self.embed_image(image_context)
         graphdef, state = self.split_blocks()
-        x = run_blocks(graphdef, state, x, ctx, tproj, rope)
+        x = run_blocks(graphdef, state, x, ctx, tproj, rope, img_ctx)
         return self.head(x, temb, grid)

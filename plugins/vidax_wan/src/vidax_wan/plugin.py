@@ -45,10 +45,26 @@ def build_dit(spec, ckpt, run):
         return None
     from .dit import WanDiT, WanDiTConfig
 
-    cfg = WanDiTConfig.from_config({**ckpt.config("transformer"), "dtype": _dtype(run)})
-    return DitBuild(ctor=lambda: WanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
-                    component="transformer", param_dtype=cfg.dtype, heads=cfg.num_attention_heads,
-                    patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers})
+    def one(component: str, **expert) -> DitBuild:
+        cfg = WanDiTConfig.from_config({**ckpt.config(component), "dtype": _dtype(run)})
+        return DitBuild(ctor=lambda: WanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.out_channels,
+                        component=component, param_dtype=cfg.dtype, heads=cfg.num_attention_heads,
+                        patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, **expert)
+
+    if not _has_component(ckpt, "transformer_2"):
+        return one("transformer")
+    # Wan2.2 A14B: the high-noise expert runs while t >= boundary, then the low-noise expert with guidance_scale_2.
+    boundary = float(ckpt.model_index.get("boundary_ratio") or 0.875) * _train_timesteps(ckpt)
+    return [one("transformer", t_min=boundary), one("transformer_2", t_max=boundary, guidance_key="guidance_scale_2")]
+
+
+def _has_component(ckpt, name: str) -> bool:
+    entry = ckpt.model_index.get(name)
+    return ckpt.has(name) and not (isinstance(entry, list) and entry[0] is None)
+
+
+def _train_timesteps(ckpt) -> float:
+    return float(ckpt.config("scheduler").get("num_train_timesteps", 1000))
 
 
 # Logical axis -> mesh axis. Megatron TP: q/k/v, FFN-up kernels are (embed, heads|mlp) -> column-parallel; the
@@ -80,11 +96,11 @@ def offload_block_groups(spec, model):
 
 @hookimpl
 def convert_checkpoint(spec, component, tensors, abstract):
-    if not _ours(spec) or component != "transformer":
+    if not _ours(spec) or component not in ("transformer", "transformer_2"):
         return None
-    from .convert_dit import DIT_RULES
+    from .convert_dit import DIT_IGNORE, DIT_RULES
 
-    return convert(tensors, DIT_RULES, abstract, component=component)
+    return convert(tensors, DIT_RULES, abstract, component=component, ignore=DIT_IGNORE)
 
 
 @hookimpl
@@ -98,11 +114,13 @@ def check_run(spec, run):
         problems.append(
             f"sampling.num_frames must be 4k+1 for Wan (the VAE compresses time by 4), got {s.num_frames}: use {4 * k + 1}"
         )
-    multiple = SPATIAL_FACTOR * 2  # VAE factor x DiT patch size
+    multiple = presets.spatial_multiple(spec.id)  # VAE factor x DiT patch size
     for key in ("height", "width"):
         v = getattr(s, key)
         if v % multiple:
-            problems.append(f"sampling.{key} must be a multiple of {multiple} for Wan, got {v}: use {max(multiple, v // multiple * multiple)}")
+            problems.append(f"sampling.{key} must be a multiple of {multiple} for {spec.id}, got {v}: use {max(multiple, v // multiple * multiple)}")
+    if run.image is None and "t2v" not in spec.tasks and "ti2v" not in spec.tasks:
+        problems.append(f"{spec.id} is an image-to-video model: set image: <path to a png or jpg>")
     return problems
 
 
@@ -145,13 +163,17 @@ def encode_prompt(spec, encoder, prompts, run):
 
 
 class WanVideoAutoencoder:
-    """The Wan2.1 VAE as the generic pipeline sees it."""
+    """The Wan2.1 or Wan2.2 VAE as the generic pipeline sees it (compression factors from its config)."""
 
     def __init__(self, vae: Any) -> None:
         self.vae = vae
+        cfg = vae.cfg
+        self.temporal_factor = int(cfg.scale_factor_temporal or TEMPORAL_FACTOR)
+        self.spatial_factor = int(cfg.scale_factor_spatial or SPATIAL_FACTOR)
 
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
-        return (num_frames - 1) // TEMPORAL_FACTOR + 1, height // SPATIAL_FACTOR, width // SPATIAL_FACTOR
+        t, sp = self.temporal_factor, self.spatial_factor
+        return (num_frames - 1) // t + 1, height // sp, width // sp
 
     def decode_video(self, latents, on_chunk=None):
         from .vae import decode_video
@@ -163,11 +185,34 @@ class WanVideoAutoencoder:
 def build_vae(spec, ckpt, run):
     if not _ours(spec):
         return None
-    from .convert_vae import load_vae
     from .vae import WanVAEConfig
 
     cfg = WanVAEConfig.from_config(ckpt.config("vae"))
-    return WanVideoAutoencoder(load_vae(cfg, ckpt.tensors("vae")))
+    with_encoder = run.image is not None  # only image-to-video encodes
+    if cfg.is_residual or cfg.patch_size is not None:
+        from .convert_vae22 import load_vae22
+
+        return WanVideoAutoencoder(load_vae22(cfg, ckpt.tensors("vae"), with_encoder=with_encoder))
+    from .convert_vae import load_vae
+
+    return WanVideoAutoencoder(load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder))
+
+
+@hookimpl
+def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
+    if not _ours(spec) or run.image is None:
+        return None
+    from . import conditioning
+    from .dit import WanDiTConfig
+
+    dit_cfg = WanDiTConfig.from_config(ckpt.config("transformer"))
+    clip = processor = None
+    if dit_cfg.image_dim is not None:  # Wan2.1 I2V: CLIP image tokens for the extra cross-attention
+        from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
+
+        clip = load_clip_vision(CLIPVisionConfig.from_config(ckpt.config("image_encoder")), ckpt.tensors("image_encoder"))
+        processor = ckpt.config("image_processor")
+    return conditioning.prepare(run, vae, latent_shape, dit_cfg, ckpt.model_index, clip, processor)
 
 
 @hookimpl

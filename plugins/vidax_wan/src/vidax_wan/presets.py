@@ -10,19 +10,13 @@ WAN_NEGATIVE_PROMPT = (
 )
 
 
-def _t2v_preset(height: int, width: int) -> dict:
-    return {
-        "negative_prompt": WAN_NEGATIVE_PROMPT,
-        "sampling": {
-            "num_steps": 50,
-            "guidance_scale": 5.0,
-            "height": height,
-            "width": width,
-            "num_frames": 81,
-            "max_sequence_length": 512,
-        },
-        "output": {"fps": 16},
-    }
+def _preset(height: int, width: int, steps: int = 50, guidance: float = 5.0, guidance_2: float | None = None,
+            frames: int = 81, fps: int = 16) -> dict:
+    sampling = {"num_steps": steps, "guidance_scale": guidance, "height": height, "width": width,
+                "num_frames": frames, "max_sequence_length": 512}
+    if guidance_2 is not None:
+        sampling["guidance_scale_2"] = guidance_2
+    return {"negative_prompt": WAN_NEGATIVE_PROMPT, "sampling": sampling, "output": {"fps": fps}}
 
 
 MODELS = [
@@ -32,7 +26,7 @@ MODELS = [
         "hub_repo": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
         "default_config": "configs/wan21_1_3b_480p.yaml",
         "description": "Wan2.1 text-to-video, 1.3B DiT (30 blocks, width 1536), 480p",
-        "preset": _t2v_preset(480, 832),
+        "preset": _preset(480, 832),
     },
     {
         "id": "wan2.1-t2v-14b",
@@ -40,6 +34,54 @@ MODELS = [
         "hub_repo": "Wan-AI/Wan2.1-T2V-14B-Diffusers",
         "default_config": "configs/wan21_14b_720p.yaml",
         "description": "Wan2.1 text-to-video, 14B DiT (40 blocks, width 5120), 720p and 480p",
-        "preset": _t2v_preset(720, 1280),
+        "preset": _preset(720, 1280),
+    },
+    {
+        "id": "wan2.1-i2v-14b-480p",
+        "tasks": ("i2v",),
+        "hub_repo": "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
+        "default_config": "configs/wan21_i2v_14b_480p.yaml",
+        "description": "Wan2.1 image-to-video, 14B DiT with CLIP image cross-attention, 480p",
+        "preset": _preset(480, 832, steps=40),
+    },
+    {
+        "id": "wan2.1-i2v-14b-720p",
+        "tasks": ("i2v",),
+        "hub_repo": "Wan-AI/Wan2.1-I2V-14B-720P-Diffusers",
+        "default_config": "configs/wan21_i2v_14b_720p.yaml",
+        "description": "Wan2.1 image-to-video, 14B DiT with CLIP image cross-attention, 720p",
+        "preset": _preset(720, 1280, steps=40),
+    },
+    {
+        "id": "wan2.2-t2v-a14b",
+        "tasks": ("t2v",),
+        "hub_repo": "Wan-AI/Wan2.2-T2V-A14B-Diffusers",
+        "default_config": "configs/wan22_t2v_a14b_720p.yaml",
+        "description": "Wan2.2 text-to-video, two 14B experts (high/low noise) switched at the boundary timestep",
+        "preset": _preset(720, 1280, steps=40, guidance=4.0, guidance_2=3.0),
+    },
+    {
+        "id": "wan2.2-i2v-a14b",
+        "tasks": ("i2v",),
+        "hub_repo": "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
+        "default_config": "configs/wan22_i2v_a14b_720p.yaml",
+        "description": "Wan2.2 image-to-video, two 14B experts switched at the boundary timestep",
+        "preset": _preset(720, 1280, steps=40, guidance=3.5, guidance_2=3.5),
+    },
+    {
+        "id": "wan2.2-ti2v-5b",
+        "tasks": ("t2v", "ti2v"),
+        "hub_repo": "Wan-AI/Wan2.2-TI2V-5B-Diffusers",
+        "default_config": "configs/wan22_ti2v_5b_720p.yaml",
+        "description": "Wan2.2 text/image-to-video 5B with the 48-channel Wan2.2 VAE, 720p at 24 fps",
+        "preset": _preset(704, 1280, steps=50, guidance=5.0, frames=121, fps=24),
     },
 ]
+
+
+# Height and width must be multiples of the VAE's spatial factor times the DiT's patch size.
+_SPATIAL_MULTIPLE = {"wan2.2-ti2v-5b": 32}
+
+
+def spatial_multiple(model_id: str) -> int:
+    return _SPATIAL_MULTIPLE.get(model_id, 16)
