@@ -358,7 +358,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return bench_dit.main(args)
 
     from . import config as config_mod
-    from .checkpoint import resolve_checkpoint
+    from .checkpoint import checkpoint_for_run
     from .cli import _preset_for
     from .plugins import get_plugins
 
@@ -378,9 +378,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     def checkpoint():
         nonlocal ckpt
         if ckpt is None:
-            ckpt = resolve_checkpoint(base_cfg.model.checkpoint, revision=base_cfg.model.revision,
-                                      find_builtin=lambda n: plugins.call("builtin_checkpoint", spec, name=n),
-                                      builtin_key=spec.id)
+            ckpt = checkpoint_for_run(base_cfg, spec, plugins)
         return ckpt
 
     def block_count():

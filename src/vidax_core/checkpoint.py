@@ -1,5 +1,9 @@
 """Checkpoints in diffusers layout: a local folder, a hub repo id, or a plugin's ``builtin:<name>``.
 
+A local folder in another layout (e.g. the original Wan-AI release files) may be claimed by the model's plugin
+through the ``open_checkpoint`` hook, which returns a :class:`Checkpoint` subclass answering the same API
+(``config``, ``tensors``, ``has``, ``require``, ``model_index``, ``source``, ``root``) in diffusers terms.
+
 A diffusers-layout checkpoint is a folder with ``model_index.json`` and one sub-folder per component
 (``transformer/``, ``vae/``, ``text_encoder/``, ``tokenizer/``, ``scheduler/``), each with its ``config.json``
 (``scheduler_config.json`` for the scheduler) and safetensors weights, single or sharded with ``*.index.json``.
@@ -39,6 +43,9 @@ class TensorSource(Mapping[str, np.ndarray]):
 
     def nbytes(self, key: str) -> int:
         return self._where[key].nbytes(key)
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return tuple(self._where[key].shape(key))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._where)
@@ -151,11 +158,13 @@ def resolve_checkpoint(
     find_builtin: Callable[[str], str | None] | None = None,
     builtin_key: str = "",
     configs_only: bool = False,
+    open_folder: Callable[[str], Checkpoint | None] | None = None,
 ) -> Checkpoint:
     """Turn ``model.checkpoint`` into a local :class:`Checkpoint`.
 
     ``find_builtin(name)`` returns the folder of a plugin's built-in checkpoint (None if it has none);
-    ``configs_only`` fetches only the JSON files of a hub checkpoint (``--dry-run``).
+    ``configs_only`` fetches only the JSON files of a hub checkpoint (``--dry-run``); ``open_folder(path)`` lets
+    the model's plugin claim a local folder that is not in diffusers layout (its ``open_checkpoint`` hook).
     """
     if not value:
         raise UserError("no checkpoint given: set model.checkpoint to a diffusers-layout folder or a hub repo id")
@@ -168,8 +177,13 @@ def resolve_checkpoint(
     path = os.path.expanduser(value)
     if os.path.isdir(path):
         if not os.path.exists(os.path.join(path, "model_index.json")) and not os.path.isdir(os.path.join(path, "transformer")):
+            opened = open_folder(path) if open_folder is not None else None
+            if opened is not None:
+                opened.source = value
+                return opened
             raise UserError(
-                f"checkpoint folder {value} is not in diffusers layout (no model_index.json or transformer/ folder)"
+                f"checkpoint folder {value} is not in diffusers layout (no model_index.json or transformer/ folder) "
+                f"nor in another layout the plugin of {builtin_key or 'this model'} recognizes (see its docs)"
             )
         return Checkpoint(path, source=value)
     if os.path.exists(path):
@@ -177,3 +191,15 @@ def resolve_checkpoint(
     if looks_like_repo_id(value):
         return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
     raise UserError(f"checkpoint {value} does not exist (expected a local folder or a hub repo id like Org/Name)")
+
+
+def checkpoint_for_run(cfg: Any, spec: Any, plugins: Any, *, configs_only: bool = False) -> Checkpoint:
+    """``model.checkpoint`` of a run resolved with the model plugin's built-in and foreign-layout hooks."""
+    return resolve_checkpoint(
+        cfg.model.checkpoint,
+        revision=cfg.model.revision,
+        find_builtin=lambda name: plugins.call("builtin_checkpoint", spec, name=name),
+        builtin_key=spec.id,
+        configs_only=configs_only,
+        open_folder=lambda path: plugins.call("open_checkpoint", spec, path=path),
+    )

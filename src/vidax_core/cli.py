@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from typing import Sequence
@@ -171,8 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
+        # Temporary outputs were removed while the exception unwound. Leave at once: a normal interpreter
+        # shutdown while XLA may still be compiling on its own threads can crash (seen as SIGSEGV).
         print("error: interrupted; no partial output was written", file=sys.stderr)
-        return 130
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     except BrokenPipeError:  # e.g. `vidax list-models --json | head`
         sys.stderr.close()
         return 0

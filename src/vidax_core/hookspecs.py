@@ -100,3 +100,13 @@ def builtin_checkpoint(spec, name):
     """Return the local folder (diffusers layout) of the built-in checkpoint ``name`` (e.g. "tiny-random") that
     ships with the plugin, used by ``model.checkpoint: builtin:<name>`` for demos and tests without downloads.
     Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def open_checkpoint(spec, path):
+    """Claim the local folder ``path`` that is not in diffusers layout (e.g. a model's original release files)
+    and return a :class:`vidax_core.checkpoint.Checkpoint` (usually a subclass) that answers in diffusers terms:
+    ``config(component)`` and ``tensors(component)`` (keys renamed to the diffusers names, values lazy),
+    ``has``, ``require``, ``model_index``, ``root``. Read ``.pth`` files only with :mod:`vidax_core.pth`. Raise a
+    :class:`vidax_core.errors.UserError` for a folder that is clearly of your layout but incomplete; return None
+    to decline (the core then reports that the folder is not in a known layout)."""

@@ -24,7 +24,7 @@ from . import attention
 from . import mesh as meshlib
 from . import offload as offloadlib
 from . import outputs, sharding, video
-from .checkpoint import Checkpoint, resolve_checkpoint
+from .checkpoint import Checkpoint, checkpoint_for_run
 from .config import RunConfig
 from .errors import UserError
 from .model_api import Conditioning, DitBuild
@@ -326,12 +326,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     backend = attention.set_backend(cfg.attention.backend)  # before anything that attends is traced
 
     t0 = time.perf_counter()
-    ckpt = resolve_checkpoint(
-        cfg.model.checkpoint,
-        revision=cfg.model.revision,
-        find_builtin=lambda name: plugins.call("builtin_checkpoint", spec, name=name),
-        builtin_key=spec.id,
-    )
+    ckpt = checkpoint_for_run(cfg, spec, plugins)
     reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {backend}")
     sampler = select_sampler(spec, ckpt, cfg, plugins)
     vae = plugins.call("build_vae", spec, ckpt=ckpt, run=cfg)

@@ -11,7 +11,7 @@ import os
 import jax
 import numpy as np
 
-from .checkpoint import resolve_checkpoint
+from .checkpoint import checkpoint_for_run
 from .config import RunConfig, to_yaml
 from .mesh import plan_mesh
 from .nnx_util import abstract_model
@@ -43,13 +43,7 @@ def param_bytes(flat: dict) -> tuple[int, int, int]:
 def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
-    ckpt = resolve_checkpoint(
-        cfg.model.checkpoint,
-        revision=cfg.model.revision,
-        find_builtin=lambda name: plugins.call("builtin_checkpoint", spec, name=name),
-        builtin_key=spec.id,
-        configs_only=True,
-    )
+    ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
     build = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
     _, _, flat = abstract_model(build.ctor)
     groups = plugins.call("offload_block_groups", spec, model=None) or ()

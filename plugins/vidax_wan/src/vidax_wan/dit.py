@@ -80,6 +80,9 @@ class WanDiTConfig:
     rope_max_seq_len: int = 1024
     pos_embed_seq_len: int | None = None
     dtype: Any = jnp.float32
+    # The residual stream between blocks. The original Wan code keeps it in fp32 whatever the weight dtype (it
+    # matters at long token counts); diffusers casts it to the weight dtype. Matmul inputs use ``dtype``.
+    residual_dtype: Any = jnp.float32
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
@@ -320,6 +323,7 @@ class WanBlock(nnx.Module):
 
     def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
         self.eps = cfg.eps
+        self.compute_dtype = cfg.dtype
         self.attn1 = Attention(cfg, rngs=rngs)
         self.attn2 = Attention(cfg, rngs=rngs, added_kv_proj_dim=cfg.added_kv_proj_dim)
         self.norm2 = LayerNorm(cfg.dim, eps=cfg.eps) if cfg.cross_attn_norm else None
@@ -339,7 +343,7 @@ class WanBlock(nnx.Module):
         """x (B, S, dim) in the param dtype; ctx (B, L, dim) embedded text; rope (S, hd/2) x2; tproj (B, 6, dim)
         per sample, or (B, S, 6, dim) per token (then split over sp exactly like the tokens); img_ctx (B, Li, dim)
         embedded image tokens (I2V) or None."""
-        dt = x.dtype
+        dt, rt = self.compute_dtype, x.dtype  # matmul inputs / residual stream
         x = constrain(x, (BATCH, SEQ, EMBED))
         table = self.scale_shift_table[...].astype(jnp.float32)
         if tproj.ndim == 4:  # per-token modulation: (B, S, 6, dim), sequence-sharded like x
@@ -352,15 +356,15 @@ class WanBlock(nnx.Module):
 
         h = (layer_norm(x, self.eps) * (1 + scale_msa) + shift_msa).astype(dt)
         a = self.attn1(h, None, rope)
-        x = (x.astype(jnp.float32) + a.astype(jnp.float32) * gate_msa).astype(dt)
+        x = (x.astype(jnp.float32) + a.astype(jnp.float32) * gate_msa).astype(rt)
 
         h = (self.norm2(x) if self.norm2 is not None else x.astype(jnp.float32)).astype(dt)
         a = self.attn2(h, ctx, None, img_ctx)
-        x = (x.astype(jnp.float32) + a.astype(jnp.float32)).astype(dt)
+        x = (x.astype(jnp.float32) + a.astype(jnp.float32)).astype(rt)
 
         h = (layer_norm(x, self.eps) * (1 + c_scale) + c_shift).astype(dt)
         f = self.ffn(h)
-        return constrain((x.astype(jnp.float32) + f.astype(jnp.float32) * c_gate).astype(dt), (BATCH, SEQ, EMBED))
+        return constrain((x.astype(jnp.float32) + f.astype(jnp.float32) * c_gate).astype(rt), (BATCH, SEQ, EMBED))
 
 
 def run_blocks(
@@ -493,7 +497,7 @@ class WanDiT(nnx.Module):
         p = p.transpose(0, 2, 4, 6, 3, 5, 7, 1).reshape(b, n_tok, pt * ph * pw * c)
         k = self.patch_kernel[...]
         x = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
-        x = constrain((x + self.patch_bias[...].astype(jnp.float32)).astype(dt), (BATCH, SEQ, EMBED))
+        x = constrain((x + self.patch_bias[...].astype(jnp.float32)).astype(cfg.residual_dtype), (BATCH, SEQ, EMBED))
 
         if per_token:  # the per-token timesteps follow the tokens' sequence sharding
             timestep = constrain(timestep, (BATCH, SEQ))

@@ -26,10 +26,17 @@ mappings stay lazy. Conversion errors name the ORIGINAL keys.
 
 from __future__ import annotations
 
+import glob
+import json
+import os
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
+import numpy as np
+
+from vidax_core.checkpoint import Checkpoint, TensorSource
 from vidax_core.convert import ConversionError
+from vidax_core.errors import UserError
 
 #: diffusers' ``TRANSFORMER_KEYS_RENAME_DICT``, applied in order with ``str.replace``.
 DIT_RENAME: tuple[tuple[str, str], ...] = (
@@ -220,3 +227,330 @@ def load_umt5_original(cfg: Any, tensors: Mapping[str, Any]) -> Any:
     from vidax_core.encoders.umt5 import load_umt5
 
     return _load(load_umt5, cfg, tensors, umt5_key)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A whole original release folder as a vidax checkpoint (``model.checkpoint: <folder>``)
+#
+# Layout of the Wan-AI repositories (Wan2.1-T2V-1.3B, Wan2.2-TI2V-5B, ...):
+#   config.json                                   DiT config (``model_type``, dim, num_heads, ...)
+#   diffusion_pytorch_model*.safetensors [+ index] DiT weights
+#   high_noise_model/, low_noise_model/           Wan2.2 A14B: one config.json + DiT shards per expert
+#   Wan2.1_VAE.pth | Wan2.2_VAE.pth               VAE state dict
+#   models_t5_umt5-xxl-enc-bf16.pth               UMT5-XXL encoder state dict
+#   google/umt5-xxl/                              tokenizer (tokenizer.json needed)
+#   models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth   Wan2.1 I2V only (not supported yet)
+#
+# Configs the release does not ship (VAE, UMT5, scheduler) are the published ones, with every architecture
+# number that the weights determine (widths, depths, channels) read from the tensor shapes, so a tiny model
+# written in this layout runs too. Tensors are served under their diffusers names, lazily.
+
+VAE21_FILE, VAE22_FILE = "Wan2.1_VAE.pth", "Wan2.2_VAE.pth"
+UMT5_FILE = "models_t5_umt5-xxl-enc-bf16.pth"
+TOKENIZER_DIR = os.path.join("google", "umt5-xxl")
+CLIP_GLOB = "models_clip_*.pth"
+EXPERT_DIRS = ("high_noise_model", "low_noise_model")
+
+WAN22_LATENTS_MEAN = (
+    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557, -0.1382, 0.0542, 0.2813, 0.0891,
+    0.1570, -0.0098, 0.0375, -0.1825, -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502,
+    -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.1230, -0.0313, -0.1649, 0.0117, 0.0723,
+    -0.2839, -0.2083, -0.0520, 0.3748, 0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667,
+)
+WAN22_LATENTS_STD = (
+    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901,
+    0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
+    0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
+    0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744,
+)
+
+
+def _wan21_latents() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    from .vae import _WAN21_LATENTS_MEAN, _WAN21_LATENTS_STD
+
+    return _WAN21_LATENTS_MEAN, _WAN21_LATENTS_STD
+
+
+#: The published Wan2.1 VAE (``wan/modules/vae.py``, diffusers ``AutoencoderKLWan`` config of the -Diffusers repos).
+WAN21_VAE_CONFIG: dict[str, Any] = dict(
+    base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+    temperal_downsample=[False, True, True], dropout=0.0, is_residual=False, in_channels=3, out_channels=3,
+    patch_size=None, scale_factor_spatial=8, scale_factor_temporal=4,
+)
+#: The published Wan2.2 VAE (``wan/modules/vae2_2.py``: dim 160, decoder dim 256, z 48, patch 2).
+WAN22_VAE_CONFIG: dict[str, Any] = dict(
+    base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+    temperal_downsample=[False, True, True], dropout=0.0, is_residual=True, in_channels=12, out_channels=12,
+    patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4,
+    latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
+)
+#: ``google/umt5-xxl`` (the encoder ``wan/modules/t5.py`` builds as ``umt5_xxl``).
+UMT5_XXL_CONFIG: dict[str, Any] = dict(
+    vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
+    relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
+    dense_act_fn="gelu_new", is_gated_act=True, layer_norm_epsilon=1e-6, model_type="umt5",
+)
+#: The reference sampler (``FlowUniPCMultistepScheduler``, solver order 2, bh2) as a diffusers scheduler config;
+#: ``flow_shift`` per model below (users override with ``sampling.scheduler``).
+UNIPC_FLOW_CONFIG: dict[str, Any] = {
+    "_class_name": "UniPCMultistepScheduler", "num_train_timesteps": 1000, "prediction_type": "flow_prediction",
+    "use_flow_sigmas": True, "flow_shift": 5.0, "solver_order": 2, "solver_type": "bh2", "predict_x0": True,
+    "lower_order_final": True, "disable_corrector": [], "final_sigmas_type": "zero",
+    "timestep_spacing": "linspace", "steps_offset": 0, "beta_schedule": "linear", "beta_start": 0.0001,
+    "beta_end": 0.02, "thresholding": False, "use_karras_sigmas": False, "use_exponential_sigmas": False,
+    "use_beta_sigmas": False, "use_dynamic_shifting": False, "time_shift_type": "exponential",
+}
+#: The reference ``sample_shift`` at each model's default resolution (the shipped configs/*.yaml agree).
+FLOW_SHIFT = {"wan2.1-t2v-1.3b": 3.0, "wan2.1-t2v-14b": 5.0, "wan2.1-i2v-14b-480p": 3.0,
+              "wan2.1-i2v-14b-720p": 5.0, "wan2.2-t2v-a14b": 12.0, "wan2.2-i2v-a14b": 5.0, "wan2.2-ti2v-5b": 5.0}
+#: Wan2.2 A14B expert switch (``boundary`` in ``wan/configs/wan_{t2v,i2v}_A14B.py``).
+BOUNDARY_RATIO = {"wan2.2-t2v-a14b": 0.875, "wan2.2-i2v-a14b": 0.900}
+
+
+class RenamedTensors(Mapping[str, np.ndarray]):
+    """A lazy view of ``source`` under renamed keys (``key_fn(original) -> diffusers name``)."""
+
+    def __init__(self, source: Any, key_fn: Callable[[str], str]) -> None:
+        self.source = source
+        self.original: dict[str, str] = {}
+        for key in source:
+            new = key_fn(key)
+            if new in self.original:
+                raise UserError(f"original checkpoint keys {self.original[new]!r} and {key!r} both map to {new!r}")
+            self.original[new] = key
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.source[self.original[key]]
+
+    def nbytes(self, key: str) -> int:
+        return self.source.nbytes(self.original[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.original)
+
+    def __len__(self) -> int:
+        return len(self.original)
+
+
+def _shape(src: Any, key: str) -> tuple[int, ...]:
+    if key not in src:
+        raise UserError(f"original Wan checkpoint file lacks tensor {key!r}: is it the right file?")
+    return tuple(src.shape(key)) if hasattr(src, "shape") else tuple(np.shape(src[key]))
+
+
+def vae_config_from_tensors(src: Any, wan22: bool) -> dict[str, Any]:
+    """The published Wan2.1 / Wan2.2 VAE config with widths, depths and channels read from the original tensors."""
+    keys = set(src)
+    base_dim, in_channels = _shape(src, "encoder.conv1.weight")[:2]
+    z_dim = _shape(src, "conv1.weight")[0] // 2
+    out_channels = _shape(src, "decoder.head.2.weight")[0]
+    if wan22:
+        stage_res = [re.fullmatch(r"encoder\.downsamples\.(\d+)\.downsamples\.(\d+)\.residual\.6\.weight", k) for k in keys]
+        stage_res = [(int(m[1]), int(m[2])) for m in stage_res if m]
+        stages = max(i for i, _ in stage_res) + 1
+        r = sum(1 for i, _ in stage_res if i == 0)
+        first = [f"encoder.downsamples.{i}.downsamples.0.residual.6.weight" for i in range(stages)]
+        temporal = [f"encoder.downsamples.{i}.downsamples.{r}.time_conv.weight" in keys for i in range(stages - 1)]
+        cfg = dict(WAN22_VAE_CONFIG)
+    else:
+        res = sorted(int(m[1]) for k in keys if (m := re.fullmatch(r"encoder\.downsamples\.(\d+)\.residual\.6\.weight", k)))
+        resample = sorted(int(m[1]) for k in keys
+                          if (m := re.fullmatch(r"encoder\.downsamples\.(\d+)\.resample\.1\.weight", k)))
+        if not res:
+            raise UserError("the VAE .pth has no encoder.downsamples.*.residual tensors: is it Wan2.1_VAE.pth?")
+        r = resample[0] if resample else len(res)
+        stages = len(resample) + 1
+        first = [f"encoder.downsamples.{i * (r + 1)}.residual.6.weight" for i in range(stages)]
+        temporal = [f"encoder.downsamples.{i * (r + 1) + r}.time_conv.weight" in keys for i in range(stages - 1)]
+        cfg = dict(WAN21_VAE_CONFIG)
+        cfg["latents_mean"], cfg["latents_std"] = map(list, _wan21_latents())
+    dim_mult = [_shape(src, k)[0] // base_dim for k in first]
+    patch = int(round((in_channels // 3) ** 0.5)) if wan22 else None
+    cfg.update(base_dim=base_dim, z_dim=z_dim, num_res_blocks=r, dim_mult=dim_mult, temperal_downsample=temporal,
+               in_channels=in_channels, out_channels=out_channels, patch_size=patch,
+               scale_factor_spatial=2 ** (stages - 1) * (patch or 1), scale_factor_temporal=2 ** sum(temporal))
+    if wan22:
+        cfg["decoder_base_dim"] = _shape(src, "decoder.conv1.weight")[0] // dim_mult[-1]
+    if len(cfg["latents_mean"]) != z_dim:  # not a published VAE (a tiny test model): no latent normalisation
+        cfg["latents_mean"], cfg["latents_std"] = [0.0] * z_dim, [1.0] * z_dim
+    return cfg
+
+
+def umt5_config_from_tensors(src: Any) -> dict[str, Any]:
+    """umt5-xxl's config with the sizes read from the original ``T5Encoder`` tensors."""
+    vocab, d_model = _shape(src, "token_embedding.weight")
+    layers = 1 + max(int(m[1]) for k in src if (m := re.fullmatch(r"blocks\.(\d+)\.attn\.q\.weight", k)))
+    buckets, heads = _shape(src, "blocks.0.pos_embedding.embedding.weight")
+    return {**UMT5_XXL_CONFIG, "vocab_size": vocab, "d_model": d_model, "num_layers": layers, "num_heads": heads,
+            "relative_attention_num_buckets": buckets, "d_kv": _shape(src, "blocks.0.attn.q.weight")[0] // heads,
+            "d_ff": _shape(src, "blocks.0.ffn.fc1.weight")[0]}
+
+
+def dit_config(original: Mapping[str, Any], tensors: Any) -> dict[str, Any]:
+    """A diffusers ``WanTransformer3DModel`` config from the original ``config.json`` (+ shapes it leaves out)."""
+    try:
+        dim, heads = int(original["dim"]), int(original["num_heads"])
+        cfg: dict[str, Any] = {
+            "_class_name": "WanTransformer3DModel", "num_attention_heads": heads, "attention_head_dim": dim // heads,
+            "in_channels": int(original["in_dim"]), "out_channels": int(original["out_dim"]),
+            "ffn_dim": int(original["ffn_dim"]), "freq_dim": int(original["freq_dim"]),
+            "num_layers": int(original["num_layers"]), "eps": float(original.get("eps", 1e-6)),
+        }
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"original Wan config.json lacks or mangles {exc}: expected dim, num_heads, in_dim, "
+                        "out_dim, ffn_dim, freq_dim, num_layers") from None
+    cfg["text_dim"] = _shape(tensors, "text_embedding.0.weight")[1]
+    cfg["patch_size"] = list(_shape(tensors, "patch_embedding.weight")[2:])
+    cfg["cross_attn_norm"] = bool(original.get("cross_attn_norm", True))
+    cfg["qk_norm"] = "rms_norm_across_heads" if original.get("qk_norm", True) else None
+    cfg["rope_max_seq_len"] = 1024
+    if "img_emb.proj.0.weight" in tensors:  # Wan2.1 I2V / FLF2V: CLIP image tokens
+        cfg["image_dim"] = _shape(tensors, "img_emb.proj.0.weight")[0]
+        cfg["added_kv_proj_dim"] = dim
+        if "img_emb.emb_pos" in tensors:
+            cfg["pos_embed_seq_len"] = _shape(tensors, "img_emb.emb_pos")[1]
+    return cfg
+
+
+def _json_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} must hold a JSON object")
+    return data
+
+
+def _dit_dir(root: str) -> str | None:
+    """The folder of the (first) DiT's config.json with a ``model_type``: the root, or ``high_noise_model/``."""
+    for folder in (root, os.path.join(root, EXPERT_DIRS[0])):
+        f = os.path.join(folder, "config.json")
+        if os.path.isfile(f):
+            try:
+                with open(f, encoding="utf-8") as fh:
+                    data = json.load(fh)
+            except (OSError, json.JSONDecodeError):
+                continue
+            if isinstance(data, dict) and "model_type" in data and "dim" in data:
+                return folder
+    return None
+
+
+def is_original_layout(root: str) -> bool:
+    """Any of the original release's marker files: a DiT config.json with ``model_type``, a Wan VAE .pth, the UMT5 .pth."""
+    return (_dit_dir(root) is not None or os.path.isfile(os.path.join(root, VAE21_FILE))
+            or os.path.isfile(os.path.join(root, VAE22_FILE)) or os.path.isfile(os.path.join(root, UMT5_FILE)))
+
+
+class OriginalWanCheckpoint(Checkpoint):
+    """An original Wan-AI release folder, answering in diffusers terms (components, configs, tensor names)."""
+
+    def __init__(self, root: str, model_id: str = "", source: str | None = None) -> None:
+        self.root, self.source, self.model_id = root, source or root, model_id
+        dit = _dit_dir(root)
+        vaes = [f for f in (VAE21_FILE, VAE22_FILE) if os.path.isfile(os.path.join(root, f))]
+        missing = ([] if dit else ["config.json (DiT, with model_type)"]) + ([] if vaes else [f"{VAE21_FILE} or {VAE22_FILE}"])
+        missing += [] if os.path.isfile(os.path.join(root, UMT5_FILE)) else [UMT5_FILE]
+        if missing:
+            raise UserError(f"checkpoint folder {self.source} looks like an original Wan-AI release but lacks "
+                            f"{', '.join(missing)}")
+        self._original_cfg = _json_file(os.path.join(dit, "config.json"))
+        self.model_type = str(self._original_cfg["model_type"])
+        self._paths: dict[str, str] = {"transformer": dit, "text_encoder": os.path.join(root, UMT5_FILE),
+                                       "tokenizer": os.path.join(root, TOKENIZER_DIR)}
+        low = os.path.join(root, EXPERT_DIRS[1])
+        if dit != root and os.path.isfile(os.path.join(low, "config.json")):
+            self._paths["transformer_2"] = low
+        wan22_vae = VAE22_FILE in vaes and (VAE21_FILE not in vaes or int(self._original_cfg.get("out_dim", 0)) == 48)
+        self._paths["vae"] = os.path.join(root, VAE22_FILE if wan22_vae else VAE21_FILE)
+        self.wan22_vae = wan22_vae
+        clip = sorted(glob.glob(os.path.join(root, CLIP_GLOB)))
+        if clip:
+            self._paths["image_encoder"] = clip[0]
+        self._cache: dict[tuple[str, str], Any] = {}
+        experts = "transformer_2" in self._paths
+        self.model_index = {
+            "_class_name": "WanPipeline" if self.model_type == "t2v" else "WanImageToVideoPipeline",
+            "boundary_ratio": BOUNDARY_RATIO.get(model_id, 0.875) if experts else None,
+            "expand_timesteps": self.model_type == "ti2v",
+            "transformer_2": ["diffusers", "WanTransformer3DModel"] if experts else [None, None],
+        }
+        self.require("tokenizer")  # a missing tokenizer.json is reported before any weights are read
+        if "img_emb.proj.0.weight" in self._dit_source("transformer"):
+            raise UserError(
+                f"checkpoint folder {self.source}: Wan2.1 image-to-video in the original release layout is not "
+                "supported yet (its open-clip .pth is not mapped): use the diffusers layout, e.g. "
+                "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers")
+
+    # -- Checkpoint API ----------------------------------------------------------------------------------------
+    def path(self, component: str) -> str:
+        return self._paths.get(component, os.path.join(self.root, component))
+
+    def has(self, component: str) -> bool:
+        return component == "scheduler" or (component in self._paths and os.path.exists(self._paths[component]))
+
+    def require(self, component: str) -> str:
+        if component == "scheduler":
+            return self.root
+        if not self.has(component):
+            raise UserError(f"original Wan checkpoint {self.source} has no {component} "
+                            f"({os.path.relpath(self.path(component), self.root)})")
+        path = self.path(component)
+        if component == "tokenizer" and not os.path.isfile(os.path.join(path, "tokenizer.json")):
+            raise UserError(f"tokenizer folder {path} has no tokenizer.json (vidax reads fast tokenizers only): "
+                            f"fetch it with `hf download google/umt5-xxl tokenizer.json --local-dir {path}`")
+        return path
+
+    def config(self, component: str) -> dict[str, Any]:
+        if component in ("transformer", "transformer_2"):
+            folder = self.require(component)
+            return dit_config(_json_file(os.path.join(folder, "config.json")), self._dit_source(component))
+        if component == "vae":
+            return vae_config_from_tensors(self._pth("vae"), self.wan22_vae)
+        if component == "text_encoder":
+            return umt5_config_from_tensors(self._pth("text_encoder"))
+        if component == "scheduler":
+            return {**UNIPC_FLOW_CONFIG, "flow_shift": FLOW_SHIFT.get(self.model_id, 5.0)}
+        if component == "tokenizer":
+            return _json_file(os.path.join(self.require("tokenizer"), "tokenizer_config.json"))
+        raise UserError(f"original Wan checkpoint {self.source} has no {component} config")
+
+    def weight_files(self, component: str) -> list[str]:
+        if component in ("transformer", "transformer_2"):
+            return super().weight_files(component)
+        return [self.require(component)]
+
+    def tensors(self, component: str) -> Any:
+        if component in ("transformer", "transformer_2"):
+            return RenamedTensors(self._dit_source(component), dit_key)
+        if component == "vae":
+            cfg = self.config("vae")
+            return RenamedTensors(self._pth("vae"), lambda k: vae_key(k, num_res_blocks=cfg["num_res_blocks"],
+                                                                       wan22=self.wan22_vae))
+        if component == "text_encoder":
+            return RenamedTensors(self._pth("text_encoder"), umt5_key)
+        raise UserError(f"original Wan checkpoint {self.source} has no {component} weights")
+
+    # -- sources -----------------------------------------------------------------------------------------------
+    def _dit_source(self, component: str) -> TensorSource:
+        key = ("dit", component)
+        if key not in self._cache:
+            self._cache[key] = TensorSource(super().weight_files(component))
+        return self._cache[key]
+
+    def _pth(self, component: str) -> Any:
+        key = ("pth", component)
+        if key not in self._cache:
+            from vidax_core.pth import PthFile
+
+            self._cache[key] = PthFile(self.require(component))
+        return self._cache[key]
+
+
+def open_original(spec: Any, path: str) -> OriginalWanCheckpoint | None:
+    """The ``open_checkpoint`` hook's work: claim ``path`` if it holds original Wan release files."""
+    if not is_original_layout(path):
+        return None
+    return OriginalWanCheckpoint(path, model_id=getattr(spec, "id", ""))

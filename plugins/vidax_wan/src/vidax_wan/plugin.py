@@ -28,15 +28,23 @@ def _ours(spec: ModelSpec) -> bool:
 
 
 def _dtype(run) -> Any:
+    """The DiT's weight dtype: ``model.dtype``, else the Wan precision policy (docs/models/wan.md).
+
+    Policy: bf16 DiT weights on GPU/TPU (matmuls in bf16; norms, modulation and the residual stream stay fp32
+    inside the blocks), fp32 on CPU; the VAE and the prompt encoder always compute in fp32.
+    """
+    import jax
     import jax.numpy as jnp
 
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype or "float32"]
+    if run.model.dtype is None:
+        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
 
 
 @hookimpl
 def register_models(register):
     for m in presets.MODELS:
-        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers",), **m))
+        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers", "wan-original"), **m))
 
 
 @hookimpl
@@ -213,6 +221,16 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
         clip = load_clip_vision(CLIPVisionConfig.from_config(ckpt.config("image_encoder")), ckpt.tensors("image_encoder"))
         processor = ckpt.config("image_processor")
     return conditioning.prepare(run, vae, latent_shape, dit_cfg, ckpt.model_index, clip, processor)
+
+
+@hookimpl
+def open_checkpoint(spec, path):
+    """A folder of the original Wan-AI release files (config.json, Wan2.x_VAE.pth, the UMT5 .pth...)."""
+    if not _ours(spec):
+        return None
+    from .original_format import open_original
+
+    return open_original(spec, path)
 
 
 @hookimpl

@@ -1,0 +1,29 @@
+"""Every shipped YAML config is valid for its model, and every model's default config exists."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from vidax_core import config as config_mod
+from vidax_core.plugins import get_plugins
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[os.path.basename(p) for p in CONFIGS])
+def test_config_validates_and_passes_model_checks(path):
+    plugins = get_plugins()
+    cfg = config_mod.resolve(path, [], lambda mid: dict(plugins.registry.get(mid).preset))
+    spec = plugins.registry.get(cfg.model.id)
+    assert plugins.call("check_run", spec, run=cfg) == []
+    assert cfg.model.checkpoint
+
+
+def test_every_default_config_is_shipped():
+    for spec in get_plugins().registry:
+        if spec.family == "wan":
+            assert os.path.exists(os.path.join(ROOT, spec.default_config)), spec.default_config
