@@ -54,8 +54,29 @@ class TensorSource(Mapping[str, np.ndarray]):
         return len(self._where)
 
 
+class ProgressTensors(Mapping[str, np.ndarray]):
+    """A tensor mapping that reports the bytes of each tensor as it is read."""
+
+    def __init__(self, source: Mapping[str, np.ndarray], on_bytes: Callable[[int], None]) -> None:
+        self._source, self._on = source, on_bytes
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        arr = self._source[key]
+        self._on(int(getattr(arr, "nbytes", 0)))
+        return arr
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._source)
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+
 class Checkpoint:
     """A resolved local checkpoint folder in diffusers layout."""
+
+    # (component, total bytes or None) -> callback(bytes read); set by the pipeline to show loading progress
+    progress: Callable[[str, int | None], Callable[[int], None]] | None = None
 
     def __init__(self, root: str, source: str | None = None) -> None:
         self.root = root
@@ -102,8 +123,17 @@ class Checkpoint:
             raise UserError(f"checkpoint component {folder} has no .safetensors weights")
         return files
 
-    def tensors(self, component: str) -> TensorSource:
+    def read_tensors(self, component: str) -> Mapping[str, np.ndarray]:
+        """The component's tensors (key -> lazily read array); layouts other than diffusers override this."""
         return TensorSource(self.weight_files(component))
+
+    def tensors(self, component: str) -> Mapping[str, np.ndarray]:
+        """:meth:`read_tensors`, reporting bytes read to ``self.progress`` when one is attached."""
+        source = self.read_tensors(component)
+        if self.progress is None:
+            return source
+        total = sum(source.nbytes(k) for k in source) if hasattr(source, "nbytes") else None
+        return ProgressTensors(source, self.progress(component, total))
 
 
 def _read_json(path: str) -> dict[str, Any]:

@@ -115,12 +115,8 @@ def load_dit(
     """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``."""
     build = build or build_dit(spec, ckpt, cfg, plugins)
     graphdef, abstract_state, flat = abstract_model(build.ctor)
-    tensors = ckpt.tensors(build.component)
-    total = sum(tensors.nbytes(k) for k in tensors)
-    bar = reporter.bar(total, f"load {build.component}", unit="B", unit_scale=True, unit_divisor=1024)
-    wrapped = _ProgressTensors(tensors, lambda n: bar.update(n))
-    values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=wrapped, abstract=flat)
-    bar.close()
+    values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=ckpt.tensors(build.component),
+                          abstract=flat)
     if values is None:
         raise UserError(f"no installed plugin converts the {build.component} checkpoint of {spec.id}")
     return build, materialize(graphdef, abstract_state, values, put=put)
@@ -172,21 +168,6 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     _, abstract_state, _ = abstract_model(build.ctor)
     specs = sharding.param_specs(abstract_state, rules, mesh)
     return Placement(mesh, plan, rules, specs, groups)
-
-
-class _ProgressTensors(dict):
-    """Tensor mapping that reports bytes as each tensor is read."""
-
-    def __init__(self, source: Any, on_bytes: Callable[[int], None]) -> None:
-        super().__init__()
-        self._source, self._on = source, on_bytes
-        for k in source:
-            dict.__setitem__(self, k, None)
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        arr = self._source[key]
-        self._on(arr.nbytes)
-        return arr
 
 
 def _guide(pred: jax.Array, b: int, guided: bool, guidance: jax.Array) -> jax.Array:
@@ -327,6 +308,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
 
     t0 = time.perf_counter()
     ckpt = checkpoint_for_run(cfg, spec, plugins)
+    ckpt.progress = reporter.byte_progress
     reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {backend}")
     sampler = select_sampler(spec, ckpt, cfg, plugins)
     vae = plugins.call("build_vae", spec, ckpt=ckpt, run=cfg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from tqdm.auto import tqdm
 
@@ -19,9 +19,21 @@ class Reporter:
         if not self.quiet:
             print(message, file=sys.stderr, flush=True)
 
-    def bar(self, total: int, desc: str, unit: str = "it", **kwargs: Any) -> tqdm:
+    def bar(self, total: int | None, desc: str, unit: str = "it", **kwargs: Any) -> tqdm:
         return tqdm(total=total, desc=desc, unit=unit, disable=self.quiet, file=sys.stderr, leave=True,
                     dynamic_ncols=True, **kwargs)
+
+
+    def byte_progress(self, label: str, total: int | None) -> Callable[[int], None]:
+        """A bar over bytes read for ``label`` (a checkpoint component); it closes itself when complete."""
+        bar = self.bar(total or None, f"load {label}", unit="B", unit_scale=True, unit_divisor=1024)
+
+        def update(n: int) -> None:
+            bar.update(n)
+            if total and bar.n >= total:
+                bar.close()
+
+        return update
 
 
 class Timer:

@@ -522,7 +522,7 @@ class OriginalWanCheckpoint(Checkpoint):
             return super().weight_files(component)
         return [self.require(component)]
 
-    def tensors(self, component: str) -> Any:
+    def read_tensors(self, component: str) -> Any:
         if component in ("transformer", "transformer_2"):
             return RenamedTensors(self._dit_source(component), dit_key)
         if component == "vae":
