@@ -102,6 +102,7 @@ class BlockPool:
 
         self._fn = jax.jit(run_chunk, donate_argnums=(1,))
         self._next: tuple[int, Any] | None = None
+        self._resident: Any = None  # a group that is one chunk is transferred once and kept
 
     # -- transfers ----------------------------------------------------------------------------------------------
 
@@ -119,13 +120,25 @@ class BlockPool:
 
     def prefetch(self) -> None:
         """Issue chunk 0's transfer now (e.g. while the previous group or the embedding computes)."""
-        if self._next is None:
+        if self.num_chunks == 1:
+            if self._resident is None:
+                self._resident = self._put(0)
+        elif self._next is None:
             self._next = (0, self._put(0))
+
+    def _run_chunk(self, chunk: Any, x: jax.Array, aux: Any) -> jax.Array:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            return self._fn(chunk, x, aux)
 
     def run(self, x: jax.Array, aux: Any, *, prefetch_after: "BlockPool | None" = None) -> jax.Array:
         """All chunks of this group over ``x``; ``prefetch_after`` (the next group, or this one for the next step)
         gets its first chunk issued while this group's last chunk computes."""
         self.prefetch()
+        if self.num_chunks == 1:  # all blocks fit in one chunk: keep them, re-sending them every step is waste
+            if prefetch_after is not None and prefetch_after is not self:
+                prefetch_after.prefetch()
+            return self._run_chunk(self._resident, x, aux)
         prev = None
         for i in range(self.num_chunks):
             _, cur = self._next
@@ -137,9 +150,7 @@ class BlockPool:
                 self._next = (i + 1, self._put(i + 1))
             elif prefetch_after is not None:
                 prefetch_after.prefetch()  # overlaps this last chunk's compute
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-                x = self._fn(cur, x, aux)
+            x = self._run_chunk(cur, x, aux)
             prev = cur
         x.block_until_ready()
         self._free(prev)
@@ -149,3 +160,6 @@ class BlockPool:
         if self._next is not None:
             self._free(self._next[1])
             self._next = None
+        if self._resident is not None:
+            self._free(self._resident)
+            self._resident = None

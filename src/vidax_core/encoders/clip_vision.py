@@ -33,11 +33,11 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.convert import KeyRule, conv, convert, linear
+from vidax_core.layers import Axes, Linear, param, scan_blocks, stacked
 from vidax_core.nnx_util import abstract_model, materialize
 
-Axes = tuple[str | None, ...]
 
-EMBED, HEADS, MLP, LAYERS = "embed", "heads", "mlp", "layers"
+EMBED, HEADS, MLP = "embed", "heads", "mlp"
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -86,30 +86,13 @@ class CLIPVisionConfig:
         return (self.image_size // self.patch_size) ** 2
 
 
-def _param(value: jax.Array, names: Axes) -> nnx.Param:
-    return nnx.Param(value, out_sharding=names, eager_sharding=False)
-
-
-class Linear(nnx.Module):
-    """y = x @ kernel + bias, kernel (in, out); matmul in the param dtype with fp32 accumulation; fp32 out."""
-
-    def __init__(self, d_in: int, d_out: int, names: Axes, *, dtype: Any, rngs: nnx.Rngs):
-        self.kernel = _param(nnx.initializers.lecun_normal()(rngs.params(), (d_in, d_out), dtype), names)
-        self.bias = _param(jnp.zeros((d_out,), dtype), (names[1],))
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        k = self.kernel[...]
-        y = jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32)
-        return y + self.bias[...].astype(jnp.float32)
-
-
 class LayerNorm(nnx.Module):
     """Affine LayerNorm over the last axis, fp32 statistics and output."""
 
     def __init__(self, dim: int, *, eps: float):
         self.eps = eps
-        self.scale = _param(jnp.ones((dim,), jnp.float32), (EMBED,))
-        self.bias = _param(jnp.zeros((dim,), jnp.float32), (EMBED,))
+        self.scale = param(jnp.ones((dim,), jnp.float32), (EMBED,))
+        self.bias = param(jnp.zeros((dim,), jnp.float32), (EMBED,))
 
     def __call__(self, x: jax.Array) -> jax.Array:
         xf = x.astype(jnp.float32)
@@ -122,10 +105,10 @@ class CLIPAttention(nnx.Module):
     def __init__(self, cfg: CLIPVisionConfig, *, rngs: nnx.Rngs):
         d, dt = cfg.hidden_size, cfg.dtype
         self.heads = cfg.num_attention_heads
-        self.q_proj = Linear(d, d, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.k_proj = Linear(d, d, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.v_proj = Linear(d, d, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.out_proj = Linear(d, d, (HEADS, EMBED), dtype=dt, rngs=rngs)
+        self.q_proj = Linear(d, d, (EMBED, HEADS), dtype=dt, rngs=rngs, fp32_out=True)
+        self.k_proj = Linear(d, d, (EMBED, HEADS), dtype=dt, rngs=rngs, fp32_out=True)
+        self.v_proj = Linear(d, d, (EMBED, HEADS), dtype=dt, rngs=rngs, fp32_out=True)
+        self.out_proj = Linear(d, d, (HEADS, EMBED), dtype=dt, rngs=rngs, fp32_out=True)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         b, n, d = x.shape
@@ -140,8 +123,8 @@ class CLIPAttention(nnx.Module):
 class CLIPMLP(nnx.Module):
     def __init__(self, cfg: CLIPVisionConfig, *, rngs: nnx.Rngs):
         self.act = _ACTIVATIONS[cfg.hidden_act]
-        self.fc1 = Linear(cfg.hidden_size, cfg.intermediate_size, (EMBED, MLP), dtype=cfg.dtype, rngs=rngs)
-        self.fc2 = Linear(cfg.intermediate_size, cfg.hidden_size, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs)
+        self.fc1 = Linear(cfg.hidden_size, cfg.intermediate_size, (EMBED, MLP), dtype=cfg.dtype, rngs=rngs, fp32_out=True)
+        self.fc2 = Linear(cfg.intermediate_size, cfg.hidden_size, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs, fp32_out=True)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return self.fc2(self.act(self.fc1(x)))
@@ -161,21 +144,7 @@ class CLIPBlock(nnx.Module):
 
 def run_blocks(block_graphdef: nnx.GraphDef, stacked_block_state: nnx.State, x: jax.Array) -> jax.Array:
     """Run blocks stacked on the leading axis of ``stacked_block_state`` (any slice of it) with ``lax.scan``."""
-
-    def body(h, layer_state):
-        return nnx.merge(block_graphdef, layer_state)(h), None
-
-    x, _ = jax.lax.scan(body, x, stacked_block_state)
-    return x
-
-
-def _make_stacked_blocks(cfg: CLIPVisionConfig, rngs: nnx.Rngs) -> CLIPBlock:
-    @nnx.split_rngs(splits=cfg.num_hidden_layers)
-    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: LAYERS})
-    def make(r: nnx.Rngs) -> CLIPBlock:
-        return CLIPBlock(cfg, rngs=r)
-
-    return make(rngs)
+    return scan_blocks(block_graphdef, stacked_block_state, x)
 
 
 class CLIPVisionEncoder(nnx.Module):
@@ -184,15 +153,15 @@ class CLIPVisionEncoder(nnx.Module):
     def __init__(self, cfg: CLIPVisionConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
         d, p, dt = cfg.hidden_size, cfg.patch_size, cfg.dtype
-        self.class_embedding = _param(jax.random.normal(rngs.params(), (d,), dt), (EMBED,))
-        self.patch_kernel = _param(
+        self.class_embedding = param(jax.random.normal(rngs.params(), (d,), dt), (EMBED,))
+        self.patch_kernel = param(
             nnx.initializers.lecun_normal()(rngs.params(), (p, p, cfg.num_channels, d), dt), (None, None, None, EMBED)
         )
-        self.position_embedding = _param(
+        self.position_embedding = param(
             jax.random.normal(rngs.params(), (cfg.num_patches + 1, d), dt) * 0.02, (None, EMBED)
         )
         self.pre_layrnorm = LayerNorm(d, eps=cfg.layer_norm_eps)
-        self.blocks = _make_stacked_blocks(cfg, rngs)
+        self.blocks = stacked(lambda r: CLIPBlock(cfg, rngs=r), cfg.num_hidden_layers, rngs)
         self.post_layernorm = LayerNorm(d, eps=cfg.layer_norm_eps)
 
     def embed(self, pixel_values: jax.Array) -> jax.Array:

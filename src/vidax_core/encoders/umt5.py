@@ -33,11 +33,10 @@ from flax import nnx
 
 from vidax_core.convert import KeyRule, convert, linear
 from vidax_core.errors import UserError
+from vidax_core.layers import Axes, Linear, param, scan_blocks, stacked
 from vidax_core.nnx_util import abstract_model, materialize
 
-Axes = tuple[str | None, ...]
-
-VOCAB, EMBED, HEADS, MLP, LAYERS = "vocab", "embed", "heads", "mlp", "layers"
+VOCAB, EMBED, HEADS, MLP = "vocab", "embed", "heads", "mlp"
 
 _ACTIVATIONS = {
     "relu": jax.nn.relu,
@@ -143,27 +142,12 @@ def relative_position_buckets(
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _param(value: jax.Array, names: Axes) -> nnx.Param:
-    return nnx.Param(value, out_sharding=names, eager_sharding=False)
-
-
-class Linear(nnx.Module):
-    """Bias-free y = x @ kernel, kernel (in, out) in the param dtype, fp32 accumulation, output in param dtype."""
-
-    def __init__(self, d_in: int, d_out: int, names: Axes, *, dtype: Any, rngs: nnx.Rngs):
-        self.kernel = _param(nnx.initializers.lecun_normal()(rngs.params(), (d_in, d_out), dtype), names)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        k = self.kernel[...]
-        return jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32).astype(k.dtype)
-
-
 class T5LayerNorm(nnx.Module):
     """T5 RMS norm: x * rsqrt(mean(x^2) + eps) * scale, no mean subtraction, no bias; fp32 in and out."""
 
     def __init__(self, dim: int, *, eps: float):
         self.eps = eps
-        self.scale = _param(jnp.ones((dim,), jnp.float32), (EMBED,))
+        self.scale = param(jnp.ones((dim,), jnp.float32), (EMBED,))
 
     def __call__(self, x: jax.Array) -> jax.Array:
         xf = x.astype(jnp.float32)
@@ -178,11 +162,11 @@ class UMT5Attention(nnx.Module):
         self.num_heads, self.d_kv = cfg.num_heads, cfg.d_kv
         self.num_buckets, self.max_distance = cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance
         dt = cfg.dtype
-        self.q = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.k = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.v = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.o = Linear(cfg.inner_dim, cfg.d_model, (HEADS, EMBED), dtype=dt, rngs=rngs)
-        self.relative_attention_bias = _param(
+        self.q = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
+        self.k = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
+        self.v = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
+        self.o = Linear(cfg.inner_dim, cfg.d_model, (HEADS, EMBED), dtype=dt, rngs=rngs, bias=False)
+        self.relative_attention_bias = param(
             jax.random.normal(rngs.params(), (cfg.relative_attention_num_buckets, cfg.num_heads), dt) * 0.02,
             (None, None),
         )
@@ -210,11 +194,11 @@ class UMT5FeedForward(nnx.Module):
         self.act = _ACTIVATIONS[cfg.act_name]
         self.gated = cfg.is_gated
         if self.gated:
-            self.wi_0 = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs)
-            self.wi_1 = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs)
+            self.wi_0 = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs, bias=False)
+            self.wi_1 = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs, bias=False)
         else:
-            self.wi = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs)
-        self.wo = Linear(cfg.d_ff, cfg.d_model, (MLP, EMBED), dtype=dt, rngs=rngs)
+            self.wi = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs, bias=False)
+        self.wo = Linear(cfg.d_ff, cfg.d_model, (MLP, EMBED), dtype=dt, rngs=rngs, bias=False)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if self.gated:
@@ -241,21 +225,7 @@ def run_blocks(
     block_graphdef: nnx.GraphDef, stacked_block_state: nnx.State, x: jax.Array, buckets: jax.Array, key_bias: jax.Array
 ) -> jax.Array:
     """Run blocks stacked on the leading axis of ``stacked_block_state`` (any slice of it) with ``lax.scan``."""
-
-    def body(h, layer_state):
-        return nnx.merge(block_graphdef, layer_state)(h, buckets, key_bias), None
-
-    x, _ = jax.lax.scan(body, x, stacked_block_state)
-    return x
-
-
-def _make_stacked_blocks(cfg: UMT5Config, rngs: nnx.Rngs) -> UMT5Block:
-    @nnx.split_rngs(splits=cfg.num_layers)
-    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: LAYERS})
-    def make(r: nnx.Rngs) -> UMT5Block:
-        return UMT5Block(cfg, rngs=r)
-
-    return make(rngs)
+    return scan_blocks(block_graphdef, stacked_block_state, x, buckets, key_bias)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -268,10 +238,10 @@ class UMT5Encoder(nnx.Module):
 
     def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
         self.cfg = cfg
-        self.embedding = _param(
+        self.embedding = param(
             jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.d_model), cfg.dtype), (VOCAB, EMBED)
         )
-        self.blocks = _make_stacked_blocks(cfg, rngs)
+        self.blocks = stacked(lambda r: UMT5Block(cfg, rngs=r), cfg.num_layers, rngs)
         self.final_norm = T5LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
 
     def split_blocks(self) -> tuple[nnx.GraphDef, nnx.State]:

@@ -46,11 +46,10 @@ import numpy as np
 from flax import nnx
 
 from vidax_core import sequence_parallel
+from vidax_core.layers import Axes, Linear, param, scan_blocks, stacked
 from vidax_core.sharding import constrain
 
-Axes = tuple[str | None, ...]
-
-EMBED, HEADS, MLP, LAYERS = "embed", "heads", "mlp", "layers"
+EMBED, HEADS, MLP = "embed", "heads", "mlp"
 BATCH, SEQ = "batch", "seq"  # activation-only logical axes
 
 
@@ -117,30 +116,12 @@ class WanDiTConfig:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _param(value: jax.Array, names: Axes) -> nnx.Param:
-    return nnx.Param(value, out_sharding=names, eager_sharding=False)
-
-
-class Linear(nnx.Module):
-    """y = x @ kernel + bias, kernel stored (in, out); matmul in the param dtype, output in the param dtype."""
-
-    def __init__(self, d_in: int, d_out: int, names: Axes, *, dtype: Any, rngs: nnx.Rngs):
-        init = nnx.initializers.lecun_normal()
-        self.kernel = _param(init(rngs.params(), (d_in, d_out), dtype), names)
-        self.bias = _param(jnp.zeros((d_out,), dtype), (names[1],))
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        k = self.kernel[...]
-        y = jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32) + self.bias[...].astype(jnp.float32)
-        return y.astype(k.dtype)
-
-
 class RMSNorm(nnx.Module):
     """torch.nn.RMSNorm over the last axis (fp32 statistics), output in the input dtype."""
 
     def __init__(self, dim: int, names: Axes, *, eps: float):
         self.eps = eps
-        self.scale = _param(jnp.ones((dim,), jnp.float32), names)
+        self.scale = param(jnp.ones((dim,), jnp.float32), names)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         xf = x.astype(jnp.float32)
@@ -167,8 +148,8 @@ class LayerNorm(nnx.Module):
 
     def __init__(self, dim: int, *, eps: float, names: Axes = (EMBED,)):
         self.eps = eps
-        self.scale = _param(jnp.ones((dim,), jnp.float32), names)
-        self.bias = _param(jnp.zeros((dim,), jnp.float32), names)
+        self.scale = param(jnp.ones((dim,), jnp.float32), names)
+        self.bias = param(jnp.zeros((dim,), jnp.float32), names)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return layer_norm(x, self.eps, self.scale[...], self.bias[...])
@@ -328,7 +309,7 @@ class WanBlock(nnx.Module):
         self.attn2 = Attention(cfg, rngs=rngs, added_kv_proj_dim=cfg.added_kv_proj_dim)
         self.norm2 = LayerNorm(cfg.dim, eps=cfg.eps) if cfg.cross_attn_norm else None
         self.ffn = FeedForward(cfg, rngs=rngs)
-        self.scale_shift_table = _param(
+        self.scale_shift_table = param(
             jax.random.normal(rngs.params(), (6, cfg.dim), jnp.float32) / cfg.dim**0.5, (None, EMBED)
         )
 
@@ -383,21 +364,7 @@ def run_blocks(
     (see :meth:`WanDiT.split_blocks`).
     """
 
-    def body(h, layer_state):
-        block = nnx.merge(block_graphdef, layer_state)
-        return block(h, ctx, tproj, rope, img_ctx), None
-
-    x, _ = jax.lax.scan(body, x, stacked_block_state)
-    return x
-
-
-def _make_stacked_blocks(cfg: WanDiTConfig, rngs: nnx.Rngs) -> WanBlock:
-    @nnx.split_rngs(splits=cfg.num_layers)
-    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: LAYERS})
-    def make(r: nnx.Rngs) -> WanBlock:
-        return WanBlock(cfg, rngs=r)
-
-    return make(rngs)
+    return scan_blocks(block_graphdef, stacked_block_state, x, ctx, tproj, rope, img_ctx)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -426,11 +393,11 @@ class WanDiT(nnx.Module):
         pt, ph, pw = cfg.patch_size
         init = nnx.initializers.lecun_normal(in_axis=(0, 1, 2, 3), out_axis=4)
         # Patch embedding: conv3d kernel (pt, ph, pw, C_in, dim), applied as reshape + matmul.
-        self.patch_kernel = _param(
+        self.patch_kernel = param(
             init(rngs.params(), (pt, ph, pw, cfg.in_channels, dim), dt),
             (None, None, None, None, EMBED),
         )
-        self.patch_bias = _param(jnp.zeros((dim,), dt), (EMBED,))
+        self.patch_bias = param(jnp.zeros((dim,), dt), (EMBED,))
         # Condition embedder. The time MLP stays fp32 (diffusers keeps time_embedder in fp32).
         self.time_linear_1 = Linear(cfg.freq_dim, dim, (None, EMBED), dtype=jnp.float32, rngs=rngs)
         self.time_linear_2 = Linear(dim, dim, (None, EMBED), dtype=jnp.float32, rngs=rngs)
@@ -446,17 +413,17 @@ class WanDiT(nnx.Module):
             self.image_linear_2 = Linear(idim, dim, (None, EMBED), dtype=dt, rngs=rngs)
             self.image_norm2 = LayerNorm(dim, eps=1e-5)
             if cfg.pos_embed_seq_len is not None:
-                self.image_pos_embed = _param(jnp.zeros((cfg.pos_embed_seq_len, idim), dt), (None, None))
+                self.image_pos_embed = param(jnp.zeros((cfg.pos_embed_seq_len, idim), dt), (None, None))
             else:
                 self.image_pos_embed = None
         else:
             self.image_norm1 = self.image_linear_1 = self.image_linear_2 = self.image_norm2 = None
             self.image_pos_embed = None
         # Blocks, stacked on a leading 'layers' axis.
-        self.blocks = _make_stacked_blocks(cfg, rngs)
+        self.blocks = stacked(lambda r: WanBlock(cfg, rngs=r), cfg.num_layers, rngs)
         # Output head.
         self.proj_out = Linear(dim, cfg.out_channels * pt * ph * pw, (EMBED, None), dtype=dt, rngs=rngs)
-        self.scale_shift_table = _param(
+        self.scale_shift_table = param(
             jax.random.normal(rngs.params(), (2, dim), jnp.float32) / dim**0.5, (None, EMBED)
         )
 

@@ -1,0 +1,62 @@
+"""Building blocks shared by every model: parameters with logical axis names, linear layers, stacked blocks.
+
+Parameters carry logical axis names (``out_sharding`` metadata, never applied eagerly) that a family's
+``shard_rules`` map onto mesh axes. Identical blocks live in ONE parameter tree stacked on a leading ``layers``
+axis and run with ``lax.scan``, so compile time does not grow with depth and an offload executor can run any
+slice of the stack.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+Axes = tuple[str | None, ...]
+LAYERS = "layers"
+
+
+def param(value: jax.Array, names: Axes) -> nnx.Param:
+    """A parameter annotated with logical axis names (one per dimension, None for unsharded)."""
+    return nnx.Param(value, out_sharding=names, eager_sharding=False)
+
+
+class Linear(nnx.Module):
+    """y = x @ kernel (+ bias); kernel stored (in, out). The matmul runs in the kernel's dtype with fp32
+    accumulation; the result is in the kernel's dtype, or fp32 when ``fp32_out``."""
+
+    def __init__(self, d_in: int, d_out: int, names: Axes, *, dtype: Any, rngs: nnx.Rngs, bias: bool = True,
+                 fp32_out: bool = False):
+        self.kernel = param(nnx.initializers.lecun_normal()(rngs.params(), (d_in, d_out), dtype), names)
+        self.bias = param(jnp.zeros((d_out,), dtype), (names[1],)) if bias else None
+        self.fp32_out = fp32_out
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        k = self.kernel[...]
+        y = jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32)
+        if self.bias is not None:
+            y = y + self.bias[...].astype(jnp.float32)
+        return y if self.fp32_out else y.astype(k.dtype)
+
+
+def stacked(make_block: Callable[[nnx.Rngs], nnx.Module], num_layers: int, rngs: nnx.Rngs) -> nnx.Module:
+    """``num_layers`` blocks from ``make_block(rngs)`` as one module whose parameters have a leading layer axis."""
+
+    @nnx.split_rngs(splits=num_layers)
+    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: LAYERS})
+    def make(r: nnx.Rngs) -> nnx.Module:
+        return make_block(r)
+
+    return make(rngs)
+
+
+def scan_blocks(block_graphdef: nnx.GraphDef, stacked_state: nnx.State, x: jax.Array, *args: Any) -> jax.Array:
+    """Run blocks stacked on the leading axis of ``stacked_state`` (any slice of it): ``x = block(x, *args)``."""
+
+    def body(h, layer_state):
+        return nnx.merge(block_graphdef, layer_state)(h, *args), None
+
+    x, _ = jax.lax.scan(body, x, stacked_state)
+    return x
