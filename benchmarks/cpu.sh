@@ -12,10 +12,11 @@ uptime
 # issue 7 items 3 and 4: DiT step vs diffusers (2 blocks at 1.3B width, 1280 tokens, CFG, fp32), compile vs depth,
 # VAE decode compile vs frame count
 vidax bench --dit-only --out "$OUT"
+python benchmarks/cpu_attention.py
 
 # the whole pipeline next to diffusers on the tiny built-in checkpoint (the machinery, not model speed)
 vidax bench benchmarks/tiny_cpu.yaml --reference diffusers --out "$OUT"
 
-# issue 7 item 5: offload overhead, resident vs streamed at chunk sizes 1 and 2 (= all blocks) of a 2-block model
-python benchmarks/make_random_checkpoint.py out/bench/ckpt-wan13b-2blk --layers 2 --small-vae
-vidax bench benchmarks/cpu_offload.yaml --sweep offload=off,1,2 --reference diffusers --out "$OUT"
+# issue 7 item 5: offload overhead, resident vs streamed at chunk sizes 1, 2 and all of a 4-block model
+python benchmarks/make_random_checkpoint.py out/bench/ckpt-wan13b-4blk --layers 4 --small-vae
+vidax bench benchmarks/cpu_offload.yaml --sweep offload=off,1,2,all --reference diffusers --out "$OUT"
