@@ -27,6 +27,8 @@ def test_offload_matches_resident(results, name):
     r = results[name]
     assert "error" not in r, r
     assert r["offload"]["enabled"]
+    print(f"{name}: final latents relative error vs resident {r['rel']:.3e}; "
+          f"peak DiT weight bytes per device {r['peak_resident_weight_bytes']}")
     assert r["rel"] < TOL, (name, r["rel"])
 
 
