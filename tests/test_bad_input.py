@@ -100,6 +100,9 @@ CASES = [
     ("unknown-sampler", lambda t, c: [MODEL, f"model.checkpoint={c}", "sampling.scheduler=warp"] + SMALL, "supported samplers"),
     ("unknown-sampler-option", lambda t, c: [MODEL, f"model.checkpoint={c}", "sampling.scheduler={name: unipc, speed: 2}"] + SMALL, "supported options"),
     ("scheduler-class-unknown", lambda t, c: [_set_json(c / "scheduler/scheduler_config.json", _class_name="MagicScheduler"), MODEL, f"model.checkpoint={c}"] + SMALL, "MagicScheduler"),
+    ("mesh-too-few-devices", lambda t, c: [MODEL, f"model.checkpoint={c}", "parallel.tp=2"] + SMALL, "needs 2 devices, only 1 are visible"),
+    ("image-missing-for-i2v", lambda t, c: ["model.id=wan2.1-i2v-14b-480p", f"model.checkpoint={c}"] + SMALL, "is an image-to-video model: set image"),
+    ("image-unreadable", lambda t, c: [_w(t / "bad.png", "not a png"), "model.id=wan2.1-i2v-14b-480p", f"model.checkpoint={c}", f"image={t / 'bad.png'}"] + SMALL, "cannot read image"),
     ("tokenizer-missing", lambda t, c: [_rm(c / "tokenizer/tokenizer.json"), MODEL, f"model.checkpoint={c}"] + SMALL, "tokenizer"),
 ]
 
