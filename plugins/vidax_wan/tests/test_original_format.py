@@ -235,3 +235,131 @@ def test_pth_file_round_trip(tmp_path):
     torch.save(original, tmp_path / "Wan2.1_VAE.pth")
     loaded = pth.load_pth(tmp_path / "Wan2.1_VAE.pth")
     _assert_same_params(of.load_vae_original(cfg, loaded), load_vae(cfg, tensors))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Wan2.1 I2V CLIP image encoder (models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth)
+
+CLIP_TINY = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4, image_size=28,
+                 patch_size=7, hidden_act="gelu", layer_norm_eps=1e-5)
+
+#: transformers ``CLIPVisionModel`` key -> ``wan/modules/clip.py`` ``XLMRobertaCLIP`` key (the inverse of the
+#: loader's map, written out independently); q/k/v are fused into ``attn.to_qkv`` by :func:`_clip_to_original`.
+_CLIP_INV = [
+    (r"vision_model\.embeddings\.patch_embedding\.weight", "visual.patch_embedding.weight"),
+    (r"vision_model\.embeddings\.class_embedding", "visual.cls_embedding"),
+    (r"vision_model\.embeddings\.position_embedding\.weight", "visual.pos_embedding"),
+    (r"vision_model\.pre_layrnorm\.(weight|bias)", r"visual.pre_norm.\1"),
+    (r"vision_model\.post_layernorm\.(weight|bias)", r"visual.post_norm.\1"),
+    (r"vision_model\.encoder\.layers\.(\d+)\.layer_norm1\.(.*)", r"visual.transformer.\1.norm1.\2"),
+    (r"vision_model\.encoder\.layers\.(\d+)\.layer_norm2\.(.*)", r"visual.transformer.\1.norm2.\2"),
+    (r"vision_model\.encoder\.layers\.(\d+)\.self_attn\.out_proj\.(.*)", r"visual.transformer.\1.attn.proj.\2"),
+    (r"vision_model\.encoder\.layers\.(\d+)\.mlp\.fc1\.(.*)", r"visual.transformer.\1.mlp.0.\2"),
+    (r"vision_model\.encoder\.layers\.(\d+)\.mlp\.fc2\.(.*)", r"visual.transformer.\1.mlp.2.\2"),
+]
+
+
+def _tiny_clip_tensors() -> dict[str, np.ndarray]:
+    """A random tiny transformers CLIPVisionModel's state dict (``vision_model.`` keys), every parameter random."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    ref = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(**CLIP_TINY)).eval()
+    with torch.no_grad():
+        for _, p in ref.named_parameters():
+            p.copy_(torch.randn_like(p))
+    return {("vision_model." + k if not k.startswith("vision_model.") else k): v.numpy().copy()
+            for k, v in ref.state_dict().items() if not k.endswith("position_ids")}
+
+
+def _clip_to_original(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The Wan original layout: renamed, q/k/v fused row-wise into ``to_qkv``, cls (1, 1, D), pos (1, L, D), plus
+    the text tower / logit scale / visual head that the loader must drop."""
+    out: dict[str, np.ndarray] = {}
+    layers = {int(m[1]) for k in tensors if (m := re.match(r"vision_model\.encoder\.layers\.(\d+)\.", k))}
+    for n in layers:
+        pre = f"vision_model.encoder.layers.{n}.self_attn."
+        for kind in ("weight", "bias"):
+            out[f"visual.transformer.{n}.attn.to_qkv.{kind}"] = np.concatenate(
+                [tensors[f"{pre}{p}_proj.{kind}"] for p in "qkv"], axis=0)
+    for key, value in tensors.items():
+        if re.search(r"self_attn\.[qkv]_proj\.", key):
+            continue
+        new = _inverse(key, _CLIP_INV)
+        assert new != key, key
+        out[new] = value.reshape((1, 1, -1) if new == "visual.cls_embedding" else
+                                 (1, *value.shape) if new == "visual.pos_embedding" else value.shape)
+    d = tensors["vision_model.embeddings.class_embedding"].shape[0]
+    rng = np.random.default_rng(0)
+    out["visual.head"] = rng.standard_normal((d, 16)).astype(np.float32)
+    out["textual.token_embedding.weight"] = rng.standard_normal((11, 8)).astype(np.float32)
+    out["textual.blocks.0.attn.q.weight"] = rng.standard_normal((8, 8)).astype(np.float32)
+    out["log_scale"] = np.asarray(2.5, np.float32)
+    return out
+
+
+def test_clip_original_layout_loads_identically(tmp_path):
+    torch = pytest.importorskip("torch")
+    pth = pytest.importorskip("vidax_core.pth")
+    from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
+
+    tensors = _tiny_clip_tensors()
+    original = _clip_to_original(tensors)
+    assert "visual.transformer.0.attn.to_qkv.weight" in original
+    assert original["visual.pos_embedding"].shape == (1, 17, 32)
+    torch.save({k: torch.from_numpy(v) for k, v in original.items()}, tmp_path / of.CLIP_FILE)
+    src = pth.PthFile(tmp_path / of.CLIP_FILE)
+    renamed = of.ClipVisionTensors(src)
+    assert set(renamed) == set(tensors)  # text tower, log_scale and visual.head dropped; q/k/v split
+    for key, value in tensors.items():
+        np.testing.assert_array_equal(np.asarray(renamed[key]), value, err_msg=key)
+
+    cfg_dict = of.clip_vision_config_from_tensors(src)
+    assert {k: cfg_dict[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+                                     "image_size", "hidden_act", "layer_norm_eps")} == {
+        k: CLIP_TINY[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size",
+                                  "image_size", "hidden_act", "layer_norm_eps")}
+    cfg = CLIPVisionConfig.from_config({**cfg_dict, "num_attention_heads": CLIP_TINY["num_attention_heads"]})
+    _assert_same_params(load_clip_vision(cfg, renamed), load_clip_vision(cfg, tensors))
+
+    # the published file's numbers: ViT-H/14 with 16 heads of 80
+    full = of.WAN21_CLIP_VISION_CONFIG
+    assert (full["hidden_size"], full["num_attention_heads"], full["hidden_size"] // of.CLIP_HEAD_DIM) == (1280, 16, 16)
+
+    # an unknown visual key is reported by its original name, not silently dropped
+    torch.save({**{k: torch.from_numpy(v) for k, v in original.items()}, "visual.extra": torch.zeros(3)},
+               tmp_path / "bad.pth")
+    with pytest.raises(ConversionError) as err:
+        load_clip_vision(cfg, of.ClipVisionTensors(pth.PthFile(tmp_path / "bad.pth")))
+    assert "visual.extra" in str(err.value.unexpected)
+
+
+def test_clip_in_original_folder(tmp_path):
+    """An original folder with an I2V DiT (``img_emb.*``) needs the CLIP .pth, and serves it in transformers terms."""
+    torch = pytest.importorskip("torch")
+    import json
+
+    from safetensors.numpy import save_file
+    from test_original_run import write_original
+    from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
+    from vidax_core.errors import UserError
+
+    root = tmp_path / "orig"
+    write_original(root)
+    save_file({"img_emb.proj.0.weight": np.ones(8, np.float32)}, str(root / "img.safetensors"))
+    index = root / "diffusion_pytorch_model.safetensors.index.json"
+    data = json.loads(index.read_text())
+    data["weight_map"]["img_emb.proj.0.weight"] = "img.safetensors"
+    index.write_text(json.dumps(data))
+    with pytest.raises(UserError, match=re.escape(of.CLIP_FILE)):
+        of.OriginalWanCheckpoint(str(root))
+
+    tensors = _tiny_clip_tensors()
+    torch.save({k: torch.from_numpy(v) for k, v in _clip_to_original(tensors).items()}, root / of.CLIP_FILE)
+    ckpt = of.OriginalWanCheckpoint(str(root))
+    assert ckpt.has("image_encoder") and ckpt.has("image_processor")
+    proc = ckpt.config("image_processor")
+    assert proc["image_mean"] == [0.48145466, 0.4578275, 0.40821073] and proc["crop_size"]["height"] == 224
+    cfg = CLIPVisionConfig.from_config(ckpt.config("image_encoder"))
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.image_size, cfg.hidden_act) == (32, 3, 28, "gelu")
+    _assert_same_params(load_clip_vision(cfg, ckpt.tensors("image_encoder")), load_clip_vision(cfg, tensors))

@@ -19,6 +19,14 @@ UMT5 rename follows ``wan/modules/t5.py`` (diffusers downloads ``google/umt5-xxl
 * ``models_t5_umt5-xxl-enc-bf16.pth``: ``token_embedding`` -> ``shared``, ``blocks.N.attn.{q,k,v,o}``,
   ``blocks.N.pos_embedding.embedding`` (per-layer relative bias), ``norm1/norm2``, ``ffn.gate.0`` (the GELU'd
   branch) / ``ffn.fc1`` / ``ffn.fc2`` -> ``wi_0 / wi_1 / wo``, ``norm`` -> ``encoder.final_layer_norm``.
+* ``models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth`` (Wan2.1 I2V): the ``visual.*`` tower of
+  ``wan/modules/clip.py`` -> transformers ``CLIPVisionModel`` names: ``patch_embedding`` / ``cls_embedding``
+  (1, 1, D) / ``pos_embedding`` (1, L, D) -> ``embeddings.*`` (flattened), ``pre_norm`` / ``post_norm`` ->
+  ``pre_layrnorm`` / ``post_layernorm``, ``transformer.N.{norm1, norm2, attn.proj, mlp.0, mlp.2}`` ->
+  ``encoder.layers.N.{layer_norm1, layer_norm2, self_attn.out_proj, mlp.fc1, mlp.fc2}``, and the fused
+  ``attn.to_qkv`` (3D, D) split into ``q_proj / k_proj / v_proj`` (a transform, done lazily on access). The text
+  tower (``textual.*``), ``log_scale`` and the ``visual.head`` projection are not used (Wan reads the penultimate
+  block's output) and are dropped.
 
 Values are passed through untouched (arrays or lazy loaders), so sharded safetensors and ``vidax_core.pth``
 mappings stay lazy. Conversion errors name the ORIGINAL keys.
@@ -239,7 +247,7 @@ def load_umt5_original(cfg: Any, tensors: Mapping[str, Any]) -> Any:
 #   Wan2.1_VAE.pth | Wan2.2_VAE.pth               VAE state dict
 #   models_t5_umt5-xxl-enc-bf16.pth               UMT5-XXL encoder state dict
 #   google/umt5-xxl/                              tokenizer (tokenizer.json needed)
-#   models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth   Wan2.1 I2V only (not supported yet)
+#   models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth   Wan2.1 I2V only: CLIP ViT-H/14 (+ XLM-R text tower)
 #
 # Configs the release does not ship (VAE, UMT5, scheduler) are the published ones, with every architecture
 # number that the weights determine (widths, depths, channels) read from the tensor shapes, so a tiny model
@@ -249,6 +257,7 @@ VAE21_FILE, VAE22_FILE = "Wan2.1_VAE.pth", "Wan2.2_VAE.pth"
 UMT5_FILE = "models_t5_umt5-xxl-enc-bf16.pth"
 TOKENIZER_DIR = os.path.join("google", "umt5-xxl")
 CLIP_GLOB = "models_clip_*.pth"
+CLIP_FILE = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
 EXPERT_DIRS = ("high_noise_model", "low_noise_model")
 
 WAN22_LATENTS_MEAN = (
@@ -330,6 +339,132 @@ class RenamedTensors(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self.original)
+
+
+#: ``clip_xlm_roberta_vit_h_14``'s visual tower (``wan/modules/clip.py``: dim 1280, mlp_ratio 4, 16 heads, 32 layers,
+#: patch 14, image 224, ``activation='gelu'`` (exact ``nn.GELU``), LayerNorm eps 1e-5, bias-free patch conv because
+#: ``pre_norm=True``) as a transformers ``CLIPVisionConfig``.
+WAN21_CLIP_VISION_CONFIG: dict[str, Any] = dict(
+    model_type="clip_vision_model", architectures=["CLIPVisionModel"], hidden_size=1280, intermediate_size=5120,
+    num_hidden_layers=32, num_attention_heads=16, num_channels=3, image_size=224, patch_size=14, hidden_act="gelu",
+    layer_norm_eps=1e-5, projection_dim=1024,
+)
+#: ViT-H/14's head width (1280 / 16); the head count is the one number the tensor shapes do not give.
+CLIP_HEAD_DIM = 80
+#: The CLIP preprocessing constants ``wan/modules/clip.py`` uses (``_clip``: mean/std, ``image_size`` 224), in
+#: ``CLIPImageProcessor`` terms as the -Diffusers repos ship them (shortest edge 224, center crop 224, bicubic).
+WAN21_CLIP_PROCESSOR_CONFIG: dict[str, Any] = dict(
+    image_processor_type="CLIPImageProcessor", do_resize=True, size={"shortest_edge": 224}, resample=3,
+    do_center_crop=True, crop_size={"height": 224, "width": 224}, do_rescale=True, rescale_factor=1 / 255,
+    do_normalize=True, image_mean=[0.48145466, 0.4578275, 0.40821073],
+    image_std=[0.26862954, 0.26130258, 0.27577711], do_convert_rgb=True,
+)
+#: Original CLIP keys that the vision tower does not use: the XLM-RoBERTa text tower, the logit scale and the
+#: visual projection ``visual.head`` (Wan reads ``hidden_states[-2]``, before any head).
+CLIP_DROP = re.compile(r"textual\..*|log_scale|logit_scale|visual\.head(\..*)?")
+
+_CLIP_BLOCK = re.compile(r"visual\.transformer\.(\d+)\.(.+)")
+_CLIP_BLOCK_RENAME = {
+    "norm1.weight": "layer_norm1.weight", "norm1.bias": "layer_norm1.bias",
+    "norm2.weight": "layer_norm2.weight", "norm2.bias": "layer_norm2.bias",
+    "attn.proj.weight": "self_attn.out_proj.weight", "attn.proj.bias": "self_attn.out_proj.bias",
+    "mlp.0.weight": "mlp.fc1.weight", "mlp.0.bias": "mlp.fc1.bias",
+    "mlp.2.weight": "mlp.fc2.weight", "mlp.2.bias": "mlp.fc2.bias",
+}
+_CLIP_RENAME = {
+    "visual.patch_embedding.weight": "vision_model.embeddings.patch_embedding.weight",
+    "visual.pre_norm.weight": "vision_model.pre_layrnorm.weight",
+    "visual.pre_norm.bias": "vision_model.pre_layrnorm.bias",
+    "visual.post_norm.weight": "vision_model.post_layernorm.weight",
+    "visual.post_norm.bias": "vision_model.post_layernorm.bias",
+}
+
+
+def _flatten_to(ndim: int) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(x: np.ndarray) -> np.ndarray:
+        return x.reshape(x.shape[-ndim:]) if x.ndim > ndim and all(d == 1 for d in x.shape[:-ndim]) else x
+
+    return fn
+
+
+def _qkv_part(i: int) -> Callable[[np.ndarray], np.ndarray]:
+    def fn(x: np.ndarray) -> np.ndarray:
+        if x.shape[0] % 3:
+            raise UserError(f"CLIP attn.to_qkv has {x.shape[0]} output rows, not a multiple of 3: "
+                            "is it the right file?")
+        n = x.shape[0] // 3  # ``to_qkv(x).view(b, s, 3, heads, head_dim)``: rows [q | k | v]
+        return x[i * n : (i + 1) * n]
+
+    return fn
+
+
+def clip_keys(key: str) -> list[tuple[str, Callable[[np.ndarray], np.ndarray] | None]]:
+    """One original open-clip key -> [(transformers ``CLIPVisionModel`` key, transform or None)]; [] to drop.
+    Unknown keys come back unchanged (so the conversion reports them as unexpected, by their original name)."""
+    if CLIP_DROP.fullmatch(key):
+        return []
+    if key in _CLIP_RENAME:
+        return [(_CLIP_RENAME[key], None)]
+    if key == "visual.cls_embedding":  # (1, 1, D) -> (D,)
+        return [("vision_model.embeddings.class_embedding", _flatten_to(1))]
+    if key == "visual.pos_embedding":  # (1, L, D) -> (L, D)
+        return [("vision_model.embeddings.position_embedding.weight", _flatten_to(2))]
+    m = _CLIP_BLOCK.fullmatch(key)
+    if m:
+        pre, rest = f"vision_model.encoder.layers.{m[1]}.", m[2]
+        if rest in _CLIP_BLOCK_RENAME:
+            return [(pre + _CLIP_BLOCK_RENAME[rest], None)]
+        if rest in ("attn.to_qkv.weight", "attn.to_qkv.bias"):
+            kind = rest.rsplit(".", 1)[1]
+            return [(f"{pre}self_attn.{p}_proj.{kind}", _qkv_part(i)) for i, p in enumerate("qkv")]
+    return [(key, None)]
+
+
+class ClipVisionTensors(Mapping[str, np.ndarray]):
+    """A lazy view of an original Wan CLIP ``.pth`` as a transformers ``CLIPVisionModel`` state dict: renamed keys,
+    the fused ``to_qkv`` split into q/k/v and the embeddings flattened on access; text tower and heads dropped."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.original: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray] | None]] = {}
+        for key in source:
+            for new, fn in clip_keys(key):
+                if new in self.original:
+                    raise UserError(f"original CLIP keys {self.original[new][0]!r} and {key!r} both map to {new!r}")
+                self.original[new] = (key, fn)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        orig, fn = self.original[key]
+        value = self.source[orig]
+        return value if fn is None else fn(np.asarray(value))
+
+    def nbytes(self, key: str) -> int:
+        orig, fn = self.original[key]
+        n = self.source.nbytes(orig) if hasattr(self.source, "nbytes") else np.asarray(self.source[orig]).nbytes
+        return n // 3 if fn is not None and orig.endswith(("to_qkv.weight", "to_qkv.bias")) else n
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.original)
+
+    def __len__(self) -> int:
+        return len(self.original)
+
+
+def clip_vision_config_from_tensors(src: Any) -> dict[str, Any]:
+    """:data:`WAN21_CLIP_VISION_CONFIG` with the widths, depth, patch and image size read from the visual tensors."""
+    dim, _, patch, _ = _shape(src, "visual.patch_embedding.weight")
+    seq = _shape(src, "visual.pos_embedding")[-2]
+    layers = sorted({int(m[1]) for k in src if (m := _CLIP_BLOCK.fullmatch(k))})
+    if not layers or layers != list(range(len(layers))):
+        raise UserError("the CLIP .pth has no contiguous visual.transformer.N blocks: "
+                        "is it the open-clip ViT-H/14 file?")
+    grid = int(round((seq - 1) ** 0.5))
+    if grid * grid != seq - 1:
+        raise UserError(f"CLIP visual.pos_embedding has {seq} positions, not 1 + a square grid")
+    heads = dim // CLIP_HEAD_DIM if dim % CLIP_HEAD_DIM == 0 and dim >= CLIP_HEAD_DIM else 1
+    return {**WAN21_CLIP_VISION_CONFIG, "hidden_size": dim, "num_hidden_layers": len(layers),
+            "intermediate_size": _shape(src, "visual.transformer.0.mlp.0.weight")[0], "num_attention_heads": heads,
+            "patch_size": patch, "image_size": grid * patch}
 
 
 def _shape(src: Any, key: str) -> tuple[int, ...]:
@@ -478,17 +613,16 @@ class OriginalWanCheckpoint(Checkpoint):
             "transformer_2": ["diffusers", "WanTransformer3DModel"] if experts else [None, None],
         }
         self.require("tokenizer")  # a missing tokenizer.json is reported before any weights are read
-        if "img_emb.proj.0.weight" in self._dit_source("transformer"):
-            raise UserError(
-                f"checkpoint folder {self.source}: Wan2.1 image-to-video in the original release layout is not "
-                "supported yet (its open-clip .pth is not mapped): use the diffusers layout, e.g. "
-                "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers")
+        if "img_emb.proj.0.weight" in self._dit_source("transformer") and "image_encoder" not in self._paths:
+            raise UserError(f"checkpoint folder {self.source} holds a Wan2.1 image-to-video DiT but lacks {CLIP_FILE}")
 
     # -- Checkpoint API ----------------------------------------------------------------------------------------
     def path(self, component: str) -> str:
         return self._paths.get(component, os.path.join(self.root, component))
 
     def has(self, component: str) -> bool:
+        if component == "image_processor":
+            return self.has("image_encoder")
         return component == "scheduler" or (component in self._paths and os.path.exists(self._paths[component]))
 
     def require(self, component: str) -> str:
@@ -515,6 +649,10 @@ class OriginalWanCheckpoint(Checkpoint):
             return {**UNIPC_FLOW_CONFIG, "flow_shift": FLOW_SHIFT.get(self.model_id, 5.0)}
         if component == "tokenizer":
             return _json_file(os.path.join(self.require("tokenizer"), "tokenizer_config.json"))
+        if component == "image_encoder":
+            return clip_vision_config_from_tensors(self._pth("image_encoder"))
+        if component == "image_processor" and self.has("image_encoder"):
+            return dict(WAN21_CLIP_PROCESSOR_CONFIG)
         raise UserError(f"original Wan checkpoint {self.source} has no {component} config")
 
     def weight_files(self, component: str) -> list[str]:
@@ -531,6 +669,8 @@ class OriginalWanCheckpoint(Checkpoint):
                                                                        wan22=self.wan22_vae))
         if component == "text_encoder":
             return RenamedTensors(self._pth("text_encoder"), umt5_key)
+        if component == "image_encoder":
+            return ClipVisionTensors(self._pth("image_encoder"))
         raise UserError(f"original Wan checkpoint {self.source} has no {component} weights")
 
     # -- sources -----------------------------------------------------------------------------------------------
