@@ -17,6 +17,9 @@ TINY_DIT = dict(
     text_dim=32, freq_dim=16, ffn_dim=32, num_layers=2, cross_attn_norm=True, qk_norm="rms_norm_across_heads",
     eps=1e-6, rope_max_seq_len=32,
 )
+# The DiT parity tests' tiny config, as a diffusers config.json would hold it (text width 16).
+TINY_DIT_CONFIG = dict(TINY_DIT, patch_size=[1, 2, 2], text_dim=16, image_dim=None, added_kv_proj_dim=None,
+                       pos_embed_seq_len=None)
 TINY_VAE = dict(
     base_dim=8, z_dim=4, dim_mult=[1, 2, 2, 2], num_res_blocks=1, attn_scales=[], temperal_downsample=[False, True, True],
     latents_mean=[0.1, -0.2, 0.05, 0.3], latents_std=[1.5, 0.8, 1.2, 2.0],

@@ -15,27 +15,9 @@ from vidax_core.convert import ConversionError  # noqa: E402
 from vidax_core.nnx_util import abstract_model, flat_state  # noqa: E402
 from vidax_wan.convert_dit import DIT_RULES, load_dit  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig, run_blocks  # noqa: E402
+from vidax_testing.tiny_wan import TINY_DIT_CONFIG  # noqa: E402
 
-TINY = dict(
-    _class_name="WanTransformer3DModel",
-    _diffusers_version="0.42.1",
-    patch_size=[1, 2, 2],
-    num_attention_heads=2,
-    attention_head_dim=12,
-    in_channels=4,
-    out_channels=4,
-    text_dim=16,
-    freq_dim=16,
-    ffn_dim=32,
-    num_layers=2,
-    cross_attn_norm=True,
-    qk_norm="rms_norm_across_heads",
-    eps=1e-6,
-    image_dim=None,
-    added_kv_proj_dim=None,
-    rope_max_seq_len=32,
-    pos_embed_seq_len=None,
-)
+TINY = dict(_class_name="WanTransformer3DModel", _diffusers_version="0.42.1", **TINY_DIT_CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -30,26 +30,10 @@ from vidax_core.convert import ConversionError  # noqa: E402
 from vidax_core.nnx_util import abstract_model  # noqa: E402
 from vidax_wan.convert_dit import DIT_IGNORE, DIT_RULES, load_dit  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
+from vidax_testing.tiny_wan import TINY_DIT_CONFIG  # noqa: E402
 
 TEXT_LEN = 512  # diffusers' WanAttnProcessor hard-codes 512 text tokens after the image tokens
-BASE = dict(
-    patch_size=[1, 2, 2],
-    num_attention_heads=2,
-    attention_head_dim=12,
-    in_channels=4,
-    out_channels=4,
-    text_dim=16,
-    freq_dim=16,
-    ffn_dim=32,
-    num_layers=2,
-    cross_attn_norm=True,
-    qk_norm="rms_norm_across_heads",
-    eps=1e-6,
-    image_dim=None,
-    added_kv_proj_dim=None,
-    rope_max_seq_len=32,
-    pos_embed_seq_len=None,
-)
+BASE = dict(TINY_DIT_CONFIG)
 # Wan 2.1 I2V-like: 4 latent + 4 mask + 4 condition channels in, 4 out; CLIP-like image tokens of width 16.
 I2V = dict(BASE, in_channels=12, image_dim=16, added_kv_proj_dim=24)
 FLF2V = dict(I2V, pos_embed_seq_len=10)  # 2 x 5 image tokens (first and last frame)
