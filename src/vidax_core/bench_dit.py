@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
-import os
 import statistics
 import sys
 import time

@@ -45,7 +45,6 @@ def main(which: str) -> None:
     cfg = WanDiTConfig(**kw)
     graphdef, abstract = nnx.split(nnx.eval_shape(lambda: WanDiT(cfg, rngs=nnx.Rngs(0))))
     rules = sharding.make_rules(WAN_SHARD_RULES)
-    names = sharding.param_names(abstract)
     flat = {tuple(p): v.get_value() for p, v in nnx.to_flat_state(abstract)}
     tokens = int(np.prod(lat_shape[1:])) // 4
     print(f"### {which}: dim {cfg.dim}, {cfg.num_attention_heads} heads, ffn {cfg.ffn_dim}, {cfg.num_layers} blocks, "

@@ -32,8 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.config_dict import from_config_dict
 from vidax_core.convert import KeyRule, conv, convert, linear
-from vidax_core.layers import Axes, Linear, param, scan_blocks, stacked
+from vidax_core.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nnx_util import abstract_model, materialize
 
 
@@ -76,10 +77,7 @@ class CLIPVisionConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "CLIPVisionConfig":
         """From a ``CLIPVisionModel`` config.json, or a full ``CLIPModel`` one (its ``vision_config``)."""
-        config = config.get("vision_config", config)
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in {**dict(config), **overrides}.items() if k in names}
-        return cls(**kwargs)
+        return from_config_dict(cls, config.get("vision_config", config), **overrides)
 
     @property
     def num_patches(self) -> int:

@@ -31,9 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.config_dict import from_config_dict
 from vidax_core.convert import KeyRule, convert, linear
 from vidax_core.errors import UserError
-from vidax_core.layers import Axes, Linear, param, scan_blocks, stacked
+from vidax_core.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nnx_util import abstract_model, materialize
 
 VOCAB, EMBED, HEADS, MLP = "vocab", "embed", "heads", "mlp"
@@ -83,10 +84,7 @@ class UMT5Config:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "UMT5Config":
         """Build from a transformers config dict; unknown keys (``architectures``, ``dropout_rate``...) are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in config.items() if k in names}
-        kwargs.update(overrides)
-        return cls(**kwargs)
+        return from_config_dict(cls, config, **overrides)
 
     @property
     def is_gated(self) -> bool:

@@ -46,6 +46,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core import sequence_parallel
+from vidax_core.config_dict import from_config_dict
 from vidax_core.layers import Axes, Linear, param, scan_blocks, stacked
 from vidax_core.sharding import constrain
 
@@ -91,10 +92,7 @@ class WanDiTConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "WanDiTConfig":
         """Build from a diffusers config dict; unknown keys (``_class_name``, ``_diffusers_version``...) are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in config.items() if k in names}
-        kwargs.update(overrides)
-        return cls(**kwargs)
+        return from_config_dict(cls, config, **overrides)
 
     @property
     def dim(self) -> int:

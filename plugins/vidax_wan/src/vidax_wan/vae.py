@@ -24,7 +24,6 @@ Equivalence with the reference's cache rules (``feat_cache`` in ``autoencoder_kl
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -33,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+
+from vidax_core.config_dict import from_config_dict
 
 CACHE_T = 2
 
@@ -74,12 +75,11 @@ class WanVAEConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "WanVAEConfig":
         """Build from a diffusers config.json dict; unknown keys (``_class_name``...) are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: v for k, v in {**dict(config), **overrides}.items() if k in names}
+        kw = {**dict(config), **overrides}
         for k in ("dim_mult", "attn_scales", "temperal_downsample", "latents_mean", "latents_std"):
-            if k in kw and kw[k] is not None:
+            if kw.get(k) is not None:
                 kw[k] = tuple(kw[k])
-        return cls(**kw)
+        return from_config_dict(cls, kw)
 
     @property
     def temperal_upsample(self) -> tuple[bool, ...]:

@@ -27,6 +27,7 @@ from flax import nnx
 
 from .vae import (
     CausalConv3d,
+    Decoder,
     Downsample,
     MidBlock,
     ResBlock,
@@ -160,7 +161,9 @@ class Encoder22(nnx.Module):
         return cache.conv(self.conv_out, _silu(self.norm_out(x)))
 
 
-class Decoder22(nnx.Module):
+class Decoder22(Decoder):
+    """The Wan2.2 decoder: residual up blocks with duplicate-upsampling shortcuts; forward as :class:`Decoder`."""
+
     def __init__(self, cfg: WanVAEConfig, *, dtype=jnp.float32):
         mult = list(cfg.dim_mult)
         dims = [(cfg.decoder_base_dim or cfg.base_dim) * u for u in [mult[-1]] + mult[::-1]]
@@ -174,13 +177,6 @@ class Decoder22(nnx.Module):
         ])
         self.norm_out = RMSNorm(dims[-1], dtype=dtype)
         self.conv_out = CausalConv3d(dims[-1], cfg.out_channels, dtype=dtype)
-
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
-        x = cache.conv(self.conv_in, x)
-        x = self.mid_block(x, cache)
-        for blk in self.up_blocks:
-            x = blk(x, cache, first)
-        return cache.conv(self.conv_out, _silu(self.norm_out(x)))
 
 
 class WanVAE22(WanVAE):
