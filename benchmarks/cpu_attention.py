@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vidax_core.attention import einsum_attention
-from vidax_core.attention_kernels import blockwise, per_head
+from vidax_core.attention.kernels import blockwise, per_head
 
 B, S, H, D = 2, 1280, 12, 128
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vidax_core import attention as att
-from vidax_core.attention_kernels import _common, blockwise, pallas_tpu, per_head
+from vidax_core.attention.kernels import _common, blockwise, pallas_tpu, per_head
 from vidax_core.errors import UserError
 
 RTOL = 1e-5  # max |out - ref| / max |ref|, fp32 inputs

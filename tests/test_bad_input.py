@@ -43,14 +43,14 @@ def _set_json(path, **changes):
 
 
 def _drop_tensor(path, name):
-    from vidax_core.safetensors_io import SafetensorsFile, save_file
+    from vidax_core.io.safetensors import SafetensorsFile, save_file
 
     tensors = {k: np.array(v) for k, v in SafetensorsFile(str(path)).items() if k != name}
     save_file(tensors, str(path))
 
 
 def _add_tensor(path, name, value):
-    from vidax_core.safetensors_io import SafetensorsFile, save_file
+    from vidax_core.io.safetensors import SafetensorsFile, save_file
 
     tensors = {k: np.array(v) for k, v in SafetensorsFile(str(path)).items()}
     tensors[name] = value

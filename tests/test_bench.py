@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from vidax_core import bench
+from vidax_core.bench import command as bench
 from vidax_core.cli import main
 from vidax_core.errors import UserError
 

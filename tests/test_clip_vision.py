@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 PIL_Image = pytest.importorskip("PIL.Image")
 
-from vidax_core.convert import ConversionError  # noqa: E402
+from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.encoders.clip_vision import (  # noqa: E402
     CLIPVisionConfig,
     encode_image,

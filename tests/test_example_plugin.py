@@ -77,7 +77,7 @@ def test_install_list_run_uninstall(tmp_path):
         assert frames.std() > 0  # not a constant image
         assert (tmp_path / "cache" / "vidax" / "vidax-example-plugin" / "0.1.0" / "tiny" / "model_index.json").is_file()
 
-        from vidax_core.video import read_mp4
+        from vidax_core.io.video import read_mp4
 
         assert read_mp4(str(out)).shape == (4, 32, 32, 3)
     finally:

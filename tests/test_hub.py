@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from vidax_core.checkpoint import hub_allow_patterns
+from vidax_core.io.checkpoint import hub_allow_patterns
 from vidax_testing.cli import vidax as run_cli
 
 REPO = "vidax-test/Wan-Tiny-Diffusers"

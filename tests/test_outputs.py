@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from vidax_core import outputs, video
+from vidax_core.io import outputs
+from vidax_core.io import video
 from vidax_core.errors import UserError
 
 

@@ -8,8 +8,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from vidax_core.errors import UserError
-from vidax_core.mesh import plan_mesh
-from vidax_core.sharding import DEFAULT_RULES, logical_to_spec, make_rules
+from vidax_core.parallel.mesh import plan_mesh
+from vidax_core.parallel.sharding import DEFAULT_RULES, logical_to_spec, make_rules
 
 
 def par(dp=None, tp=1, sp=1):

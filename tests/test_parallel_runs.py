@@ -1,7 +1,7 @@
 """The tiny Wan pipeline under tensor, sequence and data parallelism on 8 fake CPU devices equals one device.
 
 One subprocess (the fake device count must be set before jax is imported) runs every configuration through
-``vidax_core.pipeline.run`` and reports the relative error of the final latents against the 1-device run.
+``vidax_core.runner.pipeline.run`` and reports the relative error of the final latents against the 1-device run.
 """
 
 from __future__ import annotations

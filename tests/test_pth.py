@@ -1,4 +1,4 @@
-"""vidax_core.pth (torch-free, pickle-code-free .pth reader) against torch.save as the oracle."""
+"""vidax_core.io.pth (torch-free, pickle-code-free .pth reader) against torch.save as the oracle."""
 
 import io
 import os
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vidax_core.errors import UserError
-from vidax_core.pth import PthFile, load_pth
+from vidax_core.io.pth import PthFile, load_pth
 
 torch = pytest.importorskip("torch")
 
@@ -335,5 +335,5 @@ def test_reader_never_imports_torch():
     import subprocess
     import sys
 
-    code = "import sys, vidax_core.pth; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, vidax_core.io.pth; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vidax_core.convert import ConversionError
+from vidax_core.io.convert import ConversionError
 from vidax_core.encoders.umt5 import UMT5_RULES, UMT5Config, encode_text, load_umt5, relative_position_buckets
-from vidax_core.tokenizer import TextTokenizer
+from vidax_core.encoders.tokenizer import TextTokenizer
 from vidax_testing.tiny_tokenizer import make_tiny_t5_tokenizer, tokenizer_vocab_size
 
 torch = pytest.importorskip("torch")

@@ -18,34 +18,26 @@ import sys
 import traceback
 from typing import Sequence
 
-from . import __version__
-from .errors import UserError
+from vidax_core import __version__
+from vidax_core.errors import UserError
 
 EXIT_USER_ERROR = 2
 
 
-def _preset_for(plugins):
-    def preset(model_id: str) -> dict:
-        spec = plugins.registry.get(model_id)
-        return dict(spec.preset)
-
-    return preset
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import config as config_mod
-    from .plugins import get_plugins
-    from .progress import Reporter
+    from vidax_core import config as config_mod
+    from vidax_core.plugins import get_plugins
+    from vidax_core.runner.progress import Reporter
 
     plugins = get_plugins()
-    cfg = config_mod.resolve(args.config, args.overrides, _preset_for(plugins))
+    cfg = config_mod.resolve(args.config, args.overrides, plugins.preset_for)
     reporter = Reporter(quiet=args.quiet)
     if args.dry_run:
-        from .plan import describe_plan
+        from vidax_core.runner.dry_run import describe_plan
 
         print(describe_plan(cfg, plugins))
         return 0
-    from . import pipeline
+    from vidax_core.runner import pipeline
 
     result = pipeline.run(cfg, plugins, reporter)
     reporter.log(pipeline.summary(result.metrics))
@@ -55,7 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_list_models(args: argparse.Namespace) -> int:
-    from .plugins import get_plugins
+    from vidax_core.plugins import get_plugins
 
     specs = list(get_plugins().registry)
     if args.json:
@@ -73,7 +65,7 @@ def cmd_list_models(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from .plugins import get_plugins
+    from vidax_core.plugins import get_plugins
 
     plugins = get_plugins()
     counts: dict[str, int] = {}
@@ -103,11 +95,11 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_show_config(args: argparse.Namespace) -> int:
-    from . import config as config_mod
-    from .plugins import get_plugins
+    from vidax_core import config as config_mod
+    from vidax_core.plugins import get_plugins
 
     plugins = get_plugins()
-    preset = _preset_for(plugins)(args.model_id)
+    preset = plugins.preset_for(args.model_id)
     merged = config_mod.merge(config_mod.defaults_dict(), preset, {"model": {"id": args.model_id}})
     cfg = config_mod.validate(merged)
     print(config_mod.to_yaml(cfg), end="")
@@ -140,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("model_id")
     sc.set_defaults(func=cmd_show_config)
 
-    from .bench import add_parser as add_bench_parser
+    from vidax_core.bench.command import add_parser as add_bench_parser
 
     add_bench_parser(sub)
     return p

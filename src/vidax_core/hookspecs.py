@@ -7,7 +7,7 @@ returns ``None`` for a model it does not own, so several families coexist and th
 Objects passed in:
 
 * ``spec`` – the frozen :class:`ModelSpec` of the model being run.
-* ``ckpt`` – a :class:`vidax_core.checkpoint.Checkpoint`: resolved local folder, each component's ``config.json``
+* ``ckpt`` – a :class:`vidax_core.io.checkpoint.Checkpoint`: resolved local folder, each component's ``config.json``
   (``ckpt.config("transformer")``) and lazy tensors (``ckpt.tensors("transformer")``).
 * ``run`` – the validated, frozen :class:`vidax_core.config.RunConfig`.
 """
@@ -38,7 +38,7 @@ def build_dit(spec, ckpt, run):
 def convert_checkpoint(spec, component, tensors, abstract):
     """Convert ``tensors`` (source key -> lazy array) of ``component`` (e.g. "transformer") onto ``abstract``
     (flat path -> ShapeDtypeStruct of the model built by ``build_dit``) and return path -> numpy array. Use
-    :func:`vidax_core.convert.convert` with a declarative key table so every problem is reported at once.
+    :func:`vidax_core.io.convert.convert` with a declarative key table so every problem is reported at once.
     Return None to decline."""
 
 
@@ -105,8 +105,8 @@ def builtin_checkpoint(spec, name):
 @hookspec(firstresult=True)
 def open_checkpoint(spec, path):
     """Claim the local folder ``path`` that is not in diffusers layout (e.g. a model's original release files)
-    and return a :class:`vidax_core.checkpoint.Checkpoint` (usually a subclass) that answers in diffusers terms:
+    and return a :class:`vidax_core.io.checkpoint.Checkpoint` (usually a subclass) that answers in diffusers terms:
     ``config(component)`` and ``tensors(component)`` (keys renamed to the diffusers names, values lazy),
-    ``has``, ``require``, ``model_index``, ``root``. Read ``.pth`` files only with :mod:`vidax_core.pth`. Raise a
+    ``has``, ``require``, ``model_index``, ``root``. Read ``.pth`` files only with :mod:`vidax_core.io.pth`. Raise a
     :class:`vidax_core.errors.UserError` for a folder that is clearly of your layout but incomplete; return None
     to decline (the core then reports that the folder is not in a known layout)."""

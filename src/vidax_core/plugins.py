@@ -16,8 +16,8 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
-from .registry import ModelSpec, Registry
+from vidax_core import hookspecs
+from vidax_core.registry import ModelSpec, Registry
 
 GROUP = "vidax"
 
@@ -40,6 +40,7 @@ class Plugins:
         self.pm.add_hookspecs(hookspecs)
         self.infos: list[PluginInfo] = []
         self._registry: Registry | None = None
+        self._owner: dict[str, str] = {}  # model id -> name of the plugin that registered it
 
     @property
     def hook(self) -> Any:
@@ -78,6 +79,7 @@ class Plugins:
     def registry(self) -> Registry:
         if self._registry is None:
             reg = Registry()
+            self._owner = {}
             for impl in self.pm.hook.register_models.get_hookimpls():
                 info = next((i for i in self.infos if i.name == impl.plugin_name), None)
 
@@ -91,14 +93,37 @@ class Plugins:
                             version=spec.version or (_info.version if _info else ""),
                         )
                     )
+                    self._owner[spec.id] = _name
 
                 impl.function(register=register)
             self._registry = reg
         return self._registry
 
+    def owner(self, spec: ModelSpec) -> str | None:
+        """The name of the plugin that registered ``spec`` (None for a spec no plugin registered)."""
+        self.registry  # noqa: B018 - fills the owner table
+        return self._owner.get(spec.id)
+
     def call(self, hook_name: str, spec: ModelSpec, **kwargs: Any) -> Any:
-        """Call the firstresult hook ``name`` with the model spec first."""
-        return getattr(self.pm.hook, hook_name)(spec=spec, **kwargs)
+        """Call the per-model hook ``hook_name`` on the plugin that registered ``spec`` only.
+
+        A family's hooks therefore never see another family's models: no plugin needs an "is this mine" guard,
+        and a plugin that forgets one cannot answer for a model it does not own. A spec registered by no plugin
+        (built by hand in a test) goes to every plugin, first answer wins.
+        """
+        caller = getattr(self.pm.hook, hook_name)
+        owner = self.owner(spec)
+        if owner is None:
+            return caller(spec=spec, **kwargs)
+        args = {"spec": spec, **kwargs}
+        for impl in caller.get_hookimpls():
+            if impl.plugin_name == owner:
+                return impl.function(**{name: args[name] for name in impl.argnames})
+        return None
+
+    def preset_for(self, model_id: str) -> dict:
+        """The registered preset (config defaults) of ``model_id``."""
+        return dict(self.registry.get(model_id).preset)
 
 
 _DEFAULT: Plugins | None = None

@@ -6,7 +6,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import UserError
+from vidax_core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from flax import nnx  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "plugins", "vidax_wan", "src"))
 
-from vidax_core import sharding  # noqa: E402
-from vidax_core.mesh import MeshPlan, make_mesh  # noqa: E402
+from vidax_core.parallel import sharding  # noqa: E402
+from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
 from vidax_wan.plugin import WAN_SHARD_RULES  # noqa: E402
 

@@ -30,10 +30,10 @@ def main(argv: list[str]) -> int:
     import jax
 
     from vidax_core import config as config_mod
-    from vidax_core import pipeline
+    from vidax_core.runner import pipeline
     from vidax_core.errors import UserError
     from vidax_core.plugins import get_plugins
-    from vidax_core.progress import Reporter
+    from vidax_core.runner.progress import Reporter
 
     ckpt, work, *specs = argv
     os.makedirs(work, exist_ok=True)

@@ -22,10 +22,10 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
-from vidax_core import sequence_parallel as sp_mod  # noqa: E402
-from vidax_core import sharding  # noqa: E402
+from vidax_core.attention import ulysses as sp_mod  # noqa: E402
+from vidax_core.parallel import sharding  # noqa: E402
 from vidax_core.attention import attention  # noqa: E402
-from vidax_core.mesh import MeshPlan, make_mesh  # noqa: E402
+from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
 
 
 def rel(a, b) -> float:

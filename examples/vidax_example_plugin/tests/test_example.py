@@ -11,9 +11,9 @@ import pytest
 from flax import nnx
 
 from vidax_core import config
-from vidax_core.checkpoint import Checkpoint
-from vidax_core.convert import ConversionError
-from vidax_core.nnx_util import abstract_model, materialize
+from vidax_core.io.checkpoint import Checkpoint
+from vidax_core.io.convert import ConversionError
+from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
 
 from vidax_example_plugin import plugin

@@ -26,8 +26,8 @@ from flax import nnx
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_core.convert import ConversionError  # noqa: E402
-from vidax_core.nnx_util import abstract_model  # noqa: E402
+from vidax_core.io.convert import ConversionError  # noqa: E402
+from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_wan.convert_dit import DIT_IGNORE, DIT_RULES, load_dit  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
 from vidax_testing.tiny_wan import TINY_DIT_CONFIG  # noqa: E402

@@ -13,8 +13,8 @@ import pytest
 import torch
 from flax import nnx
 
-from vidax_core.convert import convert
-from vidax_core.nnx_util import abstract_model
+from vidax_core.io.convert import convert
+from vidax_core.nn.state import abstract_model
 
 # Published configurations (config.json of the Wan-AI *-Diffusers repositories).
 WAN21_VAE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],

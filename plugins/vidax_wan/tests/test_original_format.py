@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from vidax_core.convert import ConversionError
-from vidax_core.nnx_util import flat_state
+from vidax_core.io.convert import ConversionError
+from vidax_core.nn.state import flat_state
 from vidax_wan import original_format as of
 
 ASSETS = Path(__file__).resolve().parents[1] / "src" / "vidax_wan" / "assets" / "tiny-random"
@@ -223,9 +223,9 @@ def test_errors_name_original_keys():
 
 
 def test_pth_file_round_trip(tmp_path):
-    """An original-layout VAE written with torch.save is read back by vidax_core.pth (no pickle code) and loads."""
+    """An original-layout VAE written with torch.save is read back by vidax_core.io.pth (no pickle code) and loads."""
     torch = pytest.importorskip("torch")
-    pth = pytest.importorskip("vidax_core.pth")
+    pth = pytest.importorskip("vidax_core.io.pth")
     from vidax_wan.convert_vae import load_vae
     from vidax_wan.vae import WanVAEConfig
 
@@ -300,7 +300,7 @@ def _clip_to_original(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def test_clip_original_layout_loads_identically(tmp_path):
     torch = pytest.importorskip("torch")
-    pth = pytest.importorskip("vidax_core.pth")
+    pth = pytest.importorskip("vidax_core.io.pth")
     from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
 
     tensors = _tiny_clip_tensors()

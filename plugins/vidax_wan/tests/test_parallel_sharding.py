@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from flax import nnx
 
-from vidax_core import sharding
+from vidax_core.parallel import sharding
 from vidax_wan.dit import WanDiT, WanDiTConfig
 from vidax_wan.plugin import WAN_SHARD_RULES, shard_rules
 

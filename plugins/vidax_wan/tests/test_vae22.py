@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_core.convert import ConversionError  # noqa: E402
+from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_wan import vae as vae_mod  # noqa: E402
 from vidax_wan.convert_vae22 import load_vae22  # noqa: E402
 from vidax_wan.vae import WanVAEConfig, decode_video  # noqa: E402

@@ -32,10 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config_dict import from_config_dict
-from vidax_core.convert import KeyRule, conv, convert, linear
-from vidax_core.layers import Linear, param, scan_blocks, stacked
-from vidax_core.nnx_util import abstract_model, materialize
+from vidax_core.config.arch import from_config_dict
+from vidax_core.io.convert import KeyRule, conv, convert, linear
+from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
+from vidax_core.nn.state import abstract_model, materialize
 
 
 EMBED, HEADS, MLP = "embed", "heads", "mlp"

@@ -27,11 +27,11 @@ from .base import (
     sampler_from_scheduler_config,
     supported_scheduler_classes,
 )
-from .cogvideox import CogVideoXDDIMSampler, CogVideoXDPMSampler
-from .dpm import DPMSolverSampler
-from .flow_ancestral import FlowEulerAncestralSampler
-from .flow_euler import FlowEulerSampler
-from .unipc import UniPCSampler
+from vidax_core.schedulers.cogvideox import CogVideoXDDIMSampler, CogVideoXDPMSampler
+from vidax_core.schedulers.dpm import DPMSolverSampler
+from vidax_core.schedulers.flow_ancestral import FlowEulerAncestralSampler
+from vidax_core.schedulers.flow_euler import FlowEulerSampler
+from vidax_core.schedulers.unipc import UniPCSampler
 
 __all__ = [
     "Sampler",

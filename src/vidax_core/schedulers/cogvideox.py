@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .base import ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, _check_noise, gather, register_sampler, register_scheduler_class
-from .vp import betas_for_alpha_bar, torch_linspace
+from vidax_core.schedulers.base import ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, _check_noise, gather, register_sampler, register_scheduler_class
+from vidax_core.schedulers.vp import betas_for_alpha_bar, torch_linspace
 
 __all__ = ["CogVideoXDDIMSampler", "CogVideoXDPMSampler"]
 

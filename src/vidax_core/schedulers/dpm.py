@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .base import ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, gather, register_sampler, register_scheduler_class
-from .sigmas import convert_sigmas, sigma_kind
-from .unipc import _sigma_to_t
-from .vp import VPSchedule
+from vidax_core.schedulers.base import ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, gather, register_sampler, register_scheduler_class
+from vidax_core.schedulers.sigmas import convert_sigmas, sigma_kind
+from vidax_core.schedulers.unipc import _sigma_to_t
+from vidax_core.schedulers.vp import VPSchedule
 
 __all__ = ["DPMSolverSampler"]
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .base import ConfigReader, SamplerPlan, SchedulerConfigError, _check_noise, gather, register_sampler, register_scheduler_class
-from .flow_euler import FlowEulerSampler
+from vidax_core.schedulers.base import ConfigReader, SamplerPlan, SchedulerConfigError, _check_noise, gather, register_sampler, register_scheduler_class
+from vidax_core.schedulers.flow_euler import FlowEulerSampler
 
 __all__ = ["FlowEulerAncestralSampler"]
 

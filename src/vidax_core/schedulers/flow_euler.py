@@ -23,7 +23,7 @@ from .base import (
     register_sampler,
     register_scheduler_class,
 )
-from .sigmas import convert_sigmas, shift_sigmas, sigma_kind, stretch_to_terminal, time_shift
+from vidax_core.schedulers.sigmas import convert_sigmas, shift_sigmas, sigma_kind, stretch_to_terminal, time_shift
 
 __all__ = ["FlowEulerSampler"]
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vidax_core.attention import attention
-from vidax_core.convert import KeyRule, linear
+from vidax_core.io.convert import KeyRule, linear
 
 # Logical axis names; shard_rules (plugin.py) maps them onto mesh axes.
 EMBED, HEADS, MLP, LAYERS = "embed", "heads", "mlp", "layers"

@@ -85,7 +85,7 @@ def build_dit(spec, ckpt, run):
 def convert_checkpoint(spec, component, tensors, abstract):
     if not _ours(spec) or component != "transformer":
         return None
-    from vidax_core.convert import convert
+    from vidax_core.io.convert import convert
 
     from .dit import DIT_RULES
 

@@ -1,6 +1,6 @@
 """The toy prompt encoder: UTF-8 bytes -> embedding table -> tanh(Linear), one vector per token, padding zeroed.
 
-Real families reuse the core's encoders (``vidax_core.encoders``) and tokenizer (``vidax_core.tokenizer``); the
+Real families reuse the core's encoders (``vidax_core.encoders``) and tokenizer (``vidax_core.encoders.tokenizer``); the
 toy keeps a byte tokenizer of its own so it needs no vocabulary file.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from jax import ShapeDtypeStruct
 
-from vidax_core.convert import KeyRule, convert, linear
+from vidax_core.io.convert import KeyRule, convert, linear
 
 PAD_ID = 0  # token id = byte value + 1; 0 is padding
 

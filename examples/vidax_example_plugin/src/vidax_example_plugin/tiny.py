@@ -13,7 +13,7 @@ import tempfile
 
 import numpy as np
 
-from vidax_core.safetensors_io import save_file
+from vidax_core.io.safetensors import save_file
 
 from . import __version__, dit, text, vae
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from jax import ShapeDtypeStruct
 
-from vidax_core.convert import KeyRule, compose, conv, convert, squeeze
+from vidax_core.io.convert import KeyRule, compose, conv, convert, squeeze
 
 VAE_RULES = [
     # torch Conv2d 1x1 kernel (3, C, 1, 1) -> (1, 1, C, 3) -> (C, 3)

@@ -7,8 +7,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from flax import nnx
 
-from vidax_core.convert import KeyRule, conv, convert, linear, squeeze
-from vidax_core.nnx_util import abstract_model, materialize
+from vidax_core.io.convert import KeyRule, conv, convert, linear, squeeze
+from vidax_core.nn.state import abstract_model, materialize
 
 from .dit import WanDiT, WanDiTConfig
 

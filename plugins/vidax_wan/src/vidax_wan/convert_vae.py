@@ -6,8 +6,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vidax_core.convert import KeyRule, conv, convert, flatten
-from vidax_core.nnx_util import abstract_model, materialize
+from vidax_core.io.convert import KeyRule, conv, convert, flatten
+from vidax_core.nn.state import abstract_model, materialize
 
 from .vae import WanVAE, WanVAEConfig
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from vidax_core.convert import KeyRule, convert
-from vidax_core.nnx_util import abstract_model, materialize
+from vidax_core.io.convert import KeyRule, convert
+from vidax_core.nn.state import abstract_model, materialize
 
 from .convert_vae import VAE_DECODE_ONLY_IGNORE, _conv_rules, _norm_rule, _side_rules
 from .vae import WanVAEConfig

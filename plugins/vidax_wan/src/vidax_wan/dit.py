@@ -45,10 +45,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core import sequence_parallel
-from vidax_core.config_dict import from_config_dict
-from vidax_core.layers import Axes, Linear, param, scan_blocks, stacked
-from vidax_core.sharding import constrain
+from vidax_core.attention import ulysses as sequence_parallel
+from vidax_core.config.arch import from_config_dict
+from vidax_core.nn.layers import Axes, Linear, param, scan_blocks, stacked
+from vidax_core.parallel.sharding import constrain
 
 EMBED, HEADS, MLP = "embed", "heads", "mlp"
 BATCH, SEQ = "batch", "seq"  # activation-only logical axes

@@ -28,7 +28,7 @@ UMT5 rename follows ``wan/modules/t5.py`` (diffusers downloads ``google/umt5-xxl
   tower (``textual.*``), ``log_scale`` and the ``visual.head`` projection are not used (Wan reads the penultimate
   block's output) and are dropped.
 
-Values are passed through untouched (arrays or lazy loaders), so sharded safetensors and ``vidax_core.pth``
+Values are passed through untouched (arrays or lazy loaders), so sharded safetensors and ``vidax_core.io.pth``
 mappings stay lazy. Conversion errors name the ORIGINAL keys.
 """
 
@@ -42,8 +42,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from vidax_core.checkpoint import Checkpoint, TensorSource
-from vidax_core.convert import ConversionError
+from vidax_core.io.checkpoint import Checkpoint, TensorSource
+from vidax_core.io.convert import ConversionError
 from vidax_core.errors import UserError
 
 #: diffusers' ``TRANSFORMER_KEYS_RENAME_DICT``, applied in order with ``str.replace``.
@@ -683,7 +683,7 @@ class OriginalWanCheckpoint(Checkpoint):
     def _pth(self, component: str) -> Any:
         key = ("pth", component)
         if key not in self._cache:
-            from vidax_core.pth import PthFile
+            from vidax_core.io.pth import PthFile
 
             self._cache[key] = PthFile(self.require(component))
         return self._cache[key]

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 from flax import nnx
 
-from vidax_core.convert import convert
+from vidax_core.io.convert import convert
 from vidax_core.hookspecs import hookimpl
 from vidax_core.model_api import DitBuild
 from vidax_core.registry import ModelSpec
@@ -153,7 +153,7 @@ def build_text_encoder(spec, ckpt, run):
     if not _ours(spec):
         return None
     from vidax_core.encoders.umt5 import UMT5Config, encode_text, load_umt5
-    from vidax_core.tokenizer import TextTokenizer
+    from vidax_core.encoders.tokenizer import TextTokenizer
 
     tok = TextTokenizer.from_dir(ckpt.require("tokenizer"))
     cfg = UMT5Config.from_config(ckpt.config("text_encoder"))

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config_dict import from_config_dict
+from vidax_core.config.arch import from_config_dict
 
 CACHE_T = 2
 
@@ -105,7 +105,7 @@ def _silu(x: jax.Array) -> jax.Array:
 class CausalConv3d(nnx.Module):
     """Conv3d, time-VALID (the caller prepends cache / causal zeros), spatial 'same' zero padding.
 
-    ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.convert.conv``.
+    ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.io.convert.conv``.
     """
 
     def __init__(self, cin: int, cout: int, kernel: Sequence[int] = (3, 3, 3), *, stride_t: int = 1, dtype=jnp.float32):

@@ -18,8 +18,8 @@ from flax import nnx  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
-from vidax_core import sharding  # noqa: E402
-from vidax_core.mesh import MeshPlan, make_mesh  # noqa: E402
+from vidax_core.parallel import sharding  # noqa: E402
+from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
 from vidax_wan.plugin import WAN_SHARD_RULES  # noqa: E402
 

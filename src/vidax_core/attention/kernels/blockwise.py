@@ -1,0 +1,96 @@
+"""Pure-JAX flash-style attention: online softmax over key blocks, one query block at a time.
+
+Two nested ``lax.scan`` loops (query blocks outside, key/value blocks inside) keep the largest intermediate
+at (B, H, block_q, block_k) fp32 logits plus an fp32 (B, H, block_q, D) accumulator, so memory grows
+linearly with the sequence length instead of with Sq * Sk. Lengths that are not multiples of the block sizes
+are padded; padded keys get a logit of -inf (they never count, even for rows that see no real key) while
+keys hidden by ``kv_mask``/segment ids get ``finfo(float32).min`` exactly like the einsum backend, so rows
+that see no key come out as the mean of ``v`` with no special casing. Runs on any platform (it is what
+``auto`` uses on CPU for long sequences; see :mod:`vidax_core.attention`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from vidax_core.attention.kernels._common import MASKED_LOGIT, pad_axis, round_up
+
+DEFAULT_BLOCK_Q = 512
+DEFAULT_BLOCK_K = 1024
+
+
+def attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    kv_mask: jax.Array | None = None,
+    q_segment_ids: jax.Array | None = None,
+    kv_segment_ids: jax.Array | None = None,
+    block_q: int = DEFAULT_BLOCK_Q,
+    block_k: int = DEFAULT_BLOCK_K,
+) -> jax.Array:
+    b, sq, h, d = q.shape
+    sk = k.shape[1]
+    if block_q < 1 or block_k < 1:
+        raise ValueError(f"block sizes must be positive; got block_q={block_q}, block_k={block_k}")
+    bq = min(block_q, sq)
+    bk = min(block_k, sk)
+    sq_pad, sk_pad = round_up(sq, bq), round_up(sk, bk)
+    nq, nk = sq_pad // bq, sk_pad // bk
+    scale = 1.0 / math.sqrt(d)
+
+    # Block-major layouts for scan: (n_blocks, B, block, H, D) and (n_blocks, B, block).
+    def blocks(x, n, blk, s_pad):
+        x = pad_axis(x, 1, s_pad)
+        return jnp.moveaxis(x.reshape((b, n, blk) + x.shape[2:]), 1, 0)
+
+    qb = blocks(q, nq, bq, sq_pad)
+    kb = blocks(k, nk, bk, sk_pad)
+    vb = blocks(v, nk, bk, sk_pad)
+    key_real = blocks(jnp.ones((b, sk), bool), nk, bk, sk_pad)  # False on padding
+    key_ok = key_real if kv_mask is None else blocks(kv_mask.astype(bool), nk, bk, sk_pad)
+    use_seg = q_segment_ids is not None
+    if use_seg:
+        qsb = blocks(q_segment_ids.astype(jnp.int32), nq, bq, sq_pad)
+        ksb = blocks(kv_segment_ids.astype(jnp.int32), nk, bk, sk_pad)
+    else:  # dummies so that the scan structure is the same
+        qsb = jnp.zeros((nq, b, 1), jnp.int32)
+        ksb = jnp.zeros((nk, b, 1), jnp.int32)
+
+    def q_step(_, q_in):
+        q_blk, q_seg = q_in  # (B, bq, H, D), (B, bq)
+
+        def kv_step(carry, kv_in):
+            m, l, acc = carry  # (B, H, bq), (B, H, bq), (B, H, bq, D) fp32
+            k_blk, v_blk, real, ok, k_seg = kv_in
+            s = jnp.einsum("bqhd,bkhd->bhqk", q_blk, k_blk, preferred_element_type=jnp.float32) * scale
+            vis = ok[:, None, None, :]
+            if use_seg:
+                vis = jnp.logical_and(vis, (q_seg[:, :, None] == k_seg[:, None, :])[:, None])
+            s = jnp.where(vis, s, MASKED_LOGIT)
+            s = jnp.where(real[:, None, None, :], s, -jnp.inf)
+            m_new = jnp.maximum(m, jnp.max(s, axis=-1))  # finite: the first block always has a real key
+            p = jnp.exp(s - m_new[..., None])
+            alpha = jnp.exp(m - m_new)
+            l = alpha * l + jnp.sum(p, axis=-1)
+            pv = jnp.einsum("bhqk,bkhd->bhqd", p.astype(v_blk.dtype), v_blk, preferred_element_type=jnp.float32)
+            acc = alpha[..., None] * acc + pv
+            return (m_new, l, acc), None
+
+        init = (
+            jnp.full((b, h, bq), -jnp.inf, jnp.float32),
+            jnp.zeros((b, h, bq), jnp.float32),
+            jnp.zeros((b, h, bq, d), jnp.float32),
+        )
+        (_, l, acc), _ = lax.scan(kv_step, init, (kb, vb, key_real, key_ok, ksb))
+        out = (acc / l[..., None]).astype(v.dtype)  # (B, H, bq, D)
+        return None, jnp.transpose(out, (0, 2, 1, 3))  # (B, bq, H, D)
+
+    _, out = lax.scan(q_step, None, (qb, qsb))  # (nq, B, bq, H, D)
+    out = jnp.moveaxis(out, 0, 1).reshape(b, sq_pad, h, d)
+    return out[:, :sq]

@@ -1,0 +1,418 @@
+"""``vidax bench``: time and memory of a configured run, optionally side by side with diffusers, over a sweep.
+
+  vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2,...] [--out DIR]
+  vidax bench --dit-only [--blocks 2] ...          (DiT-step and compile-time microbenchmarks, see bench_dit)
+
+Every case (one vidax run per sweep value, one diffusers run per distinct model/sampling setting) runs in its own
+Python subprocess by default, so peak RSS and device memory are per case and JAX and torch never share a device
+allocator; ``--in-process`` runs them in this process instead (faster to start; peak RSS is then the process's
+running maximum). The vidax side is exactly :func:`vidax_core.runner.pipeline.run` with the output video, metrics file
+and the persistent compilation cache switched off (so ``compile_s`` is a cold compile; pass
+``runtime.compilation_cache=true`` to measure a warm cache).
+
+Metrics per case: load, encode, compile (first step minus the steady step), per-step (median of steps 1..),
+decode, total, peak host RSS, peak device bytes where the backend reports them (``Device.memory_stats()`` on
+GPU/TPU, ``torch.cuda.max_memory_allocated`` for the reference; "n/a" on CPU) and, for vidax, the peak bytes of
+DiT weights resident on a device. With ``--reference`` each row also gets the ratio vidax / diffusers per metric.
+Results go to ``DIR/NAME.json`` and ``DIR/NAME.md`` (the markdown table is printed too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Sequence
+
+from vidax_core.bench.report import _json_default, device_memory as _device_memory, machine_info, write_report
+
+# metric key -> (table header, scale, format)
+COLUMNS: list[tuple[str, str, float, str]] = [
+    ("load_s", "load s", 1.0, "{:.2f}"),
+    ("encode_s", "encode s", 1.0, "{:.2f}"),
+    ("compile_s", "compile s", 1.0, "{:.2f}"),
+    ("per_step_s", "per-step s", 1.0, "{:.4f}"),
+    ("decode_s", "decode s", 1.0, "{:.2f}"),
+    ("total_s", "total s", 1.0, "{:.2f}"),
+    ("peak_rss_mb", "peak RSS MB", 1.0, "{:.0f}"),
+    ("device_peak_bytes", "device peak MB", 2.0**-20, "{:.1f}"),
+    ("peak_resident_weight_bytes", "DiT weights on device MB", 2.0**-20, "{:.1f}"),
+]
+RATIO_KEYS = ("load_s", "encode_s", "compile_s", "per_step_s", "decode_s", "total_s", "peak_rss_mb", "device_peak_bytes")
+REFERENCES = ("diffusers",)
+# Settings that only change the vidax side: the reference is run once for all sweep values of these.
+VIDAX_ONLY_PREFIXES = ("offload", "parallel", "attention", "runtime", "output")
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser(
+        "bench", help="benchmark a config (per-step time, compile, decode, memory), optionally against diffusers",
+        description="Benchmark a config: load, compile, steady per-step, decode and total time, peak host RSS and "
+                    "device memory. Writes DIR/NAME.json and DIR/NAME.md. See docs/benchmarks.md.")
+    b.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
+    b.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=10")
+    b.add_argument("--reference", choices=REFERENCES, help="also run the same checkpoint with this engine and add ratios")
+    b.add_argument("--sweep", metavar="KEY=V1,V2,...",
+                   help="repeat over one setting, e.g. offload.chunk_size=1,2,4 or parallel.sp=1,2; the shorthand "
+                        "offload=off,1,2,all sweeps offload off and on at those chunk sizes (all = every block)")
+    b.add_argument("--out", default="out/bench", metavar="DIR", help="output folder (default out/bench)")
+    b.add_argument("--name", help="file stem of the outputs (default: the config's file name, or 'bench')")
+    b.add_argument("--in-process", action="store_true", help="run the cases in this process, not one subprocess each")
+    b.add_argument("--host-devices", type=int, metavar="N",
+                   help="CPU only: make XLA expose N host devices to each case (for parallel.* sweeps)")
+    b.add_argument("--profile", metavar="DIR", help="write a jax.profiler trace of each vidax case under DIR")
+    b.add_argument("--quiet", "-q", action="store_true", help="no per-case progress lines")
+    b.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    d = b.add_argument_group("DiT-only microbenchmarks (Wan2.1 block width, random weights; no config needed)")
+    d.add_argument("--dit-only", action="store_true",
+                   help="time one guided DiT step vidax vs diffusers, compile time vs depth, VAE compile vs frames")
+    d.add_argument("--blocks", type=int, default=2, help="blocks for the timed step (default 2)")
+    d.add_argument("--compile-blocks", default="2,30", help="block counts for the compile-time ratio (default 2,30)")
+    d.add_argument("--vae-frames", default="5,17,33", help="frame counts for VAE decode compile time (default 5,17,33)")
+    d.add_argument("--vae-size", type=int, default=32, help="VAE decode height=width for the compile test (default 32)")
+    d.add_argument("--repeats", type=int, default=3, help="timed DiT steps after the warm-up step (default 3)")
+    d.add_argument("--skip", default="", help="comma list of parts to skip: step,compile,vae,reference")
+    b.set_defaults(func=cmd_bench)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# sweep and case planning
+
+
+def parse_sweep(text: str | None) -> tuple[str | None, list[str]]:
+    from vidax_core.errors import UserError
+
+    if not text:
+        return None, []
+    if "=" not in text:
+        raise UserError(f"--sweep {text!r} is not KEY=V1,V2,... (e.g. --sweep offload.chunk_size=1,2,4)")
+    key, values = text.split("=", 1)
+    vals = [v.strip() for v in values.split(",") if v.strip()]
+    if not key or not vals:
+        raise UserError(f"--sweep {text!r} is not KEY=V1,V2,... (e.g. --sweep offload.chunk_size=1,2,4)")
+    return key.strip(), vals
+
+
+def sweep_overrides(key: str, value: str, block_count: Any = None) -> list[str]:
+    """The key=value overrides of one sweep point (``offload=off|N|all`` is a shorthand)."""
+    from vidax_core.errors import UserError
+
+    if key != "offload":
+        return [f"{key}={value}"]
+    if value in ("off", "false", "none", "0"):
+        return ["offload.enabled=false"]
+    if value == "all":
+        n = block_count() if callable(block_count) else block_count
+        return ["offload.enabled=true", f"offload.chunk_size={n}"]
+    if not value.isdigit():
+        raise UserError(f"--sweep offload=...: values are off, a chunk size or all, got {value!r}")
+    return ["offload.enabled=true", f"offload.chunk_size={value}"]
+
+
+# Layered over the user's YAML, under their key=value arguments (those still win): no video, no metrics file, cold
+# compiles.
+BENCH_LAYER = {"output": {"path": "", "metrics": None, "save_latents": None, "save_frames": None},
+               "runtime": {"compilation_cache": False}}
+
+
+def resolve_case(config_path: str | None, overrides: Sequence[str], extra: Sequence[str], preset_for):
+    """defaults < model preset < YAML < bench layer < key=value < sweep point, validated."""
+    from vidax_core import config as config_mod
+    from vidax_core.errors import UserError
+
+    user = config_mod.load_yaml(config_path) if config_path else {}
+    cli = config_mod.parse_overrides(list(overrides))
+    point = config_mod.parse_overrides(list(extra))
+    model_id = config_mod.model_id_of(user, cli, point)
+    if model_id is None:
+        raise UserError("no model chosen: set model.id in the config or pass model.id=... (see `vidax list-models`)")
+    preset = preset_for(str(model_id))
+    return config_mod.validate(config_mod.merge(config_mod.defaults_dict(), preset, user, BENCH_LAYER, cli, point))
+
+
+def _reference_key(cfg_dict: dict) -> str:
+    relevant = {k: v for k, v in cfg_dict.items() if k not in VIDAX_ONLY_PREFIXES}
+    return json.dumps(relevant, sort_keys=True, default=str)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the cases themselves (run in a worker subprocess or in-process)
+
+
+def run_vidax_case(cfg_dict: dict, profile_dir: str | None = None, quiet: bool = True) -> dict[str, Any]:
+    import jax
+
+    from vidax_core import config as config_mod
+    from vidax_core.runner import pipeline
+    from vidax_core.plugins import get_plugins
+    from vidax_core.runner.progress import Reporter
+
+    cfg = config_mod.validate(cfg_dict)
+    plugins = get_plugins()
+    reporter = Reporter(quiet=quiet)
+    if profile_dir:
+        os.makedirs(profile_dir, exist_ok=True)
+        with jax.profiler.trace(profile_dir):
+            result = pipeline.run(cfg, plugins, reporter)
+    else:
+        result = pipeline.run(cfg, plugins, reporter)
+    m = dict(result.metrics)
+    m.update(_device_memory())
+    m["engine"] = "vidax"
+    m["jax"] = jax.__version__
+    m["devices"] = [f"{d.platform}:{getattr(d, 'device_kind', '')}" for d in jax.local_devices()]
+    m["dtype"] = cfg.model.dtype or "float32"
+    return m
+
+
+def run_reference_case(cfg_dict: dict, ckpt_dir: str) -> dict[str, Any]:
+    from vidax_core.bench import reference as bench_reference
+    from vidax_core import config as config_mod
+
+    return bench_reference.run_reference(config_mod.validate(cfg_dict), ckpt_dir)
+
+
+def _worker_main(argv: Sequence[str]) -> int:
+    """``python -m vidax_core.bench.command --worker SPEC.json RESULT.json``: run one case, write its metrics."""
+    spec_path, result_path = argv
+    with open(spec_path) as f:
+        spec = json.load(f)
+    try:
+        if spec["engine"] == "vidax":
+            metrics = run_vidax_case(spec["config"], spec.get("profile"), quiet=spec.get("quiet", True))
+        else:
+            metrics = run_reference_case(spec["config"], spec["ckpt_dir"])
+        out = {"ok": True, "metrics": metrics}
+    except Exception as exc:  # noqa: BLE001 - reported by the parent as a failed case
+        from vidax_core.errors import UserError
+
+        out = {"ok": False, "user_error": isinstance(exc, UserError), "error": f"{type(exc).__name__}: {exc}"}
+    with open(result_path, "w") as f:
+        json.dump(out, f, default=_json_default)
+    return 0 if out["ok"] else 1
+
+
+def _run_case(engine: str, cfg_dict: dict, *, ckpt_dir: str | None, in_process: bool, env: dict | None,
+              profile: str | None, verbose: bool) -> dict[str, Any]:
+    from vidax_core.errors import UserError
+
+    if in_process:
+        if engine == "vidax":
+            return run_vidax_case(cfg_dict, profile, quiet=not verbose)
+        return run_reference_case(cfg_dict, ckpt_dir)
+    with tempfile.TemporaryDirectory(prefix="vidax-bench-") as tmp:
+        spec_path, result_path = os.path.join(tmp, "spec.json"), os.path.join(tmp, "result.json")
+        with open(spec_path, "w") as f:
+            json.dump({"engine": engine, "config": cfg_dict, "ckpt_dir": ckpt_dir, "profile": profile,
+                       "quiet": not verbose}, f, default=_json_default)
+        proc = subprocess.run([sys.executable, "-m", "vidax_core.bench.command", "--worker", spec_path, result_path],
+                              env=env, stdout=subprocess.PIPE, stderr=None if verbose else subprocess.PIPE, text=True)
+        if not os.path.exists(result_path):
+            tail = (proc.stderr or "").strip().splitlines()[-3:]
+            raise RuntimeError(f"{engine} case died (exit {proc.returncode}): {' | '.join(tail)}")
+        with open(result_path) as f:
+            res = json.load(f)
+    if not res["ok"]:
+        if res.get("user_error"):
+            raise UserError(res["error"].split(": ", 1)[-1])
+        raise RuntimeError(f"{engine} case failed: {res['error']}")
+    return res["metrics"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# reporting
+
+
+def ratios(ours: dict, ref: dict) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for k in RATIO_KEYS:
+        a, b = ours.get(k), ref.get(k)
+        out[k] = float(a) / float(b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else None
+    return out
+
+
+def _cell(value: Any, scale: float, fmt: str) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, (int, float)):
+        return fmt.format(value * scale)
+    return str(value)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rows = report["rows"]
+    ref_name = report.get("reference")
+    sweeping = len(rows) > 1
+    head = ["case", "engine"] + [h for _, h, _, _ in COLUMNS] + (["per-step / first case"] if sweeping else [])
+    lines = [
+        f"<!-- {report['command']} -->",
+        f"vidax bench, {report['created']}; backend {report['machine'].get('jax_backend', '?')} "
+        f"({', '.join(sorted(set(report['machine'].get('jax_devices', []))))}), "
+        f"{report['machine'].get('cpu_count')} CPUs, load average at start {report['machine'].get('load_avg_1m', '?')}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
+    first_step = rows[0]["vidax"].get("per_step_s") if rows else None
+    for row in rows:
+        v = row["vidax"]
+        cells = [row["label"], "vidax"] + [_cell(v.get(k), s, f) for k, _, s, f in COLUMNS]
+        if sweeping:
+            ps = v.get("per_step_s")
+            cells.append(f"{ps / first_step:.2f}×" if ps and first_step else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+        if row.get("reference") is not None:
+            r = row["reference"]
+            cells = [row["label"], ref_name] + [_cell(r.get(k), s, f) for k, _, s, f in COLUMNS] + ([""] if sweeping else [])
+            lines.append("| " + " | ".join(cells) + " |")
+            rt = row["ratio"]
+            cells = [row["label"], f"vidax/{ref_name}"] + [
+                (f"{rt[k]:.3g}×" if rt.get(k) is not None else "n/a") if k in RATIO_KEYS else ""
+                for k, _, _, _ in COLUMNS] + ([""] if sweeping else [])
+            lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("per-step = median of steps 2..N (the first, compiling/warm-up step excluded, for both engines); "
+                 "compile = first step − per-step; n/a = not reported by the backend.")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the command
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from vidax_core.errors import UserError
+
+    if args.dit_only:
+        from vidax_core.bench import dit as bench_dit
+
+        return bench_dit.main(args)
+
+    from vidax_core import config as config_mod
+    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.plugins import get_plugins
+
+    if args.reference:  # fail in one line before any work if the reference cannot run
+        from vidax_core.bench.reference import _imports
+
+        _imports()
+    plugins = get_plugins()
+    preset = plugins.preset_for
+    user = list(args.overrides or [])
+    key, values = parse_sweep(args.sweep)
+
+    base_cfg = resolve_case(args.config, user, [], preset)
+    spec = plugins.registry.get(base_cfg.model.id)
+    ckpt = None
+
+    def checkpoint():
+        nonlocal ckpt
+        if ckpt is None:
+            ckpt = checkpoint_for_run(base_cfg, spec, plugins)
+        return ckpt
+
+    def block_count():
+        from vidax_core.runner.pipeline import build_dit
+
+        counts = build_dit(spec, checkpoint(), base_cfg, plugins).block_counts or {}
+        if not counts:
+            raise UserError(f"--sweep offload=all: the plugin of {spec.id} reports no block groups")
+        return max(counts.values())
+
+    points: list[tuple[str, list[str]]] = []
+    if key is None:
+        points.append(("base", []))
+    else:
+        for v in values:
+            points.append((f"{key}={v}", sweep_overrides(key, v, block_count)))
+    cases = []
+    for label, extra in points:
+        cfg = resolve_case(args.config, user, extra, preset)  # validates every point before the first case runs
+        cases.append((label, extra, config_mod.to_dict(cfg)))
+
+    env = dict(os.environ)
+    if args.host_devices:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.host_devices}").strip()
+        if args.in_process:
+            os.environ["XLA_FLAGS"] = env["XLA_FLAGS"]  # effective only if jax has not started a backend yet
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    machine = machine_info() if args.in_process else _machine_info_subprocess(env)
+    started = time.perf_counter()
+    ref_cache: dict[str, dict] = {}
+    rows = []
+    for n, (label, extra, cfg_dict) in enumerate(cases, 1):
+        say(f"[{n}/{len(cases)}] {label}: vidax ...")
+        profile = os.path.join(args.profile, label.replace("=", "-").replace("/", "_")) if args.profile else None
+        ours = _run_case("vidax", cfg_dict, ckpt_dir=None, in_process=args.in_process, env=env, profile=profile,
+                         verbose=False)
+        say(f"    vidax {ours['per_step_s']:.4f} s/step, compile {ours['compile_s']:.2f} s, total {ours['total_s']:.2f} s")
+        row: dict[str, Any] = {"label": label, "overrides": extra, "vidax": ours, "reference": None, "ratio": None}
+        if args.reference:
+            rkey = _reference_key(cfg_dict)
+            if rkey not in ref_cache:
+                say(f"[{n}/{len(cases)}] {label}: {args.reference} ...")
+                ref_cache[rkey] = _run_case(args.reference, cfg_dict, ckpt_dir=checkpoint().root,
+                                            in_process=args.in_process, env=env, profile=None, verbose=False)
+                r = ref_cache[rkey]
+                say(f"    {args.reference} {r['per_step_s']:.4f} s/step, total {r['total_s']:.2f} s")
+            row["reference"] = ref_cache[rkey]
+            row["ratio"] = ratios(ours, ref_cache[rkey])
+        rows.append(row)
+
+    name = args.name or (os.path.splitext(os.path.basename(args.config))[0] if args.config else "bench")
+    if key and not args.name:
+        name += f"-sweep-{key}"
+    report: dict[str, Any] = {
+        "command": "vidax bench " + " ".join(_argv_for_record(args)),
+        "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": machine,
+        "isolation": "in-process" if args.in_process else "subprocess per case",
+        "reference": args.reference,
+        "sweep": {"key": key, "values": values} if key else None,
+        "config": config_mod.to_dict(base_cfg),
+        "bench_wall_s": None,
+        "rows": rows,
+    }
+    report["bench_wall_s"] = time.perf_counter() - started
+    report["markdown"] = markdown(report)
+    jpath, mpath = write_report(report, args.out, name)
+    print(report["markdown"], end="")
+    say(f"wrote {jpath} and {mpath}")
+    return 0
+
+
+def _argv_for_record(args: argparse.Namespace) -> list[str]:
+    out = [args.config] if args.config else []
+    out += list(args.overrides or [])
+    for flag, val in (("--reference", args.reference), ("--sweep", args.sweep), ("--out", args.out),
+                      ("--host-devices", args.host_devices)):
+        if val:
+            out += [flag, str(val)]
+    if args.in_process:
+        out.append("--in-process")
+    return out
+
+
+def _machine_info_subprocess(env: dict) -> dict[str, Any]:
+    """Machine facts as a case process sees them (device list included) without starting JAX's backend here."""
+    code = "import json, vidax_core.bench.command as b; print(json.dumps(b.machine_info()))"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except Exception:  # noqa: BLE001 - facts are best effort
+        info = {"platform": platform.platform(), "cpu_count": os.cpu_count()}
+        return info
+
+
+if __name__ == "__main__":  # pragma: no cover - the case worker
+    sys.exit(_worker_main(sys.argv[2:] if sys.argv[1:2] == ["--worker"] else sys.argv[1:]))

@@ -1,0 +1,279 @@
+"""Run configuration: core defaults < model preset < user YAML < ``key=value`` arguments.
+
+YAML and command-line overrides are read with OmegaConf, merged in that order, then validated field by field into
+the frozen dataclasses below before any heavy work starts. Every problem is a :class:`UserError` with one line
+that names the key and says what to do (unknown keys come with a close-match suggestion).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from vidax_core.errors import UserError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    id: str = "???"
+    checkpoint: str | None = None
+    revision: str | None = None
+    dtype: str | None = None  # null = the model's precision policy
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    num_steps: int = 50
+    guidance_scale: float = 5.0
+    guidance_scale_2: float | None = None
+    height: int = 480
+    width: int = 832
+    num_frames: int = 81
+    seed: int = 0
+    max_sequence_length: int = 512
+    initial_noise: str | None = None
+    scheduler: Any = None  # null | "name" | {name: ..., <options>}
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    dp: int | None = None
+    tp: int = 1
+    sp: int = 1
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    backend: str = "auto"
+
+
+@dataclass(frozen=True)
+class OffloadConfig:
+    enabled: bool = False
+    chunk_size: int = 1
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    path: str = "out/video.mp4"
+    fps: int = 16
+    overwrite: bool = False
+    save_latents: str | None = None
+    save_frames: str | None = None
+    metrics: str | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    compilation_cache: bool = True
+    compilation_cache_dir: str = "~/.cache/vidax/jax"
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """Many hosts (``jax.distributed``): null = take it from JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES /
+    JAX_PROCESS_ID (or the cluster's own environment); no coordinator anywhere = a single process."""
+
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    prompt: str = ""
+    negative_prompt: str = ""
+    image: str | None = None
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+    offload: OffloadConfig = field(default_factory=OffloadConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+
+
+ATTENTION_BACKENDS = ("auto", "xla", "cudnn", "pallas_tpu", "blockwise")
+DTYPES = ("float32", "bfloat16", "float16")
+
+# (key, predicate, requirement) range checks applied after type validation.
+_RANGES: Sequence[tuple[str, Any, str]] = (
+    ("sampling.num_steps", lambda v: v >= 1, "must be at least 1"),
+    ("sampling.guidance_scale", lambda v: v >= 0, "must be >= 0 (1 disables guidance)"),
+    ("sampling.height", lambda v: v >= 1, "must be a positive number of pixels"),
+    ("sampling.width", lambda v: v >= 1, "must be a positive number of pixels"),
+    ("sampling.num_frames", lambda v: v >= 1, "must be at least 1"),
+    ("sampling.max_sequence_length", lambda v: v >= 1, "must be at least 1"),
+    ("sampling.seed", lambda v: v >= 0, "must be >= 0"),
+    ("parallel.tp", lambda v: v >= 1, "must be at least 1"),
+    ("parallel.sp", lambda v: v >= 1, "must be at least 1"),
+    ("parallel.dp", lambda v: v is None or v >= 1, "must be null (automatic) or at least 1"),
+    ("offload.chunk_size", lambda v: v >= 1, "must be at least 1"),
+    ("output.fps", lambda v: v >= 1, "must be at least 1"),
+    ("attention.backend", lambda v: v in ATTENTION_BACKENDS, f"must be one of {', '.join(ATTENTION_BACKENDS)}"),
+    ("model.dtype", lambda v: v is None or v in DTYPES, f"must be null or one of {', '.join(DTYPES)}"),
+)
+
+
+def defaults_dict() -> dict[str, Any]:
+    return dataclasses.asdict(RunConfig())
+
+
+def _type_name(tp: Any) -> str:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if args:
+        inner = " or ".join(_type_name(a) for a in args)
+        return f"{inner} or null" if type(None) in typing.get_args(tp) else inner
+    return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(tp, str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; return it (ints widened to floats where a float is due)."""
+    if tp is Any:
+        return value
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except UserError:
+                continue
+        raise UserError(f"config key {key} must be {_type_name(tp)}, got {value!r}")
+    ok = (
+        (tp is bool and isinstance(value, bool))
+        or (tp is int and isinstance(value, int) and not isinstance(value, bool))
+        or (tp is float and isinstance(value, (int, float)) and not isinstance(value, bool))
+        or (tp is str and isinstance(value, str))
+    )
+    if not ok:
+        raise UserError(f"config key {key} must be {_type_name(tp)}, got {value!r}")
+    return float(value) if tp is float else value
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in data:
+        if key not in names:
+            full = f"{prefix}{key}"
+            close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+            hint = f" — did you mean {prefix}{close[0]}?" if close else f" (known keys under {prefix or 'the top level'}: {', '.join(names)})"
+            raise UserError(f"unknown config key {full}{hint}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value, tp, key = data[f.name], hints[f.name], f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, Mapping):
+                raise UserError(f"config key {key} must be a mapping of keys, got {value!r}")
+            kwargs[f.name] = _build(tp, value, key + ".")
+        else:
+            kwargs[f.name] = _coerce(value, tp, key)
+    return cls(**kwargs)
+
+
+def _get(cfg: RunConfig, dotted: str) -> Any:
+    obj: Any = cfg
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def validate(data: Mapping[str, Any]) -> RunConfig:
+    """Validate a merged plain dict into a frozen :class:`RunConfig`."""
+    cfg = _build(RunConfig, data, "")
+    for key, ok, requirement in _RANGES:
+        value = _get(cfg, key)
+        if not ok(value):
+            raise UserError(f"config key {key} {requirement}, got {value!r}")
+    if cfg.model.id in ("", "???"):
+        raise UserError("no model chosen: set model.id (see `vidax list-models`)")
+    sched = cfg.sampling.scheduler
+    if sched is not None and not isinstance(sched, (str, Mapping)):
+        raise UserError("config key sampling.scheduler must be null, a sampler name, or {name: ..., <options>}")
+    return cfg
+
+
+def load_yaml(path: str) -> dict[str, Any]:
+    """Read a user YAML file into a plain dict (one-line errors for missing files and syntax errors)."""
+    if not os.path.exists(path):
+        raise UserError(f"config file {path} does not exist")
+    try:
+        conf = OmegaConf.load(path)
+    except OmegaConfBaseException as exc:
+        raise UserError(f"config file {path} is not valid: {str(exc).splitlines()[0]}") from exc
+    except Exception as exc:  # yaml.YAMLError and friends
+        first = " ".join(str(exc).split())
+        raise UserError(f"config file {path} is not valid YAML: {first}") from exc
+    data = OmegaConf.to_container(conf, resolve=False)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a mapping of keys at the top level")
+    return data
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` arguments (values parsed as YAML scalars) into a nested dict."""
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"argument {item!r} is not key=value (e.g. sampling.num_steps=30)")
+    try:
+        conf = OmegaConf.from_dotlist(list(items))
+    except OmegaConfBaseException as exc:
+        raise UserError(f"cannot parse overrides {' '.join(items)}: {str(exc).splitlines()[0]}") from exc
+    return OmegaConf.to_container(conf, resolve=False) or {}
+
+
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge plain dicts left to right (later wins); a later mapping replaces scalars and merges mappings."""
+    try:
+        merged = OmegaConf.merge(*[OmegaConf.create(dict(layer)) for layer in layers])
+        return OmegaConf.to_container(merged, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise UserError(f"cannot merge configuration: {str(exc).splitlines()[0]}") from exc
+
+
+def model_id_of(*layers: Mapping[str, Any]) -> str | None:
+    """The model id named by the highest layer that names one."""
+    found = None
+    for layer in layers:
+        model = layer.get("model") if isinstance(layer, Mapping) else None
+        if isinstance(model, Mapping) and model.get("id") not in (None, "???"):
+            found = model["id"]
+    return found
+
+
+def resolve(user_yaml: str | None, overrides: Sequence[str], preset_for: Any) -> RunConfig:
+    """Full config resolution: ``preset_for(model_id)`` returns the model's preset dict (or raises UserError)."""
+    user = load_yaml(user_yaml) if user_yaml else {}
+    cli = parse_overrides(overrides)
+    model_id = model_id_of(user, cli)
+    if model_id is None:
+        raise UserError("no model chosen: set model.id in the config or pass model.id=... (see `vidax list-models`)")
+    preset = preset_for(str(model_id))
+    return validate(merge(defaults_dict(), preset, user, cli))
+
+
+def to_dict(cfg: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def to_yaml(cfg: RunConfig | Mapping[str, Any]) -> str:
+    data = to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
+    return OmegaConf.to_yaml(OmegaConf.create(data))

@@ -1,0 +1,235 @@
+"""Checkpoints in diffusers layout: a local folder, a hub repo id, or a plugin's ``builtin:<name>``.
+
+A local folder in another layout (e.g. the original Wan-AI release files) may be claimed by the model's plugin
+through the ``open_checkpoint`` hook, which returns a :class:`Checkpoint` subclass answering the same API
+(``config``, ``tensors``, ``has``, ``require``, ``model_index``, ``source``, ``root``) in diffusers terms.
+
+A diffusers-layout checkpoint is a folder with ``model_index.json`` and one sub-folder per component
+(``transformer/``, ``vae/``, ``text_encoder/``, ``tokenizer/``, ``scheduler/``), each with its ``config.json``
+(``scheduler_config.json`` for the scheduler) and safetensors weights, single or sharded with ``*.index.json``.
+Architecture numbers are read from these configs, so a tiny checkpoint runs under the same model id as the
+real one.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from vidax_core.errors import UserError
+from vidax_core.io.safetensors import SafetensorsFile
+
+REQUIRED_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
+# Every component folder a run may read (hub downloads fetch those present; optional ones serve some models).
+DIFFUSERS_COMPONENTS = REQUIRED_COMPONENTS + ("transformer_2", "image_encoder", "image_processor")
+
+
+class TensorSource(Mapping[str, np.ndarray]):
+    """All tensors of one component: key -> memory-mapped array, across every safetensors shard."""
+
+    def __init__(self, files: Sequence[str]) -> None:
+        self.files = [SafetensorsFile(f) for f in files]
+        self._where: dict[str, SafetensorsFile] = {}
+        for f in self.files:
+            for k in f:
+                self._where[k] = f
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._where[key][key]
+
+    def nbytes(self, key: str) -> int:
+        return self._where[key].nbytes(key)
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return tuple(self._where[key].shape(key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+class ProgressTensors(Mapping[str, np.ndarray]):
+    """A tensor mapping that reports the bytes of each tensor as it is read."""
+
+    def __init__(self, source: Mapping[str, np.ndarray], on_bytes: Callable[[int], None]) -> None:
+        self._source, self._on = source, on_bytes
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        arr = self._source[key]
+        self._on(int(getattr(arr, "nbytes", 0)))
+        return arr
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._source)
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+
+class Checkpoint:
+    """A resolved local checkpoint folder in diffusers layout."""
+
+    # (component, total bytes or None) -> callback(bytes read); set by the pipeline to show loading progress
+    progress: Callable[[str, int | None], Callable[[int], None]] | None = None
+
+    def __init__(self, root: str, source: str | None = None) -> None:
+        self.root = root
+        self.source = source or root
+        index = os.path.join(root, "model_index.json")
+        self.model_index: dict[str, Any] = _read_json(index) if os.path.exists(index) else {}
+
+    def path(self, component: str) -> str:
+        return os.path.join(self.root, component)
+
+    def has(self, component: str) -> bool:
+        return os.path.isdir(self.path(component))
+
+    def require(self, component: str) -> str:
+        p = self.path(component)
+        if not os.path.isdir(p):
+            raise UserError(
+                f"checkpoint {self.source} has no {component}/ folder: a diffusers-layout checkpoint needs "
+                f"{', '.join(c + '/' for c in REQUIRED_COMPONENTS)}"
+            )
+        return p
+
+    def config(self, component: str) -> dict[str, Any]:
+        folder = self.require(component)
+        for name in ("config.json", "scheduler_config.json", "preprocessor_config.json"):
+            f = os.path.join(folder, name)
+            if os.path.exists(f):
+                return _read_json(f)
+        raise UserError(f"checkpoint component {folder} has no config.json")
+
+    def weight_files(self, component: str) -> list[str]:
+        folder = self.require(component)
+        indexes = sorted(glob.glob(os.path.join(folder, "*.safetensors.index.json")))
+        if indexes:
+            data = _read_json(indexes[0])
+            names = sorted(set((data.get("weight_map") or {}).values()))
+            files = [os.path.join(folder, n) for n in names]
+            missing = [f for f in files if not os.path.exists(f)]
+            if missing:
+                raise UserError(f"{indexes[0]} names shards that are missing: {', '.join(map(os.path.basename, missing))}")
+            return files
+        files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
+        if not files:
+            raise UserError(f"checkpoint component {folder} has no .safetensors weights")
+        return files
+
+    def read_tensors(self, component: str) -> Mapping[str, np.ndarray]:
+        """The component's tensors (key -> lazily read array); layouts other than diffusers override this."""
+        return TensorSource(self.weight_files(component))
+
+    def tensors(self, component: str) -> Mapping[str, np.ndarray]:
+        """:meth:`read_tensors`, reporting bytes read to ``self.progress`` when one is attached."""
+        source = self.read_tensors(component)
+        if self.progress is None:
+            return source
+        total = sum(source.nbytes(k) for k in source) if hasattr(source, "nbytes") else None
+        return ProgressTensors(source, self.progress(component, total))
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON (line {exc.lineno}): fix or re-download it") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} must hold a JSON object")
+    return data
+
+
+def hub_allow_patterns(components: Sequence[str], configs_only: bool = False) -> list[str]:
+    """The files of ``components`` a run needs (only their JSON files for ``configs_only``)."""
+    pats = ["model_index.json"]
+    for c in components:
+        pats += [f"{c}/*.json"] if configs_only else [f"{c}/*.json", f"{c}/*.safetensors", f"{c}/*.model", f"{c}/*.txt"]
+    return pats
+
+
+def looks_like_repo_id(value: str) -> bool:
+    parts = value.split("/")
+    return len(parts) == 2 and all(parts) and not value.startswith((".", "/", "~"))
+
+
+def download_from_hub(repo_id: str, revision: str | None, components: Sequence[str], configs_only: bool = False) -> str:
+    """Fetch only the files the run needs into the standard Hugging Face cache; return the snapshot folder."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        return snapshot_download(repo_id, revision=revision, allow_patterns=hub_allow_patterns(components, configs_only))
+    except LocalEntryNotFoundError as exc:
+        raise UserError(
+            f"checkpoint {repo_id} is not in the local Hugging Face cache and the hub cannot be reached "
+            f"(HF_HUB_OFFLINE or no network): pre-download it with `hf download {repo_id}` on a connected machine"
+        ) from exc
+    except RepositoryNotFoundError as exc:
+        raise UserError(f"hub repository {repo_id} does not exist or is private (set HF_TOKEN for gated repos)") from exc
+    except Exception as exc:
+        raise UserError(f"cannot download {repo_id} from the hub: {str(exc).splitlines()[0]}") from exc
+
+
+def resolve_checkpoint(
+    value: str | None,
+    *,
+    revision: str | None = None,
+    components: Sequence[str] = DIFFUSERS_COMPONENTS,
+    find_builtin: Callable[[str], str | None] | None = None,
+    builtin_key: str = "",
+    configs_only: bool = False,
+    open_folder: Callable[[str], Checkpoint | None] | None = None,
+) -> Checkpoint:
+    """Turn ``model.checkpoint`` into a local :class:`Checkpoint`.
+
+    ``find_builtin(name)`` returns the folder of a plugin's built-in checkpoint (None if it has none);
+    ``configs_only`` fetches only the JSON files of a hub checkpoint (``--dry-run``); ``open_folder(path)`` lets
+    the model's plugin claim a local folder that is not in diffusers layout (its ``open_checkpoint`` hook).
+    """
+    if not value:
+        raise UserError("no checkpoint given: set model.checkpoint to a diffusers-layout folder or a hub repo id")
+    if value.startswith("builtin:"):
+        name = value.split(":", 1)[1]
+        folder = find_builtin(name) if find_builtin is not None else None
+        if folder is None:
+            raise UserError(f"model {builtin_key} has no built-in checkpoint named {name!r}")
+        return Checkpoint(folder, source=value)
+    path = os.path.expanduser(value)
+    if os.path.isdir(path):
+        if not os.path.exists(os.path.join(path, "model_index.json")) and not os.path.isdir(os.path.join(path, "transformer")):
+            opened = open_folder(path) if open_folder is not None else None
+            if opened is not None:
+                opened.source = value
+                return opened
+            raise UserError(
+                f"checkpoint folder {value} is not in diffusers layout (no model_index.json or transformer/ folder) "
+                f"nor in another layout the plugin of {builtin_key or 'this model'} recognizes (see its docs)"
+            )
+        return Checkpoint(path, source=value)
+    if os.path.exists(path):
+        raise UserError(f"checkpoint {value} is a file: model.checkpoint must be a diffusers-layout folder or a hub repo id")
+    if looks_like_repo_id(value):
+        return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
+    raise UserError(f"checkpoint {value} does not exist (expected a local folder or a hub repo id like Org/Name)")
+
+
+def checkpoint_for_run(cfg: Any, spec: Any, plugins: Any, *, configs_only: bool = False) -> Checkpoint:
+    """``model.checkpoint`` of a run resolved with the model plugin's built-in and foreign-layout hooks."""
+    return resolve_checkpoint(
+        cfg.model.checkpoint,
+        revision=cfg.model.revision,
+        find_builtin=lambda name: plugins.call("builtin_checkpoint", spec, name=name),
+        builtin_key=spec.id,
+        configs_only=configs_only,
+        open_folder=lambda path: plugins.call("open_checkpoint", spec, path=path),
+    )

@@ -1,0 +1,183 @@
+"""Declarative checkpoint conversion: a table of key rules applied onto an ``eval_shape`` tree.
+
+A plugin describes how PyTorch keys map onto its Flax NNX parameter paths as a list of :class:`KeyRule`.
+:func:`convert` walks every source tensor through the table, checks it against the abstract (shape-only) tree of
+the model, and collects *every* missing, unexpected and mis-shaped tensor before raising one
+:class:`ConversionError`, so a user with a broken checkpoint sees the whole problem at once.
+
+Blocks stacked on a leading layer axis are filled slice by slice: a rule names the regex group that holds the
+source layer index (``layer_group``) and the converted tensor lands at ``target[index]``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from vidax_core.errors import UserError
+
+Path = tuple[Any, ...]
+Transform = Callable[[np.ndarray], np.ndarray]
+
+
+def linear(w: np.ndarray) -> np.ndarray:
+    """torch Linear weight (out, in) -> Flax kernel (in, out)."""
+    return np.swapaxes(w, -1, -2)
+
+
+def conv(w: np.ndarray) -> np.ndarray:
+    """torch ConvNd weight (out, in, *k) -> Flax kernel (*k, in, out), any N."""
+    n = w.ndim
+    return np.transpose(w, tuple(range(2, n)) + (1, 0))
+
+
+def squeeze(w: np.ndarray) -> np.ndarray:
+    """Drop all length-1 axes (e.g. torch (1, 6, D) tables stored as (6, D))."""
+    return np.squeeze(w)
+
+
+def flatten(w: np.ndarray) -> np.ndarray:
+    """Flatten to 1-D (e.g. per-channel RMS gammas stored as (C, 1, 1, 1))."""
+    return w.reshape(-1)
+
+
+def compose(*fns: Transform) -> Transform:
+    def run(w: np.ndarray) -> np.ndarray:
+        for f in fns:
+            w = f(w)
+        return w
+
+    return run
+
+
+@dataclass(frozen=True)
+class KeyRule:
+    """Map source keys matching ``source`` (a full-match regex) to ``target``.
+
+    ``target`` is a '/'-separated parameter path; ``{1}``, ``{2}``... substitute regex groups, and purely numeric
+    path parts become integer keys (list indices in NNX state). ``layer_group`` names the regex group holding the
+    index into a stacked leading layer axis of the target. ``transform`` reshapes the source tensor.
+    """
+
+    source: str
+    target: str
+    transform: Transform | None = None
+    layer_group: int | None = None
+    _regex: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_regex", re.compile(self.source))
+
+    def match(self, key: str) -> tuple[Path, int | None] | None:
+        m = self._regex.fullmatch(key)
+        if m is None:
+            return None
+        target = self.target.format(None, *m.groups())
+        path = tuple(int(p) if p.isdigit() else p for p in target.split("/"))
+        layer = int(m.group(self.layer_group)) if self.layer_group is not None else None
+        return path, layer
+
+
+class ConversionError(UserError):
+    """Raised once with every problem found while converting a checkpoint."""
+
+    def __init__(self, component: str, missing: list[str], unexpected: list[str], mismatched: list[str]):
+        self.missing, self.unexpected, self.mismatched = missing, unexpected, mismatched
+        parts = []
+        for label, items in (("missing", missing), ("unexpected", unexpected), ("mis-shaped", mismatched)):
+            if items:
+                shown = ", ".join(items[:6]) + (f", ... ({len(items) - 6} more)" if len(items) > 6 else "")
+                parts.append(f"{len(items)} {label}: {shown}")
+        super().__init__(
+            f"checkpoint for {component} does not match the model: " + "; ".join(parts)
+            + " — check that the checkpoint is the model id's own and its config.json describes these weights"
+        )
+
+
+def path_str(path: Path) -> str:
+    return "/".join(str(p) for p in path)
+
+
+def convert(
+    tensors: Mapping[str, Any],
+    rules: Sequence[KeyRule],
+    abstract: Mapping[Path, Any],
+    *,
+    component: str = "model",
+    dtype: Any = None,
+    ignore: Iterable[str] = (),
+    on_tensor: Callable[[str, int], None] | None = None,
+    check_only: bool = False,
+) -> dict[Path, np.ndarray]:
+    """Fill the abstract tree ``abstract`` (path -> object with .shape/.dtype) from ``tensors``.
+
+    ``tensors`` maps source keys to arrays or lazy loaders (anything ``np.asarray`` accepts, or a zero-arg
+    callable). Returns path -> host numpy array cast to ``dtype`` (default: the abstract leaf dtype).
+    ``ignore`` holds regexes of source keys that are known and intentionally dropped. Transforms return views
+    where they can, so a tensor is copied once, when it is cast or stacked.
+
+    ``check_only`` checks keys and shapes without keeping any data (values are None): with zero-stride stand-in
+    arrays (``np.broadcast_to``) it verifies a full-size checkpoint layout in no memory.
+    """
+    ignore_re = [re.compile(p) for p in ignore]
+    out: dict[Path, np.ndarray] = {}
+    filled: dict[Path, np.ndarray] = {}  # stacked targets: per-layer fill mask
+    unexpected: list[str] = []
+    mismatched: list[str] = []
+    misshaped_paths: set[Path] = set()  # reported as mis-shaped, so not again as missing
+
+    for key in tensors:
+        hit = None
+        for rule in rules:
+            hit = rule.match(key)
+            if hit is not None:
+                break
+        if hit is None:
+            if not any(r.fullmatch(key) for r in ignore_re):
+                unexpected.append(key)
+            continue
+        path, layer = hit
+        if path not in abstract:
+            unexpected.append(f"{key} (-> {path_str(path)})")
+            continue
+        leaf = abstract[path]
+        value = tensors[key]
+        if callable(value):
+            value = value()
+        arr = np.asarray(value)
+        if rule.transform is not None:
+            arr = rule.transform(arr)
+        want_dtype = np.dtype(dtype) if dtype is not None else np.dtype(leaf.dtype)
+        full_shape = tuple(leaf.shape)
+        if layer is None:
+            if arr.shape != full_shape:
+                mismatched.append(f"{key} {tuple(arr.shape)} vs expected {full_shape} at {path_str(path)}")
+                misshaped_paths.add(path)
+                continue
+            out[path] = None if check_only else arr.astype(want_dtype, copy=False)
+        else:
+            if layer >= full_shape[0] or arr.shape != full_shape[1:]:
+                mismatched.append(
+                    f"{key} {tuple(arr.shape)} vs expected {full_shape[1:]} (layer {layer} of {full_shape[0]} at {path_str(path)})"
+                )
+                misshaped_paths.add(path)
+                continue
+            if path not in out:
+                out[path] = None if check_only else np.zeros(full_shape, want_dtype)
+                filled[path] = np.zeros(full_shape[0], bool)
+            if not check_only:
+                out[path][layer] = arr.astype(want_dtype, copy=False)
+            filled[path][layer] = True
+        if on_tensor is not None:
+            on_tensor(key, arr.nbytes)
+
+    missing = [path_str(p) for p in abstract if p not in out and p not in misshaped_paths]
+    for p, mask in filled.items():
+        if not mask.all() and p not in misshaped_paths:
+            missing.append(f"{path_str(p)} layers {np.flatnonzero(~mask).tolist()}")
+    if missing or unexpected or mismatched:
+        raise ConversionError(component, missing, unexpected, mismatched)
+    return out

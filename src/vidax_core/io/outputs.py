@@ -1,0 +1,76 @@
+"""Safe output files: checked before the run starts, written to a temporary file and renamed into place.
+
+An interrupted or failed run therefore never leaves a partial file, and an existing output is only replaced when
+``output.overwrite`` is true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from vidax_core.errors import UserError
+
+
+def check_writable(paths: Sequence[str | None], overwrite: bool) -> None:
+    """Fail early (before loading anything) if an output exists or its folder cannot be written."""
+    for path in paths:
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise UserError(f"output path {path} is a folder: give a file name")
+        if os.path.exists(path) and not overwrite:
+            raise UserError(f"output {path} already exists: pass output.overwrite=true or choose another output.path")
+        folder = os.path.dirname(os.path.abspath(path))
+        try:
+            os.makedirs(folder, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".vidax-probe-"):
+                pass
+        except OSError as exc:
+            raise UserError(f"cannot write to output folder {folder}: {exc.strerror or exc}") from exc
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    base, ext = os.path.splitext(os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".partial{ext}", dir=folder)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; outputs get the usual permissions
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_atomic(path: str, writer: Callable[[str], Any]) -> None:
+    with atomic_path(path) as tmp:
+        writer(tmp)
+
+
+def save_npy(path: str, array: np.ndarray) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            np.save(f, np.asarray(array))
+
+    write_atomic(path, write)
+
+
+def save_json(path: str, data: Any) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    write_atomic(path, write)
