@@ -51,10 +51,17 @@ class TextTokenizer:
     def from_dir(cls, path: str | os.PathLike) -> "TextTokenizer":
         path = os.fspath(path)
         tok_file = os.path.join(path, "tokenizer.json")
-        if not os.path.isfile(tok_file):
+        if not os.path.isfile(tok_file):  # byT5 (bytes) or a bare SentencePiece model (T5 v1.1 repos)
+            from vidax_core.encoders.byte_tokenizer import ByteTokenizer, is_byte_tokenizer_dir
+            from vidax_core.encoders.spiece_tokenizer import SpieceTokenizer
+
+            if is_byte_tokenizer_dir(path):
+                return ByteTokenizer.from_dir(path)  # type: ignore[return-value]
+            if os.path.isfile(os.path.join(path, "spiece.model")):
+                return SpieceTokenizer.from_dir(path)  # type: ignore[return-value]
             raise UserError(
-                f"no tokenizer.json in tokenizer folder {path!r}: vidax loads tokenizers with the `tokenizers` "
-                "library only; the folder must hold a fast-tokenizer tokenizer.json"
+                f"no tokenizer.json in tokenizer folder {path!r}: the folder must hold a fast-tokenizer "
+                "tokenizer.json, a SentencePiece spiece.model, or a tokenizer_config.json naming ByT5Tokenizer"
             )
         tokenizer = Tokenizer.from_file(tok_file)
         config = _read_json(os.path.join(path, "tokenizer_config.json"))
