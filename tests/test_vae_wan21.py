@@ -9,9 +9,9 @@ torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
-from vidax_wan import vae as vae_mod  # noqa: E402
-from vidax_wan.convert_vae import load_vae  # noqa: E402
-from vidax_wan.vae import WanVAEConfig, decode_video  # noqa: E402
+from vidax_core.vae import wan21 as vae_mod  # noqa: E402
+from vidax_core.vae.convert_wan21 import load_vae  # noqa: E402
+from vidax_core.vae.wan21 import WanVAEConfig, decode_video  # noqa: E402
 
 TINY = dict(
     base_dim=8,

@@ -9,10 +9,10 @@ torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
-from vidax_wan import vae as vae_mod  # noqa: E402
-from vidax_wan.convert_vae22 import load_vae22  # noqa: E402
-from vidax_wan.vae import WanVAEConfig, decode_video  # noqa: E402
-from vidax_wan.vae22 import WanVAE22, avg_down, dup_up, patchify, unpatchify  # noqa: E402
+from vidax_core.vae import wan21 as vae_mod  # noqa: E402
+from vidax_core.vae.convert_wan22 import load_vae22  # noqa: E402
+from vidax_core.vae.wan21 import WanVAEConfig, decode_video  # noqa: E402
+from vidax_core.vae.wan22 import WanVAE22, avg_down, dup_up, patchify, unpatchify  # noqa: E402
 
 # Wan 2.2's shape in miniature: residual blocks, patch 2 (12 pixel channels), a decoder_base_dim of its own,
 # block widths that make every AvgDown3D / DupUp3D group size > 1.

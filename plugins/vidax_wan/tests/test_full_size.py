@@ -86,10 +86,10 @@ def test_full_size_dit(model_id):
 def test_full_size_vae(vae):
     from diffusers import AutoencoderKLWan
 
-    from vidax_wan.convert_vae import VAE_RULES
-    from vidax_wan.convert_vae22 import VAE22_RULES
-    from vidax_wan.vae import WanVAE, WanVAEConfig
-    from vidax_wan.vae22 import WanVAE22
+    from vidax_core.vae.convert_wan21 import VAE_RULES
+    from vidax_core.vae.convert_wan22 import VAE22_RULES
+    from vidax_core.vae.wan21 import WanVAE, WanVAEConfig
+    from vidax_core.vae.wan22 import WanVAE22
 
     config = WAN21_VAE if vae == "wan2.1" else WAN22_VAE
     with torch.device("meta"):

@@ -162,7 +162,7 @@ def test_vae_original_layout_loads_identically(wan22):
         torch = pytest.importorskip("torch")
         from diffusers import AutoencoderKLWan
 
-        from vidax_wan.convert_vae22 import load_vae22 as load
+        from vidax_core.vae.convert_wan22 import load_vae22 as load
 
         torch.manual_seed(0)
         ref = AutoencoderKLWan(base_dim=8, decoder_base_dim=12, z_dim=4, dim_mult=[1, 2, 2, 2], num_res_blocks=2,
@@ -171,11 +171,11 @@ def test_vae_original_layout_loads_identically(wan22):
         config = dict(ref.config)
         tensors = {k: v.numpy() for k, v in ref.state_dict().items()}
     else:
-        from vidax_wan.convert_vae import load_vae as load
+        from vidax_core.vae.convert_wan21 import load_vae as load
 
         config = _json(ASSETS / "vae" / "config.json")  # num_res_blocks=1: the flat decoder index is not R=2's
         tensors = load_file(str(ASSETS / "vae" / "diffusion_pytorch_model.safetensors"))
-    from vidax_wan.vae import WanVAEConfig
+    from vidax_core.vae.wan21 import WanVAEConfig
 
     cfg = WanVAEConfig.from_config(config)
     original = {_vae_inverse(k, cfg.num_res_blocks, wan22): v for k, v in tensors.items()}
@@ -226,8 +226,8 @@ def test_pth_file_round_trip(tmp_path):
     """An original-layout VAE written with torch.save is read back by vidax_core.io.pth (no pickle code) and loads."""
     torch = pytest.importorskip("torch")
     pth = pytest.importorskip("vidax_core.io.pth")
-    from vidax_wan.convert_vae import load_vae
-    from vidax_wan.vae import WanVAEConfig
+    from vidax_core.vae.convert_wan21 import load_vae
+    from vidax_core.vae.wan21 import WanVAEConfig
 
     cfg = WanVAEConfig.from_config(_json(ASSETS / "vae" / "config.json"))
     tensors = load_file(str(ASSETS / "vae" / "diffusion_pytorch_model.safetensors"))

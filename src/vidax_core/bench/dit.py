@@ -1,21 +1,18 @@
-"""``vidax bench --dit-only``: the DiT-step and compile-time microbenchmarks of issue 7 (items 3 and 4).
+"""``vidax bench --dit-only``: the DiT-step and compile-time microbenchmarks, with random weights (no checkpoint).
 
-All three parts run at Wan2.1-1.3B block width (dim 1536 = 12 heads x 128, FFN 8960, text 512 x 4096) with random
-weights, so no checkpoint is needed:
+The model comes from the plugin of ``model.id=...`` (default: the first registered model whose plugin answers
+the ``bench_dit`` hook); the core only times. Parts:
 
-``step``      one guided denoising step (batch 2 = conditional + unconditional) of a ``--blocks``-block DiT at 17
-              frames x 256 x 256 (latent 5 x 32 x 32 -> 1280 video tokens), fp32, in vidax (the pipeline's own
-              jitted step: model, guidance, UniPC update) and in diffusers (``WanTransformer3DModel`` with the SAME
-              weights, converted by the checkpoint conversion), in the same process. diffusers is timed two ways:
-              as ``WanPipeline`` runs a step (two batch-1 transformer calls, guidance, ``scheduler.step``) and as one
-              batch-2 call. Each side: one warm-up step (vidax: the compiling call), then ``--repeats`` timed
-              steps; the median is reported.
+``step``      one guided denoising step (batch 2 = conditional + unconditional) of a ``--blocks``-block DiT at the
+              plugin's latent and text shapes, fp32, in vidax (the pipeline's own jitted step: model, guidance,
+              UniPC update) and in the plugin's reference engines (e.g. diffusers with the SAME weights), in the
+              same process. Each round runs one step of every engine back to back (round 0 is the warm-up: the
+              compiling call for vidax), then ``--repeats`` timed rounds; the median is reported.
 ``compile``   trace+lower and XLA compile time of that vidax step at each of ``--compile-blocks`` (AOT on abstract
-              shapes, so the 30-block model needs no memory); the blocks are one ``lax.scan``, so the ratio should
+              shapes, so a deep model needs no memory); the blocks are one ``lax.scan``, so the ratio should
               stay near 1.
-``vae``       compile time of the Wan2.1 VAE decode (real architecture, zero weights, ``--vae-size`` pixels square)
-              at each of ``--vae-frames``: the sum of JAX's trace, lower and backend-compile events during a cold
-              ``decode_video`` (decode runs one program for the first latent frame and one for every later one).
+``vae``       compile time of the plugin's VAE decode (zero weights, ``--vae-size`` pixels square) at each of
+              ``--vae-frames``: the sum of JAX's trace, lower and backend-compile events during a cold decode.
 
 Results: ``OUT/dit_step.json`` and ``OUT/dit_step.md`` (printed too).
 """
@@ -29,13 +26,6 @@ import sys
 import time
 from typing import Any
 
-WAN13B = dict(
-    patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16, out_channels=16,
-    text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30, cross_attn_norm=True,
-    qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024,
-)
-LATENT = (16, 5, 32, 32)  # 17 frames at 256 x 256
-TEXT_LEN = 512
 GUIDANCE = 5.0
 
 
@@ -44,57 +34,64 @@ def _say(args, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _inputs(seed: int = 0):
+def _inputs(parts, seed: int = 0):
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    latents = rng.standard_normal((1, *LATENT)).astype(np.float32)
-    context = rng.standard_normal((2, TEXT_LEN, WAN13B["text_dim"])).astype(np.float32)  # [cond, uncond]
+    latents = rng.standard_normal((1, *parts.latent_shape)).astype(np.float32)
+    context = rng.standard_normal((2, *parts.context_shape)).astype(np.float32)  # [cond, uncond]
     return latents, context
 
 
-def _vidax_step(graphdef, steps: int):
+def _vidax_step(graphdef, steps: int, flow_shift: float):
     from vidax_core.runner.pipeline import make_step
     from vidax_core.schedulers import base as sched_base
 
-    sampler = sched_base.get_sampler("unipc", flow_shift=3.0)
+    sampler = sched_base.get_sampler("unipc", flow_shift=flow_shift)
     plan = sampler.plan(steps)
     return make_step(graphdef, sampler, True), sampler, plan
 
 
+def dit_parts(overrides, need_reference: bool):
+    """(model spec, the plugin's ``bench_dit`` parts) for ``model.id=...`` in ``overrides`` or the first model
+    whose plugin answers; a one-line :class:`UserError` when none does."""
+    from vidax_core.config import parse_overrides
+    from vidax_core.errors import UserError
+    from vidax_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    wanted = (parse_overrides(list(overrides or [])).get("model") or {}).get("id")
+    specs = [plugins.registry.get(str(wanted))] if wanted else list(plugins.registry)
+    for spec in specs:
+        parts = plugins.call("bench_dit", spec, need_reference=need_reference)
+        if parts is not None:
+            return spec, parts
+    which = f"the plugin of {wanted}" if wanted else "no installed plugin"
+    raise UserError(f"--dit-only: {which} provides DiT microbenchmark parts (hook bench_dit); "
+                    "pick another model.id=... (see `vidax list-models`)")
+
+
 # --------------------------------------------------------------------------------------------------------------
-# step: vidax vs diffusers, same weights, same process
+# step: vidax vs the reference engines, same weights, same process
 
 
-def bench_step(args) -> dict[str, Any]:
+def bench_step(args, parts) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
     import numpy as np
     from flax import nnx
 
-    from vidax_core.bench.reference import _imports
-    from vidax_wan.convert_dit import load_dit
-    from vidax_wan.dit import WanDiTConfig
-
-    torch, _ = _imports()
-    from diffusers import UniPCMultistepScheduler, WanTransformer3DModel
-
     blocks, repeats = args.blocks, max(args.repeats, 1)
-    torch.manual_seed(0)
-    _say(args, f"step: building a {blocks}-block Wan2.1-1.3B-width DiT in diffusers (random weights) ...")
-    ref = WanTransformer3DModel(**{**WAN13B, "num_layers": blocks}).eval().float()
-    tensors = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
-    cfg = WanDiTConfig.from_config({**WAN13B, "num_layers": blocks})
+    _say(args, f"step: building a {blocks}-block {parts.label} DiT and its reference (random weights) ...")
     t0 = time.perf_counter()
-    model = load_dit(cfg, tensors)
+    model, ref, n_params = parts.paired_dits(blocks, 0)
     convert_s = time.perf_counter() - t0
-    n_params = int(sum(v.size for v in tensors.values()))
-    latents, context = _inputs()
+    latents, context = _inputs(parts)
 
     # -- vidax: the pipeline's jitted step ------------------------------------------------------------------------
     graphdef, params = nnx.split(model)
     del model
-    step, sampler, plan = _vidax_step(graphdef, 50)
+    step, sampler, plan = _vidax_step(graphdef, 50, parts.flow_shift)
     plan_arrays = jax.device_put(plan.arrays())
     ctx, g = jnp.asarray(context), jnp.float32(GUIDANCE)
     vx = {"x": jnp.asarray(latents), "i": 0}
@@ -105,78 +102,44 @@ def bench_step(args) -> dict[str, Any]:
         vx["x"].block_until_ready()
         vx["i"] += 1
 
-    # -- diffusers: the same weights, on CUDA when there is one ---------------------------------------------------
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    ref.to(dev)
-
-    def sync():
-        if dev == "cuda":
-            torch.cuda.synchronize()
-
-    def make_ref(batch2: bool):
-        """WanPipeline's step (two batch-1 calls, guidance, scheduler.step), or one batch-2 call instead."""
-        sched = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True,
-                                        num_train_timesteps=1000, flow_shift=3.0)
-        sched.set_timesteps(50, device=dev)
-        c = torch.from_numpy(context.copy()).to(dev)
-        st = {"x": torch.from_numpy(latents.copy()).to(dev), "i": 0}
-
-        @torch.no_grad()
-        def run() -> None:
-            xt, t = st["x"], sched.timesteps[st["i"]]
-            if batch2:
-                out = ref(hidden_states=torch.cat([xt, xt]), timestep=t.expand(2), encoder_hidden_states=c,
-                          return_dict=False)[0]
-                cond, unc = out[:1], out[1:]
-            else:
-                cond = ref(hidden_states=xt, timestep=t.expand(1), encoder_hidden_states=c[:1], return_dict=False)[0]
-                unc = ref(hidden_states=xt, timestep=t.expand(1), encoder_hidden_states=c[1:], return_dict=False)[0]
-            st["x"] = sched.step(unc + GUIDANCE * (cond - unc), t, xt, return_dict=False)[0]
-            sync()
-            st["i"] += 1
-
-        return run, st
-
-    ref_pipe, pipe_state = make_ref(batch2=False)
-    ref_b2, _ = make_ref(batch2=True)
-    engines = {"vidax": vidax_step, "diffusers_pipeline": ref_pipe, "diffusers_batch2": ref_b2}
+    ref_engines, ref_latents, facts = parts.reference_steps(ref, latents, context, GUIDANCE, 50)
+    engines = {"vidax": vidax_step, **ref_engines}
     times: dict[str, list[float]] = {k: [] for k in engines}
     # Round r runs one step of every engine back to back, so a load swing on a shared machine hits all of them;
     # round 0 is the warm-up (vidax: the compiling call).
     for r in range(repeats + 1):
         for name, fn in engines.items():
-            sync()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
         _say(args, f"    round {r}{' (warm-up)' if r == 0 else ''}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()))
     med = {k: statistics.median(v[1:]) for k, v in times.items()}
     vidax_first, vidax_step_s = times["vidax"][0], med["vidax"]
-    pipe_step, b2_step = med["diffusers_pipeline"], med["diffusers_batch2"]
-    vidax_out, ref_out = np.asarray(vx["x"]), pipe_state["x"].float().cpu().numpy()
+    names = list(ref_engines)
+    pipe_step, b2_step = med[names[0]], med[names[-1]]
+    vidax_out, ref_out = np.asarray(vx["x"]), ref_latents()
     from vidax_core.bench.report import device_memory as _device_memory
 
     vidax_peak = _device_memory()["device_peak_bytes"]
-    device_peak = int(torch.cuda.max_memory_allocated()) if dev == "cuda" else None
-    _say(args, f"    median s/step: vidax {vidax_step_s:.3f}, diffusers pipeline step {pipe_step:.3f}, "
-               f"diffusers batch 2 {b2_step:.3f}")
+    _say(args, "    median s/step: " + ", ".join(f"{k} {v:.3f}" for k, v in med.items()))
 
     rel = float(np.linalg.norm(vidax_out - ref_out) / max(np.linalg.norm(ref_out), 1e-30))
-    return {
-        "blocks": blocks, "params": n_params, "latent_shape": [1, *LATENT],
-        "video_tokens": LATENT[1] * (LATENT[2] // 2) * (LATENT[3] // 2), "text_tokens": TEXT_LEN,
+    c, f, h, w = parts.latent_shape
+    out = {
+        "model": parts.label, "blocks": blocks, "params": n_params, "latent_shape": [1, c, f, h, w],
+        "video_tokens": parts.video_tokens, "text_tokens": parts.context_shape[0],
         "batch": 2, "dtype": "float32", "repeats": repeats, "convert_s": convert_s,
         "vidax_first_step_s": vidax_first, "vidax_step_s": vidax_step_s, "vidax_times_s": times["vidax"],
-        "diffusers_pipeline_step_s": pipe_step, "diffusers_pipeline_times_s": times["diffusers_pipeline"],
-        "diffusers_batch2_step_s": b2_step, "diffusers_batch2_times_s": times["diffusers_batch2"],
+        "diffusers_pipeline_step_s": pipe_step, "diffusers_pipeline_times_s": times[names[0]],
+        "diffusers_batch2_step_s": b2_step, "diffusers_batch2_times_s": times[names[-1]],
         "ratio_vs_pipeline_step": vidax_step_s / pipe_step, "ratio_vs_batch2_step": vidax_step_s / b2_step,
-        "min_ratio_vs_pipeline_step": min(times["vidax"][1:]) / min(times["diffusers_pipeline"][1:]),
-        "latents_rel_diff_after_steps": rel,
-        "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "torch_device": dev,
-        "torch_cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32) if dev == "cuda" else None,
-        "diffusers_device_peak_bytes": device_peak, "vidax_device_peak_bytes": vidax_peak,
+        "min_ratio_vs_pipeline_step": min(times["vidax"][1:]) / min(times[names[0]][1:]),
+        "latents_rel_diff_after_steps": rel, "vidax_device_peak_bytes": vidax_peak,
         "jax_backend": jax.default_backend(), "jax_default_matmul_precision": jax.config.jax_default_matmul_precision,
     }
+    for k, v in facts.items():
+        out["diffusers_" + k if k == "device_peak_bytes" else k] = v() if callable(v) else v
+    return out
 
 
 def _fmt(ts) -> str:
@@ -187,24 +150,21 @@ def _fmt(ts) -> str:
 # compile time vs depth (AOT on abstract shapes)
 
 
-def bench_compile(args) -> dict[str, Any]:
+def bench_compile(args, parts) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
-    from vidax_wan.dit import WanDiT, WanDiTConfig
-
     counts = [int(c) for c in str(args.compile_blocks).split(",") if c.strip()]
     rows = []
     for n in counts:
-        cfg = WanDiTConfig.from_config({**WAN13B, "num_layers": n})
-        model = nnx.eval_shape(lambda: WanDiT(cfg, rngs=nnx.Rngs(0)))
+        model = nnx.eval_shape(parts.abstract_dit(n))
         graphdef, params = nnx.split(model)
-        step, sampler, plan = _vidax_step(graphdef, 50)
+        step, sampler, plan = _vidax_step(graphdef, 50, parts.flow_shift)
         sds = jax.ShapeDtypeStruct
-        x = sds((1, *LATENT), jnp.float32)
+        x = sds((1, *parts.latent_shape), jnp.float32)
         state = jax.eval_shape(lambda z: sampler.init_state(plan, z), x)
-        ctx = sds((2, TEXT_LEN, WAN13B["text_dim"]), jnp.float32)
+        ctx = sds((2, *parts.context_shape), jnp.float32)
         jax.clear_caches()
         t0 = time.perf_counter()
         lowered = step.lower(params, x, state, sds((), jnp.int32), ctx, plan.arrays(), sds((), jnp.float32), None)
@@ -242,37 +202,37 @@ class _CompileClock:
         self.count = {e: 0 for e in self.EVENTS}
 
 
-def bench_vae(args) -> dict[str, Any]:
+def bench_vae(args, parts) -> dict[str, Any] | None:
     import jax
     import numpy as np
 
-    from vidax_wan import vae as vae_mod
-
+    decoder = parts.vae_decoder()
+    if decoder is None:
+        return None
+    decode, latent_shape, trace_counts = decoder
     clock = _CompileClock()
     jax.monitoring.register_event_duration_secs_listener(clock)
-    cfg = vae_mod.WanVAEConfig()
-    vae = vae_mod.WanVAE(cfg, with_encoder=False)  # zero weights: same programs, same compile work
     frames = [int(f) for f in str(args.vae_frames).split(",") if f.strip()]
     size = args.vae_size
     rows = []
     for f in frames:
-        t_lat = (f - 1) // 4 + 1
-        z = np.zeros((1, cfg.z_dim, t_lat, size // 8, size // 8), np.float32)
+        shape = latent_shape(f, size)
+        z = np.zeros(shape, np.float32)
         jax.clear_caches()
-        before = dict(vae_mod.TRACE_COUNTS)
+        before = trace_counts()
         clock.reset()
         clock.on = True
         t0 = time.perf_counter()
-        out = vae_mod.decode_video(vae, z)
+        out = decode(z)
         wall = time.perf_counter() - t0
         clock.on = False
-        traces = {k: v - before.get(k, 0) for k, v in vae_mod.TRACE_COUNTS.items() if v - before.get(k, 0)}
+        traces = {k: v - before.get(k, 0) for k, v in trace_counts().items() if v - before.get(k, 0)}
         comp = sum(clock.total.values())
-        rows.append({"frames": f, "latent_frames": t_lat, "out_shape": list(out.shape), "compile_s": comp,
+        rows.append({"frames": f, "latent_frames": shape[2], "out_shape": list(np.shape(out)), "compile_s": comp,
                      "backend_compile_s": clock.total[_CompileClock.EVENTS[2]], "wall_s": wall,
                      "xla_compiles": clock.count[_CompileClock.EVENTS[2]],
                      "chunk_traces": traces})
-        _say(args, f"vae: {f} frames ({t_lat} latent): compile {comp:.2f} s in {rows[-1]['xla_compiles']} XLA "
+        _say(args, f"vae: {f} frames ({shape[2]} latent): compile {comp:.2f} s in {rows[-1]['xla_compiles']} XLA "
                    f"compiles (wall {wall:.2f} s), chunk programs traced {traces}")
     out: dict[str, Any] = {"size": size, "rows": rows}
     if len(rows) >= 2:
@@ -291,13 +251,13 @@ def markdown(rep: dict[str, Any]) -> str:
     s = rep.get("step")
     if s:
         lines += [
-            f"**DiT step** ({s['blocks']} blocks at Wan2.1-1.3B width, {s['video_tokens']} video tokens + "
+            f"**DiT step** ({s['blocks']} blocks at {s.get('model', 'Wan2.1-1.3B width')}, {s['video_tokens']} video tokens + "
             f"{s['text_tokens']} text tokens, batch 2 (CFG), fp32; median of {s['repeats']} interleaved rounds after one warm-up round)",
             "",
             "| engine | s/step | vidax / this |",
             "|---|---|---|",
             f"| vidax (jitted step: DiT batch 2 + guidance + UniPC) | {s['vidax_step_s']:.3f} | 1.00× |",
-            f"| diffusers, WanPipeline step (2 × batch 1) | {s['diffusers_pipeline_step_s']:.3f} | "
+            f"| diffusers, pipeline step (2 × batch 1) | {s['diffusers_pipeline_step_s']:.3f} | "
             f"{s['ratio_vs_pipeline_step']:.2f}× (fastest steps: {s['min_ratio_vs_pipeline_step']:.2f}×) |",
             f"| diffusers, one batch-2 call | {s['diffusers_batch2_step_s']:.3f} | {s['ratio_vs_batch2_step']:.2f}× |",
             "",
@@ -315,7 +275,7 @@ def markdown(rep: dict[str, Any]) -> str:
         lines.append("")
     v = rep.get("vae")
     if v:
-        lines += [f"**VAE decode compile time vs frames** (Wan2.1 VAE, {v['size']}×{v['size']}, zero weights)", "",
+        lines += [f"**VAE decode compile time vs frames** ({v.get('model', 'Wan2.1 VAE')}, {v['size']}×{v['size']}, zero weights)", "",
                   "| frames | latent frames | compile s (trace+lower+XLA) | XLA compiles | chunk programs | decode wall s |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {r['frames']} | {r['latent_frames']} | {r['compile_s']:.2f} | {r['xla_compiles']} | "
@@ -336,23 +296,25 @@ def main(args: argparse.Namespace) -> int:
         from vidax_core.errors import UserError
 
         raise UserError(f"--skip: unknown part(s) {', '.join(sorted(unknown))}; parts are step, compile, vae")
-    if "step" not in skip and "reference" not in skip:
-        from vidax_core.bench.reference import _imports
-
-        _imports()  # one-line error before any work when torch/diffusers are missing
+    run_step = "step" not in skip and "reference" not in skip
+    # one-line error before any work when no plugin provides the parts or the reference's packages are missing
+    spec, parts = dit_parts(getattr(args, "overrides", None), need_reference=run_step)
     rep: dict[str, Any] = {
         "command": "vidax bench --dit-only " + " ".join(
             f"--{k.replace('_', '-')} {getattr(args, k)}" for k in ("blocks", "compile_blocks", "vae_frames",
                                                                       "vae_size", "repeats", "skip") if getattr(args, k)),
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine_info(),
+        "model_id": spec.id,
     }
-    if "step" not in skip and "reference" not in skip:
-        rep["step"] = bench_step(args)
+    if run_step:
+        rep["step"] = bench_step(args, parts)
     if "compile" not in skip:
-        rep["compile"] = bench_compile(args)
+        rep["compile"] = bench_compile(args, parts)
     if "vae" not in skip:
-        rep["vae"] = bench_vae(args)
+        vae = bench_vae(args, parts)
+        if vae is not None:
+            rep["vae"] = vae
     rep["markdown"] = markdown(rep)
     name = args.name or "dit_step"
     jpath, mpath = write_report(rep, args.out, name)

@@ -1,4 +1,4 @@
-"""diffusers ``AutoencoderKLWan`` state dict -> :class:`vidax_wan.vae.WanVAE` (Wan 2.1)."""
+"""diffusers ``AutoencoderKLWan`` state dict -> :class:`vidax_core.vae.wan21.WanVAE` (Wan 2.1)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from vidax_core.io.convert import KeyRule, conv, convert, flatten
 from vidax_core.nn.state import abstract_model, materialize
 
-from .vae import WanVAE, WanVAEConfig
+from .wan21 import WanVAE, WanVAEConfig
 
 
 def _conv1x1(w: np.ndarray) -> np.ndarray:

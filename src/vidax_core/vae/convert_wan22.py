@@ -1,6 +1,6 @@
 """diffusers ``AutoencoderKLWan`` (Wan 2.2: ``is_residual``, ``patch_size``) state dict -> :class:`WanVAE22`.
 
-Shares every rule with the Wan 2.1 table (:mod:`vidax_wan.convert_vae`) except the block layout: encoder
+Shares every rule with the Wan 2.1 table (:mod:`vidax_core.vae.convert_wan21`) except the block layout: encoder
 ``down_blocks.{i}.resnets.{j}`` / ``down_blocks.{i}.downsampler`` and decoder ``up_blocks.{i}.upsampler`` (singular).
 """
 
@@ -11,9 +11,9 @@ from typing import Any, Mapping
 from vidax_core.io.convert import KeyRule, convert
 from vidax_core.nn.state import abstract_model, materialize
 
-from .convert_vae import VAE_DECODE_ONLY_IGNORE, _conv_rules, _norm_rule, _side_rules
-from .vae import WanVAEConfig
-from .vae22 import WanVAE22
+from .convert_wan21 import VAE_DECODE_ONLY_IGNORE, _conv_rules, _norm_rule, _side_rules
+from .wan21 import WanVAEConfig
+from .wan22 import WanVAE22
 
 _UP = r"decoder\.up_blocks\.(\d+)\."
 _DOWN = r"encoder\.down_blocks\.(\d+)\."

@@ -87,7 +87,7 @@ class WanVAEConfig:
 
     def check_supported(self) -> None:
         if self.is_residual or self.patch_size is not None:
-            raise NotImplementedError("this is the Wan 2.2 VAE (is_residual / patch_size): build vae22.WanVAE22")
+            raise NotImplementedError("this is the Wan 2.2 VAE (is_residual / patch_size): build wan22.WanVAE22")
         if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
             raise ValueError(f"latents_mean/latents_std need z_dim={self.z_dim} entries")
         if len(self.temperal_downsample) < len(self.dim_mult) - 1:
@@ -360,7 +360,7 @@ class Encoder(nnx.Module):
 
 
 class WanVAE(nnx.Module):
-    """``AutoencoderKLWan`` (Wan 2.1). Parameters start at zeros/ones; load real ones with ``convert_vae.load_vae``."""
+    """``AutoencoderKLWan`` (Wan 2.1). Parameters start at zeros/ones; load real ones with ``convert_wan21.load_vae``."""
 
     def __init__(self, cfg: WanVAEConfig, *, with_encoder: bool = True):
         cfg.check_supported()

@@ -1,6 +1,6 @@
 """Wan 2.2 video VAE (diffusers ``AutoencoderKLWan`` with ``is_residual=True``, ``patch_size=2``, z_dim 48).
 
-It is the Wan 2.1 VAE (:mod:`vidax_wan.vae`) with three changes, and reuses every other piece of it (causal convs,
+It is the Wan 2.1 VAE (:mod:`vidax_core.vae.wan21`) with three changes, and reuses every other piece of it (causal convs,
 residual/attention/mid blocks, resamplers, the per-conv cache and the one-jit-per-chunk decode/encode programs):
 
 * **patchify**: pixels are space-to-depth'd by ``patch_size`` before the encoder and back after the decoder, so the
@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .vae import (
+from .wan21 import (
     CausalConv3d,
     Decoder,
     Downsample,
@@ -180,8 +180,8 @@ class Decoder22(Decoder):
 
 
 class WanVAE22(WanVAE):
-    """Wan 2.2 ``AutoencoderKLWan``; same API as :class:`vidax_wan.vae.WanVAE` (decode/encode, ``iter_decode``,
-    ``decode_video``), loaded with ``convert_vae22.load_vae22``."""
+    """Wan 2.2 ``AutoencoderKLWan``; same API as :class:`vidax_core.vae.wan21.WanVAE` (decode/encode, ``iter_decode``,
+    ``decode_video``), loaded with ``convert_wan22.load_vae22``."""
 
     def __init__(self, cfg: WanVAEConfig, *, with_encoder: bool = True):  # builds its own blocks, no super()
         check_config(cfg)

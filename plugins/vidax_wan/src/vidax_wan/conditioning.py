@@ -18,7 +18,7 @@ import numpy as np
 from vidax_core.model_api import Conditioning
 
 from .image import load_image, preprocess_image
-from .vae import normalize_latents
+from vidax_core.vae.wan21 import normalize_latents
 
 
 def first_frame_mask_channels(num_frames: int, lat_f: int, lat_h: int, lat_w: int, temporal: int) -> np.ndarray:

@@ -222,10 +222,10 @@ def load_vae_original(cfg: Any, tensors: Mapping[str, Any], **kw: Any) -> Any:
     """The Wan 2.1 VAE (``WanVAE``) or, for an ``is_residual`` config, the Wan 2.2 VAE (``WanVAE22``) from an original
     ``Wan2.x_VAE.pth`` state dict; ``kw`` go to ``load_vae`` / ``load_vae22``."""
     if cfg.is_residual:
-        from .convert_vae22 import load_vae22
+        from vidax_core.vae.convert_wan22 import load_vae22
 
         return _load(load_vae22, cfg, tensors, lambda k: vae_key(k, wan22=True), **kw)
-    from .convert_vae import load_vae
+    from vidax_core.vae.convert_wan21 import load_vae
 
     return _load(load_vae, cfg, tensors, lambda k: vae_key(k, num_res_blocks=cfg.num_res_blocks), **kw)
 
@@ -275,7 +275,7 @@ WAN22_LATENTS_STD = (
 
 
 def _wan21_latents() -> tuple[tuple[float, ...], tuple[float, ...]]:
-    from .vae import _WAN21_LATENTS_MEAN, _WAN21_LATENTS_STD
+    from vidax_core.vae.wan21 import _WAN21_LATENTS_MEAN, _WAN21_LATENTS_STD
 
     return _WAN21_LATENTS_MEAN, _WAN21_LATENTS_STD
 

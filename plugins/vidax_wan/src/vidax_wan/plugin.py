@@ -184,7 +184,7 @@ class WanVideoAutoencoder:
         return (num_frames - 1) // t + 1, height // sp, width // sp
 
     def decode_video(self, latents, on_chunk=None):
-        from .vae import decode_video
+        from vidax_core.vae.wan21 import decode_video
 
         return decode_video(self.vae, latents, on_chunk=on_chunk)
 
@@ -193,15 +193,15 @@ class WanVideoAutoencoder:
 def build_vae(spec, ckpt, run):
     if not _ours(spec):
         return None
-    from .vae import WanVAEConfig
+    from vidax_core.vae.wan21 import WanVAEConfig
 
     cfg = WanVAEConfig.from_config(ckpt.config("vae"))
     with_encoder = run.image is not None  # only image-to-video encodes
     if cfg.is_residual or cfg.patch_size is not None:
-        from .convert_vae22 import load_vae22
+        from vidax_core.vae.convert_wan22 import load_vae22
 
         return WanVideoAutoencoder(load_vae22(cfg, ckpt.tensors("vae"), with_encoder=with_encoder))
-    from .convert_vae import load_vae
+    from vidax_core.vae.convert_wan21 import load_vae
 
     return WanVideoAutoencoder(load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder))
 
