@@ -106,11 +106,24 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     return 0
 
 
+class _ArgumentError(Exception):
+    """A command-line syntax mistake, printed as one ``error:`` line (argparse would print its usage first)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise _ArgumentError(f"{message} (see `{self.prog} --help`)")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vidax", description="Video diffusion inference in JAX: Wan, Cosmos, LTX, HunyuanVideo, CogVideoX.")
+    p = _Parser(prog="vidax", description="Video diffusion inference in JAX: Wan, Cosmos, LTX, HunyuanVideo, CogVideoX.")
     p.add_argument("--version", action="version", version=f"vidax {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     r = sub.add_parser("run", help="generate a video from a YAML config", description="Generate a video. Keys: see `vidax show-config MODEL_ID`.")
     r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
@@ -141,18 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    # "vidax run cfg.yaml a=b" : a config path that contains '=' is an override, not a config
-    args, extra = parser.parse_known_args(argv)
-    # key=value overrides may follow options (`vidax run cfg.yaml --quiet a=b`): argparse leaves those over
-    takes_overrides = getattr(args, "command", None) in ("run", "bench")
-    stray = [e for e in extra if e.startswith("-") or "=" not in e or not takes_overrides]
-    if stray:
-        parser.error(f"unrecognized arguments: {' '.join(stray)}")
-    if extra:
-        args.overrides = [*args.overrides, *extra]
-    if getattr(args, "config", None) and "=" in args.config and not args.config.endswith((".yaml", ".yml")):
-        args.overrides = [args.config, *args.overrides]
-        args.config = None
+    try:
+        args = _parse(parser, argv)
+    except _ArgumentError as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USER_ERROR
@@ -161,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         # Temporary outputs were removed while the exception unwound. Leave at once: a normal interpreter
@@ -180,6 +186,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: internal error ({type(exc).__name__}: {first}); rerun with --debug for the traceback "
               "and please report it", file=sys.stderr)
         return 1
+    except BaseException as exc:  # e.g. a Rust panic surfacing from a native library; exits stay clean
+        if isinstance(exc, SystemExit):
+            raise
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: internal error ({type(exc).__name__}: {_one_line(exc)[:200]}); rerun with --debug for "
+              "the traceback and please report it", file=sys.stderr)
+        return 1
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; ``key=value`` overrides may sit anywhere after the command, the config file anywhere too."""
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may follow options (`vidax run cfg.yaml --quiet a=b`): argparse leaves those over
+    takes_overrides = getattr(args, "command", None) in ("run", "bench")
+    stray = [e for e in extra if e.startswith("-") or "=" not in e or not takes_overrides]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    # "vidax run a=b cfg.yaml": a config path that contains '=' is an override, not a config
+    if getattr(args, "config", None) and "=" in args.config and not args.config.endswith((".yaml", ".yml")):
+        args.overrides = [args.config, *args.overrides]
+        args.config = None
+    if takes_overrides:
+        files = [o for o in args.overrides if "=" not in o]
+        if args.config is None and len(files) == 1 and files[0].endswith((".yaml", ".yml")):
+            args.config = files[0]
+            args.overrides = [o for o in args.overrides if o is not files[0]]
+        elif files:
+            extra_files = [f for f in files if f.endswith((".yaml", ".yml"))]
+            if extra_files:
+                raise _ArgumentError(
+                    f"only one config file can be given, got {args.config} and {', '.join(extra_files)}: "
+                    "merge them into one file or pass the extra keys as key=value"
+                )
+    return args
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import types
 import typing
@@ -16,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
+from vidax_core.config import parse
+from vidax_core.config.checks import check_paths, check_scheduler_options
+from vidax_core.config.parse import short_repr
 from vidax_core.errors import UserError
 
 
@@ -31,14 +34,18 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    num_steps: int = 50
-    guidance_scale: float = 5.0
+    """Keys mean the family's diffusers pipeline call argument of the same name (``num_steps`` =
+    ``num_inference_steps``). Sizes, frames, steps, guidance and text length have no core default: each model's
+    preset sets them (the reference recipe)."""
+
+    num_steps: int | None = None
+    guidance_scale: float | None = None
     guidance_scale_2: float | None = None
-    height: int = 480
-    width: int = 832
-    num_frames: int = 81
+    height: int | None = None
+    width: int | None = None
+    num_frames: int | None = None
     seed: int = 0
-    max_sequence_length: int = 512
+    max_sequence_length: int | None = None
     initial_noise: str | None = None
     scheduler: Any = None  # null | "name" | {name: ..., <options>}
 
@@ -58,13 +65,13 @@ class AttentionConfig:
 @dataclass(frozen=True)
 class OffloadConfig:
     enabled: bool = False
-    chunk_size: int = 1
+    chunk_size: Any = 1  # blocks per transfer: one integer for every group, or {group name: integer}
 
 
 @dataclass(frozen=True)
 class OutputConfig:
     path: str = "out/video.mp4"
-    fps: int = 16
+    fps: int | None = None  # null = the model preset's frame rate
     overwrite: bool = False
     save_latents: str | None = None
     save_frames: str | None = None
@@ -93,6 +100,7 @@ class RunConfig:
     prompt: str = ""
     negative_prompt: str = ""
     image: str | None = None
+    video: str | None = None
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     attention: AttentionConfig = field(default_factory=AttentionConfig)
@@ -100,6 +108,7 @@ class RunConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    options: Any = field(default_factory=dict)  # family knobs the model's plugin declares (ModelSpec.options)
 
 
 ATTENTION_BACKENDS = ("auto", "xla", "cudnn", "pallas_tpu", "blockwise")
@@ -117,11 +126,41 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("parallel.tp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.sp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.dp", lambda v: v is None or v >= 1, "must be null (automatic) or at least 1"),
-    ("offload.chunk_size", lambda v: v >= 1, "must be at least 1"),
     ("output.fps", lambda v: v >= 1, "must be at least 1"),
     ("attention.backend", lambda v: v in ATTENTION_BACKENDS, f"must be one of {', '.join(ATTENTION_BACKENDS)}"),
     ("model.dtype", lambda v: v is None or v in DTYPES, f"must be null or one of {', '.join(DTYPES)}"),
 )
+
+
+# Keys with no core default that every model's preset (or the user) must set.
+REQUIRED = ("sampling.num_steps", "sampling.guidance_scale", "sampling.height", "sampling.width",
+            "sampling.num_frames", "sampling.max_sequence_length", "output.fps")
+
+
+def check_chunk_size(value: Any) -> None:
+    """``offload.chunk_size``: a positive integer, or a mapping of block-group name to a positive integer."""
+    ok = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    if isinstance(value, Mapping):
+        if not value or any(not ok(v) for v in value.values()):
+            raise UserError(f"config key offload.chunk_size must map block groups to integers >= 1, got {short_repr(dict(value))}")
+    elif not ok(value):
+        raise UserError(f"config key offload.chunk_size must be an integer >= 1 or {{group: integer}}, got {short_repr(value)}")
+
+
+def check_options(options: Mapping[str, Any], declared: Mapping[str, Any], model_id: str) -> None:
+    """Every key of ``options`` must be declared by the model's plugin (``ModelSpec.options``: name -> Option) and
+    have the declared type; one line naming the key otherwise."""
+    for key, value in options.items():
+        if key not in declared:
+            names = sorted(declared)
+            close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+            hint = (f" — did you mean options.{close[0]}?" if close else
+                    f" ({model_id} takes: {', '.join(names)})" if names else f" ({model_id} takes no options)")
+            raise UserError(f"unknown config key options.{key} for {model_id}{hint}")
+        opt = declared[key]
+        _coerce(value, opt.type, f"options.{key}")
+        if opt.choices is not None and value not in opt.choices:
+            raise UserError(f"config key options.{key} must be one of {', '.join(map(str, opt.choices))}, got {short_repr(value)}")
 
 
 def defaults_dict() -> dict[str, Any]:
@@ -152,7 +191,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return _coerce(value, a, key)
             except UserError:
                 continue
-        raise UserError(f"config key {key} must be {_type_name(tp)}, got {value!r}")
+        raise UserError(f"config key {key} must be {_type_name(tp)}, got {short_repr(value)}")
+    if origin is list or tp is list:  # options may hold lists (per-step scales, sigma lists)
+        if not isinstance(value, (list, tuple)):
+            raise UserError(f"config key {key} must be a list, got {short_repr(value)}")
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_coerce(v, item, f"{key}[{n}]") for n, v in enumerate(value)]
     ok = (
         (tp is bool and isinstance(value, bool))
         or (tp is int and isinstance(value, int) and not isinstance(value, bool))
@@ -160,8 +204,19 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         or (tp is str and isinstance(value, str))
     )
     if not ok:
-        raise UserError(f"config key {key} must be {_type_name(tp)}, got {value!r}")
-    return float(value) if tp is float else value
+        raise UserError(f"config key {key} must be {_type_name(tp)}, got {short_repr(value)}")
+    if tp is float:
+        try:
+            value = float(value)
+        except OverflowError:
+            raise UserError(f"config key {key} must be a finite number, got {short_repr(value)}") from None
+        if not math.isfinite(value):
+            raise UserError(f"config key {key} must be a finite number, got {value!r}")
+    elif tp is int and not -(2**63) <= value < 2**63:
+        raise UserError(f"config key {key} is out of range, got {short_repr(value)}")
+    elif tp is str and "\0" in value:
+        raise UserError(f"config key {key} contains a NUL byte")
+    return value
 
 
 def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
@@ -180,7 +235,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
         value, tp, key = data[f.name], hints[f.name], f"{prefix}{f.name}"
         if dataclasses.is_dataclass(tp):
             if not isinstance(value, Mapping):
-                raise UserError(f"config key {key} must be a mapping of keys, got {value!r}")
+                raise UserError(f"config key {key} must be a mapping of keys, got {short_repr(value)}")
             kwargs[f.name] = _build(tp, value, key + ".")
         else:
             kwargs[f.name] = _coerce(value, tp, key)
@@ -197,56 +252,38 @@ def _get(cfg: RunConfig, dotted: str) -> Any:
 def validate(data: Mapping[str, Any]) -> RunConfig:
     """Validate a merged plain dict into a frozen :class:`RunConfig`."""
     cfg = _build(RunConfig, data, "")
+    for key in REQUIRED:
+        if _get(cfg, key) is None:
+            raise UserError(f"config key {key} is not set and the model's preset gives no default: set {key}=...")
     for key, ok, requirement in _RANGES:
         value = _get(cfg, key)
-        if not ok(value):
-            raise UserError(f"config key {key} {requirement}, got {value!r}")
+        if value is not None and not ok(value):
+            raise UserError(f"config key {key} {requirement}, got {short_repr(value)}")
+    check_chunk_size(cfg.offload.chunk_size)
+    if not isinstance(cfg.options, Mapping):
+        raise UserError(f"config key options must be a mapping of the model's options, got {short_repr(cfg.options)}")
     if cfg.model.id in ("", "???"):
         raise UserError("no model chosen: set model.id (see `vidax list-models`)")
     sched = cfg.sampling.scheduler
     if sched is not None and not isinstance(sched, (str, Mapping)):
         raise UserError("config key sampling.scheduler must be null, a sampler name, or {name: ..., <options>}")
-    return cfg
+    check_scheduler_options(sched)
+    return check_paths(cfg)
 
 
 def load_yaml(path: str) -> dict[str, Any]:
     """Read a user YAML file into a plain dict (one-line errors for missing files and syntax errors)."""
-    if not os.path.exists(path):
-        raise UserError(f"config file {path} does not exist")
-    try:
-        conf = OmegaConf.load(path)
-    except OmegaConfBaseException as exc:
-        raise UserError(f"config file {path} is not valid: {str(exc).splitlines()[0]}") from exc
-    except Exception as exc:  # yaml.YAMLError and friends
-        first = " ".join(str(exc).split())
-        raise UserError(f"config file {path} is not valid YAML: {first}") from exc
-    data = OmegaConf.to_container(conf, resolve=False)
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UserError(f"config file {path} must hold a mapping of keys at the top level")
-    return data
+    return parse.load_yaml_file(path)
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` arguments (values parsed as YAML scalars) into a nested dict."""
-    for item in items:
-        if "=" not in item:
-            raise UserError(f"argument {item!r} is not key=value (e.g. sampling.num_steps=30)")
-    try:
-        conf = OmegaConf.from_dotlist(list(items))
-    except OmegaConfBaseException as exc:
-        raise UserError(f"cannot parse overrides {' '.join(items)}: {str(exc).splitlines()[0]}") from exc
-    return OmegaConf.to_container(conf, resolve=False) or {}
+    """``key=value`` arguments into a nested dict: string keys verbatim, other values parsed as YAML."""
+    return parse.parse_overrides(items, RunConfig)
 
 
 def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
     """Merge plain dicts left to right (later wins); a later mapping replaces scalars and merges mappings."""
-    try:
-        merged = OmegaConf.merge(*[OmegaConf.create(dict(layer)) for layer in layers])
-        return OmegaConf.to_container(merged, resolve=True)
-    except OmegaConfBaseException as exc:
-        raise UserError(f"cannot merge configuration: {str(exc).splitlines()[0]}") from exc
+    return parse.merge(*layers)
 
 
 def model_id_of(*layers: Mapping[str, Any]) -> str | None:

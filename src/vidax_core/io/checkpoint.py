@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
+import stat
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from vidax_core.config.arch import SOURCE_KEY  # Checkpoint.config records its file under this key
 from vidax_core.errors import UserError
 from vidax_core.io.safetensors import SafetensorsFile
 
@@ -103,8 +106,12 @@ class Checkpoint:
         folder = self.require(component)
         for name in ("config.json", "scheduler_config.json", "preprocessor_config.json"):
             f = os.path.join(folder, name)
-            if os.path.exists(f):
-                return _read_json(f)
+            if os.path.lexists(f):
+                data = _read_json(f)
+                if name == "scheduler_config.json":
+                    _check_scheduler_config(f, data)
+                data[SOURCE_KEY] = f
+                return data
         raise UserError(f"checkpoint component {folder} has no config.json")
 
     def weight_files(self, component: str) -> list[str]:
@@ -112,7 +119,15 @@ class Checkpoint:
         indexes = sorted(glob.glob(os.path.join(folder, "*.safetensors.index.json")))
         if indexes:
             data = _read_json(indexes[0])
-            names = sorted(set((data.get("weight_map") or {}).values()))
+            weight_map = data.get("weight_map")
+            if not isinstance(weight_map, dict) or not weight_map or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+            ):
+                raise UserError(f"{indexes[0]}: weight_map must be a JSON object of tensor name -> shard file name")
+            names = sorted(set(weight_map.values()))
+            bad = [n for n in names if os.path.basename(n) != n or not n.endswith(".safetensors")]
+            if bad:
+                raise UserError(f"{indexes[0]}: weight_map names {bad[0]!r:.80}, not a .safetensors file in {folder}")
             files = [os.path.join(folder, n) for n in names]
             missing = [f for f in files if not os.path.exists(f)]
             if missing:
@@ -136,17 +151,60 @@ class Checkpoint:
         return ProgressTensors(source, self.progress(component, total))
 
 
-def _read_json(path: str) -> dict[str, Any]:
+MAX_JSON_BYTES = 512 << 20  # the largest tokenizer.json files are tens of MiB
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json_file(path: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """The JSON value in ``path``, read with bounds: a regular file of at most ``max_bytes``, UTF-8, finite
+    numbers, bounded nesting. Every failure is one :class:`UserError` line naming the file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{path} is not a regular file: replace it with the JSON file of the checkpoint")
+        if st.st_size > max_bytes:
+            raise UserError(f"{path} is {st.st_size >> 20} MiB, too large for a checkpoint JSON file: re-download it")
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
     except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise UserError(f"{path} is too large for a checkpoint JSON file: re-download it")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON (not UTF-8 text at byte {exc.start}): fix or re-download it") from None
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON (line {exc.lineno}): fix or re-download it") from exc
+        raise UserError(f"{path} is not valid JSON (line {exc.lineno}): fix or re-download it") from None
+    except RecursionError:
+        raise UserError(f"{path} is not usable JSON (nested too deeply): fix or re-download it") from None
+    except ValueError as exc:
+        raise UserError(f"{path} is not usable JSON ({exc}): fix or re-download it") from None
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    data = read_json_file(path)
     if not isinstance(data, dict):
         raise UserError(f"{path} must hold a JSON object")
     return data
+
+
+def _check_scheduler_config(path: str, data: Mapping[str, Any]) -> None:
+    steps = data.get("num_train_timesteps", 1000)
+    if type(steps) is not int or not 1 <= steps <= 1_000_000:
+        raise UserError(f"{path}: num_train_timesteps must be an integer from 1 to 1000000, got {str(steps)[:40]}")
 
 
 def hub_allow_patterns(components: Sequence[str], configs_only: bool = False) -> list[str]:
