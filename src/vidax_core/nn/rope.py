@@ -165,6 +165,26 @@ def mrope_angles(position_ids: jax.Array, freqs: np.ndarray | jax.Array, mrope_s
     return jnp.concatenate(parts, axis=-1)
 
 
+def ltx_angles(coords: jax.Array, dim: int, theta: float = 10000.0) -> jax.Array:
+    """LTX-Video's RoPE angles from fractional coordinates ``coords`` (..., 3) (frame, y, x already divided by the
+    base sizes, so mostly in [0, 1)).
+
+    Frequencies are log-spaced ``theta ** linspace(0, 1, dim // 6) * pi / 2`` and shared by the three axes; the
+    angle of frequency ``j`` on axis ``a`` is ``f_j * (2 * coord_a - 1)``, laid out frequency-major
+    (``[f0.t, f0.y, f0.x, f1.t, ...]``). When ``dim % 6`` the leading ``(dim % 6) / 2`` pairs get angle 0
+    (identity), as the reference pads cos with 1 and sin with 0 in front. Returns (..., dim // 2) float32 for
+    :func:`apply_interleaved`."""
+    n = dim // 6
+    f = (float(theta) ** np.linspace(0.0, 1.0, n, dtype=np.float64)) * (math.pi / 2.0)
+    c = jnp.asarray(coords).astype(jnp.float32)
+    a = (c[..., :, None] * 2.0 - 1.0) * jnp.asarray(f, jnp.float32)  # (..., 3, n)
+    a = jnp.swapaxes(a, -1, -2).reshape(*c.shape[:-1], 3 * n)
+    pad = (dim % 6) // 2
+    if pad:
+        a = jnp.concatenate([jnp.zeros(a.shape[:-1] + (pad,), a.dtype), a], axis=-1)
+    return a
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Apply
 # --------------------------------------------------------------------------------------------------------------
