@@ -112,9 +112,9 @@ def test_full_size_clip_vit_h():
 def test_full_size_umt5_xxl():
     from transformers import UMT5Config, UMT5EncoderModel
 
-    from vidax_core.encoders.umt5 import UMT5_IGNORE, UMT5_RULES, UMT5Config as VidaxUMT5Config, UMT5Encoder
+    from vidax_core.encoders.t5 import UMT5_IGNORE, UMT5_RULES, T5Config as VidaxUMT5Config, T5Encoder as UMT5Encoder
 
     with torch.device("meta"):
         ref = UMT5EncoderModel(UMT5Config(**UMT5_XXL))
-    check(meta_shapes(ref), UMT5_RULES, lambda: UMT5Encoder(VidaxUMT5Config.from_config(UMT5_XXL), rngs=nnx.Rngs(0)),
+    check(meta_shapes(ref), UMT5_RULES, lambda: UMT5Encoder(VidaxUMT5Config.from_config(UMT5_XXL, model_type="umt5"), rngs=nnx.Rngs(0)),
           "text_encoder", ignore=UMT5_IGNORE)

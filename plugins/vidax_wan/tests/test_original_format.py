@@ -192,7 +192,7 @@ def test_vae_original_layout_loads_identically(wan22):
 
 
 def test_umt5_original_layout_loads_identically():
-    from vidax_core.encoders.umt5 import UMT5Config, load_umt5
+    from vidax_core.encoders.t5 import T5Config as UMT5Config, load_t5 as load_umt5
 
     cfg = UMT5Config.from_config(_json(ASSETS / "text_encoder" / "config.json"))
     tensors = load_file(str(ASSETS / "text_encoder" / "model.safetensors"))

@@ -232,9 +232,9 @@ def load_vae_original(cfg: Any, tensors: Mapping[str, Any], **kw: Any) -> Any:
 
 def load_umt5_original(cfg: Any, tensors: Mapping[str, Any]) -> Any:
     """The UMT5 encoder from ``models_t5_umt5-xxl-enc-bf16.pth`` tensors."""
-    from vidax_core.encoders.umt5 import load_umt5
+    from vidax_core.encoders.t5 import load_t5
 
-    return _load(load_umt5, cfg, tensors, umt5_key)
+    return _load(load_t5, cfg, tensors, umt5_key)
 
 
 # --------------------------------------------------------------------------------------------------------------

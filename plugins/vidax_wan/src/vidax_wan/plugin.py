@@ -152,12 +152,12 @@ class WanTextEncoder:
 def build_text_encoder(spec, ckpt, run):
     if not _ours(spec):
         return None
-    from vidax_core.encoders.umt5 import UMT5Config, encode_text, load_umt5
+    from vidax_core.encoders.t5 import T5Config, encode_text, load_t5
     from vidax_core.encoders.tokenizer import TextTokenizer
 
     tok = TextTokenizer.from_dir(ckpt.require("tokenizer"))
-    cfg = UMT5Config.from_config(ckpt.config("text_encoder"))
-    enc = load_umt5(cfg, ckpt.tensors("text_encoder"))
+    cfg = T5Config.from_config({"model_type": "umt5", **ckpt.config("text_encoder")})
+    enc = load_t5(cfg, ckpt.tensors("text_encoder"))
     return WanTextEncoder(tok, enc, encode_text)
 
 

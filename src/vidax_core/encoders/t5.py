@@ -1,23 +1,31 @@
-"""UMT5 text encoder (transformers ``UMT5EncoderModel``, Wan's text encoder) in Flax NNX.
+"""T5 encoder stack in Flax NNX: UMT5 (Wan), T5 v1.1 (XXL) and byT5 are configurations of :class:`T5Encoder`.
 
-Numerics follow the transformers reference:
+Numerics follow transformers' ``T5EncoderModel`` / ``UMT5EncoderModel``:
 
 * token embedding (tied ``shared`` / ``encoder.embed_tokens`` table), no scaling, no absolute positions;
-* pre-norm blocks: T5 RMS norm (no mean subtraction, no bias, fp32 statistics) -> self-attention -> residual,
-  T5 RMS norm -> feed-forward (``gated-gelu`` = ``gelu_new`` (tanh approximation) of ``wi_0`` times ``wi_1``,
-  then ``wo``) -> residual; a final RMS norm;
-* attention logits are NOT scaled by 1/sqrt(d_kv) (T5 convention); a learned relative position bias (bucketed
-  bidirectional distances) is added, and unlike T5 EVERY layer has its own bucket table; the padding mask is an
-  additive ``finfo.min`` bias on the keys; softmax in float32.
+* pre-norm blocks: T5 RMS norm (no mean subtraction, no bias) -> self-attention -> residual, T5 RMS norm ->
+  feed-forward -> residual; a final RMS norm. The feed-forward is ``feed_forward_proj``: ``gated-gelu`` (T5 v1.1,
+  UMT5, byT5) is ``wo(gelu_tanh(wi_0 x) * wi_1 x)``, ``relu`` (original T5) is ``wo(relu(wi x))``;
+* attention logits are NOT scaled by 1/sqrt(d_kv) (T5 convention); a learned relative position bias over bucketed
+  bidirectional distances is added, the padding mask is an additive ``finfo(float32).min`` bias on the keys.
+* The one switch between the variants is where the bias table lives: T5 / T5 v1.1 / byT5 compute it ONCE from the
+  first layer's table and share it across all layers (``position_bias_per_layer=False``, the
+  ``encoder.block.0...relative_attention_bias`` key); UMT5 gives every layer its own table (True). By default the
+  switch follows ``model_type`` (``"umt5"`` -> per layer).
 
-Precision policy: parameters and matmuls in ``cfg.dtype`` (fp32 accumulation), norms and the residual stream in
-float32 (transformers keeps the residual in the parameter dtype, which only matters for bf16/fp16 runs, and needs
-fp16 overflow clamps that the fp32 residual here does not), output ``last_hidden_state`` in float32.
+Precision policy (where the reference computes in fp32, so do we; everything else is ``cfg.dtype``):
 
-The ``num_layers`` blocks live in ONE parameter tree stacked on a leading ``'layers'`` axis and are run by
-:func:`run_blocks` with ``jax.lax.scan``. Parameters carry logical axis names (``out_sharding`` metadata, never
-eagerly applied): ``'vocab'``, ``'embed'`` (d_model), ``'heads'`` (num_heads * d_kv), ``'mlp'`` (d_ff) and
-``'layers'``.
+* fp32: RMS norm statistics and output (transformers computes the variance in fp32), attention logits, position
+  bias and softmax (transformers: ``softmax(scores.float())``), the gated activation product, the residual stream
+  (transformers keeps the residual in the parameter dtype and needs fp16 clamps; an fp32 residual is at least as
+  exact and needs none), and the output ``last_hidden_state``;
+* ``cfg.dtype``: parameters and the q/k/v/o, wi and wo matmuls (fp32 accumulation). transformers'
+  ``_keep_in_fp32_modules = ["wo"]`` only applies to fp16 loads; set ``wo_dtype=float32`` to mirror that.
+
+Short text sequences with a position bias use a small dense softmax here (not the video attention backends).
+The ``num_layers`` blocks live in ONE parameter tree stacked on a leading ``'layers'`` axis, run by
+:func:`run_blocks` with ``jax.lax.scan``. Parameters carry logical axis names ``'vocab'``, ``'embed'`` (d_model),
+``'heads'`` (num_heads * d_kv), ``'mlp'`` (d_ff), ``'layers'``: tensor parallel places heads/mlp on ``tp``.
 """
 
 from __future__ import annotations
@@ -32,8 +40,8 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.config.arch import from_config_dict
-from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.errors import UserError
+from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.state import abstract_model, materialize
 
@@ -55,23 +63,27 @@ _ACTIVATIONS = {
 
 
 @dataclasses.dataclass(frozen=True)
-class UMT5Config:
-    """Field names match transformers' ``config.json`` for UMT5; ``dtype`` is the parameter / matmul dtype.
+class T5Config:
+    """Field names match transformers' T5 / UMT5 ``config.json``; ``dtype`` is the parameter / matmul dtype.
 
-    Defaults are transformers' ``UMT5Config`` defaults (umt5-small); Wan's umt5-xxl comes from its config.json.
+    Defaults are transformers' ``T5Config`` defaults (t5-small); real checkpoints come from their config.json
+    (see :data:`T5_V1_1_XXL`, :data:`UMT5_XXL`, :data:`BYT5_SMALL` for the published shapes).
     """
 
-    vocab_size: int = 250112
+    vocab_size: int = 32128
     d_model: int = 512
     d_kv: int = 64
-    d_ff: int = 1024
-    num_layers: int = 8
-    num_heads: int = 6
+    d_ff: int = 2048
+    num_layers: int = 6
+    num_heads: int = 8
     relative_attention_num_buckets: int = 32
     relative_attention_max_distance: int = 128
-    feed_forward_proj: str = "gated-gelu"
+    feed_forward_proj: str = "relu"
     layer_norm_epsilon: float = 1e-6
+    model_type: str = "t5"
+    position_bias_per_layer: bool | None = None  # None: per layer iff model_type == "umt5"
     dtype: Any = jnp.float32
+    wo_dtype: Any = None  # None: ``dtype``
 
     def __post_init__(self) -> None:
         parts = self.feed_forward_proj.split("-")
@@ -82,9 +94,15 @@ class UMT5Config:
             )
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "UMT5Config":
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "T5Config":
         """Build from a transformers config dict; unknown keys (``architectures``, ``dropout_rate``...) are ignored."""
         return from_config_dict(cls, config, **overrides)
+
+    @property
+    def per_layer_bias(self) -> bool:
+        if self.position_bias_per_layer is not None:
+            return bool(self.position_bias_per_layer)
+        return self.model_type == "umt5"
 
     @property
     def is_gated(self) -> bool:
@@ -100,6 +118,26 @@ class UMT5Config:
     @property
     def inner_dim(self) -> int:
         return self.num_heads * self.d_kv
+
+
+#: google/t5-v1_1-xxl encoder (Cosmos, HunyuanVideo-era text towers): gated-gelu, untied head, shared bias.
+T5_V1_1_XXL: dict[str, Any] = dict(
+    model_type="t5", vocab_size=32128, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
+    relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
+    layer_norm_epsilon=1e-6,
+)
+#: google/umt5-xxl encoder (Wan): per-layer bias tables.
+UMT5_XXL: dict[str, Any] = dict(
+    model_type="umt5", vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
+    relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
+    layer_norm_epsilon=1e-6,
+)
+#: google/byt5-small encoder: T5 v1.1 architecture over 256 bytes + 3 specials + 125 sentinels.
+BYT5_SMALL: dict[str, Any] = dict(
+    model_type="t5", vocab_size=384, d_model=1472, d_kv=64, d_ff=3584, num_layers=12, num_heads=6,
+    relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
+    layer_norm_epsilon=1e-6,
+)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -135,6 +173,11 @@ def relative_position_buckets(
     return buckets.astype(np.int32)
 
 
+def position_bias(table: jax.Array, buckets: jax.Array) -> jax.Array:
+    """(num_buckets, H) table gathered at (Lq, Lk) buckets -> (H, Lq, Lk) float32 additive bias."""
+    return jnp.transpose(jnp.take(table.astype(jnp.float32), buckets, axis=0), (2, 0, 1))
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Layers
 # --------------------------------------------------------------------------------------------------------------
@@ -153,41 +196,48 @@ class T5LayerNorm(nnx.Module):
         return y * self.scale[...].astype(jnp.float32)
 
 
-class UMT5Attention(nnx.Module):
-    """Self-attention with this layer's own relative position bias table; no 1/sqrt(d) scaling."""
+def _bias_table(cfg: T5Config, rngs: nnx.Rngs) -> nnx.Param:
+    table = jax.random.normal(rngs.params(), (cfg.relative_attention_num_buckets, cfg.num_heads), cfg.dtype) * 0.02
+    return param(table, (None, None))
 
-    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+
+class T5Attention(nnx.Module):
+    """Self-attention without 1/sqrt(d) scaling plus a relative position bias (this layer's own table when
+    ``cfg.per_layer_bias``, else the shared bias passed in)."""
+
+    def __init__(self, cfg: T5Config, *, rngs: nnx.Rngs):
         self.num_heads, self.d_kv = cfg.num_heads, cfg.d_kv
-        self.num_buckets, self.max_distance = cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance
         dt = cfg.dtype
         self.q = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
         self.k = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
         self.v = Linear(cfg.d_model, cfg.inner_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
         self.o = Linear(cfg.inner_dim, cfg.d_model, (HEADS, EMBED), dtype=dt, rngs=rngs, bias=False)
-        self.relative_attention_bias = param(
-            jax.random.normal(rngs.params(), (cfg.relative_attention_num_buckets, cfg.num_heads), dt) * 0.02,
-            (None, None),
-        )
+        self.relative_attention_bias = _bias_table(cfg, rngs) if cfg.per_layer_bias else None
 
-    def __call__(self, x: jax.Array, buckets: jax.Array, key_bias: jax.Array) -> jax.Array:
-        """x (B, L, d_model); buckets (L, L) int32; key_bias (B, L) float32 additive (0 or finfo.min)."""
+    def __call__(
+        self, x: jax.Array, buckets: jax.Array, shared_bias: jax.Array | None, key_bias: jax.Array
+    ) -> jax.Array:
+        """x (B, L, d_model); buckets (L, L) int32; shared_bias (H, L, L) or None; key_bias (B, L) additive."""
         b, n, _ = x.shape
         h, d = self.num_heads, self.d_kv
         q = self.q(x).reshape(b, n, h, d)
         k = self.k(x).reshape(b, n, h, d)
         v = self.v(x).reshape(b, n, h, d)
         logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
-        pos = jnp.take(self.relative_attention_bias[...].astype(jnp.float32), buckets, axis=0)  # (Lq, Lk, H)
-        logits = logits + jnp.transpose(pos, (2, 0, 1))[None] + key_bias[:, None, None, :]
+        if self.relative_attention_bias is not None:
+            pos = position_bias(self.relative_attention_bias[...], buckets)
+        else:
+            pos = shared_bias
+        logits = logits + pos[None] + key_bias[:, None, None, :]
         probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
         out = jnp.einsum("bhqk,bkhd->bqhd", probs, v, preferred_element_type=jnp.float32).astype(v.dtype)
         return self.o(out.reshape(b, n, h * d))
 
 
-class UMT5FeedForward(nnx.Module):
-    """Gated: wo(act(wi_0 x) * wi_1 x); plain: wo(act(wi x))."""
+class T5FeedForward(nnx.Module):
+    """Gated: wo(act(wi_0 x) * wi_1 x); plain: wo(act(wi x)). The activation and gate product run in fp32."""
 
-    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+    def __init__(self, cfg: T5Config, *, rngs: nnx.Rngs):
         dt = cfg.dtype
         self.act = _ACTIVATIONS[cfg.act_name]
         self.gated = cfg.is_gated
@@ -196,7 +246,7 @@ class UMT5FeedForward(nnx.Module):
             self.wi_1 = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs, bias=False)
         else:
             self.wi = Linear(cfg.d_model, cfg.d_ff, (EMBED, MLP), dtype=dt, rngs=rngs, bias=False)
-        self.wo = Linear(cfg.d_ff, cfg.d_model, (MLP, EMBED), dtype=dt, rngs=rngs, bias=False)
+        self.wo = Linear(cfg.d_ff, cfg.d_model, (MLP, EMBED), dtype=cfg.wo_dtype or dt, rngs=rngs, bias=False)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if self.gated:
@@ -206,24 +256,31 @@ class UMT5FeedForward(nnx.Module):
         return self.wo(hidden)
 
 
-class UMT5Block(nnx.Module):
-    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+class T5Block(nnx.Module):
+    def __init__(self, cfg: T5Config, *, rngs: nnx.Rngs):
         self.attn_norm = T5LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
-        self.attn = UMT5Attention(cfg, rngs=rngs)
+        self.attn = T5Attention(cfg, rngs=rngs)
         self.ffn_norm = T5LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
-        self.ffn = UMT5FeedForward(cfg, rngs=rngs)
+        self.ffn = T5FeedForward(cfg, rngs=rngs)
 
-    def __call__(self, x: jax.Array, buckets: jax.Array, key_bias: jax.Array) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, buckets: jax.Array, shared_bias: jax.Array | None, key_bias: jax.Array
+    ) -> jax.Array:
         """x: float32 residual stream (B, L, d_model)."""
-        x = x + self.attn(self.attn_norm(x), buckets, key_bias).astype(jnp.float32)
+        x = x + self.attn(self.attn_norm(x), buckets, shared_bias, key_bias).astype(jnp.float32)
         return x + self.ffn(self.ffn_norm(x)).astype(jnp.float32)
 
 
 def run_blocks(
-    block_graphdef: nnx.GraphDef, stacked_block_state: nnx.State, x: jax.Array, buckets: jax.Array, key_bias: jax.Array
+    block_graphdef: nnx.GraphDef,
+    stacked_block_state: nnx.State,
+    x: jax.Array,
+    buckets: jax.Array,
+    shared_bias: jax.Array | None,
+    key_bias: jax.Array,
 ) -> jax.Array:
     """Run blocks stacked on the leading axis of ``stacked_block_state`` (any slice of it) with ``lax.scan``."""
-    return scan_blocks(block_graphdef, stacked_block_state, x, buckets, key_bias)
+    return scan_blocks(block_graphdef, stacked_block_state, x, buckets, shared_bias, key_bias)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -231,15 +288,17 @@ def run_blocks(
 # --------------------------------------------------------------------------------------------------------------
 
 
-class UMT5Encoder(nnx.Module):
-    """``UMT5EncoderModel``: ``__call__(input_ids, attention_mask) -> last_hidden_state`` (B, L, d_model) float32."""
+class T5Encoder(nnx.Module):
+    """``T5EncoderModel`` / ``UMT5EncoderModel``: ``__call__(input_ids, attention_mask) -> last_hidden_state``
+    (B, L, d_model) float32."""
 
-    def __init__(self, cfg: UMT5Config, *, rngs: nnx.Rngs):
+    def __init__(self, cfg: T5Config, *, rngs: nnx.Rngs):
         self.cfg = cfg
         self.embedding = param(
             jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.d_model), cfg.dtype), (VOCAB, EMBED)
         )
-        self.blocks = stacked(lambda r: UMT5Block(cfg, rngs=r), cfg.num_layers, rngs)
+        self.relative_attention_bias = None if cfg.per_layer_bias else _bias_table(cfg, rngs)
+        self.blocks = stacked(lambda r: T5Block(cfg, rngs=r), cfg.num_layers, rngs)
         self.final_norm = T5LayerNorm(cfg.d_model, eps=cfg.layer_norm_epsilon)
 
     def split_blocks(self) -> tuple[nnx.GraphDef, nnx.State]:
@@ -252,19 +311,21 @@ class UMT5Encoder(nnx.Module):
         if attention_mask is None:
             attention_mask = jnp.ones((b, n), jnp.int32)
         key_bias = jnp.where(jnp.asarray(attention_mask) > 0, 0.0, jnp.finfo(jnp.float32).min).astype(jnp.float32)
+        cfg = self.cfg
         buckets = jnp.asarray(
-            relative_position_buckets(
-                n, n, self.cfg.relative_attention_num_buckets, self.cfg.relative_attention_max_distance
-            )
+            relative_position_buckets(n, n, cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance)
         )
+        shared = None
+        if self.relative_attention_bias is not None:
+            shared = position_bias(self.relative_attention_bias[...], buckets)
         x = jnp.take(self.embedding[...], input_ids, axis=0).astype(jnp.float32)
         graphdef, state = self.split_blocks()
-        x = run_blocks(graphdef, state, x, buckets, key_bias)
+        x = run_blocks(graphdef, state, x, buckets, shared, key_bias)
         return self.final_norm(x)
 
 
 def encode_text(
-    encoder: UMT5Encoder, input_ids: jax.Array, attention_mask: jax.Array, max_sequence_length: int
+    encoder: T5Encoder, input_ids: jax.Array, attention_mask: jax.Array, max_sequence_length: int
 ) -> jax.Array:
     """Wan's prompt embeddings: (B, max_sequence_length, d_model) float32.
 
@@ -290,31 +351,51 @@ def encode_text(
 
 _BLOCK = r"encoder\.block\.(\d+)\.layer"
 
-UMT5_RULES: tuple[KeyRule, ...] = (
+_COMMON_RULES: tuple[KeyRule, ...] = (
     # Tied input embedding: either name (or both) may be in the file; both fill the same table.
     KeyRule(r"(?:shared|encoder\.embed_tokens)\.weight", "embedding"),
     KeyRule(_BLOCK + r"\.0\.SelfAttention\.(q|k|v|o)\.weight", "blocks/attn/{2}/kernel", linear, layer_group=1),
-    KeyRule(
-        _BLOCK + r"\.0\.SelfAttention\.relative_attention_bias\.weight",
-        "blocks/attn/relative_attention_bias",
-        layer_group=1,
-    ),
     KeyRule(_BLOCK + r"\.0\.layer_norm\.weight", "blocks/attn_norm/scale", layer_group=1),
     KeyRule(_BLOCK + r"\.1\.DenseReluDense\.(wi_0|wi_1|wi|wo)\.weight", "blocks/ffn/{2}/kernel", linear, layer_group=1),
     KeyRule(_BLOCK + r"\.1\.layer_norm\.weight", "blocks/ffn_norm/scale", layer_group=1),
     KeyRule(r"encoder\.final_layer_norm\.weight", "final_norm/scale"),
 )
 
-# Keys of a full encoder-decoder UMT5 checkpoint that the encoder does not use.
-UMT5_IGNORE: tuple[str, ...] = (r"decoder\..*", r"lm_head\.weight")
+#: transformers ``UMT5EncoderModel`` keys: every block has its own bias table.
+UMT5_RULES: tuple[KeyRule, ...] = _COMMON_RULES + (
+    KeyRule(
+        _BLOCK + r"\.0\.SelfAttention\.relative_attention_bias\.weight",
+        "blocks/attn/relative_attention_bias",
+        layer_group=1,
+    ),
+)
+
+#: transformers ``T5EncoderModel`` keys (T5, T5 v1.1, byT5): only block 0 holds the (shared) bias table.
+T5_RULES: tuple[KeyRule, ...] = _COMMON_RULES + (
+    KeyRule(r"encoder\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias\.weight", "relative_attention_bias"),
+)
+
+#: Keys of a full encoder-decoder checkpoint that the encoder does not use.
+T5_IGNORE: tuple[str, ...] = (r"decoder\..*", r"lm_head\.weight")
+UMT5_IGNORE = T5_IGNORE
 
 
-def load_umt5(cfg: UMT5Config, tensors: Mapping[str, Any]) -> UMT5Encoder:
-    """Build a :class:`UMT5Encoder` from a transformers state dict (key -> array or zero-arg loader)."""
+def t5_rules(cfg: T5Config) -> tuple[KeyRule, ...]:
+    """The key table for ``cfg``'s bias layout."""
+    return UMT5_RULES if cfg.per_layer_bias else T5_RULES
+
+
+def load_t5(cfg: T5Config, tensors: Mapping[str, Any], *, put: Any = None) -> T5Encoder:
+    """Build a :class:`T5Encoder` from a transformers state dict (key -> array or zero-arg loader).
+
+    ``put(path, array)`` places each parameter (default ``jax.device_put``), e.g. sharded by logical axes.
+    """
     if not any(k in tensors for k in ("shared.weight", "encoder.embed_tokens.weight")):
         raise UserError(
-            "UMT5 checkpoint has no token embedding: expected 'shared.weight' or 'encoder.embed_tokens.weight'"
+            f"{cfg.model_type.upper()} checkpoint has no token embedding: expected 'shared.weight' or "
+            "'encoder.embed_tokens.weight'"
         )
-    graphdef, state, flat = abstract_model(lambda: UMT5Encoder(cfg, rngs=nnx.Rngs(0)))
-    values = convert(tensors, UMT5_RULES, flat, component="text encoder (UMT5)", ignore=UMT5_IGNORE)
-    return materialize(graphdef, state, values)
+    graphdef, state, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
+    values = convert(tensors, t5_rules(cfg), flat, component=f"text encoder ({cfg.model_type.upper()})",
+                     ignore=T5_IGNORE)
+    return materialize(graphdef, state, values, put=put)
