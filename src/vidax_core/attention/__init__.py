@@ -12,18 +12,25 @@ The backend is chosen once per run (``attention.backend`` in the config; the pip
   (:mod:`vidax_core.attention.kernels.pallas_tpu`)
 
 ``auto`` resolves by platform: TPU -> ``pallas_tpu``; GPU -> ``cudnn`` when cuDNN fused attention is
-usable, else ``xla``; CPU -> ``blockwise``; anything else -> ``xla``. CPU picks ``blockwise`` because it
-was never slower than the einsum on CPU and is much faster once the logits get big (jit, fp32, B=1, H=12,
-D=128, 2 shared cores: S=256: 13 ms vs 18 ms; S=4096: 2.6 s vs 5.7 s; S=8192: 8.5 s vs 40.7 s; cross-
-attention Sq=16384, Sk=512: 1.3 s vs 3.6 s), and the einsum needs H*Sq*Sk*4 bytes that long video
-sequences do not have. Under ``auto`` a call that cuDNN cannot take (fp32 inputs, odd head_dim) runs on
-``xla`` instead and says so once in the log; with ``attention.backend=cudnn`` the same call raises
-:class:`UserError`. An explicit backend this platform cannot run raises :class:`UserError` at
+usable, else ``xla``; CPU -> ``xla``; anything else -> ``xla``. On CPU ``xla`` loops over heads
+(:mod:`vidax_core.attention.kernels.per_head`), the fastest exact layout there at test and encoder lengths
+(2 cores, B=2, H=12, S=1280, D=128, fp32: 0.23 s against 0.63 s for ``blockwise``); it holds one head's
+Sq*Sk fp32 logits at a time, so for sequences of tens of thousands of tokens set ``attention.backend=blockwise``
+(memory linear in the sequence length). Under ``auto`` a call that cuDNN cannot take (fp32 inputs, odd
+head_dim) runs on ``xla`` instead and says so once in the log; with ``attention.backend=cudnn`` the same call
+raises :class:`UserError`. An explicit backend this platform cannot run raises :class:`UserError` at
 :func:`set_backend` time: there is never a silent fallback.
 
 Semantics shared by every backend (the original einsum implementation defines them): key j is visible to
-query i iff ``kv_mask[b, j]`` (when given) and ``q_segment_ids[b, i] == kv_segment_ids[b, j]`` (when given);
-the output is in ``v.dtype``; a query row that sees no key gets the mean of ``v`` over all keys.
+query i iff ``kv_mask[b, j]`` (when given; ``kv_lengths[b]`` is the same as a right-padding ``kv_mask``) and
+``q_segment_ids[b, i] == kv_segment_ids[b, j]`` (when given) and, under a causal mask, ``j <= i`` for the
+causal rows: every row with ``causal=True``, the first P rows with ``causal_prefix=P`` (the mixture-of-
+transformers mask of Cosmos3 on ``[text; video]``: text attends causally to text only, video attends to
+everything). The output is in ``v.dtype``; a query row that sees no key gets the mean of ``v`` over all keys.
+Masks travel as these O(S) pieces (lengths, (B, S) masks and segment ids, a flag, a static prefix length);
+``blockwise`` and ``pallas_tpu`` build mask tiles per block and never hold an (Sq, Sk) array, ``cudnn`` uses
+its padding and causal masks (a dense mask only for segment ids and for a causal mask combined with
+``kv_mask``, logged), and ``xla`` holds (Sq, Sk) logits by design.
 
 Until :func:`set_backend` is called the process uses ``xla`` (the original behaviour, so code that calls
 models directly, e.g. tests and converters, is unaffected). The backend is read when a function is traced:
@@ -64,21 +71,27 @@ def xla_attention(
     kv_mask: jax.Array | None = None,
     q_segment_ids: jax.Array | None = None,
     kv_segment_ids: jax.Array | None = None,
+    causal: bool = False,
+    causal_prefix: int | None = None,
 ) -> jax.Array:
     """The XLA backend: fp32 logits masked with ``finfo(float32).min``, fp32 softmax.
 
     On CPU it loops over heads (:mod:`attention_kernels.per_head`, same numerics, several times faster there);
     elsewhere it is one (B, H, Sq, Sk) einsum, which GPU and TPU compilers fuse well.
     """
-    kw = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
+    kw = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, causal=causal,
+              causal_prefix=causal_prefix)
     return (_per_head.attention if jax.default_backend() == "cpu" else einsum_attention)(q, k, v, **kw)
 
 
-def einsum_attention(q, k, v, *, kv_mask=None, q_segment_ids=None, kv_segment_ids=None) -> jax.Array:
+def einsum_attention(
+    q, k, v, *, kv_mask=None, q_segment_ids=None, kv_segment_ids=None, causal=False, causal_prefix=None
+) -> jax.Array:
     """One (B, H, Sq, Sk) einsum: fp32 logits and softmax (the XLA backend on GPU and TPU)."""
+    limit = _common.causal_limit(q.shape[1], k.shape[1], causal, causal_prefix)
     scale = 1.0 / jnp.sqrt(jnp.asarray(q.shape[-1], jnp.float32))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) * scale
-    vis = _common.visible(kv_mask, q_segment_ids, kv_segment_ids, q.shape[0], q.shape[1], k.shape[1])
+    vis = _common.visible(kv_mask, q_segment_ids, kv_segment_ids, q.shape[0], q.shape[1], k.shape[1], limit)
     if vis is not None:
         logits = jnp.where(vis, logits, _common.MASKED_LOGIT)
     probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
@@ -176,14 +189,25 @@ def attention(
     kv_mask: jax.Array | None = None,
     q_segment_ids: jax.Array | None = None,
     kv_segment_ids: jax.Array | None = None,
+    kv_lengths: jax.Array | None = None,
+    causal: bool = False,
+    causal_prefix: int | None = None,
 ) -> jax.Array:
     """Softmax attention over (B, S, H, D) inputs, scale 1/sqrt(D), softmax in fp32, on the current backend.
 
-    ``kv_mask``: optional (B, Sk) boolean, True where the key is valid. ``q_segment_ids``/``kv_segment_ids``:
-    optional (B, Sq)/(B, Sk) integer ids (pass both); a query only sees keys with its id. Returns
-    (B, Sq, H, D) in ``v.dtype``.
+    ``kv_mask``: optional (B, Sk) boolean, True where the key is valid. ``kv_lengths``: optional (B,) integer
+    count of valid keys (right padding; combined with ``kv_mask`` when both are given).
+    ``q_segment_ids``/``kv_segment_ids``: optional (B, Sq)/(B, Sk) integer ids (pass both); a query only sees
+    keys with its id. ``causal``: query i sees keys j <= i. ``causal_prefix=P`` (static int): the first P rows are
+    causal (and so see only the first P keys), later rows see every key: the mixture-of-transformers mask on a
+    ``[P text tokens; video tokens]`` sequence. Causal masks need Sq == Sk. Returns (B, Sq, H, D) in ``v.dtype``.
     """
     _common.check_inputs(q, k, v, kv_mask, q_segment_ids, kv_segment_ids)
+    _common.causal_limit(q.shape[1], k.shape[1], causal, causal_prefix)  # argument errors before dispatch
+    if kv_lengths is not None:
+        if tuple(jnp.shape(kv_lengths)) != (q.shape[0],):
+            raise ValueError(f"kv_lengths must be (B,) = {(q.shape[0],)}; got {tuple(jnp.shape(kv_lengths))}")
+        kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
     backend = _resolved
     if backend == "cudnn":
         why = _cudnn.unsupported(q)
@@ -194,6 +218,7 @@ def attention(
                 _fallbacks_logged.add(why)
                 log.info("attention backend: auto chose cudnn, but %s: using xla for such calls", why)
             backend = "xla"
-    return IMPLEMENTATIONS[backend](
-        q, k, v, kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids
-    )
+    kw = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
+    if causal or causal_prefix is not None:  # only then, so that a backend without these keywords still runs
+        kw.update(causal=causal, causal_prefix=causal_prefix)
+    return IMPLEMENTATIONS[backend](q, k, v, **kw)

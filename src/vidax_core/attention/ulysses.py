@@ -9,7 +9,13 @@ Every variant runs the attention backend (:func:`vidax_core.attention.attention`
 shapes, so a backend never sees a global sharded array (kernels such as Pallas/cuDNN cannot be auto-partitioned).
 Without an active multi-device mesh (:func:`vidax_core.parallel.sharding.activate`) each function is the plain computation.
 
-Layouts are (batch, seq, heads, head_dim); logical names: batch -> dp, seq -> sp, heads -> tp.
+Layouts are (batch, seq, heads, head_dim); logical names: batch -> dp, seq -> sp, heads -> tp. Heads are split by
+tp first (the shard_map's local heads), then by sp inside the all-to-all.
+
+Masks (see :func:`vidax_core.attention.attention`) are passed as global (B, S) arrays and enter every device
+whole (they are O(S)): after the all-to-all a device holds the full sequence for its heads, in global order, so
+key masks, segment ids and causal positions mean the same there as on one device. The one exception is
+``q_segment_ids`` of cross-attention, whose queries stay sequence-sharded.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from jax.sharding import PartitionSpec as P
 
 from vidax_core.parallel import sharding
 from vidax_core.attention import attention
+from vidax_core.attention.kernels import _common
 
 
 def _specs(ctx: sharding.ShardingContext, seq_sharded: bool) -> P:
@@ -35,74 +42,138 @@ def _heads_to_seq(x: jax.Array, axis: str) -> jax.Array:
     return jax.lax.all_to_all(x, axis, split_axis=1, concat_axis=2, tiled=True)
 
 
-def self_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-    """Attention where q, k and v are all sequence-sharded (video self-attention): Ulysses when sp > 1."""
+def _mask_spec(ctx: sharding.ShardingContext, seq_sharded: bool = False) -> P:
+    return P(ctx.axis("batch"), ctx.axis("seq") if seq_sharded else None)
+
+
+def _split_masks(masks: dict, specs: dict):
+    """The given (not None) mask arrays and their specs, in a fixed order, plus their names."""
+    names = tuple(n for n in sorted(masks) if masks[n] is not None)
+    return names, tuple(masks[n] for n in names), tuple(specs[n] for n in names)
+
+
+def self_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    kv_mask: jax.Array | None = None,
+    q_segment_ids: jax.Array | None = None,
+    kv_segment_ids: jax.Array | None = None,
+    kv_lengths: jax.Array | None = None,
+    causal: bool = False,
+    causal_prefix: int | None = None,
+) -> jax.Array:
+    """Attention where q, k and v are all sequence-sharded (video self-attention): Ulysses when sp > 1.
+
+    Mask keywords as in :func:`vidax_core.attention.attention`, as global (B, S) / (B,) arrays.
+    """
+    if kv_lengths is not None:
+        kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
+    masks = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
+    flags = dict(causal=causal, causal_prefix=causal_prefix)
     ctx = sharding.active()
     if ctx is None:
-        return attention(q, k, v)
+        return attention(q, k, v, **masks, **flags)
     sp = ctx.axis("seq")
     spec = _specs(ctx, True)
+    names, arrays, m_specs = _split_masks(masks, {n: _mask_spec(ctx) for n in masks})
 
-    def local(q, k, v):
+    def local(q, k, v, *ms):
+        kw = dict(zip(names, ms), **flags)
         if sp is None:
-            return attention(q, k, v)
+            return attention(q, k, v, **kw)
         q, k, v = (_seq_to_heads(t, sp) for t in (q, k, v))
-        return _heads_to_seq(attention(q, k, v), sp)
+        return _heads_to_seq(attention(q, k, v, **kw), sp)
 
-    return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec, spec, spec), out_specs=spec, check_vma=False)(q, k, v)
+    return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec, spec, spec) + m_specs, out_specs=spec,
+                         check_vma=False)(q, k, v, *arrays)
 
 
-def cross_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: jax.Array | None = None) -> jax.Array:
-    """Sequence-sharded queries against replicated keys/values (text): no exchange needed."""
+def cross_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    kv_mask: jax.Array | None = None,
+    q_segment_ids: jax.Array | None = None,
+    kv_segment_ids: jax.Array | None = None,
+    kv_lengths: jax.Array | None = None,
+) -> jax.Array:
+    """Sequence-sharded queries against replicated keys/values (text): no exchange needed.
+
+    ``q_segment_ids`` (B, Sq) is sharded like the queries; the key-side masks are replicated.
+    """
+    if kv_lengths is not None:
+        kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
+    masks = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
     ctx = sharding.active()
     if ctx is None:
-        return attention(q, k, v, kv_mask=kv_mask)
+        return attention(q, k, v, **masks)
     q_spec, kv_spec = _specs(ctx, True), _specs(ctx, False)
-    if kv_mask is None:
-        f = lambda q, k, v: attention(q, k, v)  # noqa: E731
-        return jax.shard_map(f, mesh=ctx.mesh, in_specs=(q_spec, kv_spec, kv_spec), out_specs=q_spec,
-                             check_vma=False)(q, k, v)
-    m_spec = P(ctx.axis("batch"), None)
-    f = lambda q, k, v, m: attention(q, k, v, kv_mask=m)  # noqa: E731
-    return jax.shard_map(f, mesh=ctx.mesh, in_specs=(q_spec, kv_spec, kv_spec, m_spec), out_specs=q_spec,
-                         check_vma=False)(q, k, v, kv_mask)
+    specs = dict(kv_mask=_mask_spec(ctx), q_segment_ids=_mask_spec(ctx, True), kv_segment_ids=_mask_spec(ctx))
+    names, arrays, m_specs = _split_masks(masks, specs)
+
+    def local(q, k, v, *ms):
+        return attention(q, k, v, **dict(zip(names, ms)))
+
+    return jax.shard_map(local, mesh=ctx.mesh, in_specs=(q_spec, kv_spec, kv_spec) + m_specs, out_specs=q_spec,
+                         check_vma=False)(q, k, v, *arrays)
 
 
 def joint_attention(
     txt: tuple[jax.Array, jax.Array, jax.Array],
     vid: tuple[jax.Array, jax.Array, jax.Array],
+    *,
+    txt_mask: jax.Array | None = None,
+    causal: bool = False,
+    text_causal: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
-    """One self-attention over the joint sequence ``[text; video]`` (CogVideoX, HunyuanVideo).
+    """One self-attention over the joint sequence ``[text; video]`` (CogVideoX, HunyuanVideo, Cosmos3).
 
     ``txt`` = (q, k, v) of the text tokens, replicated over sp; ``vid`` = (q, k, v) of the video tokens, sharded
     over sp. Only the video part goes through the all-to-all; each device slices the replicated text q/k/v down to
     its local head range, runs ONE attention over [text; video] for those heads, gathers the text output's heads
     back and returns ``(text_out replicated over sp, video_out sharded over sp)``.
+
+    ``txt_mask``: optional (B, S_txt) bool, False on padded text tokens: no query (text or video) sees them.
+    ``causal``: causal over the whole joint sequence. ``text_causal``: the mixture-of-transformers mask of
+    Cosmos3: text attends causally to text only, video attends to all text and all video
+    (``causal_prefix=S_txt``).
     """
+    n_txt = txt[0].shape[1]
+    flags = dict(causal=causal, causal_prefix=n_txt if text_causal else None)
+
+    def joint_mask(m, n_vid):
+        if m is None:
+            return None
+        return jnp.concatenate([m.astype(bool), jnp.ones((m.shape[0], n_vid), bool)], axis=1)
+
     ctx = sharding.active()
     if ctx is None:
-        n_txt = txt[0].shape[1]
         q, k, v = (jnp.concatenate([t, x], axis=1) for t, x in zip(txt, vid))
-        o = attention(q, k, v)
+        o = attention(q, k, v, kv_mask=joint_mask(txt_mask, vid[0].shape[1]), **flags)
         return o[:, :n_txt], o[:, n_txt:]
     sp = ctx.axis("seq")
     t_spec, v_spec = _specs(ctx, False), _specs(ctx, True)
+    m_specs = () if txt_mask is None else (_mask_spec(ctx),)
 
-    def local(tq, tk, tv, vq, vk, vv):
-        n_txt = tq.shape[1]
+    def local(tq, tk, tv, vq, vk, vv, *m):
         if sp is not None:
             vq, vk, vv = (_seq_to_heads(t, sp) for t in (vq, vk, vv))
             h = vq.shape[2]  # local heads after the exchange
             start = jax.lax.axis_index(sp) * h
             tq, tk, tv = (jax.lax.dynamic_slice_in_dim(t, start, h, axis=2) for t in (tq, tk, tv))
         q, k, v = (jnp.concatenate([t, x], axis=1) for t, x in zip((tq, tk, tv), (vq, vk, vv)))
-        o = attention(q, k, v)
+        o = attention(q, k, v, kv_mask=joint_mask(m[0] if m else None, vq.shape[1]), **flags)
         ot, ov = o[:, :n_txt], o[:, n_txt:]
         if sp is not None:
             ov = _heads_to_seq(ov, sp)
             ot = jax.lax.all_gather(ot, sp, axis=2, tiled=True)
         return ot, ov
 
+    args = (*txt, *vid) + (() if txt_mask is None else (txt_mask,))
     return jax.shard_map(
-        local, mesh=ctx.mesh, in_specs=(t_spec,) * 3 + (v_spec,) * 3, out_specs=(t_spec, v_spec), check_vma=False
-    )(*txt, *vid)
+        local, mesh=ctx.mesh, in_specs=(t_spec,) * 3 + (v_spec,) * 3 + m_specs, out_specs=(t_spec, v_spec),
+        check_vma=False,
+    )(*args)

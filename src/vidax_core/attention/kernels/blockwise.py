@@ -5,8 +5,9 @@ at (B, H, block_q, block_k) fp32 logits plus an fp32 (B, H, block_q, D) accumula
 linearly with the sequence length instead of with Sq * Sk. Lengths that are not multiples of the block sizes
 are padded; padded keys get a logit of -inf (they never count, even for rows that see no real key) while
 keys hidden by ``kv_mask``/segment ids get ``finfo(float32).min`` exactly like the einsum backend, so rows
-that see no key come out as the mean of ``v`` with no special casing. Runs on any platform (it is what
-``auto`` uses on CPU for long sequences; see :mod:`vidax_core.attention`).
+that see no key come out as the mean of ``v`` with no special casing. Causal masks (``causal`` /
+``causal_prefix``) are built per (block_q, block_k) tile from the block indices, like the padding. Runs on any platform (it is what
+the backend to pick on CPU for sequences of tens of thousands of tokens; see :mod:`vidax_core.attention`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from vidax_core.attention.kernels._common import MASKED_LOGIT, pad_axis, round_up
+from vidax_core.attention.kernels._common import MASKED_LOGIT, causal_limit, causal_visible, pad_axis, round_up
 
 DEFAULT_BLOCK_Q = 512
 DEFAULT_BLOCK_K = 1024
@@ -33,9 +34,12 @@ def attention(
     kv_segment_ids: jax.Array | None = None,
     block_q: int = DEFAULT_BLOCK_Q,
     block_k: int = DEFAULT_BLOCK_K,
+    causal: bool = False,
+    causal_prefix: int | None = None,
 ) -> jax.Array:
     b, sq, h, d = q.shape
     sk = k.shape[1]
+    limit = causal_limit(sq, sk, causal, causal_prefix)
     if block_q < 1 or block_k < 1:
         raise ValueError(f"block sizes must be positive; got block_q={block_q}, block_k={block_k}")
     bq = min(block_q, sq)
@@ -63,15 +67,19 @@ def attention(
         ksb = jnp.zeros((nk, b, 1), jnp.int32)
 
     def q_step(_, q_in):
-        q_blk, q_seg = q_in  # (B, bq, H, D), (B, bq)
+        q_blk, q_seg, qi = q_in  # (B, bq, H, D), (B, bq), block index
 
         def kv_step(carry, kv_in):
             m, l, acc = carry  # (B, H, bq), (B, H, bq), (B, H, bq, D) fp32
-            k_blk, v_blk, real, ok, k_seg = kv_in
+            k_blk, v_blk, real, ok, k_seg, ki = kv_in
             s = jnp.einsum("bqhd,bkhd->bhqk", q_blk, k_blk, preferred_element_type=jnp.float32) * scale
             vis = ok[:, None, None, :]
             if use_seg:
                 vis = jnp.logical_and(vis, (q_seg[:, :, None] == k_seg[:, None, :])[:, None])
+            if limit:
+                pos_q = qi * bq + jnp.arange(bq, dtype=jnp.int32)
+                pos_k = ki * bk + jnp.arange(bk, dtype=jnp.int32)
+                vis = jnp.logical_and(vis, causal_visible(pos_q, pos_k, limit)[None, None])
             s = jnp.where(vis, s, MASKED_LOGIT)
             s = jnp.where(real[:, None, None, :], s, -jnp.inf)
             m_new = jnp.maximum(m, jnp.max(s, axis=-1))  # finite: the first block always has a real key
@@ -87,10 +95,10 @@ def attention(
             jnp.zeros((b, h, bq), jnp.float32),
             jnp.zeros((b, h, bq, d), jnp.float32),
         )
-        (_, l, acc), _ = lax.scan(kv_step, init, (kb, vb, key_real, key_ok, ksb))
+        (_, l, acc), _ = lax.scan(kv_step, init, (kb, vb, key_real, key_ok, ksb, jnp.arange(nk, dtype=jnp.int32)))
         out = (acc / l[..., None]).astype(v.dtype)  # (B, H, bq, D)
         return None, jnp.transpose(out, (0, 2, 1, 3))  # (B, bq, H, D)
 
-    _, out = lax.scan(q_step, None, (qb, qsb))  # (nq, B, bq, H, D)
+    _, out = lax.scan(q_step, None, (qb, qsb, jnp.arange(nq, dtype=jnp.int32)))  # (nq, B, bq, H, D)
     out = jnp.moveaxis(out, 0, 1).reshape(b, sq_pad, h, d)
     return out[:, :sq]

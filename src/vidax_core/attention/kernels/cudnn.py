@@ -5,18 +5,30 @@ cuDNN takes bf16/fp16 (not fp32) inputs and head_dim a multiple of 8 up to 128 (
 use ``xla`` for that call and log it (``auto``). ``kv_mask`` becomes cuDNN's padding mask: keys are
 reordered so the valid ones come first (softmax attention does not depend on key order; for the usual
 right-padded text mask the order does not change) and their count is passed as ``key_value_seq_lengths``,
-so no (Sq, Sk) bias is ever built. Segment ids need a dense (B, 1, Sq, Sk) mask: fine for short key
-sequences, costly for long self-attention.
+so no (Sq, Sk) bias is ever built. A causal mask without ``kv_mask`` is cuDNN's own causal mask; the
+mixture-of-transformers ``causal_prefix`` mask runs cuDNN twice, on the causal prefix rows and on the rest
+(``_common.split_at_causal_limit``), so the video rows keep the padding-mask path. Segment ids, and a causal
+mask together with ``kv_mask`` (key reordering would break causality), need a dense (B, 1, Sq', Sk') mask over
+the rows concerned: fine for text-length parts (the causal text prefix), costly for long self-attention; such
+a call is logged (logger ``vidax.attention``) when it is traced.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 import jax
 import jax.numpy as jnp
 
-from vidax_core.attention.kernels._common import fill_rows_without_keys
+from vidax_core.attention.kernels._common import (
+    causal_limit,
+    fill_rows_without_keys,
+    split_at_causal_limit,
+    visible,
+)
+
+log = logging.getLogger("vidax.attention")
 
 SUPPORTED_DTYPES = (jnp.bfloat16, jnp.float16)
 
@@ -68,20 +80,32 @@ def attention(
     kv_mask: jax.Array | None = None,
     q_segment_ids: jax.Array | None = None,
     kv_segment_ids: jax.Array | None = None,
+    causal: bool = False,
+    causal_prefix: int | None = None,
 ) -> jax.Array:
-    b, sq, _, d = q.shape
+    limit = causal_limit(q.shape[1], k.shape[1], causal, causal_prefix)
+    out = split_at_causal_limit(_fused, q, k, v, kv_mask, q_segment_ids, kv_segment_ids, limit)
+    return fill_rows_without_keys(out.astype(v.dtype), v, kv_mask, q_segment_ids, kv_segment_ids, limit)
+
+
+def _fused(q, k, v, kv_mask, q_segment_ids, kv_segment_ids, causal):
+    """One cuDNN call; rows that see no key are left as cuDNN made them (the caller fills them)."""
+    sq, d = q.shape[1], q.shape[-1]
+    sk = k.shape[1]
     kk, vv, mask, kv_len = k, v, None, None
-    if q_segment_ids is not None:
-        mask = (q_segment_ids[:, :, None] == kv_segment_ids[:, None, :])[:, None]  # (B, 1, Sq, Sk)
-        if kv_mask is not None:
-            mask = jnp.logical_and(mask, kv_mask.astype(bool)[:, None, None, :])
+    if q_segment_ids is not None or (causal and kv_mask is not None):
+        log.info("cudnn attention: dense (B, 1, %d, %d) mask for %s", sq, sk,
+                 "segment ids" if q_segment_ids is not None else "a causal mask with kv_mask")
+        mask = visible(kv_mask, q_segment_ids, kv_segment_ids, q.shape[0], sq, sk, sq if causal else 0)
+        mask = jnp.broadcast_to(mask, (q.shape[0], 1, sq, sk))
+        causal = False  # folded into the mask
     elif kv_mask is not None:
         ok = kv_mask.astype(bool)
         order = jnp.argsort(jnp.logical_not(ok), axis=1, stable=True)  # valid keys first, in order
         kk = jnp.take_along_axis(k, order[:, :, None, None], axis=1)
         vv = jnp.take_along_axis(v, order[:, :, None, None], axis=1)
         kv_len = jnp.sum(ok, axis=1).astype(jnp.int32)
-    out = jax.nn.dot_product_attention(
-        q, kk, vv, mask=mask, key_value_seq_lengths=kv_len, scale=1.0 / math.sqrt(d), implementation="cudnn"
+    return jax.nn.dot_product_attention(
+        q, kk, vv, mask=mask, key_value_seq_lengths=kv_len, scale=1.0 / math.sqrt(d), is_causal=causal,
+        implementation="cudnn",
     )
-    return fill_rows_without_keys(out.astype(v.dtype), v, kv_mask, q_segment_ids, kv_segment_ids)

@@ -5,7 +5,9 @@ This wrapper transposes, pads head_dim to a multiple of 128 (zero columns change
 scale uses the true head_dim) and both sequences to multiples of the block sizes, expresses padded and
 masked keys (and the caller's segment ids) as the kernel's segment ids, then slices the padding off. Rows
 that see no key are filled in afterwards (see ``_common``), because the kernel would average over the padded
-keys too.
+keys too. A causal mask is the kernel's own ``causal`` flag (it skips the blocks above the diagonal); the
+mixture-of-transformers ``causal_prefix`` mask runs the kernel twice, on the causal prefix rows and on the
+rest (``_common.split_at_causal_limit``). No (Sq, Sk) array exists outside the kernel's tiles.
 
 ``interpret=True`` runs the kernel in Pallas' TPU interpret mode (any platform, slow; for tests).
 """
@@ -18,7 +20,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from vidax_core.attention.kernels._common import fill_rows_without_keys, pad_axis, round_up
+from vidax_core.attention.kernels._common import causal_limit, fill_rows_without_keys, pad_axis, round_up, split_at_causal_limit
 
 LANES = 128
 DEFAULT_BLOCK_Q = 512
@@ -58,11 +60,24 @@ def attention(
     block_q: int = DEFAULT_BLOCK_Q,
     block_k: int = DEFAULT_BLOCK_K,
     interpret: bool = False,
+    causal: bool = False,
+    causal_prefix: int | None = None,
 ) -> jax.Array:
-    from jax.experimental.pallas.ops.tpu import flash_attention as fa
-
     if block_q % LANES or block_k % LANES or block_q < LANES or block_k < LANES:
         raise ValueError(f"pallas_tpu block sizes must be multiples of {LANES}; got {block_q}, {block_k}")
+    limit = causal_limit(q.shape[1], k.shape[1], causal, causal_prefix)
+
+    def run(q, k, v, kv_mask, q_seg, kv_seg, is_causal):
+        return _flash(q, k, v, kv_mask, q_seg, kv_seg, is_causal, block_q, block_k, interpret)
+
+    out = split_at_causal_limit(run, q, k, v, kv_mask, q_segment_ids, kv_segment_ids, limit)
+    return fill_rows_without_keys(out.astype(v.dtype), v, kv_mask, q_segment_ids, kv_segment_ids, limit)
+
+
+def _flash(q, k, v, kv_mask, q_segment_ids, kv_segment_ids, causal, block_q, block_k, interpret):
+    """One kernel call; rows that see no key are left as the kernel made them (the caller fills them)."""
+    from jax.experimental.pallas.ops.tpu import flash_attention as fa
+
     b, sq, h, d = q.shape
     sk = k.shape[1]
     bq = min(block_q, round_up(sq, LANES))
@@ -94,6 +109,6 @@ def attention(
     )  # fmt: skip
     ctx = _interpret_context() if interpret else contextlib.nullcontext()
     with ctx:
-        out = fa.flash_attention(qt, kt, vt, segment_ids=segment_ids, sm_scale=1.0 / math.sqrt(d), block_sizes=sizes)
-    out = jnp.transpose(out, (0, 2, 1, 3))[:, :sq, :, :d].astype(v.dtype)
-    return fill_rows_without_keys(out, v, kv_mask, q_segment_ids, kv_segment_ids)
+        out = fa.flash_attention(qt, kt, vt, segment_ids=segment_ids, causal=causal, sm_scale=1.0 / math.sqrt(d),
+                                 block_sizes=sizes)
+    return jnp.transpose(out, (0, 2, 1, 3))[:, :sq, :, :d]
