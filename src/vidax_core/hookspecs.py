@@ -110,3 +110,11 @@ def open_checkpoint(spec, path):
     ``has``, ``require``, ``model_index``, ``root``. Read ``.pth`` files only with :mod:`vidax_core.io.pth`. Raise a
     :class:`vidax_core.errors.UserError` for a folder that is clearly of your layout but incomplete; return None
     to decline (the core then reports that the folder is not in a known layout)."""
+
+
+@hookspec(firstresult=True)
+def check_checkpoint(spec, ckpt, run):
+    """Return a list of one-line problems with the checkpoint ``ckpt`` for this model and ``run``, found from its
+    configuration files alone (no weight is read): e.g. an image-to-video model id given a text-to-video checkpoint
+    (its denoiser takes 16 input channels, this model needs 36), or a config.json whose numbers disagree with each
+    other. Each line names the file and the key. An empty list when all is well; None to decline."""

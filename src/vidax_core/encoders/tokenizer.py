@@ -11,21 +11,68 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import tempfile
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from vidax_core.errors import UserError
+from vidax_core.io.checkpoint import read_json_file
 
 
 def _read_json(path: str) -> dict[str, Any]:
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = read_json_file(path)
     return data if isinstance(data, dict) else {}
+
+
+def _native(fn: Callable[[], Any], what: str) -> Any:
+    """Run a call into the Rust ``tokenizers`` library; any failure of it, a panic included, is one UserError.
+
+    A Rust panic prints its message and backtrace straight to file descriptor 2 before Python sees it, so fd 2
+    is pointed at a scratch file for the duration of the call (and shown only as the error's first line).
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as scratch:
+        os.dup2(scratch.fileno(), 2)
+        try:
+            return fn()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # pyo3's PanicException derives from BaseException
+            detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+            raise UserError(f"{what}: {detail}: fix or re-download the tokenizer files") from None
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _check_tokenizer_json(path: str, data: Any) -> None:
+    """The parts of tokenizer.json the Rust loader trusts: checked here so a bad value is a clear line."""
+    if not isinstance(data, dict):
+        raise UserError(f"{path} must hold a JSON object (a fast-tokenizer tokenizer.json)")
+    if not isinstance(data.get("model"), dict):
+        raise UserError(f"{path} has no tokenizer model (key 'model' must be an object): re-download it")
+    added = data.get("added_tokens", [])
+    if added is not None and (not isinstance(added, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("content"), str) and type(t.get("id")) is int and t["id"] >= 0
+        for t in added
+    )):
+        raise UserError(f"{path}: added_tokens must be a list of {{id, content, ...}} objects")
+    for key in ("truncation", "padding"):
+        sub = data.get(key)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict):
+            raise UserError(f"{path}: {key} must be null or an object")
+        for k, v in sub.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not 0 <= v < 2**31:
+                raise UserError(f"{path}: {key}.{k} must be a non-negative integer, got {str(v)[:40]}")
 
 
 def _token_content(tok: Any) -> str | None:
@@ -63,17 +110,19 @@ class TextTokenizer:
                 f"no tokenizer.json in tokenizer folder {path!r}: the folder must hold a fast-tokenizer "
                 "tokenizer.json, a SentencePiece spiece.model, or a tokenizer_config.json naming ByT5Tokenizer"
             )
-        tokenizer = Tokenizer.from_file(tok_file)
+        data = read_json_file(tok_file)
+        _check_tokenizer_json(tok_file, data)
+        tokenizer = _native(lambda: Tokenizer.from_str(json.dumps(data)), f"{tok_file} cannot be loaded")
+        _native(lambda: tokenizer.encode("A probe, 123 ü.", add_special_tokens=True), f"{tok_file} cannot tokenize")
         config = _read_json(os.path.join(path, "tokenizer_config.json"))
         special = _read_json(os.path.join(path, "special_tokens_map.json"))
-        with open(tok_file, encoding="utf-8") as f:
-            padding_cfg = json.load(f).get("padding") or {}
+        padding_cfg = data.get("padding") if isinstance(data.get("padding"), dict) else {}
 
         candidates = [_token_content(config.get("pad_token")), _token_content(special.get("pad_token"))]
         candidates.append(padding_cfg.get("pad_token"))
         pad_token = pad_id = None
         for cand in candidates:
-            if cand is not None and tokenizer.token_to_id(cand) is not None:
+            if isinstance(cand, str) and tokenizer.token_to_id(cand) is not None:
                 pad_token, pad_id = cand, tokenizer.token_to_id(cand)
                 break
         if pad_token is None:
@@ -101,7 +150,7 @@ class TextTokenizer:
         tok.enable_padding(
             direction=self.padding_side, pad_id=self.pad_id, pad_token=self.pad_token, length=max_length
         )
-        encodings = tok.encode_batch(list(texts), add_special_tokens=True)
+        encodings = _native(lambda: tok.encode_batch(list(texts), add_special_tokens=True), "the prompt cannot be tokenized")
         ids = np.asarray([e.ids for e in encodings], dtype=np.int32).reshape(len(encodings), max_length)
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int32).reshape(len(encodings), max_length)
         return ids, mask

@@ -282,8 +282,9 @@ def resolve_checkpoint(
 
 
 def checkpoint_for_run(cfg: Any, spec: Any, plugins: Any, *, configs_only: bool = False) -> Checkpoint:
-    """``model.checkpoint`` of a run resolved with the model plugin's built-in and foreign-layout hooks."""
-    return resolve_checkpoint(
+    """``model.checkpoint`` of a run resolved with the model plugin's built-in and foreign-layout hooks, then
+    checked against the model id (the plugin's ``check_checkpoint`` hook) before any weight is read."""
+    ckpt = resolve_checkpoint(
         cfg.model.checkpoint,
         revision=cfg.model.revision,
         find_builtin=lambda name: plugins.call("builtin_checkpoint", spec, name=name),
@@ -291,3 +292,7 @@ def checkpoint_for_run(cfg: Any, spec: Any, plugins: Any, *, configs_only: bool 
         configs_only=configs_only,
         open_folder=lambda path: plugins.call("open_checkpoint", spec, path=path),
     )
+    problems = plugins.call("check_checkpoint", spec, ckpt=ckpt, run=cfg) or []
+    if problems:
+        raise UserError(str(problems[0]))
+    return ckpt

@@ -18,18 +18,28 @@ from vidax_core.errors import UserError
 
 
 def check_writable(paths: Sequence[str | None], overwrite: bool) -> None:
-    """Fail early (before loading anything) if an output exists or its folder cannot be written."""
+    """Fail early (before loading anything) if an output exists or its folder cannot be written.
+
+    Nothing is created: a missing folder is checked through its nearest existing ancestor (it is made only when
+    the output is written), so a run that fails later leaves no empty folders behind.
+    """
     for path in paths:
         if not path:
             continue
         if os.path.isdir(path):
             raise UserError(f"output path {path} is a folder: give a file name")
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise UserError(f"output path {path} exists and is not a regular file: choose another name")
         if os.path.exists(path) and not overwrite:
             raise UserError(f"output {path} already exists: pass output.overwrite=true or choose another output.path")
         folder = os.path.dirname(os.path.abspath(path))
+        existing = folder
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise UserError(f"cannot write to output folder {folder}: {existing} is a file, not a folder")
         try:
-            os.makedirs(folder, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".vidax-probe-"):
+            with tempfile.NamedTemporaryFile(dir=existing, prefix=".vidax-probe-"):
                 pass
         except OSError as exc:
             raise UserError(f"cannot write to output folder {folder}: {exc.strerror or exc}") from exc
@@ -41,6 +51,8 @@ def atomic_path(path: str) -> Iterator[str]:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     base, ext = os.path.splitext(os.path.basename(path))
+    # short enough beside any legal name: NAME_MAX is 255 bytes, mkstemp adds 8 random characters
+    base, ext = os.fsdecode(os.fsencode(base)[:120]), os.fsdecode(os.fsencode(ext)[:16])
     fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".partial{ext}", dir=folder)
     os.close(fd)
     umask = os.umask(0)

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import collections
 import io
+import lzma
 import os
 import pickle
 import struct
 import zipfile
+import zlib
 from typing import Any, Iterator, Mapping
 
 import ml_dtypes
@@ -150,9 +152,25 @@ class _TensorRef(_Sealed):
         self.storage, self.dtype, self.offset, self.shape, self.stride = storage, dtype, offset, shape, stride
 
 
+MAX_DIMS = 16
+MAX_PICKLE_BYTES = 256 << 20
+# A tensor may need more bytes than its storage only through stride-0 (broadcast) views, which torch.save keeps;
+# materialising one is bounded by this much beyond the storage's own size.
+MAX_BROADCAST_BYTES = 64 << 20
+MAX_COMPRESSED_STORAGE = 4 << 30
+# Everything the zip layer raises on a damaged or unusual archive (unknown compression, encryption, bad streams).
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error, NotImplementedError,
+               RuntimeError, zlib.error, lzma.LZMAError, MemoryError, OverflowError)
+MAX_NODES = 1_000_000  # containers + leaves visited while flattening the pickled object graph
+
+
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(value, (tuple, list)) or not all(type(v) is int and v >= 0 for v in value):
-        raise _Corrupt(f"bad tensor {what} {value!r}")
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) > MAX_DIMS
+        or not all(type(v) is int and 0 <= v < 2**62 for v in value)
+    ):
+        raise _Corrupt(f"bad tensor {what} {value!r:.80}")
     return tuple(value)
 
 
@@ -161,8 +179,8 @@ def _make_tensor(storage: Any, offset: Any, size: Any, stride: Any, dtype: np.dt
         raise _Corrupt("tensor rebuilt from something that is not a storage record")
     if dtype is None:
         raise _Corrupt(f"storage {storage.key} has no element type")
-    if type(offset) is not int or offset < 0:
-        raise _Corrupt(f"bad storage offset {offset!r}")
+    if type(offset) is not int or not 0 <= offset < 2**62:
+        raise _Corrupt(f"bad storage offset {offset!r:.40}")
     shape, strides = _int_tuple(size, "size"), _int_tuple(stride, "stride")
     if len(shape) != len(strides):
         raise _Corrupt("tensor size and stride differ in length")
@@ -259,7 +277,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         _, storage_type, key, _location, numel = pid
         if not isinstance(storage_type, _StorageType) or not isinstance(key, str) or type(numel) is not int:
             raise _Corrupt(f"bad storage record {pid!r:.80}")
-        if numel < 0:
+        if not 0 <= numel < 2**62:
             raise _Corrupt(f"bad storage size {numel}")
         found = self.storages.get(key)
         if found is None:
@@ -267,7 +285,11 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return found
 
 
-def _flatten(obj: Any, prefix: str, out: dict[str, _TensorRef], depth: int = 0) -> None:
+def _flatten(obj: Any, prefix: str, out: dict[str, _TensorRef], depth: int = 0, budget: list | None = None) -> None:
+    budget = budget if budget is not None else [MAX_NODES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _Corrupt(f"the pickled object graph has over {MAX_NODES} entries (repeated references?)")
     if depth > 64:
         raise _Corrupt("containers nested too deeply")
     if isinstance(obj, _TensorRef):
@@ -277,10 +299,10 @@ def _flatten(obj: Any, prefix: str, out: dict[str, _TensorRef], depth: int = 0) 
     elif isinstance(obj, dict):
         for k, v in obj.items():
             if isinstance(k, (str, int)) and not isinstance(k, bool):
-                _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, depth + 1)
+                _flatten(v, f"{prefix}.{k}" if prefix else str(k), out, depth + 1, budget)
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            _flatten(v, f"{prefix}.{i}" if prefix else str(i), out, depth + 1)
+            _flatten(v, f"{prefix}.{i}" if prefix else str(i), out, depth + 1, budget)
     # anything else (numbers, strings, None, dtypes, bytes) is not a tensor and is skipped
 
 
@@ -335,6 +357,8 @@ class PthFile(Mapping[str, np.ndarray]):
                 pkl_name = f"{folder}/data.pkl"
                 if pkl_name not in self._members:
                     raise UserError(f"{path} is a zip archive without {pkl_name}, not a torch.save checkpoint")
+                if self._members[pkl_name].file_size > MAX_PICKLE_BYTES:
+                    raise UserError(f"{path}: {pkl_name} is over {MAX_PICKLE_BYTES >> 20} MiB, not a state_dict pickle")
                 data_pkl = zf.read(pkl_name)
                 order_name = f"{folder}/byteorder"
                 byteorder = "little"  # files from torch < 1.10 have no byteorder record
@@ -357,12 +381,15 @@ class PthFile(Mapping[str, np.ndarray]):
                         if start + info.compress_size > self._size:
                             raise UserError(f"{path} is truncated (zip member {info.filename}): re-download it")
                         self._offsets[info.filename] = start
+        except UserError:
+            raise
         except OSError as exc:
             raise UserError(f"cannot read checkpoint file {path}: {exc.strerror or exc}") from exc
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error) as exc:
+        except _ZIP_ERRORS as exc:
             raise UserError(
-                f"{path} is truncated or not a valid torch.save zip archive ({exc}): re-download it"
-            ) from exc
+                f"{path} is truncated or not a valid torch.save zip archive ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:120]}): re-download it"
+            ) from None
         if byteorder not in ("little", "big"):
             raise UserError(f"{path} has an unknown byteorder record {byteorder!r}: re-save the checkpoint")
         self._swap = byteorder != ("little" if np.little_endian else "big")
@@ -377,13 +404,14 @@ class PthFile(Mapping[str, np.ndarray]):
             ) from None
         except _Corrupt as exc:
             raise UserError(
-                f"{path} has a corrupt or unsupported checkpoint pickle ({exc}): re-save or re-download it"
+                f"{path} has a corrupt or unsupported checkpoint pickle ({str(exc)[:160]}): re-save or re-download it"
             ) from None
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - any unpickling failure of foreign data is a bad file
             raise UserError(
-                f"{path} has a corrupt checkpoint pickle ({type(exc).__name__}: {exc}): re-download it"
+                f"{path} has a corrupt checkpoint pickle ({type(exc).__name__}: {' '.join(str(exc).split())[:120]}): "
+                "re-download it"
             ) from None
         self.raw_object_type = type(obj).__name__
         entries: dict[str, _TensorRef] = {}
@@ -412,11 +440,19 @@ class PthFile(Mapping[str, np.ndarray]):
             raise UserError(
                 f"{self.path} is truncated or corrupt at tensor {name!r} (storage {member}): re-download it"
             )
-        if 0 not in ref.shape:
+        numel = 1
+        for d in ref.shape:
+            numel *= d
+        if numel * ref.dtype.itemsize > info.file_size + MAX_BROADCAST_BYTES:
+            raise UserError(
+                f"{self.path} is corrupt: tensor {name[:80]!r} needs more bytes than its storage holds "
+                "(a broadcast or impossible size): re-download it"
+            )
+        if numel:
             last = ref.offset + sum((d - 1) * s for d, s in zip(ref.shape, ref.stride))
             if (last + 1) * ref.dtype.itemsize > info.file_size:
                 raise UserError(
-                    f"{self.path} is corrupt: tensor {name!r} reaches past the end of its storage: re-download it"
+                    f"{self.path} is corrupt: tensor {name[:80]!r} reaches past the end of its storage: re-download it"
                 )
 
     def _storage_bytes(self, key: str) -> np.ndarray:
@@ -431,12 +467,18 @@ class PthFile(Mapping[str, np.ndarray]):
             start = self._offsets[member]
             return self._mm[start : start + info.file_size]
         blob = self._blobs.get(member)
+        if blob is None and info.file_size > MAX_COMPRESSED_STORAGE:
+            raise UserError(f"{self.path}: compressed zip member {member} is too large to unpack; torch.save stores "
+                            "storages uncompressed: re-save the checkpoint")
         if blob is None:
             try:
                 with zipfile.ZipFile(self.path) as zf:
                     blob = np.frombuffer(zf.read(member), dtype=np.uint8)
-            except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
-                raise UserError(f"{self.path} is corrupt at zip member {member} ({exc}): re-download it") from exc
+            except (OSError, *_ZIP_ERRORS) as exc:
+                raise UserError(
+                    f"{self.path} is corrupt at zip member {member} ({type(exc).__name__}: "
+                    f"{' '.join(str(exc).split())[:120]}): re-download it"
+                ) from None
             self._blobs[member] = blob
         return blob
 

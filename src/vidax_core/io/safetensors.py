@@ -48,25 +48,21 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
                 if n <= 0 or n > _MAX_HEADER or 8 + n > size:
                     raise UserError(f"{path} has a corrupt or truncated safetensors header: re-download it")
                 header = json.loads(f.read(n).decode("utf-8"))
+        except UserError:
+            raise
         except OSError as exc:
             raise UserError(f"cannot read checkpoint file {path}: {exc.strerror or exc}") from exc
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
             raise UserError(f"{path} has a corrupt safetensors header (not JSON): re-download it") from exc
         if not isinstance(header, dict):
             raise UserError(f"{path} has a corrupt safetensors header: re-download it")
-        self.metadata = header.pop("__metadata__", None) or {}
+        metadata = header.pop("__metadata__", None) or {}
+        self.metadata = metadata if isinstance(metadata, dict) else {}
         self._base = 8 + n
         self._entries: dict[str, tuple[np.dtype, tuple[int, ...], int, int]] = {}
         for name, info in header.items():
-            try:
-                dtype = np.dtype(_DTYPES[info["dtype"]])
-                shape = tuple(int(d) for d in info["shape"])
-                start, end = (int(o) for o in info["data_offsets"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise UserError(f"{path}: tensor {name!r} has an unsupported or corrupt header entry") from exc
-            if end - start != dtype.itemsize * int(np.prod(shape, dtype=np.int64)) or self._base + end > size:
-                raise UserError(f"{path} is truncated or corrupt at tensor {name!r}: re-download it")
-            self._entries[name] = (dtype, shape, start, end)
+            self._entries[name] = _entry(path, name, info)
+        _check_layout(path, self._entries, size - self._base)
         self._mm: np.memmap | None = None
 
     def _map(self) -> np.memmap:
@@ -91,6 +87,41 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _entry(path: str, name: str, info: object) -> tuple[np.dtype, tuple[int, ...], int, int]:
+    """One header entry, checked: a known dtype, at most 16 non-negative integer dims, integer offsets whose
+    span is exactly the tensor's size in bytes (computed with Python integers: no overflow)."""
+    bad = UserError(f"{path}: tensor {name[:80]!r} has an unsupported or corrupt header entry: re-download it")
+    if not isinstance(info, dict) or not isinstance(info.get("dtype"), str) or info["dtype"] not in _DTYPES:
+        raise bad
+    shape, offsets = info.get("shape"), info.get("data_offsets")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(type(d) is int and d >= 0 for d in shape):
+        raise bad
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int and o >= 0 for o in offsets):
+        raise bad
+    dtype = np.dtype(_DTYPES[info["dtype"]])
+    start, end = offsets
+    numel = 1
+    for d in shape:
+        numel *= d
+    if end - start != dtype.itemsize * numel:
+        raise UserError(f"{path} is truncated or corrupt at tensor {name[:80]!r}: re-download it")
+    return dtype, tuple(shape), start, end
+
+
+def _check_layout(path: str, entries: Mapping[str, tuple], data_size: int) -> None:
+    """The tensors' byte ranges must tile the data section exactly: in order, no gap, no overlap, no overrun
+    (the safetensors format's own rule)."""
+    pos = 0
+    for name, (_, _, start, end) in sorted(entries.items(), key=lambda kv: (kv[1][2], kv[1][3])):
+        if start != pos:
+            raise UserError(f"{path} is corrupt at tensor {name[:80]!r} (its bytes overlap or leave a gap): re-download it")
+        pos = end
+    if pos > data_size:
+        raise UserError(f"{path} is truncated: its tensors need {pos} bytes of data, the file holds {data_size}: re-download it")
+    if pos < data_size:
+        raise UserError(f"{path} is corrupt: {data_size - pos} bytes after the last tensor belong to none: re-download it")
 
 
 def save_file(tensors: Mapping[str, np.ndarray], path: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -33,6 +34,8 @@ def write_mp4(path: str, frames: np.ndarray, fps: int) -> None:
         for frame in data:
             gen.send(np.ascontiguousarray(frame))
         gen.close()
+        if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:  # ffmpeg reports some failures only on its stderr
+            raise RuntimeError(f"ffmpeg wrote no video for {path} ({t} frames of {w}x{h} at {fps} fps)")
 
     write_atomic(path, write)
 

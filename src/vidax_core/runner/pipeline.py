@@ -86,16 +86,22 @@ def select_sampler(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: P
 
 
 def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A .npy array of exactly ``shape``, real numbers, all finite; memory-mapped until its shape is checked."""
     try:
-        noise = np.load(path)
-    except (OSError, ValueError) as exc:
+        noise = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
         raise UserError(f"sampling.initial_noise {path} cannot be read as .npy (save a float32 array with numpy.save)") from exc
+    if not isinstance(noise, np.ndarray) or noise.dtype.kind not in "fiu":
+        raise UserError(f"sampling.initial_noise {path} must hold a real-valued numeric array (save a float32 array)")
     if tuple(noise.shape) != tuple(shape):
         raise UserError(
             f"sampling.initial_noise {path} has shape {tuple(noise.shape)}, this run needs {tuple(shape)} "
             "(batch, channels, frames, height, width)"
         )
-    return noise.astype(np.float32)
+    out = np.asarray(noise, dtype=np.float32)
+    if not np.isfinite(out).all():
+        raise UserError(f"sampling.initial_noise {path} holds NaN or infinite values: every entry must be finite")
+    return out
 
 
 def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> DitBuild:

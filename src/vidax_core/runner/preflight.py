@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 from vidax_core.io import outputs
 from vidax_core.config import RunConfig
@@ -23,8 +24,42 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
             raise UserError(f"model {spec.id} is text-to-video only and takes no image: remove the `image` key")
         if not os.path.isfile(cfg.image):
             raise UserError(f"image {cfg.image} does not exist")
+        check_image(cfg.image)
     if cfg.sampling.initial_noise and not os.path.isfile(cfg.sampling.initial_noise):
         raise UserError(f"sampling.initial_noise {cfg.sampling.initial_noise} does not exist")
     if check_outputs:
         out = cfg.output
         outputs.check_writable([out.path, out.save_latents, out.save_frames, out.metrics], out.overwrite)
+        check_cache_dir(cfg)
+
+
+def check_image(path: str) -> None:
+    """The image's header must decode (PIL reads only the header and verifies the file's structure)."""
+    try:
+        from PIL import Image
+    except ImportError:  # the plugin that reads images reports it
+        return
+    try:
+        with Image.open(path) as img:
+            img.verify()
+    except Exception as exc:  # noqa: BLE001 - any failure of a foreign file is "cannot read"
+        reason = " ".join(str(exc).split())[:120] or type(exc).__name__
+        raise UserError(f"cannot read image {path!r} ({reason}) — expected a png or jpg file") from None
+
+
+def check_cache_dir(cfg: RunConfig) -> None:
+    """The persistent compilation cache folder must be (or become) a writable folder; it is a cache, so it is
+    created here."""
+    if not cfg.runtime.compilation_cache:
+        return
+    path = os.path.expanduser(cfg.runtime.compilation_cache_dir)
+    key = "runtime.compilation_cache_dir"
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise UserError(f"{key} {path} exists and is not a folder: choose a folder or set runtime.compilation_cache=false")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".vidax-probe-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{key} {path} cannot be used as a folder ({exc.strerror or exc}): choose another folder or "
+                        "set runtime.compilation_cache=false") from None
