@@ -1,0 +1,662 @@
+"""Decoder-only LLM used as a text encoder: Llama-3, Qwen2.5-VL's text tower and Gemma-3 are configurations of it.
+
+Video families take a decoder LLM's hidden states as prompt embeddings (HunyuanVideo: LLaVA-Llama-3-8B,
+``hidden_states[-3]`` after a chat template with ``crop_start``; Cosmos / HunyuanVideo-1.5: Qwen2.5-VL; LTX-2:
+Gemma-3, all layers). One model covers them, driven by the checkpoint's transformers ``config.json``:
+
+* token embedding (Gemma: times ``sqrt(hidden_size)`` rounded to the weight dtype); pre-norm blocks of
+  attention then gated MLP ``down(act(gate x) * up x)``, both added to a float32 residual stream; a final norm;
+* RMS norm with fp32 statistics, ``x * w`` (Llama, Qwen) or Gemma's ``x * (1 + w)``; Gemma's extra
+  post-attention / post-MLP norms and per-head q/k norms;
+* grouped-query attention (``num_key_value_heads``), q/k/v biases where the model has them (Qwen2), scale
+  ``head_dim ** -0.5`` or Gemma's ``query_pre_attn_scalar ** -0.5``, optional logit soft-capping, fp32 softmax;
+* rotate-half RoPE from :mod:`vidax_core.nn.rope`: plain, ``linear`` and ``llama3`` frequency scaling, partial
+  rotary, Qwen2.5-VL's mRoPE (position ids (3, B, S));
+* causal masks with key padding (left or right); per-layer ``layer_types`` mixing sliding-window and full
+  attention, each type with its own RoPE (Gemma-3: local theta 1e4, global 1e6); per-type head size and KV heads
+  (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind.
+
+Attention here is a small dense-mask einsum, not :func:`vidax_core.attention.attention`: text prompts are a few
+hundred tokens, and these models need what that dispatcher does not take (grouped KV heads, a non-default scale,
+soft-capping, sliding windows). Masked logits are ``finfo(float32).min`` as there.
+
+Layers of one kind live in ONE stacked tree (leading ``layers`` axis) run with ``lax.scan``; a per-layer index
+picks the layer's type (mask and RoPE table). ``__call__`` returns every hidden state like transformers'
+``output_hidden_states=True`` (embeddings, each layer's output, the last one after the final norm).
+
+Precision: parameters and matmuls in ``cfg.dtype`` (fp32 accumulation); norms, RoPE, softmax and the residual
+stream in float32; hidden states returned in float32. Logical axes: ``vocab``, ``embed``, ``heads``,
+``kv_heads``, ``mlp``, ``layers``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Iterator, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax_core.config.arch import from_config_dict
+from vidax_core.errors import UserError
+from vidax_core.io.convert import KeyRule, convert, linear
+from vidax_core.nn import rope
+from vidax_core.nn.layers import Linear, param, stacked
+from vidax_core.nn.state import abstract_model, materialize
+
+VOCAB, EMBED, HEADS, KV_HEADS, MLP = "vocab", "embed", "heads", "kv_heads", "mlp"
+FULL, SLIDING = "full_attention", "sliding_attention"
+MASKED_LOGIT = float(jnp.finfo(jnp.float32).min)
+
+ACTIVATIONS = {
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "relu": jax.nn.relu,
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Config
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeSpec:
+    """RoPE of one layer type: base ``theta``; ``rope_type`` default | linear | llama3 (``factor`` and the llama3
+    band parameters); ``partial_rotary_factor`` (fraction of the head that rotates); ``mrope_section`` (Qwen)."""
+
+    theta: float = 10000.0
+    rope_type: str = "default"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+    partial_rotary_factor: float = 1.0
+    mrope_section: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.rope_type not in ("default", "linear", "llama3"):
+            raise UserError(f"rope_type={self.rope_type!r} is not supported: expected default, linear or llama3")
+
+    def rot_dim(self, head_dim: int) -> int:
+        return int(head_dim * self.partial_rotary_factor)
+
+    def inv_freq(self, head_dim: int) -> np.ndarray:
+        dim = self.rot_dim(head_dim)
+        if self.rope_type == "linear":
+            return rope.inv_freq(dim, self.theta, linear_factor=self.factor)
+        if self.rope_type == "llama3":
+            return rope.inv_freq(dim, self.theta, llama3=rope.Llama3Scaling(
+                self.factor, self.low_freq_factor, self.high_freq_factor, self.original_max_position_embeddings))
+        return rope.inv_freq(dim, self.theta)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderLLMConfig:
+    """Architecture of one decoder LLM; field names follow transformers' config.json where one exists.
+
+    ``layer_types`` holds one of ``full_attention`` / ``sliding_attention`` per layer; ``rope`` maps a layer type
+    to its :class:`RopeSpec`; ``head_dim_per_type`` / ``kv_heads_per_type`` override ``head_dim`` /
+    ``num_key_value_heads`` for a layer type. The booleans select the family's block layout (Llama: all False;
+    Qwen2: ``qkv_bias``; Gemma-3: ``gemma_norm``, ``sandwich_norms``, ``qk_norm``, ``scale_embeddings``).
+    """
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    layer_types: tuple[str, ...]
+    rope: tuple[tuple[str, RopeSpec], ...]
+    rms_norm_eps: float = 1e-6
+    hidden_act: str = "silu"
+    attention_bias: bool = False  # bias on q, k, v and o (Llama's attention_bias)
+    qkv_bias: bool = False  # bias on q, k, v only (Qwen2)
+    mlp_bias: bool = False
+    gemma_norm: bool = False  # RMS norm scales by (1 + w)
+    sandwich_norms: bool = False  # norms after attention and after the MLP too (Gemma-2/3)
+    qk_norm: bool = False  # RMS norm of each q / k head (Gemma-3)
+    scale_embeddings: bool = False  # embeddings times sqrt(hidden_size) (Gemma)
+    query_pre_attn_scalar: float | None = None  # attention scale query_pre_attn_scalar ** -0.5 (Gemma)
+    attn_logit_softcapping: float | None = None
+    sliding_window: int | None = None
+    head_dim_per_type: tuple[tuple[str, int], ...] = ()
+    kv_heads_per_type: tuple[tuple[str, int], ...] = ()
+    dtype: Any = jnp.float32
+
+    def __post_init__(self) -> None:
+        if len(self.layer_types) != self.num_hidden_layers:
+            raise UserError(f"layer_types has {len(self.layer_types)} entries for {self.num_hidden_layers} layers")
+        unknown = set(self.layer_types) - {FULL, SLIDING}
+        if unknown:
+            raise UserError(f"layer types {sorted(unknown)} are not supported: expected {FULL} or {SLIDING}")
+        if SLIDING in self.layer_types and not self.sliding_window:
+            raise UserError("sliding_attention layers need a sliding_window in the config")
+        if self.hidden_act not in ACTIVATIONS:
+            raise UserError(f"hidden_act={self.hidden_act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
+        for t in set(self.layer_types):
+            if t not in dict(self.rope):
+                raise UserError(f"no RoPE parameters for layer type {t}")
+            if self.num_attention_heads % self.kv_heads(t):
+                raise UserError(
+                    f"num_attention_heads={self.num_attention_heads} is not a multiple of the "
+                    f"{self.kv_heads(t)} key/value heads of {t} layers"
+                )
+            spec, hd = self.rope_spec(t), self.head_dim_of(t)
+            if spec.rot_dim(hd) % 2 or spec.rot_dim(hd) > hd:
+                raise UserError(f"{t}: partial_rotary_factor={spec.partial_rotary_factor} of head_dim={hd} is invalid")
+            if spec.mrope_section is not None and sum(spec.mrope_section) != spec.rot_dim(hd) // 2:
+                raise UserError(
+                    f"mrope_section {list(spec.mrope_section)} must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
+                )
+
+    def head_dim_of(self, layer_type: str) -> int:
+        return dict(self.head_dim_per_type).get(layer_type, self.head_dim)
+
+    def kv_heads(self, layer_type: str) -> int:
+        return dict(self.kv_heads_per_type).get(layer_type, self.num_key_value_heads)
+
+    def rope_spec(self, layer_type: str) -> RopeSpec:
+        return dict(self.rope)[layer_type]
+
+    def kind_key(self, layer_type: str) -> tuple[int, int, int]:
+        """Layers with the same key share parameter shapes and one stacked tree."""
+        hd = self.head_dim_of(layer_type)
+        return hd, self.kv_heads(layer_type), self.rope_spec(layer_type).rot_dim(hd)
+
+    @property
+    def kinds(self) -> tuple[tuple[int, int, int], ...]:
+        """Distinct kind keys in order of first appearance."""
+        return tuple(dict.fromkeys(self.kind_key(t) for t in self.layer_types))
+
+    @property
+    def uses_mrope(self) -> bool:
+        return any(spec.mrope_section is not None for _, spec in self.rope)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "DecoderLLMConfig":
+        """From a transformers config dict of a Llama, Qwen2 / Qwen2.5-VL or Gemma-3 model (or the composite
+        LLaVA / Qwen2.5-VL / Gemma-3 config holding it as ``text_config``); old (``rope_theta``, ``rope_scaling``,
+        ``rope_local_base_freq``) and new (``rope_parameters``) RoPE fields are both read."""
+        c = dict(config)
+        if isinstance(c.get("text_config"), Mapping):
+            outer = c
+            c = dict(c["text_config"])
+            if "model_type" not in c and outer.get("model_type"):
+                c["model_type"] = outer["model_type"]
+        model_type = str(c.get("model_type", "llama"))
+        family = _family(model_type)
+        fields: dict[str, Any] = {}
+        heads = int(c["num_attention_heads"])
+        fields["head_dim"] = int(c.get("head_dim") or c["hidden_size"] // heads)
+        fields["num_key_value_heads"] = int(c.get("num_key_value_heads") or heads)
+        n = int(c["num_hidden_layers"])
+        if family == "gemma":
+            fields.update(gemma_norm=True, sandwich_norms=True, qk_norm=True, scale_embeddings=True,
+                          hidden_act=c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh",
+                          query_pre_attn_scalar=float(c.get("query_pre_attn_scalar", fields["head_dim"])),
+                          attention_bias=bool(c.get("attention_bias", False)))
+            if c.get("use_bidirectional_attention"):
+                raise UserError("Gemma-3 with use_bidirectional_attention is not supported: it is not a causal encoder")
+            pattern = int(c.get("sliding_window_pattern", 6))
+            default_types = [SLIDING if (i + 1) % pattern else FULL for i in range(n)]
+        else:
+            fields["hidden_act"] = c.get("hidden_act", "silu")
+            if family == "qwen2":
+                fields["qkv_bias"] = True
+            else:
+                fields["attention_bias"] = bool(c.get("attention_bias", False))
+                fields["mlp_bias"] = bool(c.get("mlp_bias", False))
+            use_sw = bool(c.get("use_sliding_window", False)) and c.get("sliding_window")
+            max_window = int(c.get("max_window_layers", n))
+            default_types = [SLIDING if use_sw and i >= max_window else FULL for i in range(n)]
+        layer_types = tuple(c.get("layer_types") or default_types)
+        fields["layer_types"] = layer_types
+        if SLIDING in layer_types:
+            fields["sliding_window"] = int(c["sliding_window"])
+        fields["rope"] = _rope_specs(c, family, fields["head_dim"], layer_types)
+        for key in ("attn_logit_softcapping", "rms_norm_eps"):
+            if c.get(key) is not None:
+                fields[key] = c[key]
+        for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
+            fields[key] = int(c[key])
+        return from_config_dict(cls, fields, **overrides)
+
+
+def _family(model_type: str) -> str:
+    if model_type.startswith("gemma"):
+        if model_type not in ("gemma3", "gemma3_text"):
+            raise UserError(f"model_type={model_type!r}: only Gemma-3 is read from config.json; build "
+                            "DecoderLLMConfig directly for other Gemma layouts")
+        return "gemma"
+    if model_type.startswith("qwen2"):
+        return "qwen2"
+    if model_type in ("llama", "llava", "mistral"):
+        return "llama"
+    raise UserError(f"model_type={model_type!r} is not a supported decoder LLM (llama, qwen2*, gemma3)")
+
+
+def _spec(params: Mapping[str, Any], theta: float, partial: float) -> RopeSpec:
+    rope_type = params.get("rope_type", params.get("type", "default")) or "default"
+    if rope_type in ("mrope", "default"):
+        rope_type = "default"
+    section = params.get("mrope_section")
+    return RopeSpec(
+        theta=float(params.get("rope_theta", theta)),
+        rope_type=rope_type,
+        factor=float(params.get("factor", 1.0)),
+        low_freq_factor=float(params.get("low_freq_factor", 1.0)),
+        high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+        original_max_position_embeddings=int(params.get("original_max_position_embeddings", 8192)),
+        partial_rotary_factor=float(params.get("partial_rotary_factor", partial)),
+        mrope_section=tuple(int(s) for s in section) if section is not None else None,
+    )
+
+
+def _rope_specs(c: Mapping[str, Any], family: str, head_dim: int, layer_types: Sequence[str]):
+    params = c.get("rope_parameters") or {}
+    scaling = c.get("rope_scaling") or {}
+    partial = float(c.get("partial_rotary_factor", 1.0))
+    if family == "gemma":
+        per_type = params if FULL in params or SLIDING in params else {}
+        full = {"rope_theta": c.get("rope_theta", 1_000_000.0), **scaling, **(per_type.get(FULL) or {})}
+        local = {"rope_theta": c.get("rope_local_base_freq", 10_000.0), **(per_type.get(SLIDING) or {})}
+        specs = {FULL: _spec(full, 1_000_000.0, partial), SLIDING: _spec(local, 10_000.0, partial)}
+    else:
+        default_theta = 1_000_000.0 if family == "qwen2" else 10_000.0
+        merged = {"rope_theta": c.get("rope_theta", default_theta), **scaling, **params}
+        spec = _spec(merged, default_theta, partial)
+        specs = {FULL: spec, SLIDING: spec}
+    return tuple((t, specs[t]) for t in (FULL, SLIDING) if t in layer_types)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------------------------------------------
+
+
+class RMSNorm(nnx.Module):
+    """x * rsqrt(mean(x^2) + eps) * w, or * (1 + w) for Gemma; statistics and output in float32."""
+
+    def __init__(self, dim: int, *, eps: float, plus_one: bool, names: tuple[str | None, ...] = (EMBED,)):
+        self.eps, self.plus_one = eps, plus_one
+        self.weight = param(jnp.zeros((dim,), jnp.float32) if plus_one else jnp.ones((dim,), jnp.float32), names)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
+        w = self.weight[...].astype(jnp.float32)
+        return y * (1.0 + w if self.plus_one else w)
+
+
+class Attention(nnx.Module):
+    """Grouped-query causal self-attention with rotate-half RoPE and a dense boolean visibility mask."""
+
+    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, rngs: nnx.Rngs):
+        self.num_heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, kv_heads, head_dim
+        self.scale = (cfg.query_pre_attn_scalar or head_dim) ** -0.5
+        self.softcap = cfg.attn_logit_softcapping
+        dt, h = cfg.dtype, cfg.hidden_size
+        qkv_bias = cfg.attention_bias or cfg.qkv_bias
+        self.q_proj = Linear(h, self.num_heads * head_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
+        self.k_proj = Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
+        self.v_proj = Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
+        self.o_proj = Linear(self.num_heads * head_dim, h, (HEADS, EMBED), dtype=dt, rngs=rngs,
+                             bias=cfg.attention_bias)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(head_dim, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm, names=(None,))
+            self.k_norm = RMSNorm(head_dim, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm, names=(None,))
+        else:
+            self.q_norm = self.k_norm = None
+
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, visible: jax.Array) -> jax.Array:
+        """x (B, S, hidden); cos/sin (B, S, pairs) float32; visible (B, S, S) bool (query, key)."""
+        b, s, _ = x.shape
+        hd, kvh, g = self.head_dim, self.kv_heads, self.num_heads // self.kv_heads
+        dt = self.q_proj.kernel[...].dtype
+        q = self.q_proj(x).reshape(b, s, self.num_heads, hd)
+        k = self.k_proj(x).reshape(b, s, kvh, hd)
+        v = self.v_proj(x).reshape(b, s, kvh, hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        c, sn = cos[:, :, None, :], sin[:, :, None, :]
+        q = rope.apply_rotate_half(q.astype(jnp.float32), c, sn).astype(dt).reshape(b, s, kvh, g, hd)
+        k = rope.apply_rotate_half(k.astype(jnp.float32), c, sn).astype(dt)
+        logits = jnp.einsum("bqkgd,bskd->bkgqs", q, k, preferred_element_type=jnp.float32) * self.scale
+        if self.softcap:
+            logits = jnp.tanh(logits / self.softcap) * self.softcap
+        logits = jnp.where(visible[:, None, None], logits, MASKED_LOGIT)
+        probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+        out = jnp.einsum("bkgqs,bskd->bqkgd", probs, v, preferred_element_type=jnp.float32).astype(dt)
+        return self.o_proj(out.reshape(b, s, self.num_heads * hd))
+
+
+class GatedMLP(nnx.Module):
+    """down(act(gate x) * up x)."""
+
+    def __init__(self, cfg: DecoderLLMConfig, *, rngs: nnx.Rngs):
+        dt, h, m, bias = cfg.dtype, cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
+        self.act = ACTIVATIONS[cfg.hidden_act]
+        self.gate_proj = Linear(h, m, (EMBED, MLP), dtype=dt, rngs=rngs, bias=bias)
+        self.up_proj = Linear(h, m, (EMBED, MLP), dtype=dt, rngs=rngs, bias=bias)
+        self.down_proj = Linear(m, h, (MLP, EMBED), dtype=dt, rngs=rngs, bias=bias)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        hidden = self.act(self.gate_proj(x).astype(jnp.float32)) * self.up_proj(x).astype(jnp.float32)
+        return self.down_proj(hidden)
+
+
+class DecoderLayer(nnx.Module):
+    """Pre-norm block; attribute names are transformers' (Llama's ``post_attention_layernorm`` is the MLP's
+    pre-norm; with ``sandwich_norms`` it normalises the attention output and ``pre_feedforward_layernorm`` is the
+    MLP's pre-norm)."""
+
+    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, rngs: nnx.Rngs):
+        norm = lambda: RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)  # noqa: E731
+        self.sandwich = cfg.sandwich_norms
+        self.input_layernorm = norm()
+        self.self_attn = Attention(cfg, head_dim, kv_heads, rngs=rngs)
+        self.post_attention_layernorm = norm()
+        self.mlp = GatedMLP(cfg, rngs=rngs)
+        if self.sandwich:
+            self.pre_feedforward_layernorm = norm()
+            self.post_feedforward_layernorm = norm()
+
+    def __call__(self, x, cos, sin, visible):
+        """x: float32 residual stream (B, S, hidden)."""
+        a = self.self_attn(self.input_layernorm(x), cos, sin, visible)
+        if self.sandwich:
+            x = x + self.post_attention_layernorm(a)
+            return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+        x = x + a.astype(jnp.float32)
+        return x + self.mlp(self.post_attention_layernorm(x)).astype(jnp.float32)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Masks and positions
+# --------------------------------------------------------------------------------------------------------------
+
+
+def visibility(attention_mask: jax.Array, *, sliding_window: int | None = None) -> jax.Array:
+    """(B, S, S) bool: query i sees key j iff j <= i, key j is not padding, and (sliding) i - j < window."""
+    s = attention_mask.shape[1]
+    i = jnp.arange(s)[:, None]
+    j = jnp.arange(s)[None, :]
+    vis = j <= i
+    if sliding_window is not None:
+        vis = vis & (i - j < sliding_window)
+    return vis[None] & (jnp.asarray(attention_mask) > 0)[:, None, :]
+
+
+def text_position_ids(attention_mask: jax.Array) -> jax.Array:
+    """Positions that skip padding (``cumsum(mask) - 1``, padding at 0), as Qwen2.5-VL's ``get_rope_index`` gives
+    for text-only input; the default of :class:`DecoderLLM` is ``arange(S)`` like the transformers base models."""
+    m = jnp.asarray(attention_mask).astype(jnp.int32)
+    return jnp.where(m > 0, jnp.cumsum(m, axis=1) - 1, 0)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Layers ``start..stop`` (in the kind's own numbering) of kind ``kind``, run as one scan."""
+
+    kind: int
+    start: int
+    stop: int
+
+
+def layer_plan(cfg: DecoderLLMConfig) -> tuple[tuple[tuple[int, int], ...], tuple[Segment, ...]]:
+    """(kind, index within kind) of every layer, and the consecutive same-kind runs to scan."""
+    kinds = cfg.kinds
+    counts = [0] * len(kinds)
+    where, segments = [], []
+    for t in cfg.layer_types:
+        k = kinds.index(cfg.kind_key(t))
+        where.append((k, counts[k]))
+        if segments and segments[-1].kind == k:
+            segments[-1] = Segment(k, segments[-1].start, counts[k] + 1)
+        else:
+            segments.append(Segment(k, counts[k], counts[k] + 1))
+        counts[k] += 1
+    return tuple(where), tuple(segments)
+
+
+class DecoderLLM(nnx.Module):
+    """``__call__(input_ids, attention_mask, position_ids) -> (num_hidden_layers + 1, B, S, hidden)`` float32:
+    transformers' ``hidden_states`` (embeddings, each layer's output, the last after the final norm)."""
+
+    def __init__(self, cfg: DecoderLLMConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embed_tokens = param(
+            jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.hidden_size), cfg.dtype), (VOCAB, EMBED)
+        )
+        where, _ = layer_plan(cfg)
+        sizes = [sum(1 for k, _ in where if k == i) for i in range(len(cfg.kinds))]
+        self.kinds = nnx.List([
+            stacked(lambda r, hd=hd, kvh=kvh: DecoderLayer(cfg, hd, kvh, rngs=r), n, rngs)
+            for (hd, kvh, _), n in zip(cfg.kinds, sizes)
+        ])
+        self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)
+
+    def _tables(self, position_ids: jax.Array, attention_mask: jax.Array):
+        """Per kind: the layer types it holds, their (T, B, S, pairs) cos/sin and (T, B, S, S) masks."""
+        cfg = self.cfg
+        out = []
+        for key in cfg.kinds:
+            types = tuple(t for t in (FULL, SLIDING) if t in cfg.layer_types and cfg.kind_key(t) == key)
+            cos, sin, vis = [], [], []
+            for t in types:
+                spec = cfg.rope_spec(t)
+                freqs = spec.inv_freq(cfg.head_dim_of(t))
+                if spec.mrope_section is not None:
+                    ang = rope.mrope_angles(position_ids, freqs, spec.mrope_section)
+                else:
+                    ang = rope.angles(position_ids[0], freqs)
+                c, s = rope.cos_sin(ang)
+                cos.append(c)
+                sin.append(s)
+                vis.append(visibility(attention_mask, sliding_window=cfg.sliding_window if t == SLIDING else None))
+            out.append((types, jnp.stack(cos), jnp.stack(sin), jnp.stack(vis)))
+        return out
+
+    def __call__(
+        self, input_ids: jax.Array, attention_mask: jax.Array | None = None, position_ids: jax.Array | None = None
+    ) -> jax.Array:
+        cfg = self.cfg
+        input_ids = jnp.asarray(input_ids, jnp.int32)
+        b, s = input_ids.shape
+        if attention_mask is None:
+            attention_mask = jnp.ones((b, s), jnp.int32)
+        if position_ids is None:
+            position_ids = jnp.broadcast_to(jnp.arange(s, dtype=jnp.int32), (b, s))
+        position_ids = jnp.asarray(position_ids)
+        if position_ids.ndim == 2:
+            position_ids = jnp.broadcast_to(position_ids[None], (3, b, s))
+        table = self.embed_tokens[...]
+        x = jnp.take(table, input_ids, axis=0).astype(jnp.float32)
+        if cfg.scale_embeddings:
+            x = x * jnp.asarray(math.sqrt(cfg.hidden_size), table.dtype).astype(jnp.float32)
+        tables = self._tables(position_ids, attention_mask)
+        where, segments = layer_plan(cfg)
+        type_index = [[] for _ in cfg.kinds]
+        for t, (k, _) in zip(cfg.layer_types, where):
+            type_index[k].append(tables[k][0].index(t))
+        hidden = [x[None]]
+        for seg in segments:
+            graphdef, state = nnx.split(self.kinds[seg.kind])
+            state = jax.tree.map(lambda a: a[seg.start:seg.stop], state)
+            _, cos, sin, vis = tables[seg.kind]
+            idx = jnp.asarray(type_index[seg.kind][seg.start:seg.stop], jnp.int32)
+
+            def body(h, xs, graphdef=graphdef, cos=cos, sin=sin, vis=vis):
+                layer_state, i = xs
+                h = nnx.merge(graphdef, layer_state)(h, cos[i], sin[i], vis[i])
+                return h, h
+
+            x, ys = jax.lax.scan(body, x, (state, idx))
+            hidden.append(ys)
+        hidden = jnp.concatenate(hidden, axis=0)
+        return hidden.at[-1].set(self.norm(hidden[-1]))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Prompt embeddings: padding, layer selection, crop
+# --------------------------------------------------------------------------------------------------------------
+
+
+def pad_batch(
+    sequences: Sequence[Sequence[int]], *, pad_id: int, length: int | None = None, side: str = "right"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Token id lists -> (ids, mask) int32 (B, length), padded on ``side`` ("left" or "right", the tokenizer
+    config's ``padding_side``); ``length`` defaults to the longest; longer sequences are an error."""
+    if side not in ("left", "right"):
+        raise UserError(f"padding side {side!r} is not 'left' or 'right'")
+    n = max(len(s) for s in sequences) if length is None else length
+    ids = np.full((len(sequences), n), pad_id, np.int32)
+    mask = np.zeros((len(sequences), n), np.int32)
+    for r, seq in enumerate(sequences):
+        if len(seq) > n:
+            raise UserError(f"prompt has {len(seq)} tokens, more than the maximum length {n}")
+        sl = slice(0, len(seq)) if side == "right" else slice(n - len(seq), n)
+        ids[r, sl] = np.asarray(seq, np.int32)
+        mask[r, sl] = 1
+    return ids, mask
+
+
+def select_hidden(hidden: jax.Array, layers: int | Sequence[int] | str) -> jax.Array:
+    """One hidden state (``-3``: HunyuanVideo's ``hidden_states[-3]``), several stacked on axis 0 (a list of
+    indices), or ``"all"``: the full (num_hidden_layers + 1, B, S, hidden) stack."""
+    if isinstance(layers, str):
+        if layers != "all":
+            raise UserError(f"hidden layer selection {layers!r}: expected an index, a list of indices or 'all'")
+        return hidden
+    if isinstance(layers, int):
+        return hidden[layers]
+    return hidden[jnp.asarray(list(layers), jnp.int32)]
+
+
+def crop(embeddings: jax.Array, attention_mask: jax.Array, crop_start: int) -> tuple[jax.Array, jax.Array]:
+    """Drop the first ``crop_start`` tokens (the chat template's prefix) from (…, B, S, D) embeddings and the
+    (B, S) mask, as HunyuanVideo does after encoding the templated prompt."""
+    return embeddings[..., crop_start:, :], attention_mask[:, crop_start:]
+
+
+def encode(
+    model: DecoderLLM,
+    input_ids: jax.Array,
+    attention_mask: jax.Array,
+    *,
+    layers: int | Sequence[int] | str = -1,
+    crop_start: int = 0,
+    position_ids: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Prompt embeddings and their mask: run ``model``, pick ``layers`` (:func:`select_hidden`), crop."""
+    hidden = select_hidden(model(input_ids, attention_mask, position_ids), layers)
+    return crop(hidden, jnp.asarray(attention_mask), crop_start)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Checkpoint conversion
+# --------------------------------------------------------------------------------------------------------------
+
+# Where the text model sits in the checkpoints of the families: a bare model, a *ForCausalLM, and the composite
+# LLaVA / Qwen2.5-VL / Gemma-3 models in their old and new (transformers 5) layouts.
+PREFIX = r"(?:model\.language_model\.|language_model\.model\.|language_model\.|model\.)?"
+
+IGNORE: tuple[str, ...] = (
+    r"(?:language_model\.)?lm_head\.weight",
+    r"(?:model\.)?(?:visual|vision_tower|vision_model|multi_modal_projector|image_newline)\b.*",
+    r".*\.rotary_emb\.inv_freq",
+)
+
+_LAYER = r"k(\d+)\.layers\.(\d+)\."
+
+RULES: tuple[KeyRule, ...] = (
+    KeyRule(r"embed_tokens\.weight", "embed_tokens"),
+    KeyRule(r"norm\.weight", "norm/weight"),
+    KeyRule(_LAYER + r"self_attn\.(q_proj|k_proj|v_proj|o_proj)\.weight", "kinds/{1}/self_attn/{3}/kernel", linear,
+            layer_group=2),
+    KeyRule(_LAYER + r"self_attn\.(q_proj|k_proj|v_proj|o_proj)\.bias", "kinds/{1}/self_attn/{3}/bias", layer_group=2),
+    KeyRule(_LAYER + r"self_attn\.(q_norm|k_norm)\.weight", "kinds/{1}/self_attn/{3}/weight", layer_group=2),
+    KeyRule(_LAYER + r"mlp\.(gate_proj|up_proj|down_proj)\.weight", "kinds/{1}/mlp/{3}/kernel", linear, layer_group=2),
+    KeyRule(_LAYER + r"mlp\.(gate_proj|up_proj|down_proj)\.bias", "kinds/{1}/mlp/{3}/bias", layer_group=2),
+    KeyRule(
+        _LAYER + r"(input_layernorm|post_attention_layernorm|pre_feedforward_layernorm|post_feedforward_layernorm)"
+        r"\.weight",
+        "kinds/{1}/{3}/weight",
+        layer_group=2,
+    ),
+)
+
+
+class _KindKeys(Mapping):
+    """A view of a checkpoint with the model prefix stripped and ``layers.N.`` renamed ``k<kind>.layers.<i>.``
+    (index within the kind), so one rule table serves every layout."""
+
+    def __init__(self, tensors: Mapping[str, Any], where: Sequence[tuple[int, int]]):
+        self._map: dict[str, str] = {}
+        prefix = re.compile(PREFIX + r"(embed_tokens\.weight|norm\.weight|layers\.(\d+)\.(.*))")
+        ignore = [re.compile(p) for p in IGNORE]
+        for key in tensors:
+            m = prefix.fullmatch(key)
+            if m is None or any(r.fullmatch(key) for r in ignore):
+                self._map[key] = key
+                continue
+            if m.group(2) is None:
+                self._map[m.group(1)] = key
+                continue
+            layer = int(m.group(2))
+            if layer >= len(where):
+                self._map[key] = key  # reported as unexpected
+                continue
+            kind, index = where[layer]
+            self._map[f"k{kind}.layers.{index}.{m.group(3)}"] = key
+        self._tensors = tensors
+
+    def __getitem__(self, key: str) -> Any:
+        return self._tensors[self._map[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+def convert_params(cfg: DecoderLLMConfig, tensors: Mapping[str, Any], abstract: Mapping, *, component: str,
+                   check_only: bool = False) -> dict:
+    """Checkpoint tensors -> path -> host array for :class:`DecoderLLM` (every problem reported at once)."""
+    where, _ = layer_plan(cfg)
+    return convert(_KindKeys(tensors, where), RULES, abstract, component=component, ignore=IGNORE,
+                   check_only=check_only)
+
+
+def load_decoder_llm(
+    cfg: DecoderLLMConfig, tensors: Mapping[str, Any], *, component: str = "text encoder (decoder LLM)", put=None
+) -> DecoderLLM:
+    """Build a :class:`DecoderLLM` from a transformers state dict (key -> array or zero-arg loader).
+
+    ``put(path, array)`` places each parameter (e.g. sharded across a mesh); default: ``jax.device_put``."""
+    graphdef, state, flat = abstract_model(lambda: DecoderLLM(cfg, rngs=nnx.Rngs(0)))
+    values = convert_params(cfg, tensors, flat, component=component)
+    return materialize(graphdef, state, values, put=put)
+
+
+__all__ = [
+    "ACTIVATIONS", "Attention", "DecoderLLM", "DecoderLLMConfig", "DecoderLayer", "FULL", "GatedMLP", "IGNORE",
+    "RMSNorm", "RULES", "RopeSpec", "SLIDING", "Segment", "convert_params", "crop", "encode", "layer_plan",
+    "load_decoder_llm", "pad_batch", "select_hidden", "text_position_ids", "visibility",
+]

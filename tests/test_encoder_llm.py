@@ -1,0 +1,275 @@
+"""Decoder-LLM text encoder base against transformers on tiny random models (CPU).
+
+Llama with llama3 RoPE scaling, Qwen2.5-VL's text model with mRoPE, Gemma-3 text with mixed sliding / full layers
+on a sequence longer than the window: every hidden state in fp32 with left and right padding (tolerance from the
+reference's own fp32-vs-fp64 error), bf16 vidax vs the fp32 reference within the reference's own bf16 error,
+hidden-layer selection and crop_start, checkpoint key layouts, and chat templates against apply_chat_template.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vidax_core.encoders import decoder_llm as dl
+from vidax_core.encoders.chat_template import load_chat_template, render_chat, special_tokens
+from vidax_core.io.convert import ConversionError
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+VOCAB, SEQ = 96, 12
+FP32_FACTOR = 4.0  # vidax fp32 vs reference fp64 may be this many times the reference's own fp32 error
+BF16_FACTOR = 2.0  # vidax bf16 vs reference fp32 may be this many times the reference's own bf16 error
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, attention_bias=True, mlp_bias=True, max_position_embeddings=128,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+    )
+    return cfg, transformers.LlamaModel
+
+
+def _qwen():
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as m
+    from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLTextConfig
+
+    cfg = Qwen2_5_VLTextConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [1, 1, 2]},
+    )
+    return cfg, m.Qwen2_5_VLTextModel
+
+
+def _gemma():
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6, sliding_window=4, max_position_embeddings=128,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    )
+    return cfg, transformers.Gemma3TextModel
+
+
+MODELS = {"llama": _llama, "qwen": _qwen, "gemma": _gemma}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def reference(request):
+    """(name, transformers config dict, torch model fp32, state dict as numpy)."""
+    hf_cfg, cls = MODELS[request.param]()
+    torch.manual_seed(0)
+    model = cls(hf_cfg).eval().float()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(0.0, 0.5 if "embed" in name else 0.15)
+            if "norm" in name and request.param != "gemma":  # x * w: keep gains near 1; Gemma's (1 + w) already is
+                p.add_(1.0)
+    sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    return request.param, hf_cfg.to_dict(), model, sd
+
+
+def _batch(side: str):
+    rng = np.random.default_rng(1)
+    seqs = [rng.integers(1, VOCAB, size=n).tolist() for n in (SEQ, 7)]
+    return dl.pad_batch(seqs, pad_id=0, length=SEQ, side=side)
+
+
+def _mrope_positions(mask):
+    """Three different position streams (as for an image in the prompt), so mRoPE's sections matter."""
+    t = np.broadcast_to(np.arange(SEQ), mask.shape)
+    return np.stack([t, t // 2, (t * 3) % 5]).astype(np.int64)
+
+
+def _torch_hidden(model, ids, mask, pos, dtype):
+    model = copy.deepcopy(model).to(dtype)  # a bf16 round trip would round the fp32 reference's weights
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.from_numpy(ids).long(), attention_mask=torch.from_numpy(mask).long(),
+            position_ids=None if pos is None else torch.from_numpy(pos).long(), output_hidden_states=True,
+        )
+    return np.stack([h.double().numpy() for h in out.hidden_states])
+
+
+def _valid(h, mask):
+    """Only non-padding rows: a padding query's output is unused and its value a convention."""
+    return h[:, mask.astype(bool)]
+
+
+def test_config_from_transformers_dict(reference):
+    name, cfg_dict, _, _ = reference
+    cfg = dl.DecoderLLMConfig.from_config(cfg_dict)
+    assert (cfg.hidden_size, cfg.head_dim, cfg.num_key_value_heads) == (32, 8, 2)
+    if name == "llama":
+        spec = cfg.rope_spec(dl.FULL)
+        assert spec.rope_type == "llama3" and spec.original_max_position_embeddings == 16
+        assert cfg.attention_bias and cfg.mlp_bias
+    if name == "qwen":
+        assert cfg.qkv_bias and not cfg.attention_bias and cfg.rope_spec(dl.FULL).mrope_section == (1, 1, 2)
+    if name == "gemma":
+        assert cfg.layer_types == (dl.SLIDING, dl.FULL, dl.SLIDING, dl.FULL) and cfg.sliding_window == 4
+        assert cfg.rope_spec(dl.FULL).rope_type == "linear" and cfg.rope_spec(dl.SLIDING).theta == 10000.0
+        assert cfg.gemma_norm and cfg.sandwich_norms and cfg.qk_norm and cfg.query_pre_attn_scalar == 6
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_every_hidden_state_matches_transformers_fp32(reference, side):
+    name, cfg_dict, model, sd = reference
+    ids, mask = _batch(side)
+    pos = _mrope_positions(mask) if name == "qwen" else None
+    want64 = _valid(_torch_hidden(model, ids, mask, pos, torch.float64), mask)
+    want32 = _valid(_torch_hidden(model, ids, mask, pos, torch.float32), mask)
+    enc = dl.load_decoder_llm(dl.DecoderLLMConfig.from_config(cfg_dict), sd)
+    got = np.asarray(enc(ids, mask, pos))
+    assert got.dtype == np.float32 and got.shape == (cfg_dict["num_hidden_layers"] + 1, 2, SEQ, 32)
+    got = _valid(got, mask)
+    ref_err = np.abs(want32 - want64).max()
+    err = np.abs(got - want64).max()
+    scale = np.abs(want64).max()
+    print(f"{name} {side}-padded fp32: vidax vs fp64 max abs {err:.3e} (rel {err / scale:.3e}); "
+          f"reference fp32 vs fp64 {ref_err:.3e}; per hidden state "
+          + " ".join(f"{np.abs(g - w).max():.1e}" for g, w in zip(got, want64)))
+    assert err <= FP32_FACTOR * ref_err, (err, ref_err)
+
+
+def test_bf16_within_reference_bf16_error(reference):
+    name, cfg_dict, model, sd = reference
+    ids, mask = _batch("right")
+    pos = _mrope_positions(mask) if name == "qwen" else None
+    want32 = _valid(_torch_hidden(model, ids, mask, pos, torch.float32), mask)
+    ref16 = _valid(_torch_hidden(model, ids, mask, pos, torch.bfloat16), mask)
+    enc = dl.load_decoder_llm(dl.DecoderLLMConfig.from_config(cfg_dict, dtype=jnp.bfloat16), sd)
+    assert enc.embed_tokens[...].dtype == jnp.bfloat16
+    got = _valid(np.asarray(enc(ids, mask, pos)), mask)
+    # per hidden state, relative to that state's scale (norm outputs and residuals differ in size)
+    for i, (g, w, r) in enumerate(zip(got, want32, ref16)):
+        err, ref_err = np.abs(g - w).max(), np.abs(r - w).max()
+        print(f"{name} bf16 hidden_states[{i}]: vidax {err:.3e}, reference bf16 {ref_err:.3e} (scale {np.abs(w).max():.2f})")
+        assert err <= BF16_FACTOR * ref_err, (i, err, ref_err)
+
+
+def test_layer_selection_and_crop_start(reference):
+    """HunyuanVideo: hidden_states[-3] of the templated prompt, first crop_start tokens dropped."""
+    name, cfg_dict, model, sd = reference
+    ids, mask = _batch("right")
+    pos = _mrope_positions(mask) if name == "qwen" else None
+    want = _torch_hidden(model, ids, mask, pos, torch.float32)
+    enc = dl.load_decoder_llm(dl.DecoderLLMConfig.from_config(cfg_dict), sd)
+    emb, m = dl.encode(enc, ids, mask, layers=-3, crop_start=5, position_ids=pos)
+    assert emb.shape == (2, SEQ - 5, 32) and np.array_equal(np.asarray(m), mask[:, 5:])
+    keep = mask[:, 5:].astype(bool)
+    np.testing.assert_allclose(np.asarray(emb)[keep], want[-3][:, 5:][keep], atol=1e-4, rtol=1e-4)
+    every, _ = dl.encode(enc, ids, mask, layers="all", position_ids=pos)
+    assert every.shape == (cfg_dict["num_hidden_layers"] + 1, 2, SEQ, 32)
+    pair, _ = dl.encode(enc, ids, mask, layers=[0, -1], position_ids=pos)
+    np.testing.assert_array_equal(np.asarray(pair), np.asarray(every)[[0, -1]])
+
+
+def test_qwen_text_positions_equal_get_rope_index():
+    """Text-only Qwen2.5-VL positions (skip padding) equal transformers' get_rope_index."""
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    ids, mask = _batch("left")
+    vision = type("V", (), {"spatial_merge_size": 2, "tokens_per_second": 2})()
+    fake = type("M", (), {"config": type("C", (), {"vision_config": vision})()})()
+    want, _ = Qwen2_5_VLModel.get_rope_index(fake, torch.from_numpy(ids).long(), torch.zeros(ids.shape, dtype=torch.int32),
+                                             attention_mask=torch.from_numpy(mask).long())
+    got = np.asarray(dl.text_position_ids(mask))
+    for stream in want.numpy():
+        np.testing.assert_array_equal(stream, got)
+
+
+def test_checkpoint_layouts_and_errors(reference):
+    name, cfg_dict, _, sd = reference
+    cfg = dl.DecoderLLMConfig.from_config(cfg_dict)
+    ids, mask = _batch("right")
+    pos = _mrope_positions(mask) if name == "qwen" else None
+    base = np.asarray(dl.load_decoder_llm(cfg, sd)(ids, mask, pos))
+    prefix = {"llama": "language_model.model.", "qwen": "model.language_model.", "gemma": "model.language_model."}
+    wrapped = {prefix[name] + k: v for k, v in sd.items()}
+    wrapped["lm_head.weight"] = np.zeros((VOCAB, 32), np.float32)
+    wrapped["model.visual.blocks.0.attn.qkv.weight"] = np.zeros((3, 3), np.float32)
+    np.testing.assert_array_equal(np.asarray(dl.load_decoder_llm(cfg, wrapped)(ids, mask, pos)), base)
+    broken = {k: v for k, v in sd.items() if k != "layers.1.mlp.up_proj.weight"}
+    broken["layers.9.mlp.up_proj.weight"] = sd["layers.1.mlp.up_proj.weight"]
+    broken["norm.weight"] = np.ones((31,), np.float32)
+    with pytest.raises(ConversionError) as e:
+        dl.load_decoder_llm(cfg, broken)
+    msg = str(e.value)
+    assert "1 missing" in msg and "up_proj" in msg and "layers.9" in msg and "mis-shaped" in msg
+
+
+def test_per_type_kv_heads_run_as_separate_stacks(reference):
+    """A Gemma-4-like layout: full layers with 1 KV head, sliding layers with 2, i.e. two stacked trees scanned
+    in four segments. Grouped attention with one KV head equals two identical KV heads, so it must give what the
+    one-stack Gemma-3 model gives with each full layer's KV head duplicated."""
+    name, cfg_dict, _, sd = reference
+    if name != "gemma":
+        pytest.skip("one layout is enough")
+    one_cfg = dl.DecoderLLMConfig.from_config(cfg_dict)
+    two_cfg = dl.DecoderLLMConfig.from_config(cfg_dict, kv_heads_per_type=((dl.FULL, 1),))
+    assert len(one_cfg.kinds) == 1 and len(two_cfg.kinds) == 2
+    where, segments = dl.layer_plan(two_cfg)
+    assert where == ((0, 0), (1, 0), (0, 1), (1, 1)) and len(segments) == 4
+    single, dup = dict(sd), dict(sd)
+    for i, t in enumerate(one_cfg.layer_types):
+        if t == dl.FULL:
+            for p in ("k_proj", "v_proj"):
+                head = sd[f"layers.{i}.self_attn.{p}.weight"][:8]
+                single[f"layers.{i}.self_attn.{p}.weight"] = head
+                dup[f"layers.{i}.self_attn.{p}.weight"] = np.concatenate([head, head])
+    ids, mask = _batch("left")
+    two = dl.load_decoder_llm(two_cfg, single)
+    assert two.kinds[1].self_attn.k_proj.kernel[...].shape == (2, 32, 8)
+    got = np.asarray(two(ids, mask))
+    want = np.asarray(dl.load_decoder_llm(one_cfg, dup)(ids, mask))
+    err = np.abs(got - want).max()
+    print(f"two-kind layout vs one stack: max abs {err:.3e}")
+    np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_chat_template_matches_apply_chat_template(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    special = ["<unk>", "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<pad>"]
+    tok.train_from_iterator(["a cat walks on the beach", "describe the video in detail", "system user assistant"],
+                            trainers.BpeTrainer(vocab_size=120, special_tokens=special))
+    template = (  # Llama-3 instruct's template (HunyuanVideo's text encoder)
+        "{% set loop_messages = messages %}{% for message in loop_messages %}"
+        "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+        " + message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+        "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+    )
+    hf = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>",
+                                              eos_token="<|eot_id|>", pad_token="<pad>", unk_token="<unk>")
+    hf.chat_template = template
+    hf.save_pretrained(tmp_path)
+    messages = [{"role": "system", "content": "Describe the video in detail. "},
+                {"role": "user", "content": "a cat walks on the beach"}]
+    cfg = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    loaded = load_chat_template(tmp_path)
+    assert loaded == template
+    for gen in (False, True):
+        want = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
+        got = render_chat(loaded, messages, add_generation_prompt=gen, special=special_tokens(cfg))
+        assert got == want
+        want_ids = hf.apply_chat_template(messages, tokenize=True, add_generation_prompt=gen)
+        want_ids = want_ids["input_ids"] if isinstance(want_ids, dict) or hasattr(want_ids, "keys") else want_ids
+        assert Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(got, add_special_tokens=False).ids \
+            == list(want_ids)
+    assert got.startswith("<|begin_of_text|><|start_header_id|>system") and got.endswith("assistant<|end_header_id|>\n\n")
+    # a template given by the family; raise_exception reaches the caller
+    with pytest.raises(Exception, match="only user"):
+        render_chat("{% if messages[0]['role'] != 'user' %}{{ raise_exception('only user') }}{% endif %}", messages)
