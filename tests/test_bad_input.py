@@ -149,3 +149,246 @@ def test_bad_input(case, tmp_path, ckpt, capsys, monkeypatch):
     assert fragment in err[0], err[0]
     assert not [p for p in os.listdir(tmp_path) if ".partial" in p]
     print(f"{name}: {err[0]}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 12: every reproducer of the fuzz campaign is one clean `error:` line (exit 2), before sampling.
+
+
+def _junk_json(path, key, value):
+    _set_json(path, **{key: value})
+
+
+def _raw(path, data: bytes):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _st_header(path, mutate):
+    """Rewrite the JSON header of a safetensors file with ``mutate(header)``, keeping the data bytes."""
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    mutate(header)
+    blob = json.dumps(header).encode() if not isinstance(header, bytes) else header
+    open(path, "wb").write(len(blob).to_bytes(8, "little") + blob + raw[8 + n :])
+
+
+def _st_raw_header(path, blob: bytes):
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    open(path, "wb").write(len(blob).to_bytes(8, "little") + blob + raw[8 + n :])
+
+
+def _first_entry(header):
+    return header[sorted(k for k in header if k != "__metadata__")[0]]
+
+
+def _set_entry(field, value):
+    def mutate(header):
+        _first_entry(header)[field] = value
+    return mutate
+
+
+def _tok(c, **changes):
+    path = c / "tokenizer/tokenizer.json"
+    data = json.loads(path.read_text())
+    for k, v in changes.items():
+        if k == "charsmap":
+            _set_charsmap(data, v)
+        else:
+            data[k] = v
+    path.write_text(json.dumps(data))
+
+
+def _set_charsmap(node, value):
+    if isinstance(node, dict):
+        if "precompiled_charsmap" in node:
+            node["precompiled_charsmap"] = value
+            return True
+        return any(_set_charsmap(v, value) for v in node.values())
+    if isinstance(node, list):
+        return any(_set_charsmap(v, value) for v in node)
+    return False
+
+
+def _charsmap_normalizer(c):
+    """Give the tokenizer a Precompiled normalizer whose charsmap is garbage (a Rust panic inside `tokenizers`)."""
+    import base64
+
+    path = c / "tokenizer/tokenizer.json"
+    data = json.loads(path.read_text())
+    data["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(b"\x05\0\0\0abc").decode()}
+    path.write_text(json.dumps(data))
+
+
+def _png(path):
+    from PIL import Image
+
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(path)
+    return None
+
+
+def _symlink(link, target):
+    link.unlink()
+    os.symlink(target, link)
+
+
+def _nan_noise(path):
+    np.save(path, np.full((1, 4, 2, 8, 8), np.nan, np.float32))
+
+
+TCFG = "transformer/config.json"
+CK = lambda c: f"model.checkpoint={c}"  # noqa: E731
+LONG_NAME = "v" * 300 + ".mp4"
+
+# (case id, setup(tmp, ckpt) -> extra args, expected fragment of the error line)
+ISSUE_12 = [
+    # config and overrides
+    ("list-for-mapping-override", lambda t, c: [MODEL, "sampling=[1]"], "sampling must be a mapping"),
+    ("list-for-mapping-yaml", lambda t, c: [_w(t / "l.yaml", "model: {id: wan2.1-t2v-1.3b}\nsampling: [1]\n"), str(t / "l.yaml")], "sampling must be a mapping"),
+    ("yaml-error-in-override", lambda t, c: [MODEL, "sampling.num_steps=[1,2"], "not valid YAML"),
+    ("yaml-reader-error-in-override", lambda t, c: [MODEL, "sampling.num_steps=\x7f"], "sampling.num_steps"),
+    ("huge-int", lambda t, c: [MODEL, "sampling.num_frames=1" + "0" * 400], "sampling.num_frames"),
+    ("huge-float", lambda t, c: [MODEL, "sampling.guidance_scale=" + "9" * 400], "sampling.guidance_scale must be a finite number"),
+    ("seed-2**63", lambda t, c: [MODEL, f"sampling.seed={2**63}"], "sampling.seed is out of range"),
+    ("fps-2**63", lambda t, c: [MODEL, CK(c), "output.fps=9223372036854775808"] + SMALL, "output.fps"),
+    ("fps-huge", lambda t, c: [MODEL, CK(c), "output.fps=100000"] + SMALL, "output.fps must be at most 1000"),
+    ("guidance-inf", lambda t, c: [MODEL, "sampling.guidance_scale=.inf"], "must be a finite number"),
+    ("flow-shift-nan", lambda t, c: [MODEL, "sampling.scheduler={name: unipc, flow_shift: .nan}"], "sampling.scheduler.flow_shift must be a finite number"),
+    ("eta-nan", lambda t, c: [MODEL, "sampling.scheduler={name: unipc, eta: .nan}"], "sampling.scheduler.eta must be a finite number"),
+    ("noise-all-nan", lambda t, c: [_nan_noise(t / "n.npy"), MODEL, CK(c), f"sampling.initial_noise={t / 'n.npy'}"] + SMALL, "NaN or infinite"),
+    ("nul-in-path", lambda t, c: [MODEL, "output.path=a\0b.mp4"], "output.path contains a NUL byte"),
+    ("nul-in-yaml-path", lambda t, c: [_w(t / "n.yaml", 'model: {id: wan2.1-t2v-1.3b}\nsampling: {initial_noise: "a\\0b.npy"}\n'), str(t / "n.yaml")], "sampling.initial_noise contains a NUL byte"),
+    ("newline-in-path", lambda t, c: [MODEL, "output.path=a\nb.mp4"], "output.path contains a control character"),
+    ("name-too-long", lambda t, c: [MODEL, CK(c), f"output.path={t / LONG_NAME}"] + SMALL, "longer than 255 bytes"),
+    ("cache-dir-is-file", lambda t, c: [_w(t / "cf", "x"), MODEL, CK(c), f"runtime.compilation_cache_dir={t / 'cf'}"] + SMALL, "is not a folder"),
+    ("cache-dir-empty", lambda t, c: [MODEL, CK(c), "runtime.compilation_cache_dir="] + SMALL, "runtime.compilation_cache_dir must name a folder"),
+    ("cache-dir-proc", lambda t, c: [MODEL, CK(c), "runtime.compilation_cache_dir=/proc/x"] + SMALL, "runtime.compilation_cache_dir /proc/x cannot be used"),
+    ("same-output-twice", lambda t, c: [MODEL, CK(c), f"output.path={t / 'o.mp4'}", f"output.save_latents={t / 'o.mp4'}"] + SMALL, "name the same file"),
+    ("scheduler-zero-timesteps", lambda t, c: [MODEL, CK(c), "sampling.scheduler={name: unipc, num_train_timesteps: 0}"] + SMALL, "num_train_timesteps must be at least 1"),
+    ("checkpoint-does-not-fit-model", lambda t, c: [_png(t / "x.png"), "model.id=wan2.1-i2v-14b-480p", f"image={t / 'x.png'}", "model.checkpoint=builtin:tiny-random"] + SMALL, "is a text-to-video denoiser"),
+    ("two-config-files", lambda t, c: [_w(t / "a.yaml", "model: {id: wan2.1-t2v-1.3b}\n"), _w(t / "b.yaml", "{}\n"), str(t / "a.yaml"), "k=v", str(t / "b.yaml")], "only one config file"),
+    ("newline-in-override", lambda t, c: [MODEL, "sampling.num_steps=1\n2\n3"], "sampling.num_steps"),
+    ("newline-in-key", lambda t, c: [MODEL, "sampling.\nsteps=3"], "no valid key"),
+    # checkpoint JSON files
+    ("tokenizer-charsmap-panic", lambda t, c: [_charsmap_normalizer(c), MODEL, CK(c)] + SMALL, "tokenizer.json"),
+    ("tokenizer-negative-max-length", lambda t, c: [_tok(c, truncation={"max_length": -5, "stride": 0, "strategy": "LongestFirst", "direction": "Right"}), MODEL, CK(c)] + SMALL, "truncation.max_length must be a non-negative integer"),
+    ("tokenizer-added-tokens-int", lambda t, c: [_tok(c, added_tokens=[5]), MODEL, CK(c)] + SMALL, "added_tokens must be a list"),
+    ("tokenizer-version-5", lambda t, c: [_tok(c, version=5), MODEL, CK(c)] + SMALL, "tokenizer.json cannot be loaded"),
+    ("tokenizer-null", lambda t, c: [_w(c / "tokenizer/tokenizer.json", "null"), MODEL, CK(c)] + SMALL, "must hold a JSON object"),
+    ("tokenizer-config-brace", lambda t, c: [_w(c / "tokenizer/tokenizer_config.json", "{"), MODEL, CK(c)] + SMALL, "tokenizer_config.json is not valid JSON"),
+    ("config-non-utf8", lambda t, c: [_raw(c / TCFG, b'{"a": "\xff"}'), MODEL, CK(c)] + SMALL, "not UTF-8"),
+    ("model-index-non-utf8", lambda t, c: [_raw(c / "model_index.json", b'{"a": "\xfe"}'), MODEL, CK(c)] + SMALL, "not UTF-8"),
+    ("config-deep-nesting", lambda t, c: [_w(c / TCFG, "[" * 100000), MODEL, CK(c)] + SMALL, "nested too deeply"),
+    ("config-dev-zero", lambda t, c: [_symlink(c / TCFG, "/dev/zero"), MODEL, CK(c)] + SMALL, "not a regular file"),
+    # safetensors headers
+    ("st-deep-nesting", lambda t, c: [_st_raw_header(c / DIT, b"[" * 100000), MODEL, CK(c)] + SMALL, "corrupt safetensors header"),
+    ("st-shape-1e300", lambda t, c: [_st_header(c / DIT, _set_entry("shape", [1e300])), MODEL, CK(c)] + SMALL, "corrupt header entry"),
+    ("st-shape-2**70", lambda t, c: [_st_header(c / DIT, _set_entry("shape", [2**70])), MODEL, CK(c)] + SMALL, "is truncated or corrupt at tensor"),
+    ("st-shape-inf", lambda t, c: [_st_raw_header(c / DIT, b'{"a": {"dtype": "F32", "shape": [Infinity], "data_offsets": [0, 4]}}'), MODEL, CK(c)] + SMALL, "corrupt header entry"),
+    ("st-shape-negative", lambda t, c: [_st_header(c / DIT, _set_entry("shape", [-1, -1152])), MODEL, CK(c)] + SMALL, "corrupt header entry"),
+    ("st-offsets-negative", lambda t, c: [_st_header(c / DIT, lambda h: _first_entry(h).update(data_offsets=[-8, _first_entry(h)["data_offsets"][1] - _first_entry(h)["data_offsets"][0] - 8])), MODEL, CK(c)] + SMALL, "corrupt header entry"),
+    ("st-offsets-fractional", lambda t, c: [_st_header(c / DIT, lambda h: _first_entry(h).update(data_offsets=[0.5, 4.5])), MODEL, CK(c)] + SMALL, "corrupt header entry"),
+    ("st-offsets-overlap", lambda t, c: [_st_header(c / DIT, _overlap), MODEL, CK(c)] + SMALL, "overlap or leave a gap"),
+    ("index-weight-map-string", lambda t, c: [_w(c / "transformer/diffusion_pytorch_model.safetensors.index.json", '{"weight_map": "x"}'), MODEL, CK(c)] + SMALL, "weight_map must be a JSON object"),
+    ("index-weight-map-int", lambda t, c: [_w(c / "transformer/diffusion_pytorch_model.safetensors.index.json", '{"weight_map": {"a": 5}}'), MODEL, CK(c)] + SMALL, "weight_map must be a JSON object"),
+    # junk architecture numbers
+    ("arch-heads-zero", lambda t, c: [_junk_json(c / TCFG, "num_attention_heads", 0), MODEL, CK(c)] + SMALL, "config.json: key num_attention_heads must be from 1"),
+    ("arch-patch-size-2", lambda t, c: [_junk_json(c / TCFG, "patch_size", [1, 2]), MODEL, CK(c)] + SMALL, "key patch_size must have 3 entries"),
+    ("arch-negative-dim", lambda t, c: [_junk_json(c / TCFG, "ffn_dim", -32), MODEL, CK(c)] + SMALL, "key ffn_dim must be from 1"),
+    ("arch-float-dim", lambda t, c: [_junk_json(c / TCFG, "ffn_dim", 32.5), MODEL, CK(c)] + SMALL, "key ffn_dim must be an integer"),
+    ("arch-string-dim", lambda t, c: [_junk_json(c / TCFG, "text_dim", "32"), MODEL, CK(c)] + SMALL, "key text_dim must be an integer"),
+    ("arch-million-layers", lambda t, c: [_junk_json(c / TCFG, "num_layers", 1000000), MODEL, CK(c)] + SMALL, "key num_layers must be from 1 to 4096"),
+    ("arch-z-dim-vs-latents-mean", lambda t, c: [_junk_json(c / "vae/config.json", "z_dim", 8), MODEL, CK(c)] + SMALL, "z_dim"),
+]
+
+
+def _overlap(header):
+    names = sorted(k for k in header if k != "__metadata__")
+    a, b = header[names[0]], header[names[1]]
+    b["data_offsets"] = [a["data_offsets"][0], a["data_offsets"][0] + b["data_offsets"][1] - b["data_offsets"][0]]
+
+
+@pytest.mark.parametrize("case", ISSUE_12, ids=[c[0] for c in ISSUE_12])
+def test_issue_12_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
+    """Exit 2, exactly one line on stderr (fd 2 itself: a Rust panic writes there), no partial file, no folder."""
+    name, setup, fragment = case
+    monkeypatch.chdir(tmp_path)
+    args = [a for a in setup(tmp_path, ckpt) if a is not None]
+    if args and args[0].endswith((".yaml", ".yml")):
+        argv = ["run", *args]
+    else:
+        argv = ["run", *args]
+    if not any(a.startswith("runtime.compilation_cache_dir") for a in argv):
+        argv += [f"runtime.compilation_cache_dir={tmp_path / 'jc'}"]
+    if not any(a.startswith("output.path") for a in argv):
+        argv += [f"output.path={tmp_path / 'new' / 'folder' / 'o.mp4'}"]
+    code = cli.main(argv + ["--quiet"])
+    out, err = capfd.readouterr()
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert fragment in lines[0], lines[0]
+    assert "internal error" not in lines[0]
+    assert not [p for p in os.listdir(tmp_path) if ".partial" in p]
+    assert not (tmp_path / "new").exists(), "the pre-run check created an output folder for a run that failed"
+    print(f"{name}: {lines[0]}")
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("prompt=${oc.env:HOME}", ("prompt", "${oc.env:HOME}")),
+    ("prompt=a ${b} c", ("prompt", "a ${b} c")),
+    ("prompt=&", ("prompt", "&")),
+    ("negative_prompt='", ("negative_prompt", "'")),
+    ("prompt=a\x7fb", ("prompt", "a\x7fb")),
+    ("prompt=[1, 2", ("prompt", "[1, 2")),
+    ("prompt=123", ("prompt", "123")),
+    ("output.path==", ("output.path", "=")),
+    ("output.path=${x}.mp4", ("output.path", "${x}.mp4")),
+])
+def test_user_text_is_taken_literally(override, expected, tmp_path):
+    """Prompts and paths are never YAML-parsed or interpolated (issue 12)."""
+    from vidax_core import config
+    from vidax_core.plugins import get_plugins
+
+    cfg = config.resolve(None, [MODEL, override], get_plugins().preset_for)
+    key, value = expected
+    got = cfg
+    for part in key.split("."):
+        got = getattr(got, part)
+    assert got == value
+
+
+def test_yaml_prompt_is_not_interpolated(tmp_path):
+    from vidax_core import config
+    from vidax_core.plugins import get_plugins
+
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {id: wan2.1-t2v-1.3b}\nprompt: '${oc.env:HOME} and ${b}'\n")
+    cfg = config.resolve(str(path), [], get_plugins().preset_for)
+    assert cfg.prompt == "${oc.env:HOME} and ${b}"
+
+
+def test_tilde_in_output_path_is_the_home_folder(tmp_path, monkeypatch):
+    from vidax_core import config
+    from vidax_core.plugins import get_plugins
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    cfg = config.resolve(None, [MODEL, "output.path=~/x.mp4"], get_plugins().preset_for)
+    assert cfg.output.path == str(tmp_path / "x.mp4")
+
+
+def test_long_output_name_and_literal_prompt_run_to_a_decodable_video(tmp_path, ckpt, capsys, monkeypatch):
+    """A 240-character output name works end to end (the temporary name stays short), and a prompt holding
+    ``${...}`` runs as text."""
+    from vidax_core.io.video import read_mp4
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / ("v" * 236 + ".mp4")
+    code = cli.main(["run", MODEL, f"model.checkpoint={ckpt}", f"output.path={out}", "prompt=a ${b} c ${oc.env:HOME}",
+                     f"runtime.compilation_cache_dir={tmp_path / 'jc'}", *SMALL, "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert out.stat().st_size > 0
+    assert read_mp4(str(out)).shape == (5, 64, 64, 3)

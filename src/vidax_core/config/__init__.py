@@ -175,6 +175,10 @@ def _type_name(tp: Any) -> str:
     return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(tp, str(tp))
 
 
+class _BadValue(UserError):
+    """The value has the right type but an impossible value (not finite, out of range): no other type is tried."""
+
+
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it (ints widened to floats where a float is due)."""
     if tp is Any:
@@ -189,6 +193,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 continue
             try:
                 return _coerce(value, a, key)
+            except _BadValue:
+                raise
             except UserError:
                 continue
         raise UserError(f"config key {key} must be {_type_name(tp)}, got {short_repr(value)}")
@@ -209,13 +215,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         try:
             value = float(value)
         except OverflowError:
-            raise UserError(f"config key {key} must be a finite number, got {short_repr(value)}") from None
+            raise _BadValue(f"config key {key} must be a finite number, got {short_repr(value)}") from None
         if not math.isfinite(value):
-            raise UserError(f"config key {key} must be a finite number, got {value!r}")
+            raise _BadValue(f"config key {key} must be a finite number, got {value!r}")
     elif tp is int and not -(2**63) <= value < 2**63:
-        raise UserError(f"config key {key} is out of range, got {short_repr(value)}")
+        raise _BadValue(f"config key {key} is out of range, got {short_repr(value)}")
     elif tp is str and "\0" in value:
-        raise UserError(f"config key {key} contains a NUL byte")
+        raise _BadValue(f"config key {key} contains a NUL byte")
     return value
 
 

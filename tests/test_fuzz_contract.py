@@ -1,0 +1,97 @@
+"""The contract every fuzz test asserts, and the per-surface outcome counts ``make fuzz`` prints.
+
+An input either succeeds or raises exactly one :class:`UserError` whose message is one line; any other exception
+is an internal error (a bug), any input over ``TIME_LIMIT_S`` a hang, and the process's peak memory may not grow
+by more than ``MEMORY_LIMIT_BYTES`` over the campaign (a reader that allocates what a header claims).
+``VIDAX_FUZZ_EXAMPLES`` sets the number of inputs per fuzz test (small by default, for ``make test``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import resource
+import signal
+import sys
+import time
+from typing import Any, Callable
+
+from hypothesis import HealthCheck
+
+from vidax_core.errors import UserError
+
+TIME_LIMIT_S = 10.0
+MEMORY_LIMIT_BYTES = 2 << 30
+
+
+def fuzz_settings(default: int) -> dict[str, Any]:
+    n = int(os.environ.get("VIDAX_FUZZ_EXAMPLES", default))
+    return dict(max_examples=n, deadline=None, derandomize="VIDAX_FUZZ_EXAMPLES" not in os.environ,
+                suppress_health_check=list(HealthCheck), database=None)
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+
+
+class _Timeout(BaseException):
+    pass
+
+
+class Outcomes:
+    """Counts of ok / user_error / internal_error / hang for one surface, printed at the end of its module."""
+
+    def __init__(self, surface: str) -> None:
+        self.surface, self.counts = surface, collections.Counter()
+        self.rss0 = _peak_rss()
+        self.examples: dict[str, str] = {}
+
+    def add(self, outcome: str, detail: str = "") -> None:
+        self.counts[outcome] += 1
+        if detail and outcome not in self.examples:
+            self.examples[outcome] = detail
+
+    def report(self) -> None:
+        total = sum(self.counts.values())
+        parts = ", ".join(f"{k}={self.counts[k]}" for k in ("ok", "user_error", "internal_error", "hang"))
+        growth = (_peak_rss() - self.rss0) >> 20
+        print(f"\nfuzz {self.surface}: {total} inputs: {parts}; peak memory growth {growth} MiB", file=sys.__stdout__)
+        for k, v in self.examples.items():
+            if k != "ok":
+                print(f"  first {k}: {v[:300]}", file=sys.__stdout__)
+        sys.__stdout__.flush()
+
+
+def check_contract(outcomes: Outcomes, fn: Callable[[], Any], expect_error: str | None = None) -> str:
+    """Run ``fn`` under the contract; record and return the outcome ("ok" or "user_error")."""
+
+    def alarm(signum, frame):
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT_S + 5)
+    t0 = time.perf_counter()
+    try:
+        fn()
+        outcome, detail = "ok", ""
+    except UserError as exc:
+        msg = str(exc)
+        lines = [l for l in msg.splitlines() if l.strip()]
+        outcome, detail = ("user_error", msg) if len(lines) == 1 else ("internal_error", f"multi-line: {msg!r}")
+    except _Timeout:
+        outcome, detail = "hang", "alarm"
+    except Exception as exc:  # noqa: BLE001 - exactly what the contract forbids
+        outcome, detail = "internal_error", f"{type(exc).__name__}: {exc}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    elapsed = time.perf_counter() - t0
+    if outcome != "hang" and elapsed > TIME_LIMIT_S:
+        outcome, detail = "hang", f"{elapsed:.1f} s"
+    outcomes.add(outcome, detail)
+    assert outcome in ("ok", "user_error"), f"{outcome}: {detail}"
+    growth = _peak_rss() - outcomes.rss0
+    assert growth < MEMORY_LIMIT_BYTES, f"peak memory grew by {growth >> 20} MiB"
+    if expect_error is not None:
+        assert outcome == "user_error" and expect_error in detail, detail
+    return outcome
