@@ -52,6 +52,10 @@ VOCAB, EMBED, HEADS, KV_HEADS, MLP = "vocab", "embed", "heads", "kv_heads", "mlp
 FULL, SLIDING = "full_attention", "sliding_attention"
 MASKED_LOGIT = float(jnp.finfo(jnp.float32).min)
 
+# Megatron TP for these models on top of the default rules (heads and mlp -> tp): the K/V projections are
+# column-parallel over KV heads too, so each device holds whole query groups with their KV head.
+SHARD_RULES: tuple[tuple[str, Any], ...] = ((KV_HEADS, "tp"),)
+
 ACTIVATIONS = {
     "silu": jax.nn.silu,
     "swish": jax.nn.silu,
@@ -657,6 +661,6 @@ def load_decoder_llm(
 
 __all__ = [
     "ACTIVATIONS", "Attention", "DecoderLLM", "DecoderLLMConfig", "DecoderLayer", "FULL", "GatedMLP", "IGNORE",
-    "RMSNorm", "RULES", "RopeSpec", "SLIDING", "Segment", "convert_params", "crop", "encode", "layer_plan",
+    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment", "convert_params", "crop", "encode", "layer_plan",
     "load_decoder_llm", "pad_batch", "select_hidden", "text_position_ids", "visibility",
 ]
