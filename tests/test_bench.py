@@ -96,3 +96,86 @@ def test_ratios_skip_missing_values():
     r = bench.ratios({"per_step_s": 1.0, "device_peak_bytes": None, "compile_s": 2.0},
                      {"per_step_s": 4.0, "device_peak_bytes": 10, "compile_s": 0.0})
     assert r["per_step_s"] == 0.25 and r["device_peak_bytes"] is None and r["compile_s"] is None
+
+
+# ---- the reference and the DiT microbenchmark come from the model's plugin -----------------------------------
+
+
+@pytest.fixture
+def toy_plugins(monkeypatch, tmp_path):
+    """The process-wide plugins replaced by the toy family only (a model with no bench_reference / bench_dit)."""
+    from vidax_core import plugins as plugins_mod
+    from vidax_core.plugins import Plugins
+    from vidax_testing.toy_groups import ToyGroupsPlugin, toy_checkpoint
+
+    p = Plugins()
+    p.add(ToyGroupsPlugin(2, 1), "toy")
+    monkeypatch.setattr(plugins_mod, "_DEFAULT", p)
+    return ["model.id=toy-groups", f"model.checkpoint={toy_checkpoint(tmp_path / 'toy')}"]
+
+
+def test_family_without_reference_is_one_line_error(tmp_path, toy_plugins, capsys):
+    out = tmp_path / "out"
+    rc = main(["bench", *toy_plugins, "--reference", "diffusers", "--out", str(out), "--in-process"])
+    assert rc == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err == ["error: --reference diffusers: the plugin of toy-groups (toy) provides no diffusers reference "
+                   "pipeline; run vidax bench without --reference"], err
+    assert not out.exists()  # refused before any case ran
+
+
+def test_dit_only_without_plugin_parts_is_one_line_error(tmp_path, toy_plugins, capsys):
+    rc = main(["bench", "--dit-only", "model.id=toy-groups", "--out", str(tmp_path / "out")])
+    assert rc == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("error: --dit-only: the plugin of toy-groups provides no DiT"), err
+
+
+def test_dit_only_parts_come_from_the_wan_plugin():
+    from vidax_core.bench.dit import dit_parts
+
+    spec, parts = dit_parts([], need_reference=False)  # no model.id: the first model whose plugin answers
+    assert spec.family == "wan"
+    assert parts.latent_shape == (16, 5, 32, 32) and parts.context_shape == (512, 4096)
+    assert parts.video_tokens == 5 * 16 * 16  # latent 5 x 32 x 32 in 1 x 2 x 2 patches
+
+
+@pytest.fixture(scope="module")
+def a14b_dir(tmp_path_factory):
+    pytest.importorskip("diffusers")
+    from vidax_testing.tiny_folders import save_tiny_wan_variant
+
+    folder, _ = save_tiny_wan_variant(tmp_path_factory.mktemp("a14b") / "ckpt", "wan2.2-t2v-a14b")
+    return folder
+
+
+def test_sweep_offload_all_on_two_experts(tmp_path, a14b_dir, monkeypatch):
+    """Wan2.2 A14B builds a list of two denoisers: offload=all chunks every block of each (2 blocks each here)."""
+    seen = []
+
+    def fake_case(engine, cfg_dict, **kw):
+        seen.append((engine, cfg_dict["offload"]))
+        return {"per_step_s": 1.0, "compile_s": 0.0, "total_s": 1.0, "num_steps": 2}
+
+    monkeypatch.setattr(bench, "_run_case", fake_case)
+    report, _ = _bench(tmp_path, "model.id=wan2.2-t2v-a14b", f"model.checkpoint={a14b_dir}", "prompt=a fox",
+                       "sampling.height=32", "sampling.width=32", "sampling.num_frames=5", "sampling.num_steps=2",
+                       "--sweep", "offload=off,all", "--in-process")
+    assert [r["overrides"] for r in report["rows"]] == [
+        ["offload.enabled=false"], ["offload.enabled=true", "offload.chunk_size=2"]]
+    assert [s[1]["chunk_size"] for s in seen if s[1]["enabled"]] == [2]
+
+
+def test_offload_all_chunk_divides_every_group(tmp_path):
+    from vidax_core import config as config_mod
+    from vidax_core.plugins import Plugins
+    from vidax_testing.toy_groups import ToyGroupsPlugin, toy_checkpoint
+
+    p = Plugins()
+    p.add(ToyGroupsPlugin(6, 4), "toy")
+    cfg = config_mod.resolve(None, ["model.id=toy-groups", f"model.checkpoint={toy_checkpoint(tmp_path / 't')}"],
+                             p.preset_for)
+    from vidax_core.io.checkpoint import checkpoint_for_run
+
+    spec = p.registry.get("toy-groups")
+    assert bench.offload_all_chunk(spec, checkpoint_for_run(cfg, spec, p), cfg, p) == 2  # divides 6 and 4

@@ -118,3 +118,56 @@ def check_checkpoint(spec, ckpt, run):
     configuration files alone (no weight is read): e.g. an image-to-video model id given a text-to-video checkpoint
     (its denoiser takes 16 input channels, this model needs 36), or a config.json whose numbers disagree with each
     other. Each line names the file and the key. An empty list when all is well; None to decline."""
+
+
+@hookspec(firstresult=True)
+def bench_reference(spec, engine, ckpt_dir, run):
+    """Return the reference run of ``vidax bench --reference ENGINE`` for ``spec``: a zero-argument callable
+    that, when called, runs ``run`` (the validated :class:`vidax_core.config.RunConfig`: prompt, sampling,
+    ``model.dtype``) with the engine's own pipeline (e.g. ``engine="diffusers"``: the family's diffusers
+    pipeline) from the local checkpoint folder ``ckpt_dir`` and returns a dict with the same metric keys as the
+    vidax side: ``engine``, ``load_s``, ``encode_s``, ``compile_s`` (first step minus the steady step),
+    ``per_step_s`` (median of steps 1..), ``step_times_s``, ``num_steps``, ``decode_s``, ``total_s``,
+    ``peak_rss_mb``, ``device_peak_bytes`` (None where the engine cannot tell) and ``latent_shape``.
+
+    Building the callable must be cheap (it is built once in the parent process to fail early): import the
+    engine's packages lazily and raise a one-line :class:`vidax_core.errors.UserError` when they are missing or
+    the run is one the reference cannot do. torch/diffusers are test-only: never import them at module level.
+    Return None to decline (no reference for this model or this engine): the user gets a one-line error."""
+
+
+@hookspec(firstresult=True)
+def bench_dit(spec, need_reference):
+    """Return the model parts of ``vidax bench --dit-only`` for ``spec``'s family (random weights, no
+    checkpoint), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):
+
+    * ``label`` (str), ``latent_shape`` ((C, F, H, W) of one sample), ``context_shape`` ((L, D) text tokens),
+      ``video_tokens`` (int), ``flow_shift`` (float, of the UniPC sampler both sides use);
+    * ``abstract_dit(blocks)`` -> zero-argument constructor of the vidax denoiser with ``blocks`` blocks;
+    * ``paired_dits(blocks, seed)`` -> ``(vidax nnx.Module, reference module, parameter count)`` holding the same
+      weights (only called when ``need_reference``);
+    * ``reference_steps(ref, latents, context, guidance, num_steps)`` -> ``(engines, latents_fn, facts)``:
+      ``engines`` maps a name to a zero-argument callable that runs and synchronises one guided reference step,
+      ``latents_fn()`` gives the first engine's latents as numpy, ``facts`` is a dict for the report (a callable
+      value is called after timing);
+    * ``vae_decoder()`` -> ``(decode(z), latent_shape(frames, size), trace_counts())`` for the VAE
+      compile-time part, or None to skip it.
+
+    When ``need_reference`` is true, raise a one-line :class:`vidax_core.errors.UserError` if the reference's
+    packages are missing. Return None to decline."""
+
+
+@hookspec(firstresult=True)
+def vae_latent_shape(spec, ckpt, run):
+    """Return ``(latent_frames, latent_height, latent_width)`` of ``run``'s video from the VAE's configuration
+    alone, without reading any weight (``vidax run --dry-run`` and ``vidax bench`` use it to check that
+    ``parallel.sp`` divides the video tokens before anything loads). It must equal what the VAE object of
+    ``build_vae`` reports. Return None to decline (the dry run then says the token check was skipped)."""
+
+
+@hookspec(firstresult=True)
+def check_checkpoint(spec, ckpt, run):
+    """Return a list of one-line problems with the checkpoint ``ckpt`` for this model and ``run``, found from its
+    configuration files alone (no weight is read): e.g. an image-to-video model id given a text-to-video checkpoint
+    (its denoiser takes 16 input channels, this model needs 36), or a config.json whose numbers disagree with each
+    other. Each line names the file and the key. An empty list when all is well; None to decline."""

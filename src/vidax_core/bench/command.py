@@ -13,7 +13,9 @@ and the persistent compilation cache switched off (so ``compile_s`` is a cold co
 Metrics per case: load, encode, compile (first step minus the steady step), per-step (median of steps 1..),
 decode, total, peak host RSS, peak device bytes where the backend reports them (``Device.memory_stats()`` on
 GPU/TPU, ``torch.cuda.max_memory_allocated`` for the reference; "n/a" on CPU) and, for vidax, the peak bytes of
-DiT weights resident on a device. With ``--reference`` each row also gets the ratio vidax / diffusers per metric.
+DiT weights resident on a device. With ``--reference ENGINE`` each row also gets the ratio vidax / ENGINE per
+metric; the reference run comes from the plugin that registered the model (hook ``bench_reference``), so a family
+without one gets a one-line error before any case runs.
 Results go to ``DIR/NAME.json`` and ``DIR/NAME.md`` (the markdown table is printed too).
 """
 
@@ -83,6 +85,26 @@ def add_parser(sub) -> None:
 
 # ----------------------------------------------------------------------------------------------------------------
 # sweep and case planning
+
+
+def offload_all_chunk(spec, ckpt, cfg, plugins) -> int:
+    """The chunk size of ``--sweep offload=all``: every block of a group in one chunk.
+
+    It must divide the block count of every offloaded group of every expert (a Wan2.2 A14B build is a list of
+    two denoisers), so it is their greatest common divisor; groups of one size give exactly "all blocks".
+    """
+    import math
+
+    from vidax_core.errors import UserError
+    from vidax_core.runner.pipeline import build_dit
+
+    built = build_dit(spec, ckpt, cfg, plugins)
+    builds = list(built) if isinstance(built, (list, tuple)) else [built]
+    groups = plugins.call("offload_block_groups", spec, model=None) or ()
+    counts = [n for b in builds for g, n in (b.block_counts or {}).items() if g in groups]
+    if not counts:
+        raise UserError(f"--sweep offload=all: the plugin of {spec.id} reports no block groups to offload")
+    return math.gcd(*counts)
 
 
 def parse_sweep(text: str | None) -> tuple[str | None, list[str]]:
@@ -171,11 +193,15 @@ def run_vidax_case(cfg_dict: dict, profile_dir: str | None = None, quiet: bool =
     return m
 
 
-def run_reference_case(cfg_dict: dict, ckpt_dir: str) -> dict[str, Any]:
-    from vidax_core.bench import reference as bench_reference
+def run_reference_case(engine: str, cfg_dict: dict, ckpt_dir: str) -> dict[str, Any]:
+    """The reference run of ``engine``, provided by the plugin that registered the model."""
     from vidax_core import config as config_mod
+    from vidax_core.bench.reference import run_reference
+    from vidax_core.plugins import get_plugins
 
-    return bench_reference.run_reference(config_mod.validate(cfg_dict), ckpt_dir)
+    cfg = config_mod.validate(cfg_dict)
+    plugins = get_plugins()
+    return run_reference(plugins, plugins.registry.get(cfg.model.id), engine, ckpt_dir, cfg)
 
 
 def _worker_main(argv: Sequence[str]) -> int:
@@ -187,7 +213,7 @@ def _worker_main(argv: Sequence[str]) -> int:
         if spec["engine"] == "vidax":
             metrics = run_vidax_case(spec["config"], spec.get("profile"), quiet=spec.get("quiet", True))
         else:
-            metrics = run_reference_case(spec["config"], spec["ckpt_dir"])
+            metrics = run_reference_case(spec["engine"], spec["config"], spec["ckpt_dir"])
         out = {"ok": True, "metrics": metrics}
     except Exception as exc:  # noqa: BLE001 - reported by the parent as a failed case
         from vidax_core.errors import UserError
@@ -205,7 +231,7 @@ def _run_case(engine: str, cfg_dict: dict, *, ckpt_dir: str | None, in_process: 
     if in_process:
         if engine == "vidax":
             return run_vidax_case(cfg_dict, profile, quiet=not verbose)
-        return run_reference_case(cfg_dict, ckpt_dir)
+        return run_reference_case(engine, cfg_dict, ckpt_dir)
     with tempfile.TemporaryDirectory(prefix="vidax-bench-") as tmp:
         spec_path, result_path = os.path.join(tmp, "spec.json"), os.path.join(tmp, "result.json")
         with open(spec_path, "w") as f:
@@ -298,10 +324,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from vidax_core.io.checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
 
-    if args.reference:  # fail in one line before any work if the reference cannot run
-        from vidax_core.bench.reference import _imports
-
-        _imports()
     plugins = get_plugins()
     preset = plugins.preset_for
     user = list(args.overrides or [])
@@ -318,12 +340,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return ckpt
 
     def block_count():
-        from vidax_core.runner.pipeline import build_dit
-
-        counts = build_dit(spec, checkpoint(), base_cfg, plugins).block_counts or {}
-        if not counts:
-            raise UserError(f"--sweep offload=all: the plugin of {spec.id} reports no block groups")
-        return max(counts.values())
+        return offload_all_chunk(spec, checkpoint(), base_cfg, plugins)
 
     points: list[tuple[str, list[str]]] = []
     if key is None:
@@ -331,6 +348,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         for v in values:
             points.append((f"{key}={v}", sweep_overrides(key, v, block_count)))
+    if args.reference:  # fail in one line before any work if the model has no reference or it cannot run
+        from vidax_core.bench.reference import reference_runner
+
+        reference_runner(plugins, spec, args.reference, checkpoint().root, base_cfg)
     cases = []
     for label, extra in points:
         cfg = resolve_case(args.config, user, extra, preset)  # validates every point before the first case runs

@@ -66,8 +66,8 @@ def dit_parts(overrides, need_reference: bool):
         parts = plugins.call("bench_dit", spec, need_reference=need_reference)
         if parts is not None:
             return spec, parts
-    which = f"the plugin of {wanted}" if wanted else "no installed plugin"
-    raise UserError(f"--dit-only: {which} provides DiT microbenchmark parts (hook bench_dit); "
+    which = f"the plugin of {wanted} provides no" if wanted else "no installed plugin provides"
+    raise UserError(f"--dit-only: {which} DiT microbenchmark parts (hook bench_dit); "
                     "pick another model.id=... (see `vidax list-models`)")
 
 

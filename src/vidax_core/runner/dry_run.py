@@ -1,20 +1,23 @@
 """``vidax run --dry-run``: validate the config and describe what a run would do, without loading weights.
 
-Only the checkpoint's small JSON files are read (for a hub repo only those are fetched); the denoiser is built
-shape-only with ``nnx.eval_shape``, which gives exact parameter bytes without allocating them.
+Only the checkpoint's small JSON files are read (for a hub repo only those are fetched); each denoiser (one, or
+several experts switched by timestep) is built shape-only with ``nnx.eval_shape``, which gives exact parameter
+bytes without allocating them. The parallel and offload rules are checked by the real run's own planning
+function, with the video tokens from the VAE's latent grid (hook ``vae_latent_shape``) and the DiT's patch size.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import jax
 import numpy as np
 
-from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.config import RunConfig, to_yaml
-from vidax_core.parallel.mesh import plan_mesh
+from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
+from vidax_core.parallel.mesh import plan_mesh
 from vidax_core.plugins import Plugins
 from vidax_core.runner.preflight import preflight
 
@@ -27,54 +30,109 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def param_bytes(flat: dict) -> tuple[int, int, int]:
-    """(total, in stacked block groups, number of stacked layers) of an abstract parameter tree."""
-    total = block = 0
-    layers = 0
+@dataclass(frozen=True)
+class Sizing:
+    """Parameter bytes of one denoiser: in total and per stacked group ({name: (blocks, bytes)})."""
+
+    total: int
+    groups: dict[str, tuple[int, int]]
+
+    @property
+    def blocks(self) -> int:
+        return sum(n for n, _ in self.groups.values())
+
+    @property
+    def block_bytes(self) -> int:
+        return sum(b for _, b in self.groups.values())
+
+    def resident(self, streamed: tuple[str, ...], chunk: int) -> int:
+        """Device bytes with ``streamed`` groups offloaded: everything else + 2 chunks (the running one and the
+        prefetched next) of each streamed group, never more than the whole group."""
+        out = self.total
+        for g in streamed:
+            if g in self.groups:
+                n, b = self.groups[g]
+                out += -b + min(2 * chunk, n) * (b / n if n else 0)
+        return int(out)
+
+
+def size_denoiser(flat: dict, block_counts: dict[str, int] | None) -> Sizing:
+    """Sizing of an abstract parameter tree (flat path -> ShapeDtypeStruct); the stacked groups and their block
+    counts are the ones the plugin declares in ``DitBuild.block_counts``."""
+    counts = dict(block_counts or {})
+    total, per_group = 0, {g: 0 for g in counts}
     for path, leaf in flat.items():
         n = int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
         total += n
-        if str(path[0]).endswith("blocks"):
-            block += n
-            layers = max(layers, int(leaf.shape[0]) if leaf.shape else 0)
-    return total, block, layers
+        head = str(path[0]) if path else ""
+        if head in per_group:
+            per_group[head] += n
+    return Sizing(total, {g: (counts[g], per_group[g]) for g in counts})
+
+
+def _describe_size(s: Sizing) -> str:
+    if not s.groups:
+        return f"{_fmt_bytes(s.total)} of parameters (no stacked blocks)"
+    parts = " + ".join(f"{g} {n}" for g, (n, _) in s.groups.items())
+    detail = f": {parts}" if len(s.groups) > 1 else ""
+    return f"{_fmt_bytes(s.total)} of parameters ({s.blocks} stacked blocks{detail}, {_fmt_bytes(s.block_bytes)} in blocks)"
 
 
 def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
+    from vidax_core.runner.pipeline import build_dit, plan_placement
+
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
     ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
-    build = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
-    _, _, flat = abstract_model(build.ctor)
-    groups = plugins.call("offload_block_groups", spec, model=None) or ()
-    counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
-    mesh_plan = plan_mesh(cfg.parallel, n_devices=jax.device_count(), heads=build.heads, video_tokens=None,
-                          batch=2 if cfg.sampling.guidance_scale > 1.0 else 1, block_groups=counts,
-                          offload=cfg.offload)
-    total, block, layers = param_bytes(flat)
-    p = cfg.parallel
-    tp = p.tp
-    if cfg.offload.enabled and layers:
-        per_layer = block / layers
-        resident = (total - block) + 2 * cfg.offload.chunk_size * per_layer
-        how = f"offload: non-block params + 2 chunks of {cfg.offload.chunk_size} block(s)"
+    built = build_dit(spec, ckpt, cfg, plugins)
+    builds = list(built) if isinstance(built, (list, tuple)) else [built]
+    batch = 2 if cfg.sampling.guidance_scale > 1.0 else 1
+    latent = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
+    if latent is not None:
+        placements = [plan_placement(spec, b, cfg, plugins, tuple(latent), batch=batch) for b in builds]
+        mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
+        pt, ph, pw = builds[0].patch_size or (1, 1, 1)
+        tokens = (f"{(latent[0] // pt) * (latent[1] // ph) * (latent[2] // pw)} video tokens "
+                  f"(latent {latent[0]}x{latent[1]}x{latent[2]}, patch {pt}x{ph}x{pw})"
+                  if builds[0].patch_size else "not checked (the denoiser declares no patch size)")
+    else:  # the plugin cannot give the latent grid without its VAE weights: every other rule is still checked
+        groups = tuple(plugins.call("offload_block_groups", spec, model=None) or ()) if cfg.offload.enabled else ()
+        for b in builds:
+            counts = {g: n for g, n in (b.block_counts or {}).items() if g in groups}
+            mesh_plan = plan_mesh(cfg.parallel, n_devices=jax.device_count(), heads=b.heads, video_tokens=None,
+                                  batch=batch, block_groups=counts, offload=cfg.offload)
+        streamed = groups
+        tokens = f"not checked (the plugin of {spec.id} gives no latent shape without loading its VAE)"
+    sizes = [size_denoiser(abstract_model(b.ctor)[2], b.block_counts) for b in builds]
+    tp = cfg.parallel.tp
+    chunk = cfg.offload.chunk_size
+    if cfg.offload.enabled and streamed:
+        resident = sum(s.resident(streamed, chunk) for s in sizes)
+        how = f"offload: non-block params + 2 chunks of {chunk} block(s) of each streamed group"
     else:
-        resident = total
+        resident = sum(s.total for s in sizes)
         how = "all weights resident"
-    files = []
-    for comp in ("transformer", "vae", "text_encoder", "tokenizer", "scheduler"):
-        if ckpt.has(comp):
-            files.append(comp + "/")
+    if len(builds) > 1:
+        how += f"; all {len(builds)} experts stay loaded"
+    files = [c + "/" for c in ("transformer", "transformer_2", "vae", "text_encoder", "tokenizer", "scheduler")
+             if ckpt.has(c)]
+    if len(builds) == 1:
+        denoiser = [f"denoiser:   {_describe_size(sizes[0])}"]
+    else:
+        denoiser = [f"denoiser:   {len(builds)} experts switched by timestep, "
+                    f"{_fmt_bytes(sum(s.total for s in sizes))} of parameters in all"]
+        denoiser += [f"  {b.component}: {_describe_size(s)}" for b, s in zip(builds, sizes)]
     lines = [
         f"model:      {spec.id} ({spec.family}, plugin {spec.plugin} {spec.version})",
         f"checkpoint: {ckpt.source} -> {ckpt.root}",
         f"files:      {', '.join(files) or 'none found'}",
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
+        f"tokens:     {tokens}",
         f"mesh:       dp={mesh_plan.dp} tp={mesh_plan.tp} sp={mesh_plan.sp} over {jax.device_count()} "
         f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",
-        f"offload:    {'on, chunk ' + str(cfg.offload.chunk_size) if cfg.offload.enabled else 'off'}",
-        f"denoiser:   {_fmt_bytes(total)} of parameters ({layers} stacked blocks, {_fmt_bytes(block)} in blocks)",
+        f"offload:    {'on, chunk ' + str(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
+        *denoiser,
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",

@@ -297,3 +297,37 @@ def check_checkpoint(spec, ckpt, run):
         if any(not s > 0 for s in vae.latents_std):
             problems.append(f"{vae_file}: latents_std must be positive numbers")
     return problems
+
+
+@hookimpl
+def bench_reference(spec, engine, ckpt_dir, run):
+    """``vidax bench --reference diffusers``: the same run with diffusers' WanPipeline (text-to-video)."""
+    if not _ours(spec) or engine != "diffusers":
+        return None
+    from .bench_reference import WanDiffusersReference
+
+    return WanDiffusersReference(ckpt_dir, run)
+
+
+@hookimpl
+def bench_dit(spec, need_reference):
+    """``vidax bench --dit-only``: a Wan2.1-1.3B-width DiT in vidax and diffusers, and the Wan2.1 VAE."""
+    if not _ours(spec):
+        return None
+    from .bench_reference import WanDitBench
+
+    return WanDitBench(need_reference)
+
+
+@hookimpl
+def vae_latent_shape(spec, ckpt, run):
+    """The latent grid from vae/config.json alone, through the same code as the loaded VAE."""
+    if not _ours(spec) or not ckpt.has("vae"):
+        return None
+    from types import SimpleNamespace
+
+    from vidax_core.vae.wan21 import WanVAEConfig
+
+    s = run.sampling
+    shell = WanVideoAutoencoder(SimpleNamespace(cfg=WanVAEConfig.from_config(ckpt.config("vae"))))
+    return shell.latent_shape(s.num_frames, s.height, s.width)

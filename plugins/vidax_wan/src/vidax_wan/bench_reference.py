@@ -1,0 +1,289 @@
+"""The Wan family's side of ``vidax bench``: the diffusers reference runs (hooks ``bench_reference`` and ``bench_dit``).
+
+torch and diffusers are optional, test-only dependencies of vidax: they are imported here lazily, only when a
+benchmark asks for the reference, and their absence is a one-line :class:`~vidax_core.errors.UserError`.
+
+``WanDiffusersReference`` times ``WanPipeline`` phase by phase like :func:`vidax_core.runner.pipeline.run`:
+
+* ``load_s``: ``WanPipeline.from_pretrained`` + move to the device;
+* ``encode_s``: ``pipe.encode_prompt`` (prompt and negative prompt), outside the denoising call;
+* steps: the pipeline is called with the prompt embeddings and ``output_type="latent"``; ``callback_on_step_end``
+  stamps the end of every step (after a device synchronise), step 0 starts when the call starts. ``per_step_s``
+  is the median of steps 1.. (the first step is warm-up, as the compiling step is for vidax); ``compile_s`` is
+  step 0 minus that median (torch's first-call overhead: kernel selection, allocator growth);
+* ``decode_s``: the pipeline's own decode (de-normalise, ``vae.decode``, ``postprocess_video``), timed separately;
+* ``peak_rss_mb``: the process's peak RSS; device bytes: ``torch.cuda.max_memory_allocated`` on CUDA, else n/a.
+
+``WanDitBench`` gives ``vidax bench --dit-only`` a Wan2.1-1.3B-width DiT in vidax and in diffusers with the same
+random weights, and the Wan2.1 VAE decoder for the compile-time-vs-frames part.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from vidax_core.errors import UserError
+
+MISSING = "--reference diffusers needs the test extra: pip install 'vidax-core[test]'"
+_TORCH_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", None: "float32"}
+
+
+def _imports():
+    """(torch, diffusers) or a one-line UserError naming the extra to install."""
+    try:
+        import diffusers
+        import torch
+    except ImportError as exc:
+        raise UserError(MISSING) from exc
+    return torch, diffusers
+
+
+def reference_scheduler(pipe, choice: Any):
+    """The diffusers scheduler matching ``sampling.scheduler`` (None keeps the checkpoint's own)."""
+    if choice is None:
+        return pipe.scheduler
+    from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
+
+    if isinstance(choice, str):
+        name, opts = choice, {}
+    else:
+        opts = dict(choice)
+        name = opts.pop("name", None)
+    shift = opts.get("flow_shift", opts.get("shift"))
+    if name == "unipc":
+        kw = {"flow_shift": shift} if shift is not None else {}
+        return UniPCMultistepScheduler.from_config(pipe.scheduler.config, **kw)
+    if name in ("flow_euler", "euler"):
+        kw = {"shift": shift} if shift is not None else {}
+        return FlowMatchEulerDiscreteScheduler.from_config(pipe.scheduler.config, **kw)
+    raise UserError(f"--reference diffusers: no diffusers scheduler mapped for sampling.scheduler={name!r}; "
+                    "leave sampling.scheduler unset to use the checkpoint's scheduler")
+
+
+class WanDiffusersReference:
+    """``run()`` executes the run config with diffusers' ``WanPipeline`` from ``ckpt_dir`` and returns its metrics."""
+
+    engine = "diffusers"
+
+    def __init__(self, ckpt_dir: str, run: Any, device: str | None = None) -> None:
+        _imports()  # fail in one line before any work
+        if run.image is not None:
+            raise UserError("--reference diffusers: the Wan reference times text-to-video runs only; remove `image`")
+        self.ckpt_dir, self.cfg, self.device = ckpt_dir, run, device
+
+    def __call__(self) -> dict[str, Any]:
+        return self.run()
+
+    def run(self) -> dict[str, Any]:
+        torch, diffusers = _imports()
+        from vidax_core.runner.pipeline import peak_rss_mb
+
+        cfg = self.cfg
+        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        cuda = device.startswith("cuda")
+        dtype = getattr(torch, _TORCH_DTYPES[cfg.model.dtype])
+        s = cfg.sampling
+
+        def sync():
+            if cuda:
+                torch.cuda.synchronize()
+
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        # Only the DiT takes model.dtype in vidax; the text encoder and the VAE stay float32 there, so here too.
+        with warnings.catch_warnings():  # newer diffusers prefer dtype=; torch_dtype= works on every supported release
+            warnings.simplefilter("ignore", FutureWarning)
+            pipe = diffusers.WanPipeline.from_pretrained(self.ckpt_dir,
+                                                         torch_dtype={"transformer": dtype, "default": torch.float32})
+        pipe.scheduler = reference_scheduler(pipe, s.scheduler)
+        pipe.to(device)
+        pipe.set_progress_bar_config(disable=True)
+        sync()
+        load_s = time.perf_counter() - start
+
+        guided = s.guidance_scale > 1.0
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            prompt_embeds, negative_embeds = pipe.encode_prompt(
+                prompt=cfg.prompt, negative_prompt=cfg.negative_prompt if guided else None,
+                do_classifier_free_guidance=guided, max_sequence_length=s.max_sequence_length, device=device,
+            )
+        sync()
+        encode_s = time.perf_counter() - t0
+
+        stamps: list[float] = []
+
+        def on_step_end(_pipe, i, t, kwargs):
+            sync()
+            stamps.append(time.perf_counter())
+            return kwargs
+
+        kwargs = dict(
+            prompt_embeds=prompt_embeds.to(dtype),
+            negative_prompt_embeds=None if negative_embeds is None else negative_embeds.to(dtype),
+            height=s.height, width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
+            guidance_scale=s.guidance_scale, generator=torch.Generator(device="cpu").manual_seed(s.seed),
+            output_type="latent", callback_on_step_end=on_step_end, max_sequence_length=s.max_sequence_length,
+        )
+        if s.guidance_scale_2 is not None:
+            kwargs["guidance_scale_2"] = s.guidance_scale_2
+        t_call = time.perf_counter()
+        with torch.no_grad():
+            latents = pipe(**kwargs).frames
+        sync()
+        edges = [t_call, *stamps]
+        step_times = [b - a for a, b in zip(edges[:-1], edges[1:])]
+        sampling_s = time.perf_counter() - t_call
+
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            vae = pipe.vae
+            z = latents.to(vae.device, dtype=vae.dtype)
+            mean = torch.tensor(vae.config.latents_mean).view(1, vae.config.z_dim, 1, 1, 1).to(z.device, z.dtype)
+            inv_std = 1.0 / torch.tensor(vae.config.latents_std).view(1, vae.config.z_dim, 1, 1, 1).to(z.device, z.dtype)
+            video = vae.decode(z / inv_std + mean, return_dict=False)[0]
+            frames = pipe.video_processor.postprocess_video(video, output_type="np")
+        sync()
+        decode_s = time.perf_counter() - t0
+        total_s = time.perf_counter() - start
+
+        per_step = float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
+        return {
+            "engine": "diffusers",
+            "load_s": load_s,
+            "encode_s": encode_s,
+            "compile_s": max(step_times[0] - per_step, 0.0) if len(step_times) > 1 else 0.0,
+            "sampling_s": sampling_s,
+            "per_step_s": per_step,
+            "step_times_s": step_times,
+            "num_steps": len(step_times),
+            "decode_s": decode_s,
+            "total_s": total_s,
+            "peak_rss_mb": peak_rss_mb(),
+            "device_peak_bytes": int(torch.cuda.max_memory_allocated()) if cuda else None,
+            "device_bytes_in_use": int(torch.cuda.memory_allocated()) if cuda else None,
+            "latent_shape": list(latents.shape),
+            "frames_shape": list(np.shape(frames)),
+            "backend": device,
+            "dtype": str(dtype).replace("torch.", ""),
+            "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(),
+            "scheduler": type(pipe.scheduler).__name__,
+        }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# vidax bench --dit-only
+
+WAN13B = dict(
+    patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16, out_channels=16,
+    text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30, cross_attn_norm=True,
+    qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024,
+)
+
+
+class WanDitBench:
+    """The model parts of ``vidax bench --dit-only`` at Wan2.1-1.3B block width (see :mod:`vidax_core.bench.dit`).
+
+    One guided step at 17 frames x 256 x 256 (latent 16 x 5 x 32 x 32 -> 1280 video tokens), text 512 x 4096;
+    the reference step is ``WanPipeline``'s (two batch-1 transformer calls, guidance, UniPC ``scheduler.step``)
+    or one batch-2 transformer call.
+    """
+
+    label = "Wan2.1-1.3B width"
+    latent_shape = (16, 5, 32, 32)
+    context_shape = (512, 4096)
+    video_tokens = 5 * 16 * 16
+    flow_shift = 3.0
+
+    def __init__(self, need_reference: bool) -> None:
+        if need_reference:
+            _imports()
+
+    def abstract_dit(self, blocks: int) -> Callable[[], Any]:
+        """A constructor of the vidax DiT with ``blocks`` blocks (called under ``nnx.eval_shape``)."""
+        from flax import nnx
+
+        from .dit import WanDiT, WanDiTConfig
+
+        cfg = WanDiTConfig.from_config({**WAN13B, "num_layers": blocks})
+        return lambda: WanDiT(cfg, rngs=nnx.Rngs(0))
+
+    def paired_dits(self, blocks: int, seed: int = 0) -> tuple[Any, Any, int]:
+        """(vidax DiT, diffusers transformer, parameter count) with the same random fp32 weights."""
+        torch, diffusers = _imports()
+        from .convert_dit import load_dit
+        from .dit import WanDiTConfig
+
+        torch.manual_seed(seed)
+        ref = diffusers.WanTransformer3DModel(**{**WAN13B, "num_layers": blocks}).eval().float()
+        tensors = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
+        model = load_dit(WanDiTConfig.from_config({**WAN13B, "num_layers": blocks}), tensors)
+        return model, ref, int(sum(v.size for v in tensors.values()))
+
+    def reference_steps(self, ref: Any, latents: np.ndarray, context: np.ndarray, guidance: float,
+                        num_steps: int) -> tuple[dict[str, Callable[[], None]], Callable[[], np.ndarray], dict]:
+        """Zero-argument callables that each run (and synchronise) one reference denoising step, a function
+        returning the pipeline-step engine's current latents, and facts about the reference (device, threads)."""
+        torch, diffusers = _imports()
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        ref.to(dev)
+
+        def sync():
+            if dev == "cuda":
+                torch.cuda.synchronize()
+
+        def make(batch2: bool):
+            sched = diffusers.UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True,
+                                                      num_train_timesteps=1000, flow_shift=self.flow_shift)
+            sched.set_timesteps(num_steps, device=dev)
+            c = torch.from_numpy(context.copy()).to(dev)
+            st = {"x": torch.from_numpy(latents.copy()).to(dev), "i": 0}
+
+            @torch.no_grad()
+            def run() -> None:
+                xt, t = st["x"], sched.timesteps[st["i"]]
+                if batch2:
+                    out = ref(hidden_states=torch.cat([xt, xt]), timestep=t.expand(2), encoder_hidden_states=c,
+                              return_dict=False)[0]
+                    cond, unc = out[:1], out[1:]
+                else:
+                    cond = ref(hidden_states=xt, timestep=t.expand(1), encoder_hidden_states=c[:1], return_dict=False)[0]
+                    unc = ref(hidden_states=xt, timestep=t.expand(1), encoder_hidden_states=c[1:], return_dict=False)[0]
+                st["x"] = sched.step(unc + guidance * (cond - unc), t, xt, return_dict=False)[0]
+                sync()
+                st["i"] += 1
+
+            return run, st
+
+        pipe_step, pipe_state = make(batch2=False)
+        b2_step, _ = make(batch2=True)
+        facts = {
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "torch_device": dev,
+            "torch_cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32) if dev == "cuda" else None,
+        }
+
+        def peak() -> int | None:
+            return int(torch.cuda.max_memory_allocated()) if dev == "cuda" else None
+
+        facts["device_peak_bytes"] = peak
+        return ({"diffusers_pipeline": pipe_step, "diffusers_batch2": b2_step},
+                lambda: pipe_state["x"].float().cpu().numpy(), facts)
+
+    def vae_decoder(self) -> tuple[Callable[[np.ndarray], Any], Callable[[int, int], tuple], Callable[[], dict]]:
+        """(decode(latents) -> frames, latent_shape(frames, size) -> (B, C, F, H, W), trace_counts() -> dict) of
+        the Wan2.1 VAE with zero weights: the same programs and the same compile work as real weights."""
+        from vidax_core.vae import wan21 as vae_mod
+
+        cfg = vae_mod.WanVAEConfig()
+        vae = vae_mod.WanVAE(cfg, with_encoder=False)
+
+        def shape(frames: int, size: int) -> tuple:
+            return (1, cfg.z_dim, (frames - 1) // 4 + 1, size // 8, size // 8)
+
+        return (lambda z: vae_mod.decode_video(vae, z)), shape, (lambda: dict(vae_mod.TRACE_COUNTS))
