@@ -113,14 +113,6 @@ def open_checkpoint(spec, path):
 
 
 @hookspec(firstresult=True)
-def check_checkpoint(spec, ckpt, run):
-    """Return a list of one-line problems with the checkpoint ``ckpt`` for this model and ``run``, found from its
-    configuration files alone (no weight is read): e.g. an image-to-video model id given a text-to-video checkpoint
-    (its denoiser takes 16 input channels, this model needs 36), or a config.json whose numbers disagree with each
-    other. Each line names the file and the key. An empty list when all is well; None to decline."""
-
-
-@hookspec(firstresult=True)
 def bench_reference(spec, engine, ckpt_dir, run):
     """Return the reference run of ``vidax bench --reference ENGINE`` for ``spec``: a zero-argument callable
     that, when called, runs ``run`` (the validated :class:`vidax_core.config.RunConfig`: prompt, sampling,
