@@ -74,5 +74,20 @@ class VideoAutoencoder(Protocol):
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
         """(latent_frames, latent_height, latent_width) for a video of this size."""
 
-    def decode_video(self, latents: np.ndarray, on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
-        """Latents (B, C, F, H, W) -> float32 frames in [0, 1], (B, T, H, W, 3)."""
+    def decode_video(
+        self, latents: np.ndarray, on_chunk: Callable[[int, int], None] | None = None, **params: Any
+    ) -> np.ndarray:
+        """Latents (B, C, F, H, W) -> float32 frames in [0, 1], (B, T, H, W, 3).
+
+        ``on_chunk(done, total)`` after each decoded time chunk. ``params`` condition the decoder where the family's
+        VAE takes them (e.g. ``timestep=`` for LTX-Video) and carry run knobs (``tiling=``, ``devices=``); a VAE
+        ignores the ones it has no use for.
+        """
+
+    def encode_video(
+        self, frames: np.ndarray, on_chunk: Callable[[int, int], None] | None = None, **params: Any
+    ) -> np.ndarray:
+        """Float32 frames in [0, 1], (B, T, H, W, 3) -> latents (B, C, F, H, W) in the DiT's (normalised) space.
+
+        The inverse direction of :meth:`decode_video`, for conditioning on images or clips; same ``params`` rules.
+        """

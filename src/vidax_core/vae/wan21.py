@@ -35,7 +35,8 @@ from flax import nnx
 
 from vidax_core.config.arch import from_config_dict
 
-CACHE_T = 2
+from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
+from .tiling import TilePlan, TilingOptions, run_tiled
 
 #: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
 TRACE_COUNTS: collections.Counter = collections.Counter()
@@ -102,32 +103,6 @@ def _silu(x: jax.Array) -> jax.Array:
     return x * jax.nn.sigmoid(x)
 
 
-class CausalConv3d(nnx.Module):
-    """Conv3d, time-VALID (the caller prepends cache / causal zeros), spatial 'same' zero padding.
-
-    ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.io.convert.conv``.
-    """
-
-    def __init__(self, cin: int, cout: int, kernel: Sequence[int] = (3, 3, 3), *, stride_t: int = 1, dtype=jnp.float32):
-        kernel = tuple(kernel)
-        self.kernel = nnx.Param(jnp.zeros((*kernel, cin, cout), dtype))
-        self.bias = nnx.Param(jnp.zeros((cout,), dtype))
-        self.kt = kernel[0]
-        self.pad_h = (kernel[1] - 1) // 2
-        self.pad_w = (kernel[2] - 1) // 2
-        self.stride_t = stride_t
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        y = jax.lax.conv_general_dilated(
-            x,
-            self.kernel[...].astype(x.dtype),
-            window_strides=(self.stride_t, 1, 1),
-            padding=((0, 0), (self.pad_h, self.pad_h), (self.pad_w, self.pad_w)),
-            dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),
-        )
-        return y + self.bias[...].astype(x.dtype)
-
-
 class Conv2d(nnx.Module):
     """Per-frame 2D conv on (B, T, H, W, C); ``kernel`` (kh, kw, in, out)."""
 
@@ -176,29 +151,6 @@ class RMSNorm(nnx.Module):
         return y * self.scale * self.gamma[...].astype(x.dtype)
 
 
-class _Cache:
-    """Threads the per-conv feature cache through one chunk; the order of ``take``/``put`` is the cache layout."""
-
-    def __init__(self, inputs: Sequence[jax.Array] | None):
-        self.inputs = inputs
-        self.outputs: list[jax.Array] = []
-
-    def take(self) -> jax.Array | None:
-        return None if self.inputs is None else self.inputs[len(self.outputs)]
-
-    def put(self, c: jax.Array) -> None:
-        self.outputs.append(c)
-
-    def conv(self, conv: CausalConv3d, x: jax.Array) -> jax.Array:
-        """Kernel-3 causal conv: prepend the cache (zeros on the first chunk), keep the last 2 input frames."""
-        c = self.take()
-        if c is None:
-            c = jnp.zeros((x.shape[0], conv.kt - 1) + x.shape[2:], x.dtype)
-        xx = jnp.concatenate([c.astype(x.dtype), x], axis=1)
-        self.put(xx[:, -CACHE_T:])
-        return conv(xx)
-
-
 class ResBlock(nnx.Module):
     def __init__(self, cin: int, cout: int, *, dtype=jnp.float32):
         self.norm1 = RMSNorm(cin, dtype=dtype)
@@ -207,7 +159,7 @@ class ResBlock(nnx.Module):
         self.conv2 = CausalConv3d(cout, cout, dtype=dtype)
         self.conv_shortcut = CausalConv3d(cin, cout, (1, 1, 1), dtype=dtype) if cin != cout else None
 
-    def __call__(self, x: jax.Array, cache: _Cache) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache) -> jax.Array:
         h = self.conv_shortcut(x) if self.conv_shortcut is not None else x
         x = cache.conv(self.conv1, _silu(self.norm1(x)))
         x = cache.conv(self.conv2, _silu(self.norm2(x)))  # dropout: inference no-op
@@ -237,7 +189,7 @@ class MidBlock(nnx.Module):
         self.resnets = nnx.List([ResBlock(dim, dim, dtype=dtype), ResBlock(dim, dim, dtype=dtype)])
         self.attentions = nnx.List([AttentionBlock(dim, dtype=dtype)])
 
-    def __call__(self, x: jax.Array, cache: _Cache) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache) -> jax.Array:
         x = self.resnets[0](x, cache)
         for attn, res in zip(self.attentions, list(self.resnets)[1:]):
             x = res(attn(x), cache)
@@ -253,7 +205,7 @@ class Upsample(nnx.Module):
         self.conv = Conv2d(dim, cout, 3, dtype=dtype)
         self.time_conv = CausalConv3d(dim, 2 * dim, (3, 1, 1), dtype=dtype) if temporal else None
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         if self.temporal:
             if first:
                 cache.take()
@@ -275,7 +227,7 @@ class Downsample(nnx.Module):
         self.conv = Conv2d(dim, dim, 3, stride=2, padding=((0, 1), (0, 1)), dtype=dtype)
         self.time_conv = CausalConv3d(dim, dim, (3, 1, 1), stride_t=2, dtype=dtype) if temporal else None
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         x = self.conv(x)
         if self.temporal:
             c = cache.take()
@@ -296,7 +248,7 @@ class UpBlock(nnx.Module):
             Upsample(cout, cout // 2, mode == "upsample3d", dtype=dtype) if mode is not None else None
         )
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         for r in self.resnets:
             x = r(x, cache)
         if self.upsampler is not None:
@@ -323,7 +275,7 @@ class Decoder(nnx.Module):
         self.norm_out = RMSNorm(dims[-1], dtype=dtype)
         self.conv_out = CausalConv3d(dims[-1], cfg.out_channels, dtype=dtype)
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         x = cache.conv(self.conv_in, x)
         x = self.mid_block(x, cache)
         for blk in self.up_blocks:
@@ -351,7 +303,7 @@ class Encoder(nnx.Module):
         self.norm_out = RMSNorm(dims[-1], dtype=dtype)
         self.conv_out = CausalConv3d(dims[-1], 2 * cfg.z_dim, dtype=dtype)
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         x = cache.conv(self.conv_in, x)
         for blk in self.down_blocks:
             x = blk(x, cache, first) if isinstance(blk, Downsample) else blk(x, cache)
@@ -375,46 +327,38 @@ class WanVAE(nnx.Module):
             self.quant_conv = None
             self.encoder = None
 
-    def decode_frames(self, z: jax.Array, cache: _Cache, first: bool) -> jax.Array:
-        """One chunk, channel-last: raw latents (B, t, h, w, z) -> unclamped pixels (B, t', H, W, 3)."""
+    def decode_frames(self, z: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
+        """One chunk, channel-last: raw latents (B, t, h, w, z) -> unclamped decoder output (B, t', H', W', C').
+
+        For Wan 2.1 that is pixels; for Wan 2.2 patchified pixels (see :meth:`decoder_to_pixels`).
+        """
         return self.decoder(self.post_quant_conv(z), cache, first)
 
-    def encode_frames(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
-        """One chunk, channel-last: pixels (B, t, H, W, 3) -> ``quant_conv`` output (B, t', h, w, 2 z)."""
+    def encode_frames(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
+        """One chunk, channel-last: encoder input (B, t, H', W', C') -> ``quant_conv`` output (B, t', h, w, 2 z)."""
         return self.quant_conv(self.encoder(x, cache, first))
 
-    def decode(self, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None) -> jax.Array:
-        """Raw (un-normalised) latents (B, z, T, h, w) -> video (B, 3, 1 + 4 (T - 1), 8h, 8w) clamped to [-1, 1].
+    def decoder_to_pixels(self, x: Any) -> Any:
+        """Decoder output -> pixels (identity here; Wan 2.2 un-patchifies). Works on numpy and jax arrays."""
+        return x
 
-        ``on_chunk(done, total)`` is called after each latent frame's chunk has finished computing.
+    def pixels_to_encoder(self, x: Any) -> Any:
+        """Pixels -> encoder input (identity here; Wan 2.2 patchifies). Works on numpy and jax arrays."""
+        return x
+
+    def decode(self, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None, tiling: Any = None,
+               devices: Sequence[Any] | None = None) -> np.ndarray:
+        """Raw (un-normalised) latents (B, z, T, h, w) -> video (B, 3, 1 + 4 (T - 1), H, W) clamped to [-1, 1].
+
+        ``tiling``: :class:`~vidax_core.vae.tiling.TilingOptions` (or a dict / bool), diffusers' ``enable_tiling``.
+        ``devices``: spread tiles / batch entries over these. ``on_chunk(done, total)`` after each latent frame.
         """
-        n = np.shape(latents)[2]
-        chunks = []
-        for i, out in enumerate(iter_decode(self, latents)):
-            chunks.append(out)
-            if on_chunk is not None:
-                out.block_until_ready()
-                on_chunk(i + 1, n)
-        return jnp.moveaxis(jnp.concatenate(chunks, axis=1), -1, 1)
+        return np.moveaxis(decode_pixels(self, latents, on_chunk=on_chunk, tiling=tiling, devices=devices), -1, 1)
 
-    def encode(self, video: Any, *, on_chunk: Callable[[int, int], None] | None = None) -> jax.Array:
-        """Video (B, 3, T, H, W) in [-1, 1] -> raw latent mean (B, z, 1 + (T - 1) // 4, H/8, W/8)."""
-        if self.encoder is None:
-            raise ValueError("this WanVAE was built without its encoder (with_encoder=False)")
-        x = jnp.moveaxis(jnp.asarray(video, jnp.dtype(self.cfg.dtype)), 1, -1)
-        n = x.shape[1]
-        graphdef, state = nnx.split(self)
-        bounds = [(0, 1)] + [(1 + 4 * (i - 1), min(1 + 4 * i, n)) for i in range(1, 1 + (n - 1) // 4)]
-        caches = None
-        outs = []
-        for i, (s, e) in enumerate(bounds):
-            chunk = jax.lax.dynamic_slice_in_dim(x, jnp.int32(s), e - s, axis=1)
-            mu, caches = _encode_chunk(graphdef, state, chunk, caches, first=(i == 0))
-            outs.append(mu)
-            if on_chunk is not None:
-                mu.block_until_ready()
-                on_chunk(i + 1, len(bounds))
-        return jnp.moveaxis(jnp.concatenate(outs, axis=1), -1, 1)
+    def encode(self, video: Any, *, on_chunk: Callable[[int, int], None] | None = None, tiling: Any = None,
+               devices: Sequence[Any] | None = None) -> np.ndarray:
+        """Video (B, 3, T, H, W) in [-1, 1] -> raw latent mean (B, z, 1 + (T - 1) // 4, h, w)."""
+        return encode_latents(self, video, on_chunk=on_chunk, tiling=tiling, devices=devices)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -424,14 +368,14 @@ class WanVAE(nnx.Module):
 def _decode_chunk_impl(graphdef, state, z, caches, *, first):
     TRACE_COUNTS["decode_first" if first else "decode_chunk"] += 1
     vae = nnx.merge(graphdef, state)
-    cache = _Cache(caches)
-    return jnp.clip(vae.decode_frames(z, cache, first), -1.0, 1.0), cache.outputs
+    cache = FeatureCache(caches)
+    return vae.decode_frames(z, cache, first), cache.outputs
 
 
 def _encode_chunk_impl(graphdef, state, x, caches, *, first):
     TRACE_COUNTS["encode_first" if first else "encode_chunk"] += 1
     vae = nnx.merge(graphdef, state)
-    cache = _Cache(caches)
+    cache = FeatureCache(caches)
     return vae.encode_frames(x, cache, first)[..., : vae.cfg.z_dim], cache.outputs
 
 
@@ -439,62 +383,142 @@ _decode_chunk = jax.jit(_decode_chunk_impl, static_argnames=("graphdef", "first"
 _encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first"))
 
 
-def iter_decode(vae: WanVAE, latents: Any):
-    """Yield decoded chunks channel-last (B, t, H, W, 3), clamped to [-1, 1]: 1 frame, then 4 per latent frame.
-
-    Chunks are dispatched asynchronously; each call reuses the first-chunk or the later-chunk compiled program.
-    """
-    z = jnp.moveaxis(jnp.asarray(latents, jnp.dtype(vae.cfg.dtype)), 1, -1)  # (B, T, h, w, z)
+def _chunk_runner(vae: WanVAE, program) -> Callable:
+    """A :data:`~vidax_core.vae.tiling.ChunkFn` running ``program`` with the VAE's weights on the unit's device."""
     graphdef, state = nnx.split(vae)
-    caches = None
-    for t in range(z.shape[1]):
-        zt = jax.lax.dynamic_slice_in_dim(z, jnp.int32(t), 1, axis=1)
-        out, caches = _decode_chunk(graphdef, state, zt, caches, first=(t == 0))
-        yield out
+    placed: dict[Any, Any] = {}
+    dtype = jnp.dtype(vae.cfg.dtype)
+
+    def run(x, caches, first, device):
+        if device is None:
+            return program(graphdef, state, jnp.asarray(x, dtype), caches, first=first)
+        if device not in placed:
+            placed[device] = jax.device_put(state, device)
+        return program(graphdef, placed[device], jax.device_put(np.asarray(x, dtype), device), caches, first=first)
+
+    return run
 
 
-def denormalize_latents(cfg: WanVAEConfig, latents: Any) -> jax.Array:
-    """The pipeline's ``latents / (1 / std) + mean`` per channel, on (B, z, T, h, w)."""
-    dtype = jnp.dtype(cfg.dtype)
+def _spatial_ratio(cfg: WanVAEConfig) -> int:
+    return int(cfg.scale_factor_spatial or 2 ** (len(cfg.dim_mult) - 1) * (cfg.patch_size or 1))
+
+
+def decode_plan(cfg: WanVAEConfig, latent_hw: Sequence[int], tiling: Any = None) -> TilePlan:
+    """diffusers ``_decode`` / ``tiled_decode``: tile when on and the latent is larger than a tile, else one tile.
+
+    Tiles are laid out in latents (``tile_sample_* // spatial ratio``) and blended in decoder-output pixels (for a
+    patchified VAE, patch pixels: ``tile_sample_* // patch_size``), exactly as the reference does.
+    """
+    opts = TilingOptions.coerce(tiling)
+    r, p = _spatial_ratio(cfg), int(cfg.patch_size or 1)
+    h, w = (int(v) for v in latent_hw)
+    out = (h * r // p, w * r // p)
+    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
+    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
+    if not (opts.enabled and (w > mw // r or h > mh // r)):
+        return TilePlan.whole((h, w), out)
+    opts.check()
+    return TilePlan((h, w), (mh // r, mw // r), (sh // r, sw // r), (sh // p, sw // p),
+                    (mh // p - sh // p, mw // p - sw // p), out)
+
+
+def encode_plan(cfg: WanVAEConfig, pixel_hw: Sequence[int], tiling: Any = None) -> TilePlan:
+    """diffusers ``_encode`` / ``tiled_encode``: the on/off test reads the pixel size, while tiles (``tile_sample_*``
+    as given) are laid out on the encoder input, which for a patchified VAE is the patch grid, as in the reference."""
+    opts = TilingOptions.coerce(tiling)
+    p = int(cfg.patch_size or 1)
+    r = _spatial_ratio(cfg) // p
+    h, w = (int(v) for v in pixel_hw)
+    hp, wp = h // p, w // p
+    out = (hp // r, wp // r)
+    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
+    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
+    if not (opts.enabled and (w > mw or h > mh)):
+        return TilePlan.whole((hp, wp), out)
+    opts.check()
+    return TilePlan((hp, wp), (mh, mw), (sh, sw), (sh // r, sw // r), (mh // r - sh // r, mw // r - sw // r), out)
+
+
+def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None,
+                  tiling: Any = None, devices: Sequence[Any] | None = None,
+                  finish: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """Raw latents (B, z, T, h, w) -> channel-last pixels (B, T', H, W, 3) clamped to [-1, 1], float32 on host.
+
+    One jitted program per (first / later latent frame) x tile shape, a Python loop over frames and tiles; tiles
+    are blended in decoder space, then un-patchified and clamped (then ``finish``), one latent frame at a time.
+    """
+    z = np.moveaxis(np.asarray(latents), 1, -1)  # (B, T, h, w, z)
+    plan = decode_plan(vae.cfg, z.shape[2:4], tiling)
+
+    def done(x: np.ndarray) -> np.ndarray:
+        x = np.clip(vae.decoder_to_pixels(x), -1.0, 1.0)
+        return finish(x) if finish is not None else x
+
+    return run_tiled(z, _chunk_runner(vae, _decode_chunk), plan=plan, bounds=[(t, t + 1) for t in range(z.shape[1])],
+                     devices=devices, on_chunk=on_chunk, finish=done)
+
+
+def encode_latents(vae: WanVAE, video: Any, *, on_chunk: Callable[[int, int], None] | None = None,
+                   tiling: Any = None, devices: Sequence[Any] | None = None) -> np.ndarray:
+    """Video (B, 3, T, H, W) in [-1, 1] -> raw latent mean (B, z, 1 + (T - 1) // 4, h, w), float32 on host.
+
+    The reference's chunks: the first frame, then 4 frames at a time, each through one jitted program per tile.
+    """
+    if vae.encoder is None:
+        raise ValueError("this WanVAE was built without its encoder (with_encoder=False)")
+    x = np.moveaxis(np.asarray(video), 1, -1)  # (B, T, H, W, 3)
+    plan = encode_plan(vae.cfg, x.shape[2:4], tiling)
+    x = vae.pixels_to_encoder(x)
+    n = x.shape[1]
+    bounds = [(0, 1)] + [(1 + 4 * (i - 1), 1 + 4 * i) for i in range(1, 1 + (n - 1) // 4)]
+    mu = run_tiled(x, _chunk_runner(vae, _encode_chunk), plan=plan, bounds=bounds, devices=devices,
+                   on_chunk=on_chunk)
+    return np.moveaxis(mu, -1, 1)
+
+
+def _latent_stats(cfg: WanVAEConfig) -> tuple[np.ndarray, np.ndarray]:
     shape = (1, cfg.z_dim, 1, 1, 1)
-    mean = jnp.asarray(np.asarray(cfg.latents_mean, np.float32).reshape(shape), dtype)
-    inv_std = 1.0 / jnp.asarray(np.asarray(cfg.latents_std, np.float32).reshape(shape), dtype)
-    return jnp.asarray(latents, dtype) / inv_std + mean
+    mean = np.asarray(cfg.latents_mean, np.float32).reshape(shape)
+    inv_std = np.float32(1.0) / np.asarray(cfg.latents_std, np.float32).reshape(shape)
+    return mean, inv_std
 
 
-def normalize_latents(cfg: WanVAEConfig, latents: Any) -> jax.Array:
+def denormalize_latents(cfg: WanVAEConfig, latents: Any) -> np.ndarray:
+    """The pipeline's ``latents / (1 / std) + mean`` per channel, on (B, z, T, h, w), float32 on host."""
+    mean, inv_std = _latent_stats(cfg)
+    return np.asarray(latents, np.float32) / inv_std + mean
+
+
+def normalize_latents(cfg: WanVAEConfig, latents: Any) -> np.ndarray:
     """Inverse of :func:`denormalize_latents`: ``(latents - mean) * (1 / std)`` (what image-to-video feeds in)."""
-    dtype = jnp.dtype(cfg.dtype)
-    shape = (1, cfg.z_dim, 1, 1, 1)
-    mean = jnp.asarray(np.asarray(cfg.latents_mean, np.float32).reshape(shape), dtype)
-    inv_std = 1.0 / jnp.asarray(np.asarray(cfg.latents_std, np.float32).reshape(shape), dtype)
-    return (jnp.asarray(latents, dtype) - mean) * inv_std
+    mean, inv_std = _latent_stats(cfg)
+    return (np.asarray(latents, np.float32) - mean) * inv_std
 
 
-@jax.jit
-def _to_frames(x: jax.Array) -> jax.Array:
-    return jnp.clip(x.astype(jnp.float32) / 2 + 0.5, 0.0, 1.0)
+def _to_frames(x: np.ndarray) -> np.ndarray:
+    """The pipeline's ``(x / 2 + 0.5).clamp(0, 1)`` in float32."""
+    return np.clip(np.asarray(x, np.float32) / np.float32(2) + np.float32(0.5), 0.0, 1.0)
 
 
-def decode_video(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Normalised DiT latents (B, z, T, h, w) -> frames float32 in [0, 1], shape (B, 1 + 4 (T - 1), 8h, 8w, 3).
+def decode_video(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None,
+                 tiling: Any = None, devices: Sequence[Any] | None = None, **params: Any) -> np.ndarray:
+    """Normalised DiT latents (B, z, T, h, w) -> frames float32 in [0, 1], shape (B, 1 + 4 (T - 1), H, W, 3).
 
-    Exactly the Wan pipeline's steps: de-normalise, ``vae.decode`` (clamped), ``(x / 2 + 0.5).clip(0, 1)``,
-    channel-last. Each decoded chunk is moved to host as soon as it is ready.
+    Exactly the Wan pipeline's steps: de-normalise, ``vae.decode`` (clamped; tiled as diffusers' ``enable_tiling``
+    when ``tiling`` says so), ``(x / 2 + 0.5).clip(0, 1)``, channel-last. Each decoded latent frame comes to the
+    host as soon as it is ready. Other ``params`` (e.g. a ``timestep`` for a timestep-conditioned decoder) do not
+    apply to Wan and are ignored.
     """
     z = denormalize_latents(vae.cfg, latents)
-    n = z.shape[2]
-    frames: list[np.ndarray] = []
-    pending = None  # host copy of chunk k-1 overlaps with computing chunk k
-    for i, chunk in enumerate(iter_decode(vae, z)):
-        f = _to_frames(chunk)
-        f.copy_to_host_async()
-        if pending is not None:
-            frames.append(np.asarray(pending))
-            if on_chunk is not None:
-                on_chunk(i, n)
-        pending = f
-    frames.append(np.asarray(pending))
-    if on_chunk is not None:
-        on_chunk(n, n)
-    return np.concatenate(frames, axis=1)
+    return decode_pixels(vae, z, on_chunk=on_chunk, tiling=tiling, devices=devices, finish=_to_frames)
+
+
+def encode_video(vae: WanVAE, frames: Any, *, on_chunk: Callable[[int, int], None] | None = None,
+                 tiling: Any = None, devices: Sequence[Any] | None = None, **params: Any) -> np.ndarray:
+    """Frames float32 in [0, 1] (B, T, H, W, 3) -> normalised DiT latents (B, z, 1 + (T - 1) // 4, h, w).
+
+    The inverse direction of :func:`decode_video`: ``2 x - 1``, the encoder's latent mean, :func:`normalize_latents`.
+    """
+    pixels = np.moveaxis(np.asarray(frames, np.float32) * np.float32(2) - np.float32(1), -1, 1)
+    mu = encode_latents(vae, pixels, on_chunk=on_chunk, tiling=tiling, devices=devices)
+    return normalize_latents(vae.cfg, mu)

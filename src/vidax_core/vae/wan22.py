@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from .causal_conv import CausalConv3d, FeatureCache
 from .wan21 import (
-    CausalConv3d,
     Decoder,
     Downsample,
     MidBlock,
@@ -35,7 +35,6 @@ from .wan21 import (
     Upsample,
     WanVAE,
     WanVAEConfig,
-    _Cache,
     _silu,
 )
 
@@ -56,17 +55,20 @@ def check_config(cfg: WanVAEConfig) -> None:
 
 
 def patchify(x: jax.Array, p: int) -> jax.Array:
-    """(B, T, H, W, C) -> (B, T, H/p, W/p, C p^2), channel ``c * p^2 + pw * p + ph`` (diffusers ``patchify``)."""
+    """(B, T, H, W, C) -> (B, T, H/p, W/p, C p^2), channel ``c * p^2 + pw * p + ph`` (diffusers ``patchify``).
+
+    Plain reshape/transpose methods, so it runs on numpy (host) and jax arrays alike.
+    """
     b, t, h, w, c = x.shape
     x = x.reshape(b, t, h // p, p, w // p, p, c)  # (b, t, h', ph, w', pw, c)
-    return jnp.transpose(x, (0, 1, 2, 4, 6, 5, 3)).reshape(b, t, h // p, w // p, c * p * p)
+    return x.transpose((0, 1, 2, 4, 6, 5, 3)).reshape(b, t, h // p, w // p, c * p * p)
 
 
 def unpatchify(x: jax.Array, p: int) -> jax.Array:
     """Inverse of :func:`patchify`."""
     b, t, h, w, cp = x.shape
     x = x.reshape(b, t, h, w, cp // (p * p), p, p)  # (b, t, h, w, c, pw, ph)
-    return jnp.transpose(x, (0, 1, 2, 6, 3, 5, 4)).reshape(b, t, h * p, w * p, cp // (p * p))
+    return x.transpose((0, 1, 2, 6, 3, 5, 4)).reshape(b, t, h * p, w * p, cp // (p * p))
 
 
 def avg_down(x: jax.Array, cout: int, ft: int, fs: int) -> jax.Array:
@@ -104,7 +106,7 @@ class ResidualDownBlock(nnx.Module):
         self.resnets = nnx.List(blocks)
         self.downsampler = Downsample(cout, temporal, dtype=dtype) if down else None
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         shortcut = avg_down(x, self.cout, self.ft, self.fs)
         for r in self.resnets:
             x = r(x, cache)
@@ -126,7 +128,7 @@ class ResidualUpBlock(nnx.Module):
         self.resnets = nnx.List(blocks)
         self.upsampler = Upsample(cout, cout, temporal, dtype=dtype) if up else None
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         shortcut = dup_up(x, self.cout, self.ft, 2, first) if self.up else None
         for r in self.resnets:
             x = r(x, cache)
@@ -153,7 +155,7 @@ class Encoder22(nnx.Module):
         self.norm_out = RMSNorm(dims[-1], dtype=dtype)
         self.conv_out = CausalConv3d(dims[-1], 2 * cfg.z_dim, dtype=dtype)
 
-    def __call__(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         x = cache.conv(self.conv_in, x)
         for blk in self.down_blocks:
             x = blk(x, cache, first)
@@ -192,8 +194,8 @@ class WanVAE22(WanVAE):
         self.quant_conv = CausalConv3d(2 * cfg.z_dim, 2 * cfg.z_dim, (1, 1, 1), dtype=dtype) if with_encoder else None
         self.encoder = Encoder22(cfg, dtype=dtype) if with_encoder else None
 
-    def decode_frames(self, z: jax.Array, cache: _Cache, first: bool) -> jax.Array:
-        return unpatchify(super().decode_frames(z, cache, first), self.cfg.patch_size)
+    def decoder_to_pixels(self, x):
+        return unpatchify(x, self.cfg.patch_size)
 
-    def encode_frames(self, x: jax.Array, cache: _Cache, first: bool) -> jax.Array:
-        return super().encode_frames(patchify(x, self.cfg.patch_size), cache, first)
+    def pixels_to_encoder(self, x):
+        return patchify(x, self.cfg.patch_size)

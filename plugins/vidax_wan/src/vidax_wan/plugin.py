@@ -183,10 +183,23 @@ class WanVideoAutoencoder:
         t, sp = self.temporal_factor, self.spatial_factor
         return (num_frames - 1) // t + 1, height // sp, width // sp
 
-    def decode_video(self, latents, on_chunk=None):
+    def decode_video(self, latents, on_chunk=None, **params):
+        """``params``: ``tiling`` (diffusers' ``enable_tiling`` knobs), ``devices`` (default: this host's devices,
+        over which tiles / batch entries are spread); others (a decoder ``timestep``...) do not apply to Wan."""
+        import jax
+
         from vidax_core.vae.wan21 import decode_video
 
-        return decode_video(self.vae, latents, on_chunk=on_chunk)
+        params.setdefault("devices", jax.local_devices())
+        return decode_video(self.vae, latents, on_chunk=on_chunk, **params)
+
+    def encode_video(self, frames, on_chunk=None, **params):
+        import jax
+
+        from vidax_core.vae.wan21 import encode_video
+
+        params.setdefault("devices", jax.local_devices())
+        return encode_video(self.vae, frames, on_chunk=on_chunk, **params)
 
 
 @hookimpl

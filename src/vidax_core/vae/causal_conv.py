@@ -1,0 +1,71 @@
+"""Causal 3D convolution and the per-conv feature cache that lets a video VAE run in time chunks.
+
+A causal conv with time kernel ``kt`` sees ``kt - 1`` frames of the past. Streaming a video chunk by chunk, each
+such conv keeps the last :data:`CACHE_T` frames of its *input* and prepends them to the next chunk's input, so the
+chunked result equals running the whole clip at once while memory stays one chunk deep. The cache is an explicit
+list of arrays passed into and returned from one jitted call per chunk (no hidden state), so a chunk program is a
+pure function and every chunk of the same shape reuses one compiled program.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+#: Frames of input history each kernel-3 causal conv keeps between chunks.
+CACHE_T = 2
+
+
+class CausalConv3d(nnx.Module):
+    """Conv3d, time-VALID (the caller prepends cache / causal zeros), spatial 'same' zero padding.
+
+    ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.io.convert.conv``.
+    """
+
+    def __init__(self, cin: int, cout: int, kernel: Sequence[int] = (3, 3, 3), *, stride_t: int = 1, dtype=jnp.float32):
+        kernel = tuple(kernel)
+        self.kernel = nnx.Param(jnp.zeros((*kernel, cin, cout), dtype))
+        self.bias = nnx.Param(jnp.zeros((cout,), dtype))
+        self.kt = kernel[0]
+        self.pad_h = (kernel[1] - 1) // 2
+        self.pad_w = (kernel[2] - 1) // 2
+        self.stride_t = stride_t
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = jax.lax.conv_general_dilated(
+            x,
+            self.kernel[...].astype(x.dtype),
+            window_strides=(self.stride_t, 1, 1),
+            padding=((0, 0), (self.pad_h, self.pad_h), (self.pad_w, self.pad_w)),
+            dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),
+        )
+        return y + self.bias[...].astype(x.dtype)
+
+
+class FeatureCache:
+    """Threads the per-conv feature cache through one chunk; the order of ``take``/``put`` is the cache layout.
+
+    ``inputs`` is the previous chunk's ``outputs`` (``None`` on the first chunk: every conv sees causal zeros).
+    """
+
+    def __init__(self, inputs: Sequence[jax.Array] | None):
+        self.inputs = inputs
+        self.outputs: list[jax.Array] = []
+
+    def take(self) -> jax.Array | None:
+        return None if self.inputs is None else self.inputs[len(self.outputs)]
+
+    def put(self, c: jax.Array) -> None:
+        self.outputs.append(c)
+
+    def conv(self, conv: CausalConv3d, x: jax.Array) -> jax.Array:
+        """Kernel-3 causal conv: prepend the cache (zeros on the first chunk), keep the last 2 input frames."""
+        c = self.take()
+        if c is None:
+            c = jnp.zeros((x.shape[0], conv.kt - 1) + x.shape[2:], x.dtype)
+        xx = jnp.concatenate([c.astype(x.dtype), x], axis=1)
+        self.put(xx[:, -CACHE_T:])
+        return conv(xx)

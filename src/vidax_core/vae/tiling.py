@@ -1,0 +1,191 @@
+"""Tiled, chunked and device-spread execution of a causal video VAE (decode or encode), any family.
+
+A video VAE is run as a grid of *units*: a spatial tile (or the whole frame) of one batch slice. Each unit streams
+through time in chunks with its own causal-conv cache (:mod:`vidax_core.vae.causal_conv`); one jitted call per
+chunk (the repeated unit), a Python loop over chunks and units. Units are independent, so they are spread round-robin
+over the given devices and dispatched asynchronously: all units advance chunk by chunk in lockstep, and as soon as
+chunk ``k`` of every unit is back on the host it is blended into full frames and ``on_chunk(k + 1, chunks)`` fires.
+
+Spatial tiles follow diffusers' ``tiled_decode`` / ``tiled_encode`` (``AutoencoderKLWan``, and the same scheme in
+its other video VAEs): tiles start every ``stride`` input pixels and span ``tile`` pixels; in output space each tile
+is linearly blended with the tile above and the tile to its left over ``blend`` rows/columns, then cropped to
+``stride``. As in the reference, the blend reads neighbours that were already blended (tiles are blended in place,
+row by row), and the ramp weights are ``1 - y / blend`` and ``y / blend`` in float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+#: One chunk: ``chunk_fn(x_chunk, caches, first, device) -> (output, caches)``; ``caches`` is ``None`` on the
+#: first chunk. ``x_chunk`` is a host array (B, t, h, w, C); the output a (device) array (B, t', h', w', C').
+ChunkFn = Callable[[np.ndarray, Any, bool, Any], tuple[Any, Any]]
+
+
+@dataclass(frozen=True)
+class TilingOptions:
+    """diffusers' ``enable_tiling`` knobs, in sample pixels, with the reference's defaults (tiling off)."""
+
+    enabled: bool = False
+    tile_sample_min_height: int = 256
+    tile_sample_min_width: int = 256
+    tile_sample_stride_height: int = 192
+    tile_sample_stride_width: int = 192
+
+    @classmethod
+    def coerce(cls, value: "TilingOptions | Mapping[str, Any] | bool | None") -> "TilingOptions":
+        """``None``/``False`` -> off, ``True`` -> on with defaults, a mapping -> on unless ``enabled`` says otherwise."""
+        if value is None or value is False:
+            return cls()
+        if value is True:
+            return cls(enabled=True)
+        if isinstance(value, cls):
+            return value
+        kw = dict(value)
+        unknown = set(kw) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown VAE tiling option(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
+        return replace(cls(enabled=True), **kw)
+
+    def check(self) -> None:
+        for name in ("tile_sample_min_height", "tile_sample_min_width", "tile_sample_stride_height",
+                     "tile_sample_stride_width"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"VAE tiling: {name} must be positive")
+        if (self.tile_sample_stride_height > self.tile_sample_min_height
+                or self.tile_sample_stride_width > self.tile_sample_min_width):
+            raise ValueError("VAE tiling: a tile stride larger than the tile leaves gaps; lower the stride")
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """Where tiles start and how their outputs are blended, per spatial axis (height, width).
+
+    ``tile`` / ``stride`` are in input pixels, ``out_stride`` / ``out_blend`` / ``out_size`` in output pixels.
+    """
+
+    in_size: tuple[int, int]
+    tile: tuple[int, int]
+    stride: tuple[int, int]
+    out_stride: tuple[int, int]
+    out_blend: tuple[int, int]
+    out_size: tuple[int, int]
+
+    @classmethod
+    def whole(cls, in_size: Sequence[int], out_size: Sequence[int]) -> "TilePlan":
+        """One tile covering the frame: untiled execution through the same code path."""
+        h, w = (int(v) for v in in_size)
+        oh, ow = (int(v) for v in out_size)
+        return cls((h, w), (h, w), (h, w), (oh, ow), (0, 0), (oh, ow))
+
+    @property
+    def rows(self) -> list[int]:
+        return list(range(0, self.in_size[0], self.stride[0]))
+
+    @property
+    def cols(self) -> list[int]:
+        return list(range(0, self.in_size[1], self.stride[1]))
+
+    @property
+    def num_tiles(self) -> int:
+        return len(self.rows) * len(self.cols)
+
+
+def blend_v(a: np.ndarray, b: np.ndarray, extent: int) -> np.ndarray:
+    """Blend the bottom rows of ``a`` into the top rows of ``b`` in place (axis 2 of (B, T, H, W, C)); returns ``b``."""
+    e = min(a.shape[2], b.shape[2], extent)
+    if e > 0:
+        y = np.arange(e, dtype=np.float64) / e
+        wa = (1.0 - y).astype(np.float32)[:, None, None]
+        wb = y.astype(np.float32)[:, None, None]
+        b[:, :, :e] = a[:, :, a.shape[2] - e:] * wa + b[:, :, :e] * wb
+    return b
+
+
+def blend_h(a: np.ndarray, b: np.ndarray, extent: int) -> np.ndarray:
+    """Blend the right columns of ``a`` into the left columns of ``b`` in place (axis 3); returns ``b``."""
+    e = min(a.shape[3], b.shape[3], extent)
+    if e > 0:
+        x = np.arange(e, dtype=np.float64) / e
+        wa = (1.0 - x).astype(np.float32)[:, None]
+        wb = x.astype(np.float32)[:, None]
+        b[:, :, :, :e] = a[:, :, :, a.shape[3] - e:] * wa + b[:, :, :, :e] * wb
+    return b
+
+
+def blend_tiles(grid: Sequence[Sequence[np.ndarray]], plan: TilePlan) -> np.ndarray:
+    """Row-major grid of output tiles (B, T, h, w, C) -> blended, cropped frames (B, T, H, W, C), float32."""
+    rows = [[np.array(t, np.float32, copy=True) for t in row] for row in grid]
+    (bh, bw), (sh, sw) = plan.out_blend, plan.out_stride
+    out_rows = []
+    for i, row in enumerate(rows):
+        out_row = []
+        for j, tile in enumerate(row):
+            if i > 0:
+                blend_v(rows[i - 1][j], tile, bh)
+            if j > 0:
+                blend_h(row[j - 1], tile, bw)
+            out_row.append(tile[:, :, :sh, :sw])
+        out_rows.append(np.concatenate(out_row, axis=3))
+    return np.concatenate(out_rows, axis=2)[:, :, : plan.out_size[0], : plan.out_size[1]]
+
+
+def run_tiled(
+    x: Any,
+    chunk_fn: ChunkFn,
+    *,
+    plan: TilePlan,
+    bounds: Sequence[tuple[int, int]],
+    devices: Sequence[Any] | None = None,
+    on_chunk: Callable[[int, int], None] | None = None,
+    finish: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """Run ``chunk_fn`` over every (batch slice, tile) unit and time chunk of ``x`` (B, T, H, W, C); blend on host.
+
+    ``bounds``: the time chunks ``[(start, end), ...]`` of the input. ``devices``: units go round-robin to these
+    (``None``: one unit per tile, default placement); with more than one device and a batch above one, each batch
+    entry is its own unit. ``finish`` maps each blended chunk (float32) before it is kept. Returns the chunks
+    concatenated on the time axis.
+    """
+    x = np.asarray(x)
+    devs = list(devices) if devices else [None]
+    b = x.shape[0]
+    batches = [slice(i, i + 1) for i in range(b)] if len(devs) > 1 and b > 1 else [slice(0, b)]
+    th, tw = plan.tile
+    units = [(bs, i, j) for bs in batches for i in plan.rows for j in plan.cols]
+    placed = [devs[u % len(devs)] for u in range(len(units))]
+    caches: list[Any] = [None] * len(units)
+    n = len(bounds)
+    done: list[np.ndarray] = []
+
+    def collect(outs: list[Any]) -> None:
+        per_batch = []
+        k = 0
+        for _ in batches:
+            grid = []
+            for _ in plan.rows:
+                grid.append([np.asarray(o) for o in outs[k : k + len(plan.cols)]])
+                k += len(plan.cols)
+            per_batch.append(blend_tiles(grid, plan))
+        chunk = np.concatenate(per_batch, axis=0) if len(per_batch) > 1 else per_batch[0]
+        done.append(finish(chunk) if finish is not None else chunk)
+        if on_chunk is not None:
+            on_chunk(len(done), n)
+
+    pending = None  # chunk k-1 comes to host while chunk k computes
+    for c, (s, e) in enumerate(bounds):
+        outs = []
+        for u, (bs, i, j) in enumerate(units):
+            out, caches[u] = chunk_fn(x[bs, s:e, i : i + th, j : j + tw], caches[u], c == 0, placed[u])
+            if hasattr(out, "copy_to_host_async"):
+                out.copy_to_host_async()
+            outs.append(out)
+        if pending is not None:
+            collect(pending)
+        pending = outs
+    if pending is not None:
+        collect(pending)
+    return np.concatenate(done, axis=1)
