@@ -75,7 +75,11 @@ def masked_checks(out: dict) -> None:
     j_mask = np.concatenate([txt_mask, np.ones((B, S), bool)], 1)
 
     # name -> (function of the sharded arrays, q, k, v for the reference, dense mask, output slice)
+    full = lambda sq, sk: np.ones((B, sq, sk), bool)  # noqa: E731
     cases = {
+        "self_plain": (lambda s, t: ulysses.self_attention(*s), (q, k, v), full(S, S), None),
+        "cross_plain": (lambda s, t: ulysses.cross_attention(s[0], t[1], t[2]), (q, tk, tv), full(S, L), None),
+        "joint_plain": (lambda s, t: ulysses.joint_attention(t, s), (jq, jk, jv), full(L + S, L + S), "joint"),
         "self_causal_mask": (lambda s, t: ulysses.self_attention(*s, kv_mask=kv_mask, causal=True),
                              (q, k, v), dense(B, S, S, kv_mask, causal=True), None),
         "self_prefix_mask": (lambda s, t: ulysses.self_attention(*s, kv_mask=kv_mask, causal_prefix=5),

@@ -141,6 +141,8 @@ def joint_attention(
     Cosmos3: text attends causally to text only, video attends to all text and all video
     (``causal_prefix=S_txt``).
     """
+    if causal and text_causal:
+        raise ValueError("joint_attention: pass causal=True (whole sequence) or text_causal=True (MoT), not both")
     n_txt = txt[0].shape[1]
     flags = dict(causal=causal, causal_prefix=n_txt if text_causal else None)
 
