@@ -29,9 +29,13 @@ def register_models(register):
 def build_dit(spec, ckpt, run):
     """Return a :class:`vidax_core.model_api.DitBuild` for ``spec``: how to construct the denoiser (NNX module),
     its parameter dtype and its config; or a list of them for a mixture of experts over time (each with its
-    ``t_min``/``t_max`` range and ``guidance_key``). The module's ``__call__(latents, timestep, context)`` takes latents in the
-    reference layout (B, C, F, H, W), per-sample timesteps (B,) and text context (B, L, D) and returns the model
-    prediction in the latents' layout. Return None to decline."""
+    ``t_min``/``t_max`` range). The module's ``__call__(latents, timestep, context, **kwargs)`` takes the latents in
+    the layout of the family's diffusers pipeline (``DitBuild.latent_shapes``; an array or a dict of arrays), the
+    timesteps ``Conditioning.prepare`` produced ((B,) by default), the text context exactly as ``encode_prompt``
+    returned it for this branch (an array or a dict of arrays, batch first) and keyword inputs from the
+    conditioning (``Conditioning.model_kwargs``) and the guidance strategy (``Branch.model_kwargs``,
+    ``Guidance.model_inputs``); it returns the prediction in the latents' layout (same structure).
+    This hook is called only for models registered by this plugin."""
 
 
 @hookspec(firstresult=True)
@@ -50,21 +54,35 @@ def shard_rules(spec):
 
 
 @hookspec(firstresult=True)
-def offload_block_groups(spec, model):
-    """Return the names of the stacked block groups of ``model`` that may be streamed from host memory (e.g.
-    ``["blocks"]``, or ``["double_blocks", "single_blocks"]``). Return None to decline."""
+def offload_block_groups(spec, model, run):
+    """Return the names of the stacked block groups of ``model`` to stream from host memory when
+    ``offload.enabled`` (e.g. ``["blocks"]``, or ``["double_blocks", "single_blocks"]``). ``model`` is the
+    denoiser built shape-only (``nnx.eval_shape``: attributes and shapes, no memory); ``run`` the run config.
+    Groups not named here stay resident but still run: the executor runs every group the model lists in its
+    ``block_groups``, and refuses a model with stacked groups missing from that list. Return None to decline."""
 
 
 @hookspec(firstresult=True)
-def build_text_encoder(spec, ckpt, run):
+def build_text_encoder(spec, ckpt, run, mesh):
     """Load and return the family's prompt encoder object (opaque to the core; handed back to
-    ``encode_prompt``). Return None to decline."""
+    ``encode_prompt``). It is built, used and freed BEFORE the denoiser's weights are placed, so a large encoder
+    may use the whole accelerator memory; ``mesh`` is the run's device mesh (axes dp, sp, tp): place a large
+    encoder tensor-parallel across it with :mod:`vidax_core.parallel.sharding` and the encoder's logical axes.
+    Return None to decline."""
 
 
 @hookspec(firstresult=True)
 def encode_prompt(spec, encoder, prompts, run):
-    """Encode a list of prompt strings with ``encoder`` (from ``build_text_encoder``) into the DiT's text
-    context: a float32 numpy array (len(prompts), L, D). Return None to decline."""
+    """Encode ``prompts`` with ``encoder`` (from ``build_text_encoder``) into the DiT's text context.
+
+    ``prompts`` is the list of texts the guidance branches read, in the order ``[prompt, negative_prompt]`` (only
+    ``[prompt]`` without a negative branch). Return either a numpy array (len(prompts), L, D), a dict of numpy
+    arrays each with len(prompts) first (e.g. ``{"hidden": ..., "mask": ..., "pooled": ...}``), or a list with one
+    such context per prompt, each with batch 1 (per-prompt unpadded lengths may then differ: the branches run one
+    after another instead of batched). Context i goes to the denoiser as ``context`` of the branches reading
+    prompt i. Float
+    arrays are cast to the denoiser's parameter dtype by the core; integer and boolean arrays (token ids, masks)
+    keep theirs. Return None to decline."""
 
 
 @hookspec(firstresult=True)
@@ -75,10 +93,11 @@ def build_vae(spec, ckpt, run):
 
 @hookspec(firstresult=True)
 def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
-    """Return a :class:`vidax_core.model_api.Conditioning` with what the denoiser needs beyond the prompt (for
-    image-to-video: image embeddings, first-frame latents and masks; per-token timesteps), computed once before
-    sampling. ``latent_shape`` is (frames, height, width) of the latents. Return None for plain text-to-video
-    (or to decline)."""
+    """Return a :class:`vidax_core.model_api.Conditioning` with what the denoiser needs beyond the prompt,
+    computed once before sampling: image or video conditioning (``run.image``, ``run.video``; read a clip with
+    :func:`vidax_core.io.video.read_video`), per-token timesteps, per-branch inputs, what to do after each model
+    call and after each sampler update. It may serve text-to-video too (e.g. a padding-mask input the model always
+    takes). ``latent_shape`` is (frames, height, width) of the latents. Return None when nothing is needed."""
 
 
 @hookspec(firstresult=True)
@@ -86,6 +105,22 @@ def scheduler(spec, ckpt, run):
     """Return a :class:`vidax_core.schedulers.base.Sampler` to use when the run names none
     (``sampling.scheduler: null``). Return None to let the core read the checkpoint's
     ``scheduler/scheduler_config.json``."""
+
+
+@hookspec(firstresult=True)
+def guidance(spec, ckpt, run):
+    """Return the :class:`vidax_core.guidance.Guidance` strategy of this run (classifier-free with either formula,
+    per-step scales, guidance rescale, spatio-temporal guidance, embedded guidance ...), built from
+    ``run.sampling.guidance_scale`` / ``guidance_scale_2`` and the model's ``run.options``. Return None for the
+    default: classifier-free ``uncond + g * (cond - uncond)`` when ``guidance_scale > 1``, else one pass."""
+
+
+@hookspec(firstresult=True)
+def sampling_plan(spec, ckpt, run, sampler, latent_shape):
+    """Return keyword arguments for ``sampler.plan(...)`` beyond the step count: an explicit ``sigmas`` or
+    ``timesteps`` list (distilled schedules), ``mu`` or ``seq_len`` for a dynamic shift from the token count.
+    ``latent_shape`` is (frames, height, width) of the latents. With ``sigmas``/``timesteps`` given the step count
+    is their length. Return None for ``sampler.plan(run.sampling.num_steps)``."""
 
 
 @hookspec(firstresult=True)

@@ -17,6 +17,13 @@ class DitBuild:
     ``in_channels`` the latent channels the sampler works on. For the parallel checks made before weights load:
     ``heads`` (attention heads, split by tp then sp), ``patch_size`` ((pt, ph, pw): video tokens =
     latent F*H*W / (pt*ph*pw)) and ``block_counts`` ({stacked group name: blocks}, split by offload.chunk_size).
+
+    ``latent_shapes(batch, (f, h, w))`` gives the shape of the latents the sampler works on, in the layout of the
+    family's diffusers pipeline (what it takes as ``latents=``): a tuple, or a dict of tuples for several latent
+    streams (e.g. ``{"video": ..., "audio": ...}``). None means ``(batch, in_channels, f, h, w)``.
+
+    A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
+    ``t_min <= t < t_max``.
     """
 
     ctor: Callable[[], Any]
@@ -27,42 +34,69 @@ class DitBuild:
     heads: int | None = None
     patch_size: tuple[int, int, int] | None = None
     block_counts: dict[str, int] | None = None
-    # Mixture of experts over time (Wan2.2 A14B): this denoiser handles model timesteps t_min <= t < t_max and
-    # uses the guidance scale named by ``guidance_key`` (a key of the run's ``sampling`` section).
+    latent_shapes: Callable[[int, tuple[int, int, int]], Any] | None = None
     t_min: float = float("-inf")
     t_max: float = float("inf")
-    guidance_key: str = "guidance_scale"
 
     def active(self, t: float) -> bool:
         return self.t_min <= t < self.t_max
 
+    def latent_shape(self, batch: int, grid: tuple[int, int, int]) -> Any:
+        if self.latent_shapes is not None:
+            return self.latent_shapes(batch, grid)
+        return (batch, self.in_channels) + tuple(grid)
+
 
 @dataclass(frozen=True)
 class Conditioning:
-    """Conditioning beyond the text prompt (an image, first-frame latents), from ``prepare_conditioning``.
+    """What the denoiser needs beyond the prompt (an image, a video, first-frame latents), from
+    ``prepare_conditioning``; every function is traced inside the jitted step.
 
-    ``arrays`` are host arrays with batch 1 handed to the jitted step. ``model_kwargs`` names the entries of
-    ``arrays`` passed to the denoiser as keyword arguments (repeated for both guidance halves). ``prepare(x, t,
-    arrays)`` maps the sampler's latents and the scalar model timestep to the denoiser's input and timesteps
-    ((B,) or per token (B, S)); ``finalize(latents, arrays)`` adjusts the latents after the last step. Both are
-    traced jax functions; None means identity / a broadcast scalar timestep.
+    * ``arrays``: host arrays with batch 1 handed to the step; ``branch_arrays`` overrides entries per guidance
+      branch (``{"uncond": {"image_context": black_image_tokens}}``).
+    * ``model_kwargs``: names in ``arrays`` passed to the denoiser as keyword arguments.
+    * ``prepare(x, t, arrays) -> (x, t)``: the sampler's latents and scalar model timestep -> the denoiser's input
+      and timesteps (``(B,)``, per token ``(B, S)`` or any shape the denoiser takes). None = identity.
+    * ``after_model(pred, x, t, arrays) -> pred``: adjusts each branch's prediction before guidance (Cosmos
+      replaces the velocity of its conditioning frames). ``x``/``t`` are what ``prepare`` returned.
+    * ``after_step(latents, arrays) -> latents``: applied to the sampler's output after every step (HunyuanVideo
+      I2V puts the clean first frame back); ``finalize`` once after the last step.
+    * ``per_token_update``: hand ``prepare``'s per-token timesteps to the sampler update too
+      (``sampler.step(..., per_token_timesteps=t)``), as LTX's conditioned pipelines do: True for the whole
+      latents, or the key of the one latent stream they apply to (``"video"``).
+    * ``latents(noise) -> latents``: the initial latents from the drawn or given noise (e.g. HunyuanVideo I2V's
+      ``0.999 * noise + 0.001 * image_latents``); host numpy. None = the noise as it is.
     """
 
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
     model_kwargs: tuple[str, ...] = ()
+    branch_arrays: Mapping[str, Mapping[str, np.ndarray]] = field(default_factory=dict)
     prepare: Callable[..., tuple[Any, Any]] | None = None
+    after_model: Callable[..., Any] | None = None
+    after_step: Callable[..., Any] | None = None
     finalize: Callable[..., Any] | None = None
+    per_token_update: bool | str = False
+    latents: Callable[[Any], Any] | None = None
 
 
 class OffloadableDit(Protocol):
-    """What the block-offload executor needs from a denoiser module (see WanDiT for an implementation)."""
+    """What the block-offload executor needs from a denoiser module (see WanDiT for an implementation).
+
+    ``block_groups`` names EVERY stacked block group in execution order; the executor runs each of them, streamed
+    from the host when offloaded, resident otherwise. The carry between groups may be any pytree.
+    """
+
+    block_groups: tuple[str, ...]
 
     def pre(self, latents: Any, timestep: Any, context: Any, **kwargs: Any) -> tuple[Any, dict]:
-        """Everything before the stacked blocks: returns the hidden state and the per-step aux inputs."""
+        """Everything before the stacked blocks: returns the carry (hidden state) and the per-step aux inputs."""
 
     @staticmethod
     def run_block_group(name: str, graphdef: Any, state: Any, x: Any, aux: dict) -> Any:
         """Run a slice of the stacked blocks of group ``name`` (``state`` has the leading layer axis)."""
+
+    def between_groups(self, before: str, after: str, x: Any, aux: dict) -> Any:
+        """Optional: the transition from group ``before`` to ``after`` (e.g. concatenating text and video)."""
 
     def post(self, x: Any, aux: dict, latent_shape: Sequence[int]) -> Any:
         """Everything after the blocks: the prediction in the latents' layout."""
@@ -91,3 +125,15 @@ class VideoAutoencoder(Protocol):
 
         The inverse direction of :meth:`decode_video`, for conditioning on images or clips; same ``params`` rules.
         """
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What a VAE's ``decode_video`` may return instead of bare frames: frames plus an audio track (LTX-2.x).
+
+    ``frames``: float32 (B, T, H, W, 3) in [0, 1]; ``audio``: float32 (B, samples, channels) in [-1, 1];
+    ``sample_rate`` in Hz. ``output.path`` muxes the audio into the mp4 when present."""
+
+    frames: np.ndarray
+    audio: np.ndarray | None = None
+    sample_rate: int | None = None

@@ -10,6 +10,18 @@ from vidax_core.errors import UserError
 
 
 @dataclass(frozen=True)
+class Option:
+    """A family knob under ``options:`` (named as the family's diffusers pipeline call argument where one exists):
+    its default, type (``int``, ``float``, ``bool``, ``str``, ``float | None`` ...), a one-line help text and
+    optionally the allowed values."""
+
+    default: Any
+    type: Any
+    help: str = ""
+    choices: tuple | None = None
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """What the core knows about a model id before loading anything.
 
@@ -27,6 +39,13 @@ class ModelSpec:
     checkpoint_formats: tuple[str, ...] = ("diffusers",)
     description: str = ""
     preset: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Option] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.options:  # the declared options' defaults become part of the preset (shown by show-config)
+            preset = dict(self.preset)
+            preset["options"] = {**{k: o.default for k, o in self.options.items()}, **dict(preset.get("options") or {})}
+            object.__setattr__(self, "preset", preset)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +58,7 @@ class ModelSpec:
             "hub_repo": self.hub_repo,
             "checkpoint_formats": list(self.checkpoint_formats),
             "description": self.description,
+            "options": {k: {"default": o.default, "help": o.help} for k, o in self.options.items()},
         }
 
 

@@ -13,7 +13,7 @@ links on a GPU box or a TPU slice).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import jax
 import numpy as np
@@ -92,12 +92,19 @@ def plan_mesh(
         )
     if offload is not None and offload.enabled:
         for name, n in (block_groups or {}).items():
-            if n % offload.chunk_size:
-                raise UserError(
-                    f"offload.chunk_size={offload.chunk_size} must divide the {n} blocks of group {name!r}: "
-                    f"change offload.chunk_size"
-                )
+            chunk = chunk_size_of(offload.chunk_size, name)
+            if n % chunk:
+                key = f"offload.chunk_size.{name}" if isinstance(offload.chunk_size, Mapping) else "offload.chunk_size"
+                raise UserError(f"{key}={chunk} must divide the {n} blocks of group {name!r}: change {key}")
     return MeshPlan(dp=dp, tp=tp, sp=sp)
+
+
+def chunk_size_of(chunk_size: int | Mapping[str, int], group: str) -> int:
+    """Blocks per offload transfer for ``group``: ``offload.chunk_size`` is one integer or {group: integer}
+    (groups it does not name stream one block at a time)."""
+    if isinstance(chunk_size, Mapping):
+        return int(chunk_size.get(group, 1))
+    return int(chunk_size)
 
 
 def make_mesh(plan: MeshPlan, devices: Sequence[jax.Device] | None = None) -> Mesh:

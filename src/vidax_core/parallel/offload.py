@@ -143,7 +143,7 @@ class BlockPool:
         for i in range(self.num_chunks):
             _, cur = self._next
             if prev is not None:
-                x.block_until_ready()  # chunk i-1 has finished: its weights can go before chunk i+1 arrives
+                jax.block_until_ready(x)  # chunk i-1 has finished: its weights can go before chunk i+1 arrives
                 self._free(prev)
             self._next = None
             if i + 1 < self.num_chunks:
@@ -152,7 +152,7 @@ class BlockPool:
                 prefetch_after.prefetch()  # overlaps this last chunk's compute
             x = self._run_chunk(cur, x, aux)
             prev = cur
-        x.block_until_ready()
+        jax.block_until_ready(x)
         self._free(prev)
         return x
 

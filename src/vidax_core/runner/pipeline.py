@@ -1,13 +1,15 @@
-"""The one generic text-to-video runner: encode -> sample loop -> decode -> write.
+"""The one generic runner: plan -> encode (then free the encoder) -> place the denoiser -> step loop -> decode -> write.
 
-Nothing here knows a model family: the DiT, its checkpoint conversion, the prompt encoder, the VAE and the
-default sampler all come from plugin hooks. The denoising step (model call for both guidance halves, guidance,
-sampler update) is ONE jitted function called from a Python loop with the step index as a traced value, so it
-compiles once per run shape and the loop can report progress.
+Nothing here knows a model family: the DiT, its checkpoint conversion, the prompt encoder, the VAE, the default
+sampler, the guidance strategy and the conditioning all come from plugin hooks. Every parallel and offload rule is
+checked before any weight is read. The denoising step (all guidance branches, conditioning, guidance, sampler
+update) is ONE jitted function (:mod:`vidax_core.runner.step`) called from a Python loop with the step index as a
+traced value, so it compiles once per run shape and the loop can report progress.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from dataclasses import dataclass, field
@@ -29,7 +31,11 @@ from vidax_core.io import video
 from vidax_core.io.checkpoint import Checkpoint, checkpoint_for_run
 from vidax_core.config import RunConfig
 from vidax_core.errors import UserError
-from vidax_core.model_api import Conditioning, DitBuild
+from vidax_core.guidance import PROMPT, Guidance, default_guidance
+from vidax_core.io import audio
+from vidax_core.model_api import Conditioning, Decoded, DitBuild
+from vidax_core.runner.offload_step import OffloadedStep
+from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
 from vidax_core.runner.preflight import preflight
@@ -104,11 +110,12 @@ def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> DitBuild:
-    build: DitBuild | None = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
+def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> list[DitBuild]:
+    """The denoiser builds of ``spec``: one, or several experts switched by timestep."""
+    build = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
     if build is None:
         raise UserError(f"no installed plugin builds the denoiser of {spec.id}")
-    return build
+    return list(build) if isinstance(build, (list, tuple)) else [build]
 
 
 def load_dit(
@@ -121,7 +128,7 @@ def load_dit(
     put: Callable[[tuple, np.ndarray], Any] | None = None,
 ) -> tuple[DitBuild, nnx.Module]:
     """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``."""
-    build = build or build_dit(spec, ckpt, cfg, plugins)
+    build = build or build_dit(spec, ckpt, cfg, plugins)[0]
     graphdef, abstract_state, flat = abstract_model(build.ctor)
     values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=ckpt.tensors(build.component),
                           abstract=flat)
@@ -156,21 +163,54 @@ class Placement:
         return NamedSharding(self.mesh, PartitionSpec())
 
 
-def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Plugins, latent_shape, batch: int,
-                   model_for_groups: Any = None) -> Placement:
-    """Check the parallel config against the model and the run (before any weight is read) and build the mesh."""
-    pt, ph, pw = build.patch_size or (1, 1, 1)
+def stacked_groups(abstract_state: Any) -> set[str]:
+    """Top-level attributes of a model holding stacked blocks (parameters whose first logical axis is ``layers``)."""
+    from vidax_core.nn.layers import LAYERS
+
+    return {str(path[0]) for path, names in sharding.param_names(abstract_state).items()
+            if names and names[0] == LAYERS and len(path) > 1}
+
+
+def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Plugins) -> tuple[str, ...]:
+    """The groups to stream from the host, checked against the model: every stacked group must be one the model
+    runs by name (``block_groups``), or offload would silently skip it."""
+    model = nnx.eval_shape(build.ctor)
+    names = plugins.call("offload_block_groups", spec, model=model, run=cfg)
+    if not names:
+        raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
+    runs = tuple(getattr(model, "block_groups", ()) or ())
+    _, abstract_state = nnx.split(model)
+    missing = sorted(stacked_groups(abstract_state) - set(runs))
+    if missing or not set(names) <= set(runs):
+        what = f"stacked block groups {', '.join(missing)} are" if missing else f"groups {', '.join(sorted(set(names) - set(runs)))} are"
+        raise UserError(f"offload cannot run {spec.id}: its {what} not in the model's block_groups "
+                        f"({', '.join(runs) or 'none'}); set offload.enabled=false (plugin bug: report it)")
+    chunk = cfg.offload.chunk_size
+    if isinstance(chunk, dict):
+        unknown = sorted(set(chunk) - set(runs))
+        if unknown:
+            raise UserError(f"offload.chunk_size names {', '.join(unknown)}, not a block group of {spec.id} "
+                            f"(groups: {', '.join(runs)})")
+    return tuple(names)
+
+
+def video_tokens(build: DitBuild, latent_shape: tuple[int, int, int]) -> int | None:
+    """Tokens of the patchified latent video (the sequence SP splits), or None when the build gives no patch."""
+    if not build.patch_size:
+        return None
+    pt, ph, pw = build.patch_size
     f, h, w = latent_shape
-    tokens = (f // pt) * (h // ph) * (w // pw) if build.patch_size else None
-    groups: tuple[str, ...] = ()
-    if cfg.offload.enabled:
-        names = plugins.call("offload_block_groups", spec, model=model_for_groups)
-        if not names:
-            raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
-        groups = tuple(names)
+    return (f // pt) * (h // ph) * (w // pw)
+
+
+def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Plugins, latent_shape, batch: int,
+                   n_devices: int | None = None) -> Placement:
+    """Check the parallel config against the model and the run (before any weight is read) and build the mesh."""
+    groups = offload_groups(spec, build, cfg, plugins) if cfg.offload.enabled else ()
     counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
-    plan = meshlib.plan_mesh(cfg.parallel, n_devices=jax.device_count(), heads=build.heads, video_tokens=tokens,
-                             batch=batch, block_groups=counts, offload=cfg.offload)
+    plan = meshlib.plan_mesh(cfg.parallel, n_devices=n_devices or jax.device_count(), heads=build.heads,
+                             video_tokens=video_tokens(build, latent_shape), batch=batch, block_groups=counts,
+                             offload=cfg.offload)
     mesh = meshlib.make_mesh(plan)
     rules = sharding.make_rules(plugins.call("shard_rules", spec))
     _, abstract_state, _ = abstract_model(build.ctor)
@@ -178,100 +218,10 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     return Placement(mesh, plan, rules, specs, groups)
 
 
-def _guide(pred: jax.Array, b: int, guided: bool, guidance: jax.Array) -> jax.Array:
-    if guided:
-        cond, uncond = pred[:b], pred[b:]
-        pred = uncond + guidance * (cond - uncond)
-    return pred.astype(jnp.float32)
-
-
-def _model_inputs(sampler, plan_arrays, i, latents, guided: bool, cond: Conditioning | None, cond_arrays):
-    """The denoiser's inputs for step ``i``: latents, timesteps and conditioning kwargs, CFG halves batched."""
-    b = latents.shape[0]
-    x = sampler.scale_model_input(plan_arrays, i, latents)
-    t = plan_arrays["timesteps"][i].astype(jnp.float32)
-    if cond is not None and cond.prepare is not None:
-        x, t = cond.prepare(x, t, cond_arrays)
-    t = jnp.broadcast_to(t, (b,) + jnp.shape(t)[1:]).astype(jnp.float32)
-    kwargs = {k: jnp.broadcast_to(cond_arrays[k], (b,) + cond_arrays[k].shape[1:]) for k in (cond.model_kwargs if cond else ())}
-    if guided:  # both guidance halves in one batch; batch -> dp puts them on different devices when dp = 2
-        x, t = jnp.concatenate([x, x]), jnp.concatenate([t, t])
-        kwargs = {k: jnp.concatenate([v, v]) for k, v in kwargs.items()}
-    return sharding.constrain(x, ("batch",)), t, kwargs
-
-
-def make_step(graphdef: nnx.GraphDef, sampler: sched_base.Sampler, guided: bool, placement: Placement | None = None,
-              cond: Conditioning | None = None) -> Callable:
-    """The jitted denoising step: both guidance halves in one batch, guidance, then the sampler update."""
-    mesh, rules = (placement.mesh, placement.rules) if placement is not None else (None, None)
-
-    def step(params, latents, sampler_state, i, context, plan_arrays, guidance, noise, cond_arrays=None):
-        with sharding.activate(mesh, rules):
-            model = nnx.merge(graphdef, params)
-            x, t, kwargs = _model_inputs(sampler, plan_arrays, i, latents, guided, cond, cond_arrays)
-            pred = _guide(model(x, t, context, **kwargs), latents.shape[0], guided, guidance)
-            return sampler.step(plan_arrays, sampler_state, i, pred, latents, noise)
-
-    return jax.jit(step, donate_argnums=(1, 2))
-
-
-class OffloadedStep:
-    """The denoising step with streamed block groups: jit(pre) -> each group's chunk programs -> jit(post)."""
-
-    def __init__(self, model: nnx.Module, sampler, guided: bool, placement: Placement, chunk_size: int,
-                 tracker: offloadlib.ResidentTracker, cond: Conditioning | None = None) -> None:
-        groups = placement.offload_groups
-        mesh, rules = placement.mesh, placement.rules
-        filters = [nnx.PathContains(g) for g in groups]
-        graphdef, *parts = nnx.split(model, *filters, ...)
-        group_states, rest = parts[:-1], parts[-1]
-        self.rest = rest
-        abstract_groups = [jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), st) for st in group_states]
-        run_group = type(model).run_block_group
-        self.pools = []
-        for name, st in zip(groups, group_states):
-            sub = getattr(model, name)
-            gdef, _ = nnx.split(sub)
-            # ``st`` is the group's state at model level (path prefix = group name): take the sub-tree.
-            host = st[name]
-            pool = offloadlib.BlockPool(
-                name, gdef, host, chunk_size,
-                lambda n, gd, s, x, aux: _in_mesh(mesh, rules, run_group, n, gd, s, x, aux),
-                specs=placement.specs, mesh=mesh, path_prefix=(name,), tracker=tracker)
-            self.pools.append(pool)
-
-        def full_model(rest_state):
-            return nnx.merge(graphdef, *abstract_groups, rest_state)
-
-        def pre(rest_state, latents, i, context, plan_arrays, cond_arrays):
-            with sharding.activate(mesh, rules):
-                x, t, kwargs = _model_inputs(sampler, plan_arrays, i, latents, guided, cond, cond_arrays)
-                return full_model(rest_state).pre(x, t, context, **kwargs)
-
-        def post(rest_state, h, aux, latents, sampler_state, i, plan_arrays, guidance, noise):
-            with sharding.activate(mesh, rules):
-                pred = full_model(rest_state).post(h, aux, latents.shape)
-                pred = _guide(pred, latents.shape[0], guided, guidance)
-                return sampler.step(plan_arrays, sampler_state, i, pred, latents, noise)
-
-        self._pre = jax.jit(pre)
-        self._post = jax.jit(post, donate_argnums=(3, 4))
-
-    def __call__(self, params, latents, sampler_state, i, context, plan_arrays, guidance, noise, cond_arrays=None):
-        h, aux = self._pre(self.rest, latents, i, context, plan_arrays, cond_arrays)
-        for k, pool in enumerate(self.pools):
-            nxt = self.pools[k + 1] if k + 1 < len(self.pools) else self.pools[0]  # next group, or next step
-            h = pool.run(h, aux, prefetch_after=nxt)
-        return self._post(self.rest, h, aux, latents, sampler_state, i, plan_arrays, guidance, noise)
-
-    def release(self) -> None:
-        for pool in self.pools:
-            pool.release()
-
-
-def _in_mesh(mesh, rules, run_group, name, graphdef, state, x, aux):
-    with sharding.activate(mesh, rules):
-        return run_group(name, graphdef, state, x, aux)
+def expected_batch(guide: Guidance) -> int:
+    """Model batch of the largest call, assuming the branches' contexts have equal shapes (checked after encoding)."""
+    plain = [b for b in guide.branches if not b.model_kwargs]
+    return max(len(plain), 1)
 
 
 @dataclass
@@ -282,25 +232,100 @@ class Expert:
     placement: Placement
     step: Any
     params: Any
-    guidance: float
 
 
-def _plan_experts(spec, ckpt, cfg, plugins, reporter, latent_hw, guided) -> list[tuple[DitBuild, Placement]]:
-    """Build each denoiser's description and check its mesh and offload rules, before any weight is read."""
-    built = build_dit(spec, ckpt, cfg, plugins)
-    builds = list(built) if isinstance(built, (list, tuple)) else [built]
-    placements = [plan_placement(spec, b, cfg, plugins, latent_hw, batch=2 if guided else 1) for b in builds]
-    p = placements[0].plan
-    reporter.log(f"mesh dp={p.dp} tp={p.tp} sp={p.sp} over {p.size} of {jax.device_count()} devices"
-                 + (f", offloading {', '.join(placements[0].offload_groups)} in chunks of {cfg.offload.chunk_size}"
-                    if placements[0].offload_groups else "")
-                 + (f"; {len(builds)} experts switched by timestep" if len(builds) > 1 else ""))
-    return list(zip(builds, placements))
+def select_guidance(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> Guidance:
+    picked = plugins.call("guidance", spec, ckpt=ckpt, run=cfg)
+    return picked if picked is not None else default_guidance(cfg)
 
 
-def _guidance(cfg: RunConfig, build: DitBuild) -> float:
-    value = getattr(cfg.sampling, build.guidance_key)
-    return float(cfg.sampling.guidance_scale if value is None else value)
+def sampling_plan(spec, ckpt, cfg: RunConfig, plugins: Plugins, sampler, latent_shape) -> sched_base.SamplerPlan:
+    """``sampler.plan`` with the plugin's extra arguments (sigma lists, dynamic shift)."""
+    kwargs = plugins.call("sampling_plan", spec, ckpt=ckpt, run=cfg, sampler=sampler, latent_shape=latent_shape) or {}
+    steps = None if ("sigmas" in kwargs or "timesteps" in kwargs) else cfg.sampling.num_steps
+    try:
+        return sampler.plan(steps, **kwargs) if kwargs else sampler.plan(steps)
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"sampler {getattr(sampler, 'name', type(sampler).__name__)} cannot plan this run: "
+                        f"{str(exc).splitlines()[0]}") from exc
+
+
+def encode(spec, ckpt, cfg: RunConfig, plugins: Plugins, guide: Guidance, mesh) -> list[Any]:
+    """Encode every prompt the guidance branches read; one context (array or dict of arrays) per prompt. The
+    encoder is freed before returning, so the denoiser can use its memory."""
+    encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=cfg, mesh=mesh)
+    if encoder is None:
+        raise UserError(f"the plugin of {spec.id} provides no text encoder")
+    texts = [cfg.prompt if p == PROMPT else cfg.negative_prompt for p in guide.prompts]
+    with sharding.activate(mesh, None):
+        out = plugins.call("encode_prompt", spec, encoder=encoder, prompts=texts, run=cfg)
+    del encoder
+    gc.collect()
+    if isinstance(out, (list, tuple)):  # one context per prompt, each with batch 1 (lengths may differ)
+        if len(out) != len(texts):
+            raise ValueError(f"encode_prompt returned {len(out)} contexts for {len(texts)} prompts")
+        return [jax.tree.map(np.asarray, c) for c in out]
+    if isinstance(out, dict):
+        return [{k: np.asarray(v)[i:i + 1] for k, v in out.items()} for i in range(len(texts))]
+    out = np.asarray(out)
+    return [out[i:i + 1] for i in range(len(texts))]
+
+
+def _context_to_device(ctx: Any, dtype: Any, repl) -> Any:
+    def put(a):
+        a = np.asarray(a)
+        if np.issubdtype(a.dtype, np.floating):
+            a = a.astype(dtype)
+        return sharding.put(a, repl)
+
+    return jax.tree.map(put, ctx)
+
+
+def _draw_noise(key, shapes: Any) -> Any:
+    if isinstance(shapes, dict):
+        return {k: np.asarray(jax.random.normal(jax.random.fold_in(key, n), tuple(s), jnp.float32))
+                for n, (k, s) in enumerate(sorted(shapes.items()))}
+    return np.asarray(jax.random.normal(key, tuple(shapes), jnp.float32))
+
+
+def initial_latents(cfg: RunConfig, shapes: Any) -> Any:
+    """``sampling.initial_noise`` (a .npy, or a .npz with one array per latent stream) or a seeded draw."""
+    path = cfg.sampling.initial_noise
+    if not path:
+        return _draw_noise(jax.random.key(cfg.sampling.seed), shapes)
+    if not isinstance(shapes, dict):
+        return load_initial_noise(path, shapes)
+    try:
+        with np.load(path) as data:
+            arrays = {k: np.asarray(data[k]) for k in data.files}
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise UserError(f"sampling.initial_noise {path}: this model's latents are several arrays "
+                        f"({', '.join(sorted(shapes))}): give a .npz holding each (numpy.savez)") from exc
+    if sorted(arrays) != sorted(shapes):
+        raise UserError(f"sampling.initial_noise {path} holds {', '.join(sorted(arrays)) or 'nothing'}, this model needs "
+                        f"{', '.join(sorted(shapes))}")
+    for k, s in shapes.items():
+        if arrays[k].shape != tuple(s):
+            raise UserError(f"sampling.initial_noise {path}: {k} has shape {arrays[k].shape}, this run needs {tuple(s)}")
+        if not np.all(np.isfinite(arrays[k])):
+            raise UserError(f"sampling.initial_noise {path}: {k} holds NaN or infinite values")
+    return {k: v.astype(np.float32) for k, v in arrays.items()}
+
+
+def save_latents(path: str, final: Any) -> None:
+    if isinstance(final, dict):
+        outputs.write_atomic(path, lambda tmp: np.savez(open(tmp, "wb"), **{k: np.asarray(v) for k, v in final.items()}))
+    else:
+        outputs.save_npy(path, final)
+
+
+def _check_per_token(sampler, cond: Conditioning | None) -> None:
+    if cond is not None and cond.per_token_update:
+        import inspect
+
+        if "per_token_timesteps" not in inspect.signature(sampler.step).parameters:
+            raise UserError(f"sampler {sampler.name} has no per-token update, which this model's conditioning needs: "
+                            "use sampling.scheduler=flow_euler")
 
 
 def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
@@ -319,75 +344,86 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     ckpt.progress = reporter.byte_progress
     reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {backend}")
     sampler = select_sampler(spec, ckpt, cfg, plugins)
+    guide = select_guidance(spec, ckpt, cfg, plugins)
     vae = plugins.call("build_vae", spec, ckpt=ckpt, run=cfg)
     if vae is None:
         raise UserError(f"the plugin of {spec.id} provides no VAE")
     s = cfg.sampling
-    guided = s.guidance_scale > 1.0
-    lat_f, lat_h, lat_w = vae.latent_shape(s.num_frames, s.height, s.width)
+    grid = tuple(vae.latent_shape(s.num_frames, s.height, s.width))
     tracker = offloadlib.ResidentTracker()
-    # Every parallel/offload divisibility rule is checked here, before the DiT's weights are read.
-    planned = _plan_experts(spec, ckpt, cfg, plugins, reporter, (lat_f, lat_h, lat_w), guided)
+    # Every parallel/offload divisibility rule is checked here, before any weight is read.
+    builds = build_dit(spec, ckpt, cfg, plugins)
+    placements = [plan_placement(spec, b, cfg, plugins, grid, batch=expected_batch(guide)) for b in builds]
+    p = placements[0].plan
+    reporter.log(f"mesh dp={p.dp} tp={p.tp} sp={p.sp} over {p.size} of {jax.device_count()} devices"
+                 + (f", offloading {', '.join(placements[0].offload_groups)}" if placements[0].offload_groups else "")
+                 + (f"; {len(builds)} experts switched by timestep" if len(builds) > 1 else "")
+                 + f"; guidance {guide.describe()} ({len(guide.branches)} branch{'es' if len(guide.branches) > 1 else ''})")
+    timer.add("load_s", time.perf_counter() - t0)
+
+    # The prompt encoder runs first and is freed before the denoiser is placed: both need not fit at once.
+    t0 = time.perf_counter()
+    contexts = encode(spec, ckpt, cfg, plugins, guide, placements[0].mesh)
+    timer.add("encode_s", time.perf_counter() - t0)
+    batches, prompt_index = plan_batches(guide, contexts)
+    batch = max(len(b) for b in batches)
+    if batch % p.dp:
+        raise UserError(f"parallel.dp={p.dp} must divide the model batch of {batch} guidance branches of this run: "
+                        "change parallel.dp")
+
+    t0 = time.perf_counter()
     cond: Conditioning | None = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae,
-                                             latent_shape=(lat_f, lat_h, lat_w))
+                                             latent_shape=grid)
+    _check_per_token(sampler, cond)
+    plan = StepPlan(sampler, guide, cond, batches, prompt_index)
     experts: list[Expert] = []
-    for build, placement in planned:
+    for build, placement in zip(builds, placements):
         build, model = load_dit(spec, ckpt, cfg, plugins, reporter, build=build, put=placement.put)
         if placement.offload_groups:
-            step = OffloadedStep(model, sampler, guided, placement, cfg.offload.chunk_size, tracker, cond)
+            step = OffloadedStep(model, plan, placement, placement.offload_groups, cfg.offload.chunk_size, tracker)
             params = None
             tracker.base += sharding.per_device_bytes(step.rest)
         else:
             graphdef, params = nnx.split(model)
-            step = make_step(graphdef, sampler, guided, placement, cond)
+            step = make_step(graphdef, plan, placement.mesh, placement.rules)
             tracker.base += sharding.per_device_bytes(params)
-        experts.append(Expert(build, placement, step, params, _guidance(cfg, build)))
+        experts.append(Expert(build, placement, step, params))
         del model
     tracker.peak = tracker.base
-    encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=cfg)
-    if encoder is None:
-        raise UserError(f"the plugin of {spec.id} provides no text encoder")
     timer.add("load_s", time.perf_counter() - t0)
 
-    t0 = time.perf_counter()
-    prompts = [cfg.prompt] + ([cfg.negative_prompt] if guided else [])
-    context = np.asarray(plugins.call("encode_prompt", spec, encoder=encoder, prompts=prompts, run=cfg))
-    del encoder
-    timer.add("encode_s", time.perf_counter() - t0)
-
     build0, placement0 = experts[0].build, experts[0].placement
-    shape = (1, build0.in_channels, lat_f, lat_h, lat_w)
-    if s.initial_noise:
-        latents = load_initial_noise(s.initial_noise, shape)
-    else:
-        latents = np.asarray(jax.random.normal(jax.random.key(s.seed), shape, jnp.float32))
+    shapes = build0.latent_shape(1, grid)
+    noise0 = initial_latents(cfg, shapes)
+    if sampler.init_noise_sigma != 1.0:
+        noise0 = jax.tree.map(lambda a: a * np.float32(sampler.init_noise_sigma), noise0)
+    latents = cond.latents(noise0) if cond is not None and cond.latents is not None else noise0
 
-    plan = sampler.plan(s.num_steps)
+    splan = sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
     repl = placement0.replicated()
-    plan_arrays = jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), plan.arrays())
-    cond_arrays = None
-    if cond is not None:
-        cond_arrays = {k: sharding.put(np.asarray(v), repl) for k, v in cond.arrays.items()}
-    x = sharding.put(latents, repl)
-    state = jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), sampler.init_state(plan, jnp.asarray(latents)))
-    ctx = sharding.put(np.asarray(context, dtype=build0.param_dtype), repl)
+    put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
+    plan_arrays = put(splan.arrays())
+    scales = put(guide.scales(np.asarray(splan.timesteps)))
+    cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
+    branch_arrays = put({k: dict(v) for k, v in cond.branch_arrays.items()}) if cond is not None else {}
+    x = put(latents)
+    state = put(init_state(sampler, splan, latents))
+    ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)
     noise_key = jax.random.fold_in(jax.random.key(s.seed), 1)
-    schedule = [_expert_for(experts, float(t)) for t in np.asarray(plan.timesteps)]
+    schedule = [_expert_for(experts, float(t)) for t in np.asarray(splan.timesteps)]
 
     step_times: list[float] = []
-    bar = reporter.bar(plan.num_steps, "sampling", unit="step")
+    bar = reporter.bar(splan.num_steps, "sampling", unit="step")
     active = None
-    for i in range(plan.num_steps):
+    for i in range(splan.num_steps):
         t_step = time.perf_counter()
         e = experts[schedule[i]]
         if active is not None and active is not e and active.placement.offload_groups:
             active.step.release()  # only the active expert's blocks are ever on the devices
         active = e
-        noise = None
-        if sampler.needs_noise:
-            noise = sharding.put(np.asarray(jax.random.normal(jax.random.fold_in(noise_key, i), shape, jnp.float32)), repl)
-        x, state = e.step(e.params, x, state, np.int32(i), ctx, plan_arrays, np.float32(e.guidance), noise, cond_arrays)
-        x.block_until_ready()
+        noise = put(_draw_noise(jax.random.fold_in(noise_key, i), shapes)) if sampler.needs_noise else None
+        x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, cond_arrays, branch_arrays)
+        jax.block_until_ready(x)
         step_times.append(time.perf_counter() - t_step)
         bar.update(1)
     bar.close()
@@ -396,26 +432,30 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
             e.step.release()
     if cond is not None and cond.finalize is not None:
         x = jax.jit(cond.finalize)(x, cond_arrays)
-    final = _to_host(x)
+    final = jax.tree.map(_to_host, x)
     compile_s = step_times[0] - (float(np.median(step_times[1:])) if len(step_times) > 1 else 0.0)
     per_step = float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
     timer.add("compile_s", max(compile_s, 0.0))
     timer.add("sampling_s", float(sum(step_times)))
     writer = distributed.is_writer()  # under jax.distributed only process 0 writes
     if out.save_latents and writer:
-        outputs.save_npy(out.save_latents, final)
+        save_latents(out.save_latents, final)
 
     t0 = time.perf_counter()
-    dbar = reporter.bar(lat_f, "decoding", unit="chunk")
-    frames = vae.decode_video(final, on_chunk=lambda done, total: dbar.update(1))
+    dbar = reporter.bar(grid[0], "decoding", unit="chunk")
+    decoded = vae.decode_video(final, on_chunk=lambda done, total: dbar.update(1))
     dbar.close()
+    if not isinstance(decoded, Decoded):
+        decoded = Decoded(np.asarray(decoded))
+    frames = decoded.frames
     timer.add("decode_s", time.perf_counter() - t0)
     if out.save_frames and writer:
         outputs.save_npy(out.save_frames, frames.astype(np.float32))
     if out.path and writer:
         video.write_mp4(out.path, frames[0], out.fps)
+        if decoded.audio is not None:
+            audio.mux_audio(out.path, decoded.audio[0], int(decoded.sample_rate or 16000))
 
-    p = placement0.plan
     offloaded = [e for e in experts if e.placement.offload_groups]
     metrics = {
         "model": spec.id,
@@ -425,12 +465,15 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         "sampling_s": timer.phases.get("sampling_s", 0.0),
         "per_step_s": per_step,
         "step_times_s": step_times,
-        "num_steps": plan.num_steps,
+        "num_steps": splan.num_steps,
         "decode_s": timer.phases.get("decode_s", 0.0),
         "total_s": timer.total(),
         "peak_rss_mb": peak_rss_mb(),
-        "latent_shape": list(shape),
+        "latent_shape": jax.tree.map(list, shapes, is_leaf=lambda v: isinstance(v, tuple)),
         "sampler": getattr(sampler, "name", type(sampler).__name__),
+        "guidance": guide.describe(),
+        "guidance_branches": [b.name for b in guide.branches],
+        "model_calls_per_step": [list(b) for b in batches],
         "experts": [e.build.component for e in experts],
         "expert_per_step": [experts[k].build.component for k in schedule],
         "backend": jax.default_backend(),
@@ -444,6 +487,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         # Largest per-device bytes of DiT weights resident on devices at any time during sampling (non-block
         # params + the at most two streamed chunks with offload; all params without).
         "peak_resident_weight_bytes": int(tracker.peak),
+        "audio": decoded.audio is not None,
     }
     if out.metrics and writer:
         outputs.save_json(out.metrics, metrics)
@@ -473,4 +517,3 @@ def summary(metrics: dict[str, Any]) -> str:
         f"({metrics['per_step_s']:.3f} s/step steady), decode {metrics['decode_s']:.1f}s, "
         f"peak RSS {metrics['peak_rss_mb']:.0f} MB"
     )
-

@@ -6,16 +6,18 @@ import os
 import tempfile
 
 from vidax_core.io import outputs
-from vidax_core.config import RunConfig
+from vidax_core.config import RunConfig, check_options
 from vidax_core.errors import UserError
 from vidax_core.plugins import Plugins
 from vidax_core.registry import ModelSpec
 
 IMAGE_TASKS = ("i2v", "ti2v")
+VIDEO_TASKS = ("v2v",)
 
 
 def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_outputs: bool = True) -> None:
     """Raise a :class:`UserError` for the first problem found with ``cfg`` for model ``spec``."""
+    check_options(cfg.options, spec.options, spec.id)
     problems = plugins.call("check_run", spec, run=cfg) or []
     if problems:
         raise UserError(problems[0])
@@ -25,6 +27,12 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
         if not os.path.isfile(cfg.image):
             raise UserError(f"image {cfg.image} does not exist")
         check_image(cfg.image)
+    if cfg.video is not None:
+        if not any(t in VIDEO_TASKS for t in spec.tasks):
+            raise UserError(f"model {spec.id} takes no conditioning video (tasks: {', '.join(spec.tasks)}): "
+                            "remove the `video` key")
+        if not os.path.isfile(cfg.video):
+            raise UserError(f"video {cfg.video} does not exist")
     if cfg.sampling.initial_noise and not os.path.isfile(cfg.sampling.initial_noise):
         raise UserError(f"sampling.initial_noise {cfg.sampling.initial_noise} does not exist")
     if check_outputs:

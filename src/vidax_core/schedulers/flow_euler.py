@@ -125,12 +125,23 @@ class FlowEulerSampler(Sampler):
         return SamplerPlan(timesteps=ts.astype(np.float32), sigmas=s32, num_steps=num_steps)
 
     # ---------------------------------------------------------------- device
-    def step(self, plan_arrays, state, i, model_output, sample, noise=None):
+    def step(self, plan_arrays, state, i, model_output, sample, noise=None, per_token_timesteps=None):
+        """One Euler step. ``per_token_timesteps`` (B, S) (in model-timestep units; tokens on the sample's last
+        axes but one, as the packed (B, S, C) layout LTX uses) gives each token its own sigma: it moves from its own
+        sigma to the largest plan sigma strictly below it (0 when none), as diffusers' per-token update does."""
         _check_noise(self, noise)
         sigma = gather(plan_arrays, "sigmas", i)
         sigma_next = gather(plan_arrays, "sigmas", i + 1)
         x = sample.astype(jnp.float32)
         v = model_output.astype(jnp.float32)
+        if per_token_timesteps is not None:
+            if self.stochastic_sampling:
+                raise ValueError("flow_euler: per-token timesteps need stochastic_sampling=false")
+            tok = per_token_timesteps.astype(jnp.float32) / self.num_train_timesteps
+            sig = plan_arrays["sigmas"].astype(jnp.float32)
+            below = jnp.where(sig[:, None, None] < tok[None] - 1e-6, sig[:, None, None], 0.0).max(axis=0)
+            dt = (below - tok)[..., None]  # (B, S, 1): broadcast over channels
+            return (x + dt * v).astype(sample.dtype), state
         if self.stochastic_sampling:
             x0 = x - sigma * v
             prev = (1.0 - sigma_next) * x0 + sigma_next * noise.astype(jnp.float32)

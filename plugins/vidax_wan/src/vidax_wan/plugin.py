@@ -61,9 +61,29 @@ def build_dit(spec, ckpt, run):
 
     if not _has_component(ckpt, "transformer_2"):
         return one("transformer")
-    # Wan2.2 A14B: the high-noise expert runs while t >= boundary, then the low-noise expert with guidance_scale_2.
-    boundary = float(ckpt.model_index.get("boundary_ratio") or 0.875) * _train_timesteps(ckpt)
-    return [one("transformer", t_min=boundary), one("transformer_2", t_max=boundary, guidance_key="guidance_scale_2")]
+    # Wan2.2 A14B: the high-noise expert runs while t >= boundary, then the low-noise expert.
+    boundary = _boundary(ckpt)
+    return [one("transformer", t_min=boundary), one("transformer_2", t_max=boundary)]
+
+
+def _boundary(ckpt) -> float:
+    return float(ckpt.model_index.get("boundary_ratio") or 0.875) * _train_timesteps(ckpt)
+
+
+@hookimpl
+def guidance(spec, ckpt, run):
+    """Classifier-free guidance; with two experts (Wan2.2 A14B) the low-noise expert's steps use
+    ``sampling.guidance_scale_2`` (the reference's ``guidance_scale_2``; null = guidance_scale)."""
+    from vidax_core.guidance import ClassifierFree, NoGuidance
+
+    s = run.sampling
+    g, g2 = float(s.guidance_scale), float(s.guidance_scale if s.guidance_scale_2 is None else s.guidance_scale_2)
+    if g <= 1.0:  # the reference decides CFG from guidance_scale alone
+        return NoGuidance()
+    if not _has_component(ckpt, "transformer_2"):
+        return ClassifierFree(scale=g)
+    boundary = _boundary(ckpt)
+    return ClassifierFree(scale=lambda t: g if t >= boundary else g2)
 
 
 def _has_component(ckpt, name: str) -> bool:
@@ -255,6 +275,40 @@ def builtin_checkpoint(spec, name):
 
 
 @hookimpl
+def bench_reference(spec, engine, ckpt_dir, run):
+    """``vidax bench --reference diffusers``: the same run with diffusers' WanPipeline (text-to-video)."""
+    if not _ours(spec) or engine != "diffusers":
+        return None
+    from .bench_reference import WanDiffusersReference
+
+    return WanDiffusersReference(ckpt_dir, run)
+
+
+@hookimpl
+def bench_dit(spec, need_reference):
+    """``vidax bench --dit-only``: a Wan2.1-1.3B-width DiT in vidax and diffusers, and the Wan2.1 VAE."""
+    if not _ours(spec):
+        return None
+    from .bench_reference import WanDitBench
+
+    return WanDitBench(need_reference)
+
+
+@hookimpl
+def vae_latent_shape(spec, ckpt, run):
+    """The latent grid from vae/config.json alone, through the same code as the loaded VAE."""
+    if not _ours(spec) or not ckpt.has("vae"):
+        return None
+    from types import SimpleNamespace
+
+    from vidax_core.vae.wan21 import WanVAEConfig
+
+    s = run.sampling
+    shell = WanVideoAutoencoder(SimpleNamespace(cfg=WanVAEConfig.from_config(ckpt.config("vae"))))
+    return shell.latent_shape(s.num_frames, s.height, s.width)
+
+
+@hookimpl
 def check_checkpoint(spec, ckpt, run):
     """Does the checkpoint fit this model id? Read from its config files only, before any weight loads."""
     if not _ours(spec):
@@ -310,37 +364,3 @@ def check_checkpoint(spec, ckpt, run):
         if any(not s > 0 for s in vae.latents_std):
             problems.append(f"{vae_file}: latents_std must be positive numbers")
     return problems
-
-
-@hookimpl
-def bench_reference(spec, engine, ckpt_dir, run):
-    """``vidax bench --reference diffusers``: the same run with diffusers' WanPipeline (text-to-video)."""
-    if not _ours(spec) or engine != "diffusers":
-        return None
-    from .bench_reference import WanDiffusersReference
-
-    return WanDiffusersReference(ckpt_dir, run)
-
-
-@hookimpl
-def bench_dit(spec, need_reference):
-    """``vidax bench --dit-only``: a Wan2.1-1.3B-width DiT in vidax and diffusers, and the Wan2.1 VAE."""
-    if not _ours(spec):
-        return None
-    from .bench_reference import WanDitBench
-
-    return WanDitBench(need_reference)
-
-
-@hookimpl
-def vae_latent_shape(spec, ckpt, run):
-    """The latent grid from vae/config.json alone, through the same code as the loaded VAE."""
-    if not _ours(spec) or not ckpt.has("vae"):
-        return None
-    from types import SimpleNamespace
-
-    from vidax_core.vae.wan21 import WanVAEConfig
-
-    s = run.sampling
-    shell = WanVideoAutoencoder(SimpleNamespace(cfg=WanVAEConfig.from_config(ckpt.config("vae"))))
-    return shell.latent_shape(s.num_frames, s.height, s.width)

@@ -1,0 +1,189 @@
+"""Guidance strategies: how the model passes of one denoising step combine into the prediction the sampler uses.
+
+A strategy names its *branches* (one model pass each: which prompt it reads and which extra model inputs it gets),
+computes its per-step scales on the host once per run (so a scale may change with the step, as CogVideoX's dynamic
+cosine guidance and Wan2.2's per-expert scales do), and combines the branch predictions inside the one jitted step.
+Predictions may be pytrees (video and audio latents): the linear formulas apply leaf by leaf.
+
+The family plugin picks the strategy (hook ``guidance``); the run config tunes it through ``sampling.guidance_scale``
+and the family's ``options``. Without a hook answer the core uses :func:`default_guidance`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+PROMPT = "prompt"
+NEGATIVE = "negative"
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One model pass per step: ``name``, the prompt it reads (``"prompt"`` or ``"negative"``) and extra keyword
+    inputs of the denoiser that only this branch gets (e.g. the layers a spatio-temporal-guidance pass skips)."""
+
+    name: str
+    prompt: str = PROMPT
+    model_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Guidance:
+    """Base class. Subclasses set ``branches`` and implement :meth:`combine`."""
+
+    branches: tuple[Branch, ...] = (Branch("cond"),)
+
+    def scales(self, timesteps: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-step scale tables ``{name: (N,) float32}`` computed on the host from the plan's model timesteps."""
+        return {}
+
+    def model_inputs(self, scales: Mapping[str, jax.Array], batch: int) -> dict[str, jax.Array]:
+        """Denoiser keyword inputs every branch gets at this step (embedded guidance feeds its scale here)."""
+        return {}
+
+    def combine(self, preds: Mapping[str, Any], scales: Mapping[str, jax.Array]) -> Any:
+        """The guided prediction from ``{branch name: prediction}`` (traced)."""
+        return preds[self.branches[0].name]
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        """The prompts the branches read, in first-use order (what ``encode_prompt`` is asked for)."""
+        seen: list[str] = []
+        for b in self.branches:
+            if b.prompt not in seen:
+                seen.append(b.prompt)
+        return tuple(seen)
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+def _lin(fn: Callable[..., jax.Array], *trees: Any) -> Any:
+    return jax.tree.map(lambda *xs: fn(*[x.astype(jnp.float32) for x in xs]), *trees)
+
+
+def _per_step(value: float | Callable[[float], float], timesteps: np.ndarray) -> np.ndarray:
+    if callable(value):
+        return np.asarray([value(float(t)) for t in timesteps], np.float32)
+    return np.full((len(timesteps),), value, np.float32)
+
+
+def rescale(guided: Any, cond: Any, phi: jax.Array) -> Any:
+    """Guidance rescale (Lin et al. 2023, as diffusers' ``rescale_noise_cfg``): match the guided prediction's std
+    to the conditional one's, per sample over all other axes (unbiased std, as torch), then mix by ``phi``."""
+
+    def one(g, c):
+        axes = tuple(range(1, g.ndim))
+        n = int(np.prod([g.shape[a] for a in axes]))
+        std = lambda x: jnp.sqrt(jnp.sum((x - x.mean(axes, keepdims=True)) ** 2, axes, keepdims=True) / (n - 1))
+        return phi * (g * (std(c) / std(g))) + (1.0 - phi) * g
+
+    return jax.tree.map(lambda g, c: one(g.astype(jnp.float32), c.astype(jnp.float32)), guided, cond)
+
+
+class NoGuidance(Guidance):
+    """A single conditional pass (guidance scale <= 1, or a guidance-distilled model)."""
+
+    branches = (Branch("cond"),)
+
+
+@dataclass(frozen=True)
+class ClassifierFree(Guidance):
+    """Two passes, conditional and negative prompt.
+
+    ``formula="uncond"``: ``uncond + g * (cond - uncond)`` (Wan, CogVideoX, LTX, HunyuanVideo true CFG);
+    ``formula="cond"``: ``cond + g * (cond - uncond)`` (Cosmos-Predict2.5). ``scale`` is a number or a function of
+    the model timestep (per-step scales: Wan2.2's experts, CogVideoX's dynamic cosine schedule). ``rescale_phi`` > 0
+    applies guidance rescale.
+    """
+
+    scale: float | Callable[[float], float] = 5.0
+    formula: str = "uncond"
+    rescale_phi: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.formula not in ("uncond", "cond"):
+            raise ValueError(f"formula must be 'uncond' or 'cond', got {self.formula!r}")
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
+        return (Branch("cond"), Branch("uncond", NEGATIVE))
+
+    def scales(self, timesteps):
+        return {"g": _per_step(self.scale, timesteps)}
+
+    def combine(self, preds, scales):
+        g = scales["g"]
+        base = "uncond" if self.formula == "uncond" else "cond"
+        out = _lin(lambda c, u, b: b + g * (c - u), preds["cond"], preds["uncond"], preds[base])
+        if self.rescale_phi > 0:
+            out = rescale(out, preds["cond"], jnp.float32(self.rescale_phi))
+        return out
+
+
+@dataclass(frozen=True)
+class SpatioTemporal(Guidance):
+    """Three passes: conditional, negative and a perturbed conditional pass (spatio-temporal guidance, as the LTX
+    recipes use): ``uncond + g * (cond - uncond) + s * (cond - perturbed)``, then optional guidance rescale.
+    ``perturb`` are the denoiser inputs of the perturbed pass (e.g. ``{"skip_block_indices": ...}``)."""
+
+    scale: float | Callable[[float], float] = 3.0
+    stg_scale: float | Callable[[float], float] = 1.0
+    perturb: Mapping[str, Any] = field(default_factory=dict)
+    rescale_phi: float = 0.0
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
+        return (Branch("cond"), Branch("uncond", NEGATIVE), Branch("perturbed", PROMPT, dict(self.perturb)))
+
+    def scales(self, timesteps):
+        return {"g": _per_step(self.scale, timesteps), "s": _per_step(self.stg_scale, timesteps)}
+
+    def combine(self, preds, scales):
+        g, s = scales["g"], scales["s"]
+        out = _lin(lambda c, u, p: u + g * (c - u) + s * (c - p), preds["cond"], preds["uncond"], preds["perturbed"])
+        if self.rescale_phi > 0:
+            out = rescale(out, preds["cond"], jnp.float32(self.rescale_phi))
+        return out
+
+
+@dataclass(frozen=True)
+class Embedded(Guidance):
+    """Guidance distilled into the model: the scale is a model input (``input_name``, times ``multiplier``), one
+    pass per step (HunyuanVideo 1.0). With ``true_cfg_scale`` > 1 a negative pass is added on top and combined as
+    ``uncond + true_cfg * (cond - uncond)``; both passes get the embedded scale."""
+
+    scale: float = 6.0
+    input_name: str = "guidance"
+    multiplier: float = 1.0
+    true_cfg_scale: float = 1.0
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
+        if self.true_cfg_scale > 1.0:
+            return (Branch("cond"), Branch("uncond", NEGATIVE))
+        return (Branch("cond"),)
+
+    def scales(self, timesteps):
+        return {"embedded": _per_step(self.scale * self.multiplier, timesteps),
+                "g": _per_step(self.true_cfg_scale, timesteps)}
+
+    def model_inputs(self, scales, batch):
+        return {self.input_name: jnp.broadcast_to(scales["embedded"].astype(jnp.float32), (batch,))}
+
+    def combine(self, preds, scales):
+        if len(self.branches) == 1:
+            return preds["cond"]
+        g = scales["g"]
+        return _lin(lambda c, u: u + g * (c - u), preds["cond"], preds["uncond"])
+
+
+def default_guidance(run: Any) -> Guidance:
+    """Classifier-free guidance with ``sampling.guidance_scale`` when it is > 1, else a single pass."""
+    g = float(run.sampling.guidance_scale)
+    return ClassifierFree(scale=g) if g > 1.0 else NoGuidance()
+

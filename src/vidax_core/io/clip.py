@@ -1,0 +1,37 @@
+"""Conditioning clips (``video:`` in the run config): read a video file into float frames a plugin can encode."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from vidax_core.errors import UserError
+
+
+def read_video(path: str, *, height: int | None = None, width: int | None = None,
+               max_frames: int | None = None) -> np.ndarray:
+    """Frames of ``path`` as float32 (T, H, W, 3) in [0, 1]; resized (bicubic) to ``height`` x ``width`` when given;
+    only the LAST ``max_frames`` frames when given (video-to-world conditions on the end of the clip)."""
+    import imageio_ffmpeg
+    from PIL import Image
+
+    if not os.path.isfile(path):
+        raise UserError(f"video {path} does not exist")
+    try:
+        with warnings.catch_warnings():  # ffmpeg is a child process: exec follows the fork at once
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            reader = imageio_ffmpeg.read_frames(path)
+            meta = next(reader)
+        w, h = meta["size"]
+        frames = [np.frombuffer(f, np.uint8).reshape(h, w, 3) for f in reader]
+    except (OSError, RuntimeError, StopIteration, KeyError, ValueError) as exc:
+        raise UserError(f"video {path} cannot be read as a video file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    if not frames:
+        raise UserError(f"video {path} has no frames")
+    if max_frames is not None:
+        frames = frames[-max_frames:]
+    if height is not None and width is not None and (h, w) != (height, width):
+        frames = [np.asarray(Image.fromarray(f).resize((width, height), Image.BICUBIC)) for f in frames]
+    return np.stack(frames).astype(np.float32) / 255.0

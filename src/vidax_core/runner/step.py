@@ -1,0 +1,176 @@
+"""The denoising step: every guidance branch through the denoiser, conditioning, guidance, sampler update.
+
+One step is ONE jitted function (resident weights), or jit(pre) -> the block groups -> jit(post) when blocks are
+streamed from the host; either way it compiles once per run shape and the Python loop passes the step index as a
+traced value. Latents, predictions and text contexts may be pytrees (video + audio latents; text hidden states
+with masks and pooled vectors).
+
+Branches whose inputs have the same shapes and no branch-only static inputs are stacked on the batch axis into one
+model call (the batch is then split over ``dp``); the others run as separate calls inside the same step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax_core.guidance import Guidance
+from vidax_core.model_api import Conditioning
+from vidax_core.parallel import sharding
+from vidax_core.schedulers import base as sched_base
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Everything static about a run's step: the sampler, the guidance strategy, the conditioning, and how the
+    branches are grouped into model calls (``batches``: tuples of branch names) and which prompt each reads."""
+
+    sampler: sched_base.Sampler
+    guidance: Guidance
+    cond: Conditioning | None
+    batches: tuple[tuple[str, ...], ...]
+    prompt_index: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def max_batch(self) -> int:
+        return max(len(b) for b in self.batches)
+
+
+def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
+    """Group the branches into model calls: branches whose contexts have the same structure and shapes and that
+    have no branch-only inputs share one call. Returns (batches, branch name -> prompt index)."""
+    prompt_index = {b.name: guidance.prompts.index(b.prompt) for b in guidance.branches}
+    shape_of = lambda tree: jax.tree.map(lambda a: (tuple(np.shape(a)[1:]), str(np.asarray(a).dtype)), tree)
+    batches: list[list[str]] = []
+    keys: list[Any] = []
+    for b in guidance.branches:
+        key = (jax.tree.structure(contexts[prompt_index[b.name]]), jax.tree.leaves(shape_of(contexts[prompt_index[b.name]])),
+               bool(b.model_kwargs), b.name if b.model_kwargs else None)
+        if not b.model_kwargs and key in keys:
+            batches[keys.index(key)].append(b.name)
+        else:
+            keys.append(key)
+            batches.append([b.name])
+    return tuple(tuple(x) for x in batches), prompt_index
+
+
+def _concat(trees: Sequence[Any]) -> Any:
+    return trees[0] if len(trees) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *trees)
+
+
+def _split(tree: Any, n: int) -> list[Any]:
+    if n == 1:
+        return [tree]
+    parts = jax.tree.map(lambda a: jnp.split(a, n, axis=0), tree)
+    return [jax.tree.map(lambda p: p[k], parts, is_leaf=lambda x: isinstance(x, list)) for k in range(n)]
+
+
+def _bcast(a: jax.Array, b: int) -> jax.Array:
+    return jnp.broadcast_to(a, (b,) + a.shape[1:])
+
+
+@dataclass
+class BranchInput:
+    x: Any
+    t: Any
+
+
+def _latent_batch(latents: Any) -> int:
+    return jax.tree.leaves(latents)[0].shape[0]
+
+
+def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays, branch_arrays) -> dict[str, BranchInput]:
+    """Each branch's denoiser input and timesteps (``Conditioning.prepare`` with the branch's arrays)."""
+    sampler, cond = plan.sampler, plan.cond
+    x0 = jax.tree.map(lambda a: sampler.scale_model_input(plan_arrays, i, a), latents)
+    t0 = plan_arrays["timesteps"][i].astype(jnp.float32)
+    out = {}
+    for b in plan.guidance.branches:
+        x, t = x0, t0
+        if cond is not None and cond.prepare is not None:
+            x, t = cond.prepare(x, t, {**cond_arrays, **branch_arrays.get(b.name, {})})
+        t = jnp.broadcast_to(t, (_latent_batch(latents),) + jnp.shape(t)[1:]).astype(jnp.float32)
+        out[b.name] = BranchInput(x, t)
+    return out
+
+
+def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, cond_arrays, branch_arrays,
+                      scales_i) -> list[tuple[Any, Any, Any, dict]]:
+    """(x, t, context, kwargs) of each model call: the batch's branches stacked on axis 0."""
+    calls = []
+    for names in plan.batches:
+        xs, ts, ctxs, kws = [], [], [], []
+        for n in names:
+            inp = inputs[n]
+            bsz = _latent_batch(inp.x)
+            arrays = {**cond_arrays, **branch_arrays.get(n, {})}
+            kw = {k: _bcast(arrays[k], bsz) for k in (plan.cond.model_kwargs if plan.cond else ())}
+            kw.update(plan.guidance.model_inputs(scales_i, bsz))
+            xs.append(inp.x)
+            ts.append(inp.t)
+            ctxs.append(jax.tree.map(lambda a: _bcast(a, bsz), contexts[plan.prompt_index[n]]))
+            kws.append(kw)
+        statics = dict(next(b for b in plan.guidance.branches if b.name == names[0]).model_kwargs)
+        x = jax.tree.map(lambda a: sharding.constrain(a, ("batch",)), _concat(xs))
+        calls.append((x, _concat(ts), _concat(ctxs), {**_concat(kws), **statics}))
+    return calls
+
+
+def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, branch_arrays, scales_i,
+           inputs: dict[str, BranchInput], batch_preds: Sequence[Any]):
+    """Split the calls' predictions per branch, post-model conditioning, guidance, sampler update, after-step."""
+    cond, sampler = plan.cond, plan.sampler
+    preds = {}
+    for names, pred in zip(plan.batches, batch_preds):
+        for n, p in zip(names, _split(pred, len(names))):
+            if cond is not None and cond.after_model is not None:
+                p = cond.after_model(p, inputs[n].x, inputs[n].t, {**cond_arrays, **branch_arrays.get(n, {})})
+            preds[n] = jax.tree.map(lambda a: a.astype(jnp.float32), p)
+    guided = plan.guidance.combine(preds, scales_i)
+    extra = {}
+    per_token = cond.per_token_update if cond is not None else False
+    if per_token:
+        extra["per_token_timesteps"] = inputs[plan.guidance.branches[0].name].t
+    if isinstance(latents, dict):
+        new, new_state = {}, {}
+        for k in latents:
+            kw = extra if per_token is True or per_token == k else {}
+            new[k], new_state[k] = sampler.step(plan_arrays, state[k], i, guided[k], latents[k],
+                                                None if noise is None else noise[k], **kw)
+    else:
+        new, new_state = sampler.step(plan_arrays, state, i, guided, latents, noise, **extra)
+    if cond is not None and cond.after_step is not None:
+        new = cond.after_step(new, cond_arrays)
+    return new, new_state
+
+
+def _scales_at(scales, i):
+    return {k: v[i] for k, v in scales.items()}
+
+
+def make_step(graphdef: nnx.GraphDef, plan: StepPlan, mesh=None, rules=None):
+    """The jitted step with resident weights:
+    ``step(params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays, branch_arrays)``."""
+
+    def step(params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays, branch_arrays):
+        with sharding.activate(mesh, rules):
+            model = nnx.merge(graphdef, params)
+            s_i = _scales_at(scales, i)
+            inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
+            calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, s_i)
+            preds = [model(x, t, ctx, **kw) for x, t, ctx, kw in calls]
+            return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, branch_arrays, s_i, inputs, preds)
+
+    return jax.jit(step, donate_argnums=(1, 2))
+
+
+def init_state(sampler: sched_base.Sampler, sampler_plan, latents: Any) -> Any:
+    """The sampler's multistep state, one per latent stream."""
+    if isinstance(latents, dict):
+        return {k: sampler.init_state(sampler_plan, jnp.asarray(v)) for k, v in latents.items()}
+    return sampler.init_state(sampler_plan, jnp.asarray(latents))
