@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -18,13 +20,18 @@ from diffusers.schedulers import scheduling_dpm_cogvideox as cogdpm_mod
 from diffusers.schedulers import scheduling_ltx_euler_ancestral_rf as ltx_mod
 
 from test_schedulers_util import (
+    Trajectory,
     check,
+    check_table,
     denoiser,
+    float64_scheduler,
+    keep_float64,
     initial_sample,
     noises,
     report,
     run_diffusers,
     run_vidax,
+    vp_alphas_cumprod64,
 )
 from vidax_core.schedulers import (
     CogVideoXDDIMSampler,
@@ -73,10 +80,12 @@ def test_torch_linspace_and_vp_schedules_bit_exact():
         assert np.array_equal(VPSchedule.make(1000, lo, hi, bs).alphas_cumprod, ref)
         ref = CogVideoXDDIMScheduler(beta_schedule=bs, beta_start=lo, beta_end=hi).alphas_cumprod.numpy()
         assert np.array_equal(CogVideoXDDIMSampler(beta_schedule=bs, beta_start=lo, beta_end=hi).alphas_cumprod()[0], ref)
-        # zero terminal SNR: torch's vectorised sqrt is not correctly rounded, so ulp-level differences remain
-        ref = UniPCMultistepScheduler(beta_schedule=bs, beta_start=lo, beta_end=hi, rescale_betas_zero_snr=True).alphas_cumprod
+        # zero terminal SNR: torch's vectorised sqrt is not correctly rounded, so ulp-level differences remain;
+        # bounded by diffusers' own fp32 error against the same rescale in float64
+        zcfg = dict(beta_schedule=bs, beta_start=lo, beta_end=hi, rescale_betas_zero_snr=True)
+        ref = UniPCMultistepScheduler(**zcfg).alphas_cumprod
         ours = VPSchedule.make(1000, lo, hi, bs, rescale_zero_snr=True).alphas_cumprod
-        np.testing.assert_allclose(ours, ref.numpy(), rtol=0, atol=5e-7)
+        check_table(f"alphas_cumprod/zero_snr/{bs}", ours, ref.numpy(), vp_alphas_cumprod64(UniPCMultistepScheduler, **zcfg).numpy())
 
 
 # ------------------------------------------------------------------------------- ancestral RF Euler (LTX)
@@ -134,8 +143,13 @@ def test_ancestral_eta0_is_flow_euler(n):
     x0 = initial_sample()
     ours = run_vidax(sampler, plan, x0)
     check("flow_euler_ancestral/eta0", ours, run_diffusers(sched, x0, max_steps=n))
+    # eta 0 is the deterministic flow-match Euler: both vidax samplers against diffusers' (and its float64 twin)
+    fm = FlowMatchEulerDiscreteScheduler(shift=5.0)
+    fm.set_timesteps(n)
+    fm_ref = run_diffusers(fm, x0)
     euler = FlowEulerSampler(shift=5.0)
-    check("flow_euler_ancestral/eta0-vs-flow_euler", ours, run_vidax(euler, euler.plan(n), x0))
+    check("flow_euler_ancestral/eta0-vs-flow_euler", ours, fm_ref)
+    check("flow_euler_ancestral/eta0-vs-flow_euler", run_vidax(euler, euler.plan(n), x0), fm_ref)
 
 
 def test_ancestral_formula_float64():
@@ -143,31 +157,38 @@ def test_ancestral_formula_float64():
     n = 12
     sampler = FlowEulerAncestralSampler(shift=3.0, eta=0.7, s_noise=0.9)
     plan = sampler.plan(n)
-    s = plan.sigmas.astype(np.float64)
     x0, nz = initial_sample(), noises(n)
-    x = x0.astype(np.float64)
-    ref = []
-    for i in range(n):
-        d = x - s[i] * denoiser(x.astype(np.float32), float(plan.timesteps[i])).astype(np.float64)
-        if s[i + 1] == 0:
-            x = d
-        else:
-            sd = s[i + 1] * (1 + (s[i + 1] / s[i] - 1) * 0.7)
-            x = sd / s[i] * x + (1 - sd / s[i]) * d
-            x = (1 - s[i + 1]) / (1 - sd) * x + np.sqrt(s[i + 1] ** 2 - sd ** 2 * (1 - s[i + 1]) ** 2 / (1 - sd) ** 2) * 0.9 * nz[i]
-        ref.append(x)
+
+    def formula(dt):
+        c = np.dtype(dt).type
+        s = plan.sigmas.astype(dt)
+        x, out = x0.astype(dt), []
+        for i in range(n):
+            d = x - s[i] * denoiser(x, float(plan.timesteps[i]), dt)
+            if s[i + 1] == 0:
+                x = d
+            else:
+                sd = s[i + 1] * (c(1) + (s[i + 1] / s[i] - c(1)) * c(0.7))
+                x = sd / s[i] * x + (c(1) - sd / s[i]) * d
+                x = ((c(1) - s[i + 1]) / (c(1) - sd) * x
+                     + np.sqrt(s[i + 1] ** 2 - sd ** 2 * (c(1) - s[i + 1]) ** 2 / (c(1) - sd) ** 2) * c(0.9) * nz[i].astype(dt))
+            out.append(x.astype(dt))
+        return out
+
     ours = run_vidax(sampler, plan, x0, noise_list=nz)
-    check("flow_euler_ancestral/float64-formula", ours, ref)
+    # the formula evaluated in fp32 plays the reference: its error against itself in float64 sets the tolerance
+    check("flow_euler_ancestral/float64-formula", ours, Trajectory(formula(np.float32), formula(np.float64)))
 
 
 # ------------------------------------------------------------------------------- UniPC, VP modes
 
 
-def _vp_x0(sched, prev, t, pred):
-    s = np.float32(sched.sigmas[-2].item())
-    alpha = np.float32(1) / np.sqrt(s * s + np.float32(1))
+def _vp_x0(sched, prev, t, pred, dtype=np.float32):
+    c = np.dtype(dtype).type
+    s = c(np.float32(sched.sigmas[-2].item()))
+    alpha = c(1) / np.sqrt(s * s + c(1))
     sig = s * alpha
-    mo = denoiser(prev, t)
+    mo = denoiser(prev, t, dtype)
     return (prev - sig * mo) / alpha if pred == "epsilon" else alpha * prev - sig * mo
 
 
@@ -194,8 +215,9 @@ def test_unipc_vp_matches_diffusers(n, vp, order, solver_type):
     x0 = initial_sample()
     ours, ref = run_vidax(sampler, plan, x0), run_diffusers(sched, x0)
     if solver_type == "bh1":  # diffusers: NaN on the step onto sigma 0 (see phase-1 notes); vidax: the limit
-        assert np.isnan(ref[-1]).all()
-        ref[-1] = _vp_x0(sched, x0 if n == 1 else ref[-2], float(sched.timesteps[-1]), pred)
+        assert np.isnan(ref[-1]).all() and np.isnan(ref.f64[-1]).all()
+        for traj, dt in ((ref, np.float32), (ref.f64, np.float64)):
+            traj[-1] = _vp_x0(sched, x0.astype(dt) if n == 1 else traj[-2], float(sched.timesteps[-1]), pred, dt)
     assert np.isfinite(ours[-1]).all()
     check(f"unipc-vp/{pred}/order{order}/{solver_type}", ours, ref)
 
@@ -220,8 +242,12 @@ def test_unipc_vp_options(n, cfg):
     sampler = UniPCSampler(**cfg)
     plan = sampler.plan(n)
     _check_plan(plan, sched, sigmas=False if cfg.get("rescale_betas_zero_snr") else "ulp")
-    # zero terminal SNR: the rescaled alphas_cumprod carry torch's sqrt ulps (see test above) -> ~5e-6 relative
-    np.testing.assert_allclose(plan.sigmas, sched.sigmas.numpy(), rtol=1e-5)
+    # zero terminal SNR: the rescaled alphas_cumprod carry torch's sqrt ulps (see test above) -> ~5e-6 relative;
+    # bounded by diffusers' own error against its sigmas from float64 alphas_cumprod
+    twin = UniPCMultistepScheduler(**cfg)
+    twin.alphas_cumprod = vp_alphas_cumprod64(UniPCMultistepScheduler, **cfg)
+    twin.set_timesteps(n)
+    check_table("unipc-vp/options/sigmas", plan.sigmas, sched.sigmas.numpy(), twin.sigmas.numpy())
     x0 = initial_sample()
     check("unipc-vp/options", run_vidax(sampler, plan, x0), run_diffusers(sched, x0))
 
@@ -333,26 +359,34 @@ def test_cogvideox_ddim_matches_diffusers(n, cfg):
     check("cogvideox_ddim", run_vidax(sampler, plan, x0), run_diffusers(sched, x0, scale_input=True))
 
 
-def _cog_dpm_ref(sched, x0, nz, second):
+def _cog_dpm_loop(sched, x0, nz, second, dt):
     draws = []
     for i, z in enumerate(nz):  # a second-order step draws twice and uses the second draw
         if second[i]:
             draws.append(np.full_like(z, 1e3))
         draws.append(z)
     it = iter(draws)
+    tdt = torch.float64 if dt == np.float64 else torch.float32
     orig = cogdpm_mod.randn_tensor
-    cogdpm_mod.randn_tensor = lambda shape, generator=None, device=None, dtype=None: torch.from_numpy(next(it)).to(dtype)
+    cogdpm_mod.randn_tensor = lambda shape, generator=None, device=None, dtype=None: torch.from_numpy(next(it)).to(tdt)
     try:
-        x, old, traj = torch.from_numpy(x0.copy()), None, []
-        ts = sched.timesteps
-        for i, t in enumerate(ts):
-            mo = torch.from_numpy(denoiser(sched.scale_model_input(x, t).numpy(), float(t)))
-            x, old = sched.step(mo, old, t, ts[i - 1] if i > 0 else None, x, return_dict=False)
-            traj.append(x.numpy().copy())
+        with keep_float64() if dt == np.float64 else contextlib.nullcontext():
+            x, old, traj = torch.from_numpy(x0.astype(dt)), None, []
+            ts = sched.timesteps
+            for i, t in enumerate(ts):
+                mo = torch.from_numpy(denoiser(sched.scale_model_input(x, t).numpy(), float(t), dt))
+                x, old = sched.step(mo, old, t, ts[i - 1] if i > 0 else None, x, return_dict=False)
+                assert x.dtype == tdt
+                traj.append(x.numpy().copy())
     finally:
         cogdpm_mod.randn_tensor = orig
     assert next(it, None) is None
     return traj
+
+
+def _cog_dpm_ref(sched, x0, nz, second):
+    twin = float64_scheduler(sched)
+    return Trajectory(_cog_dpm_loop(sched, x0, nz, second, np.float32), _cog_dpm_loop(twin, x0, nz, second, np.float64))
 
 
 @pytest.mark.parametrize("cfg", COG_CFGS, ids=COG_IDS)
@@ -437,3 +471,41 @@ def test_phase2_registry_errors_one_line():
 def test_zz_report_phase2(capsys):
     with capsys.disabled():
         print("\n[worst trajectory rel. error, phase 2]\n" + report(""))
+
+
+# ------------------------------------------------------------------------------- the tolerance still catches bugs
+
+SIGMA_MIN_NO_LOF = dict(final_sigmas_type="sigma_min", lower_order_final=False, solver_order=3)
+
+
+@pytest.mark.parametrize("bug", ["sign-flip", "final-sigma-zero", "coefficient-1e-5"])
+def test_a_wrong_sampler_fails(bug):
+    """The derived tolerance on the case that failed on AVX-512 Xeons still rejects a wrong sampler: the model
+    output's sign flipped, the last step landing on 0 instead of sigma_min, or one step's update coefficient
+    (x_t / x_s weight, i.e. the sigma ratio of that step) off by 1e-5 relative."""
+    from dataclasses import replace
+
+    from test_schedulers_util import WORST
+
+    n = 20
+    sched, sampler = _dpm_pair(**SIGMA_MIN_NO_LOF)
+    sched.set_timesteps(n)
+    x0 = initial_sample()
+    ref = run_diffusers(sched, x0)
+    plan = sampler.plan(n)
+    check("dpm++/sigma_min-no_lof", run_vidax(sampler, plan, x0), ref)  # the right sampler passes
+    model = denoiser
+    if bug == "sign-flip":
+        model = lambda x, t: -denoiser(x, t)  # noqa: E731
+    elif bug == "final-sigma-zero":
+        sampler = DPMSolverSampler(**dict(SIGMA_MIN_NO_LOF, final_sigmas_type="zero"))
+        plan = sampler.plan(n)
+    else:
+        extras = dict(plan.extras)
+        extras["dpm_A"] = extras["dpm_A"].copy()
+        extras["dpm_A"][n // 2] *= np.float32(1 + 1e-5)
+        plan = replace(plan, extras=extras)
+    with pytest.raises(AssertionError, match="tolerance") as err:
+        check("deliberately-wrong", run_vidax(sampler, plan, x0, model=model), ref)
+    WORST.pop("deliberately-wrong", None)
+    print(f"\n{bug}: {str(err.value).splitlines()[0]}")
