@@ -129,7 +129,7 @@ def test_every_hidden_state_matches_transformers_fp32(reference, side):
     want64 = _valid(_torch_hidden(model, ids, mask, pos, torch.float64), mask)
     want32 = _valid(_torch_hidden(model, ids, mask, pos, torch.float32), mask)
     enc = dl.load_decoder_llm(dl.DecoderLLMConfig.from_config(cfg_dict), sd)
-    got = np.asarray(enc(ids, mask, pos))
+    got = np.asarray(dl.hidden_states(enc, ids, mask, pos))
     assert got.dtype == np.float32 and got.shape == (cfg_dict["num_hidden_layers"] + 1, 2, SEQ, 32)
     got = _valid(got, mask)
     ref_err = np.abs(want32 - want64).max()
@@ -149,7 +149,7 @@ def test_bf16_within_reference_bf16_error(reference):
     ref16 = _valid(_torch_hidden(model, ids, mask, pos, torch.bfloat16), mask)
     enc = dl.load_decoder_llm(dl.DecoderLLMConfig.from_config(cfg_dict, dtype=jnp.bfloat16), sd)
     assert enc.embed_tokens[...].dtype == jnp.bfloat16
-    got = _valid(np.asarray(enc(ids, mask, pos)), mask)
+    got = _valid(np.asarray(dl.hidden_states(enc, ids, mask, pos)), mask)
     # per hidden state, relative to that state's scale (norm outputs and residuals differ in size)
     for i, (g, w, r) in enumerate(zip(got, want32, ref16)):
         err, ref_err = np.abs(g - w).max(), np.abs(r - w).max()
@@ -193,12 +193,12 @@ def test_checkpoint_layouts_and_errors(reference):
     cfg = dl.DecoderLLMConfig.from_config(cfg_dict)
     ids, mask = _batch("right")
     pos = _mrope_positions(mask) if name == "qwen" else None
-    base = np.asarray(dl.load_decoder_llm(cfg, sd)(ids, mask, pos))
+    base = np.asarray(dl.hidden_states(dl.load_decoder_llm(cfg, sd), ids, mask, pos))
     prefix = {"llama": "language_model.model.", "qwen": "model.language_model.", "gemma": "model.language_model."}
     wrapped = {prefix[name] + k: v for k, v in sd.items()}
     wrapped["lm_head.weight"] = np.zeros((VOCAB, 32), np.float32)
     wrapped["model.visual.blocks.0.attn.qkv.weight"] = np.zeros((3, 3), np.float32)
-    np.testing.assert_array_equal(np.asarray(dl.load_decoder_llm(cfg, wrapped)(ids, mask, pos)), base)
+    np.testing.assert_array_equal(np.asarray(dl.hidden_states(dl.load_decoder_llm(cfg, wrapped), ids, mask, pos)), base)
     broken = {k: v for k, v in sd.items() if k != "layers.1.mlp.up_proj.weight"}
     broken["layers.9.mlp.up_proj.weight"] = sd["layers.1.mlp.up_proj.weight"]
     broken["norm.weight"] = np.ones((31,), np.float32)
@@ -206,6 +206,53 @@ def test_checkpoint_layouts_and_errors(reference):
         dl.load_decoder_llm(cfg, broken)
     msg = str(e.value)
     assert "1 missing" in msg and "up_proj" in msg and "layers.9" in msg and "mis-shaped" in msg
+
+
+def test_loads_save_pretrained_folder(reference, tmp_path):
+    """config.json + model.safetensors as transformers writes them, read by the core's safetensors reader."""
+    from vidax_core.io.checkpoint import TensorSource
+
+    name, cfg_dict, model, sd = reference
+    model.save_pretrained(tmp_path)
+    cfg = dl.DecoderLLMConfig.from_config(json.loads((tmp_path / "config.json").read_text()))
+    assert cfg == dl.DecoderLLMConfig.from_config(cfg_dict)
+    tensors = TensorSource(sorted(str(p) for p in tmp_path.glob("*.safetensors")))
+    ids, mask = _batch("right")
+    pos = _mrope_positions(mask) if name == "qwen" else None
+    got = np.asarray(dl.hidden_states(dl.load_decoder_llm(cfg, tensors), ids, mask, pos))
+    np.testing.assert_array_equal(got, np.asarray(dl.hidden_states(dl.load_decoder_llm(cfg, sd), ids, mask, pos)))
+
+
+OLD_STYLE = {  # config.json fields as the released checkpoints (written by transformers 4.x) have them
+    "llama": dict(model_type="llama", rope_theta=500000.0, rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}),
+    "qwen": dict(model_type="qwen2_5_vl", rope_theta=1000000.0, rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]}),
+    "gemma": dict(model_type="gemma3_text", rope_theta=1000000.0, rope_local_base_freq=10000.0, sliding_window=4,
+                  sliding_window_pattern=2, query_pre_attn_scalar=6, rope_scaling={"rope_type": "linear", "factor": 8.0}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OLD_STYLE))
+def test_old_style_rope_fields_read_as_transformers_reads_them(name):
+    old = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=8, **OLD_STYLE[name])
+    cls = {"llama": transformers.LlamaConfig, "gemma": transformers.Gemma3TextConfig}.get(name)
+    if cls is None:
+        from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLTextConfig as cls
+    via_transformers = cls(**{k: v for k, v in old.items() if k != "model_type"}).to_dict()
+    got = dl.DecoderLLMConfig.from_config(old)
+    assert got == dl.DecoderLLMConfig.from_config(via_transformers)
+    if name == "gemma":
+        assert got.layer_types == (dl.SLIDING, dl.FULL) * 2 and got.rope_spec(dl.FULL).factor == 8.0
+    assert got.rope_spec(dl.FULL).rope_type == {"llama": "llama3", "qwen": "default", "gemma": "linear"}[name]
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(dl.UserError, match="hidden_size"):
+        dl.DecoderLLMConfig.from_config({"model_type": "llama", "num_attention_heads": 4, "num_hidden_layers": 2})
+    with pytest.raises(dl.UserError, match="not a supported decoder LLM"):
+        dl.DecoderLLMConfig.from_config({"model_type": "bert"})
 
 
 def test_per_type_kv_heads_run_as_separate_stacks(reference):
@@ -230,8 +277,8 @@ def test_per_type_kv_heads_run_as_separate_stacks(reference):
     ids, mask = _batch("left")
     two = dl.load_decoder_llm(two_cfg, single)
     assert two.kinds[1].self_attn.k_proj.kernel[...].shape == (2, 32, 8)
-    got = np.asarray(two(ids, mask))
-    want = np.asarray(dl.load_decoder_llm(one_cfg, dup)(ids, mask))
+    got = np.asarray(dl.hidden_states(two, ids, mask))
+    want = np.asarray(dl.hidden_states(dl.load_decoder_llm(one_cfg, dup), ids, mask))
     err = np.abs(got - want).max()
     print(f"two-kind layout vs one stack: max abs {err:.3e}")
     np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max(), rtol=0)

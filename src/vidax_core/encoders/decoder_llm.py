@@ -32,6 +32,7 @@ stream in float32; hidden states returned in float32. Logical axes: ``vocab``, `
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any, Iterator, Mapping, Sequence
@@ -191,6 +192,13 @@ class DecoderLLMConfig:
         """From a transformers config dict of a Llama, Qwen2 / Qwen2.5-VL or Gemma-3 model (or the composite
         LLaVA / Qwen2.5-VL / Gemma-3 config holding it as ``text_config``); old (``rope_theta``, ``rope_scaling``,
         ``rope_local_base_freq``) and new (``rope_parameters``) RoPE fields are both read."""
+        try:
+            return cls._from_config(config, **overrides)
+        except KeyError as e:
+            raise UserError(f"decoder LLM config.json has no {e.args[0]!r}: check the text encoder's config") from None
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "DecoderLLMConfig":
         c = dict(config)
         if isinstance(c.get("text_config"), Mapping):
             outer = c
@@ -228,9 +236,9 @@ class DecoderLLMConfig:
         if SLIDING in layer_types:
             fields["sliding_window"] = int(c["sliding_window"])
         fields["rope"] = _rope_specs(c, family, fields["head_dim"], layer_types)
-        for key in ("attn_logit_softcapping", "rms_norm_eps"):
-            if c.get(key) is not None:
-                fields[key] = c[key]
+        fields["rms_norm_eps"] = float(c.get("rms_norm_eps") or (1e-5 if model_type.startswith("qwen2_5_vl") else 1e-6))
+        if c.get("attn_logit_softcapping") is not None:
+            fields["attn_logit_softcapping"] = float(c["attn_logit_softcapping"])
         for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
             fields[key] = int(c[key])
         return from_config_dict(cls, fields, **overrides)
@@ -501,7 +509,7 @@ class DecoderLLM(nnx.Module):
         hidden = [x[None]]
         for seg in segments:
             graphdef, state = nnx.split(self.kinds[seg.kind])
-            state = jax.tree.map(lambda a: a[seg.start:seg.stop], state)
+            state = jax.tree.map(lambda a, seg=seg: a[seg.start:seg.stop], state)
             _, cos, sin, vis = tables[seg.kind]
             idx = jnp.asarray(type_index[seg.kind][seg.start:seg.stop], jnp.int32)
 
@@ -558,6 +566,23 @@ def crop(embeddings: jax.Array, attention_mask: jax.Array, crop_start: int) -> t
     return embeddings[..., crop_start:, :], attention_mask[:, crop_start:]
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _forward(graphdef, state, input_ids, attention_mask, position_ids):
+    return nnx.merge(graphdef, state)(input_ids, attention_mask, position_ids)
+
+
+def hidden_states(
+    model: DecoderLLM, input_ids: Any, attention_mask: Any = None, position_ids: Any = None
+) -> jax.Array:
+    """``model(input_ids, attention_mask, position_ids)`` compiled once per model graph and input shapes."""
+    input_ids = jnp.asarray(input_ids, jnp.int32)
+    if attention_mask is None:
+        attention_mask = jnp.ones(input_ids.shape, jnp.int32)
+    graphdef, state = nnx.split(model)
+    pos = None if position_ids is None else jnp.asarray(position_ids, jnp.int32)
+    return _forward(graphdef, state, input_ids, jnp.asarray(attention_mask, jnp.int32), pos)
+
+
 def encode(
     model: DecoderLLM,
     input_ids: jax.Array,
@@ -568,7 +593,7 @@ def encode(
     position_ids: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Prompt embeddings and their mask: run ``model``, pick ``layers`` (:func:`select_hidden`), crop."""
-    hidden = select_hidden(model(input_ids, attention_mask, position_ids), layers)
+    hidden = select_hidden(hidden_states(model, input_ids, attention_mask, position_ids), layers)
     return crop(hidden, jnp.asarray(attention_mask), crop_start)
 
 
@@ -661,6 +686,6 @@ def load_decoder_llm(
 
 __all__ = [
     "ACTIVATIONS", "Attention", "DecoderLLM", "DecoderLLMConfig", "DecoderLayer", "FULL", "GatedMLP", "IGNORE",
-    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment", "convert_params", "crop", "encode", "layer_plan",
+    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment", "convert_params", "crop", "encode", "hidden_states", "layer_plan",
     "load_decoder_llm", "pad_batch", "select_hidden", "text_position_ids", "visibility",
 ]
