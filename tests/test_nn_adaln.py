@@ -16,10 +16,10 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from flax import nnx  # noqa: E402
+from flax import nnx
 
-from vidax_core.nn import adaln  # noqa: E402
-from vidax_core.nn.timestep import timestep_embedding  # noqa: E402
+from vidax_core.nn import adaln
+from vidax_core.nn.timestep import timestep_embedding
 
 EPS32 = float(np.finfo(np.float32).eps)
 D = 16
@@ -171,7 +171,9 @@ def _cosmos_expand(e, b, f, hw):
 
 @pytest.mark.parametrize("per_frame", [False, True])
 def test_adaln_lora_matches_cosmos_zero(per_frame):
-    from diffusers.models.transformers.transformer_cosmos import CosmosAdaLayerNormZero as Ref
+    from diffusers.models.transformers.transformer_cosmos import (
+        CosmosAdaLayerNormZero as Ref,
+    )
 
     lora = 4
     ref = Ref(D, lora)
@@ -201,7 +203,9 @@ def test_adaln_lora_matches_cosmos_zero(per_frame):
 
 def test_adaln_lora_two_chunks_matches_cosmos_norm_out():
     """CosmosAdaLayerNorm (output head): shift/scale only, the shared term's first 2 * D features."""
-    from diffusers.models.transformers.transformer_cosmos import CosmosAdaLayerNorm as Ref
+    from diffusers.models.transformers.transformer_cosmos import (
+        CosmosAdaLayerNorm as Ref,
+    )
 
     ref = Ref(D, 4)
     _randomise(ref, 15)
@@ -218,7 +222,7 @@ def test_per_frame_equals_per_token_expansion():
     b, f, hw = 2, 3, 5
     x = jnp.asarray(_arr((b, f * hw, D), 19))
     sh, sc, g = (jnp.asarray(_arr((b, f, D), 20 + i)) for i in range(3))
-    rep = lambda m: jnp.repeat(m, hw, axis=1)  # noqa: E731
+    rep = lambda m: jnp.repeat(m, hw, axis=1)
     np.testing.assert_array_equal(np.asarray(adaln.modulate(x, sh, sc, per_frame=True)),
                                   np.asarray(adaln.modulate(x, rep(sh), rep(sc))))
     np.testing.assert_array_equal(np.asarray(adaln.gate(x, g, per_frame=True)), np.asarray(adaln.gate(x, rep(g))))

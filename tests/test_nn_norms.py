@@ -17,9 +17,9 @@ torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 transformers = pytest.importorskip("transformers")
 
-from flax import nnx  # noqa: E402
+from flax import nnx
 
-from vidax_core.nn import norms  # noqa: E402
+from vidax_core.nn import norms
 
 EPS32 = float(np.finfo(np.float32).eps)
 

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_core.nn.patchify import patchify, unpatchify  # noqa: E402
+from vidax_core.nn.patchify import patchify, unpatchify
 
 EPS32 = float(np.finfo(np.float32).eps)
 B, C, F, H, W = 2, 3, 4, 6, 10

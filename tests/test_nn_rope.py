@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 transformers = pytest.importorskip("transformers")
 
-from vidax_core.nn import rope  # noqa: E402
+from vidax_core.nn import rope
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -190,7 +190,10 @@ def test_cosmos_grid_matches_diffusers(fps):
 
 @pytest.mark.parametrize("head_dim", [48, 52])  # 52 % 6 != 0: the reference pads identity pairs in front
 def test_ltx_angles_match_diffusers(head_dim):
-    from diffusers.models.transformers.transformer_ltx import LTXVideoRotaryPosEmbed, apply_rotary_emb
+    from diffusers.models.transformers.transformer_ltx import (
+        LTXVideoRotaryPosEmbed,
+        apply_rotary_emb,
+    )
 
     f, h, w = 3, 4, 5
     ref = LTXVideoRotaryPosEmbed(head_dim, base_num_frames=20, base_height=2048, base_width=2048,
@@ -219,7 +222,10 @@ def test_ltx_angles_match_diffusers(head_dim):
 
 def test_llama3_inv_freq_and_apply_match_transformers():
     from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+    from transformers.models.llama.modeling_llama import (
+        LlamaRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
 
     params = dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                   original_max_position_embeddings=64)  # small context so all three bands are populated
@@ -249,7 +255,10 @@ def test_llama3_inv_freq_and_apply_match_transformers():
 
 def test_qwen25vl_mrope_matches_transformers():
     from transformers import Qwen2_5_VLTextConfig
-    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLRotaryEmbedding, apply_rotary_pos_emb
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
+        Qwen2_5_VLRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
 
     section = [4, 6, 6]
     cfg = Qwen2_5_VLTextConfig(hidden_size=64, num_attention_heads=2, num_key_value_heads=1,

@@ -15,9 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from flax import nnx  # noqa: E402
+from flax import nnx
 
-from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding  # noqa: E402
+from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 
 EPS32 = float(np.finfo(np.float32).eps)
 

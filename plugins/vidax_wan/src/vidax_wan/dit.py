@@ -37,17 +37,20 @@ width), ``'heads'`` (attention inner width), ``'mlp'`` (FFN hidden) and ``'layer
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from vidax_core.attention import ulysses as sequence_parallel
 from vidax_core.config.arch import from_config_dict
-from vidax_core.nn.layers import Axes, Linear, param, scan_blocks, stacked
+from vidax_core.nn import rope as rope_lib
+from vidax_core.nn.adaln import gate, modulate
+from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
+from vidax_core.nn.norms import LayerNorm, RMSNorm, layer_norm
+from vidax_core.nn.patchify import patchify, unpatchify
+from vidax_core.nn.timestep import timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
 EMBED, HEADS, MLP = "embed", "heads", "mlp"
@@ -101,8 +104,7 @@ class WanDiTConfig:
     @property
     def rope_dims(self) -> tuple[int, int, int]:
         """(t, h, w) split of the head dim, as diffusers' ``WanRotaryPosEmbed``."""
-        h = w = 2 * (self.attention_head_dim // 6)
-        return self.attention_head_dim - h - w, h, w
+        return rope_lib.split_axes_wan(self.attention_head_dim)
 
     @property
     def is_i2v(self) -> bool:
@@ -110,104 +112,25 @@ class WanDiTConfig:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Small layers (own implementations: explicit dtype control and logical axis names)
+# Positional embeddings (norms, AdaLN modulation, timestep sinusoid, RoPE and patchify come from vidax_core.nn)
 # --------------------------------------------------------------------------------------------------------------
-
-
-class RMSNorm(nnx.Module):
-    """torch.nn.RMSNorm over the last axis (fp32 statistics), output in the input dtype."""
-
-    def __init__(self, dim: int, names: Axes, *, eps: float):
-        self.eps = eps
-        self.scale = param(jnp.ones((dim,), jnp.float32), names)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        xf = x.astype(jnp.float32)
-        y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
-        return (y * self.scale[...].astype(jnp.float32)).astype(x.dtype)
-
-
-def layer_norm(x: jax.Array, eps: float, scale: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
-    """fp32 LayerNorm over the last axis (diffusers FP32LayerNorm); returns float32."""
-    xf = x.astype(jnp.float32)
-    mean = jnp.mean(xf, axis=-1, keepdims=True)
-    xc = xf - mean
-    var = jnp.mean(xc * xc, axis=-1, keepdims=True)
-    y = xc * jax.lax.rsqrt(var + eps)
-    if scale is not None:
-        y = y * scale.astype(jnp.float32)
-    if bias is not None:
-        y = y + bias.astype(jnp.float32)
-    return y
-
-
-class LayerNorm(nnx.Module):
-    """Affine fp32 LayerNorm (diffusers ``FP32LayerNorm(elementwise_affine=True)``)."""
-
-    def __init__(self, dim: int, *, eps: float, names: Axes = (EMBED,)):
-        self.eps = eps
-        self.scale = param(jnp.ones((dim,), jnp.float32), names)
-        self.bias = param(jnp.zeros((dim,), jnp.float32), names)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return layer_norm(x, self.eps, self.scale[...], self.bias[...])
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Positional / time embeddings
-# --------------------------------------------------------------------------------------------------------------
-
-
-def timestep_embedding(t: jax.Array, dim: int, max_period: float = 10000.0) -> jax.Array:
-    """Sinusoidal embedding, [cos, sin] order (flip_sin_to_cos=True, downscale_freq_shift=0).
-
-    ``t`` (B,) or, per token, (B, S); returns float32 ``t.shape + (dim,)``."""
-    half = dim // 2
-    exponent = np.float32(-math.log(max_period)) * jnp.arange(half, dtype=jnp.float32) / np.float32(half)
-    args = t.astype(jnp.float32)[..., None] * jnp.exp(exponent)
-    emb = jnp.concatenate([jnp.cos(args), jnp.sin(args)], axis=-1)
-    if dim % 2:
-        emb = jnp.pad(emb, [(0, 0)] * (emb.ndim - 1) + [(0, 1)])
-    return emb
-
-
-def _rope_axis_table(dim: int, n: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin of pos * theta^(-2i/dim) for pos < n, i < dim/2; computed in float64, returned float32 (n, dim/2)."""
-    freqs = 1.0 / (theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
-    ang = np.outer(np.arange(n, dtype=np.float64), freqs)
-    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
 def rope_tables(cfg: WanDiTConfig, ppf: int, pph: int, ppw: int, theta: float = 10000.0) -> tuple[jax.Array, jax.Array]:
     """3-D RoPE cos/sin for a (ppf, pph, ppw) token grid, shape (S, head_dim/2) float32, one value per pair.
 
-    The per-axis tables are computed on host in float64 (as the reference) and broadcast to the grid on device.
+    The angles are computed on the host in float64 (as the reference) and rounded once to float32.
     """
     if max(ppf, pph, ppw) > cfg.rope_max_seq_len:
         raise ValueError(
             f"token grid {(ppf, pph, ppw)} exceeds rope_max_seq_len={cfg.rope_max_seq_len} of the Wan DiT config"
         )
-    grid = (ppf, pph, ppw)
-    cos_parts, sin_parts = [], []
-    for axis, (d, n) in enumerate(zip(cfg.rope_dims, grid)):
-        c, s = _rope_axis_table(d, n, theta)
-        shape = [1, 1, 1, d // 2]
-        shape[axis] = n
-        cos_parts.append(jnp.broadcast_to(jnp.asarray(c).reshape(shape), grid + (d // 2,)))
-        sin_parts.append(jnp.broadcast_to(jnp.asarray(s).reshape(shape), grid + (d // 2,)))
-    n_tok = ppf * pph * ppw
-    cos = jnp.concatenate(cos_parts, axis=-1).reshape(n_tok, -1)
-    sin = jnp.concatenate(sin_parts, axis=-1).reshape(n_tok, -1)
-    return cos, sin
+    return rope_lib.cos_sin(rope_lib.grid_angles([ppf, pph, ppw], cfg.rope_dims, theta))
 
 
 def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     """Rotate interleaved pairs (x[2i], x[2i+1]) of (B, S, H, D) by (S, D/2) angles; fp32 math, input dtype out."""
-    xf = x.astype(jnp.float32).reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
-    x1, x2 = xf[..., 0], xf[..., 1]
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
-    out = jnp.stack([x1 * c - x2 * s, x1 * s + x2 * c], axis=-1)
-    return out.reshape(x.shape).astype(x.dtype)
+    return rope_lib.apply_interleaved(x, cos[:, None, :], sin[:, None, :])
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -305,7 +228,7 @@ class WanBlock(nnx.Module):
         self.compute_dtype = cfg.dtype
         self.attn1 = Attention(cfg, rngs=rngs)
         self.attn2 = Attention(cfg, rngs=rngs, added_kv_proj_dim=cfg.added_kv_proj_dim)
-        self.norm2 = LayerNorm(cfg.dim, eps=cfg.eps) if cfg.cross_attn_norm else None
+        self.norm2 = LayerNorm(cfg.dim, (EMBED,), eps=cfg.eps) if cfg.cross_attn_norm else None
         self.ffn = FeedForward(cfg, rngs=rngs)
         self.scale_shift_table = param(
             jax.random.normal(rngs.params(), (6, cfg.dim), jnp.float32) / cfg.dim**0.5, (None, EMBED)
@@ -333,17 +256,17 @@ class WanBlock(nnx.Module):
             parts = [mod[:, i : i + 1] for i in range(6)]
         shift_msa, scale_msa, gate_msa, c_shift, c_scale, c_gate = parts
 
-        h = (layer_norm(x, self.eps) * (1 + scale_msa) + shift_msa).astype(dt)
+        h = modulate(layer_norm(x, self.eps), shift_msa, scale_msa).astype(dt)
         a = self.attn1(h, None, rope)
-        x = (x.astype(jnp.float32) + a.astype(jnp.float32) * gate_msa).astype(rt)
+        x = (x.astype(jnp.float32) + gate(a, gate_msa)).astype(rt)
 
         h = (self.norm2(x) if self.norm2 is not None else x.astype(jnp.float32)).astype(dt)
         a = self.attn2(h, ctx, None, img_ctx)
         x = (x.astype(jnp.float32) + a.astype(jnp.float32)).astype(rt)
 
-        h = (layer_norm(x, self.eps) * (1 + c_scale) + c_shift).astype(dt)
+        h = modulate(layer_norm(x, self.eps), c_shift, c_scale).astype(dt)
         f = self.ffn(h)
-        return constrain((x.astype(jnp.float32) + f.astype(jnp.float32) * c_gate).astype(rt), (BATCH, SEQ, EMBED))
+        return constrain((x.astype(jnp.float32) + gate(f, c_gate)).astype(rt), (BATCH, SEQ, EMBED))
 
 
 def run_blocks(
@@ -409,7 +332,7 @@ class WanDiT(nnx.Module):
             self.image_norm1 = LayerNorm(idim, eps=1e-5, names=(None,))
             self.image_linear_1 = Linear(idim, idim, (None, None), dtype=dt, rngs=rngs)
             self.image_linear_2 = Linear(idim, dim, (None, EMBED), dtype=dt, rngs=rngs)
-            self.image_norm2 = LayerNorm(dim, eps=1e-5)
+            self.image_norm2 = LayerNorm(dim, (EMBED,), eps=1e-5)
             if cfg.pos_embed_seq_len is not None:
                 self.image_pos_embed = param(jnp.zeros((cfg.pos_embed_seq_len, idim), dt), (None, None))
             else:
@@ -457,16 +380,15 @@ class WanDiT(nnx.Module):
             raise ValueError(
                 f"timestep shape {tuple(timestep.shape)}: expected ({b},) or per token ({b}, {n_tok})"
             )
-        # (B, C, F, H, W) -> (B, f, h, w, pt, ph, pw, C) -> (B, S, pt*ph*pw*C)
-        p = latents.reshape(b, c, grid[0], pt, grid[1], ph, grid[2], pw)
-        p = p.transpose(0, 2, 4, 6, 3, 5, 7, 1).reshape(b, n_tok, pt * ph * pw * c)
+        # (B, C, F, H, W) -> (B, S, pt*ph*pw*C): the conv3d patch kernel flattened channel-last
+        p, _ = patchify(latents, cfg.patch_size, order="thwc")
         k = self.patch_kernel[...]
         x = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
         x = constrain((x + self.patch_bias[...].astype(jnp.float32)).astype(cfg.residual_dtype), (BATCH, SEQ, EMBED))
 
         if per_token:  # the per-token timesteps follow the tokens' sequence sharding
             timestep = constrain(timestep, (BATCH, SEQ))
-        t_freq = timestep_embedding(timestep, cfg.freq_dim)
+        t_freq = timestep_embedding(timestep, cfg.freq_dim, flip_sin_to_cos=True, downscale_freq_shift=0)
         temb = self.time_linear_2(jax.nn.silu(self.time_linear_1(t_freq)))
         temb = temb.astype(dt)  # diffusers: temb.type_as(encoder_hidden_states)
         tproj = self.time_proj(jax.nn.silu(temb))
@@ -517,14 +439,9 @@ class WanDiT(nnx.Module):
         else:
             mod = table[None] + temb.astype(jnp.float32)[:, None]
             shift, scale = mod[:, 0:1], mod[:, 1:2]
-        h = (layer_norm(x, cfg.eps) * (1 + scale) + shift).astype(x.dtype)
+        h = modulate(layer_norm(x, cfg.eps), shift, scale).astype(x.dtype)
         y = self.proj_out(h).astype(jnp.float32)
-        b = y.shape[0]
-        pt, ph, pw = cfg.patch_size
-        f, hh, ww = grid
-        y = y.reshape(b, f, hh, ww, pt, ph, pw, -1)
-        y = y.transpose(0, 7, 1, 4, 2, 5, 3, 6)
-        return y.reshape(b, y.shape[1], f * pt, hh * ph, ww * pw)
+        return unpatchify(y, grid, cfg.patch_size, order="thwc")
 
     # -- the staged forward an offload executor drives: pre -> block groups -> post ----------------------------
 
