@@ -221,6 +221,7 @@ OUTCOMES = Outcomes("pth")
 def _report():
     yield
     OUTCOMES.report()
+    OUTCOMES.assert_clean()
 
 
 def _read_all(path: str) -> None:

@@ -113,6 +113,8 @@ class TextTokenizer:
         data = read_json_file(tok_file)
         _check_tokenizer_json(tok_file, data)
         tokenizer = _native(lambda: Tokenizer.from_str(json.dumps(data)), f"{tok_file} cannot be loaded")
+        tokenizer.no_padding()  # each call sets its own padding and truncation (a file's length may be absurd)
+        tokenizer.no_truncation()
         _native(lambda: tokenizer.encode("A probe, 123 ü.", add_special_tokens=True), f"{tok_file} cannot tokenize")
         config = _read_json(os.path.join(path, "tokenizer_config.json"))
         special = _read_json(os.path.join(path, "special_tokens_map.json"))
