@@ -22,5 +22,13 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
+# Long fuzz campaign (issue 12): FUZZ_EXAMPLES inputs per surface (config, checkpoint folder, .pth); prints the
+# counts per outcome of each surface and fails on any internal error, hang or memory blow-up.
+FUZZ_EXAMPLES ?= 10000
+.PHONY: fuzz
+fuzz: install-test
+	VIDAX_FUZZ_CAMPAIGN=1 VIDAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+		tests/test_fuzz_config.py tests/test_fuzz_checkpoint.py tests/test_fuzz_pth.py
+
 clean:
 	rm -rf out build *.egg-info src/*.egg-info plugins/*/src/*.egg-info
