@@ -16,9 +16,10 @@ Gemma-3, all layers). One model covers them, driven by the checkpoint's transfor
   attention, each type with its own RoPE (Gemma-3: local theta 1e4, global 1e6); per-type head size and KV heads
   (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind.
 
-Attention here is a small dense-mask einsum, not :func:`vidax_core.attention.attention`: text prompts are a few
-hundred tokens, and these models need what that dispatcher does not take (grouped KV heads, a non-default scale,
-soft-capping, sliding windows). Masked logits are ``finfo(float32).min`` as there.
+Layers with full attention only (Llama, Qwen) run :func:`vidax_core.attention.attention` with ``causal=True`` and
+the key-padding mask (KV heads repeated per group). Kinds holding sliding-window layers (Gemma-3), or with logit
+soft-capping, which that dispatcher does not take, use a dense-mask einsum over the grouped heads: text prompts
+are a few hundred tokens. Masked logits are ``finfo(float32).min`` in both.
 
 Layers of one kind live in ONE stacked tree (leading ``layers`` axis) run with ``lax.scan``; a per-layer index
 picks the layer's type (mask and RoPE table). ``__call__`` returns every hidden state like transformers'
@@ -42,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.attention import attention
 from vidax_core.config.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, convert, linear
@@ -311,9 +313,16 @@ class RMSNorm(nnx.Module):
 
 
 class Attention(nnx.Module):
-    """Grouped-query causal self-attention with rotate-half RoPE and a dense boolean visibility mask."""
+    """Grouped-query causal self-attention with rotate-half RoPE.
 
-    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, rngs: nnx.Rngs):
+    ``core=True`` (layers with full attention only, no soft-capping): :func:`vidax_core.attention.attention` with
+    ``causal=True`` and the key-padding mask, KV heads repeated per query group, q pre-scaled when the model's
+    scale is not ``head_dim ** -0.5``. Otherwise a dense-mask einsum over the grouped heads (sliding windows,
+    soft-capping), fine for text prompts of a few hundred tokens.
+    """
+
+    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs):
+        self.core = core and not cfg.attn_logit_softcapping
         self.num_heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, kv_heads, head_dim
         self.scale = (cfg.query_pre_attn_scalar or head_dim) ** -0.5
         self.softcap = cfg.attn_logit_softcapping
@@ -331,7 +340,8 @@ class Attention(nnx.Module):
             self.q_norm = self.k_norm = None
 
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, visible: jax.Array) -> jax.Array:
-        """x (B, S, hidden); cos/sin (B, S, pairs) float32; visible (B, S, S) bool (query, key)."""
+        """x (B, S, hidden); cos/sin (B, S, pairs) float32; visible: the (B, S) key-padding mask when ``core``,
+        else the (B, S, S) bool visibility (query, key)."""
         b, s, _ = x.shape
         hd, kvh, g = self.head_dim, self.kv_heads, self.num_heads // self.kv_heads
         dt = self.q_proj.kernel[...].dtype
@@ -341,8 +351,14 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         c, sn = cos[:, :, None, :], sin[:, :, None, :]
-        q = rope.apply_rotate_half(q.astype(jnp.float32), c, sn).astype(dt).reshape(b, s, kvh, g, hd)
+        q = rope.apply_rotate_half(q.astype(jnp.float32), c, sn)
         k = rope.apply_rotate_half(k.astype(jnp.float32), c, sn).astype(dt)
+        if self.core:
+            factor = self.scale * math.sqrt(hd)  # the core attention scales by head_dim ** -0.5
+            q = (q if factor == 1.0 else q * factor).astype(dt)
+            out = attention(q, jnp.repeat(k, g, axis=2), jnp.repeat(v, g, axis=2), kv_mask=visible > 0, causal=True)
+            return self.o_proj(out.astype(dt).reshape(b, s, self.num_heads * hd))
+        q = q.astype(dt).reshape(b, s, kvh, g, hd)
         logits = jnp.einsum("bqkgd,bskd->bkgqs", q, k, preferred_element_type=jnp.float32) * self.scale
         if self.softcap:
             logits = jnp.tanh(logits / self.softcap) * self.softcap
@@ -372,11 +388,11 @@ class DecoderLayer(nnx.Module):
     pre-norm; with ``sandwich_norms`` it normalises the attention output and ``pre_feedforward_layernorm`` is the
     MLP's pre-norm)."""
 
-    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, rngs: nnx.Rngs):
+    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs):
         norm = lambda: RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)  # noqa: E731
         self.sandwich = cfg.sandwich_norms
         self.input_layernorm = norm()
-        self.self_attn = Attention(cfg, head_dim, kv_heads, rngs=rngs)
+        self.self_attn = Attention(cfg, head_dim, kv_heads, core=core, rngs=rngs)
         self.post_attention_layernorm = norm()
         self.mlp = GatedMLP(cfg, rngs=rngs)
         if self.sandwich:
@@ -458,16 +474,23 @@ class DecoderLLM(nnx.Module):
         where, _ = layer_plan(cfg)
         sizes = [sum(1 for k, _ in where if k == i) for i in range(len(cfg.kinds))]
         self.kinds = nnx.List([
-            stacked(lambda r, hd=hd, kvh=kvh: DecoderLayer(cfg, hd, kvh, rngs=r), n, rngs)
-            for (hd, kvh, _), n in zip(cfg.kinds, sizes)
+            stacked(lambda r, hd=hd, kvh=kvh, core=core: DecoderLayer(cfg, hd, kvh, core=core, rngs=r), n, rngs)
+            for (hd, kvh, _), n, core in zip(cfg.kinds, sizes, self._core_kinds())
         ])
         self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)
 
+    def _core_kinds(self) -> list[bool]:
+        """Per kind: True when all its layers attend fully (the core attention takes them)."""
+        cfg = self.cfg
+        return [all(t == FULL for t in cfg.layer_types if cfg.kind_key(t) == key) and not cfg.attn_logit_softcapping
+                for key in cfg.kinds]
+
     def _tables(self, position_ids: jax.Array, attention_mask: jax.Array):
-        """Per kind: the layer types it holds, their (T, B, S, pairs) cos/sin and (T, B, S, S) masks."""
+        """Per kind: the layer types it holds, their (T, B, S, pairs) cos/sin and masks ((T, B, S) key padding
+        for core-attention kinds, else (T, B, S, S) visibility)."""
         cfg = self.cfg
         out = []
-        for key in cfg.kinds:
+        for key, core in zip(cfg.kinds, self._core_kinds()):
             types = tuple(t for t in (FULL, SLIDING) if t in cfg.layer_types and cfg.kind_key(t) == key)
             cos, sin, vis = [], [], []
             for t in types:
@@ -480,7 +503,10 @@ class DecoderLLM(nnx.Module):
                 c, s = rope.cos_sin(ang)
                 cos.append(c)
                 sin.append(s)
-                vis.append(visibility(attention_mask, sliding_window=cfg.sliding_window if t == SLIDING else None))
+                if core:
+                    vis.append(jnp.asarray(attention_mask) > 0)
+                else:
+                    vis.append(visibility(attention_mask, sliding_window=cfg.sliding_window if t == SLIDING else None))
             out.append((types, jnp.stack(cos), jnp.stack(sin), jnp.stack(vis)))
         return out
 
