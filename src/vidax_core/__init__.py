@@ -1,8 +1,51 @@
-"""vidax-core: the runtime, plugin hooks, samplers and generic pipeline of the vidax video diffusion engine."""
+"""vidax-core: the runtime, plugin hooks, samplers and generic pipeline of the vidax video diffusion engine.
 
+A family plugin imports what it needs from here, not from deep paths::
+
+    from vidax_core import hookimpl, ModelSpec, Option, DitBuild, Conditioning, UserError, KeyRule, convert
+
+Names resolve lazily (the first access imports the defining module), so ``vidax list-models`` and plugin
+registration do not import JAX.
+"""
+
+from importlib import import_module as _import_module
 from importlib import metadata as _metadata
 
 try:
     __version__ = _metadata.version("vidax-core")
 except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0.1.0"
+
+# public name -> defining module (relative to vidax_core)
+_EXPORTS = {
+    # hooks and the model registry
+    "hookimpl": "hookspecs", "hookspec": "hookspecs",
+    "ModelSpec": "registry", "Option": "registry",
+    "UserError": "errors",
+    # what hooks return
+    "DitBuild": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
+    "VideoAutoencoder": "model_api", "OffloadableDit": "model_api",
+    "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
+    "SpatioTemporal": "guidance", "Embedded": "guidance", "default_guidance": "guidance",
+    # checkpoints and conversion
+    "Checkpoint": "io.checkpoint", "KeyRule": "io.convert", "convert": "io.convert", "linear": "io.convert",
+    "conv": "io.convert", "read_video": "io.clip",
+    "from_config_dict": "config.arch", "RunConfig": "config",
+    # layers and model state
+    "param": "nn.layers", "Linear": "nn.layers", "stacked": "nn.layers", "scan_blocks": "nn.layers",
+    "LAYERS": "nn.layers", "abstract_model": "nn.state", "materialize": "nn.state",
+    # parallelism and attention
+    "constrain": "parallel.sharding", "attention": "attention",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vidax_core' has no attribute {name!r}")
+    mod = _import_module(f"vidax_core.{module}")
+    value = mod if name == module else getattr(mod, name)
+    globals()[name] = value
+    return value

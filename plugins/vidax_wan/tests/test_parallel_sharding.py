@@ -53,4 +53,3 @@ def test_hook_returns_the_rules():
     from types import SimpleNamespace
 
     assert shard_rules(SimpleNamespace(family="wan")) == WAN_SHARD_RULES
-    assert shard_rules(SimpleNamespace(family="other")) is None

@@ -23,10 +23,6 @@ SPATIAL_FACTOR = 8  # VAE spatial compression
 TEMPORAL_FACTOR = 4  # VAE temporal compression
 
 
-def _ours(spec: ModelSpec) -> bool:
-    return spec.family == FAMILY
-
-
 def _dtype(run) -> Any:
     """The DiT's weight dtype: ``model.dtype``, else the Wan precision policy (docs/models/wan.md).
 
@@ -49,8 +45,6 @@ def register_models(register):
 
 @hookimpl
 def build_dit(spec, ckpt, run):
-    if not _ours(spec):
-        return None
     from .dit import WanDiT, WanDiTConfig
 
     def one(component: str, **expert) -> DitBuild:
@@ -110,21 +104,17 @@ WAN_SHARD_RULES = (
 
 @hookimpl
 def shard_rules(spec):
-    if not _ours(spec):
-        return None
     return WAN_SHARD_RULES
 
 
 @hookimpl
 def offload_block_groups(spec, model):
-    if not _ours(spec):
-        return None
     return ["blocks"]
 
 
 @hookimpl
 def convert_checkpoint(spec, component, tensors, abstract):
-    if not _ours(spec) or component not in ("transformer", "transformer_2"):
+    if component not in ("transformer", "transformer_2"):
         return None
     from .convert_dit import DIT_IGNORE, DIT_RULES
 
@@ -133,8 +123,6 @@ def convert_checkpoint(spec, component, tensors, abstract):
 
 @hookimpl
 def check_run(spec, run):
-    if not _ours(spec):
-        return None
     s = run.sampling
     problems = []
     if (s.num_frames - 1) % TEMPORAL_FACTOR:
@@ -170,8 +158,6 @@ class WanTextEncoder:
 
 @hookimpl
 def build_text_encoder(spec, ckpt, run):
-    if not _ours(spec):
-        return None
     from vidax_core.encoders.t5 import T5Config, encode_text, load_t5
     from vidax_core.encoders.tokenizer import TextTokenizer
 
@@ -183,8 +169,6 @@ def build_text_encoder(spec, ckpt, run):
 
 @hookimpl
 def encode_prompt(spec, encoder, prompts, run):
-    if not _ours(spec):
-        return None
     max_len = run.sampling.max_sequence_length
     ids, mask = encoder.tokenizer([prompt_clean(p) for p in prompts], max_len)
     return np.asarray(encoder.encode_fn(encoder.encoder, ids, mask, max_len), np.float32)
@@ -224,8 +208,6 @@ class WanVideoAutoencoder:
 
 @hookimpl
 def build_vae(spec, ckpt, run):
-    if not _ours(spec):
-        return None
     from vidax_core.vae.wan21 import WanVAEConfig
 
     cfg = WanVAEConfig.from_config(ckpt.config("vae"))
@@ -241,7 +223,7 @@ def build_vae(spec, ckpt, run):
 
 @hookimpl
 def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
-    if not _ours(spec) or run.image is None:
+    if run.image is None:
         return None
     from . import conditioning
     from .dit import WanDiTConfig
@@ -259,8 +241,6 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
 @hookimpl
 def open_checkpoint(spec, path):
     """A folder of the original Wan-AI release files (config.json, Wan2.x_VAE.pth, the UMT5 .pth...)."""
-    if not _ours(spec):
-        return None
     from .original_format import open_original
 
     return open_original(spec, path)
@@ -268,8 +248,6 @@ def open_checkpoint(spec, path):
 
 @hookimpl
 def builtin_checkpoint(spec, name):
-    if not _ours(spec):
-        return None
     folder = os.path.join(os.path.dirname(__file__), "assets", name)
     return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
 
@@ -277,7 +255,7 @@ def builtin_checkpoint(spec, name):
 @hookimpl
 def bench_reference(spec, engine, ckpt_dir, run):
     """``vidax bench --reference diffusers``: the same run with diffusers' WanPipeline (text-to-video)."""
-    if not _ours(spec) or engine != "diffusers":
+    if engine != "diffusers":
         return None
     from .bench_reference import WanDiffusersReference
 
@@ -287,8 +265,6 @@ def bench_reference(spec, engine, ckpt_dir, run):
 @hookimpl
 def bench_dit(spec, need_reference):
     """``vidax bench --dit-only``: a Wan2.1-1.3B-width DiT in vidax and diffusers, and the Wan2.1 VAE."""
-    if not _ours(spec):
-        return None
     from .bench_reference import WanDitBench
 
     return WanDitBench(need_reference)
@@ -297,7 +273,7 @@ def bench_dit(spec, need_reference):
 @hookimpl
 def vae_latent_shape(spec, ckpt, run):
     """The latent grid from vae/config.json alone, through the same code as the loaded VAE."""
-    if not _ours(spec) or not ckpt.has("vae"):
+    if not ckpt.has("vae"):
         return None
     from types import SimpleNamespace
 
@@ -311,8 +287,6 @@ def vae_latent_shape(spec, ckpt, run):
 @hookimpl
 def check_checkpoint(spec, ckpt, run):
     """Does the checkpoint fit this model id? Read from its config files only, before any weight loads."""
-    if not _ours(spec):
-        return None
     from vidax_core.config.arch import SOURCE_KEY
     from vidax_core.errors import UserError
     from vidax_core.vae.wan21 import WanVAEConfig

@@ -1,0 +1,68 @@
+"""The core's family checks (vidax_core.testing.FamilyTests) on a tiny Wan2.1 T2V (4 heads, 4 blocks), plus what
+is particular to Wan's numbers: TP 4, SP 4, DP over the two CFG halves, offload chunk sizes, the resident-weight
+peak, and the one-line refusals (dp that does not divide the CFG batch, a chunk size that does not divide)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from vidax_core.testing.family import FamilyTests
+from vidax_testing.tiny_wan import save_tiny_wan
+
+pytestmark = pytest.mark.xdist_group("wan_family")
+
+
+class TestWanFamily(FamilyTests):
+    model_id = "wan2.1-t2v-1.3b"
+    overrides = ("prompt=a small red fox runs in the snow", "negative_prompt=blurry", "sampling.num_steps=2",
+                 "sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "sampling.guidance_scale=5.0",
+                 "sampling.max_sequence_length=16")
+    golden = os.path.join(os.path.dirname(__file__), "golden", "wan_tiny_sharding.json")
+    parallel_configs = {
+        **FamilyTests.parallel_configs,
+        "tp4": ("parallel.dp=1", "parallel.tp=4"),
+        "sp4": ("parallel.dp=1", "parallel.sp=4"),
+        "dp2": ("parallel.dp=2",),
+    }
+    offload_configs = {
+        **FamilyTests.offload_configs,
+        "off2": ("parallel.dp=1", "offload.enabled=true", "offload.chunk_size=2"),
+        "off2tp2": ("parallel.dp=1", "parallel.tp=2", "offload.enabled=true", "offload.chunk_size=2"),
+    }
+
+    extra_configs = {
+        "dp_null": ("parallel.tp=1",),  # 8 devices -> dp 8 does not divide the CFG batch of 2
+        "bad_chunk": ("parallel.dp=1", "offload.enabled=true", "offload.chunk_size=3"),
+    }
+
+    @staticmethod
+    def make_checkpoint(folder):
+        save_tiny_wan(folder, seed=3, dit={"num_attention_heads": 4, "num_layers": 4})
+
+    def test_mesh_axes_are_the_ones_asked_for(self, family_runs):
+        for name, (dp, tp, sp) in {"tp2": (1, 2, 1), "tp4": (1, 4, 1), "sp4": (1, 1, 4), "tp2sp2": (1, 2, 2),
+                                   "dp2": (2, 1, 1)}.items():
+            p = family_runs[name]["parallel"]
+            assert (p["dp"], p["tp"], p["sp"]) == (dp, tp, sp), name
+
+    def test_tp_shards_the_weights_and_sp_does_not(self, family_runs):
+        full = family_runs["single"]["peak_resident_weight_bytes"]
+        assert family_runs["tp2"]["peak_resident_weight_bytes"] < 0.7 * full
+        assert family_runs["tp4"]["peak_resident_weight_bytes"] < family_runs["tp2"]["peak_resident_weight_bytes"]
+        assert family_runs["sp2"]["peak_resident_weight_bytes"] == full
+
+    def test_offload_peak_is_two_chunks_plus_non_block(self, family_runs):
+        full = family_runs["single"]["peak_resident_weight_bytes"]
+        for name in self.offload_configs:
+            off = family_runs[name]["offload"]
+            bound = off["non_block_weight_bytes"] + 2 * off["chunk_weight_bytes"]["blocks"]
+            assert family_runs[name]["peak_resident_weight_bytes"] <= bound, name
+        assert family_runs["offload"]["peak_resident_weight_bytes"] < 0.75 * full
+        assert family_runs["off2tp2"]["peak_resident_weight_bytes"] < family_runs["off2"]["peak_resident_weight_bytes"]
+
+    def test_refusals_name_the_key(self, family_runs):
+        err = family_runs["dp_null"]["error"]
+        assert "parallel.dp" in err and "batch of 2" in err
+        assert "offload.chunk_size=3 must divide the 4 blocks" in family_runs["bad_chunk"]["error"]

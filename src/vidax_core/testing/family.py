@@ -1,0 +1,106 @@
+"""``FamilyTests``: the checks every model family gets by declaring a tiny checkpoint (a pytest mixin).
+
+Example (a plugin's tests/test_family.py)::
+
+    from vidax_core.testing.family import FamilyTests
+
+    class TestTiny(FamilyTests):
+        model_id = "example-tiny"
+        overrides = ("sampling.num_steps=2",)
+        golden = os.path.join(os.path.dirname(__file__), "golden", "sharding.json")
+
+        @staticmethod
+        def make_checkpoint(folder):
+            write_tiny_checkpoint(folder)       # your plugin's tiny random checkpoint, real key names
+
+The mixin builds the checkpoint once per class and runs, in one subprocess on 8 fake CPU devices, the model on one
+device and under every configuration in ``parallel_configs`` and ``offload_configs``; each must match the one-device
+latents within ``tolerance`` (relative L2). Configurations the model cannot take (heads not divisible by tp...) are
+left out by overriding the two mappings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Mapping, Sequence
+
+import pytest
+
+from vidax_core.testing import checks
+from vidax_core.testing.runs import run_many
+
+
+class FamilyTests:
+    model_id: ClassVar[str]
+    overrides: ClassVar[Sequence[str]] = ()
+    plugin_modules: ClassVar[Sequence[str]] = ()  # test-only plugins with register(plugins)
+    golden: ClassVar[str | None] = None
+    tolerance: ClassVar[float] = 1e-5
+    parallel_configs: ClassVar[Mapping[str, Sequence[str]]] = {
+        "tp2": ("parallel.dp=1", "parallel.tp=2"),
+        "sp2": ("parallel.dp=1", "parallel.sp=2"),
+        "tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2"),
+    }
+    offload_configs: ClassVar[Mapping[str, Sequence[str]]] = {
+        "offload": ("parallel.dp=1", "offload.enabled=true"),
+        "offload_sp2": ("parallel.dp=1", "parallel.sp=2", "offload.enabled=true"),
+    }
+
+    @staticmethod
+    def make_checkpoint(folder: str) -> None:  # pragma: no cover - the subclass provides it
+        raise NotImplementedError("write a tiny checkpoint of your model into `folder`")
+
+    # more configurations to run in the same subprocess, for the family's own assertions on ``family_runs``
+    extra_configs: ClassVar[Mapping[str, Sequence[str]]] = {}
+
+    @classmethod
+    def base_overrides(cls, checkpoint: str) -> list[str]:
+        return [f"model.id={cls.model_id}", f"model.checkpoint={checkpoint}", *cls.overrides]
+
+    def plugins(self) -> Any:
+        import importlib
+
+        from vidax_core.plugins import Plugins
+
+        p = Plugins()
+        p.load_entry_points()
+        for name in self.plugin_modules:
+            importlib.import_module(name).register(p)
+        return p
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def checkpoint(cls, tmp_path_factory) -> str:
+        folder = str(tmp_path_factory.mktemp("family_ckpt"))
+        cls.make_checkpoint(folder)
+        return folder
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def family_runs(cls, checkpoint) -> dict:
+        configs = {"single": ("parallel.dp=1",), **cls.parallel_configs, **cls.offload_configs, **cls.extra_configs}
+        return run_many(cls.base_overrides(checkpoint), configs, plugin_modules=cls.plugin_modules)
+
+    def test_converted_tree_equals_abstract(self, checkpoint):
+        problems = checks.converted_tree_problems(self.plugins(), self.base_overrides(checkpoint))
+        assert not problems, "\n".join(problems[:20])
+
+    def _check(self, runs: dict, names) -> None:
+        bad = {}
+        for name in names:
+            r = runs[name]
+            print(f"{self.model_id} {name}: " + (r["error"] if "error" in r else f"rel err vs 1 device {r['rel']:.2e}"))
+            if "error" in r or not r["rel"] < self.tolerance:
+                bad[name] = r.get("error", r.get("rel"))
+        assert not bad, bad
+
+    def test_parallel_equals_single_device(self, family_runs):
+        self._check(family_runs, self.parallel_configs)
+
+    def test_offload_equals_resident(self, family_runs):
+        self._check(family_runs, self.offload_configs)
+        for name in self.offload_configs:
+            assert family_runs[name]["offload"]["enabled"], name
+
+    def test_golden_sharding(self, checkpoint):
+        assert self.golden, "declare `golden = <path of a JSON file>`: the first run writes the table there"
+        checks.check_golden(checks.sharding_table(self.plugins(), self.base_overrides(checkpoint)), self.golden)

@@ -1,0 +1,86 @@
+"""Run several configurations of one model in ONE subprocess on fake CPU devices; compare each with the first.
+
+    python -m vidax_core.testing.runs SPEC.json      (prints one JSON line)
+
+Multi-device runs need ``--xla_force_host_platform_device_count`` set before JAX is imported, hence the
+subprocess. Every configuration uses the same seed, so all draw the same initial noise; a configuration the core
+refuses reports its one-line error instead of a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any, Mapping, Sequence
+
+
+def run_many(base: Sequence[str], configs: Mapping[str, Sequence[str]], *, devices: int = 8,
+             plugin_modules: Sequence[str] = (), timeout: int = 900) -> dict[str, Any]:
+    """``base``: ``key=value`` overrides every run shares (model.id, model.checkpoint, small sizes...);
+    ``configs``: name -> extra overrides, the first being the reference. ``plugin_modules``: modules with a
+    ``register(plugins)`` function to add besides the installed plugins (test-only plugins). Returns
+    ``{name: {"rel": relative L2 error of the final latents vs the first, "metrics": ...} | {"error": msg}}``."""
+    spec = {"base": list(base), "configs": {k: list(v) for k, v in configs.items()}, "plugins": list(plugin_modules)}
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
+               JAX_DEFAULT_MATMUL_PRECISION="highest")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "spec.json")
+        with open(path, "w") as f:
+            json.dump({**spec, "work": tmp}, f)
+        proc = subprocess.run([sys.executable, "-m", "vidax_core.testing.runs", path], capture_output=True,
+                              text=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"vidax_core.testing.runs failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _rel(a: Any, b: Any) -> float:
+    import numpy as np
+
+    if isinstance(b, dict):
+        return max(_rel(a[k], b[k]) for k in b)
+    return float(np.linalg.norm(np.asarray(a) - np.asarray(b)) / max(np.linalg.norm(np.asarray(b)), 1e-30))
+
+
+def _main(path: str) -> int:
+    import importlib
+
+    import jax
+
+    from vidax_core import config as config_mod
+    from vidax_core.errors import UserError
+    from vidax_core.plugins import get_plugins
+    from vidax_core.runner import pipeline
+    from vidax_core.runner.progress import Reporter
+
+    with open(path) as f:
+        spec = json.load(f)
+    plugins = get_plugins()
+    for name in spec["plugins"]:
+        importlib.import_module(name).register(plugins)
+    ref = None
+    results: dict[str, Any] = {"devices": jax.device_count()}
+    for name, extra in spec["configs"].items():
+        overrides = list(spec["base"]) + [f"output.path={os.path.join(spec['work'], name + '.mp4')}",
+                                          "output.overwrite=true", "runtime.compilation_cache=false"] + list(extra)
+        try:
+            cfg = config_mod.resolve(None, overrides, plugins.preset_for)
+            res = pipeline.run(cfg, plugins, Reporter(quiet=True))
+        except UserError as exc:
+            results[name] = {"error": str(exc)}
+            continue
+        ref = res.latents if ref is None else ref
+        m = res.metrics
+        results[name] = {"rel": _rel(res.latents, ref), "parallel": m["parallel"], "offload": m["offload"],
+                         "peak_resident_weight_bytes": m["peak_resident_weight_bytes"],
+                         "per_step_s": m["per_step_s"], "compile_s": m["compile_s"]}
+        print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1]))
