@@ -1,0 +1,39 @@
+"""The T5 and ViT encoder bases placed tensor-parallel (heads/mlp -> tp) on 8 fake CPU devices equal one device.
+
+Runs tests/parallel_scripts/encoders_tp.py in a subprocess (fake devices must be configured before jax is imported).
+The tolerance is the unsharded forward's own fp32 noise floor (its output change under a one-ulp parameter nudge).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_scripts", "encoders_tp.py")
+ENCODERS = ["umt5", "t5_v1_1", "clip_text", "clip_vision", "siglip_vision"]
+MESHES = ["dp2_tp4", "dp1_tp2"]
+
+
+@pytest.fixture(scope="module")
+def out():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_tensor_parallel_encoder_equals_one_device(out, encoder, mesh):
+    r, floor = out[f"{encoder}_{mesh}"], out[f"{encoder}_floor"]
+    print(f"{encoder} {mesh}: rel last {r['rel_last']:.2e} pooled {r['rel_pooled']:.2e} "
+          f"(floor {floor['rel_last']:.2e} / {floor['rel_pooled']:.2e}), all-reduces {r['all_reduce']}")
+    assert r["rel_last"] <= 4 * floor["rel_last"]
+    assert r["rel_pooled"] <= 4 * floor["rel_pooled"]
+    # really split: q column-parallel over tp, o/out_proj row-parallel, and XLA reduced the partial sums
+    assert r["q_spec"] == "P(None, None, 'tp')" and r["o_spec"] == "P(None, 'tp')"
+    assert r["all_reduce"] >= 1
