@@ -9,6 +9,7 @@ hidden-layer selection and crop_start, checkpoint key layouts, and chat template
 from __future__ import annotations
 
 import copy
+import functools
 import json
 
 import jax.numpy as jnp
@@ -63,19 +64,24 @@ def _gemma():
 MODELS = {"llama": _llama, "qwen": _qwen, "gemma": _gemma}
 
 
-@pytest.fixture(scope="module", params=sorted(MODELS))
-def reference(request):
-    """(name, transformers config dict, torch model fp32, state dict as numpy)."""
-    hf_cfg, cls = MODELS[request.param]()
+@functools.lru_cache(maxsize=None)
+def _build(name: str):
+    """(name, transformers config dict, torch model fp32, state dict as numpy); every parameter random."""
+    hf_cfg, cls = MODELS[name]()
     torch.manual_seed(0)
     model = cls(hf_cfg).eval().float()
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.normal_(0.0, 0.5 if "embed" in name else 0.15)
-            if "norm" in name and request.param != "gemma":  # x * w: keep gains near 1; Gemma's (1 + w) already is
+        for pname, p in model.named_parameters():
+            p.normal_(0.0, 0.5 if "embed" in pname else 0.15)
+            if "norm" in pname and name != "gemma":  # x * w: keep gains near 1; Gemma's (1 + w) already is
                 p.add_(1.0)
     sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    return request.param, hf_cfg.to_dict(), model, sd
+    return name, hf_cfg.to_dict(), model, sd
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def reference(request):
+    return _build(request.param)
 
 
 def _batch(side: str):
@@ -255,13 +261,11 @@ def test_config_errors_name_the_field():
         dl.DecoderLLMConfig.from_config({"model_type": "bert"})
 
 
-def test_per_type_kv_heads_run_as_separate_stacks(reference):
+def test_per_type_kv_heads_run_as_separate_stacks():
     """A Gemma-4-like layout: full layers with 1 KV head, sliding layers with 2, i.e. two stacked trees scanned
     in four segments. Grouped attention with one KV head equals two identical KV heads, so it must give what the
     one-stack Gemma-3 model gives with each full layer's KV head duplicated."""
-    name, cfg_dict, _, sd = reference
-    if name != "gemma":
-        pytest.skip("one layout is enough")
+    _, cfg_dict, _, sd = _build("gemma")
     one_cfg = dl.DecoderLLMConfig.from_config(cfg_dict)
     two_cfg = dl.DecoderLLMConfig.from_config(cfg_dict, kv_heads_per_type=((dl.FULL, 1),))
     assert len(one_cfg.kinds) == 1 and len(two_cfg.kinds) == 2
@@ -317,6 +321,8 @@ def test_chat_template_matches_apply_chat_template(tmp_path):
         assert Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(got, add_special_tokens=False).ids \
             == list(want_ids)
     assert got.startswith("<|begin_of_text|><|start_header_id|>system") and got.endswith("assistant<|end_header_id|>\n\n")
+    assert dl.padding_side(cfg) == hf.padding_side == "right"
+    assert dl.padding_side({"padding_side": "left"}) == "left"
     # a template given by the family; raise_exception reaches the caller
     with pytest.raises(Exception, match="only user"):
         render_chat("{% if messages[0]['role'] != 'user' %}{{ raise_exception('only user') }}{% endif %}", messages)

@@ -555,6 +555,14 @@ class DecoderLLM(nnx.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
+def padding_side(tokenizer_config: Mapping[str, Any]) -> str:
+    """The tokenizer's ``padding_side`` from its tokenizer_config.json dict (transformers' default: right)."""
+    side = tokenizer_config.get("padding_side") or "right"
+    if side not in ("left", "right"):
+        raise UserError(f"tokenizer_config.json padding_side={side!r} is not 'left' or 'right'")
+    return side
+
+
 def pad_batch(
     sequences: Sequence[Sequence[int]], *, pad_id: int, length: int | None = None, side: str = "right"
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -713,5 +721,5 @@ def load_decoder_llm(
 __all__ = [
     "ACTIVATIONS", "Attention", "DecoderLLM", "DecoderLLMConfig", "DecoderLayer", "FULL", "GatedMLP", "IGNORE",
     "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment", "convert_params", "crop", "encode", "hidden_states", "layer_plan",
-    "load_decoder_llm", "pad_batch", "select_hidden", "text_position_ids", "visibility",
+    "load_decoder_llm", "pad_batch", "padding_side", "select_hidden", "text_position_ids", "visibility",
 ]
