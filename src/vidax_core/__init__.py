@@ -34,8 +34,15 @@ _EXPORTS = {
     # layers and model state
     "param": "nn.layers", "Linear": "nn.layers", "stacked": "nn.layers", "scan_blocks": "nn.layers",
     "LAYERS": "nn.layers", "abstract_model": "nn.state", "materialize": "nn.state",
+    "layer_norm": "nn.norms", "rms_norm": "nn.norms", "LayerNorm": "nn.norms", "RMSNorm": "nn.norms",
+    "timestep_embedding": "nn.timestep", "TimestepEmbedding": "nn.timestep", "modulate": "nn.adaln",
+    "gate": "nn.adaln", "patchify": "nn.patchify", "unpatchify": "nn.patchify",
     # parallelism and attention
     "constrain": "parallel.sharding", "attention": "attention",
+    "self_attention": "attention.ulysses", "cross_attention": "attention.ulysses",
+    "joint_attention": "attention.ulysses",
+    # built-in checkpoints generated on first use
+    "generated_checkpoint": "io.builtin", "write_diffusers": "io.builtin", "random_weights": "io.builtin",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
