@@ -42,7 +42,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > 
 
 # 1. DiT-only microbenchmarks (one process: JAX must not grab 75% of the GPU before torch runs)
 log "1/3 dit-only"
-XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 180 vidax bench --dit-only --blocks 30 --repeats 5 \
+XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 180 vidax bench --dit-only model.id=wan2.1-t2v-1.3b --blocks 30 --repeats 5 \
   --vae-size 256 --vae-frames 5,33 --out "$OUT" --name gpu_dit_step || log "dit-only failed or timed out"
 
 # 2. full pipeline vs diffusers on a random-weight 1.3B-shaped checkpoint (cold compile: fresh cache)

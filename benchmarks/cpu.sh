@@ -11,7 +11,7 @@ uptime
 
 # issue 7 items 3 and 4: DiT step vs diffusers (2 blocks at 1.3B width, 1280 tokens, CFG, fp32), compile vs depth,
 # VAE decode compile vs frame count
-vidax bench --dit-only --out "$OUT"
+vidax bench --dit-only model.id=wan2.1-t2v-1.3b --out "$OUT"
 python benchmarks/cpu_attention.py
 
 # the whole pipeline next to diffusers on the tiny built-in checkpoint (the machinery, not model speed)

@@ -105,6 +105,8 @@ def test_dry_run_full_size_from_configs_only(tmp_path):
         "ffn_dim": 13824, "num_layers": 40, "text_dim": 4096, "freq_dim": 256, "in_channels": 16,
         "out_channels": 16, "patch_size": [1, 2, 2]}))
     (snap / "scheduler" / "scheduler_config.json").write_text('{"_class_name": "UniPCMultistepScheduler"}')
+    (snap / "vae").mkdir()
+    (snap / "vae" / "config.json").write_text('{"_class_name": "AutoencoderKLWan", "z_dim": 16}')
     refs = snap.parent.parent / "refs"
     refs.mkdir()
     (refs / "main").write_text("a" * 40)
@@ -115,3 +117,5 @@ def test_dry_run_full_size_from_configs_only(tmp_path):
     line = next(l for l in proc.stdout.splitlines() if l.startswith("denoiser:"))
     assert "53.2 GiB" in line and "40 stacked blocks" in line, line  # 14.29e9 fp32 parameters
     assert "offload: non-block params + 2 chunks of 1 block(s)" in proc.stdout
+    # 81 frames at 1280x720 -> latent 21 x 90 x 160 (VAE 4x8x8) -> 21 x 45 x 80 patches (1x2x2)
+    assert "tokens:     75600 video tokens (latent 21x90x160, patch 1x2x2)" in proc.stdout, proc.stdout

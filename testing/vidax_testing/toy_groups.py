@@ -55,6 +55,8 @@ def _toy_module(double: int, single: int):
                 setattr(self, name, nnx.Param(jnp.zeros((n, *shape), jnp.float32)))
 
     class ToyDiT(nnx.Module):
+        block_groups = ("double_blocks", "single_blocks")  # the groups the model runs by name (offload checks it)
+
         def __init__(self) -> None:
             for name, shape in OTHER_LEAVES.items():
                 setattr(self, name, nnx.Param(jnp.zeros(shape, jnp.float32)))

@@ -1,7 +1,7 @@
 """``vidax bench``: time and memory of a configured run, optionally side by side with diffusers, over a sweep.
 
   vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2,...] [--out DIR]
-  vidax bench --dit-only [--blocks 2] ...          (DiT-step and compile-time microbenchmarks, see bench_dit)
+  vidax bench --dit-only [model.id=ID] [--blocks 2] ...   (DiT-step and compile-time microbenchmarks, see bench.dit)
 
 Every case (one vidax run per sweep value, one diffusers run per distinct model/sampling setting) runs in its own
 Python subprocess by default, so peak RSS and device memory are per case and JAX and torch never share a device
@@ -59,7 +59,7 @@ def add_parser(sub) -> None:
                     "device memory. Writes DIR/NAME.json and DIR/NAME.md. See docs/benchmarks.md.")
     b.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     b.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=10")
-    b.add_argument("--reference", choices=REFERENCES, help="also run the same checkpoint with this engine and add ratios")
+    b.add_argument("--reference", choices=REFERENCES, help="also run the same checkpoint with this engine (provided by the model's plugin) and add ratios")
     b.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help="repeat over one setting, e.g. offload.chunk_size=1,2,4 or parallel.sp=1,2; the shorthand "
                         "offload=off,1,2,all sweeps offload off and on at those chunk sizes (all = every block)")
@@ -71,9 +71,11 @@ def add_parser(sub) -> None:
     b.add_argument("--profile", metavar="DIR", help="write a jax.profiler trace of each vidax case under DIR")
     b.add_argument("--quiet", "-q", action="store_true", help="no per-case progress lines")
     b.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    d = b.add_argument_group("DiT-only microbenchmarks (Wan2.1 block width, random weights; no config needed)")
+    d = b.add_argument_group("DiT-only microbenchmarks (random weights, no checkpoint; the DiT and its reference "
+                             "come from the plugin of model.id=..., default the first model whose plugin has them)")
     d.add_argument("--dit-only", action="store_true",
-                   help="time one guided DiT step vidax vs diffusers, compile time vs depth, VAE compile vs frames")
+                   help="time one guided DiT step vidax vs the plugin's reference, compile time vs depth, VAE "
+                        "compile vs frames")
     d.add_argument("--blocks", type=int, default=2, help="blocks for the timed step (default 2)")
     d.add_argument("--compile-blocks", default="2,30", help="block counts for the compile-time ratio (default 2,30)")
     d.add_argument("--vae-frames", default="5,17,33", help="frame counts for VAE decode compile time (default 5,17,33)")

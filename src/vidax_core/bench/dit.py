@@ -43,13 +43,33 @@ def _inputs(parts, seed: int = 0):
     return latents, context
 
 
-def _vidax_step(graphdef, steps: int, flow_shift: float):
-    from vidax_core.runner.pipeline import make_step
-    from vidax_core.schedulers import base as sched_base
+class _VidaxStep:
+    """The pipeline's own jitted step (both guidance branches in one batch-2 model call, classifier-free
+    guidance, UniPC update) and its inputs: ``step(params, latents, state, i, *args)``."""
 
-    sampler = sched_base.get_sampler("unipc", flow_shift=flow_shift)
-    plan = sampler.plan(steps)
-    return make_step(graphdef, sampler, True), sampler, plan
+    def __init__(self, graphdef, steps: int, flow_shift: float) -> None:
+        import numpy as np
+
+        from vidax_core.guidance import ClassifierFree
+        from vidax_core.runner.step import StepPlan, make_step
+        from vidax_core.schedulers import base as sched_base
+
+        self.sampler = sched_base.get_sampler("unipc", flow_shift=flow_shift)
+        self.plan = self.sampler.plan(steps)
+        guide = ClassifierFree(scale=GUIDANCE)
+        step_plan = StepPlan(self.sampler, guide, None, (("cond", "uncond"),), {"cond": 0, "uncond": 1})
+        self.step = make_step(graphdef, step_plan)
+        self.scales = guide.scales(np.asarray(self.plan.timesteps))
+
+    def init_state(self, latents):
+        from vidax_core.runner.step import init_state
+
+        return init_state(self.sampler, self.plan, latents)
+
+    def args(self, contexts, plan_arrays=None, scales=None) -> tuple:
+        """(contexts, plan arrays, scales, noise, cond arrays, branch arrays); ``contexts``: [cond, uncond]."""
+        return (list(contexts), self.plan.arrays() if plan_arrays is None else plan_arrays,
+                self.scales if scales is None else scales, None, {}, {})
 
 
 def dit_parts(overrides, need_reference: bool):
@@ -91,14 +111,14 @@ def bench_step(args, parts) -> dict[str, Any]:
     # -- vidax: the pipeline's jitted step ------------------------------------------------------------------------
     graphdef, params = nnx.split(model)
     del model
-    step, sampler, plan = _vidax_step(graphdef, 50, parts.flow_shift)
-    plan_arrays = jax.device_put(plan.arrays())
-    ctx, g = jnp.asarray(context), jnp.float32(GUIDANCE)
+    vs = _VidaxStep(graphdef, 50, parts.flow_shift)
+    args = vs.args([jnp.asarray(context[:1]), jnp.asarray(context[1:])], jax.device_put(vs.plan.arrays()),
+                   jax.device_put(vs.scales))
     vx = {"x": jnp.asarray(latents), "i": 0}
-    vx["state"] = sampler.init_state(plan, vx["x"])
+    vx["state"] = vs.init_state(vx["x"])
 
     def vidax_step() -> None:
-        vx["x"], vx["state"] = step(params, vx["x"], vx["state"], jnp.int32(vx["i"]), ctx, plan_arrays, g, None)
+        vx["x"], vx["state"] = vs.step(params, vx["x"], vx["state"], jnp.int32(vx["i"]), *args)
         vx["x"].block_until_ready()
         vx["i"] += 1
 
@@ -160,14 +180,14 @@ def bench_compile(args, parts) -> dict[str, Any]:
     for n in counts:
         model = nnx.eval_shape(parts.abstract_dit(n))
         graphdef, params = nnx.split(model)
-        step, sampler, plan = _vidax_step(graphdef, 50, parts.flow_shift)
+        vs = _VidaxStep(graphdef, 50, parts.flow_shift)
         sds = jax.ShapeDtypeStruct
         x = sds((1, *parts.latent_shape), jnp.float32)
-        state = jax.eval_shape(lambda z: sampler.init_state(plan, z), x)
-        ctx = sds((2, *parts.context_shape), jnp.float32)
+        state = jax.eval_shape(vs.init_state, x)
+        ctx = [sds((1, *parts.context_shape), jnp.float32)] * 2
         jax.clear_caches()
         t0 = time.perf_counter()
-        lowered = step.lower(params, x, state, sds((), jnp.int32), ctx, plan.arrays(), sds((), jnp.float32), None)
+        lowered = vs.step.lower(params, x, state, sds((), jnp.int32), *vs.args(ctx))
         t1 = time.perf_counter()
         lowered.compile()
         t2 = time.perf_counter()

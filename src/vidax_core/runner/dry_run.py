@@ -9,7 +9,8 @@ function, with the video tokens from the VAE's latent grid (hook ``vae_latent_sh
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
 
 import jax
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from vidax_core.config import RunConfig, to_yaml
 from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
-from vidax_core.parallel.mesh import plan_mesh
+from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner.preflight import preflight
 
@@ -45,14 +46,15 @@ class Sizing:
     def block_bytes(self) -> int:
         return sum(b for _, b in self.groups.values())
 
-    def resident(self, streamed: tuple[str, ...], chunk: int) -> int:
+    def resident(self, streamed: tuple[str, ...], chunk: int | Mapping[str, int]) -> int:
         """Device bytes with ``streamed`` groups offloaded: everything else + 2 chunks (the running one and the
-        prefetched next) of each streamed group, never more than the whole group."""
+        prefetched next) of each streamed group, never more than the whole group. ``chunk``: blocks per chunk,
+        one integer or {group: integer} (``offload.chunk_size``)."""
         out = self.total
         for g in streamed:
             if g in self.groups:
                 n, b = self.groups[g]
-                out += -b + min(2 * chunk, n) * (b / n if n else 0)
+                out += -b + min(2 * chunk_size_of(chunk, g), n) * (b / n if n else 0)
         return int(out)
 
 
@@ -78,37 +80,39 @@ def _describe_size(s: Sizing) -> str:
     return f"{_fmt_bytes(s.total)} of parameters ({s.blocks} stacked blocks{detail}, {_fmt_bytes(s.block_bytes)} in blocks)"
 
 
+def _chunk_text(chunk: Any) -> str:
+    if isinstance(chunk, Mapping):
+        return "{" + ", ".join(f"{g}: {n}" for g, n in chunk.items()) + "}"
+    return str(chunk)
+
+
 def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
-    from vidax_core.runner.pipeline import build_dit, plan_placement
+    from vidax_core.runner.pipeline import build_dit, expected_batch, plan_placement, select_guidance, video_tokens
 
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
     ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
-    built = build_dit(spec, ckpt, cfg, plugins)
-    builds = list(built) if isinstance(built, (list, tuple)) else [built]
-    batch = 2 if cfg.sampling.guidance_scale > 1.0 else 1
+    builds = build_dit(spec, ckpt, cfg, plugins)
+    batch = expected_batch(select_guidance(spec, ckpt, cfg, plugins))
     latent = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
     if latent is not None:
-        placements = [plan_placement(spec, b, cfg, plugins, tuple(latent), batch=batch) for b in builds]
-        mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
+        latent = tuple(int(v) for v in latent)
+        placements = [plan_placement(spec, b, cfg, plugins, latent, batch=batch) for b in builds]
+        n = video_tokens(builds[0], latent)
         pt, ph, pw = builds[0].patch_size or (1, 1, 1)
-        tokens = (f"{(latent[0] // pt) * (latent[1] // ph) * (latent[2] // pw)} video tokens "
-                  f"(latent {latent[0]}x{latent[1]}x{latent[2]}, patch {pt}x{ph}x{pw})"
-                  if builds[0].patch_size else "not checked (the denoiser declares no patch size)")
-    else:  # the plugin cannot give the latent grid without its VAE weights: every other rule is still checked
-        groups = tuple(plugins.call("offload_block_groups", spec, model=None) or ()) if cfg.offload.enabled else ()
-        for b in builds:
-            counts = {g: n for g, n in (b.block_counts or {}).items() if g in groups}
-            mesh_plan = plan_mesh(cfg.parallel, n_devices=jax.device_count(), heads=b.heads, video_tokens=None,
-                                  batch=batch, block_groups=counts, offload=cfg.offload)
-        streamed = groups
+        tokens = (f"{n} video tokens (latent {'x'.join(map(str, latent))}, patch {pt}x{ph}x{pw})" if n is not None
+                  else "not checked (the denoiser declares no patch size)")
+    else:  # no latent grid without the VAE's weights: every rule but sp | tokens is still checked, by the same code
+        placements = [plan_placement(spec, replace(b, patch_size=None), cfg, plugins, (0, 0, 0), batch=batch)
+                      for b in builds]
         tokens = f"not checked (the plugin of {spec.id} gives no latent shape without loading its VAE)"
+    mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
     sizes = [size_denoiser(abstract_model(b.ctor)[2], b.block_counts) for b in builds]
     tp = cfg.parallel.tp
     chunk = cfg.offload.chunk_size
     if cfg.offload.enabled and streamed:
         resident = sum(s.resident(streamed, chunk) for s in sizes)
-        how = f"offload: non-block params + 2 chunks of {chunk} block(s) of each streamed group"
+        how = f"offload: non-block params + 2 chunks of {_chunk_text(chunk)} block(s) of each streamed group"
     else:
         resident = sum(s.total for s in sizes)
         how = "all weights resident"
@@ -131,7 +135,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
         f"tokens:     {tokens}",
         f"mesh:       dp={mesh_plan.dp} tp={mesh_plan.tp} sp={mesh_plan.sp} over {jax.device_count()} "
         f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",
-        f"offload:    {'on, chunk ' + str(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
+        f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
