@@ -1,7 +1,8 @@
 """The hooks a model-family plugin implements.
 
-Every per-model hook takes the :class:`~vidax_core.registry.ModelSpec` first, is ``firstresult``, and a plugin
-returns ``None`` for a model it does not own, so several families coexist and the first plugin that answers wins.
+Every per-model hook takes the :class:`~vidax_core.registry.ModelSpec` first and is called only on the plugin that
+registered that model id (:meth:`vidax_core.plugins.Plugins.call`), so several families coexist and no plugin needs
+an "is this my model" guard; returning ``None`` means "use the core's default" where a hook has one.
 ``register_models`` is the one collector hook: every plugin contributes its model ids to the registry.
 
 Objects passed in:
