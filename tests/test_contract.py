@@ -199,3 +199,23 @@ def test_hooks_reach_only_the_owning_plugin(plugins):
     spec = p.registry.get(toy.ID)
     cfg = make_cfg(p, "unused", "/tmp")
     assert isinstance(p.call("build_vae", spec, ckpt=None, run=cfg), toy.ToyVAE)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["options.flow_shift=3"], "unknown config key options.flow_shift for wan2.1-t2v-1.3b (wan2.1-t2v-1.3b takes no options)"),
+    (["options=[1]"], "config key options must be a mapping"),
+    (["video=clip.mp4"], "model wan2.1-t2v-1.3b takes no conditioning video"),
+    (["sampling.height=null"], "config key sampling.height is not set"),
+    (["offload.chunk_size={blocks: 0}"], "offload.chunk_size must map block groups to integers >= 1"),
+])
+def test_contract_mistakes_are_one_line_errors(tmp_path, capsys, args, message):
+    """Through the CLI: the new contract keys fail before anything loads, exit 2, one line."""
+    from vidax_core import cli
+
+    os.chdir(tmp_path)
+    open("clip.mp4", "wb").close()
+    code = cli.main(["run", "model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", *args,
+                     "output.path=out.mp4"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert not os.path.exists("out.mp4")
