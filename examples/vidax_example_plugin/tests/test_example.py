@@ -1,8 +1,5 @@
-"""The example family's own tests: the hooks called the way the core calls them, no installation needed.
-
-Run with ``pytest examples/vidax_example_plugin/tests`` (the plugin module is registered by hand, so the test
-works from a source checkout whether or not the distribution is pip-installed).
-"""
+"""The hooks called the way the core calls them: registration, the denoiser's forward pass and logical axes, the
+conversion error report, and the one-line messages of check_run and check_checkpoint (they are user interface)."""
 
 from __future__ import annotations
 
@@ -10,19 +7,19 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from vidax_core import config
-from vidax_core.io.checkpoint import Checkpoint
+from vidax_core import Checkpoint, abstract_model, materialize
 from vidax_core.io.convert import ConversionError
-from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
+from vidax_core.testing.checks import resolve
 
 from vidax_example_plugin import plugin
+from vidax_example_plugin.tiny import write_tiny
 
 
 @pytest.fixture
 def plugins():
     p = Plugins()
-    p.add(plugin, "example", "vidax-example-plugin", "0.1.0")
+    plugin.register(p)
     return p
 
 
@@ -33,36 +30,28 @@ def ckpt(plugins, tmp_path, monkeypatch):
     return Checkpoint(plugins.call("builtin_checkpoint", spec, name="tiny"))
 
 
-def run_config(spec, **sampling):
-    return config.validate(config.merge(config.defaults_dict(), spec.preset, {"model": {"id": spec.id}},
-                                        {"sampling": sampling}))
+def run_config(plugins, *overrides):
+    return resolve(plugins, ["model.id=example-tiny", *overrides])
 
 
 def test_registered(plugins):
     spec = plugins.registry.get("example-tiny")
-    assert spec.family == "example" and spec.tasks == ("t2v",) and spec.plugin == "vidax-example-plugin"
-
-
-def test_declines_other_families(plugins):
-    from vidax_core.registry import ModelSpec
-
-    other = ModelSpec(id="someone-else", family="other")
-    assert plugins.call("builtin_checkpoint", other, name="tiny") is None
-    assert plugins.call("shard_rules", other) is None
+    assert (spec.family, spec.tasks, spec.plugin) == ("example", ("t2v",), "vidax-example-plugin")
+    assert run_config(plugins).options["guidance_rescale"] == 0.0
 
 
 def test_dit_forward_and_logical_axes(plugins, ckpt):
-    spec = plugins.registry.get("example-tiny")
-    run = run_config(spec)
+    spec, run = plugins.registry.get("example-tiny"), run_config(plugins)
     build = plugins.call("build_dit", spec, ckpt=ckpt, run=run)
     graphdef, state, flat = abstract_model(build.ctor)
     values = plugins.call("convert_checkpoint", spec, component="transformer", tensors=ckpt.tensors("transformer"),
                           abstract=flat)
     model = materialize(graphdef, state, values)
-    sharding = {tuple(p): v.get_metadata().get("out_sharding") for p, v in nnx.to_flat_state(nnx.state(model))}
-    assert sharding[("blocks", "qkv", "kernel")] == ("layers", "embed", "heads")
+    axes = {tuple(p): v.get_metadata().get("out_sharding") for p, v in nnx.to_flat_state(nnx.state(model))}
+    assert axes[("blocks", "to_q", "kernel")] == ("layers", "embed", "heads")
+    assert axes[("blocks", "to_out", "kernel")] == ("layers", "heads", "embed")
 
-    encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=run)
+    encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=run, mesh=None)
     context = plugins.call("encode_prompt", spec, encoder=encoder, prompts=["a cat", ""], run=run)
     assert context.shape == (2, run.sampling.max_sequence_length, build.config.text_dim)
     latents = np.random.default_rng(0).standard_normal((2, 4, 2, 8, 8)).astype(np.float32)
@@ -71,13 +60,14 @@ def test_dit_forward_and_logical_axes(plugins, ckpt):
 
     vae = plugins.call("build_vae", spec, ckpt=ckpt, run=run)
     assert vae.latent_shape(2, 16, 16) == (2, 8, 8)
+    assert plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=run) == vae.latent_shape(8, 64, 64)
     frames = vae.decode_video(np.asarray(out))
     assert frames.shape == (2, 2, 16, 16, 3) and 0.0 <= frames.min() and frames.max() <= 1.0
 
 
 def test_conversion_reports_every_problem(plugins, ckpt):
     spec = plugins.registry.get("example-tiny")
-    build = plugins.call("build_dit", spec, ckpt=ckpt, run=run_config(spec))
+    build = plugins.call("build_dit", spec, ckpt=ckpt, run=run_config(plugins))
     _, _, flat = abstract_model(build.ctor)
     tensors = dict(ckpt.tensors("transformer"))
     del tensors["proj_out.bias"]
@@ -89,6 +79,14 @@ def test_conversion_reports_every_problem(plugins, ckpt):
 
 def test_check_run(plugins):
     spec = plugins.registry.get("example-tiny")
-    assert plugins.call("check_run", spec, run=run_config(spec)) == []
-    problems = plugins.call("check_run", spec, run=run_config(spec, height=30))
+    assert plugins.call("check_run", spec, run=run_config(plugins)) == []
+    problems = plugins.call("check_run", spec, run=run_config(plugins, "sampling.height=30"))
     assert problems == ["sampling.height must be a multiple of 4 for example-tiny, got 30: use 28"]
+
+
+def test_check_checkpoint(plugins, tmp_path):
+    spec = plugins.registry.get("example-tiny")
+    write_tiny(str(tmp_path / "bad"), in_channels=8)
+    problems = plugins.call("check_checkpoint", spec, ckpt=Checkpoint(str(tmp_path / "bad")), run=run_config(plugins))
+    assert problems == ["transformer/config.json: in_channels=8 differs from latent_channels=4 of vae/config.json: "
+                        "the two components do not belong together"]

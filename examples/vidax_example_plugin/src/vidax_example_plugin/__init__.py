@@ -1,3 +1,3 @@
 """vidax-example-plugin: a toy video diffusion family that shows every vidax plugin hook at work."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

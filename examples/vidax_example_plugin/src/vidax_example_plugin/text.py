@@ -1,7 +1,8 @@
 """The toy prompt encoder: UTF-8 bytes -> embedding table -> tanh(Linear), one vector per token, padding zeroed.
 
-Real families reuse the core's encoders (``vidax_core.encoders``) and tokenizer (``vidax_core.encoders.tokenizer``); the
-toy keeps a byte tokenizer of its own so it needs no vocabulary file.
+Real families reuse the core's encoders (``vidax_core.encoders``: UMT5, CLIP, decoder LLMs) and its tokenizer
+(``vidax_core.encoders.tokenizer``); the toy has a byte tokenizer of its own so it needs no vocabulary file. It
+runs in numpy: the encoder runs once per video, before the denoiser is placed.
 """
 
 from __future__ import annotations
@@ -12,9 +13,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from jax import ShapeDtypeStruct
 
-from vidax_core.io.convert import KeyRule, convert, linear
+from vidax_core import KeyRule, convert, linear
 
 PAD_ID = 0  # token id = byte value + 1; 0 is padding
+
+TEXT_RULES = [
+    KeyRule(r"embed_tokens\.weight", "embed_tokens"),
+    KeyRule(r"proj\.weight", "proj/kernel", linear),
+    KeyRule(r"proj\.bias", "proj/bias"),
+]
 
 
 def tokenize(prompts: Sequence[str], max_length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -24,13 +31,6 @@ def tokenize(prompts: Sequence[str], max_length: int) -> tuple[np.ndarray, np.nd
         data = np.frombuffer(text.encode("utf-8"), np.uint8)[:max_length]
         ids[row, : len(data)] = data.astype(np.int32) + 1
     return ids, (ids != PAD_ID).astype(np.int32)
-
-
-TEXT_RULES = [
-    KeyRule(r"embed_tokens\.weight", "embed_tokens"),
-    KeyRule(r"proj\.weight", "proj/kernel", linear),
-    KeyRule(r"proj\.bias", "proj/bias"),
-]
 
 
 def checkpoint_shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:

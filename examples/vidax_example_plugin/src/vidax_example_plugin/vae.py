@@ -1,7 +1,7 @@
-"""The toy VAE decoder: a 1x1 convolution from latent channels to RGB, then nearest-neighbour 2x upsampling.
+"""The toy VAE decoder: a 1x1 convolution from latent channels to RGB, then nearest-neighbour upsampling.
 
 It implements the core's :class:`vidax_core.model_api.VideoAutoencoder` protocol: ``latent_shape`` tells the
-pipeline how big the latents of a video are, ``decode_video`` turns final latents into frames in [0, 1].
+pipeline how big the latents of a video are, ``decode_video`` turns the final latents into frames in [0, 1].
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from jax import ShapeDtypeStruct
 
-from vidax_core.io.convert import KeyRule, compose, conv, convert, squeeze
+from vidax_core import KeyRule, convert, linear
 
 VAE_RULES = [
-    # torch Conv2d 1x1 kernel (3, C, 1, 1) -> (1, 1, C, 3) -> (C, 3)
-    KeyRule(r"decoder\.conv_out\.weight", "conv_out/kernel", compose(conv, squeeze)),
+    # torch Conv2d 1x1 kernel (3, C, 1, 1) -> Linear kernel (C, 3)
+    KeyRule(r"decoder\.conv_out\.weight", "conv_out/kernel", lambda w: linear(w.reshape(w.shape[0], -1))),
     KeyRule(r"decoder\.conv_out\.bias", "conv_out/bias"),
 ]
 
@@ -25,11 +25,17 @@ def checkpoint_shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     return {"decoder.conv_out.weight": (o, c, 1, 1), "decoder.conv_out.bias": (o,)}
 
 
+def latent_shape(config: Mapping[str, Any], num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+    """(frames, height, width) of the latents of a video: the VAE keeps time and divides space by its factor."""
+    s = int(config["scale_factor"])
+    return num_frames, height // s, width // s
+
+
 class UpsampleVAE:
     """A :class:`~vidax_core.model_api.VideoAutoencoder`: latents (B, C, F, H, W) -> frames (B, F, sH, sW, 3)."""
 
     def __init__(self, config: Mapping[str, Any], tensors: Mapping[str, Any]) -> None:
-        self.scale = int(config["scale_factor"])
+        self.config, self.scale = dict(config), int(config["scale_factor"])
         c, o = config["latent_channels"], config["out_channels"]
         abstract = {
             ("conv_out", "kernel"): ShapeDtypeStruct((c, o), np.float32),
@@ -39,9 +45,11 @@ class UpsampleVAE:
         self.kernel, self.bias = w[("conv_out", "kernel")], w[("conv_out", "bias")]
 
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
-        return num_frames, height // self.scale, width // self.scale
+        return latent_shape(self.config, num_frames, height, width)
 
-    def decode_video(self, latents: np.ndarray, on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
+    def decode_video(self, latents: np.ndarray, on_chunk: Callable[[int, int], None] | None = None,
+                     **params: Any) -> np.ndarray:
+        """``params`` carry run knobs other VAEs use (``tiling=``, ``devices=``); this one needs none."""
         latents = np.asarray(latents, np.float32)
         num = latents.shape[2]
         frames = []
