@@ -43,6 +43,7 @@ from vidax_core.config.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
+from vidax_core.nn.norms import RMSNorm
 from vidax_core.nn.state import abstract_model, materialize
 
 VOCAB, EMBED, HEADS, MLP = "vocab", "embed", "heads", "mlp"
@@ -183,17 +184,9 @@ def position_bias(table: jax.Array, buckets: jax.Array) -> jax.Array:
 # --------------------------------------------------------------------------------------------------------------
 
 
-class T5LayerNorm(nnx.Module):
-    """T5 RMS norm: x * rsqrt(mean(x^2) + eps) * scale, no mean subtraction, no bias; fp32 in and out."""
-
-    def __init__(self, dim: int, *, eps: float):
-        self.eps = eps
-        self.scale = param(jnp.ones((dim,), jnp.float32), (EMBED,))
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        xf = x.astype(jnp.float32)
-        y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
-        return y * self.scale[...].astype(jnp.float32)
+def T5LayerNorm(dim: int, *, eps: float) -> RMSNorm:
+    """T5 RMS norm: x * rsqrt(mean(x^2) + eps) * scale, no mean subtraction, no bias; fp32 statistics and output."""
+    return RMSNorm(dim, (EMBED,), eps=eps, out_dtype=jnp.float32)
 
 
 def _bias_table(cfg: T5Config, rngs: nnx.Rngs) -> nnx.Param:

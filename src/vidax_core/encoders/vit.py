@@ -42,6 +42,7 @@ from vidax_core.attention import attention
 from vidax_core.config.arch import from_config_dict
 from vidax_core.io.convert import KeyRule, conv, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
+from vidax_core.nn.norms import LayerNorm as CoreLayerNorm
 from vidax_core.nn.state import abstract_model, materialize
 
 VOCAB, EMBED, HEADS, MLP = "vocab", "embed", "heads", "mlp"
@@ -151,19 +152,9 @@ class ViTConfig:
 # --------------------------------------------------------------------------------------------------------------
 
 
-class LayerNorm(nnx.Module):
+def LayerNorm(dim: int, *, eps: float) -> CoreLayerNorm:
     """Affine LayerNorm over the last axis, fp32 statistics and output."""
-
-    def __init__(self, dim: int, *, eps: float):
-        self.eps = eps
-        self.scale = param(jnp.ones((dim,), jnp.float32), (EMBED,))
-        self.bias = param(jnp.zeros((dim,), jnp.float32), (EMBED,))
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        xf = x.astype(jnp.float32)
-        xc = xf - jnp.mean(xf, axis=-1, keepdims=True)
-        y = xc * jax.lax.rsqrt(jnp.mean(xc * xc, axis=-1, keepdims=True) + self.eps)
-        return y * self.scale[...].astype(jnp.float32) + self.bias[...].astype(jnp.float32)
+    return CoreLayerNorm(dim, (EMBED,), eps=eps)
 
 
 def dense_attention(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array) -> jax.Array:
