@@ -35,8 +35,12 @@ def build_dit(spec, ckpt, run):
     timesteps ``Conditioning.prepare`` produced ((B,) by default), the text context exactly as ``encode_prompt``
     returned it for this branch (an array or a dict of arrays, batch first) and keyword inputs from the
     conditioning (``Conditioning.model_kwargs``) and the guidance strategy (``Branch.model_kwargs``,
-    ``Guidance.model_inputs``); it returns the prediction in the latents' layout (same structure).
-    This hook is called only for models registered by this plugin."""
+    ``Guidance.model_inputs``); it returns the prediction in the latents' layout (same structure). Those keyword
+    inputs reach ``pre(latents, timestep, context, **kwargs)`` too when offload drives the staged forward.
+    Fill ``DitBuild.heads``, ``patch_size`` and ``block_counts``: the core checks ``parallel.tp``/``sp`` and
+    ``offload.chunk_size`` against them before any weight loads; ``latent_shapes`` when the latents are not
+    ``(B, in_channels, F, H, W)``; ``t_min``/``t_max`` for experts. This hook is called only for models registered
+    by this plugin."""
 
 
 @hookspec(firstresult=True)
@@ -98,7 +102,9 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     computed once before sampling: image or video conditioning (``run.image``, ``run.video``; read a clip with
     :func:`vidax_core.io.video.read_video`), per-token timesteps, per-branch inputs, what to do after each model
     call and after each sampler update. It may serve text-to-video too (e.g. a padding-mask input the model always
-    takes). ``latent_shape`` is (frames, height, width) of the latents. Return None when nothing is needed."""
+    takes). Arrays named in ``model_kwargs`` are passed as keyword arguments to the denoiser's ``__call__`` and,
+    under offload, to its ``pre``. ``latent_shape`` is (frames, height, width) of the latents. Return None when
+    nothing is needed."""
 
 
 @hookspec(firstresult=True)
