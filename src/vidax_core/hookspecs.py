@@ -194,8 +194,8 @@ def bench_dit(spec, need_reference):
 @hookspec(firstresult=True)
 def vae_latent_shape(spec, ckpt, run):
     """Return ``(latent_frames, latent_height, latent_width)`` of ``run``'s video from the VAE's configuration
-    alone, without reading any weight (``vidax run --dry-run`` and ``vidax bench`` use it to check that
-    ``parallel.sp`` divides the video tokens before anything loads). It must equal what the VAE object of
+    alone, without reading any weight (``vidax run --dry-run`` uses it to check that ``parallel.sp`` divides the
+    video tokens with the real run's planning, before anything loads). It must equal what the VAE object of
     ``build_vae`` reports. Return None to decline (the dry run then says the token check was skipped)."""
 
 
