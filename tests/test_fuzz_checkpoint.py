@@ -77,7 +77,9 @@ def json_mutation(draw, root):
         if not paths:
             return
         where = draw(st.sampled_from(paths))
-        _set(data, where, draw(JUNK), delete=kind == "delete")
+        value = draw(JUNK)
+        _set(data, where, value, delete=kind == "delete")
+        kind = f"{kind} {list(where)}={str(value)[:40]}"
         text = json.dumps(data, ensure_ascii=False)
         open(path, "wb").write(text.encode("utf-8", "surrogatepass"))
     elif kind == "bytes":
@@ -98,6 +100,7 @@ def json_mutation(draw, root):
         open(path, "wb").write(raw[: draw(st.integers(0, max(len(raw) - 1, 0)))])
     else:
         open(path, "w").write(json.dumps(draw(st.sampled_from([None, 5, "x", [1], True]))))
+    return f"{rel}: {kind}"
 
 
 def _plain(path: str) -> bool:
@@ -128,6 +131,7 @@ def safetensors_mutation(draw, root):
                                st.lists(st.integers(-(2**70), 2**70), max_size=3),
                                st.lists(st.integers(0, 5000), min_size=2, max_size=2)))
         entry[field] = value
+        kind = f"entry {field}={str(value)[:40]}"
     elif kind == "swap":
         a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
         header[a]["data_offsets"], header[b]["data_offsets"] = header[b]["data_offsets"], header[a]["data_offsets"]
@@ -155,6 +159,7 @@ def safetensors_mutation(draw, root):
                             st.dictionaries(st.text(max_size=3), st.one_of(JUNK, st.sampled_from(["../x.safetensors", "/etc/passwd", "a.safetensors"])), max_size=3)))
         open(os.path.join(folder, "diffusion_pytorch_model.safetensors.index.json"), "w").write(
             json.dumps({"metadata": {}, "weight_map": wm}))
+    return f"{rel}: {kind}"
 
 
 @st.composite
@@ -169,6 +174,7 @@ def folder_mutation(draw, root):
         open(path, "w").write("x")
     elif kind == "symlink":
         os.symlink(draw(st.sampled_from(["/dev", "/proc/self", "/nonexistent", root])), path)
+    return f"{comp}/: {kind}"
 
 
 OUTCOMES = Outcomes("checkpoint")
@@ -219,18 +225,19 @@ def open_like_a_run(folder: str, model_id: str) -> None:
 def test_checkpoint_contract(tmp_path_factory, data, n, model_id):
     folder = str(tmp_path_factory.mktemp("ckpt") / "c")
     shutil.copytree(_tiny(), folder)
+    done = []
     for _ in range(n):
         kind = data.draw(st.sampled_from(["json", "json", "safetensors", "safetensors", "folder"]))
         try:
             if kind == "json":
-                data.draw(json_mutation(folder))
+                done.append(data.draw(json_mutation(folder)))
             elif kind == "safetensors":
-                data.draw(safetensors_mutation(folder))
+                done.append(data.draw(safetensors_mutation(folder)))
             else:
-                data.draw(folder_mutation(folder))
+                done.append(data.draw(folder_mutation(folder)))
         except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
             break  # an earlier mutation removed or broke what this one edits: the folder is damaged enough
-    check_contract(OUTCOMES, lambda: open_like_a_run(folder, model_id))
+    check_contract(OUTCOMES, lambda: open_like_a_run(folder, model_id), label=f"{model_id}; " + "; ".join(map(str, done)))
 
 
 def test_pristine_checkpoint_opens():

@@ -48,7 +48,13 @@ SNIPPETS = ["[1", "[1,2", "{a: 1}", "[1]", "{", "}", "&", "&a", "*a", "'", '"', 
             "!!binary 0", "null", "~", "", "true", "0x10", "1_000", "0o7", ".inf", "-.inf", ".nan", "1e400", "-0",
             "=", "==", "\x7f", "\x00", "a\nb", "${oc.env:HOME}", "a ${b} c", "${", "%YAML 1.2", "---", "...", "? x",
             "{name: unipc, num_train_timesteps: 0}", "{name: unipc, flow_shift: .nan}", "{name: unipc, eta: 1e999}",
-            "{name: warp}", "unipc", "{name: unipc, speed: 2}", "/proc/x", "/dev/null", "~/x.mp4", "out/a.mp4",
+            "{name: warp}", "unipc", "{name: unipc, speed: 2}", "dpm_solver++", "flow_euler", "flow_euler_ancestral",
+            "cogvideox_ddim", "cogvideox_dpm", "{name: unipc, solver_order: 7}", "{name: unipc, flow_shift: -3}",
+            "{name: unipc, flow_shift: 0}", "{name: flow_euler, shift: 0}", "{name: flow_euler, shift: -1}",
+            "{name: dpm_solver++, solver_order: 0}", "{name: flow_euler_ancestral, eta: -1, s_noise: 1e30}",
+            "{name: unipc, use_dynamic_shifting: true}", "{name: cogvideox_ddim, beta_start: 2, beta_end: -1}",
+            "{name: unipc, trained_betas: [0.5, 2]}", "{name: unipc, steps_offset: 5000}",
+            "{name: flow_euler, shift_terminal: 1}", "{name: unipc, sigma_min: 5, sigma_max: 1}", "/proc/x", "/dev/null", "~/x.mp4", "out/a.mp4",
             "v" * 300, "a" * 240 + ".mp4", "1" + "0" * 400, str(2**63), str(-(2**63) - 1)]
 
 _scalar_text = st.text(st.characters(codec="utf-8"), max_size=12)
@@ -151,12 +157,12 @@ def test_config_contract(tmp_path_factory, capfd, items, use_yaml, text, dry):
             path = str(folder / "run.yaml")
             with open(path, "wb") as f:
                 f.write(text)
-        outcome = check_contract(OUTCOMES, lambda: _resolve_and_check(path, items))
+        outcome = check_contract(OUTCOMES, lambda: _resolve_and_check(path, items), label=repr(items)[:300])
         if dry == 0 and outcome == "ok":
             argv = ["run"] + ([path] if path else []) + items + ["model.checkpoint=builtin:tiny-random",
                                                                  f"runtime.compilation_cache_dir={folder / 'jc'}"]
             capfd.readouterr()
-            check_contract(OUTCOMES, lambda: _dry_run(argv))
+            check_contract(OUTCOMES, lambda: _dry_run(argv), label="dry run " + repr(argv)[:300])
             err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
             assert len(err) <= 1 and all(l.startswith("error: ") and "internal error" not in l for l in err), err
     finally:

@@ -51,6 +51,7 @@ class Outcomes:
         self.rss0 = _peak_rss()
         self.examples: dict[str, str] = {}
         self.signatures: dict[str, str] = {}
+        self.slowest: tuple[float, str] = (0.0, "")
 
     def add(self, outcome: str, detail: str = "") -> None:
         self.counts[outcome] += 1
@@ -61,7 +62,8 @@ class Outcomes:
         total = sum(self.counts.values())
         parts = ", ".join(f"{k}={self.counts[k]}" for k in ("ok", "user_error", "internal_error", "hang"))
         growth = (_peak_rss() - self.rss0) >> 20
-        print(f"\nfuzz {self.surface}: {total} inputs: {parts}; peak memory growth {growth} MiB", file=sys.__stdout__)
+        print(f"\nfuzz {self.surface}: {total} inputs: {parts}; peak memory growth {growth} MiB; slowest input "
+              f"{self.slowest[0]:.2f} s {self.slowest[1][:200]}", file=sys.__stdout__)
         for k, v in self.examples.items():
             if k != "ok":
                 print(f"  first {k}: {v[:300]}", file=sys.__stdout__)
@@ -74,7 +76,7 @@ class Outcomes:
         assert not bad, f"fuzz {self.surface}: {bad} ({len(self.signatures)} distinct)"
 
 
-def check_contract(outcomes: Outcomes, fn: Callable[[], Any], expect_error: str | None = None) -> str:
+def check_contract(outcomes: Outcomes, fn: Callable[[], Any], expect_error: str | None = None, label: str = "") -> str:
     """Run ``fn`` under the contract; record and return the outcome ("ok" or "user_error")."""
 
     def alarm(signum, frame):
@@ -96,16 +98,20 @@ def check_contract(outcomes: Outcomes, fn: Callable[[], Any], expect_error: str 
         outcome, detail = "internal_error", f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         sig = f"{type(exc).__name__} {os.path.relpath(frame.filename)}:{frame.lineno}"
-        outcomes.signatures.setdefault(sig, detail)
+        outcomes.signatures.setdefault(sig, f"{detail} [input: {label}]" if label else detail)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     elapsed = time.perf_counter() - t0
+    if elapsed > outcomes.slowest[0]:
+        outcomes.slowest = (elapsed, label)
     if outcome != "hang" and elapsed > TIME_LIMIT_S:
         outcome, detail = "hang", f"{elapsed:.1f} s"
     outcomes.add(outcome, detail)
     if outcome == "hang":
-        outcomes.signatures.setdefault(f"hang {detail}", repr(fn))
+        outcomes.signatures.setdefault(f"hang {detail}", label or repr(fn))
+    elif outcome == "internal_error" and label:
+        detail = f"{detail} [input: {label}]"
     if CAMPAIGN:
         return outcome
     assert outcome in ("ok", "user_error"), f"{outcome}: {detail}"

@@ -202,9 +202,31 @@ def _read_json(path: str) -> dict[str, Any]:
 
 
 def _check_scheduler_config(path: str, data: Mapping[str, Any]) -> None:
+    """The scheduler config must give a working sampler: built and planned here, so a junk value is one line
+    naming the file now, not a crash after the weights loaded. An unsupported scheduler class is left to the
+    run's sampler choice (the user may name another sampler)."""
     steps = data.get("num_train_timesteps", 1000)
     if type(steps) is not int or not 1 <= steps <= 1_000_000:
         raise UserError(f"{path}: num_train_timesteps must be an integer from 1 to 1000000, got {str(steps)[:40]}")
+    from vidax_core.schedulers import base as sched_base
+
+    errors = (ValueError, TypeError, ArithmeticError, KeyError, IndexError, AttributeError)
+    try:
+        sampler = sched_base.sampler_from_scheduler_config(dict(data))
+    except sched_base.SchedulerConfigError:
+        return
+    except errors as exc:
+        raise UserError(f"{path} has a value the scheduler cannot use ({_detail(exc)}): fix or re-download it") from None
+    try:
+        arrays = [np.asarray(a, dtype=np.float64) for a in sampler.plan(2).arrays().values()]
+    except errors as exc:
+        raise UserError(f"{path} has a value the scheduler cannot use ({_detail(exc)}): fix or re-download it") from None
+    if not all(np.isfinite(a).all() for a in arrays):
+        raise UserError(f"{path} gives non-finite timesteps or sigmas: fix or re-download it")
+
+
+def _detail(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
 
 
 def hub_allow_patterns(components: Sequence[str], configs_only: bool = False) -> list[str]:

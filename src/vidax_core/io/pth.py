@@ -161,7 +161,7 @@ MAX_COMPRESSED_STORAGE = 4 << 30
 # Everything the zip layer raises on a damaged or unusual archive (unknown compression, encryption, bad streams).
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error, NotImplementedError,
                RuntimeError, zlib.error, lzma.LZMAError, MemoryError, OverflowError)
-MAX_NODES = 1_000_000  # containers + leaves visited while flattening the pickled object graph
+MAX_NODES = 250_000  # containers + leaves visited when flattening the pickled object graph
 
 
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
@@ -184,6 +184,11 @@ def _make_tensor(storage: Any, offset: Any, size: Any, stride: Any, dtype: np.dt
     shape, strides = _int_tuple(size, "size"), _int_tuple(stride, "stride")
     if len(shape) != len(strides):
         raise _Corrupt("tensor size and stride differ in length")
+    extent = np.dtype(dtype).itemsize
+    for d in shape:
+        extent *= max(d, 1)
+    if extent >= 2**48:  # numpy refuses such shapes even when one dimension is 0; no real tensor is near this
+        raise _Corrupt(f"impossible tensor size {shape}")
     return _TensorRef(storage, np.dtype(dtype), offset, shape, strides)
 
 

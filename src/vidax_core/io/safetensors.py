@@ -102,9 +102,12 @@ def _entry(path: str, name: str, info: object) -> tuple[np.dtype, tuple[int, ...
         raise bad
     dtype = np.dtype(_DTYPES[info["dtype"]])
     start, end = offsets
-    numel = 1
+    numel = extent = 1
     for d in shape:
         numel *= d
+        extent *= max(d, 1)
+    if extent * dtype.itemsize >= 2**48:  # numpy refuses such shapes even when one dimension is 0
+        raise bad
     if end - start != dtype.itemsize * numel:
         raise UserError(f"{path} is truncated or corrupt at tensor {name[:80]!r}: re-download it")
     return dtype, tuple(shape), start, end

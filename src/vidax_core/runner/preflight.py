@@ -35,10 +35,35 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
             raise UserError(f"video {cfg.video} does not exist")
     if cfg.sampling.initial_noise and not os.path.isfile(cfg.sampling.initial_noise):
         raise UserError(f"sampling.initial_noise {cfg.sampling.initial_noise} does not exist")
+    check_sampler(cfg)
     if check_outputs:
         out = cfg.output
         outputs.check_writable([out.path, out.save_latents, out.save_frames, out.metrics], out.overwrite)
         check_cache_dir(cfg)
+
+
+def check_sampler(cfg: RunConfig) -> None:
+    """A sampler named in ``sampling.scheduler`` is built and planned for the run's steps now: options it cannot
+    work with (a zero timestep count, a negative shift...) are a one-line error before anything loads."""
+    choice = cfg.sampling.scheduler
+    if choice is None:
+        return
+    import numpy as np
+
+    from vidax_core.schedulers import base as sched_base
+
+    opts = dict(choice) if isinstance(choice, dict) else {"name": choice}
+    name = opts.pop("name", None)
+    if not isinstance(name, str) or not name:
+        raise UserError("sampling.scheduler needs a name, e.g. {name: unipc, flow_shift: 3.0}")
+    try:
+        plan = sched_base.get_sampler(name, **opts).plan(cfg.sampling.num_steps)
+        arrays = [np.asarray(a, dtype=np.float64) for a in plan.arrays().values()]
+    except (ValueError, TypeError, ArithmeticError, KeyError, IndexError) as exc:
+        detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise UserError(f"sampling.scheduler: {detail}") from None
+    if not all(np.isfinite(a).all() for a in arrays):
+        raise UserError(f"sampling.scheduler: these options give {name} non-finite timesteps or sigmas")
 
 
 def check_image(path: str) -> None:
