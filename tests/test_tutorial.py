@@ -24,7 +24,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(REPO, "docs", "writing-a-plugin.md")
 EXAMPLE = os.path.join(REPO, "examples", "vidax_example_plugin")
-BLOCK = re.compile(r"^<!-- file: (\S+) -->\n(`{3,})[\w-]*\n(.*?)\n\2$", re.S | re.M)
+BLOCK = re.compile(r"^<!-- file: (\S+) -->\n(`{3,})[\w-]*\n(.*?)\n\2$", re.DOTALL | re.MULTILINE)
 NOT_SOURCE = {"__pycache__", ".pytest_cache", "build", "out"}
 
 
@@ -35,7 +35,7 @@ def tutorial_files() -> dict[str, str]:
     parts: dict[str, list[str]] = {}
     for path, _, body in BLOCK.findall(doc):
         parts.setdefault(path, []).append(body)
-    markers = len(re.findall(r"^<!-- file: ", doc, re.M))
+    markers = len(re.findall(r"^<!-- file: ", doc, re.MULTILINE))
     assert markers == sum(map(len, parts.values())), "a file marker not followed by a code block"
     return {path: "\n\n\n".join(bodies) + "\n" for path, bodies in parts.items()}
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from flax import nnx
+from vidax_example_plugin import plugin
+from vidax_example_plugin.tiny import write_tiny
 
 from vidax_core import Checkpoint, abstract_model, materialize
 from vidax_core.io.convert import ConversionError
 from vidax_core.plugins import Plugins
 from vidax_core.testing.checks import resolve
-
-from vidax_example_plugin import plugin
-from vidax_example_plugin.tiny import write_tiny
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 
-from vidax_core.testing.family import FamilyTests
-
 from vidax_example_plugin.tiny import write_tiny
+
+from vidax_core.testing.family import FamilyTests
 
 
 class TestExampleFamily(FamilyTests):

@@ -14,13 +14,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.numpy import load_file
+from vidax_example_plugin import plugin
+from vidax_example_plugin.tiny import write_tiny
 
 from vidax_core import Checkpoint, abstract_model, materialize
 from vidax_core.plugins import Plugins
 from vidax_core.testing.checks import fp32_tolerance, resolve
-
-from vidax_example_plugin import plugin
-from vidax_example_plugin.tiny import write_tiny
 
 
 def linear(d_in: int, d_out: int) -> torch.nn.Linear:

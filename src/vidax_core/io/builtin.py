@@ -21,7 +21,8 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -15,14 +15,30 @@ It is built the way every vidax family's DiT is (``plugins/vidax_wan/src/vidax_w
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core import (KeyRule, Linear, TimestepEmbedding, constrain, from_config_dict, gate, layer_norm, linear,
-                        modulate, patchify, scan_blocks, self_attention, stacked, timestep_embedding, unpatchify)
+from vidax_core import (
+    KeyRule,
+    Linear,
+    TimestepEmbedding,
+    constrain,
+    from_config_dict,
+    gate,
+    layer_norm,
+    linear,
+    modulate,
+    patchify,
+    scan_blocks,
+    self_attention,
+    stacked,
+    timestep_embedding,
+    unpatchify,
+)
 
 # Logical axis names. Parameters: embed (model width), heads (attention width), mlp (MLP hidden); the core's
 # `stacked` adds `layers`. Activations: batch, seq. shard_rules (plugin.py) maps them onto the mesh.
@@ -46,7 +62,7 @@ class ExampleDiTConfig:
     dtype: Any = jnp.float32
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "ExampleDiTConfig":
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> ExampleDiTConfig:
         """From a config.json dict: values are type-checked, keys the model does not use are ignored."""
         return from_config_dict(cls, config, **overrides)
 

@@ -7,8 +7,9 @@ runs in numpy: the encoder runs once per video, before the denoiser is placed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from jax import ShapeDtypeStruct
@@ -45,7 +46,7 @@ class ByteTextEncoder:
     bias: np.ndarray  # (dim,)
 
     @classmethod
-    def load(cls, config: Mapping[str, Any], tensors: Mapping[str, Any]) -> "ByteTextEncoder":
+    def load(cls, config: Mapping[str, Any], tensors: Mapping[str, Any]) -> ByteTextEncoder:
         # convert() also serves components that are not NNX modules: describe the expected arrays as an
         # abstract tree and every missing / unexpected / mis-shaped tensor is reported at once.
         v, d = config["vocab_size"], config["hidden_size"]

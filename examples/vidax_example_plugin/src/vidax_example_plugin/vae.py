@@ -6,7 +6,8 @@ pipeline how big the latents of a video are, ``decode_video`` turns the final la
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from jax import ShapeDtypeStruct
