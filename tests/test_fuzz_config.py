@@ -109,6 +109,8 @@ PLUGINS = None
 def _report():
     yield
     OUTCOMES.report()
+    if sum(FULL.counts.values()):
+        FULL.report()
     OUTCOMES.assert_clean()
 
 
@@ -167,3 +169,62 @@ def test_config_contract(tmp_path_factory, capfd, items, use_yaml, text, dry):
             assert len(err) <= 1 and all(l.startswith("error: ") and "internal error" not in l for l in err), err
     finally:
         os.chdir(old)
+
+
+FULL = Outcomes("whole run")
+
+
+@st.composite
+def runnable(draw):
+    """Overrides that may well be valid, for whole runs of the tiny model."""
+    items = ["model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", "sampling.height=32",
+             "sampling.width=32", f"sampling.num_frames={draw(st.sampled_from([1, 5]))}",
+             f"sampling.num_steps={draw(st.integers(1, 3))}", "sampling.max_sequence_length=8",
+             f"sampling.seed={draw(st.one_of(st.integers(0, 10), st.just(2**63 - 1), st.just(2**63)))}",
+             f"sampling.guidance_scale={draw(st.sampled_from(['0', '1', '5.5', '.inf', '1e300']))}",
+             f"output.fps={draw(st.sampled_from(['1', '16', '1000', '1001', '9223372036854775808']))}",
+             f"prompt={draw(st.text(max_size=20))}"]
+    sched = draw(st.sampled_from([None, "unipc", "flow_euler", "dpm_solver++", "{name: unipc, flow_shift: 1e9}",
+                                  "{name: flow_euler, shift: -1}", "{name: unipc, solver_order: 3}"]))
+    if sched:
+        items.append(f"sampling.scheduler={sched}")
+    name = draw(st.sampled_from(["o.mp4", "v" * 236 + ".mp4", "sub/dir/o.mp4", "${x}.mp4", "~/home.mp4", "é 1.mp4"]))
+    items.append(f"output.path={name}")
+    if draw(st.booleans()):
+        items.append(f"output.save_latents={draw(st.sampled_from(['l.npy', name]))}")
+    if draw(st.booleans()):
+        items.append("output.metrics=m.json")
+    return items
+
+
+@pytest.mark.skipif(not os.environ.get("VIDAX_FUZZ_CAMPAIGN"), reason="whole runs belong to the `make fuzz` campaign")
+@settings(**{**fuzz_settings(default=0), "max_examples": int(os.environ.get("VIDAX_FUZZ_FULL_RUNS", "20"))})
+@given(items=runnable())
+def test_whole_runs_exit_0_only_with_decodable_outputs(tmp_path_factory, capfd, items):
+    """Exit 0 means every requested output exists, is not empty, and decodes; anything else is one error line."""
+    from vidax_core.io.video import read_mp4
+
+    folder = tmp_path_factory.mktemp("run")
+    old, home = os.getcwd(), os.environ.get("HOME")
+    os.chdir(folder)
+    os.environ["HOME"] = str(folder)
+    try:
+        capfd.readouterr()
+        code = cli.main(["run", *items, f"runtime.compilation_cache_dir={folder / 'jc'}", "--quiet"])
+        err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
+        cfg = config.resolve(None, items, _plugins().preset_for) if code == 0 else None
+        if code == 0:
+            out = cfg.output
+            frames = read_mp4(out.path)
+            assert frames.shape[0] == cfg.sampling.num_frames and frames.size, frames.shape
+            for p in (out.save_latents, out.metrics):
+                assert p is None or os.path.getsize(p) > 0, p
+            FULL.add("ok")
+        else:
+            assert code == 2 and len(err) == 1 and err[0].startswith("error: "), (code, err)
+            assert "internal error" not in err[0], err
+            FULL.add("user_error", err[0])
+    finally:
+        os.chdir(old)
+        if home is not None:
+            os.environ["HOME"] = home
