@@ -53,8 +53,10 @@ class CLIPVisionConfig:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "CLIPVisionConfig":
-        """From a ``CLIPVisionModel`` config.json, or a full ``CLIPModel`` one (its ``vision_config``)."""
-        return from_config_dict(cls, config.get("vision_config", config), **overrides)
+        """From a ``CLIPVisionModel`` config.json, or a full ``CLIPModel`` one (its ``vision_config``); the file's
+        ``dtype`` is ignored (pass ``dtype=`` to choose the compute dtype)."""
+        config = config.get("vision_config", config)
+        return from_config_dict(cls, {k: v for k, v in config.items() if k != "dtype"}, **overrides)
 
     @property
     def num_patches(self) -> int:
@@ -62,7 +64,7 @@ class CLIPVisionConfig:
 
     def vit(self) -> ViTConfig:
         """The :class:`ViTConfig` of this tower."""
-        return ViTConfig.clip_vision(dataclasses.asdict(self))
+        return ViTConfig.clip_vision(dataclasses.asdict(self), dtype=self.dtype)
 
 
 class CLIPVisionEncoder(ViTEncoder):

@@ -96,8 +96,9 @@ class T5Config:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "T5Config":
-        """Build from a transformers config dict; unknown keys (``architectures``, ``dropout_rate``...) are ignored."""
-        return from_config_dict(cls, config, **overrides)
+        """Build from a transformers config dict; unknown keys (``architectures``, ``dropout_rate``...) are ignored,
+        and so is the file's ``dtype`` (the compute dtype is the caller's policy: pass ``dtype=`` to choose it)."""
+        return from_config_dict(cls, {k: v for k, v in config.items() if k != "dtype"}, **overrides)
 
     @property
     def per_layer_bias(self) -> bool:

@@ -61,7 +61,8 @@ POOLINGS = ("first", "eos", "last", "map", None)
 @dataclasses.dataclass(frozen=True)
 class ViTConfig:
     """Architecture of one tower; build it with :meth:`clip_vision`, :meth:`clip_text`, :meth:`siglip_vision` or
-    :meth:`siglip_text` from a transformers config dict."""
+    :meth:`siglip_text` from a transformers config dict (whose ``dtype`` is ignored: the compute dtype is the
+    caller's policy, pass ``dtype=``)."""
 
     hidden_size: int = 768
     intermediate_size: int = 3072
@@ -115,7 +116,7 @@ class ViTConfig:
     def clip_vision(cls, config: Mapping[str, Any], **overrides: Any) -> "ViTConfig":
         """``CLIPVisionModel`` (a ``CLIPModel`` config.json works too: its ``vision_config``)."""
         fixed = dict(kind="vision", class_token=True, patch_bias=False, pre_norm=True, final_norm="pooled",
-                     pooling="first", projection_dim=None)
+                     pooling="first", projection_dim=None, dtype=jnp.float32)
         return from_config_dict(cls, {**config.get("vision_config", config), **fixed}, **overrides)
 
     @classmethod
@@ -124,7 +125,7 @@ class ViTConfig:
         text = dict(config.get("text_config", config))
         proj = text.get("projection_dim", config.get("projection_dim", 512)) if with_projection else None
         fixed = dict(kind="text", causal=True, pre_norm=False, final_norm="all", pooling="eos",
-                     projection_dim=proj, projection_bias=False)
+                     projection_dim=proj, projection_bias=False, dtype=jnp.float32)
         return from_config_dict(cls, {**text, **fixed}, **overrides)
 
     @classmethod
@@ -132,7 +133,8 @@ class ViTConfig:
         """``SiglipVisionModel``: no class token, patch bias, ``post_layernorm`` on all tokens, MAP head pooling."""
         vision = dict(config.get("vision_config", config))
         fixed = dict(kind="vision", class_token=False, patch_bias=True, pre_norm=False, final_norm="all",
-                     pooling="map" if vision.get("vision_use_head", True) else None, projection_dim=None)
+                     pooling="map" if vision.get("vision_use_head", True) else None, projection_dim=None,
+                     dtype=jnp.float32)
         base = dict(hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6)
         return from_config_dict(cls, {**base, **vision, **fixed}, **overrides)
 
@@ -141,7 +143,8 @@ class ViTConfig:
         """``SiglipTextModel``: bidirectional, ``final_layer_norm``, pooled = ``head(last token)``."""
         text = dict(config.get("text_config", config))
         fixed = dict(kind="text", causal=False, pre_norm=False, final_norm="all", pooling="last",
-                     projection_dim=text.get("projection_size", text.get("hidden_size", 768)), projection_bias=True)
+                     projection_dim=text.get("projection_size", text.get("hidden_size", 768)), projection_bias=True,
+                     dtype=jnp.float32)
         base = dict(hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, max_position_embeddings=64,
                     vocab_size=32000)
         return from_config_dict(cls, {**base, **text, **fixed}, **overrides)
