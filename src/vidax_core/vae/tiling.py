@@ -3,8 +3,10 @@
 A video VAE is run as a grid of *units*: a spatial tile (or the whole frame) of one batch slice. Each unit streams
 through time in chunks with its own causal-conv cache (:mod:`vidax_core.vae.causal_conv`); one jitted call per
 chunk (the repeated unit), a Python loop over chunks and units. Units are independent, so they are spread round-robin
-over the given devices and dispatched asynchronously: all units advance chunk by chunk in lockstep, and as soon as
-chunk ``k`` of every unit is back on the host it is blended into full frames and ``on_chunk(k + 1, chunks)`` fires.
+over the given devices: units of one tile shape are stacked on the batch axis, one per device, and run as one
+program sharded over a 1-D device mesh (compiled once, whatever the device count). All units advance chunk by
+chunk in lockstep, dispatched asynchronously, and as soon as chunk ``k`` of every unit is back on the host it is
+blended into full frames and ``on_chunk(k + 1, chunks)`` fires.
 
 Spatial tiles follow diffusers' ``tiled_decode`` / ``tiled_encode`` (``AutoencoderKLWan``, and the same scheme in
 its other video VAEs): tiles start every ``stride`` input pixels and span ``tile`` pixels; in output space each tile
@@ -20,8 +22,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-#: One chunk: ``chunk_fn(x_chunk, caches, first, device) -> (output, caches)``; ``caches`` is ``None`` on the
-#: first chunk. ``x_chunk`` is a host array (B, t, h, w, C); the output a (device) array (B, t', h', w', C').
+#: One chunk: ``chunk_fn(x_chunk, caches, first, (input placement, weight placement)) -> (output, caches)``;
+#: ``caches`` is ``None`` on the first chunk. ``x_chunk`` is a host array (B, t, h, w, C) (a unit group stacked on
+#: the batch axis); the output a (device) array (B, t', h', w', C'). A placement is a sharding, a device or None.
 ChunkFn = Callable[[np.ndarray, Any, bool, Any], tuple[Any, Any]]
 
 
@@ -133,6 +136,22 @@ def blend_tiles(grid: Sequence[Sequence[np.ndarray]], plan: TilePlan) -> np.ndar
     return np.concatenate(out_rows, axis=2)[:, :, : plan.out_size[0], : plan.out_size[1]]
 
 
+def placements(devices: Sequence[Any] | None) -> tuple[Any, Any, int]:
+    """(sharding of a unit group's inputs, sharding of the weights, group size) for these devices.
+
+    One device or none: plain placement, groups of one. Several: a 1-D mesh; a group stacks one unit per device on
+    the batch axis, sharded over the mesh, weights replicated. Each program is then compiled once for all devices.
+    """
+    devs = list(devices) if devices else []
+    if len(devs) <= 1:
+        dev = devs[0] if devs else None
+        return dev, dev, 1
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(devs), ("units",))
+    return NamedSharding(mesh, PartitionSpec("units")), NamedSharding(mesh, PartitionSpec()), len(devs)
+
+
 def run_tiled(
     x: Any,
     chunk_fn: ChunkFn,
@@ -145,29 +164,40 @@ def run_tiled(
 ) -> np.ndarray:
     """Run ``chunk_fn`` over every (batch slice, tile) unit and time chunk of ``x`` (B, T, H, W, C); blend on host.
 
-    ``bounds``: the time chunks ``[(start, end), ...]`` of the input. ``devices``: units go round-robin to these
-    (``None``: one unit per tile, default placement); with more than one device and a batch above one, each batch
-    entry is its own unit. ``finish`` maps each blended chunk (float32) before it is kept. Returns the chunks
-    concatenated on the time axis.
+    ``bounds``: the time chunks ``[(start, end), ...]`` of the input. ``devices``: with several, units of the same
+    tile shape run as one program call, one unit per device (a batch above one splits into per-entry units; a group
+    short of units is padded with zeros, whose outputs are dropped). ``chunk_fn`` gets ``(x_group, caches, first,
+    (input placement, weight placement))``. ``finish`` maps each blended chunk (float32) before it is kept.
+    Returns the chunks concatenated on the time axis.
     """
     x = np.asarray(x)
-    devs = list(devices) if devices else [None]
+    data, weights, size = placements(devices)
     b = x.shape[0]
-    batches = [slice(i, i + 1) for i in range(b)] if len(devs) > 1 and b > 1 else [slice(0, b)]
+    batches = [slice(i, i + 1) for i in range(b)] if size > 1 and b > 1 else [slice(0, b)]
     th, tw = plan.tile
     units = [(bs, i, j) for bs in batches for i in plan.rows for j in plan.cols]
-    placed = [devs[u % len(devs)] for u in range(len(units))]
-    caches: list[Any] = [None] * len(units)
+    by_shape: dict[tuple, list[int]] = {}
+    for u, (bs, i, j) in enumerate(units):
+        shape = (bs.stop - bs.start, min(th, plan.in_size[0] - i), min(tw, plan.in_size[1] - j))
+        by_shape.setdefault(shape, []).append(u)
+    groups = [m[k : k + size] for m in by_shape.values() for k in range(0, len(m), size)]
+    caches: list[Any] = [None] * len(groups)
     n = len(bounds)
     done: list[np.ndarray] = []
 
     def collect(outs: list[Any]) -> None:
+        tiles: list[np.ndarray] = [None] * len(units)  # type: ignore[list-item]
+        for members, out in zip(groups, outs):
+            host = np.asarray(out)
+            per = host.shape[0] // max(size, len(members)) if size > 1 else host.shape[0]
+            for k, u in enumerate(members):
+                tiles[u] = host[k * per : (k + 1) * per]
         per_batch = []
         k = 0
         for _ in batches:
             grid = []
             for _ in plan.rows:
-                grid.append([np.asarray(o) for o in outs[k : k + len(plan.cols)]])
+                grid.append(tiles[k : k + len(plan.cols)])
                 k += len(plan.cols)
             per_batch.append(blend_tiles(grid, plan))
         chunk = np.concatenate(per_batch, axis=0) if len(per_batch) > 1 else per_batch[0]
@@ -178,8 +208,12 @@ def run_tiled(
     pending = None  # chunk k-1 comes to host while chunk k computes
     for c, (s, e) in enumerate(bounds):
         outs = []
-        for u, (bs, i, j) in enumerate(units):
-            out, caches[u] = chunk_fn(x[bs, s:e, i : i + th, j : j + tw], caches[u], c == 0, placed[u])
+        for g, members in enumerate(groups):
+            parts = [x[units[u][0], s:e, units[u][1] : units[u][1] + th, units[u][2] : units[u][2] + tw]
+                     for u in members]
+            parts += [np.zeros_like(parts[0])] * (size - len(parts) if size > 1 else 0)
+            xg = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+            out, caches[g] = chunk_fn(xg, caches[g], c == 0, (data, weights))
             if hasattr(out, "copy_to_host_async"):
                 out.copy_to_host_async()
             outs.append(out)

@@ -384,17 +384,18 @@ _encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first"
 
 
 def _chunk_runner(vae: WanVAE, program) -> Callable:
-    """A :data:`~vidax_core.vae.tiling.ChunkFn` running ``program`` with the VAE's weights on the unit's device."""
+    """A :data:`~vidax_core.vae.tiling.ChunkFn` running ``program`` with the VAE's weights placed like the unit."""
     graphdef, state = nnx.split(vae)
     placed: dict[Any, Any] = {}
     dtype = jnp.dtype(vae.cfg.dtype)
 
-    def run(x, caches, first, device):
-        if device is None:
+    def run(x, caches, first, placement):
+        data, weights = placement
+        if data is None:
             return program(graphdef, state, jnp.asarray(x, dtype), caches, first=first)
-        if device not in placed:
-            placed[device] = jax.device_put(state, device)
-        return program(graphdef, placed[device], jax.device_put(np.asarray(x, dtype), device), caches, first=first)
+        if weights not in placed:
+            placed[weights] = jax.device_put(state, weights)
+        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data), caches, first=first)
 
     return run
 
