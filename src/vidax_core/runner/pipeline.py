@@ -513,7 +513,7 @@ def _to_host(x: jax.Array) -> np.ndarray:
 def summary(metrics: dict[str, Any]) -> str:
     return (
         f"done in {metrics['total_s']:.1f}s: load {metrics['load_s']:.1f}s, encode {metrics['encode_s']:.1f}s, "
-        f"compile {metrics['compile_s']:.1f}s, sampling {metrics['sampling_s']:.1f}s "
-        f"({metrics['per_step_s']:.3f} s/step steady), decode {metrics['decode_s']:.1f}s, "
+        f"sampling {metrics['sampling_s']:.1f}s (first step's compile {metrics['compile_s']:.1f}s, then "
+        f"{metrics['per_step_s']:.3f} s/step), decode {metrics['decode_s']:.1f}s, "
         f"peak RSS {metrics['peak_rss_mb']:.0f} MB"
     )
