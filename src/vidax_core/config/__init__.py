@@ -230,7 +230,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     names = [f.name for f in dataclasses.fields(cls)]
     for key in data:
         if key not in names:
-            full = f"{prefix}{key}"
+            full = f"{prefix}{key}" if str(key).isprintable() else f"{prefix}{short_repr(key)}"
             close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
             hint = f" — did you mean {prefix}{close[0]}?" if close else f" (known keys under {prefix or 'the top level'}: {', '.join(names)})"
             raise UserError(f"unknown config key {full}{hint}")
