@@ -271,6 +271,7 @@ ISSUE_12 = [
     ("two-config-files", lambda t, c: [_w(t / "a.yaml", "model: {id: wan2.1-t2v-1.3b}\n"), _w(t / "b.yaml", "{}\n"), str(t / "a.yaml"), "k=v", str(t / "b.yaml")], "only one config file"),
     ("newline-in-override", lambda t, c: [MODEL, "sampling.num_steps=1\n2\n3"], "sampling.num_steps"),
     ("newline-in-key", lambda t, c: [MODEL, "sampling.\nsteps=3"], "no valid key"),
+    ("newline-in-yaml-key", lambda t, c: [_w(t / "k.yaml", 'model: {id: wan2.1-t2v-1.3b}\nsampling: {"a\\nb": 1}\n'), str(t / "k.yaml")], "unknown config key sampling.'a\\nb'"),
     # checkpoint JSON files
     ("tokenizer-charsmap-panic", lambda t, c: [_charsmap_normalizer(c), MODEL, CK(c)] + SMALL, "tokenizer.json"),
     ("tokenizer-negative-max-length", lambda t, c: [_tok(c, truncation={"max_length": -5, "stride": 0, "strategy": "LongestFirst", "direction": "Right"}), MODEL, CK(c)] + SMALL, "truncation.max_length must be a non-negative integer"),
