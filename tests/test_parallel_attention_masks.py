@@ -7,24 +7,18 @@ imported).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_scripts", "attention_masks.py")
+from vidax_testing.fake_devices import run_script
+
 CASES = ("self_causal_mask", "self_prefix_mask", "self_segments_lengths", "cross_lengths_segments",
          "joint_text_mask", "joint_mot", "joint_causal")
 
 
 @pytest.fixture(scope="module")
 def out():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_script("attention_masks.py", timeout=600)
 
 
 @pytest.mark.parametrize("backend", ["xla", "blockwise"])

@@ -6,24 +6,18 @@ The tolerance is the unsharded forward's own fp32 noise floor (its output change
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_scripts", "encoders_tp.py")
+from vidax_testing.fake_devices import run_script
+
 ENCODERS = ["umt5", "t5_v1_1", "clip_text", "clip_vision", "siglip_vision"]
 MESHES = ["dp2_tp4", "dp1_tp2"]
 
 
 @pytest.fixture(scope="module")
 def out():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_script("encoders_tp.py", timeout=600)
 
 
 @pytest.mark.parametrize("mesh", MESHES)

@@ -5,23 +5,17 @@ Runs tests/parallel_scripts/llm_tp.py in a subprocess (fake devices must be conf
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_scripts", "llm_tp.py")
+from vidax_testing.fake_devices import run_script
+
 CASES = [f"{m}_dp{dp}_tp{tp}" for m in ("llama", "gemma") for dp, tp in ((1, 2), (1, 4), (2, 4))]
 
 
 @pytest.fixture(scope="module")
 def out():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_script("llm_tp.py", timeout=600)
 
 
 @pytest.mark.parametrize("case", CASES)

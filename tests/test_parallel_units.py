@@ -5,22 +5,16 @@ Runs tests/parallel_scripts/units.py in a subprocess (fake devices must be confi
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_scripts", "units.py")
+from vidax_testing.fake_devices import run_script
+
 
 
 @pytest.fixture(scope="module")
 def out():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_script("units.py", timeout=600)
 
 
 @pytest.mark.parametrize("mesh", ["dp1_sp4_tp1", "dp1_sp2_tp2", "dp2_sp2_tp2"])
