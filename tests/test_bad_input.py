@@ -278,6 +278,7 @@ ISSUE_12 = [
     ("tokenizer-added-tokens-int", lambda t, c: [_tok(c, added_tokens=[5]), MODEL, CK(c)] + SMALL, "added_tokens must be a list"),
     ("tokenizer-version-5", lambda t, c: [_tok(c, version=5), MODEL, CK(c)] + SMALL, "tokenizer.json cannot be loaded"),
     ("tokenizer-null", lambda t, c: [_w(c / "tokenizer/tokenizer.json", "null"), MODEL, CK(c)] + SMALL, "must hold a JSON object"),
+    ("tokenizer-config-bad-no-tokenizer-json", lambda t, c: [_rm(c / "tokenizer/tokenizer.json"), _w(c / "tokenizer/tokenizer_config.json", '{"a":' * 10), MODEL, CK(c)] + SMALL, "tokenizer_config.json is not valid JSON"),
     ("tokenizer-config-brace", lambda t, c: [_w(c / "tokenizer/tokenizer_config.json", "{"), MODEL, CK(c)] + SMALL, "tokenizer_config.json is not valid JSON"),
     ("config-non-utf8", lambda t, c: [_raw(c / TCFG, b'{"a": "\xff"}'), MODEL, CK(c)] + SMALL, "not UTF-8"),
     ("model-index-non-utf8", lambda t, c: [_raw(c / "model_index.json", b'{"a": "\xfe"}'), MODEL, CK(c)] + SMALL, "not UTF-8"),

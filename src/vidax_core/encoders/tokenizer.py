@@ -98,6 +98,8 @@ class TextTokenizer:
     def from_dir(cls, path: str | os.PathLike) -> "TextTokenizer":
         path = os.fspath(path)
         tok_file = os.path.join(path, "tokenizer.json")
+        _read_json(os.path.join(path, "tokenizer_config.json"))  # every reader below trusts it: checked once here
+        _read_json(os.path.join(path, "special_tokens_map.json"))
         if not os.path.isfile(tok_file):  # byT5 (bytes) or a bare SentencePiece model (T5 v1.1 repos)
             from vidax_core.encoders.byte_tokenizer import ByteTokenizer, is_byte_tokenizer_dir
             from vidax_core.encoders.spiece_tokenizer import SpieceTokenizer
