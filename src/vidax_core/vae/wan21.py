@@ -1,7 +1,10 @@
 """Wan 2.1 video VAE (diffusers ``AutoencoderKLWan``) in Flax NNX.
 
 Layout: activations are channel-last ``(B, T, H, W, C)`` inside the model; the public ``decode``/``encode``
-take and return diffusers' channel-first ``(B, C, T, H, W)``.
+take and return diffusers' channel-first ``(B, C, T, H, W)`` as host arrays. Both run through
+:func:`vidax_core.vae.tiling.run_tiled`: untiled, or in spatial tiles exactly as diffusers' ``enable_tiling``
+(``tiling=``), optionally spread over several devices (``devices=``). :func:`decode_video` / :func:`encode_video`
+are the pipeline's normalised-latents <-> [0, 1] frames steps.
 
 Causal streaming: like the reference, the decoder runs one latent frame at a time and the encoder runs the first
 frame, then chunks of 4 frames. Every causal 3D conv (time kernel 3) keeps the last ``CACHE_T`` = 2 frames of its

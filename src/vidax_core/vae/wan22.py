@@ -182,8 +182,9 @@ class Decoder22(Decoder):
 
 
 class WanVAE22(WanVAE):
-    """Wan 2.2 ``AutoencoderKLWan``; same API as :class:`vidax_core.vae.wan21.WanVAE` (decode/encode, ``iter_decode``,
-    ``decode_video``), loaded with ``convert_wan22.load_vae22``."""
+    """Wan 2.2 ``AutoencoderKLWan``; same API as :class:`vidax_core.vae.wan21.WanVAE` (decode/encode, tiling,
+    ``wan21.decode_video`` / ``encode_video``), loaded with ``convert_wan22.load_vae22``. The chunk programs work in
+    patch space; pixels are (un)patchified on the host around them, after tiles are blended, as in the reference."""
 
     def __init__(self, cfg: WanVAEConfig, *, with_encoder: bool = True):  # builds its own blocks, no super()
         check_config(cfg)
