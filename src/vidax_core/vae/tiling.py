@@ -165,17 +165,18 @@ def run_tiled(
     """Run ``chunk_fn`` over every (batch slice, tile) unit and time chunk of ``x`` (B, T, H, W, C); blend on host.
 
     ``bounds``: the time chunks ``[(start, end), ...]`` of the input. ``devices``: with several, units of the same
-    tile shape run as one program call, one unit per device (a batch above one splits into per-entry units; a group
-    short of units is padded with zeros, whose outputs are dropped). ``chunk_fn`` gets ``(x_group, caches, first,
+    tile shape run as one program call, one unit per device (a batch above one splits into per-entry units; at most
+    as many devices as units are used; a group short of units is padded with zeros, whose outputs are dropped). ``chunk_fn`` gets ``(x_group, caches, first,
     (input placement, weight placement))``. ``finish`` maps each blended chunk (float32) before it is kept.
     Returns the chunks concatenated on the time axis.
     """
     x = np.asarray(x)
-    data, weights, size = placements(devices)
+    devs = list(devices) if devices else []
     b = x.shape[0]
-    batches = [slice(i, i + 1) for i in range(b)] if size > 1 and b > 1 else [slice(0, b)]
+    batches = [slice(i, i + 1) for i in range(b)] if len(devs) > 1 and b > 1 else [slice(0, b)]
     th, tw = plan.tile
     units = [(bs, i, j) for bs in batches for i in plan.rows for j in plan.cols]
+    data, weights, size = placements(devs[: len(units)])  # no device idles on padding when units are few
     by_shape: dict[tuple, list[int]] = {}
     for u, (bs, i, j) in enumerate(units):
         shape = (bs.stop - bs.start, min(th, plan.in_size[0] - i), min(tw, plan.in_size[1] - j))
