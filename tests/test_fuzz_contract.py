@@ -92,6 +92,8 @@ def check_contract(outcomes: Outcomes, fn: Callable[[], Any], expect_error: str 
         msg = str(exc)
         lines = [l for l in msg.splitlines() if l.strip()]
         outcome, detail = ("user_error", msg) if len(lines) == 1 else ("internal_error", f"multi-line: {msg!r}")
+        if outcome == "internal_error":
+            outcomes.signatures.setdefault("multi-line UserError", f"{detail[:200]} [input: {label}]")
     except _Timeout:
         outcome, detail = "hang", "alarm"
     except Exception as exc:  # noqa: BLE001 - exactly what the contract forbids
