@@ -7,22 +7,16 @@ programs than one device does.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_scripts", "vae_mesh.py")
+from vidax_testing.fake_devices import run_script
+
 
 
 @pytest.fixture(scope="module")
 def out():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, env=env, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_script("vae_mesh.py", timeout=1200)
 
 
 @pytest.mark.parametrize("case,shape,units", [
