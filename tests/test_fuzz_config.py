@@ -198,7 +198,7 @@ def runnable(draw):
 
 
 @pytest.mark.skipif(not os.environ.get("VIDAX_FUZZ_CAMPAIGN"), reason="whole runs belong to the `make fuzz` campaign")
-@settings(**{**fuzz_settings(default=0), "max_examples": int(os.environ.get("VIDAX_FUZZ_FULL_RUNS", "20"))})
+@settings(**{**fuzz_settings(default=0), "max_examples": max(1, int(os.environ.get("VIDAX_FUZZ_FULL_RUNS", "20")))})
 @given(items=runnable())
 def test_whole_runs_exit_0_only_with_decodable_outputs(tmp_path_factory, capfd, items):
     """Exit 0 means every requested output exists, is not empty, and decodes; anything else is one error line."""
