@@ -157,6 +157,20 @@ def test_options_are_validated(plugins, ckpt, tmp_path, over, message):
         pipeline.preflight(cfg, plugins.registry.get(toy.ID), plugins)
 
 
+def test_vae_tiling_reaches_the_decoder(plugins, ckpt, tmp_path, monkeypatch):
+    seen = {}
+    original = toy.ToyVAE.decode_video
+
+    def spy(self, latents, on_chunk=None, **params):
+        seen.update(params)
+        return original(self, latents, on_chunk, **params)
+
+    monkeypatch.setattr(toy.ToyVAE, "decode_video", spy)
+    cfg = make_cfg(plugins, ckpt, str(tmp_path), **{"vae.tiling": "{tile_sample_min_height: 64, tile_sample_stride_height: 48}"})
+    pipeline.run(cfg, plugins, Reporter(quiet=True))
+    assert seen["tiling"] == {"tile_sample_min_height": 64, "tile_sample_stride_height": 48}
+
+
 def test_show_config_lists_the_options(plugins):
     preset = plugins.preset_for(toy.ID)
     assert preset["options"]["guidance_mode"] == "cfg" and preset["options"]["sigmas"] is None
@@ -207,6 +221,9 @@ def test_hooks_reach_only_the_owning_plugin(plugins):
     (["video=clip.mp4"], "model wan2.1-t2v-1.3b takes no conditioning video"),
     (["sampling.height=null"], "config key sampling.height is not set"),
     (["offload.chunk_size={blocks: 0}"], "offload.chunk_size must map block groups to integers >= 1"),
+    (["vae.tiling={tile_sample_min_height: 0}"], "config key vae.tiling: VAE tiling: tile_sample_min_height must be positive"),
+    (["vae.tiling={tile_size: 64}"], "config key vae.tiling: unknown VAE tiling option"),
+    (["vae.tiling=3"], "config key vae.tiling must be true/false or a mapping"),
 ])
 def test_contract_mistakes_are_one_line_errors(tmp_path, capsys, args, message):
     """Through the CLI: the new contract keys fail before anything loads, exit 2, one line."""

@@ -79,6 +79,14 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+class VaeConfig:
+    """``tiling``: false (the reference's default), true (diffusers' ``enable_tiling`` defaults) or a mapping of
+    diffusers' tile knobs (``tile_sample_min_height``, ``tile_sample_stride_width`` ...) for the decode."""
+
+    tiling: Any = False
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     compilation_cache: bool = True
     compilation_cache_dir: str = "~/.cache/vidax/jax"
@@ -105,6 +113,7 @@ class RunConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     offload: OffloadConfig = field(default_factory=OffloadConfig)
+    vae: VaeConfig = field(default_factory=VaeConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
@@ -145,6 +154,18 @@ def check_chunk_size(value: Any) -> None:
             raise UserError(f"config key offload.chunk_size must map block groups to integers >= 1, got {short_repr(dict(value))}")
     elif not ok(value):
         raise UserError(f"config key offload.chunk_size must be an integer >= 1 or {{group: integer}}, got {short_repr(value)}")
+
+
+def check_tiling(value: Any) -> None:
+    """``vae.tiling``: true/false or a mapping of diffusers' tile knobs (positive, stride <= tile)."""
+    from vidax_core.vae.tiling import TilingOptions
+
+    if not isinstance(value, (bool, Mapping)):
+        raise UserError(f"config key vae.tiling must be true/false or a mapping of tile sizes, got {short_repr(value)}")
+    try:
+        TilingOptions.coerce(value).check()
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"config key vae.tiling: {str(exc).splitlines()[0]}") from None
 
 
 def check_options(options: Mapping[str, Any], declared: Mapping[str, Any], model_id: str) -> None:
@@ -266,6 +287,7 @@ def validate(data: Mapping[str, Any]) -> RunConfig:
         if value is not None and not ok(value):
             raise UserError(f"config key {key} {requirement}, got {short_repr(value)}")
     check_chunk_size(cfg.offload.chunk_size)
+    check_tiling(cfg.vae.tiling)
     if not isinstance(cfg.options, Mapping):
         raise UserError(f"config key options must be a mapping of the model's options, got {short_repr(cfg.options)}")
     if cfg.model.id in ("", "???"):

@@ -443,7 +443,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
 
     t0 = time.perf_counter()
     dbar = reporter.bar(grid[0], "decoding", unit="chunk")
-    decoded = vae.decode_video(final, on_chunk=lambda done, total: dbar.update(1))
+    decoded = vae.decode_video(final, on_chunk=lambda done, total: dbar.update(1), tiling=cfg.vae.tiling)
     dbar.close()
     if not isinstance(decoded, Decoded):
         decoded = Decoded(np.asarray(decoded))
