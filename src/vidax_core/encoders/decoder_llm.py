@@ -49,6 +49,7 @@ from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn import rope
 from vidax_core.nn.layers import Linear, param, stacked
+from vidax_core.nn.norms import rms_norm
 from vidax_core.nn.state import abstract_model, materialize
 
 VOCAB, EMBED, HEADS, KV_HEADS, MLP = "vocab", "embed", "heads", "kv_heads", "mlp"
@@ -299,17 +300,15 @@ def _rope_specs(c: Mapping[str, Any], family: str, head_dim: int, layer_types: S
 
 
 class RMSNorm(nnx.Module):
-    """x * rsqrt(mean(x^2) + eps) * w, or * (1 + w) for Gemma; statistics and output in float32."""
+    """The core's :func:`~vidax_core.nn.norms.rms_norm` with transformers' parameter name ``weight`` (``1 + w`` for
+    Gemma); statistics and output in float32."""
 
     def __init__(self, dim: int, *, eps: float, plus_one: bool, names: tuple[str | None, ...] = (EMBED,)):
         self.eps, self.plus_one = eps, plus_one
         self.weight = param(jnp.zeros((dim,), jnp.float32) if plus_one else jnp.ones((dim,), jnp.float32), names)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        xf = x.astype(jnp.float32)
-        y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
-        w = self.weight[...].astype(jnp.float32)
-        return y * (1.0 + w if self.plus_one else w)
+        return rms_norm(x, self.weight[...], eps=self.eps, offset=1.0 if self.plus_one else 0.0, out_dtype=jnp.float32)
 
 
 class Attention(nnx.Module):
