@@ -14,13 +14,14 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
+from vidax_testing.vae_parity import check, random_wan_vae, run, tiles  # noqa: E402
+
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.vae import wan21 as vae_mod  # noqa: E402
 from vidax_core.vae.convert_wan21 import load_vae  # noqa: E402
 from vidax_core.vae.tiling import TilingOptions  # noqa: E402
 from vidax_core.vae.wan21 import WanVAEConfig, decode_plan, decode_video, encode_plan, encode_video  # noqa: E402
 
-FACTOR = 4.0
 
 TINY = dict(
     base_dim=8,
@@ -35,55 +36,9 @@ TINY = dict(
 )
 
 
-def _errors(ours: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
-    diff = np.asarray(ours, np.float64) - np.asarray(ref, np.float64)
-    return float(np.abs(diff).max()), float(np.linalg.norm(diff) / np.linalg.norm(ref))
-
-
-def _check(label: str, got, ref32, ref64) -> None:
-    """vidax within FACTOR x the reference's own fp32 error (both measured against the float64 reference)."""
-    got, ref32, ref64 = (np.asarray(a, np.float64) for a in (got, ref32, ref64))
-    assert got.shape == ref64.shape, (got.shape, ref64.shape)
-    ours, _ = _errors(got, ref64)
-    floor, _ = _errors(ref32, ref64)
-    print(f"{label}: max abs vs fp64 {ours:.3e} (diffusers fp32: {floor:.3e}), vs diffusers fp32 "
-          f"{_errors(got, ref32)[0]:.3e}, rel {_errors(got, ref32)[1]:.3e}")
-    assert 0 < floor < 1e-3  # the fp64 run really ran in fp64, on a model with O(1) outputs
-    assert ours <= FACTOR * floor
-
-
-def _run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray:
-    """diffusers ``decode`` / ``encode`` (latent mean) with tiling as given; float64 when the model is."""
-    model.disable_tiling()
-    if tiling:
-        model.enable_tiling(**tiling)
-    dtype = next(model.parameters()).dtype
-    with torch.no_grad():
-        t = torch.from_numpy(x).to(dtype)
-        out = model.decode(t).sample if fn == "decode" else model.encode(t).latent_dist.mean
-    model.disable_tiling()
-    return out.numpy()
-
-
-def _tiles(th: int, tw: int, sh: int, sw: int) -> dict:
-    return dict(tile_sample_min_height=th, tile_sample_min_width=tw, tile_sample_stride_height=sh,
-                tile_sample_stride_width=sw)
-
-
 @pytest.fixture(scope="module")
 def models():
-    from diffusers import AutoencoderKLWan
-
-    torch.manual_seed(0)
-    ref = AutoencoderKLWan(**TINY).eval()
-    with torch.no_grad():  # every parameter random, activations kept O(1)
-        for name, p in ref.named_parameters():
-            if name.endswith("gamma"):
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) / p[0].numel() ** 0.5)
+    ref = random_wan_vae(TINY)
     cfg = WanVAEConfig.from_config({**dict(ref.config), "_class_name": "AutoencoderKLWan", "unknown": 1})
     tensors = {k: v.numpy() for k, v in ref.state_dict().items()}
     return ref, cfg, tensors, load_vae(cfg, tensors)
@@ -112,13 +67,13 @@ def test_config_from_diffusers_json():
 def test_decode_matches_diffusers(models, ref64):
     ref, _, _, vae = models
     z = _latents(3)
-    expected = _run(ref, "decode", z)
+    expected = run(ref, "decode", z)
     calls = []
     got = np.asarray(vae.decode(z, on_chunk=lambda d, n: calls.append((d, n))))
     assert got.shape == expected.shape == (1, 3, 9, 32, 32)
     assert calls == [(1, 3), (2, 3), (3, 3)]
     print(f"saturated {np.mean(np.abs(expected) >= 1):.3f}")
-    _check("decode", got, expected, _run(ref64, "decode", z))
+    check("decode", got, expected, run(ref64, "decode", z))
 
 
 def _pipeline_decode(model, cfg, z: np.ndarray, scale: int) -> np.ndarray:
@@ -143,7 +98,7 @@ def test_decode_video_matches_pipeline(models, ref64):
     assert got.dtype == np.float32 and got.shape == expected.shape == (1, 9, 32, 32, 3)
     assert calls == [(1, 3), (2, 3), (3, 3)]
     assert got.min() >= 0.0 and got.max() <= 1.0
-    _check("decode_video", got, expected, _pipeline_decode(ref64, cfg, z, 8))
+    check("decode_video", got, expected, _pipeline_decode(ref64, cfg, z, 8))
 
 
 def test_decode_compiles_once_per_chunk_kind(models):
@@ -164,21 +119,21 @@ def test_decode_compiles_once_per_chunk_kind(models):
 def test_encode_matches_diffusers(models, ref64):
     ref, _, _, vae = models
     x = np.random.default_rng(3).uniform(-1, 1, (1, 3, 9, 32, 32)).astype(np.float32)
-    expected = _run(ref, "encode", x)
+    expected = run(ref, "encode", x)
     got = np.asarray(vae.encode(x))
     assert got.shape == expected.shape == (1, 4, 3, 4, 4)
-    _check("encode", got, expected, _run(ref64, "encode", x))
+    check("encode", got, expected, run(ref64, "encode", x))
 
 
 # Tiled: a 2-D grid whose strides do not divide the frame (edge tiles of other sizes, blending both ways, blends
 # reading already-blended neighbours), and a column of tiles whose stride divides the frame.
 DECODE_TILED = {
-    "grid_not_dividing": ((5, 7), _tiles(32, 32, 24, 24)),  # latent rows 0,3 (4,2), cols 0,3,6 (4,4,1)
-    "column_dividing": ((6, 2), _tiles(32, 16, 16, 16)),  # latent rows 0,2,4 (4,4,2), one column
+    "grid_not_dividing": ((5, 7), tiles(32, 32, 24, 24)),  # latent rows 0,3 (4,2), cols 0,3,6 (4,4,1)
+    "column_dividing": ((6, 2), tiles(32, 16, 16, 16)),  # latent rows 0,2,4 (4,4,2), one column
 }
 ENCODE_TILED = {
-    "grid_not_dividing": ((40, 56), _tiles(32, 32, 24, 24)),  # pixel rows 0,24 (32,16), cols 0,24,48 (32,32,8)
-    "row_dividing": ((16, 48), _tiles(16, 32, 16, 16)),  # one row, pixel cols 0,16,32 (32,32,16)
+    "grid_not_dividing": ((40, 56), tiles(32, 32, 24, 24)),  # pixel rows 0,24 (32,16), cols 0,24,48 (32,32,8)
+    "row_dividing": ((16, 48), tiles(16, 32, 16, 16)),  # one row, pixel cols 0,16,32 (32,32,16)
 }
 
 
@@ -190,11 +145,11 @@ def test_tiled_decode_matches_diffusers(models, ref64, case):
     assert plan.num_tiles > 1 and plan.out_blend == tuple(tiles[f"tile_sample_min_{a}"] - tiles[f"tile_sample_stride_{a}"]
                                                            for a in ("height", "width"))
     z = np.random.default_rng(4).standard_normal((1, TINY["z_dim"], 2, h, w)).astype(np.float32)
-    expected = _run(ref, "decode", z, tiles)
+    expected = run(ref, "decode", z, tiles)
     calls = []
     got = vae.decode(z, tiling=tiles, on_chunk=lambda d, n: calls.append((d, n)))
     assert calls == [(1, 2), (2, 2)]
-    _check(f"tiled decode {case}", got, expected, _run(ref64, "decode", z, tiles))
+    check(f"tiled decode {case}", got, expected, run(ref64, "decode", z, tiles))
 
 
 @pytest.mark.parametrize("case", sorted(ENCODE_TILED))
@@ -203,8 +158,8 @@ def test_tiled_encode_matches_diffusers(models, ref64, case):
     (h, w), tiles = ENCODE_TILED[case]
     assert encode_plan(cfg, (h, w), tiles).num_tiles > 1
     x = np.random.default_rng(5).uniform(-1, 1, (1, 3, 5, h, w)).astype(np.float32)
-    expected = _run(ref, "encode", x, tiles)
-    _check(f"tiled encode {case}", vae.encode(x, tiling=tiles), expected, _run(ref64, "encode", x, tiles))
+    expected = run(ref, "encode", x, tiles)
+    check(f"tiled encode {case}", vae.encode(x, tiling=tiles), expected, run(ref64, "encode", x, tiles))
 
 
 def test_tiling_options():
@@ -218,7 +173,7 @@ def test_tiling_options():
     assert decode_plan(cfg, (32, 32), True).num_tiles == 1  # a 256 px frame fits one default tile: untiled
     assert decode_plan(cfg, (90, 160), True).num_tiles == 4 * 7  # 720p: rows 0,24,..,72; cols 0,24,..,144
     with pytest.raises(ValueError, match="stride"):
-        decode_plan(cfg, (90, 160), _tiles(128, 128, 192, 192))
+        decode_plan(cfg, (90, 160), tiles(128, 128, 192, 192))
 
 
 def test_encode_video_inverts_decode_video_layout(models):

@@ -15,6 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
+from vidax_testing.vae_parity import check, random_wan_vae, run, tiles  # noqa: E402
+
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.vae import wan21 as vae_mod  # noqa: E402
 from vidax_core.vae.convert_wan22 import load_vae22  # noqa: E402
@@ -42,58 +44,11 @@ TINY = dict(
 )
 
 
-FACTOR = 4.0
-
-
-def _errors(ours, ref) -> tuple[float, float]:
-    diff = np.asarray(ours, np.float64) - np.asarray(ref, np.float64)
-    return float(np.abs(diff).max()), float(np.linalg.norm(diff) / np.linalg.norm(ref))
-
-
-def _check(label: str, got, ref32, ref64) -> None:
-    """vidax within FACTOR x the reference's own fp32 error (both measured against the float64 reference)."""
-    got, ref32, ref64 = (np.asarray(a, np.float64) for a in (got, ref32, ref64))
-    assert got.shape == ref64.shape, (got.shape, ref64.shape)
-    ours, _ = _errors(got, ref64)
-    floor, _ = _errors(ref32, ref64)
-    print(f"{label}: max abs vs fp64 {ours:.3e} (diffusers fp32: {floor:.3e}), vs diffusers fp32 "
-          f"{_errors(got, ref32)[0]:.3e}, rel {_errors(got, ref32)[1]:.3e}")
-    assert 0 < floor < 1e-3  # the fp64 run really ran in fp64, on a model with O(1) outputs
-    assert ours <= FACTOR * floor
-
-
-def _run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray:
-    """diffusers ``decode`` / ``encode`` (latent mean) with tiling as given; float64 when the model is."""
-    model.disable_tiling()
-    if tiling:
-        model.enable_tiling(**tiling)
-    dtype = next(model.parameters()).dtype
-    with torch.no_grad():
-        t = torch.from_numpy(x).to(dtype)
-        out = model.decode(t).sample if fn == "decode" else model.encode(t).latent_dist.mean
-    model.disable_tiling()
-    return out.numpy()
-
-
-def _tiles(th: int, tw: int, sh: int, sw: int) -> dict:
-    return dict(tile_sample_min_height=th, tile_sample_min_width=tw, tile_sample_stride_height=sh,
-                tile_sample_stride_width=sw)
 
 
 @pytest.fixture(scope="module")
 def models():
-    from diffusers import AutoencoderKLWan
-
-    torch.manual_seed(0)
-    ref = AutoencoderKLWan(**TINY).eval()
-    with torch.no_grad():  # every parameter random, activations kept O(1)
-        for name, p in ref.named_parameters():
-            if name.endswith("gamma"):
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) / p[0].numel() ** 0.5)
+    ref = random_wan_vae(TINY)
     cfg = WanVAEConfig.from_config({**dict(ref.config), "_class_name": "AutoencoderKLWan"})
     tensors = {k: v.numpy() for k, v in ref.state_dict().items()}
     return ref, cfg, tensors, load_vae22(cfg, tensors)
@@ -138,13 +93,13 @@ def _latents(frames: int, seed: int = 1) -> np.ndarray:
 def test_decode_matches_diffusers(models, ref64):
     ref, _, _, vae = models
     z = _latents(3)
-    expected = _run(ref, "decode", z)
+    expected = run(ref, "decode", z)
     calls = []
     got = np.asarray(vae.decode(z, on_chunk=lambda d, n: calls.append((d, n))))
     assert got.shape == expected.shape == (1, 3, 9, 64, 64)
     assert calls == [(1, 3), (2, 3), (3, 3)]
     print(f"saturated {np.mean(np.abs(expected) >= 1):.3f}")
-    _check("wan2.2 decode", got, expected, _run(ref64, "decode", z))
+    check("wan2.2 decode", got, expected, run(ref64, "decode", z))
 
 
 def _pipeline_decode(model, cfg, z: np.ndarray) -> np.ndarray:
@@ -167,7 +122,7 @@ def test_decode_video_and_compile_count(models, ref64):
     got = decode_video(vae, z)
     after = dict(vae_mod.TRACE_COUNTS)
     assert got.shape == expected.shape == (1, 13, 64, 64, 3)
-    _check("wan2.2 decode_video", got, expected, _pipeline_decode(ref64, cfg, z))
+    check("wan2.2 decode_video", got, expected, _pipeline_decode(ref64, cfg, z))
     for key in ("decode_first", "decode_chunk"):  # 4 latent frames: at most one program per chunk kind
         assert after.get(key, 0) - before.get(key, 0) <= 1
 
@@ -175,21 +130,21 @@ def test_decode_video_and_compile_count(models, ref64):
 def test_encode_matches_diffusers(models, ref64):
     ref, _, _, vae = models
     x = np.random.default_rng(3).uniform(-1, 1, (1, 3, 9, 64, 64)).astype(np.float32)
-    expected = _run(ref, "encode", x)
+    expected = run(ref, "encode", x)
     got = np.asarray(vae.encode(x))
     assert got.shape == expected.shape == (1, 4, 3, 4, 4)
-    _check("wan2.2 encode", got, expected, _run(ref64, "encode", x))
+    check("wan2.2 encode", got, expected, run(ref64, "encode", x))
 
 
 # Tiled: a 2-D grid whose strides do not divide the frame (edge tiles of other sizes, blending both ways, blends
 # reading already-blended neighbours), and a single column / row of tiles whose stride divides the frame.
 DECODE_TILED = {
-    "grid_not_dividing": ((5, 4), _tiles(64, 64, 48, 48)),  # latent rows 0,3 (4,2), cols 0,3 (4,1); blend 8 patch px
-    "column_dividing": ((6, 2), _tiles(64, 32, 32, 32)),  # latent rows 0,2,4 (4,4,2), one column; blend 16
+    "grid_not_dividing": ((5, 4), tiles(64, 64, 48, 48)),  # latent rows 0,3 (4,2), cols 0,3 (4,1); blend 8 patch px
+    "column_dividing": ((6, 2), tiles(64, 32, 32, 32)),  # latent rows 0,2,4 (4,4,2), one column; blend 16
 }
 ENCODE_TILED = {  # (pixel height, width); tiles are laid out on the 2x2 patch grid, as the reference does
-    "grid_not_dividing": ((80, 112), _tiles(32, 32, 24, 24)),  # patch rows 0,24 (32,16), cols 0,24,48 (32,32,8)
-    "row_dividing": ((32, 96), _tiles(16, 32, 16, 16)),  # one row, patch cols 0,16,32 (32,32,16)
+    "grid_not_dividing": ((80, 112), tiles(32, 32, 24, 24)),  # patch rows 0,24 (32,16), cols 0,24,48 (32,32,8)
+    "row_dividing": ((32, 96), tiles(16, 32, 16, 16)),  # one row, patch cols 0,16,32 (32,32,16)
 }
 
 
@@ -200,11 +155,11 @@ def test_tiled_decode_matches_diffusers(models, ref64, case):
     plan = decode_plan(cfg, (h, w), tiles)
     assert plan.num_tiles > 1 and plan.out_size == (8 * h, 8 * w)  # decoder output: 16 px / patch 2
     z = np.random.default_rng(4).standard_normal((1, TINY["z_dim"], 2, h, w)).astype(np.float32)
-    expected = _run(ref, "decode", z, tiles)
+    expected = run(ref, "decode", z, tiles)
     calls = []
     got = vae.decode(z, tiling=tiles, on_chunk=lambda d, n: calls.append((d, n)))
     assert calls == [(1, 2), (2, 2)]
-    _check(f"wan2.2 tiled decode {case}", got, expected, _run(ref64, "decode", z, tiles))
+    check(f"wan2.2 tiled decode {case}", got, expected, run(ref64, "decode", z, tiles))
 
 
 @pytest.mark.parametrize("case", sorted(ENCODE_TILED))
@@ -213,8 +168,8 @@ def test_tiled_encode_matches_diffusers(models, ref64, case):
     (h, w), tiles = ENCODE_TILED[case]
     assert encode_plan(cfg, (h, w), tiles).num_tiles > 1
     x = np.random.default_rng(5).uniform(-1, 1, (1, 3, 5, h, w)).astype(np.float32)
-    expected = _run(ref, "encode", x, tiles)
-    _check(f"wan2.2 tiled encode {case}", vae.encode(x, tiling=tiles), expected, _run(ref64, "encode", x, tiles))
+    expected = run(ref, "encode", x, tiles)
+    check(f"wan2.2 tiled encode {case}", vae.encode(x, tiling=tiles), expected, run(ref64, "encode", x, tiles))
 
 
 def test_conversion_reports_problems_and_decode_only(models):
