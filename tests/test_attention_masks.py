@@ -286,3 +286,42 @@ class _pallas_dispatch:
 
     def __exit__(self, *exc):
         att._requested, att._resolved = self._saved
+
+
+def test_cudnn_dispatch_never_builds_a_long_dense_mask(monkeypatch):
+    """Under auto, a cuDNN call whose mask would be dense over long rows runs on blockwise (logged); with
+    attention.backend=cudnn it is refused. Short masks and plain padding stay on cuDNN. (Dispatch only: no GPU.)"""
+    import vidax_core.attention as att_mod
+    from vidax_core.attention.kernels import cudnn as cudnn_mod
+    from vidax_core.errors import UserError
+
+    ran = []
+    monkeypatch.setattr(cudnn_mod, "unsupported", lambda q: None)
+    monkeypatch.setitem(att_mod.IMPLEMENTATIONS, "cudnn", lambda q, k, v, **kw: ran.append("cudnn") or v)
+    monkeypatch.setitem(att_mod.IMPLEMENTATIONS, "blockwise", lambda q, k, v, **kw: ran.append("blockwise") or v)
+    long_ = jax.ShapeDtypeStruct((1, 8192, 2, 64), jnp.bfloat16)
+    short = jax.ShapeDtypeStruct((1, 256, 2, 64), jnp.bfloat16)
+
+    def call(shape, requested, **kw):
+        monkeypatch.setattr(att_mod, "_resolved", "cudnn")
+        monkeypatch.setattr(att_mod, "_requested", requested)
+        s = shape.shape[1]
+        x = jnp.zeros(shape.shape, shape.dtype)
+        ids = jnp.zeros((1, s), jnp.int32)
+        extra = {"segments": dict(q_segment_ids=ids, kv_segment_ids=ids),
+                 "causal_pad": dict(causal=True, kv_mask=jnp.ones((1, s), bool)),
+                 "pad": dict(kv_mask=jnp.ones((1, s), bool))}[kw["mask"]]
+        return att_mod.attention(x, x, x, **extra)
+
+    for mask in ("segments", "causal_pad"):
+        ran.clear()
+        call(long_, "auto", mask=mask)
+        assert ran == ["blockwise"], mask
+        ran.clear()
+        call(short, "auto", mask=mask)
+        assert ran == ["cudnn"], mask
+        with pytest.raises(UserError, match="dense .* cuDNN mask: use auto or blockwise"):
+            call(long_, "cudnn", mask=mask)
+    ran.clear()
+    call(long_, "auto", mask="pad")
+    assert ran == ["cudnn"]

@@ -210,14 +210,16 @@ def attention(
         kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
     backend = _resolved
     if backend == "cudnn":
-        why = _cudnn.unsupported(q)
+        why, fallback = _cudnn.unsupported(q), "xla"
+        if why is None:
+            why, fallback = _cudnn.dense_mask_reason(q, k, kv_mask, q_segment_ids, causal, causal_prefix), "blockwise"
         if why is not None:
             if _requested == "cudnn":
-                raise UserError(f"attention.backend=cudnn cannot take this call: {why}: use auto or xla")
+                raise UserError(f"attention.backend=cudnn cannot take this call: {why}: use auto or {fallback}")
             if why not in _fallbacks_logged:
                 _fallbacks_logged.add(why)
-                log.info("attention backend: auto chose cudnn, but %s: using xla for such calls", why)
-            backend = "xla"
+                log.info("attention backend: auto chose cudnn, but %s: using %s for such calls", why, fallback)
+            backend = fallback
     kw = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
     if causal or causal_prefix is not None:  # only then, so that a backend without these keywords still runs
         kw.update(causal=causal, causal_prefix=causal_prefix)

@@ -9,8 +9,10 @@ so no (Sq, Sk) bias is ever built. A causal mask without ``kv_mask`` is cuDNN's 
 mixture-of-transformers ``causal_prefix`` mask runs cuDNN twice, on the causal prefix rows and on the rest
 (``_common.split_at_causal_limit``), so the video rows keep the padding-mask path. Segment ids, and a causal
 mask together with ``kv_mask`` (key reordering would break causality), need a dense (B, 1, Sq', Sk') mask over
-the rows concerned: fine for text-length parts (the causal text prefix), costly for long self-attention; such
-a call is logged (logger ``vidax.attention``) when it is traced.
+the rows concerned: fine for text-length parts (the causal text prefix). Where that mask would be long
+(:func:`dense_mask_reason`, more than ``DENSE_MASK_LIMIT`` elements) the dispatcher runs the call on the
+memory-linear ``blockwise`` backend under ``auto`` (logged once) and refuses it under ``attention.backend=cudnn``,
+so a video-length sequence never gets an O(S^2) mask.
 """
 
 from __future__ import annotations
@@ -69,6 +71,23 @@ def unsupported(q: jax.Array) -> str | None:
         return f"cuDNN attention takes bfloat16/float16 inputs, got {q.dtype}"
     if d % 8 or d > 256:
         return f"cuDNN attention needs head_dim a multiple of 8 and <= 256 (128 before Hopper), got {d}"
+    return None
+
+
+# Largest dense cuDNN mask (elements of B x Sq x Sk) the dispatcher lets through: text-length masks pass, a
+# video-length one (a 720p Wan sequence is ~75k tokens) goes to the memory-linear blockwise backend instead.
+DENSE_MASK_LIMIT = 1 << 24
+
+
+def dense_mask_reason(q, k, kv_mask, q_segment_ids, causal: bool, causal_prefix: int | None) -> str | None:
+    """Why this call would need a dense mask over long rows on cuDNN (None when it would not): segment ids, or a
+    full causal mask together with a key mask. The causal prefix of a mixture-of-transformers call is short and
+    stays on cuDNN."""
+    b, sq, sk = q.shape[0], q.shape[1], k.shape[1]
+    dense = q_segment_ids is not None or (causal and causal_prefix is None and kv_mask is not None)
+    if dense and b * sq * sk > DENSE_MASK_LIMIT:
+        what = "segment ids" if q_segment_ids is not None else "a causal mask with a key mask"
+        return f"{what} would need a dense ({b}, 1, {sq}, {sk}) cuDNN mask"
     return None
 
 
