@@ -24,8 +24,10 @@ def run_many(base: Sequence[str], configs: Mapping[str, Sequence[str]], *, devic
     ``register(plugins)`` function to add besides the installed plugins (test-only plugins). Returns
     ``{name: {"rel": relative L2 error of the final latents vs the first, "metrics": ...} | {"error": msg}}``."""
     spec = {"base": list(base), "configs": {k: list(v) for k, v in configs.items()}, "plugins": list(plugin_modules)}
+    # the subprocess sees what the caller imports (e.g. a plugin's src/ folder that is not installed)
+    path = os.pathsep.join([p for p in sys.path if p and os.path.isdir(p)] + [os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
-               JAX_DEFAULT_MATMUL_PRECISION="highest")
+               JAX_DEFAULT_MATMUL_PRECISION="highest", PYTHONPATH=path.rstrip(os.pathsep))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "spec.json")
         with open(path, "w") as f:

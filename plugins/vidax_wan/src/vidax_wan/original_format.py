@@ -632,9 +632,10 @@ class OriginalWanCheckpoint(Checkpoint):
             raise UserError(f"original Wan checkpoint {self.source} has no {component} "
                             f"({os.path.relpath(self.path(component), self.root)})")
         path = self.path(component)
-        if component == "tokenizer" and not os.path.isfile(os.path.join(path, "tokenizer.json")):
-            raise UserError(f"tokenizer folder {path} has no tokenizer.json (vidax reads fast tokenizers only): "
-                            f"fetch it with `hf download google/umt5-xxl tokenizer.json --local-dir {path}`")
+        if component == "tokenizer" and not any(os.path.isfile(os.path.join(path, f))
+                                                for f in ("tokenizer.json", "spiece.model")):
+            raise UserError(f"tokenizer folder {path} has neither tokenizer.json nor spiece.model: "
+                            f"fetch one with `hf download google/umt5-xxl tokenizer.json --local-dir {path}`")
         return path
 
     def config(self, component: str) -> dict[str, Any]:
