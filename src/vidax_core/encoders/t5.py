@@ -379,10 +379,11 @@ def t5_rules(cfg: T5Config) -> tuple[KeyRule, ...]:
     return UMT5_RULES if cfg.per_layer_bias else T5_RULES
 
 
-def load_t5(cfg: T5Config, tensors: Mapping[str, Any], *, put: Any = None) -> T5Encoder:
+def load_t5(cfg: T5Config, tensors: Mapping[str, Any], *, put: Any = None, mesh: Any = None) -> T5Encoder:
     """Build a :class:`T5Encoder` from a transformers state dict (key -> array or zero-arg loader).
 
-    ``put(path, array)`` places each parameter (default ``jax.device_put``), e.g. sharded by logical axes.
+    ``put(path, array)`` places each parameter (default ``jax.device_put``); or give the run's ``mesh`` to place
+    the encoder tensor-parallel over its ``tp`` axis (heads and FFN width split, the rest replicated).
     """
     if not any(k in tensors for k in ("shared.weight", "encoder.embed_tokens.weight")):
         raise UserError(
@@ -392,4 +393,8 @@ def load_t5(cfg: T5Config, tensors: Mapping[str, Any], *, put: Any = None) -> T5
     graphdef, state, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
     values = convert(tensors, t5_rules(cfg), flat, component=f"text encoder ({cfg.model_type.upper()})",
                      ignore=T5_IGNORE)
+    if put is None and mesh is not None and mesh.size > 1:
+        from vidax_core.parallel import sharding
+
+        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
     return materialize(graphdef, state, values, put=put)

@@ -35,6 +35,19 @@ DEFAULT_RULES: tuple[tuple[str, Any], ...] = (
 
 Rules = Mapping[str, Any]
 
+# Prompt encoders run before the denoiser, tensor-parallel only: heads and MLP width over tp, everything else
+# (batch of prompts, text tokens) replicated.
+ENCODER_RULES: tuple[tuple[str, Any], ...] = (
+    ("batch", None),
+    ("seq", None),
+    ("heads", "tp"),
+    ("kv_heads", "tp"),
+    ("mlp", "tp"),
+    ("embed", None),
+    ("vocab", None),
+    ("layers", None),
+)
+
 
 def make_rules(plugin_rules: Sequence[tuple[str, Any]] | None) -> dict[str, Any]:
     """The plugin's rules layered over :data:`DEFAULT_RULES` (the plugin wins on a name)."""
@@ -71,6 +84,13 @@ def param_names(abstract_state) -> dict[tuple, tuple | None]:
         meta = var.get_metadata() if hasattr(var, "get_metadata") else {}
         names[tuple(path)] = meta.get("out_sharding") or meta.get("sharding_names")
     return names
+
+
+def param_placer(abstract_state, mesh: Mesh, rules: Rules):
+    """``put(path, host_array)`` that places each parameter of ``abstract_state`` on ``mesh`` by its logical axes
+    (one sharded transfer per array), for loaders that take a ``put`` (``materialize``)."""
+    specs = param_specs(abstract_state, rules, mesh)
+    return lambda path, array: put(np.asarray(array), NamedSharding(mesh, specs.get(tuple(path), P())))
 
 
 def param_specs(abstract_state, rules: Rules, mesh: Mesh | None = None) -> dict[tuple, P]:

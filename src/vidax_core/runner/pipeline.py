@@ -257,7 +257,7 @@ def encode(spec, ckpt, cfg: RunConfig, plugins: Plugins, guide: Guidance, mesh) 
     if encoder is None:
         raise UserError(f"the plugin of {spec.id} provides no text encoder")
     texts = [cfg.prompt if p == PROMPT else cfg.negative_prompt for p in guide.prompts]
-    with sharding.activate(mesh, None):
+    with sharding.activate(mesh, dict(sharding.ENCODER_RULES)):
         out = plugins.call("encode_prompt", spec, encoder=encoder, prompts=texts, run=cfg)
     del encoder
     gc.collect()

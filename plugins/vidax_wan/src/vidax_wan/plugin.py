@@ -157,13 +157,14 @@ class WanTextEncoder:
 
 
 @hookimpl
-def build_text_encoder(spec, ckpt, run):
+def build_text_encoder(spec, ckpt, run, mesh):
+    """UMT5-XXL in fp32 (the reference's precision), tensor-parallel over the run's ``tp`` axis when tp > 1."""
     from vidax_core.encoders.t5 import T5Config, encode_text, load_t5
     from vidax_core.encoders.tokenizer import TextTokenizer
 
     tok = TextTokenizer.from_dir(ckpt.require("tokenizer"))
     cfg = T5Config.from_config({"model_type": "umt5", **ckpt.config("text_encoder")})
-    enc = load_t5(cfg, ckpt.tensors("text_encoder"))
+    enc = load_t5(cfg, ckpt.tensors("text_encoder"), mesh=mesh)
     return WanTextEncoder(tok, enc, encode_text)
 
 
