@@ -27,14 +27,6 @@ def write_wav(path: str, audio: np.ndarray, sample_rate: int) -> None:
         w.writeframes(pcm.tobytes())
 
 
-def read_wav(path: str) -> tuple[np.ndarray, int]:
-    """(samples, channels) float32 in [-1, 1] and the sample rate (tests and tools)."""
-    with wave.open(path, "rb") as w:
-        n, ch, rate = w.getnframes(), w.getnchannels(), w.getframerate()
-        data = np.frombuffer(w.readframes(n), "<i2").reshape(n, ch)
-    return data.astype(np.float32) / 32767.0, rate
-
-
 def mux_audio(video_path: str, audio: np.ndarray, sample_rate: int) -> None:
     """Add ``audio`` as an AAC track to the mp4 at ``video_path`` (video stream copied, file replaced atomically)."""
     import imageio_ffmpeg

@@ -97,16 +97,19 @@ def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
         noise = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise UserError(f"sampling.initial_noise {path} cannot be read as .npy (save a float32 array with numpy.save)") from exc
+    return checked_noise(noise, shape, f"sampling.initial_noise {path}")
+
+
+def checked_noise(noise: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """``noise`` as float32 if it is a real-valued array of exactly ``shape`` with every entry finite."""
     if not isinstance(noise, np.ndarray) or noise.dtype.kind not in "fiu":
-        raise UserError(f"sampling.initial_noise {path} must hold a real-valued numeric array (save a float32 array)")
+        raise UserError(f"{where} must hold a real-valued numeric array (save a float32 array)")
     if tuple(noise.shape) != tuple(shape):
-        raise UserError(
-            f"sampling.initial_noise {path} has shape {tuple(noise.shape)}, this run needs {tuple(shape)} "
-            "(batch, channels, frames, height, width)"
-        )
+        raise UserError(f"{where} has shape {tuple(noise.shape)}, this run needs {tuple(shape)} (the layout the "
+                        "family's diffusers pipeline takes as latents=)")
     out = np.asarray(noise, dtype=np.float32)
     if not np.isfinite(out).all():
-        raise UserError(f"sampling.initial_noise {path} holds NaN or infinite values: every entry must be finite")
+        raise UserError(f"{where} holds NaN or infinite values: every entry must be finite")
     return out
 
 
@@ -296,20 +299,15 @@ def initial_latents(cfg: RunConfig, shapes: Any) -> Any:
     if not isinstance(shapes, dict):
         return load_initial_noise(path, shapes)
     try:
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k]) for k in data.files}
-    except (OSError, ValueError, AttributeError, TypeError) as exc:
+    except (OSError, ValueError, AttributeError, TypeError, EOFError) as exc:
         raise UserError(f"sampling.initial_noise {path}: this model's latents are several arrays "
                         f"({', '.join(sorted(shapes))}): give a .npz holding each (numpy.savez)") from exc
     if sorted(arrays) != sorted(shapes):
         raise UserError(f"sampling.initial_noise {path} holds {', '.join(sorted(arrays)) or 'nothing'}, this model needs "
                         f"{', '.join(sorted(shapes))}")
-    for k, s in shapes.items():
-        if arrays[k].shape != tuple(s):
-            raise UserError(f"sampling.initial_noise {path}: {k} has shape {arrays[k].shape}, this run needs {tuple(s)}")
-        if not np.all(np.isfinite(arrays[k])):
-            raise UserError(f"sampling.initial_noise {path}: {k} holds NaN or infinite values")
-    return {k: v.astype(np.float32) for k, v in arrays.items()}
+    return {k: checked_noise(arrays[k], s, f"sampling.initial_noise {path}: {k}") for k, s in shapes.items()}
 
 
 def save_latents(path: str, final: Any) -> None:

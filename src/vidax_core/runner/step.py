@@ -36,10 +36,6 @@ class StepPlan:
     batches: tuple[tuple[str, ...], ...]
     prompt_index: Mapping[str, int] = field(default_factory=dict)
 
-    @property
-    def max_batch(self) -> int:
-        return max(len(b) for b in self.batches)
-
 
 def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
     """Group the branches into model calls: branches whose contexts have the same structure and shapes and that
