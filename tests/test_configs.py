@@ -24,6 +24,6 @@ def test_config_validates_and_passes_model_checks(path):
 
 
 def test_every_default_config_is_shipped():
-    for spec in get_plugins().registry:
-        if spec.family == "wan":
-            assert os.path.exists(os.path.join(ROOT, spec.default_config)), spec.default_config
+    missing = [f"{spec.id}: {spec.default_config}" for spec in get_plugins().registry
+               if not os.path.exists(os.path.join(ROOT, spec.default_config))]
+    assert not missing, missing
