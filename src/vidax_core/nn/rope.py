@@ -172,9 +172,11 @@ def ltx_angles(coords: jax.Array, dim: int, theta: float = 10000.0) -> jax.Array
     angle of frequency ``j`` on axis ``a`` is ``f_j * (2 * coord_a - 1)``, laid out frequency-major
     (``[f0.t, f0.y, f0.x, f1.t, ...]``). When ``dim % 6`` the leading ``(dim % 6) / 2`` pairs get angle 0
     (identity), as the reference pads cos with 1 and sin with 0 in front. Returns (..., dim // 2) float32 for
-    :func:`apply_interleaved`."""
+    :func:`apply_interleaved`. The frequencies are computed in float32 in the reference's order (its largest one,
+    ~15708, differs by one float32 ulp = 1e-3 rad from the float64 value, which the models were trained with)."""
     n = dim // 6
-    f = (float(theta) ** np.linspace(0.0, 1.0, n, dtype=np.float64)) * (math.pi / 2.0)
+    f32 = np.float32
+    f = np.power(f32(theta), np.linspace(0.0, 1.0, n, dtype=np.float32)) * f32(math.pi) / f32(2.0)
     c = jnp.asarray(coords).astype(jnp.float32)
     a = (c[..., :, None] * 2.0 - 1.0) * jnp.asarray(f, jnp.float32)  # (..., 3, n)
     a = jnp.swapaxes(a, -1, -2).reshape(*c.shape[:-1], 3 * n)
