@@ -19,7 +19,7 @@ TINY_DIT = dict(in_channels=8, out_channels=8, patch_size=1, patch_size_t=1, num
 TINY_DIT_CONFIG = dict(TINY_DIT, activation_fn="gelu-approximate", qk_norm="rms_norm_across_heads",
                        norm_elementwise_affine=False, norm_eps=1e-6, attention_bias=True, attention_out_bias=True)
 TINY_VAE = dict(
-    latent_channels=8, block_out_channels=(8, 8, 8, 8, 8), decoder_block_out_channels=(8, 8, 8),
+    latent_channels=8, block_out_channels=(8, 8, 8, 8, 8), decoder_block_out_channels=(8, 16, 32),
     layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1),
     spatio_temporal_scaling=(True, True, True, True), decoder_spatio_temporal_scaling=(True, True, True),
     decoder_inject_noise=(False, False, False, False),

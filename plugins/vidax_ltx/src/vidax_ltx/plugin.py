@@ -1,12 +1,245 @@
-"""The ltx family's hook implementations: vidax's core finds this module through the ``vidax`` entry point."""
+"""The LTX-Video family's hook implementations: vidax's core finds this module through the ``vidax`` entry point.
+
+Run semantics are those of diffusers' LTXPipeline (text-to-video) and LTXImageToVideoPipeline (``image:`` given):
+packed latents (B, F*H*W, 128), T5 v1.1 text with its attention mask, flow Euler with the checkpoint's dynamic
+shift from the token count (or ``options.timesteps``), classifier-free guidance with optional rescale, RoPE scaled
+by ``options.frame_rate``, and a timestep-conditioned VAE decode.
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
 from vidax_core.hookspecs import hookimpl
+from vidax_core.model_api import DitBuild
+from vidax_core.registry import ModelSpec
+
+from . import presets
 
 FAMILY = "ltx"
 
 
+def _dtype(run) -> Any:
+    """``model.dtype``, else bf16 weights on GPU/TPU and fp32 on CPU (scale-shift tables stay fp32 either way)."""
+    import jax
+    import jax.numpy as jnp
+
+    if run.model.dtype is None:
+        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
+
+
 @hookimpl
 def register_models(register):
-    """No model ids yet: the family's models are being ported."""
+    for m in presets.MODELS:
+        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers", "ltx-original"), options=presets.OPTIONS,
+                           **m))
+
+
+def _dit_config(ckpt, **overrides):
+    from .dit import LTXDiTConfig
+
+    return LTXDiTConfig.from_config(ckpt.config("transformer"), **overrides)
+
+
+@hookimpl
+def build_dit(spec, ckpt, run):
+    from .dit import LTXDiT
+
+    cfg = _dit_config(ckpt, dtype=_dtype(run))
+    p, pt = cfg.patch_size, cfg.patch_size_t
+
+    def shapes(batch, grid):
+        f, h, w = grid
+        return (batch, (f // pt) * (h // p) * (w // p), cfg.in_channels)
+
+    return DitBuild(ctor=lambda: LTXDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
+                    param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=(pt, p, p),
+                    block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes)
+
+
+# Megatron TP over heads / FFN width; batch over dp; video tokens over sp.
+LTX_SHARD_RULES = (("embed", None), ("heads", "tp"), ("mlp", "tp"), ("layers", None), ("batch", "dp"), ("seq", "sp"))
+
+
+@hookimpl
+def shard_rules(spec):
+    return LTX_SHARD_RULES
+
+
+@hookimpl
+def offload_block_groups(spec, model):
+    return ["blocks"]
+
+
+@hookimpl
+def convert_checkpoint(spec, component, tensors, abstract):
+    if component != "transformer":
+        return None
+    from vidax_core.io.convert import convert
+
+    from .convert_dit import DIT_RULES
+
+    return convert(tensors, DIT_RULES, abstract, component="LTX-Video DiT (transformer)")
+
+
+@hookimpl
+def guidance(spec, ckpt, run):
+    from vidax_core.guidance import ClassifierFree, NoGuidance
+
+    g = float(run.sampling.guidance_scale)
+    if g <= 1.0:
+        return NoGuidance()
+    return ClassifierFree(scale=g, rescale_phi=float(run.options.get("guidance_rescale") or 0.0))
+
+
+@hookimpl
+def sampling_plan(spec, ckpt, run, sampler, latent_shape):
+    """LTXPipeline: sigmas ``linspace(1, 1/N, N)`` and ``mu`` from the video token count; with
+    ``options.timesteps`` those timesteps (as ``FlowMatchEulerDiscreteScheduler.set_timesteps(timesteps=...)``)."""
+    from vidax_core.schedulers.base import calculate_shift
+
+    kwargs: dict[str, Any] = {}
+    if getattr(sampler, "use_dynamic_shifting", False):
+        f, h, w = latent_shape
+        kwargs["mu"] = calculate_shift(f * h * w, sampler.base_image_seq_len, sampler.max_image_seq_len,
+                                       sampler.base_shift, sampler.max_shift)
+    timesteps = run.options.get("timesteps")
+    if timesteps:
+        kwargs["timesteps"] = [float(t) for t in timesteps]
+        return kwargs
+    n = int(run.sampling.num_steps)
+    if getattr(sampler, "name", "") == "flow_euler":
+        kwargs["sigmas"] = np.linspace(1.0, 1.0 / n, n)
+    return kwargs
+
+
+@hookimpl
+def check_run(spec, run):
+    s = run.sampling
+    problems = []
+    if (s.num_frames - 1) % 8:
+        k = max(round((s.num_frames - 1) / 8), 0)
+        problems.append(f"sampling.num_frames must be 8k+1 for LTX-Video (the VAE compresses time by 8), got "
+                        f"{s.num_frames}: use {8 * k + 1}")
+    for key in ("height", "width"):
+        v = getattr(s, key)
+        if v % 32:
+            problems.append(f"sampling.{key} must be a multiple of 32 for LTX-Video (the VAE compresses space by 32), "
+                            f"got {v}: use {max(32, v // 32 * 32)}")
+    o = run.options
+    if o.get("frame_rate") is not None and not float(o["frame_rate"]) > 0:
+        problems.append(f"options.frame_rate must be positive, got {o['frame_rate']}")
+    ts = o.get("timesteps")
+    if ts is not None:
+        if not ts or any(not 0.0 <= float(t) <= 1000.0 for t in ts) or any(a <= b for a, b in zip(ts, ts[1:])):
+            problems.append("options.timesteps must be a non-empty, strictly decreasing list of model timesteps in "
+                            "[0, 1000], e.g. [1000, 993, 987, 981, 975, 909, 725, 0.03]")
+    if o.get("decode_noise_scale") is not None and not 0.0 <= float(o["decode_noise_scale"]) <= 1.0:
+        problems.append(f"options.decode_noise_scale must be in [0, 1], got {o['decode_noise_scale']}")
+    if run.video is not None:
+        problems.append(f"{spec.id} takes no video input (video:): use image: for image-to-video")
+    return problems
+
+
+@dataclass
+class LTXTextEncoder:
+    tokenizer: Any
+    encoder: Any
+
+
+@hookimpl
+def build_text_encoder(spec, ckpt, run, mesh):
+    """T5 v1.1 XXL in fp32, tensor-parallel over the run's ``tp`` axis when tp > 1."""
+    from vidax_core.encoders.t5 import T5Config, load_t5
+    from vidax_core.encoders.tokenizer import TextTokenizer
+
+    tok = TextTokenizer.from_dir(ckpt.require("tokenizer"))
+    cfg = T5Config.from_config(ckpt.config("text_encoder"))
+    return LTXTextEncoder(tok, load_t5(cfg, ckpt.tensors("text_encoder"), mesh=mesh))
+
+
+@hookimpl
+def encode_prompt(spec, encoder, prompts, run):
+    """As ``LTXPipeline._get_t5_prompt_embeds``: padded to ``max_sequence_length``, encoded WITHOUT the mask; the
+    mask goes to the DiT's cross-attention."""
+    import jax
+
+    ids, mask = encoder.tokenizer(list(prompts), int(run.sampling.max_sequence_length))
+    hidden = jax.jit(lambda enc, i: enc(i))(encoder.encoder, ids)
+    return {"hidden": np.asarray(hidden, np.float32), "mask": mask.astype(bool)}
+
+
+def _vae_factors(config: dict) -> tuple[int, int]:
+    """(temporal, spatial) compression of an ``AutoencoderKLLTXVideo`` config."""
+    spatial = config.get("spatial_compression_ratio")
+    temporal = config.get("temporal_compression_ratio")
+    if spatial is None:
+        scalings = config.get("spatio_temporal_scaling") or (True, True, True, False)
+        spatial = int(config.get("patch_size", 4)) * 2 ** sum(bool(x) for x in scalings)
+    if temporal is None:
+        scalings = config.get("spatio_temporal_scaling") or (True, True, True, False)
+        temporal = int(config.get("patch_size_t", 1)) * 2 ** sum(bool(x) for x in scalings)
+    return int(temporal), int(spatial)
+
+
+@hookimpl
+def vae_latent_shape(spec, ckpt, run):
+    if not ckpt.has("vae"):
+        return None
+    from .autoencoder import latent_grid
+
+    t, sp = _vae_factors(ckpt.config("vae"))
+    s = run.sampling
+    return latent_grid(s.num_frames, s.height, s.width, t, sp)
+
+
+@hookimpl
+def build_vae(spec, ckpt, run):
+    from . import vae as vae_lib
+    from .autoencoder import DecodeSettings, LTXVideoAutoencoder, latent_grid
+
+    raw = ckpt.config("vae")
+    cfg = vae_lib.LTXVAEConfig.from_config(raw)
+    with_encoder = run.image is not None and run.sampling.initial_noise is None
+    model = vae_lib.load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder)
+    t, sp = _vae_factors(raw)
+    s = run.sampling
+    o = run.options
+    decode = DecodeSettings(float(o.get("decode_timestep") or 0.0), o.get("decode_noise_scale"), int(s.seed))
+    return LTXVideoAutoencoder(model, cfg, latent_grid(s.num_frames, s.height, s.width, t, sp), decode)
+
+
+@hookimpl
+def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
+    from .conditioning import prepare
+
+    return prepare(run, vae, latent_shape, _dit_config(ckpt), _vae_factors(ckpt.config("vae")))
+
+
+@hookimpl
+def builtin_checkpoint(spec, name):
+    folder = os.path.join(os.path.dirname(__file__), "assets", name)
+    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
+
+
+@hookimpl
+def check_checkpoint(spec, ckpt, run):
+    """The DiT config must fit LTX-Video and the VAE's latent channels; read from config files only."""
+    problems: list[str] = []
+    try:
+        dit = _dit_config(ckpt)
+    except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
+        return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
+    if ckpt.has("vae"):
+        vae = ckpt.config("vae")
+        c = vae.get("latent_channels", 128)
+        if dit.in_channels != c * dit.patch_size_t * dit.patch_size**2:
+            problems.append(f"transformer/config.json: in_channels={dit.in_channels} does not match latent_channels={c} "
+                            "of vae/config.json")
+    return problems

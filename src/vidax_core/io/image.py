@@ -1,0 +1,42 @@
+"""Conditioning images as diffusers' pipelines read them, for every family's image-to-video path.
+
+* :func:`load_image`: diffusers ``load_image`` for a local file (PIL open, EXIF orientation, RGB); a missing or
+  unreadable file is a one-line :class:`UserError`.
+* :func:`preprocess_image`: ``VideoProcessor(vae_scale_factor).preprocess(image, height, width)`` for a PIL image:
+  sizes floored to multiples of ``vae_scale_factor``, a PIL Lanczos resize to exactly (width, height) (aspect
+  ratio not kept, diffusers' ``resize_mode="default"``), ``/ 255`` in float32, ``2 x - 1``; (1, 3, H, W).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from vidax_core.errors import UserError
+
+
+def load_image(path: str | os.PathLike) -> Any:
+    """An RGB ``PIL.Image`` from a png/jpg path."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    if not os.path.isfile(path):
+        raise UserError(f"image not found: {os.fspath(path)!r} — give the path of a png or jpg file")
+    try:
+        with Image.open(path) as img:
+            return ImageOps.exif_transpose(img).convert("RGB")
+    except (UnidentifiedImageError, OSError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"cannot read image {os.fspath(path)!r} ({reason}) — expected a png or jpg file") from None
+
+
+def preprocess_image(image: Any, height: int, width: int, vae_scale_factor: int = 8) -> np.ndarray:
+    """(1, 3, H, W) float32 in [-1, 1], as ``VideoProcessor.preprocess``."""
+    from PIL import Image
+
+    height, width = height - height % vae_scale_factor, width - width % vae_scale_factor
+    if image.size != (width, height):
+        image = image.resize((width, height), resample=Image.Resampling.LANCZOS)
+    x = np.asarray(image if image.mode == "RGB" else image.convert("RGB")).astype(np.float32) / np.float32(255.0)
+    return np.ascontiguousarray((np.float32(2.0) * x - np.float32(1.0)).transpose(2, 0, 1)[None])
