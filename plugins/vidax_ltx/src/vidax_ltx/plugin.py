@@ -223,6 +223,14 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
 
 
 @hookimpl
+def open_checkpoint(spec, path):
+    """A folder with an original LTX-Video release file (DiT + VAE, config in its metadata) and the T5 folders."""
+    from .original_format import open_original
+
+    return open_original(spec, path)
+
+
+@hookimpl
 def builtin_checkpoint(spec, name):
     folder = os.path.join(os.path.dirname(__file__), "assets", name)
     return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None

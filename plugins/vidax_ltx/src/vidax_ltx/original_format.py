@@ -1,0 +1,185 @@
+"""The original LTX-Video release layout: one ``.safetensors`` holding the DiT (``model.diffusion_model.*`` or bare
+keys) and the VAE (``vae.*``), its configuration as JSON under the ``config`` key of the safetensors metadata
+(``{"transformer": {...}, "vae": {...}, "scheduler": {...}}``), e.g. Lightricks/LTX-Video's
+``ltxv-13b-0.9.8-dev.safetensors``. The folder holding it also needs the T5 v1.1 XXL encoder in diffusers layout
+(``text_encoder/``, ``tokenizer/``); a ``scheduler/`` folder is optional.
+
+:class:`LTXOriginalCheckpoint` answers in diffusers terms, so the diffusers key tables and configs apply unchanged:
+
+* DiT keys: the prefix dropped, ``patchify_proj`` -> ``proj_in``, ``adaln_single`` -> ``time_embed``, ``q_norm`` /
+  ``k_norm`` -> ``norm_q`` / ``norm_k`` (diffusers' single-file conversion); the config is read from the metadata
+  (``qk_norm: rms_norm`` is diffusers' ``rms_norm_across_heads``; RoPE base sizes and theta are checked).
+* VAE keys: diffusers' renaming of the 0.9.5+ VAE (original ``up_blocks.N`` / ``down_blocks.N`` indices onto the
+  diffusers blocks and their up/down samplers, ``res_blocks`` -> ``resnets``, per-channel statistics ->
+  ``latents_mean`` / ``latents_std``, ``last_*`` decoder timestep parts). The config is the metadata's when it is a
+  diffusers ``AutoencoderKLLTXVideo`` config, else the published 0.9.8 VAE configuration (what diffusers'
+  single-file loader uses for these files).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+from vidax_core.config.arch import SOURCE_KEY
+from vidax_core.errors import UserError
+from vidax_core.io.checkpoint import Checkpoint
+from vidax_core.io.renamed import RenamedTensors
+from vidax_core.io.safetensors import SafetensorsFile
+
+DIT_PREFIX = "model.diffusion_model."
+DIT_RENAMES = (("patchify_proj", "proj_in"), ("adaln_single", "time_embed"), ("q_norm", "norm_q"), ("k_norm", "norm_k"))
+
+# diffusers' 0.9.5+ VAE renaming, applied in this order with plain substring replacement (as diffusers does).
+_UP = [("up_blocks.0", "mid_block")] + [
+    (f"up_blocks.{i}", f"up_blocks.{(i - 1) // 2}.upsamplers.0" if i % 2 else f"up_blocks.{i // 2 - 1}")
+    for i in range(1, 9)] + [("up_blocks.9", "up_blocks.3")]
+_DOWN = [(f"down_blocks.{i}", f"down_blocks.{i // 2}.downsamplers.0" if i % 2 else f"down_blocks.{i // 2}")
+         for i in range(8)] + [("down_blocks.8", "mid_block"), ("down_blocks.9", "mid_block")]
+VAE_RENAMES = (("vae.", ""), *_UP, *_DOWN, ("conv_shortcut", "conv_shortcut.conv"), ("res_blocks", "resnets"),
+               ("norm3.norm", "norm3"), ("per_channel_statistics.mean-of-means", "latents_mean"),
+               ("per_channel_statistics.std-of-means", "latents_std"), ("last_time_embedder", "time_embedder"),
+               ("last_scale_shift_table", "scale_shift_table"))
+VAE_DROPPED = ("per_channel_statistics.channel", "per_channel_statistics.mean-of-stds")
+
+# diffusers' AutoencoderKLLTXVideo configuration of the 0.9.7 / 0.9.8 VAE.
+LTX098_VAE_CONFIG: dict[str, Any] = {
+    "_class_name": "AutoencoderKLLTXVideo", "in_channels": 3, "out_channels": 3, "latent_channels": 128,
+    "block_out_channels": [128, 256, 512, 1024, 2048], "decoder_block_out_channels": [256, 512, 1024],
+    "layers_per_block": [4, 6, 6, 2, 2], "decoder_layers_per_block": [5, 5, 5, 5],
+    "spatio_temporal_scaling": [True, True, True, True], "decoder_spatio_temporal_scaling": [True, True, True],
+    "decoder_inject_noise": [False, False, False, False],
+    "down_block_types": ["LTXVideo095DownBlock3D"] * 4,
+    "downsample_type": ["spatial", "temporal", "spatiotemporal", "spatiotemporal"],
+    "upsample_residual": [True, True, True], "upsample_factor": [2, 2, 2], "timestep_conditioning": True,
+    "patch_size": 4, "patch_size_t": 1, "resnet_norm_eps": 1e-6, "scaling_factor": 1.0, "encoder_causal": True,
+    "decoder_causal": False, "spatial_compression_ratio": 32, "temporal_compression_ratio": 8,
+}
+# The flow-match Euler configuration of diffusers' LTX-Video repositories (resolution-dependent shift, terminal 0.1).
+LTX_SCHEDULER_CONFIG: dict[str, Any] = {
+    "_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 1.0,
+    "use_dynamic_shifting": True, "base_shift": 0.95, "max_shift": 2.05, "base_image_seq_len": 1024,
+    "max_image_seq_len": 4096, "shift_terminal": 0.1, "invert_sigmas": False,
+}
+_DIT_KEYS = ("in_channels", "out_channels", "num_attention_heads", "attention_head_dim", "cross_attention_dim",
+             "num_layers", "activation_fn", "norm_elementwise_affine", "norm_eps", "caption_channels",
+             "attention_bias")
+
+
+def dit_key(key: str) -> str | None:
+    if key.startswith("vae."):
+        return None
+    if key.startswith(DIT_PREFIX):
+        key = key[len(DIT_PREFIX):]
+    for old, new in DIT_RENAMES:
+        key = key.replace(old, new)
+    return key
+
+
+def vae_key(key: str) -> str | None:
+    if not key.startswith("vae.") or any(d in key for d in VAE_DROPPED):
+        return None
+    for old, new in VAE_RENAMES:
+        key = key.replace(old, new)
+    return key
+
+
+def dit_config(original: dict[str, Any], where: str) -> dict[str, Any]:
+    """The metadata's transformer config -> an ``LTXVideoTransformer3DModel`` config dict."""
+    missing = [k for k in ("num_attention_heads", "attention_head_dim", "num_layers") if k not in original]
+    if missing:
+        raise UserError(f"{where}: the transformer config lacks {', '.join(missing)}")
+    pos = original.get("positional_embedding_max_pos", [20, 2048, 2048])
+    theta = original.get("positional_embedding_theta", 10000.0)
+    if list(pos) != [20, 2048, 2048] or float(theta) != 10000.0:
+        raise UserError(f"{where}: positional_embedding_max_pos={pos} / theta={theta} is not an LTX-Video 0.9.x "
+                        "configuration (expected [20, 2048, 2048] / 10000)")
+    cfg = {k: original[k] for k in _DIT_KEYS if k in original}
+    qk = original.get("qk_norm", "rms_norm")
+    cfg["qk_norm"] = "rms_norm_across_heads" if qk in ("rms_norm", "rms_norm_across_heads") else qk
+    cfg.update(_class_name="LTXVideoTransformer3DModel", patch_size=1, patch_size_t=1)
+    return cfg
+
+
+def _weights_file(path: str) -> str | None:
+    """The one top-level .safetensors of ``path`` whose metadata holds a ``config`` with a transformer."""
+    if not os.path.isdir(path) or os.path.exists(os.path.join(path, "model_index.json")):
+        return None
+    found = []
+    for f in sorted(glob.glob(os.path.join(path, "*.safetensors"))):
+        try:
+            meta = SafetensorsFile(f).metadata
+        except UserError:
+            continue
+        if "config" in meta:
+            found.append(f)
+    if len(found) > 1:
+        raise UserError(f"checkpoint folder {path} holds several original LTX-Video files "
+                        f"({', '.join(map(os.path.basename, found))}): keep one per folder")
+    return found[0] if found else None
+
+
+class LTXOriginalCheckpoint(Checkpoint):
+    """A folder with one original LTX-Video ``.safetensors`` (+ ``text_encoder/``, ``tokenizer/``)."""
+
+    def __init__(self, root: str, weights: str, source: str | None = None) -> None:
+        self.root, self.source, self.weights = root, source or root, weights
+        self.file = SafetensorsFile(weights)
+        where = f"{weights} (metadata 'config')"
+        try:
+            meta = json.loads(self.file.metadata["config"])
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise UserError(f"{where} is not JSON: re-download the file") from exc
+        if not isinstance(meta, dict) or not isinstance(meta.get("transformer"), dict):
+            raise UserError(f"{where} has no 'transformer' config: is this an LTX-Video 0.9.x file?")
+        self._where = where
+        self._meta = meta
+        self.model_index = {"_class_name": "LTXPipeline"}
+        missing = [c + "/" for c in ("text_encoder", "tokenizer") if not os.path.isdir(os.path.join(root, c))]
+        if missing:
+            raise UserError(f"checkpoint folder {self.source} holds {os.path.basename(weights)} but lacks "
+                            f"{', '.join(missing)}: add the T5 v1.1 XXL encoder in diffusers layout (e.g. the "
+                            "text_encoder/ and tokenizer/ folders of a diffusers LTX-Video repository)")
+        if not any(k.startswith("vae.") for k in self.file):
+            raise UserError(f"{weights} has no VAE (vae.* tensors): use the full LTX-Video release file")
+
+    def has(self, component: str) -> bool:
+        return component in ("transformer", "vae", "scheduler") or super().has(component)
+
+    def require(self, component: str) -> str:
+        if component in ("transformer", "vae"):
+            return self.weights
+        if component == "scheduler" and not super().has("scheduler"):
+            return self.root
+        return super().require(component)
+
+    def config(self, component: str) -> dict[str, Any]:
+        if component == "transformer":
+            return {**dit_config(self._meta["transformer"], self._where), SOURCE_KEY: self._where}
+        if component == "vae":
+            vae = self._meta.get("vae")
+            if isinstance(vae, dict) and vae.get("_class_name") == "AutoencoderKLLTXVideo":
+                return dict(vae)
+            return dict(LTX098_VAE_CONFIG)
+        if component == "scheduler" and not super().has("scheduler"):
+            return dict(LTX_SCHEDULER_CONFIG)
+        return super().config(component)
+
+    def weight_files(self, component: str) -> list[str]:
+        if component in ("transformer", "vae"):
+            return [self.weights]
+        return super().weight_files(component)
+
+    def read_tensors(self, component: str) -> Any:
+        if component == "transformer":
+            return RenamedTensors(self.file, dit_key)
+        if component == "vae":
+            return RenamedTensors(self.file, vae_key)
+        return super().read_tensors(component)
+
+
+def open_original(spec: Any, path: str) -> LTXOriginalCheckpoint | None:
+    weights = _weights_file(path)
+    return None if weights is None else LTXOriginalCheckpoint(path, weights)
