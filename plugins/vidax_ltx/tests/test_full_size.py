@@ -1,0 +1,85 @@
+"""Full-size architecture check without weights: the published LTX-Video 0.9.8 DiT configurations (2B: 28 blocks
+of 32 x 64; 13B: 48 blocks of 32 x 128) and the T5 v1.1 XXL encoder are built by the PyTorch reference on the meta
+device and their key -> shape lists must be exactly what vidax's tables expect from the ``eval_shape`` tree of the
+full-size vidax model. The 13B config is also read the way the original single file carries it (metadata)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flax import nnx  # noqa: E402
+
+from vidax_core.io.convert import convert  # noqa: E402
+from vidax_core.nn.state import abstract_model  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("ltx_full_size")
+
+DIT_2B = dict(in_channels=128, out_channels=128, patch_size=1, patch_size_t=1, num_attention_heads=32,
+              attention_head_dim=64, cross_attention_dim=2048, num_layers=28, caption_channels=4096)
+DIT_13B = dict(DIT_2B, attention_head_dim=128, cross_attention_dim=4096, num_layers=48)
+DITS = {"ltx-video-2b-0.9.8-distilled": DIT_2B, "ltx-video-13b-0.9.8-dev": DIT_13B,
+        "ltx-video-13b-0.9.8-distilled": DIT_13B}
+# The transformer part of the original files' metadata config (ltxv-13b-0.9.8-*.safetensors).
+ORIGINAL_13B = {"_class_name": "Transformer3DModel", "activation_fn": "gelu-approximate", "attention_bias": True,
+                "attention_head_dim": 128, "caption_channels": 4096, "cross_attention_dim": 4096, "in_channels": 128,
+                "norm_elementwise_affine": False, "norm_eps": 1e-06, "num_attention_heads": 32, "num_layers": 48,
+                "out_channels": 128, "qk_norm": "rms_norm", "positional_embedding_type": "rope",
+                "positional_embedding_theta": 10000.0, "positional_embedding_max_pos": [20, 2048, 2048]}
+T5_V1_1_XXL = dict(vocab_size=32128, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
+                   relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                   feed_forward_proj="gated-gelu", is_gated_act=True)
+
+
+def meta_shapes(module) -> dict[str, np.ndarray]:
+    zero = np.zeros((), np.float32)
+    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()}
+
+
+def test_every_registered_ltx_model_is_covered():
+    from vidax_core.plugins import get_plugins
+
+    ids = {s.id for s in get_plugins().registry if s.family == "ltx"}
+    assert ids == set(DITS)
+
+
+@pytest.mark.parametrize("model_id", sorted(DITS))
+def test_full_size_dit(model_id):
+    from diffusers import LTXVideoTransformer3DModel
+
+    from vidax_ltx.convert_dit import DIT_RULES
+    from vidax_ltx.dit import LTXDiT, LTXDiTConfig
+
+    cfg = DITS[model_id]
+    with torch.device("meta"):
+        ref = LTXVideoTransformer3DModel(**cfg)
+    tensors = meta_shapes(ref)
+    _, _, flat = abstract_model(lambda: LTXDiT(LTXDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)))
+    convert(tensors, DIT_RULES, flat, component="transformer", check_only=True)
+    n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
+    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
+    assert n_ref == n_vidax
+    print(f"{model_id}: {n_vidax / 1e9:.2f}B DiT parameters")
+    assert (1.8e9 < n_vidax < 2.2e9) if "2b" in model_id else (12.5e9 < n_vidax < 14.0e9)
+
+
+def test_original_metadata_config_gives_the_13b_dit():
+    from vidax_ltx.dit import LTXDiTConfig
+    from vidax_ltx.original_format import dit_config
+
+    assert LTXDiTConfig.from_config(dit_config(ORIGINAL_13B, "meta")) == LTXDiTConfig.from_config(DIT_13B)
+
+
+def test_full_size_t5_v1_1_xxl():
+    from transformers import T5Config as HFConfig, T5EncoderModel
+
+    from vidax_core.encoders.t5 import T5Config, T5Encoder, t5_rules
+
+    hf = HFConfig(**T5_V1_1_XXL)
+    with torch.device("meta"):
+        ref = T5EncoderModel(hf)
+    cfg = T5Config.from_config(hf.to_dict())
+    _, _, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
+    convert(meta_shapes(ref), t5_rules(cfg), flat, component="text_encoder", check_only=True)
