@@ -237,6 +237,16 @@ def builtin_checkpoint(spec, name):
 
 
 @hookimpl
+def bench_reference(spec, engine, ckpt_dir, run):
+    """``vidax bench --reference diffusers``: the same text-to-video run with diffusers' LTXPipeline."""
+    if engine != "diffusers":
+        return None
+    from .bench_reference import LTXDiffusersReference
+
+    return LTXDiffusersReference(ckpt_dir, run)
+
+
+@hookimpl
 def check_checkpoint(spec, ckpt, run):
     """The DiT config must fit LTX-Video and the VAE's latent channels; read from config files only."""
     problems: list[str] = []
