@@ -1,0 +1,185 @@
+"""LTX-Video VAE parity against diffusers' AutoencoderKLLTXVideo (torch is a test-only oracle).
+
+Tiny random models, every parameter randomised (norm gains, biases, scale-shift tables, per-channel latent
+statistics), saved with ``save_pretrained`` and read back with vidax's safetensors reader. Each comparison passes
+when vidax is within 4x the reference's own fp32 error, both measured against the float64 reference on the same
+inputs (``vidax_testing.vae_parity.check``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
+
+from vidax_core.errors import UserError  # noqa: E402
+from vidax_core.io.safetensors import SafetensorsFile  # noqa: E402
+from vidax_ltx import vae as vae_lib  # noqa: E402
+from vidax_testing.tiny_wan import randomize_  # noqa: E402
+from vidax_testing.vae_parity import check, errors, tiles  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("ltx_vae")
+
+#: 0.9.8 layout at tiny widths: 0.9.5 down blocks (spatial, temporal, spatiotemporal x2), residual upsamplers that
+#: halve the width, a timestep-conditioned non-causal decoder; still 32x spatial and 8x temporal compression.
+TINY = dict(
+    latent_channels=8, block_out_channels=(8, 16, 16, 32, 32), decoder_block_out_channels=(16, 32, 64),
+    layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1),
+    spatio_temporal_scaling=(True, True, True, True), decoder_spatio_temporal_scaling=(True, True, True),
+    decoder_inject_noise=(False, False, False, False), down_block_types=("LTXVideo095DownBlock3D",) * 4,
+    downsample_type=("spatial", "temporal", "spatiotemporal", "spatiotemporal"),
+    upsample_residual=(True, True, True), upsample_factor=(2, 2, 2), timestep_conditioning=True, patch_size=4,
+    patch_size_t=1, encoder_causal=True, decoder_causal=False, spatial_compression_ratio=32,
+    temporal_compression_ratio=8,
+)
+#: Another decoder: no timestep conditioning, plain upsamplers, width changes through a conv_in resnet (LayerNorm
+#: + 1x1 shortcut), causal padding.
+PLAIN_DECODER = dict(TINY, timestep_conditioning=False, upsample_residual=(False, False, False),
+                     upsample_factor=(1, 1, 1), decoder_block_out_channels=(8, 16, 32), decoder_causal=True)
+
+DECODE_T = 0.05
+TILES = tiles(64, 64, 32, 32)  # latent tiles of 2 x 2 at stride 1: every tile overlaps its neighbours
+
+
+def _reference(config: dict, seed: int):
+    model = diffusers.AutoencoderKLLTXVideo(**config).eval().float()
+    randomize_(model, seed, 0.1)
+    c = model.config.latent_channels
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        if model.decoder.timestep_scale_multiplier is not None:
+            model.decoder.timestep_scale_multiplier.fill_(1000.0)  # the published value: the timestep matters
+        model.latents_mean.copy_(torch.randn(c, generator=gen) * 0.3)
+        model.latents_std.copy_(0.5 + torch.rand(c, generator=gen))
+    return model
+
+
+def _saved(model, tmp_path_factory, name: str) -> tuple[dict, SafetensorsFile]:
+    folder = tmp_path_factory.mktemp(name)
+    model.save_pretrained(str(folder), safe_serialization=True)
+    return dict(model.config), SafetensorsFile(os.path.join(str(folder), "diffusion_pytorch_model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    model = _reference(TINY, 0)
+    config, tensors = _saved(model, tmp_path_factory, "ltx_vae")
+    vae = vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(config), tensors, with_encoder=True)
+    return model, vae
+
+
+def _decode_ref(model, z: np.ndarray, t, tiling=None) -> tuple[np.ndarray, np.ndarray]:
+    """diffusers ``decode(z, temb).sample`` in fp32 and in float64."""
+    outs = []
+    model.disable_tiling()
+    if tiling:
+        model.enable_tiling(**tiling)
+    for dtype in (torch.float32, torch.float64):
+        m = model.to(dtype)
+        with torch.no_grad():
+            temb = None if t is None else torch.tensor(np.asarray(t, np.float64).reshape(-1), dtype=dtype)
+            outs.append(m.decode(torch.from_numpy(z).to(dtype), temb).sample.numpy())
+    model.to(torch.float32).disable_tiling()
+    return outs[0], outs[1]
+
+
+def _encode_ref(model, x: np.ndarray, tiling=None):
+    """diffusers ``encode(x).latent_dist`` (mean, logvar) in fp32 and in float64."""
+    outs = []
+    model.disable_tiling()
+    if tiling:
+        model.enable_tiling(**tiling)
+    for dtype in (torch.float32, torch.float64):
+        m = model.to(dtype)
+        with torch.no_grad():
+            d = m.encode(torch.from_numpy(x).to(dtype)).latent_dist
+            outs.append((d.mean.numpy(), d.logvar.numpy()))
+    model.to(torch.float32).disable_tiling()
+    return outs
+
+
+def _latents(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_config_resolves_compression_and_reads_statistics(tiny):
+    model, vae = tiny
+    cfg = vae.cfg
+    assert (cfg.spatial_compression_ratio, cfg.temporal_compression_ratio) == (32, 8)
+    np.testing.assert_array_equal(np.asarray(cfg.latents_mean, np.float32), model.latents_mean.numpy())
+    np.testing.assert_array_equal(np.asarray(cfg.latents_std, np.float32), model.latents_std.numpy())
+    plain = vae_lib.LTXVAEConfig.from_config({k: v for k, v in TINY.items() if "compression" not in k})
+    assert (plain.spatial_compression_ratio, plain.temporal_compression_ratio) == (64, 16)  # patch * 2**4
+
+
+def test_decode_with_timestep_matches_reference(tiny):
+    model, vae = tiny
+    z = _latents((2, 8, 3, 2, 3))
+    ref32, ref64 = _decode_ref(model, z, [DECODE_T, DECODE_T])
+    got = vae_lib.decode(vae, z, timestep=DECODE_T)
+    assert got.shape == (2, 3, 17, 64, 96) and got.dtype == np.float32
+    check("decode t=0.05", got, ref32, ref64)
+
+
+def test_decode_timestep_conditioning_is_exercised(tiny):
+    """The parity test above can fail: a decoder run at another timestep is far outside its tolerance, and a
+    per-entry timestep batch decodes each entry at its own timestep."""
+    model, vae = tiny
+    z = _latents((2, 8, 2, 2, 2), seed=1)
+    ref32, ref64 = _decode_ref(model, z, [DECODE_T, 0.5])
+    floor = errors(ref32, ref64)[0]
+    wrong = vae_lib.decode(vae, z, timestep=0.0)
+    assert errors(wrong[:1], ref64[:1])[0] > 1000 * floor
+    check("decode per-entry t", vae_lib.decode(vae, z, timestep=np.array([DECODE_T, 0.5], np.float32)), ref32, ref64)
+    with pytest.raises(UserError, match="timestep-conditioned"):
+        vae_lib.decode(vae, z)
+
+
+def test_decode_tiled_matches_reference(tiny):
+    model, vae = tiny
+    z = _latents((1, 8, 2, 3, 4), seed=2)
+    ref32, ref64 = _decode_ref(model, z, [DECODE_T], TILES)
+    got = vae_lib.decode(vae, z, timestep=DECODE_T, tiling=TILES)
+    check("decode tiled", got, ref32, ref64)
+    untiled = vae_lib.decode(vae, z, timestep=DECODE_T)
+    assert errors(got, untiled)[0] > 1e-3  # the tiles really are blended, not one decode
+
+
+def test_encode_matches_reference(tiny):
+    model, vae = tiny
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 3, 9, 64, 96)).astype(np.float32)
+    (m32, lv32), (m64, lv64) = _encode_ref(model, x)
+    mean, logvar = vae_lib.encode(vae, x)
+    assert mean.shape == logvar.shape == (2, 8, 2, 2, 3)
+    check("encode mean", mean, m32, m64)
+    check("encode logvar", logvar, lv32, lv64)
+
+
+def test_encode_tiled_matches_reference(tiny):
+    model, vae = tiny
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 9, 96, 128)).astype(np.float32)
+    (m32, lv32), (m64, lv64) = _encode_ref(model, x, TILES)
+    mean, logvar = vae_lib.encode(vae, x, tiling=TILES)
+    check("encode tiled mean", mean, m32, m64)
+    check("encode tiled logvar", logvar, lv32, lv64)
+
+
+def test_plain_decoder_matches_reference(tmp_path_factory):
+    model = _reference(PLAIN_DECODER, 5)
+    config, tensors = _saved(model, tmp_path_factory, "ltx_vae_plain")
+    vae = vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(config), tensors, with_encoder=False)
+    assert vae.encoder is None
+    z = _latents((1, 8, 2, 2, 2), seed=6)
+    ref32, ref64 = _decode_ref(model, z, None)
+    check("decode plain", vae_lib.decode(vae, z), ref32, ref64)
+
+
+def test_unsupported_layouts_are_refused():
+    with pytest.raises(UserError, match="decoder_inject_noise"):
+        vae_lib.LTXVAE(vae_lib.LTXVAEConfig.from_config(dict(TINY, decoder_inject_noise=(True,) * 4)))
+    with pytest.raises(UserError, match="LTXVideo095DownBlock3D"):
+        vae_lib.LTXVAE(vae_lib.LTXVAEConfig.from_config(dict(TINY, down_block_types=("LTXVideoDownBlock3D",) * 4)))
