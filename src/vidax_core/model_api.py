@@ -56,7 +56,9 @@ class Conditioning:
       branch (``{"uncond": {"image_context": black_image_tokens}}``).
     * ``model_kwargs``: names in ``arrays`` passed to the denoiser as keyword arguments.
     * ``prepare(x, t, arrays) -> (x, t)``: the sampler's latents and scalar model timestep -> the denoiser's input
-      and timesteps (``(B,)``, per token ``(B, S)`` or any shape the denoiser takes). None = identity.
+      and timesteps (``(B,)``, per token ``(B, S)`` or any shape the denoiser takes). None = identity. ``arrays``
+      also holds ``"sigma"``, the sampler's noise level at this step (its plan's ``sigmas[i]``), for denoisers fed
+      the noise level rather than the model timestep (Cosmos-Predict2.5).
     * ``after_model(pred, x, t, arrays) -> pred``: adjusts each branch's prediction before guidance (Cosmos
       replaces the velocity of its conditioning frames). ``x``/``t`` are what ``prepare`` returned.
     * ``after_step(latents, arrays) -> latents``: applied to the sampler's output after every step (HunyuanVideo
@@ -65,7 +67,9 @@ class Conditioning:
       (``sampler.step(..., per_token_timesteps=t)``), as LTX's conditioned pipelines do: True for the whole
       latents, or the key of the one latent stream they apply to (``"video"``).
     * ``latents(noise) -> latents``: the initial latents from the drawn or given noise (e.g. HunyuanVideo I2V's
-      ``0.999 * noise + 0.001 * image_latents``); host numpy. None = the noise as it is.
+      ``0.999 * noise + 0.001 * image_latents``); host numpy. None = the noise as it is. It is called before
+      ``arrays`` go to the devices, so it may add noise-dependent entries to an ``arrays`` dict it holds (Cosmos'
+      velocity of the clean conditioning frames, ``noise - condition``).
     """
 
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)

@@ -89,7 +89,8 @@ def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays, branch_a
     for b in plan.guidance.branches:
         x, t = x0, t0
         if cond is not None and cond.prepare is not None:
-            x, t = cond.prepare(x, t, {**cond_arrays, **branch_arrays.get(b.name, {})})
+            step_arrays = {"sigma": plan_arrays["sigmas"][i].astype(jnp.float32)}  # models fed the noise level
+            x, t = cond.prepare(x, t, {**step_arrays, **cond_arrays, **branch_arrays.get(b.name, {})})
         t = jnp.broadcast_to(t, (_latent_batch(latents),) + jnp.shape(t)[1:]).astype(jnp.float32)
         out[b.name] = BranchInput(x, t)
     return out

@@ -1,0 +1,105 @@
+"""End to end: a tiny diffusers Cosmos2_5_PredictBasePipeline and the real `vidax run` CLI, from the same noise.
+
+diffusers (PyTorch, fp32) is the reference, with its guardrail replaced by a no-op and torchvision's two calls
+stubbed (:mod:`vidax_testing.tiny_cosmos`). vidax runs in a subprocess exactly as a user would, from the folder the
+reference saved with `save_pretrained`: text-to-world, image-to-world (an image of another size, nearest-resized
+as the pipeline does) and video-to-world (the last 5 frames of an mp4, two conditioning latent frames).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vidax_testing.cli import vidax
+from vidax_testing.tiny_cosmos import save_tiny_cosmos, stub_torchvision
+
+pytestmark = pytest.mark.xdist_group("cosmos_e2e")
+
+PROMPT = "a red car drives through the city streets at night"
+NEGATIVE = "blurry, static, low quality"
+H, W, FRAMES, STEPS, GUIDANCE, TEXT = 32, 48, 9, 3, 3.0, 128
+CASES = ("t2w", "i2w", "v2w")
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    import torch
+
+    torch.manual_seed(0)
+    return save_tiny_cosmos(tmp_path_factory.mktemp("cosmos") / "ckpt", seed=3)
+
+
+def write_inputs(folder):
+    from PIL import Image
+
+    from vidax_core.io.video import write_mp4
+
+    rng = np.random.default_rng(1)
+    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
+    pixels[:20] = pixels[:20] // 2 + 100
+    Image.fromarray(pixels).save(folder / "input.png")
+    clip = np.clip(rng.random((7, 40, 56, 3)) * 0.5 + np.linspace(0, 0.5, 7)[:, None, None, None], 0, 1)
+    write_mp4(str(folder / "input.mp4"), clip.astype(np.float32), 8)
+    return folder / "input.png", folder / "input.mp4"
+
+
+def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE):
+    import torch
+    from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
+    from PIL import Image
+
+    from vidax_core.io.clip import read_video
+    from vidax_testing.tiny_cosmos import NoGuardrail
+
+    stub_torchvision()
+    pipe = Cosmos2_5_PredictBasePipeline.from_pretrained(str(ckpt_dir), safety_checker=NoGuardrail())
+    kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W, num_frames=FRAMES,
+                  num_inference_steps=STEPS, guidance_scale=guidance, max_sequence_length=TEXT)
+    if case == "i2w":
+        kwargs["image"] = Image.open(image).convert("RGB")
+    if case == "v2w":
+        frames = np.round(read_video(str(clip)) * 255).astype(np.uint8)
+        kwargs["video"] = [Image.fromarray(f) for f in frames]
+    seen = {}
+
+    def grab(p, i, t, kw):
+        seen["latents"] = kw["latents"].detach().clone()
+        return {}
+
+    out = pipe(latents=torch.from_numpy(noise), output_type="np", callback_on_step_end=grab, **kwargs).frames
+    return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
+
+
+def run_vidax(tmp_path, ckpt_dir, case, image, clip, model_id="cosmos-predict2.5-2b", extra=()):
+    args = [
+        "run", f"model.id={model_id}", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
+        f"negative_prompt={NEGATIVE}", f"sampling.num_steps={STEPS}", f"sampling.height={H}", f"sampling.width={W}",
+        f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={GUIDANCE}", f"sampling.max_sequence_length={TEXT}",
+        f"sampling.initial_noise={tmp_path / 'noise.npy'}", f"output.path={tmp_path / 'out.mp4'}",
+        f"output.save_latents={tmp_path / 'lat.npy'}", f"output.save_frames={tmp_path / 'frames.npy'}",
+        f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}", "--quiet", *extra,
+    ]
+    if case == "i2w":
+        args.append(f"image={image}")
+    if case == "v2w":
+        args.append(f"video={clip}")
+    proc = vidax(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cli_matches_diffusers(tmp_path, ckpt, case):
+    image, clip = write_inputs(tmp_path)
+    noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
+    np.save(tmp_path / "noise.npy", noise)
+    ref_latents, ref_frames = reference(ckpt, case, noise, image, clip)
+    latents, frames = run_vidax(tmp_path, ckpt, case, image, clip)
+    rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
+    frel = float(np.linalg.norm(frames - ref_frames) / np.linalg.norm(ref_frames))
+    print(f"[{case}] latents rel {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; frames rel {frel:.3e} "
+          f"max abs {np.abs(frames - ref_frames).max():.3e}")
+    assert latents.shape == ref_latents.shape == noise.shape
+    assert frames.shape == ref_frames.shape == (1, FRAMES, H, W, 3)
+    assert rel <= 1e-4 and frel <= 1e-4
