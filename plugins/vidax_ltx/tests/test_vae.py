@@ -23,6 +23,7 @@ from vidax_testing.tiny_wan import randomize_  # noqa: E402
 from vidax_testing.vae_parity import check, errors, tiles  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
+diffusers.utils.logging.set_verbosity_error()  # its dtype-cast notice on every .to(float64)
 
 #: 0.9.8 layout at tiny widths: 0.9.5 down blocks (spatial, temporal, spatiotemporal x2), residual upsamplers that
 #: halve the width, a timestep-conditioned non-causal decoder; still 32x spatial and 8x temporal compression.
@@ -183,3 +184,84 @@ def test_unsupported_layouts_are_refused():
         vae_lib.LTXVAE(vae_lib.LTXVAEConfig.from_config(dict(TINY, decoder_inject_noise=(True,) * 4)))
     with pytest.raises(UserError, match="LTXVideo095DownBlock3D"):
         vae_lib.LTXVAE(vae_lib.LTXVAEConfig.from_config(dict(TINY, down_block_types=("LTXVideoDownBlock3D",) * 4)))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the original single-file layout
+
+
+def to_original_key(key: str, down_blocks: int) -> str:
+    """diffusers name -> the original ``ltxv-*.safetensors`` name (0.9.5+), written from the original layout: flat
+    block lists, ``res_blocks``, ``norm3.norm``, plain ``conv_shortcut``, ``last_*`` decoder head, statistics."""
+    stats = {"latents_mean": "per_channel_statistics.mean-of-means", "latents_std": "per_channel_statistics.std-of-means"}
+    if key in stats:
+        return "vae." + stats[key]
+    parts = key.split(".")
+    if parts[0] == "decoder":
+        if parts[1] == "mid_block":
+            parts[1:2] = ["up_blocks", "0"]
+        elif parts[1] == "up_blocks":
+            k = int(parts[2])
+            if parts[3] == "upsamplers":
+                parts[1:5] = ["up_blocks", str(2 * k + 1)]
+            else:
+                parts[1:3] = ["up_blocks", str(2 * k + 2)]
+        elif parts[1] in ("time_embedder", "scale_shift_table"):
+            parts[1] = "last_" + parts[1]
+    else:
+        if parts[1] == "mid_block":
+            parts[1:2] = ["down_blocks", str(down_blocks - 1)]
+        elif parts[1] == "down_blocks":
+            k = int(parts[2])
+            if parts[3] == "downsamplers":
+                parts[1:5] = ["down_blocks", str(2 * k + 1)]
+            else:
+                parts[1:3] = ["down_blocks", str(2 * k)]
+    key = ".".join(parts).replace("resnets", "res_blocks").replace("norm3", "norm3.norm")
+    return "vae." + key.replace("conv_shortcut.conv.", "conv_shortcut.")
+
+
+def original_state_dict(state: dict, down_blocks: int) -> dict:
+    c = state["latents_mean"].shape[0]
+    out = {to_original_key(k, down_blocks): v for k, v in state.items()}
+    for extra in ("channel", "mean-of-stds", "mean-of-stds_over_std-of-means"):  # unused statistics
+        out["vae.per_channel_statistics." + extra] = np.ones((c,), np.float32)
+    out["model.diffusion_model.patchify_proj.weight"] = np.zeros((2, 2), np.float32)  # the DiT's part of the file
+    return out
+
+
+def test_original_layout_loads_the_same_params(tiny):
+    from vidax_core.nn.state import flat_state
+    from vidax_ltx.vae_convert import original_vae_tensors
+
+    model, vae = tiny
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    original = original_state_dict(state, down_blocks=9)
+    # the oracle: diffusers' own single-file conversion maps these names back onto the diffusers ones (its 0.9.5+
+    # table is chosen by the encoder's full width; a stand-in of that width makes it pick the table)
+    from diffusers.loaders.single_file_utils import convert_ltx_vae_checkpoint_to_diffusers
+
+    probe = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in original.items()}
+    probe["vae.encoder.conv_out.conv.weight"] = torch.zeros(1, 2048)
+    converted = convert_ltx_vae_checkpoint_to_diffusers(probe)
+    assert sorted(converted) == sorted(state)
+    renamed = original_vae_tensors(original)
+    assert sorted(renamed) == sorted(state)
+    cfg = vae_lib.LTXVAEConfig.from_config(dict(model.config))
+    loaded = vae_lib.load_vae(cfg, renamed, with_encoder=True)
+    ours, want = flat_state(loaded), flat_state(vae)
+    assert ours.keys() == want.keys()
+    for path in want:
+        np.testing.assert_array_equal(np.asarray(ours[path]), np.asarray(want[path]), err_msg=str(path))
+    assert cfg.latents_mean == vae.cfg.latents_mean and cfg.latents_std == vae.cfg.latents_std
+
+
+def test_missing_and_foreign_keys_are_reported(tiny):
+    from vidax_core.io.convert import ConversionError
+
+    model, _ = tiny
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    del state["decoder.mid_block.resnets.0.conv1.conv.weight"]
+    state["decoder.bogus.weight"] = np.zeros(3, np.float32)
+    with pytest.raises(ConversionError, match="1 missing.*1 unexpected"):
+        vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(dict(model.config)), state, with_encoder=True)

@@ -49,6 +49,20 @@ from .vae_convert import DECODER_IGNORE, STATS_KEYS, vae_rules
 LTX_TILING = TilingOptions(enabled=True, tile_sample_min_height=512, tile_sample_min_width=512,
                            tile_sample_stride_height=448, tile_sample_stride_width=448)
 
+#: The published LTX-Video 0.9.5 / 0.9.7 / 0.9.8 VAE ``config.json`` (diffusers' conversion script, 0.9.7 entry):
+#: what an original single file's VAE is, and what the full-size layout test builds.
+PUBLISHED_VAE_CONFIG: dict[str, Any] = dict(
+    in_channels=3, out_channels=3, latent_channels=128, block_out_channels=(128, 256, 512, 1024, 2048),
+    down_block_types=("LTXVideo095DownBlock3D",) * 4, decoder_block_out_channels=(256, 512, 1024),
+    layers_per_block=(4, 6, 6, 2, 2), decoder_layers_per_block=(5, 5, 5, 5),
+    spatio_temporal_scaling=(True, True, True, True), decoder_spatio_temporal_scaling=(True, True, True),
+    decoder_inject_noise=(False, False, False, False),
+    downsample_type=("spatial", "temporal", "spatiotemporal", "spatiotemporal"),
+    upsample_residual=(True, True, True), upsample_factor=(2, 2, 2), timestep_conditioning=True, patch_size=4,
+    patch_size_t=1, resnet_norm_eps=1e-6, scaling_factor=1.0, encoder_causal=True, decoder_causal=False,
+    spatial_compression_ratio=32, temporal_compression_ratio=8,
+)
+
 _RMS_EPS = 1e-8
 _FREQ_DIM = 256
 

@@ -72,8 +72,6 @@ def vae_rules(with_encoder: bool = True) -> list[KeyRule]:
 # --------------------------------------------------------------------------------------------------------------
 # original single-file layout
 
-#: ``(pattern, replacement)`` applied in order to the key after ``vae.`` (one match each, then stop per table).
-_ORIGINAL_DECODER_BLOCKS = {0: "mid_block"}
 _ORIGINAL_DROPPED = re.compile(r"per_channel_statistics\.(channel|mean-of-stds.*)")
 _ORIGINAL_STATS = {"per_channel_statistics.mean-of-means": "latents_mean",
                    "per_channel_statistics.std-of-means": "latents_std"}
