@@ -1,0 +1,28 @@
+"""Regenerate the tiny random-weight Cosmos-Predict2.5 checkpoint that ships in vidax-cosmos (``builtin:tiny-random``).
+
+Written by diffusers' own ``save_pretrained`` (a Cosmos2_5_PredictBasePipeline: tiny Qwen2.5-VL text encoder with
+a tiny tokenizer and chat template, Cosmos DiT, Wan2.1 VAE, UniPC with karras flow sigmas), so it has exactly the
+files and key names of a real diffusers-layout Cosmos-Predict2.5 checkpoint. Needs the test extra:
+    python plugins/vidax_cosmos/scripts/make_tiny_asset.py
+"""
+
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(ROOT, "testing"))
+
+from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
+
+DEST = os.path.join(ROOT, "plugins", "vidax_cosmos", "src", "vidax_cosmos", "assets", "tiny-random")
+
+if __name__ == "__main__":
+    import torch
+
+    shutil.rmtree(DEST, ignore_errors=True)
+    torch.manual_seed(0)
+    save_tiny_cosmos(DEST, seed=0)
+    shutil.rmtree(os.path.join(DEST, "tokenizer", "_base"), ignore_errors=True)
+    print(f"wrote {DEST}")
