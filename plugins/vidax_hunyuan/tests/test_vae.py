@@ -1,0 +1,228 @@
+"""Parity of the HunyuanVideo VAE against diffusers' AutoencoderKLHunyuanVideo on a tiny random model.
+
+Decode and encode, with the clip as one tile, diffusers' default temporal tiling (clips above 16 pixel / 4 latent
+frames), and spatial + temporal tiles at small sizes whose strides do not divide the clip. Tolerances come from the
+reference's own fp32 error: the same diffusers model in float64 is the truth, and vidax may be at most
+``vae_parity.FACTOR`` times as far from it as diffusers in fp32 is. Also: the original ``.pt`` layout loads to
+exactly the diffusers params, and the published full-size config matches vidax's abstract tree key for key.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
+
+from vidax_testing.vae_parity import check  # noqa: E402
+
+from vidax_core.errors import UserError  # noqa: E402
+from vidax_core.io.convert import ConversionError, convert  # noqa: E402
+from vidax_core.nn.state import abstract_model, flat_state  # noqa: E402
+from vidax_hunyuan.vae import HunyuanVAE, HunyuanVAEConfig, decode, encode, load_vae  # noqa: E402
+from vidax_hunyuan.vae_convert import VAE_RULES, open_original_vae  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("hunyuan_vae")
+
+# HunyuanVideo's VAE in miniature: 4 blocks (3 spatial levels, 2 temporal), a mid-block attention, shortcuts.
+TINY = dict(latent_channels=4, block_out_channels=[8, 8, 16, 16], layers_per_block=1, norm_num_groups=4)
+
+# The published vae/config.json (hunyuanvideo-community/HunyuanVideo, diffusers layout).
+PUBLISHED = {
+    "_class_name": "AutoencoderKLHunyuanVideo", "act_fn": "silu", "block_out_channels": [128, 256, 512, 512],
+    "down_block_types": ["HunyuanVideoDownBlock3D"] * 4, "in_channels": 3, "latent_channels": 16,
+    "layers_per_block": 2, "mid_block_add_attention": True, "norm_num_groups": 32, "out_channels": 3,
+    "scaling_factor": 0.476986, "spatial_compression_ratio": 8, "temporal_compression_ratio": 4,
+    "up_block_types": ["HunyuanVideoUpBlock3D"] * 4,
+}
+
+_DEFAULT_KNOBS = dict(tile_sample_min_height=256, tile_sample_min_width=256, tile_sample_min_num_frames=16,
+                      tile_sample_stride_height=192, tile_sample_stride_width=192, tile_sample_stride_num_frames=12)
+
+
+def random_hunyuan_vae(config: dict):
+    """AutoencoderKLHunyuanVideo(**config) with every parameter random (norm gains near 1) and O(1) activations."""
+    from diffusers import AutoencoderKLHunyuanVideo
+
+    torch.manual_seed(0)
+    ref = AutoencoderKLHunyuanVideo(**config).eval()
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            if p.ndim == 1 and name.endswith("weight"):
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+            else:
+                p.copy_(torch.randn_like(p) / p[0].numel() ** 0.5)
+    return ref
+
+
+def run_ref(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray:
+    """diffusers decode / encode (latent mean and logvar stacked) with the tiling knobs as given, else defaults."""
+    model.disable_tiling()
+    for k, v in _DEFAULT_KNOBS.items():
+        setattr(model, k, v)
+    if tiling:
+        model.enable_tiling(**tiling)
+    dtype = next(model.parameters()).dtype
+    try:
+        with torch.no_grad():
+            t = torch.from_numpy(x).to(dtype)
+            if fn == "decode":
+                return model.decode(t).sample.numpy()
+            dist = model.encode(t).latent_dist
+            return np.stack([dist.mean.numpy(), dist.logvar.numpy()])
+    finally:
+        model.disable_tiling()
+        for k, v in _DEFAULT_KNOBS.items():
+            setattr(model, k, v)
+
+
+@pytest.fixture(scope="module")
+def models():
+    ref = random_hunyuan_vae(TINY)
+    cfg = HunyuanVAEConfig.from_config({**dict(ref.config), "_class_name": "AutoencoderKLHunyuanVideo"})
+    tensors = {k: v.numpy() for k, v in ref.state_dict().items()}
+    return ref, cfg, tensors, load_vae(cfg, tensors)
+
+
+@pytest.fixture(scope="module")
+def ref64(models):
+    return copy.deepcopy(models[0]).double()
+
+
+def _latents(frames: int, hw: int = 4, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((1, TINY["latent_channels"], frames, hw, hw)).astype(np.float32)
+
+
+def _video(frames: int, hw: int = 32, seed: int = 3) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, (1, 3, frames, hw, hw)).astype(np.float32)
+
+
+# Small tiles: spatial tiles of 3 latent / 24 pixels every 2 / 16 (40-pixel frames: 3 x 3 tiles, edge tiles
+# smaller, blends both ways reading blended neighbours) and temporal tiles of 2 latent / 8 pixel frames every 1 / 4.
+SMALL = dict(tile_sample_min_height=24, tile_sample_min_width=24, tile_sample_stride_height=16,
+             tile_sample_stride_width=16, tile_sample_min_num_frames=8, tile_sample_stride_num_frames=4)
+
+DECODE_CASES = {
+    "whole clip (3 latent frames)": (_latents(3), None, 1),
+    "default temporal tiles (6 latent frames)": (_latents(6, seed=2), None, 2),
+    "spatial + temporal small tiles": (_latents(5, hw=5, seed=4), SMALL, 5),
+    "spatial tiles only, no temporal tiling (framewise off)": (_latents(3, hw=5, seed=5), dict(SMALL), 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECODE_CASES))
+def test_decode_matches_diffusers(models, ref64, case):
+    ref, _, _, vae = models
+    z, tiling, chunks = DECODE_CASES[case]
+    ours_tiling = tiling
+    if case.startswith("spatial tiles only"):
+        ref.use_framewise_decoding = ref64.use_framewise_decoding = False
+        ours_tiling = dict(tiling, framewise=False)
+    try:
+        expected = run_ref(ref, "decode", z, tiling)
+        expected64 = run_ref(ref64, "decode", z, tiling)
+    finally:
+        ref.use_framewise_decoding = ref64.use_framewise_decoding = True
+    calls = []
+    got = decode(vae, z, tiling=ours_tiling, on_chunk=lambda d, n: calls.append((d, n)))
+    assert got.shape == expected.shape == (1, 3, 4 * (z.shape[2] - 1) + 1, 8 * z.shape[3], 8 * z.shape[4])
+    assert got.dtype == np.float32
+    assert calls == [(k + 1, chunks) for k in range(chunks)]
+    check(f"hunyuan decode, {case}", got, expected, expected64)
+
+
+ENCODE_CASES = {
+    "whole clip (9 frames)": (_video(9), None),
+    "default temporal tiles (21 frames)": (_video(21, hw=16, seed=6), None),
+    "spatial + temporal small tiles": (_video(13, hw=40, seed=7), SMALL),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ENCODE_CASES))
+def test_encode_matches_diffusers(models, ref64, case):
+    ref, _, _, vae = models
+    x, tiling = ENCODE_CASES[case]
+    expected = run_ref(ref, "encode", x, tiling)
+    expected64 = run_ref(ref64, "encode", x, tiling)
+    mean, logvar = encode(vae, x, tiling=tiling)
+    got = np.stack([mean, logvar])
+    assert got.shape == expected.shape
+    assert got.shape[3] == (x.shape[2] - 1) // 4 + 1
+    check(f"hunyuan encode, {case}", got, expected, expected64)
+
+
+def test_frame_causal_attention_is_the_reference_mask():
+    """Per-frame attention calls equal one dense softmax with diffusers' causal frame mask."""
+    from diffusers.models.autoencoders.autoencoder_kl_hunyuan_video import prepare_causal_attention_mask
+
+    from vidax_hunyuan.vae_blocks import frame_causal_attention
+
+    frames, hw, d = 3, 4, 8
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.standard_normal((2, frames * hw, 1, d)) for _ in range(3))
+    mask = prepare_causal_attention_mask(frames, hw, torch.float64, "cpu").numpy()
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d) + mask
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    expected = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True), v)
+    got = np.asarray(frame_causal_attention(*(a.astype(np.float32) for a in (q, k, v)), frames))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_decode_only_build_and_bad_input(models):
+    ref, cfg, tensors, vae = models
+    dec = load_vae(cfg, tensors, with_encoder=False)
+    assert dec.encoder is None
+    z = _latents(2)
+    np.testing.assert_array_equal(decode(dec, z), decode(vae, z))
+    with pytest.raises(ValueError):
+        encode(dec, _video(5))
+    with pytest.raises(UserError, match="latents"):
+        decode(vae, z[:, :2])
+    with pytest.raises(UserError, match="tiling"):
+        decode(vae, z, tiling=dict(tile_overlap_factor_height=0.2))
+    with pytest.raises(UserError, match="stride"):
+        decode(vae, z, tiling=dict(tile_sample_min_height=16, tile_sample_stride_height=24))
+    with pytest.raises(UserError, match="latent position"):
+        decode(vae, z, tiling=dict(tile_sample_stride_num_frames=2))
+    with pytest.raises(UserError):
+        HunyuanVAEConfig.from_config({**TINY, "temporal_compression_ratio": 8})
+    with pytest.raises(ConversionError):
+        load_vae(cfg, {k: v for k, v in tensors.items() if "mid_block.attentions" not in k})
+
+
+@pytest.mark.parametrize("layout", ["plain", "wrapped_prefixed"])
+def test_original_pt_loads_to_diffusers_params(models, tmp_path, layout):
+    """The original pytorch_model.pt (same key names as diffusers, optionally under ``state_dict`` with ``vae.``
+    prefixes, read pickle-free) gives exactly the params of the diffusers twin."""
+    ref, cfg, tensors, vae = models
+    sd = {k: v.clone() for k, v in ref.state_dict().items()}
+    obj = sd if layout == "plain" else {"state_dict": {f"vae.{k}": v for k, v in sd.items()}, "epoch": 3}
+    path = tmp_path / "pytorch_model.pt"
+    torch.save(obj, path)
+    orig = load_vae(cfg, open_original_vae(path))
+    ours, theirs = flat_state(orig), flat_state(vae)
+    assert ours.keys() == theirs.keys()
+    for k in theirs:
+        np.testing.assert_array_equal(np.asarray(ours[k]), np.asarray(theirs[k]))
+
+
+def test_full_size_published_config_matches_diffusers_keys():
+    """The published config, built by diffusers on the meta device: its key -> shape list is exactly what vidax's
+    table expects from the abstract full-size vidax VAE."""
+    from diffusers import AutoencoderKLHunyuanVideo
+
+    with torch.device("meta"):
+        ref = AutoencoderKLHunyuanVideo.from_config(PUBLISHED)
+    zero = np.zeros((), np.float32)
+    shapes = {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in ref.state_dict().items()}
+    cfg = HunyuanVAEConfig.from_config(PUBLISHED)
+    _, _, flat = abstract_model(lambda: HunyuanVAE(cfg))
+    convert(shapes, VAE_RULES, flat, component="vae", check_only=True)
+    n = sum(int(np.prod(v.shape)) for v in flat.values())
+    assert n == sum(int(np.prod(v.shape)) for v in ref.state_dict().values())
+    print(f"full-size HunyuanVideo VAE: {len(flat)} tensors, {n / 1e6:.2f}M params")
