@@ -61,10 +61,16 @@ class FeatureCache:
     def put(self, c: jax.Array) -> None:
         self.outputs.append(c)
 
-    def conv(self, conv: CausalConv3d, x: jax.Array) -> jax.Array:
-        """Kernel-3 causal conv: prepend the cache (zeros on the first chunk), keep the last 2 input frames."""
+    def conv(self, conv: CausalConv3d, x: jax.Array, *, first_pad: str = "zeros") -> jax.Array:
+        """Kernel-3 causal conv: prepend the cache, keep the last 2 input frames.
+
+        On the first chunk the missing past is ``first_pad``: ``"zeros"`` (Wan) or ``"first"``, copies of the
+        first frame (CogVideoX's causal conv).
+        """
         c = self.take()
-        if c is None:
+        if c is None and first_pad == "first":
+            c = jnp.repeat(x[:, :1], conv.kt - 1, axis=1)
+        elif c is None:
             c = jnp.zeros((x.shape[0], conv.kt - 1) + x.shape[2:], x.dtype)
         xx = jnp.concatenate([c.astype(x.dtype), x], axis=1)
         self.put(xx[:, -CACHE_T:])
