@@ -222,6 +222,22 @@ def _codecs_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") ->
     return obj.encode(encoding)
 
 
+class _Opaque(_Sealed):
+    """Stands in for a non-tensor object the reader recognises and drops (``io.BytesIO``): created and given its
+    state by the pickle, which it ignores, so its bytes are never interpreted."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any) -> "_Opaque":
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
 def _ordered_dict(*args: Any) -> collections.OrderedDict:
     return collections.OrderedDict(*args[:1])
 
@@ -265,6 +281,8 @@ def _resolve(module: str, name: str) -> Any:
             return _StorageType(name, np.uint8)
         if name == "TypedStorage":
             return _StorageType(name, None)
+    elif module in ("_io", "io") and name == "BytesIO":
+        return _Opaque  # TransformerEngine's ``_extra_state`` (Cosmos releases): not a tensor, skipped
     raise _Refused(module, name)
 
 

@@ -166,6 +166,14 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
 
 
 @hookimpl
+def open_checkpoint(spec, path):
+    """A folder with the original release's DiT ``*.pt`` (keys ``net.*``) next to diffusers-layout components."""
+    from .original_format import open_original
+
+    return open_original(spec, path)
+
+
+@hookimpl
 def builtin_checkpoint(spec, name):
     folder = os.path.join(os.path.dirname(__file__), "assets", name)
     return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None

@@ -1,0 +1,107 @@
+"""The original Cosmos-Predict2.5 DiT layout (``net.*`` keys in a torch.save file, training-only entries, a
+TransformerEngine ``_extra_state`` object) loads, pickle-free, to exactly the parameters of its diffusers twin."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from vidax_core.errors import UserError  # noqa: E402
+from vidax_core.io.checkpoint import Checkpoint  # noqa: E402
+from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_cosmos import plugin  # noqa: E402
+from vidax_cosmos.original_format import RENAMES, OriginalCosmosCheckpoint, diffusers_key, open_original  # noqa: E402
+from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("cosmos_original")
+
+
+def original_key(key: str) -> str:
+    """diffusers name -> the release's name (the conversion's replacements undone in reverse order)."""
+    for old, new in reversed(RENAMES):
+        key = key.replace(new, old)
+    return "net." + key
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from safetensors.torch import load_file
+
+    root = tmp_path_factory.mktemp("cosmos_orig")
+    torch.manual_seed(0)
+    diffusers_dir = save_tiny_cosmos(root / "diffusers", seed=5, dit={"rope_scale": (1.0, 3.0, 3.0)})
+    sd = load_file(str(diffusers_dir / "transformer" / "diffusion_pytorch_model.safetensors"))
+    original = {}
+    for k, v in sd.items():
+        ok = original_key(k)
+        assert diffusers_key(ok) == k, (k, ok)
+        original[ok] = v
+    original.update({
+        "net.accum_iteration": torch.tensor(1234),
+        "net.accum_video_sample_counter": torch.tensor(5),
+        "net.pos_embedder.seq": torch.arange(16.0),
+        "net.pos_embedder.dim_spatial_range": torch.arange(4.0),
+        "net.logvar.0.freqs": torch.randn(8),
+        "net.blocks.0.self_attn.q_proj._extra_state": io.BytesIO(b"te fp8 meta"),
+        "net.blocks.1.mlp.layer1._extra_state": torch.zeros(0, dtype=torch.uint8),
+    })
+    orig_dir = root / "original"
+    orig_dir.mkdir()
+    torch.save({"model": original}, str(orig_dir / "d20b7120_ema_bf16.pt"))
+    for c in ("vae", "text_encoder", "tokenizer"):
+        os.symlink(diffusers_dir / c, orig_dir / c)
+    return diffusers_dir, orig_dir
+
+
+def _converted(ckpt):
+    from types import SimpleNamespace
+
+    import jax.numpy as jnp
+
+    run = SimpleNamespace(model=SimpleNamespace(dtype="float32"))
+    build = plugin.build_dit(None, ckpt, run)
+    _, _, flat = abstract_model(build.ctor)
+    return build.config, plugin.convert_checkpoint(None, "transformer", ckpt.tensors("transformer"), flat)
+
+
+def test_original_loads_to_the_diffusers_params(folders):
+    diffusers_dir, orig_dir = folders
+    ckpt = open_original(None, str(orig_dir))
+    assert isinstance(ckpt, OriginalCosmosCheckpoint)
+    cfg_o, got = _converted(ckpt)
+    cfg_d, want = _converted(Checkpoint(str(diffusers_dir)))
+    assert cfg_o == cfg_d
+    assert sorted(got) == sorted(want)
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]), err_msg=str(k))
+    from vidax_core.schedulers.base import sampler_from_scheduler_config
+
+    assert (sampler_from_scheduler_config(ckpt.config("scheduler"))
+            == sampler_from_scheduler_config(Checkpoint(str(diffusers_dir)).config("scheduler")))
+    assert plugin.check_checkpoint(None, ckpt, None) == []
+
+
+def test_dropped_entries_and_folder_errors(folders, tmp_path):
+    assert diffusers_key("net.accum_iteration") is None
+    assert diffusers_key("net.blocks.3.cross_attn.k_proj._extra_state") is None
+    assert diffusers_key("net.pos_embedder.dim_temporal_range") is None
+    assert diffusers_key("net.logvar.1.weight") is None
+    assert diffusers_key("net.x_embedder.proj.1.weight") == "patch_embed.proj.weight"
+    _, orig_dir = folders
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    os.symlink(orig_dir / "d20b7120_ema_bf16.pt", lonely / "model_ema_bf16.pt")
+    (lonely / "tokenizer.pth").write_bytes(b"")
+    ckpt = open_original(None, str(lonely))
+    with pytest.raises(UserError, match="tokenizer.pth"):
+        ckpt.require("vae")
+    with pytest.raises(UserError, match="text_encoder/"):
+        ckpt.require("text_encoder")
+    os.symlink(orig_dir / "d20b7120_ema_bf16.pt", lonely / "other.pt")
+    with pytest.raises(UserError, match="2 .pt files"):
+        open_original(None, str(lonely))
