@@ -86,6 +86,43 @@ def test_original_loads_to_the_diffusers_params(folders):
     assert plugin.check_checkpoint(None, ckpt, None) == []
 
 
+# Every parameter kind of the release, written out by hand from diffusers' conversion script (independent of the
+# rename table the loader uses).
+RELEASE_NAMES = {
+    "net.x_embedder.proj.1.weight": "patch_embed.proj.weight",
+    "net.t_embedder.1.linear_1.weight": "time_embed.t_embedder.linear_1.weight",
+    "net.t_embedder.1.linear_2.weight": "time_embed.t_embedder.linear_2.weight",
+    "net.t_embedding_norm.weight": "time_embed.norm.weight",
+    "net.crossattn_proj.0.weight": "crossattn_proj.0.weight",
+    "net.crossattn_proj.0.bias": "crossattn_proj.0.bias",
+    "net.blocks.7.adaln_modulation_self_attn.1.weight": "transformer_blocks.7.norm1.linear_1.weight",
+    "net.blocks.7.adaln_modulation_self_attn.2.weight": "transformer_blocks.7.norm1.linear_2.weight",
+    "net.blocks.7.adaln_modulation_cross_attn.1.weight": "transformer_blocks.7.norm2.linear_1.weight",
+    "net.blocks.7.adaln_modulation_cross_attn.2.weight": "transformer_blocks.7.norm2.linear_2.weight",
+    "net.blocks.7.adaln_modulation_mlp.1.weight": "transformer_blocks.7.norm3.linear_1.weight",
+    "net.blocks.7.adaln_modulation_mlp.2.weight": "transformer_blocks.7.norm3.linear_2.weight",
+    "net.blocks.7.self_attn.q_proj.weight": "transformer_blocks.7.attn1.to_q.weight",
+    "net.blocks.7.self_attn.k_proj.weight": "transformer_blocks.7.attn1.to_k.weight",
+    "net.blocks.7.self_attn.v_proj.weight": "transformer_blocks.7.attn1.to_v.weight",
+    "net.blocks.7.self_attn.output_proj.weight": "transformer_blocks.7.attn1.to_out.0.weight",
+    "net.blocks.7.self_attn.q_norm.weight": "transformer_blocks.7.attn1.norm_q.weight",
+    "net.blocks.7.self_attn.k_norm.weight": "transformer_blocks.7.attn1.norm_k.weight",
+    "net.blocks.7.cross_attn.k_proj.weight": "transformer_blocks.7.attn2.to_k.weight",
+    "net.blocks.7.cross_attn.output_proj.weight": "transformer_blocks.7.attn2.to_out.0.weight",
+    "net.blocks.7.cross_attn.q_norm.weight": "transformer_blocks.7.attn2.norm_q.weight",
+    "net.blocks.7.mlp.layer1.weight": "transformer_blocks.7.ff.net.0.proj.weight",
+    "net.blocks.7.mlp.layer2.weight": "transformer_blocks.7.ff.net.2.weight",
+    "net.final_layer.adaln_modulation.1.weight": "norm_out.linear_1.weight",
+    "net.final_layer.adaln_modulation.2.weight": "norm_out.linear_2.weight",
+    "net.final_layer.linear.weight": "proj_out.weight",
+}
+
+
+def test_release_names():
+    for original, name in RELEASE_NAMES.items():
+        assert diffusers_key(original) == name, original
+
+
 def test_dropped_entries_and_folder_errors(folders, tmp_path):
     assert diffusers_key("net.accum_iteration") is None
     assert diffusers_key("net.blocks.3.cross_attn.k_proj._extra_state") is None
