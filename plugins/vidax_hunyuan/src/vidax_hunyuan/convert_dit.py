@@ -1,0 +1,132 @@
+"""diffusers ``HunyuanVideoTransformer3DModel`` checkpoint -> :class:`vidax_hunyuan.dit.HunyuanDiT` parameters.
+
+The single-stream blocks' ``proj_out`` (over the concatenated [attention; MLP] features) is read as two row
+blocks, ``out_attn`` and ``out_mlp`` (:func:`split_single_proj_out`), so each half stays tensor-parallel.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from flax import nnx
+
+from vidax_core.io.convert import KeyRule, conv, convert, linear
+from vidax_core.nn.state import abstract_model, materialize
+
+from .dit import HunyuanDiT, HunyuanDiTConfig
+
+_D = r"transformer_blocks\.(\d+)\."
+_S = r"single_transformer_blocks\.(\d+)\."
+_R = r"context_embedder\.token_refiner\.refiner_blocks\.(\d+)\."
+
+
+def _lin(src: str, dst: str, layer_group: int | None = None, bias: bool = True) -> list[KeyRule]:
+    rules = [KeyRule(src + r"\.weight", dst + "/kernel", linear, layer_group)]
+    if bias:
+        rules.append(KeyRule(src + r"\.bias", dst + "/bias", None, layer_group))
+    return rules
+
+
+def _mlp(src: str, dst: str) -> list[KeyRule]:
+    return [*_lin(src + r"\.net\.0\.proj", dst + "/proj_in", 1), *_lin(src + r"\.net\.2", dst + "/proj_out", 1)]
+
+
+def _double_rules() -> list[KeyRule]:
+    rules = [*_lin(_D + r"norm1\.linear", "double_blocks/norm1/linear", 1),
+             *_lin(_D + r"norm1_context\.linear", "double_blocks/norm1_context/linear", 1)]
+    for src, dst in (("to_q", "img/q"), ("to_k", "img/k"), ("to_v", "img/v"), ("add_q_proj", "txt/q"),
+                     ("add_k_proj", "txt/k"), ("add_v_proj", "txt/v"), (r"to_out\.0", "img_out"),
+                     ("to_add_out", "txt_out")):
+        rules += _lin(_D + r"attn\." + src, "double_blocks/" + dst, 1)
+    for src, dst in (("norm_q", "img/norm_q"), ("norm_k", "img/norm_k"), ("norm_added_q", "txt/norm_q"),
+                     ("norm_added_k", "txt/norm_k")):
+        rules.append(KeyRule(_D + r"attn\." + src + r"\.weight", f"double_blocks/{dst}/scale", None, 1))
+    rules += _mlp(_D + "ff", "double_blocks/ff") + _mlp(_D + "ff_context", "double_blocks/ff_context")
+    return rules
+
+
+def _single_rules() -> list[KeyRule]:
+    rules = [*_lin(_S + r"norm\.linear", "single_blocks/norm", 1), *_lin(_S + "proj_mlp", "single_blocks/proj_mlp", 1),
+             *_lin(_S + r"proj_out_attn", "single_blocks/out_attn", 1, bias=False),
+             *_lin(_S + r"proj_out_mlp", "single_blocks/out_mlp", 1)]
+    for p in ("q", "k", "v"):
+        rules += _lin(_S + rf"attn\.to_{p}", f"single_blocks/qkv/{p}", 1)
+    for p in ("q", "k"):
+        rules.append(KeyRule(_S + rf"attn\.norm_{p}\.weight", f"single_blocks/qkv/norm_{p}/scale", None, 1))
+    return rules
+
+
+def _refiner_rules() -> list[KeyRule]:
+    rules = []
+    for n in ("norm1", "norm2"):
+        rules += [KeyRule(_R + n + r"\.weight", f"refiner/blocks/{{1}}/{n}/scale"),
+                  KeyRule(_R + n + r"\.bias", f"refiner/blocks/{{1}}/{n}/bias")]
+    for src, dst in (("attn.to_q", "to_q"), ("attn.to_k", "to_k"), ("attn.to_v", "to_v"), ("attn.to_out.0", "to_out"),
+                     ("ff.net.0.proj", "ff_in"), ("ff.net.2", "ff_out"), ("norm_out.linear", "ada")):
+        rules += _lin(_R + re.escape(src), f"refiner/blocks/{{1}}/{dst}")
+    return rules
+
+
+def _embedder(src: str, dst: str) -> list[KeyRule]:
+    return [*_lin(src + r"\.linear_1", dst + "/linear_1"), *_lin(src + r"\.linear_2", dst + "/linear_2")]
+
+
+DIT_RULES: list[KeyRule] = [
+    KeyRule(r"x_embedder\.proj\.weight", "patch_kernel", conv),
+    KeyRule(r"x_embedder\.proj\.bias", "patch_bias"),
+    *_embedder(r"context_embedder\.time_text_embed\.timestep_embedder", "refiner/timestep_embedder"),
+    *_embedder(r"context_embedder\.time_text_embed\.text_embedder", "refiner/text_embedder"),
+    *_lin(r"context_embedder\.proj_in", "refiner/proj_in"),
+    *_refiner_rules(),
+    *_embedder(r"time_text_embed\.timestep_embedder", "timestep_embedder"),
+    *_embedder(r"time_text_embed\.text_embedder", "text_embedder"),
+    *_embedder(r"time_text_embed\.guidance_embedder", "guidance_embedder"),
+    *_double_rules(),
+    *_single_rules(),
+    *_lin(r"norm_out\.linear", "norm_out/linear"),
+    *_lin(r"proj_out", "proj_out"),
+]
+
+_SINGLE_OUT = re.compile(r"(single_transformer_blocks\.\d+\.)proj_out\.(weight|bias)")
+
+
+def split_single_proj_out(tensors: Mapping[str, Any], dim: int) -> dict[str, Any]:
+    """A lazy view of ``tensors`` where each single block's ``proj_out.weight`` (dim, dim + mlp) becomes
+    ``proj_out_attn.weight`` (its first ``dim`` input columns) and ``proj_out_mlp.weight`` (the rest), and
+    ``proj_out.bias`` becomes ``proj_out_mlp.bias``."""
+
+    def load(v):
+        return np.asarray(v() if callable(v) else v)
+
+    out: dict[str, Any] = {}
+    for key, v in tensors.items():
+        m = _SINGLE_OUT.fullmatch(key)
+        if m is None:
+            out[key] = v
+        elif m.group(2) == "bias":
+            out[m.group(1) + "proj_out_mlp.bias"] = v
+        else:
+            out[m.group(1) + "proj_out_attn.weight"] = lambda v=v: load(v)[:, :dim]
+            out[m.group(1) + "proj_out_mlp.weight"] = lambda v=v: load(v)[:, dim:]
+    return out
+
+
+def convert_dit(cfg: HunyuanDiTConfig, tensors: Mapping[str, Any], abstract: Mapping, **kw: Any) -> dict:
+    """diffusers-named tensors -> {param path: numpy} on ``abstract`` (every problem reported at once)."""
+    return convert(split_single_proj_out(tensors, cfg.dim), DIT_RULES, abstract,
+                   component="HunyuanVideo DiT (transformer)", **kw)
+
+
+def load_dit(
+    cfg: HunyuanDiTConfig,
+    tensors: Mapping[str, Any],
+    *,
+    put: Callable[[tuple, np.ndarray], Any] | None = None,
+    on_tensor: Callable[[str, int], None] | None = None,
+) -> HunyuanDiT:
+    """Build a :class:`HunyuanDiT` from diffusers-named tensors (arrays or zero-arg loaders), no random init."""
+    graphdef, abstract_state, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
+    values = convert_dit(cfg, tensors, flat, on_tensor=on_tensor)
+    return materialize(graphdef, abstract_state, values, put=put)

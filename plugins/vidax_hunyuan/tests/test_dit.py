@@ -1,0 +1,172 @@
+"""HunyuanVideo DiT parity against diffusers' HunyuanVideoTransformer3DModel (torch is a test-only oracle): text-to-
+video with a padded text mask, and the image-to-video token_replace variant; conversion and structure."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
+
+from vidax_core.io.convert import ConversionError  # noqa: E402
+from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.checks import fp32_tolerance  # noqa: E402
+from vidax_hunyuan.convert_dit import load_dit  # noqa: E402
+from vidax_hunyuan.dit import HunyuanDiT, HunyuanDiTConfig  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("hunyuan_dit")
+
+TINY = dict(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16, num_layers=2,
+            num_single_layers=2, num_refiner_layers=2, mlp_ratio=2.0, patch_size=2, patch_size_t=1,
+            qk_norm="rms_norm", guidance_embeds=True, text_embed_dim=12, pooled_projection_dim=8,
+            rope_theta=256.0, rope_axes_dim=(4, 6, 6))
+
+
+def make_reference(**over):
+    from diffusers import HunyuanVideoTransformer3DModel
+
+    torch.manual_seed(0)
+    cfg = dict(TINY, **over)
+    model = HunyuanVideoTransformer3DModel(**cfg).eval().float()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(0.0, 0.15)
+            if "norm" in name and name.endswith("weight") and p.ndim == 1:
+                p.add_(1.0)
+    tensors = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    return model, tensors, HunyuanDiTConfig.from_config(cfg)
+
+
+@pytest.fixture(scope="module")
+def t2v():
+    return make_reference()
+
+
+@pytest.fixture(scope="module")
+def i2v():
+    return make_reference(image_condition_type="token_replace")
+
+
+def make_inputs(batch=2, frames=3, size=8, length=7):
+    rng = np.random.default_rng(0)
+    latents = rng.standard_normal((batch, 4, frames, size, size)).astype(np.float32)
+    timestep = np.array([999.0, 250.5][:batch], np.float32)
+    hidden = (2.0 * rng.standard_normal((batch, length, 12))).astype(np.float32)
+    mask = np.ones((batch, length), np.int64)
+    mask[0, 4:] = 0  # first sample padded after 4 tokens
+    pooled = rng.standard_normal((batch, 8)).astype(np.float32)
+    guidance = np.array([6000.0, 3500.0][:batch], np.float32)
+    return latents, timestep, hidden, mask, pooled, guidance
+
+
+def _sinusoid64(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
+                max_period=10000):
+    """diffusers' timestep sinusoid in float64 (it always computes in float32, whose rounding of the embedded
+    guidance ``6000 * f`` is part of the reference's own fp32 error)."""
+    half = embedding_dim // 2
+    exponent = -math.log(max_period) * torch.arange(half, dtype=torch.float64) / (half - downscale_freq_shift)
+    emb = scale * timesteps[:, None].double() * torch.exp(exponent)[None]
+    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
+    return torch.cat([emb[:, half:], emb[:, :half]], dim=-1) if flip_sin_to_cos else emb
+
+
+def run_reference(model, inputs, dtype=torch.float32):
+    """The reference output; in float64 (sinusoids included) to measure the fp32 reference's own error."""
+    import diffusers.models.embeddings as emb
+
+    latents, timestep, hidden, mask, pooled, guidance = inputs
+    m = model.to(dtype)
+    t = lambda a: torch.from_numpy(a).to(dtype)
+    saved = emb.get_timestep_embedding
+    if dtype == torch.float64:
+        emb.get_timestep_embedding = _sinusoid64
+    try:
+        with torch.no_grad():
+            out = m(t(latents), t(timestep), t(hidden), torch.from_numpy(mask), t(pooled), guidance=t(guidance),
+                    return_dict=False)[0]
+    finally:
+        emb.get_timestep_embedding = saved
+        model.float()
+    return out.double().numpy()
+
+
+_FWD = jax.jit(lambda m, *a: m(*a))
+
+
+def run_vidax(cfg, tensors, inputs, **ctx_over):
+    latents, timestep, hidden, mask, pooled, guidance = inputs
+    model = load_dit(cfg, tensors)
+    ctx = {"hidden": jnp.asarray(hidden), "mask": jnp.asarray(mask), "pooled": jnp.asarray(pooled)}
+    ctx.update(ctx_over)
+    return np.asarray(_FWD(model, jnp.asarray(latents), jnp.asarray(timestep), ctx, jnp.asarray(guidance)))
+
+
+def _check(name, got, want32, want64):
+    tol = fp32_tolerance(want32, want64)
+    rel = float(np.abs(got - want32).max() / np.abs(want32).max())
+    print(f"{name}: max_abs={np.abs(got - want32).max():.3e} rel(max)={rel:.3e} tol={tol:.3e} "
+          f"ref fp32-vs-fp64={np.abs(want32 - want64).max() / np.abs(want64).max():.3e}")
+    assert got.shape == want32.shape
+    assert rel <= tol, (rel, tol)
+
+
+@pytest.mark.parametrize("variant,guidance", [("t2v", "small"), ("t2v", "pipeline"), ("i2v", "small")])
+def test_parity_with_diffusers(variant, guidance, request):
+    """``pipeline``: the embedded guidance the pipeline feeds (6000 = 6 * 1000), whose float32 sinusoid dominates
+    the reference's own error; ``small``: guidance values whose fp32 floor is near 1e-6 (a tight bound)."""
+    model, tensors, cfg = request.getfixturevalue(variant)
+    inputs = make_inputs()
+    if guidance == "small":
+        inputs = inputs[:5] + (np.array([1.0, 3.0], np.float32),)
+    want32 = run_reference(model, inputs)
+    want64 = run_reference(model, inputs, torch.float64)
+    got = run_vidax(cfg, tensors, inputs)
+    _check(f"hunyuan dit {variant}", got, want32, want64)
+
+
+def test_mask_matters(t2v):
+    """The padded text tokens change the result when unmasked: the parity above can see a missing mask."""
+    model, tensors, cfg = t2v
+    inputs = make_inputs()
+    want = run_reference(model, inputs)
+    got = run_vidax(cfg, tensors, inputs, mask=jnp.ones_like(jnp.asarray(inputs[3])))
+    assert np.abs(got[0] - want[0]).max() / np.abs(want[0]).max() > 1e-3
+    np.testing.assert_allclose(got[1], want[1], rtol=0, atol=1e-4 * np.abs(want[1]).max())
+
+
+def test_token_replace_matters(t2v, i2v):
+    """The token_replace variant differs from plain modulation on the first frame only when t != 0."""
+    _, tensors, cfg = i2v
+    inputs = make_inputs()
+    plain = run_vidax(HunyuanDiTConfig.from_config(TINY), tensors, inputs)
+    tr = run_vidax(cfg, tensors, inputs)
+    assert np.abs(plain - tr).max() > 1e-3
+
+
+def test_conversion_reports_problems(t2v):
+    _, tensors, cfg = t2v
+    broken = dict(tensors)
+    del broken["transformer_blocks.1.attn.norm_added_k.weight"]
+    broken["single_transformer_blocks.0.linear1.weight"] = np.zeros((3, 3), np.float32)
+    with pytest.raises(ConversionError) as exc:
+        load_dit(cfg, broken)
+    assert any(m.startswith("double_blocks/txt/norm_k/scale layers [1]") for m in exc.value.missing)
+    assert exc.value.unexpected == ["single_transformer_blocks.0.linear1.weight"]
+
+
+def test_structure_and_logical_axes(t2v):
+    _, _, cfg = t2v
+    _, state, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
+    specs = {tuple(p): v.get_metadata().get("out_sharding") for p, v in nnx.to_flat_state(state)}
+    assert specs[("double_blocks", "img", "q", "kernel")] == ("layers", "embed", "heads")
+    assert specs[("double_blocks", "txt_out", "kernel")] == ("layers", "heads", "embed")
+    assert specs[("single_blocks", "out_mlp", "kernel")] == ("layers", "mlp", "embed")
+    assert specs[("single_blocks", "out_attn", "kernel")] == ("layers", "heads", "embed")
+    assert flat[("double_blocks", "img", "q", "kernel")].shape[0] == 2
+    assert not any(p[0] == "refiner" and specs[p] and specs[p][0] == "layers" for p in specs)
