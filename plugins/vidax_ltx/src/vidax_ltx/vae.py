@@ -205,7 +205,7 @@ class Resnet(nnx.Module):
         return h + x
 
 
-def _space_to_depth(x: jax.Array, s: Sequence[int]) -> jax.Array:
+def space_to_depth(x: jax.Array, s: Sequence[int]) -> jax.Array:
     """(B, T, H, W, C) -> (B, T/s0, H/s1, W/s2, C*s0*s1*s2), channels ordered (c, s0, s1, s2)."""
     b, t, h, w, c = x.shape
     y = x.reshape(b, t // s[0], s[0], h // s[1], s[1], w // s[2], s[2], c)
@@ -213,8 +213,8 @@ def _space_to_depth(x: jax.Array, s: Sequence[int]) -> jax.Array:
     return y.reshape(b, t // s[0], h // s[1], w // s[2], c * s[0] * s[1] * s[2])
 
 
-def _depth_to_space(x: jax.Array, s: Sequence[int]) -> jax.Array:
-    """Inverse of :func:`_space_to_depth`: channels (c, s0, s1, s2) -> (B, T*s0, H*s1, W*s2, c)."""
+def depth_to_space(x: jax.Array, s: Sequence[int]) -> jax.Array:
+    """Inverse of :func:`space_to_depth`: channels (c, s0, s1, s2) -> (B, T*s0, H*s1, W*s2, c)."""
     b, t, h, w, cc = x.shape
     c = cc // (s[0] * s[1] * s[2])
     y = x.reshape(b, t, h, w, c, s[0], s[1], s[2]).transpose(0, 1, 5, 2, 6, 3, 7, 4)
@@ -237,9 +237,9 @@ class Downsampler(nnx.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         s = self.stride
         x = jnp.concatenate([x[:, : s[0] - 1], x], axis=1)
-        r = _space_to_depth(x, s)
+        r = space_to_depth(x, s)
         r = r.reshape(*r.shape[:-1], -1, self.group).mean(axis=-1)
-        return _space_to_depth(self.conv(x), s) + r
+        return space_to_depth(self.conv(x), s) + r
 
 
 class Upsampler(nnx.Module):
@@ -253,9 +253,9 @@ class Upsampler(nnx.Module):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         s = (2, 2, 2)
-        y = _depth_to_space(self.conv(x), s)[:, 1:]
+        y = depth_to_space(self.conv(x), s)[:, 1:]
         if self.residual:
-            r = _depth_to_space(x, s)
+            r = depth_to_space(x, s)
             y = y + jnp.tile(r, (1, 1, 1, 1, self.repeats))[:, 1:]
         return y
 

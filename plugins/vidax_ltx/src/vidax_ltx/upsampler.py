@@ -1,0 +1,172 @@
+"""LTX-Video latent upscaler (diffusers ``LTXLatentUpsamplerModel``, ``ltxv-spatial-upscaler-0.9.8``) in Flax NNX.
+
+``upsample(model, latents)`` is ``LTXLatentUpsamplerModel.forward``: latents (B, C, F, h, w) in, (B, C, F', h', w')
+out (2x in h and w for the spatial upscaler; 2x - 1 frames for a temporal one), float32 numpy. The network: 3x3(x3)
+conv to ``mid_channels``, GroupNorm(32), SiLU, ``num_blocks_per_stage`` residual blocks (conv, GroupNorm, SiLU, conv,
+GroupNorm, SiLU after the residual add), the upsampler (a conv to ``k * mid`` channels then pixel shuffle), as many
+residual blocks again, and a conv back to ``in_channels``. All convs zero-pad ("same"), in time too.
+
+Facts of the reference kept here: with ``dims=3`` the spatial upsampler is a 2-D conv and pixel shuffle applied to
+each frame, while everything else is 3-D (GroupNorm statistics span all frames); with ``dims=2`` every layer works
+per frame, GroupNorm included. A temporal upsampler drops the first output frame. The original release file uses
+diffusers' names unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax_core.config.arch import from_config_dict
+from vidax_core.errors import UserError
+from vidax_core.io.convert import KeyRule, conv, convert
+from vidax_core.nn.group_norm import GroupNorm
+from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.vae.causal_conv import CausalConv3d
+
+from .vae import depth_to_space
+
+_GROUPS = 32
+
+#: The published 0.9.7 / 0.9.8 spatial upscaler ``config.json``.
+PUBLISHED_UPSAMPLER_CONFIG: dict[str, Any] = dict(in_channels=128, mid_channels=512, num_blocks_per_stage=4, dims=3,
+                                                  spatial_upsample=True, temporal_upsample=False)
+
+
+@dataclass(frozen=True)
+class LTXUpsamplerConfig:
+    """diffusers ``LTXLatentUpsamplerModel`` config.json fields."""
+
+    in_channels: int = 128
+    mid_channels: int = 512
+    num_blocks_per_stage: int = 4
+    dims: int = 3
+    spatial_upsample: bool = True
+    temporal_upsample: bool = False
+    dtype: Any = jnp.float32
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "LTXUpsamplerConfig":
+        cfg = from_config_dict(cls, dict(config), **overrides)
+        if cfg.dims not in (2, 3):
+            raise UserError(f"latent upsampler config: dims must be 2 or 3, got {cfg.dims}")
+        if not (cfg.spatial_upsample or cfg.temporal_upsample):
+            raise UserError("latent upsampler config: spatial_upsample or temporal_upsample must be true")
+        if cfg.dims == 2 and cfg.temporal_upsample:
+            raise UserError("latent upsampler config: a temporal upsampler needs dims=3 (the reference cannot run it)")
+        if cfg.mid_channels % _GROUPS:
+            raise UserError(f"latent upsampler config: mid_channels={cfg.mid_channels} must be a multiple of 32")
+        return cfg
+
+    @property
+    def stride(self) -> tuple[int, int, int]:
+        """(t, h, w) factors of the upsampler's pixel shuffle."""
+        s = 2 if self.spatial_upsample else 1
+        return (2 if self.temporal_upsample else 1, s, s)
+
+
+class Conv(nnx.Module):
+    """torch ``Conv3d(k=3, padding=1)`` (``kt=3``) or a per-frame ``Conv2d(k=3, padding=1)`` (``kt=1``)."""
+
+    def __init__(self, cin: int, cout: int, kt: int, *, dtype=jnp.float32):
+        self.conv = CausalConv3d(cin, cout, (kt, 3, 3), dtype=dtype)
+        self.pad = (kt - 1) // 2
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if self.pad:
+            x = jnp.pad(x, ((0, 0), (self.pad, self.pad), (0, 0), (0, 0), (0, 0)))
+        return self.conv(x)
+
+
+class ResBlock(nnx.Module):
+    def __init__(self, dim: int, kt: int, axes: tuple[int, ...], *, dtype=jnp.float32):
+        self.conv1 = Conv(dim, dim, kt, dtype=dtype)
+        self.norm1 = GroupNorm(dim, _GROUPS, axes=axes)
+        self.conv2 = Conv(dim, dim, kt, dtype=dtype)
+        self.norm2 = GroupNorm(dim, _GROUPS, axes=axes)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        h = jax.nn.silu(self.norm1(self.conv1(x)))
+        return jax.nn.silu(self.norm2(self.conv2(h)) + x)
+
+
+class LTXUpsampler(nnx.Module):
+    """``LTXLatentUpsamplerModel`` on channel-last latents (B, F, h, w, C). Parameters start at zeros/ones."""
+
+    def __init__(self, cfg: LTXUpsamplerConfig):
+        dtype = jnp.dtype(cfg.dtype)
+        self.cfg = cfg
+        kt = 3 if cfg.dims == 3 else 1
+        axes = (1, 2, 3) if cfg.dims == 3 else (2, 3)  # GroupNorm over all frames, or per frame
+        mid = cfg.mid_channels
+        self.initial_conv = Conv(cfg.in_channels, mid, kt, dtype=dtype)
+        self.initial_norm = GroupNorm(mid, _GROUPS, axes=axes)
+        self.res_blocks = nnx.List([ResBlock(mid, kt, axes, dtype=dtype) for _ in range(cfg.num_blocks_per_stage)])
+        s = cfg.stride
+        self.upsampler = nnx.List([Conv(mid, mid * s[0] * s[1] * s[2], 3 if cfg.temporal_upsample else 1,
+                                        dtype=dtype)])
+        self.post_upsample_res_blocks = nnx.List([ResBlock(mid, kt, axes, dtype=dtype)
+                                                  for _ in range(cfg.num_blocks_per_stage)])
+        self.final_conv = Conv(mid, cfg.in_channels, kt, dtype=dtype)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = jax.nn.silu(self.initial_norm(self.initial_conv(x)))
+        for blk in self.res_blocks:
+            x = blk(x)
+        x = depth_to_space(self.upsampler[0](x), self.cfg.stride)
+        if self.cfg.temporal_upsample:
+            x = x[:, 1:]
+        for blk in self.post_upsample_res_blocks:
+            x = blk(x)
+        return self.final_conv(x)
+
+
+def _conv_weight(w: np.ndarray) -> np.ndarray:
+    """torch Conv3d (out, in, kt, kh, kw) or Conv2d (out, in, kh, kw) weight -> (kt, kh, kw, in, out)."""
+    k = conv(w)
+    return k if w.ndim == 5 else k[None]
+
+
+def _conv_rules(src: str, dst: str) -> list[KeyRule]:
+    return [KeyRule(src + r"\.weight", dst + "/conv/kernel", _conv_weight), KeyRule(src + r"\.bias", dst + "/conv/bias")]
+
+
+def _norm_rules(src: str, dst: str) -> list[KeyRule]:
+    return [KeyRule(src + r"\.weight", dst + "/scale"), KeyRule(src + r"\.bias", dst + "/bias")]
+
+
+#: diffusers (and original release) names -> :class:`LTXUpsampler` paths.
+UPSAMPLER_RULES: list[KeyRule] = [
+    *_conv_rules(r"(initial_conv|final_conv)", "{1}"),
+    *_norm_rules(r"initial_norm", "initial_norm"),
+    *_conv_rules(r"(res_blocks|post_upsample_res_blocks)\.(\d+)\.(conv1|conv2)", "{1}/{2}/{3}"),
+    *_norm_rules(r"(res_blocks|post_upsample_res_blocks)\.(\d+)\.(norm1|norm2)", "{1}/{2}/{3}"),
+    *_conv_rules(r"upsampler\.0", "upsampler/0"),
+]
+
+
+def load_upsampler(cfg: LTXUpsamplerConfig, tensors: Mapping[str, Any], *, put=None) -> LTXUpsampler:
+    """A ``LTXLatentUpsamplerModel`` state dict (diffusers folder or the original ``ltxv-spatial-upscaler-*``
+    file; key -> array or lazy loader) -> a live :class:`LTXUpsampler`; every key must be used."""
+    graphdef, abstract, flat = abstract_model(lambda: LTXUpsampler(cfg))
+    values = convert(tensors, UPSAMPLER_RULES, flat, component="latent_upsampler")
+    return materialize(graphdef, abstract, values, put=put)
+
+
+def _forward_impl(graphdef, state, x):
+    return nnx.merge(graphdef, state)(x)
+
+
+_forward = jax.jit(_forward_impl, static_argnames=("graphdef",))
+
+
+def upsample(model: LTXUpsampler, latents: Any) -> np.ndarray:
+    """``LTXLatentUpsamplerModel.forward``: latents (B, C, F, h, w) -> upsampled latents, float32 numpy."""
+    x = jnp.asarray(np.moveaxis(np.asarray(latents, np.float32), 1, -1), jnp.dtype(model.cfg.dtype))
+    graphdef, state = nnx.split(model)
+    return np.ascontiguousarray(np.moveaxis(np.asarray(_forward(graphdef, state, x), np.float32), -1, 1))
