@@ -510,8 +510,11 @@ class DecoderLLM(nnx.Module):
         return out
 
     def __call__(
-        self, input_ids: jax.Array, attention_mask: jax.Array | None = None, position_ids: jax.Array | None = None
+        self, input_ids: jax.Array, attention_mask: jax.Array | None = None, position_ids: jax.Array | None = None,
+        inputs_embeds: jax.Array | None = None,
     ) -> jax.Array:
+        """``inputs_embeds`` (B, S, hidden), when given, replaces the token embedding of ``input_ids`` (taken as is,
+        unscaled, as transformers does): how a multimodal model (LLaVA) feeds image features in."""
         cfg = self.cfg
         input_ids = jnp.asarray(input_ids, jnp.int32)
         b, s = input_ids.shape
@@ -523,9 +526,12 @@ class DecoderLLM(nnx.Module):
         if position_ids.ndim == 2:
             position_ids = jnp.broadcast_to(position_ids[None], (3, b, s))
         table = self.embed_tokens[...]
-        x = jnp.take(table, input_ids, axis=0).astype(jnp.float32)
-        if cfg.scale_embeddings:
-            x = x * jnp.asarray(math.sqrt(cfg.hidden_size), table.dtype).astype(jnp.float32)
+        if inputs_embeds is not None:
+            x = jnp.asarray(inputs_embeds).astype(jnp.float32)
+        else:
+            x = jnp.take(table, input_ids, axis=0).astype(jnp.float32)
+            if cfg.scale_embeddings:
+                x = x * jnp.asarray(math.sqrt(cfg.hidden_size), table.dtype).astype(jnp.float32)
         tables = self._tables(position_ids, attention_mask)
         where, segments = layer_plan(cfg)
         type_index = [[] for _ in cfg.kinds]
