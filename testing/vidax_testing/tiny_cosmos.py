@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from vidax_cosmos.bench_reference import NoGuardrail, stub_torchvision  # noqa: F401 - re-exported for tests
+
 from .tiny_tokenizer import make_tiny_t5_tokenizer
 from .tiny_wan import TINY_VAE, randomize_
 
@@ -60,33 +62,6 @@ def make_tiny_qwen_tokenizer(out_dir: str | os.PathLike) -> Path:
     return out
 
 
-def stub_torchvision() -> None:
-    """Give diffusers' Cosmos modules the two torchvision functions they call, when torchvision is missing:
-    the transformer's nearest ``resize`` of the padding mask and the pipeline's ``to_tensor`` of the image
-    (torchvision's tensor path is ``interpolate(mode="nearest")``; ``to_tensor`` is HWC uint8 -> CHW / 255)."""
-    import types
-
-    import numpy as np
-    import torch
-    from diffusers.models.transformers import transformer_cosmos
-    from diffusers.pipelines.cosmos import pipeline_cosmos2_5_predict
-
-    if hasattr(transformer_cosmos, "transforms") and hasattr(pipeline_cosmos2_5_predict, "torchvision"):
-        return
-
-    def resize(x, size, interpolation=None):
-        return torch.nn.functional.interpolate(x, size=list(size), mode="nearest")
-
-    def to_tensor(image):
-        a = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
-        return torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1))).float() / 255.0
-
-    functional = types.SimpleNamespace(resize=resize, to_tensor=to_tensor)
-    transforms = types.SimpleNamespace(functional=functional, InterpolationMode=types.SimpleNamespace(NEAREST="nearest"))
-    transformer_cosmos.transforms = transforms
-    pipeline_cosmos2_5_predict.torchvision = types.SimpleNamespace(transforms=transforms)
-
-
 def random_cosmos_dit(seed: int = 0, **overrides):
     """A random-weight fp32 ``CosmosTransformer3DModel`` of :data:`TINY_DIT` (with ``overrides``)."""
     from diffusers import CosmosTransformer3DModel
@@ -110,19 +85,6 @@ def random_qwen_text_encoder(vocab: int, seed: int = 0):
     model = Qwen2_5_VLForConditionalGeneration(cfg).eval().float()
     randomize_(model, seed, 0.3)
     return model
-
-
-class NoGuardrail:
-    """Stands in for ``CosmosSafetyChecker`` in tests: every text and video passes unchanged."""
-
-    def to(self, *args, **kwargs):
-        return self
-
-    def check_text_safety(self, text):
-        return True
-
-    def check_video_safety(self, video):
-        return video
 
 
 def build_tiny_cosmos_pipeline(seed: int = 0, dit: dict | None = None):

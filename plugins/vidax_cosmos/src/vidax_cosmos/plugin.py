@@ -174,6 +174,16 @@ def open_checkpoint(spec, path):
 
 
 @hookimpl
+def bench_reference(spec, engine, ckpt_dir, run):
+    """``vidax bench --reference diffusers``: the same text-to-world run with Cosmos2_5_PredictBasePipeline."""
+    if engine != "diffusers":
+        return None
+    from .bench_reference import CosmosDiffusersReference
+
+    return CosmosDiffusersReference(ckpt_dir, run)
+
+
+@hookimpl
 def builtin_checkpoint(spec, name):
     folder = os.path.join(os.path.dirname(__file__), "assets", name)
     return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
