@@ -51,3 +51,69 @@ def random_cogvideox_dit(variant: str = "2b", seed: int = 0, **overrides):
         pe = model.patch_embed.pos_embedding
         pe.copy_(torch.randn(pe.shape, generator=gen) * 0.3)
     return model
+
+
+TINY_VAE = dict(block_out_channels=(8, 8, 16, 16), down_block_types=("CogVideoXDownBlock3D",) * 4,
+                up_block_types=("CogVideoXUpBlock3D",) * 4, latent_channels=LATENT_CHANNELS, layers_per_block=1,
+                norm_num_groups=4, norm_eps=1e-5, temporal_compression_ratio=4, sample_height=32, sample_width=48)
+#: The hub repos' CogVideoXDDIMScheduler config (2B: snr_shift_scale 3.0; 5B and 1.5: 1.0).
+SCHEDULER = dict(beta_end=0.012, beta_schedule="scaled_linear", beta_start=0.00085, clip_sample=False,
+                 num_train_timesteps=1000, prediction_type="v_prediction", rescale_betas_zero_snr=True,
+                 set_alpha_to_one=True, steps_offset=0, timestep_spacing="trailing")
+SNR_SHIFT = {"2b": 3.0, "5b": 1.0, "5b-i2v": 1.0, "1.5": 1.0, "1.5-i2v": 1.0}
+
+
+def random_cogvideox_vae(seed: int = 0, *, sharp_posterior: bool = True, **overrides):
+    """A random-weight fp32 ``AutoencoderKLCogVideoX`` (activations O(1)). ``sharp_posterior`` makes the
+    encoder's log-variance -30 (std 3e-7), so that a posterior sample is its mean to fp32 precision and the
+    reference's generator draw for the I2V image latent does not matter."""
+    import torch
+    from diffusers import AutoencoderKLCogVideoX
+
+    vae = AutoencoderKLCogVideoX(**{**TINY_VAE, **overrides}).eval().float()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(vae.named_parameters()):
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+            if p.ndim == 1 and name.endswith("weight"):
+                p.copy_(1 + 0.1 * noise)
+            elif name.endswith("bias"):
+                p.copy_(0.1 * noise)
+            else:
+                p.copy_(noise / p[0].numel() ** 0.5)
+        if sharp_posterior:
+            c = vae.config.latent_channels
+            conv = vae.encoder.conv_out.conv
+            conv.weight[c:] = 0.0
+            conv.bias[c:] = -40.0
+    return vae
+
+
+def build_tiny_cogvideox_pipeline(variant: str = "2b", seed: int = 0, dit: dict | None = None,
+                                  scaling_factor: float = 0.7):
+    """A random-weight CogVideoXPipeline (T2V variants) or CogVideoXImageToVideoPipeline (``*-i2v``) in fp32 with
+    the hub's DDIM scheduler config and a trained tiny T5 tokenizer; 1.5 variants invert the latent scale."""
+    import tempfile
+
+    import torch
+    from diffusers import CogVideoXDDIMScheduler, CogVideoXImageToVideoPipeline, CogVideoXPipeline
+    from transformers import AutoTokenizer, T5Config, T5EncoderModel
+
+    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    torch.manual_seed(seed)
+    text_encoder = T5EncoderModel(T5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_T5)).eval()
+    randomize_(text_encoder, seed + 1, 0.3)
+    transformer = random_cogvideox_dit(variant, seed + 2, **(dit or {}))
+    vae = random_cogvideox_vae(seed + 3, scaling_factor=scaling_factor,
+                               invert_scale_latents=variant.startswith("1.5"))
+    sched = CogVideoXDDIMScheduler(**SCHEDULER, snr_shift_scale=SNR_SHIFT[variant])
+    cls = CogVideoXImageToVideoPipeline if variant.endswith("i2v") else CogVideoXPipeline
+    return cls(tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, transformer=transformer, scheduler=sched)
+
+
+def save_tiny_cogvideox(out_dir: str | os.PathLike, **kwargs) -> Path:
+    """Build and ``save_pretrained`` a tiny pipeline in diffusers layout (safetensors)."""
+    pipe = build_tiny_cogvideox_pipeline(**kwargs)
+    pipe.save_pretrained(str(out_dir), safe_serialization=True)
+    return Path(out_dir)

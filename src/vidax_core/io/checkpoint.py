@@ -220,10 +220,10 @@ def _check_scheduler_config(path: str, data: Mapping[str, Any]) -> None:
     try:
         # a resolution-dependent shift needs a token count: any will do for this check
         extra = {"seq_len": 256} if getattr(sampler, "use_dynamic_shifting", False) else {}
-        arrays = [np.asarray(a, dtype=np.float64) for a in sampler.plan(2, **extra).arrays().values()]
+        arrays = sampler.plan(2, **extra).arrays()
     except errors as exc:
         raise UserError(f"{path} has a value the scheduler cannot use ({_detail(exc)}): fix or re-download it") from None
-    if not all(np.isfinite(a).all() for a in arrays):
+    if not sched_base.plan_values_ok(arrays):
         raise UserError(f"{path} gives non-finite timesteps or sigmas: fix or re-download it")
 
 

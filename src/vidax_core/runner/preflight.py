@@ -48,8 +48,6 @@ def check_sampler(cfg: RunConfig) -> None:
     choice = cfg.sampling.scheduler
     if choice is None:
         return
-    import numpy as np
-
     from vidax_core.schedulers import base as sched_base
 
     opts = dict(choice) if isinstance(choice, dict) else {"name": choice}
@@ -57,12 +55,11 @@ def check_sampler(cfg: RunConfig) -> None:
     if not isinstance(name, str) or not name:
         raise UserError("sampling.scheduler needs a name, e.g. {name: unipc, flow_shift: 3.0}")
     try:
-        plan = sched_base.get_sampler(name, **opts).plan(cfg.sampling.num_steps)
-        arrays = [np.asarray(a, dtype=np.float64) for a in plan.arrays().values()]
+        arrays = sched_base.get_sampler(name, **opts).plan(cfg.sampling.num_steps).arrays()
     except (ValueError, TypeError, ArithmeticError, KeyError, IndexError) as exc:
         detail = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise UserError(f"sampling.scheduler: {detail}") from None
-    if not all(np.isfinite(a).all() for a in arrays):
+    if not sched_base.plan_values_ok(arrays):
         raise UserError(f"sampling.scheduler: these options give {name} non-finite timesteps or sigmas")
 
 

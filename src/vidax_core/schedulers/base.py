@@ -68,6 +68,17 @@ class SamplerPlan:
         return out
 
 
+def plan_values_ok(arrays: Mapping[str, Any]) -> bool:
+    """Every value of a plan's arrays is finite, except ``+inf`` in ``sigmas``: the noise level of a timestep at
+    zero terminal SNR (CogVideoX's rescaled schedules start from pure noise, ``abar = 0``)."""
+    for name, a in arrays.items():
+        a = np.asarray(a, dtype=np.float64)
+        ok = np.isfinite(a) | (np.isposinf(a) if name == "sigmas" else False)
+        if not ok.all():
+            return False
+    return True
+
+
 class Sampler:
     """Base class of all vidax samplers (subclasses are frozen dataclasses).
 

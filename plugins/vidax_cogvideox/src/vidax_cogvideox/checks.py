@@ -1,0 +1,64 @@
+"""Checkpoint-dependent run checks (hook ``check_checkpoint``): config files only, before any weight loads.
+
+* the denoiser must fit the task: image-to-video DiTs take the noise and the image latents (in = 2 x out),
+  text-to-video DiTs the noise alone; its output channels must be the VAE's latent channels;
+* 5B-I2V's learned position table fixes the size (its ``sample_height`` x ``sample_width`` latents: 720x480 for
+  the published model) and the text length (``max_text_seq_length`` = 226);
+* CogVideoX1.5-I2V takes a minimum side of 768 and a maximum side of at most 1360 (its model card), checked for
+  checkpoints of that size class (config sample size of at least 768 px; tiny test checkpoints are exempt).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vidax_core.config.arch import SOURCE_KEY
+
+SPATIAL = 8
+I2V_15_MIN_SIDE, I2V_15_MAX_SIDE = 768, 1360
+
+
+def checkpoint_problems(spec: Any, ckpt: Any, run: Any) -> list[str]:
+    from vidax_core.errors import UserError
+
+    from .dit import CogVideoXDiTConfig
+
+    raw = ckpt.config("transformer")
+    where = str(raw.get(SOURCE_KEY) or "transformer/config.json")
+    try:
+        cfg = CogVideoXDiTConfig.from_config(raw)
+    except UserError as exc:
+        return [str(exc)]
+    except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
+        return [f"{where}: unusable ({' '.join(str(exc).split())[:160]})"]
+    problems: list[str] = []
+    i2v = "i2v" in spec.tasks
+    if i2v and cfg.in_channels != 2 * cfg.out_channels:
+        problems.append(f"{where}: in_channels={cfg.in_channels} is a text-to-video denoiser, but {spec.id} is "
+                        f"image-to-video (noise + image latents: in_channels = 2 x out_channels): use a {spec.id} "
+                        "checkpoint or a text-to-video model id")
+    elif not i2v and cfg.in_channels != cfg.out_channels:
+        problems.append(f"{where}: in_channels={cfg.in_channels} is an image-to-video denoiser, but {spec.id} is "
+                        f"text-to-video: use a {spec.id} checkpoint or the -i2v model id")
+    if ckpt.has("vae"):
+        c = ckpt.config("vae").get("latent_channels", 16)
+        if cfg.out_channels != c:
+            problems.append(f"{where}: out_channels={cfg.out_channels} does not match latent_channels={c} of "
+                            "vae/config.json")
+    s = run.sampling
+    if cfg.use_learned_positional_embeddings:
+        h, w = cfg.sample_height * SPATIAL, cfg.sample_width * SPATIAL
+        if (s.height, s.width) != (h, w):
+            problems.append(f"{spec.id} runs only at {w}x{h} (its learned position table fixes the size), got "
+                            f"{s.width}x{s.height}: use sampling.height={h} sampling.width={w}")
+        if s.max_sequence_length != cfg.max_text_seq_length:
+            problems.append(f"sampling.max_sequence_length must be {cfg.max_text_seq_length} for {spec.id} (its "
+                            f"learned position table covers that many text tokens), got {s.max_sequence_length}")
+    if (spec.id.startswith("cogvideox1.5") and i2v
+            and min(cfg.sample_height, cfg.sample_width) * SPATIAL >= I2V_15_MIN_SIDE):
+        lo, hi = min(s.height, s.width), max(s.height, s.width)
+        if lo != I2V_15_MIN_SIDE or hi > I2V_15_MAX_SIDE:
+            problems.append(f"{spec.id} takes a minimum side of {I2V_15_MIN_SIDE} and a maximum side of at most "
+                            f"{I2V_15_MAX_SIDE} (a multiple of 16), got {s.width}x{s.height}: use e.g. "
+                            "sampling.height=768 sampling.width=1360")
+    return problems
