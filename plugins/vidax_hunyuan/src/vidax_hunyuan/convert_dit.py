@@ -113,9 +113,10 @@ def split_single_proj_out(tensors: Mapping[str, Any], dim: int) -> dict[str, Any
     return out
 
 
-def convert_dit(cfg: HunyuanDiTConfig, tensors: Mapping[str, Any], abstract: Mapping, **kw: Any) -> dict:
+def convert_dit(tensors: Mapping[str, Any], abstract: Mapping, **kw: Any) -> dict:
     """diffusers-named tensors -> {param path: numpy} on ``abstract`` (every problem reported at once)."""
-    return convert(split_single_proj_out(tensors, cfg.dim), DIT_RULES, abstract,
+    dim = abstract[("patch_bias",)].shape[0]
+    return convert(split_single_proj_out(tensors, dim), DIT_RULES, abstract,
                    component="HunyuanVideo DiT (transformer)", **kw)
 
 
@@ -128,5 +129,5 @@ def load_dit(
 ) -> HunyuanDiT:
     """Build a :class:`HunyuanDiT` from diffusers-named tensors (arrays or zero-arg loaders), no random init."""
     graphdef, abstract_state, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
-    values = convert_dit(cfg, tensors, flat, on_tensor=on_tensor)
+    values = convert_dit(tensors, flat, on_tensor=on_tensor)
     return materialize(graphdef, abstract_state, values, put=put)

@@ -1,12 +1,190 @@
-"""The hunyuan family's hook implementations: vidax's core finds this module through the ``vidax`` entry point."""
+"""The HunyuanVideo family's hook implementations: vidax's core finds this module through the ``vidax`` entry point.
+
+Run semantics are those of diffusers' ``HunyuanVideoPipeline``: Llama-3 ``hidden_states[-3]`` of the templated
+prompt (cropped) plus the pooled CLIP-L text, embedded guidance (``guidance_scale * 1000`` is a model input, one
+pass), real classifier-free guidance on top with ``options.true_cfg_scale`` > 1, flow Euler over sigmas
+``linspace(1, 0, N + 1)[:-1]`` shifted by the checkpoint's scheduler (shift 7), and the HunyuanVideo VAE.
+"""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+import numpy as np
+from flax import nnx
+
 from vidax_core.hookspecs import hookimpl
+from vidax_core.model_api import DitBuild
+from vidax_core.registry import ModelSpec
+
+from . import presets
 
 FAMILY = "hunyuan"
 
 
+def _dtype(run) -> Any:
+    """``model.dtype``, else bf16 weights on GPU/TPU and fp32 on CPU (norms, modulation, residuals stay fp32)."""
+    import jax
+    import jax.numpy as jnp
+
+    if run.model.dtype is None:
+        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
+
+
 @hookimpl
 def register_models(register):
-    """No model ids yet: the family's models are being ported."""
+    for m in presets.MODELS:
+        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers",), options=presets.OPTIONS, **m))
+
+
+def _dit_config(ckpt, **overrides):
+    from .dit import HunyuanDiTConfig
+
+    return HunyuanDiTConfig.from_config(ckpt.config("transformer"), **overrides)
+
+
+@hookimpl
+def build_dit(spec, ckpt, run):
+    from .dit import HunyuanDiT
+
+    cfg = _dit_config(ckpt, dtype=_dtype(run))
+    return DitBuild(ctor=lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
+                    param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=cfg.patch,
+                    block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers})
+
+
+# Megatron TP over heads / MLP width; batch over dp; video tokens over sp.
+HUNYUAN_SHARD_RULES = (("embed", None), ("heads", "tp"), ("mlp", "tp"), ("layers", None), ("batch", "dp"),
+                       ("seq", "sp"))
+
+
+@hookimpl
+def shard_rules(spec):
+    return HUNYUAN_SHARD_RULES
+
+
+@hookimpl
+def offload_block_groups(spec, model):
+    """Two stacks, streamed one after the other: the double-stream blocks, then the single-stream blocks."""
+    return ["double_blocks", "single_blocks"]
+
+
+@hookimpl
+def convert_checkpoint(spec, component, tensors, abstract):
+    if component != "transformer":
+        return None
+    from .convert_dit import convert_dit
+
+    return convert_dit(tensors, abstract)
+
+
+@hookimpl
+def guidance(spec, ckpt, run):
+    """Embedded guidance (``guidance_scale * 1000`` into the model), plus real CFG when true_cfg_scale > 1."""
+    from vidax_core.guidance import Embedded
+
+    return Embedded(scale=float(run.sampling.guidance_scale), multiplier=1000.0,
+                    true_cfg_scale=float(run.options.get("true_cfg_scale") or 1.0))
+
+
+@hookimpl
+def sampling_plan(spec, ckpt, run, sampler, latent_shape):
+    """The pipeline's sigmas ``linspace(1, 0, N + 1)[:-1]`` (the scheduler shifts them)."""
+    if getattr(sampler, "name", "") != "flow_euler":
+        return None
+    n = int(run.sampling.num_steps)
+    return {"sigmas": np.linspace(1.0, 0.0, n + 1)[:-1]}
+
+
+@hookimpl
+def check_run(spec, run):
+    s = run.sampling
+    problems = []
+    if (s.num_frames - 1) % 4:
+        k = max(round((s.num_frames - 1) / 4), 0)
+        problems.append(f"sampling.num_frames must be 4k+1 for HunyuanVideo (the VAE compresses time by 4), got "
+                        f"{s.num_frames}: use {4 * k + 1}")
+    for key in ("height", "width"):
+        v = getattr(s, key)
+        if v % 16:
+            problems.append(f"sampling.{key} must be a multiple of 16 for HunyuanVideo (VAE factor 8 x patch 2), "
+                            f"got {v}: use {max(16, v // 16 * 16)}")
+    if run.image is not None:
+        problems.append(f"{spec.id} is text-to-video: it takes no image (image:)")
+    if run.video is not None:
+        problems.append(f"{spec.id} takes no video input (video:)")
+    o = run.options
+    tpl = o.get("prompt_template")
+    if tpl is not None and tpl.count("{}") != 1:
+        problems.append("options.prompt_template must hold exactly one {} where the prompt goes")
+    if o.get("crop_start") is not None and int(o["crop_start"]) < 0:
+        problems.append(f"options.crop_start must be >= 0, got {o['crop_start']}")
+    if o.get("true_cfg_scale") is not None and float(o["true_cfg_scale"]) < 0:
+        problems.append(f"options.true_cfg_scale must be >= 0 (1 = off), got {o['true_cfg_scale']}")
+    if s.max_sequence_length < 1:
+        problems.append(f"sampling.max_sequence_length must be positive, got {s.max_sequence_length}: use 256")
+    return problems
+
+
+@hookimpl
+def build_text_encoder(spec, ckpt, run, mesh):
+    """Llama-3 (tensor-parallel over tp when tp > 1) and CLIP-L text, in the run's weight dtype for Llama."""
+    from . import text
+
+    return text.load(ckpt, dtype=_dtype(run), mesh=mesh)
+
+
+@hookimpl
+def encode_prompt(spec, encoder, prompts, run):
+    from . import text
+
+    o = run.options
+    template = o.get("prompt_template") or presets.T2V_TEMPLATE
+    crop = o.get("crop_start")
+    crop = presets.T2V_CROP_START if crop is None else int(crop)
+    return text.encode(encoder, prompts, template=template, crop_start=crop,
+                       max_length=int(run.sampling.max_sequence_length))
+
+
+@hookimpl
+def vae_latent_shape(spec, ckpt, run):
+    if not ckpt.has("vae"):
+        return None
+    from .autoencoder import latent_grid
+
+    s = run.sampling
+    return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width)
+
+
+@hookimpl
+def build_vae(spec, ckpt, run):
+    from .autoencoder import load_autoencoder
+
+    return load_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=run.image is not None)
+
+
+@hookimpl
+def builtin_checkpoint(spec, name):
+    folder = os.path.join(os.path.dirname(__file__), "assets", name)
+    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
+
+
+@hookimpl
+def check_checkpoint(spec, ckpt, run):
+    """The DiT config must be a HunyuanVideo 1.0 one and fit the VAE; read from config files only."""
+    try:
+        dit = _dit_config(ckpt)
+    except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
+        return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
+    problems: list[str] = []
+    if dit.image_condition_type is not None:
+        problems.append(f"transformer/config.json: image_condition_type={dit.image_condition_type!r} is an "
+                        f"image-to-video model; {spec.id} needs null")
+    if ckpt.has("vae"):
+        c = ckpt.config("vae").get("latent_channels", 16)
+        if dit.in_channels != c:
+            problems.append(f"transformer/config.json: in_channels={dit.in_channels} does not match latent_channels="
+                            f"{c} of vae/config.json")
+    return problems

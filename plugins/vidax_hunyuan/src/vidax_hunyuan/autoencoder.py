@@ -1,0 +1,60 @@
+"""The HunyuanVideo VAE as the generic pipeline sees it (:class:`vidax_core.model_api.VideoAutoencoder`).
+
+The DiT's latents are the VAE's raw latents times ``scaling_factor`` (the pipeline divides by it before
+``vae.decode``); frames come back as ``video / 2 + 0.5`` clipped to [0, 1], (B, T, H, W, 3), as the pipeline's
+video processor returns them. Encoding (I2V) is the posterior mean (``retrieve_latents(..., "argmax")``) times
+``scaling_factor``. Tiling follows diffusers (time tiles above 16 frames by default, see ``vae.tiling``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def latent_grid(config: Mapping[str, Any], num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+    """(latent frames, height, width) of a video from ``vae/config.json`` alone."""
+    t = int(config.get("temporal_compression_ratio", 4))
+    s = int(config.get("spatial_compression_ratio", 8))
+    return (num_frames - 1) // t + 1, height // s, width // s
+
+
+class HunyuanVideoAutoencoder:
+    def __init__(self, vae: Any, config: Mapping[str, Any]) -> None:
+        self.vae = vae
+        self.config = dict(config)
+        self.scaling_factor = float(vae.cfg.scaling_factor)
+
+    def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
+        return latent_grid(self.config, num_frames, height, width)
+
+    def decode_video(self, latents, on_chunk=None, **params):
+        """``params``: ``tiling`` (diffusers' ``enable_tiling`` knobs), ``devices``; others are ignored."""
+        import jax
+
+        from .vae import decode
+
+        z = np.asarray(latents, np.float32) / np.float32(self.scaling_factor)
+        video = decode(self.vae, z, tiling=params.get("tiling"), on_chunk=on_chunk,
+                       devices=params.get("devices") or jax.local_devices())
+        frames = np.clip(video / 2.0 + 0.5, 0.0, 1.0)
+        return np.ascontiguousarray(np.moveaxis(frames, 1, -1), dtype=np.float32)
+
+    def encode_video(self, frames, on_chunk=None, **params):
+        """Frames in [0, 1] (B, T, H, W, 3) -> the posterior mean times ``scaling_factor``."""
+        import jax
+
+        from .vae import encode
+
+        x = np.moveaxis(np.asarray(frames, np.float32), -1, 1) * 2.0 - 1.0
+        mean, _ = encode(self.vae, x, tiling=params.get("tiling"), on_chunk=on_chunk,
+                         devices=params.get("devices") or jax.local_devices())
+        return mean * np.float32(self.scaling_factor)
+
+
+def load_autoencoder(config: Mapping[str, Any], tensors: Mapping[str, Any], *, with_encoder: bool):
+    from .vae import HunyuanVAEConfig, load_vae
+
+    cfg = HunyuanVAEConfig.from_config(config)
+    return HunyuanVideoAutoencoder(load_vae(cfg, tensors, with_encoder=with_encoder), config)

@@ -1,0 +1,91 @@
+"""Tiny random HunyuanVideo 1.0 pipelines built with diffusers (the PyTorch reference), for parity tests.
+
+Every parameter, biases and norm gains included, is drawn from a seeded normal. The text side is a tiny Llama
+(4 layers, so ``hidden_states[-3]`` is a real layer's output) with the trained tiny tokenizer extended by Llama-3's
+header tokens and a BOS post-processor, and a tiny CLIP text model with its own BOS/EOS tokenizer; the VAE is a
+tiny ``AutoencoderKLHunyuanVideo``; the scheduler is flow Euler with shift 7 (the published scheduler config).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .tiny_tokenizer import make_tiny_t5_tokenizer
+from .tiny_wan import randomize_
+
+TINY_VAE = dict(latent_channels=4, block_out_channels=[8, 8, 16, 16], layers_per_block=1, norm_num_groups=4)
+TINY_LLAMA = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=4, num_attention_heads=2,
+                  num_key_value_heads=1, max_position_embeddings=1024, rope_theta=500000.0, rms_norm_eps=1e-5)
+TINY_CLIP = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 max_position_embeddings=77, projection_dim=16)
+TINY_DIT = dict(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16, num_layers=2,
+                num_single_layers=2, num_refiner_layers=2, mlp_ratio=2.0, patch_size=2, patch_size_t=1,
+                qk_norm="rms_norm", guidance_embeds=True, text_embed_dim=16, pooled_projection_dim=16,
+                rope_theta=256.0, rope_axes_dim=(4, 6, 6))
+LLAMA_SPECIALS = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+CLIP_SPECIALS = ["<|startoftext|>", "<|endoftext|>"]
+
+
+def _tokenizer(out: Path, specials: list[str], first: str, last: str | None, config: dict) -> Path:
+    from tokenizers import AddedToken, Tokenizer, processors
+
+    base = make_tiny_t5_tokenizer(out / "_base")
+    tok = Tokenizer.from_file(str(base / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    single = f"{first} $A" + (f" {last}" if last else "")
+    ids = [(s, tok.token_to_id(s)) for s in ([first] + ([last] if last else []))]
+    tok.post_processor = processors.TemplateProcessing(single=single, special_tokens=ids)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer.json").write_text(tok.to_str(), encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 4096, **config}), encoding="utf-8")
+    return out
+
+
+def make_tiny_llama_tokenizer(out_dir: str | os.PathLike, padding_side: str = "right") -> Path:
+    return _tokenizer(Path(out_dir), LLAMA_SPECIALS, "<|begin_of_text|>", None,
+                      {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<pad>",
+                       "padding_side": padding_side})
+
+
+def make_tiny_clip_tokenizer(out_dir: str | os.PathLike) -> Path:
+    return _tokenizer(Path(out_dir), CLIP_SPECIALS, "<|startoftext|>", "<|endoftext|>",
+                      {"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+                       "padding_side": "right"})
+
+
+def build_tiny_hunyuan_pipeline(seed: int = 0, dit: dict | None = None, padding_side: str = "right"):
+    """A random-weight fp32 ``HunyuanVideoPipeline`` (text-to-video)."""
+    import torch
+    from diffusers import (AutoencoderKLHunyuanVideo, FlowMatchEulerDiscreteScheduler, HunyuanVideoPipeline,
+                           HunyuanVideoTransformer3DModel)
+    from transformers import AutoTokenizer, CLIPTextConfig, CLIPTextModel, LlamaConfig, LlamaModel
+
+    tmp = Path(tempfile.mkdtemp(prefix="vidax-hunyuan-tok-"))
+    tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_llama_tokenizer(tmp / "llama", padding_side)))
+    tokenizer_2 = AutoTokenizer.from_pretrained(str(make_tiny_clip_tokenizer(tmp / "clip")))
+    torch.manual_seed(seed)
+    llama = LlamaModel(LlamaConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                   **TINY_LLAMA)).eval().float()
+    randomize_(llama, seed + 1, 0.3)
+    eos = tokenizer_2.convert_tokens_to_ids("<|endoftext|>")
+    clip = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer_2), eos_token_id=eos, bos_token_id=eos - 1,
+                                        pad_token_id=eos, **TINY_CLIP)).eval().float()
+    randomize_(clip, seed + 2, 0.3)
+    transformer = HunyuanVideoTransformer3DModel(**{**TINY_DIT, **(dit or {})}).eval().float()
+    randomize_(transformer, seed + 3, 0.15)
+    vae = AutoencoderKLHunyuanVideo(**TINY_VAE).eval().float()
+    randomize_(vae, seed + 4, 0.1)
+    return HunyuanVideoPipeline(text_encoder=llama, tokenizer=tokenizer, transformer=transformer, vae=vae,
+                                scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0), text_encoder_2=clip,
+                                tokenizer_2=tokenizer_2)
+
+
+def save_tiny_hunyuan(out_dir: str | os.PathLike, **kwargs) -> Path:
+    """Build and ``save_pretrained`` a tiny pipeline in diffusers layout (safetensors)."""
+    pipe = build_tiny_hunyuan_pipeline(**kwargs)
+    pipe.save_pretrained(str(out_dir), safe_serialization=True)
+    return Path(out_dir)
