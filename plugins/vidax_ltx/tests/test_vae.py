@@ -44,6 +44,7 @@ PLAIN_DECODER = dict(TINY, timestep_conditioning=False, upsample_residual=(False
 
 DECODE_T = 0.05
 TILES = tiles(64, 64, 32, 32)  # latent tiles of 2 x 2 at stride 1: every tile overlaps its neighbours
+ROW_TILES = tiles(64, 64, 64, 32)  # one row of 64 px tiles overlapping by 32 px (fewer tile shapes to compile)
 
 
 def _reference(config: dict, seed: int):
@@ -162,9 +163,10 @@ def test_encode_matches_reference(tiny):
 def test_encode_tiled_matches_reference(tiny):
     """One frame, as image-to-video encodes its conditioning image."""
     model, vae = tiny
-    x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 1, 96, 128)).astype(np.float32)
-    (m32, lv32), (m64, lv64) = _encode_ref(model, x, TILES)
-    mean, logvar = vae_lib.encode(vae, x, tiling=TILES)
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 1, 64, 128)).astype(np.float32)
+    (m32, lv32), (m64, lv64) = _encode_ref(model, x, ROW_TILES)
+    assert vae_lib.encode_plan(vae.cfg, x.shape[3:], ROW_TILES).num_tiles == 4
+    mean, logvar = vae_lib.encode(vae, x, tiling=ROW_TILES)
     check("encode tiled mean", mean, m32, m64)
     check("encode tiled logvar", logvar, lv32, lv64)
 
@@ -265,3 +267,58 @@ def test_missing_and_foreign_keys_are_reported(tiny):
     state["decoder.bogus.weight"] = np.zeros(3, np.float32)
     with pytest.raises(ConversionError, match="1 missing.*1 unexpected"):
         vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(dict(model.config)), state, with_encoder=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# spread over devices
+
+_SPREAD_SCRIPT = r"""
+import json, os, sys
+import numpy as np
+import jax
+jax.config.update("jax_default_matmul_precision", "highest")
+from vidax_core.io.safetensors import SafetensorsFile
+from vidax_ltx import vae as vae_lib
+folder, config = sys.argv[1], json.loads(sys.argv[2])
+vae = vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(config),
+                       SafetensorsFile(os.path.join(folder, "diffusion_pytorch_model.safetensors")), with_encoder=True)
+tiles = dict(tile_sample_min_height=64, tile_sample_min_width=64, tile_sample_stride_height=64,
+             tile_sample_stride_width=32)
+rng = np.random.default_rng(0)
+z = rng.standard_normal((2, 8, 1, 2, 3)).astype(np.float32)
+x = rng.uniform(-1, 1, (1, 3, 1, 64, 128)).astype(np.float32)
+t = np.array([0.05, 0.3], np.float32)
+devs = jax.devices()
+out = {"devices": len(devs)}
+for name, run in (("decode_tiled", lambda d: vae_lib.decode(vae, z[:1], timestep=0.05, tiling=tiles, devices=d)),
+                  ("decode_batch", lambda d: vae_lib.decode(vae, z, timestep=0.05, devices=d)),
+                  ("decode_per_entry_t", lambda d: vae_lib.decode(vae, z, timestep=t, devices=d)),
+                  ("encode_tiled", lambda d: vae_lib.encode(vae, x, tiling=tiles, devices=d)[0])):
+    if name == "decode_batch":  # spread, each entry is its own unit: one device entry by entry is the same
+        one = np.concatenate([vae_lib.decode(vae, z[i : i + 1], timestep=0.05, devices=devs[:1]) for i in range(2)])
+    else:
+        one = run(devs[:1])
+    out[name] = float(np.abs(one - run(devs)).max())
+print(json.dumps(out))
+"""
+
+
+def test_spread_over_devices_equals_one_device(tiny, tmp_path):
+    """Tiles and batch entries spread over 4 fake CPU devices (a subprocess: the device count is fixed at jax
+    import) give exactly the single-device result."""
+    import json
+    import subprocess
+    import sys
+
+    model, _ = tiny
+    model.save_pretrained(str(tmp_path))
+    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dict(model.config).items() if not k.startswith("_")}
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-c", _SPREAD_SCRIPT, str(tmp_path), json.dumps(config)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(out)
+    assert out.pop("devices") == 4
+    assert out == {"decode_tiled": 0.0, "decode_batch": 0.0, "decode_per_entry_t": 0.0, "encode_tiled": 0.0}
