@@ -1,0 +1,52 @@
+"""Write config-only folders of the published Cosmos-Predict2.5 2B and 14B checkpoints (diffusers layout, no
+weights), for ``vidax run --dry-run`` memory estimates (docs/models/cosmos.md). The DiT numbers are those of
+diffusers' conversion script, the text encoder Cosmos-Reason1-7B's (Qwen2.5-VL-7B), the VAE diffusers' Wan2.1
+defaults, the scheduler the conversion's UniPC. Needs the test extra:
+    python plugins/vidax_cosmos/scripts/published_config_folders.py OUT_DIR
+"""
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+
+
+def write(folder, name, data):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "w") as f:
+        json.dump(data, f, indent=1)
+
+
+def main(out):
+    import torch
+    from diffusers import AutoencoderKLWan, CosmosTransformer3DModel
+    from transformers import Qwen2_5_VLConfig
+
+    sys.path.insert(0, os.path.join(ROOT, "plugins", "vidax_cosmos", "tests"))
+    from test_full_size import DITS, QWEN_7B
+
+    from vidax_cosmos.original_format import SCHEDULER_CONFIG
+
+    for model_id, dit in DITS.items():
+        root = os.path.join(out, model_id)
+        write(root, "model_index.json", {"_class_name": "Cosmos2_5_PredictBasePipeline",
+                                         "scheduler": ["diffusers", "UniPCMultistepScheduler"],
+                                         "text_encoder": ["transformers", "Qwen2_5_VLForConditionalGeneration"],
+                                         "tokenizer": ["transformers", "Qwen2TokenizerFast"],
+                                         "transformer": ["diffusers", "CosmosTransformer3DModel"],
+                                         "vae": ["diffusers", "AutoencoderKLWan"]})
+        with torch.device("meta"):
+            cfg = dict(CosmosTransformer3DModel(**dit).config)
+            vae = dict(AutoencoderKLWan().config)
+        write(os.path.join(root, "transformer"), "config.json", {"_class_name": "CosmosTransformer3DModel", **cfg})
+        write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLWan", **vae})
+        te = Qwen2_5_VLConfig(text_config=QWEN_7B, vocab_size=QWEN_7B["vocab_size"]).to_dict()
+        write(os.path.join(root, "text_encoder"), "config.json", te)
+        write(os.path.join(root, "scheduler"), "scheduler_config.json", SCHEDULER_CONFIG)
+        print(f"wrote {root}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "out/cosmos_configs")
