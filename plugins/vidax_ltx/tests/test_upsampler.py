@@ -109,3 +109,28 @@ def test_bad_configs_are_refused():
         up.LTXUpsamplerConfig.from_config(dict(TINY, spatial_upsample=False))
     with pytest.raises(UserError, match="dims=3"):
         up.LTXUpsamplerConfig.from_config(dict(TINY, dims=2, temporal_upsample=True))
+
+
+@pytest.mark.parametrize("adain,tone", [(0.0, 0.0), (1.0, 0.0), (0.5, 0.6)])
+def test_upsample_pipeline_latents_match_reference(adain, tone, tmp_path):
+    """``LTXLatentUpsamplePipeline(latents=..., output_type="latent")`` with AdaIN and tone mapping on and off."""
+    from diffusers import LTXLatentUpsamplePipeline
+
+    from test_vae import TINY as TINY_VAE, _reference as random_vae
+
+    vae = random_vae(TINY_VAE, 3)
+    model = _reference(TINY, seed=4)
+    model.save_pretrained(str(tmp_path))
+    ours = up.load_upsampler(up.LTXUpsamplerConfig.from_config(dict(model.config)),
+                             SafetensorsFile(os.path.join(str(tmp_path), "diffusion_pytorch_model.safetensors")))
+    x = np.random.default_rng(5).standard_normal((1, 8, 2, 3, 4)).astype(np.float32)
+    refs = []
+    for dtype in (torch.float32, torch.float64):
+        pipe = LTXLatentUpsamplePipeline(vae=vae.to(dtype), latent_upsampler=model.to(dtype))
+        with torch.no_grad():
+            refs.append(pipe(latents=torch.from_numpy(x).to(dtype), adain_factor=adain, tone_map_compression_ratio=tone,
+                             output_type="latent").frames.numpy())
+    got = up.upsample_latents(ours, x, latents_mean=vae.latents_mean.double().numpy(),
+                              latents_std=vae.latents_std.double().numpy(), scaling_factor=vae.config.scaling_factor,
+                              adain_factor=adain, tone_map_compression_ratio=tone)
+    check(f"upsample pipeline adain={adain} tone={tone}", got, *refs)

@@ -170,3 +170,40 @@ def upsample(model: LTXUpsampler, latents: Any) -> np.ndarray:
     x = jnp.asarray(np.moveaxis(np.asarray(latents, np.float32), 1, -1), jnp.dtype(model.cfg.dtype))
     graphdef, state = nnx.split(model)
     return np.ascontiguousarray(np.moveaxis(np.asarray(_forward(graphdef, state, x), np.float32), -1, 1))
+
+
+def adain_filter(latents: np.ndarray, reference: np.ndarray, factor: float) -> np.ndarray:
+    """``LTXLatentUpsamplePipeline.adain_filter_latent``: per (entry, channel), give ``latents`` the mean and
+    unbiased std of ``reference`` (over frames, rows, columns), then ``lerp(latents, that, factor)``."""
+    x = np.asarray(latents, np.float64)
+    r = np.asarray(reference, np.float64)
+    axes = (2, 3, 4)
+    moved = (x - x.mean(axis=axes, keepdims=True)) / x.std(axis=axes, ddof=1, keepdims=True)
+    moved = moved * r.std(axis=axes, ddof=1, keepdims=True) + r.mean(axis=axes, keepdims=True)
+    return (x + factor * (moved - x)).astype(np.float32)
+
+
+def tone_map(latents: np.ndarray, compression: float) -> np.ndarray:
+    """``LTXLatentUpsamplePipeline.tone_map_latents``: ``x * (1 - 0.8 s sigmoid(4 s (|x| - 1)))``, ``s = 0.75 c``."""
+    x = np.asarray(latents, np.float64)
+    s = compression * 0.75
+    return (x * (1.0 - 0.8 * s / (1.0 + np.exp(-4.0 * s * (np.abs(x) - 1.0))))).astype(np.float32)
+
+
+def upsample_latents(model: LTXUpsampler, latents: Any, *, latents_mean: Any, latents_std: Any,
+                     scaling_factor: float = 1.0, adain_factor: float = 0.0,
+                     tone_map_compression_ratio: float = 0.0) -> np.ndarray:
+    """``LTXLatentUpsamplePipeline(latents=..., output_type="latent")``: normalised VAE latents (B, C, F, h, w)
+    (the layout the pipeline takes) -> normalised upsampled latents. Between the VAE statistics' de- and
+    re-normalisation: the upscaler, then optionally AdaIN towards the input (``adain_factor``) and tone mapping."""
+    shape = (1, -1, 1, 1, 1)
+    mean = np.asarray(latents_mean, np.float32).reshape(shape)
+    std = np.asarray(latents_std, np.float32).reshape(shape)
+    scale = np.float32(scaling_factor)
+    raw = np.asarray(latents, np.float32) * std / scale + mean
+    out = upsample(model, raw)
+    if adain_factor > 0.0:
+        out = adain_filter(out, raw, adain_factor)
+    if tone_map_compression_ratio > 0.0:
+        out = tone_map(out, tone_map_compression_ratio)
+    return ((out - mean) * scale / std).astype(np.float32)

@@ -43,7 +43,7 @@ from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.vae.causal_conv import CausalConv3d
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
 
-from .vae_convert import DECODER_IGNORE, STATS_KEYS, vae_rules
+from .vae_convert import DECODER_IGNORE, STATS_KEYS, original_vae_tensors, vae_rules
 
 #: diffusers ``AutoencoderKLLTXVideo`` tile defaults (sample pixels), used when tiling is switched on.
 LTX_TILING = TilingOptions(enabled=True, tile_sample_min_height=512, tile_sample_min_width=512,
@@ -418,8 +418,12 @@ class LTXVAE(nnx.Module):
 def load_vae(cfg: LTXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: bool, put=None) -> LTXVAE:
     """A diffusers ``AutoencoderKLLTXVideo`` state dict (key -> array or lazy loader) -> a live :class:`LTXVAE`.
 
-    Every key must be used (the encoder's are dropped when ``with_encoder`` is False); the ``latents_mean`` /
-    ``latents_std`` buffers go to ``cfg`` (zeros / ones when the checkpoint lacks them, diffusers' init)."""
+    An original single-file state dict (``vae.*`` keys; other keys, e.g. the DiT's, are left out) is renamed first
+    (:func:`vidax_ltx.vae_convert.original_vae_tensors`). Every VAE key must be used (the encoder's are dropped when
+    ``with_encoder`` is False); the ``latents_mean`` / ``latents_std`` buffers go to ``cfg`` (zeros / ones when the
+    checkpoint lacks them, diffusers' init)."""
+    if any(k.startswith("vae.") for k in tensors):
+        tensors = original_vae_tensors(tensors)
     graphdef, abstract, flat = abstract_model(lambda: LTXVAE(cfg, with_encoder=with_encoder))
     ignore = list(STATS_KEYS) + ([] if with_encoder else DECODER_IGNORE)
     values = convert(tensors, vae_rules(with_encoder), flat, component="vae", ignore=ignore)
