@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .tiny_tokenizer import make_tiny_t5_tokenizer, tokenizer_vocab_size
+from .tiny_tokenizer import _CORPUS, TINY_VOCAB_TARGET
 from .tiny_wan import randomize_
 
 LATENT_CHANNELS = 4
@@ -89,6 +89,41 @@ def random_cogvideox_vae(seed: int = 0, *, sharp_posterior: bool = True, **overr
     return vae
 
 
+def write_spiece_tokenizer(out_dir: str | os.PathLike) -> Path:
+    """A tiny T5 tokenizer folder in the CogVideoX hub layout: a trained SentencePiece ``spiece.model`` (no
+    ``tokenizer.json``), ``tokenizer_config.json`` naming T5Tokenizer (no sentinel ids) and the special tokens."""
+    import io
+    import json
+
+    import sentencepiece as spm
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_CORPUS * 4), model_writer=model, model_type="unigram", vocab_size=TINY_VOCAB_TARGET,
+        hard_vocab_limit=False, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=1.0, num_threads=1,
+        shuffle_input_sentence=False, minloglevel=2)
+    (out / "spiece.model").write_bytes(model.getvalue())
+    specials = {"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    (out / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "T5Tokenizer", "extra_ids": 0, "model_max_length": 226, **specials}, indent=2))
+    (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2))
+    return out
+
+
+def save_pipeline(pipe, out_dir: str | os.PathLike) -> Path:
+    """``save_pretrained`` (safetensors), then the tokenizer folder as the hub repos ship it (``spiece.model``
+    only, see :func:`write_spiece_tokenizer`): the tokenizer the pipeline holds was loaded from such a folder."""
+    import shutil
+
+    out = Path(out_dir)
+    pipe.save_pretrained(str(out), safe_serialization=True)
+    shutil.rmtree(out / "tokenizer")
+    write_spiece_tokenizer(out / "tokenizer")
+    return out
+
+
 def build_tiny_cogvideox_pipeline(variant: str = "2b", seed: int = 0, dit: dict | None = None,
                                   scaling_factor: float = 0.7):
     """A random-weight CogVideoXPipeline (T2V variants) or CogVideoXImageToVideoPipeline (``*-i2v``) in fp32 with
@@ -99,10 +134,10 @@ def build_tiny_cogvideox_pipeline(variant: str = "2b", seed: int = 0, dit: dict 
     from diffusers import CogVideoXDDIMScheduler, CogVideoXImageToVideoPipeline, CogVideoXPipeline
     from transformers import AutoTokenizer, T5Config, T5EncoderModel
 
-    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = write_spiece_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
-    text_encoder = T5EncoderModel(T5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_T5)).eval()
+    text_encoder = T5EncoderModel(T5Config(vocab_size=len(tokenizer), **TINY_T5)).eval()
     randomize_(text_encoder, seed + 1, 0.3)
     transformer = random_cogvideox_dit(variant, seed + 2, **(dit or {}))
     vae = random_cogvideox_vae(seed + 3, scaling_factor=scaling_factor,
@@ -113,7 +148,5 @@ def build_tiny_cogvideox_pipeline(variant: str = "2b", seed: int = 0, dit: dict 
 
 
 def save_tiny_cogvideox(out_dir: str | os.PathLike, **kwargs) -> Path:
-    """Build and ``save_pretrained`` a tiny pipeline in diffusers layout (safetensors)."""
-    pipe = build_tiny_cogvideox_pipeline(**kwargs)
-    pipe.save_pretrained(str(out_dir), safe_serialization=True)
-    return Path(out_dir)
+    """Build and save a tiny pipeline in the hub repos' diffusers layout (:func:`save_pipeline`)."""
+    return save_pipeline(build_tiny_cogvideox_pipeline(**kwargs), out_dir)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from vidax_testing.cli import vidax
-from vidax_testing.tiny_cogvideox import LATENT_CHANNELS, TEXT_LEN, build_tiny_cogvideox_pipeline
+from vidax_testing.tiny_cogvideox import LATENT_CHANNELS, TEXT_LEN, build_tiny_cogvideox_pipeline, save_pipeline
 
 pytestmark = pytest.mark.xdist_group("cogvideox_e2e")
 
@@ -74,7 +74,7 @@ def test_cli_matches_diffusers(tmp_path, case):
     torch.manual_seed(0)
     pipe = build_tiny_cogvideox_pipeline(variant, seed=3)
     ckpt = tmp_path / "ckpt"
-    pipe.save_pretrained(str(ckpt), safe_serialization=True)
+    save_pipeline(pipe, ckpt)  # the hub layout: tokenizer/spiece.model, no tokenizer.json
     shape = (1, latent_frames(variant), LATENT_CHANNELS, SIZE // 8, SIZE // 8)
     noise = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     np.save(tmp_path / "noise.npy", noise)

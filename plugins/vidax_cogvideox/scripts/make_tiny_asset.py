@@ -1,0 +1,24 @@
+"""Regenerate the tiny random-weight CogVideoX checkpoint that ships in vidax-cogvideox (``builtin:tiny-random``).
+
+Written by diffusers' own ``save_pretrained`` (a CogVideoXPipeline: T5 v1.1 text encoder with a tiny SentencePiece
+tokenizer, a 5B-like DiT with 3-D RoPE, a CogVideoX VAE, the hub's CogVideoX DDIM scheduler config), so it has
+exactly the files and key names of a real diffusers-layout CogVideoX checkpoint. Needs the test extra:
+    python plugins/vidax_cogvideox/scripts/make_tiny_asset.py
+"""
+
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(ROOT, "testing"))
+
+from vidax_testing.tiny_cogvideox import save_tiny_cogvideox  # noqa: E402
+
+DEST = os.path.join(ROOT, "plugins", "vidax_cogvideox", "src", "vidax_cogvideox", "assets", "tiny-random")
+
+if __name__ == "__main__":
+    shutil.rmtree(DEST, ignore_errors=True)
+    save_tiny_cogvideox(DEST, variant="5b", seed=0)
+    print(f"wrote {DEST}")
