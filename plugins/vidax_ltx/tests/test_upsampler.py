@@ -134,3 +134,31 @@ def test_upsample_pipeline_latents_match_reference(adain, tone, tmp_path):
                               latents_std=vae.latents_std.double().numpy(), scaling_factor=vae.config.scaling_factor,
                               adain_factor=adain, tone_map_compression_ratio=tone)
     check(f"upsample pipeline adain={adain} tone={tone}", got, *refs)
+
+
+def test_open_folder_and_original_file(tmp_path):
+    """The diffusers folder and the original single file (same tensor names, config in the safetensors metadata, or
+    none: the class defaults) load to the same parameters."""
+    import json
+
+    from safetensors.numpy import save_file
+
+    from vidax_core.nn.state import flat_state
+
+    model = _reference(TINY, seed=7)
+    folder = tmp_path / "latent_upsampler"
+    model.save_pretrained(str(folder))
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    single = str(tmp_path / "ltxv-spatial-upscaler-tiny.safetensors")
+    config = {"_class_name": "LatentUpsampler", **{k: v for k, v in dict(model.config).items() if not k.startswith("_")}}
+    save_file(state, single, metadata={"config": json.dumps(config)})
+    a, b = flat_state(up.open_upsampler(str(folder))), flat_state(up.open_upsampler(single))
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]))
+    bare = str(tmp_path / "no-metadata.safetensors")
+    save_file(state, bare)
+    from vidax_core.io.convert import ConversionError
+
+    with pytest.raises(ConversionError, match="mis-shaped"):  # no config: the published 512-wide model, not this one
+        up.open_upsampler(bare)

@@ -158,6 +158,36 @@ def load_upsampler(cfg: LTXUpsamplerConfig, tensors: Mapping[str, Any], *, put=N
     return materialize(graphdef, abstract, values, put=put)
 
 
+def open_upsampler(path: str, *, put=None) -> LTXUpsampler:
+    """Load the upscaler users download: a diffusers folder (``config.json`` + ``diffusion_pytorch_model.safetensors``,
+    e.g. ``latent_upsampler/``) or the original single file (``ltxv-spatial-upscaler-0.9.8.safetensors``: diffusers'
+    tensor names, its config as JSON under the ``config`` key of the safetensors metadata; without one, the class
+    defaults, which are the published configuration)."""
+    import json
+    import os
+
+    from vidax_core.io.checkpoint import read_json_file
+    from vidax_core.io.safetensors import SafetensorsFile
+
+    if os.path.isdir(path):
+        weights = os.path.join(path, "diffusion_pytorch_model.safetensors")
+        if not os.path.isfile(weights):
+            raise UserError(f"{path}: no diffusion_pytorch_model.safetensors; point at the latent upsampler folder or "
+                            "the ltxv-spatial-upscaler-*.safetensors file")
+        config = read_json_file(os.path.join(path, "config.json"))
+        tensors = SafetensorsFile(weights)
+    else:
+        tensors = SafetensorsFile(path)
+        text = tensors.metadata.get("config")
+        try:
+            config = json.loads(text) if text else {}
+        except ValueError:
+            raise UserError(f"{path}: the config in its metadata is not valid JSON; re-download the file") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path}: the latent upsampler config must be a JSON object")
+    return load_upsampler(LTXUpsamplerConfig.from_config(config), tensors, put=put)
+
+
 def _forward_impl(graphdef, state, x):
     return nnx.merge(graphdef, state)(x)
 
