@@ -1,0 +1,57 @@
+"""The core's family checks (vidax_core.testing.FamilyTests) on a tiny CogVideoX1.5-like model with 6 heads, which
+(like 2B's 30) split over tp=2 but not 4: TP 2, SP 2 and 3 over the joint sequence (video tokens split, text
+tokens replicated, Ulysses joint attention; RoPE tables and the padded front frame with them), TP 2 x SP 3,
+offload alone and with SP, the golden sharding table. A second, 5B-like model with 2B-style sin-cos positions and
+4 heads covers TP 4 / SP 4 and TP 2 x SP 2."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from vidax_core.testing.family import FamilyTests
+from vidax_testing.tiny_cogvideox import save_tiny_cogvideox
+
+pytestmark = pytest.mark.xdist_group("cogvideox_family")
+
+BASE = ("prompt=a small red fox runs in the snow", "negative_prompt=blurry", "sampling.num_steps=2",
+        "sampling.num_frames=9", "sampling.guidance_scale=6.0", "sampling.max_sequence_length=12")
+
+
+class TestCogVideoX15Family(FamilyTests):
+    model_id = "cogvideox1.5-5b"
+    # 48 x 32 px: 3 x 2 tokens per frame, 4 padded latent frames -> 2 token frames: 12 video tokens
+    overrides = (*BASE, "sampling.height=32", "sampling.width=48")
+    golden = os.path.join(os.path.dirname(__file__), "golden", "cogvideox15_tiny_sharding.json")
+    parallel_configs = {
+        "tp2": ("parallel.dp=1", "parallel.tp=2"),
+        "sp2": ("parallel.dp=1", "parallel.sp=2"),
+        "sp3": ("parallel.dp=1", "parallel.sp=3"),
+        "tp2sp3": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=3"),
+    }
+
+    @staticmethod
+    def make_checkpoint(folder):
+        save_tiny_cogvideox(folder, variant="1.5", seed=3, dit={"num_attention_heads": 6, "num_layers": 4})
+
+    def test_tp_shards_the_weights_and_sp_does_not(self, family_runs):
+        full = family_runs["single"]["peak_resident_weight_bytes"]
+        assert family_runs["tp2"]["peak_resident_weight_bytes"] < 0.7 * full
+        assert family_runs["sp2"]["peak_resident_weight_bytes"] == full
+
+
+class TestCogVideoX2BStyleFamily(FamilyTests):
+    model_id = "cogvideox-2b"
+    overrides = (*BASE, "sampling.height=32", "sampling.width=32")  # 3 frames x 2 x 2 = 12 video tokens
+    golden = os.path.join(os.path.dirname(__file__), "golden", "cogvideox2b_tiny_sharding.json")
+    parallel_configs = {
+        **FamilyTests.parallel_configs,
+        "tp4": ("parallel.dp=1", "parallel.tp=4"),
+        "sp4": ("parallel.dp=1", "parallel.sp=4"),
+    }
+    offload_configs = {"off2tp2": ("parallel.dp=1", "parallel.tp=2", "offload.enabled=true", "offload.chunk_size=2")}
+
+    @staticmethod
+    def make_checkpoint(folder):
+        save_tiny_cogvideox(folder, variant="2b", seed=4, dit={"num_attention_heads": 4, "num_layers": 4})
