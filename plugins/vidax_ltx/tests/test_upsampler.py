@@ -23,7 +23,7 @@ from vidax_core.nn.group_norm import GroupNorm  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_ltx import upsampler as up  # noqa: E402
 from vidax_testing.tiny_wan import randomize_  # noqa: E402
-from vidax_testing.vae_parity import check, errors  # noqa: E402
+from vidax_testing.vae_parity import check  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
 diffusers.utils.logging.set_verbosity_error()
