@@ -5,8 +5,8 @@ the training-only entries dropped (``accum_*`` counters, ``pos_embedder.*`` RoPE
 TransformerEngine ``_extra_state``). The architecture numbers come from the tensors' shapes plus the constants the
 release fixes (patch (1, 2, 2), RoPE scale (1, 3, 3), max size (128, 240, 240), no learnable positions).
 
-The original network is fed the 0..1000 timestep and multiplies it by its ``timestep_scale`` (0.001); the diffusers
-twin, and vidax, take the sigma in [0, 1] directly, so the weights load unchanged.
+The original network is fed the 0..1000 timestep and multiplies it by its ``timestep_scale`` (0.001 in the release's
+network configs); the diffusers twin, and vidax, take the sigma in [0, 1] directly, so the weights load unchanged.
 
 The folder: one DiT ``*.pt`` at its top level, next to the other components in diffusers layout (``vae/``,
 ``text_encoder/``, ``tokenizer/``; ``scheduler/`` defaults to the UniPC configuration the diffusers conversion
