@@ -131,3 +131,48 @@ def test_scale_shift_tables_stay_fp32():
     tables = {p: v for p, v in flat.items() if "scale_shift_table" in p}
     assert len(tables) == 2 and all(v.dtype == jnp.float32 for v in tables.values())
     assert flat[("proj_in", "kernel")].dtype == jnp.bfloat16
+
+
+class _ValuesOnly:
+    """A diffusers attention processor for the perturbed pass: the values go straight to ``to_out``."""
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, image_rotary_emb=None,
+                 **kwargs):
+        return attn.to_out[1](attn.to_out[0](attn.to_v(hidden_states)))
+
+
+def test_perturbed_pass_skips_the_flagged_self_attentions(reference, inputs):
+    """STG's perturbed pass vs the reference with the flagged blocks' self-attention replaced by its values; per
+    sample flags (sample 0 skips block 1, sample 1 skips nothing); chunked like offload (carry with layer index)."""
+    from flax import nnx
+
+    model_t, tensors = reference
+    latents, context, mask = inputs
+    t = np.array([700.0, 700.0], np.float32)
+    skip = np.array([[0.0, 1.0], [0.0, 0.0]], np.float32)
+    want_plain = _reference(model_t, latents, t, context, mask, torch.float64)
+    block = model_t.transformer_blocks[1].attn1
+    saved = block.processor
+    block.set_processor(_ValuesOnly())
+    try:
+        want_skip = _reference(model_t, latents, t, context, mask, torch.float64)
+    finally:
+        block.set_processor(saved)
+    model = load_dit(LTXDiTConfig.from_config(TINY_DIT_CONFIG), tensors)
+    coords = jnp.asarray(np.broadcast_to(video_coords(GRID, FPS), (2, latents.shape[1], 3)))
+    ctx = {"hidden": jnp.asarray(context), "mask": jnp.asarray(mask)}
+    fwd = jax.jit(lambda m, x, tt, c, r, s: m(x, tt, c, rope_coords=r, stg_skip=s, perturbed=True))
+    got = np.asarray(fwd(model, jnp.asarray(latents), jnp.asarray(t), ctx, coords, jnp.asarray(skip)), np.float64)
+    err0 = float(np.abs(got[0] - want_skip[0]).max())
+    err1 = float(np.abs(got[1] - want_plain[1]).max())
+    print(f"ltx dit perturbed pass: max_abs skip={err0:.3e} plain={err1:.3e}")
+    assert err0 <= 1e-5 and err1 <= 1e-5
+    assert np.abs(want_skip[0] - want_plain[0]).max() > 1e-2  # skipping matters
+
+    # block by block, as the offload executor drives it
+    carry, aux = model.pre(jnp.asarray(latents), jnp.asarray(t), ctx, coords, jnp.asarray(skip), True)
+    graphdef, state = nnx.split(model.blocks)
+    for i in range(TINY_DIT_CONFIG["num_layers"]):
+        carry = model.run_block_group("blocks", graphdef, jax.tree.map(lambda a: a[i:i + 1], state), carry, aux)
+    chunked = np.asarray(model.post(carry, aux), np.float64)
+    np.testing.assert_allclose(chunked, got, atol=1e-6)

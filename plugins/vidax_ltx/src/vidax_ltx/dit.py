@@ -117,8 +117,11 @@ class Attention(nnx.Module):
         self.norm_k = RMSNorm(dim, (HEADS,), eps=1e-5)
 
     def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: tuple[jax.Array, jax.Array] | None = None,
-                 kv_mask: jax.Array | None = None) -> jax.Array:
-        """Self-attention (``kv`` None, Ulysses over sp) or cross-attention to the replicated text ``kv``."""
+                 kv_mask: jax.Array | None = None, skip: jax.Array | None = None) -> jax.Array:
+        """Self-attention (``kv`` None, Ulysses over sp) or cross-attention to the replicated text ``kv``.
+
+        ``skip`` (B,) float, self-attention only: where 1, the attention is skipped and the values pass straight
+        to ``to_out`` (spatio-temporal guidance's perturbed pass, LTX's "attention values" strategy)."""
         is_self = kv is None
         kv = x if is_self else kv
         kv_names = (BATCH, SEQ if is_self else None, HEADS)
@@ -138,6 +141,8 @@ class Attention(nnx.Module):
             o = sequence_parallel.self_attention(q, k, v)
         else:
             o = sequence_parallel.cross_attention(q, k, v, kv_mask=kv_mask)
+        if skip is not None:
+            o = jnp.where(skip[:, None, None, None] > 0, v.astype(o.dtype), o)
         o = constrain(o.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
         return constrain(self.to_out(o), (BATCH, SEQ, EMBED))
 
@@ -166,15 +171,16 @@ class LTXBlock(nnx.Module):
         )
 
     def __call__(self, x: jax.Array, ctx: jax.Array, mod: jax.Array, rope: tuple[jax.Array, jax.Array],
-                 ctx_mask: jax.Array | None) -> jax.Array:
+                 ctx_mask: jax.Array | None, skip: jax.Array | None = None) -> jax.Array:
         """x (B, S, dim); ctx (B, L, dim) projected text; mod (B, 1, 6 dim) or per token (B, S, 6 dim);
-        rope cos/sin (B, S, H, hd/2); ctx_mask (B, L) bool or None."""
+        rope cos/sin (B, S, H, hd/2); ctx_mask (B, L) bool or None; skip (B,) float: skip the self-attention
+        (values pass through) where 1."""
         dt, rt = self.compute_dtype, x.dtype
         x = constrain(x, (BATCH, SEQ, EMBED))
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = split_modulation(
             mod, 6, self.scale_shift_table[...])
         h = modulate(rms_norm(x, eps=self.eps, out_dtype=jnp.float32), shift_msa, scale_msa).astype(dt)
-        x = (x.astype(jnp.float32) + gate(self.attn1(h, None, rope), gate_msa)).astype(rt)
+        x = (x.astype(jnp.float32) + gate(self.attn1(h, None, rope, skip=skip), gate_msa)).astype(rt)
         a = self.attn2(x.astype(dt), ctx, None, ctx_mask)
         x = (x.astype(jnp.float32) + a.astype(jnp.float32)).astype(rt)
         h = modulate(rms_norm(x, eps=self.eps, out_dtype=jnp.float32), shift_mlp, scale_mlp).astype(dt)
@@ -182,9 +188,18 @@ class LTXBlock(nnx.Module):
 
 
 def run_blocks(graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, ctx: jax.Array, mod: jax.Array,
-               rope: tuple[jax.Array, jax.Array], ctx_mask: jax.Array | None) -> jax.Array:
-    """Run any slice of the stacked blocks with ``lax.scan``."""
-    return scan_blocks(graphdef, state, x, ctx, mod, rope, ctx_mask)
+               rope: tuple[jax.Array, jax.Array], ctx_mask: jax.Array | None, skip: jax.Array | None = None
+               ) -> jax.Array:
+    """Run any slice of the stacked blocks with ``lax.scan``; ``skip`` (layers, B) float flags per block."""
+    if skip is None:
+        return scan_blocks(graphdef, state, x, ctx, mod, rope, ctx_mask)
+
+    def body(h, layer):
+        layer_state, flags = layer
+        return nnx.merge(graphdef, layer_state)(h, ctx, mod, rope, ctx_mask, flags), None
+
+    x, _ = jax.lax.scan(body, x, (state, skip))
+    return x
 
 
 class LTXDiT(nnx.Module):
@@ -195,6 +210,10 @@ class LTXDiT(nnx.Module):
     ``latents`` packed (B, S, in_channels); ``timestep`` (B,) or per token (B, S); ``context`` either a dict
     ``{"hidden": (B, L, caption_channels), "mask": (B, L) bool}`` (what ``encode_prompt`` returns) or a bare array
     (no mask); ``rope_coords`` (B, S, 3) fractional (frame, y, x) coordinates (:func:`video_coords`).
+
+    Spatio-temporal guidance: with ``perturbed=True`` (static) and ``stg_skip`` (B, num_layers) float, the blocks
+    flagged 1 skip their self-attention. The carry between block chunks is then ``(x, first layer index)`` so an
+    offloaded slice of the stack finds its own flags; other passes ignore ``stg_skip``.
     """
 
     block_groups = ("blocks",)
@@ -223,7 +242,8 @@ class LTXDiT(nnx.Module):
         names = (BATCH, SEQ, HEADS, None)
         return constrain(cos, names), constrain(sin, names)
 
-    def pre(self, latents: jax.Array, timestep: jax.Array, context: Any, rope_coords: jax.Array | None = None):
+    def pre(self, latents: jax.Array, timestep: jax.Array, context: Any, rope_coords: jax.Array | None = None,
+            stg_skip: jax.Array | None = None, perturbed: bool = False):
         cfg = self.cfg
         dt = cfg.dtype
         if rope_coords is None:
@@ -252,15 +272,26 @@ class LTXDiT(nnx.Module):
         aux = {"ctx": ctx, "mod": mod, "emb": emb, "rope": self.rope(rope_coords)}
         if mask is not None:
             aux["ctx_mask"] = mask.astype(bool)
+        if perturbed and stg_skip is not None:
+            aux["skip"] = jnp.asarray(stg_skip, jnp.float32).reshape(b, cfg.num_layers)
+            return (x, jnp.zeros((), jnp.int32)), aux
         return x, aux
 
     @staticmethod
     def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, aux: dict) -> jax.Array:
         if name != "blocks":
             raise KeyError(f"LTX-Video has no block group {name!r}")
+        if isinstance(x, tuple):  # perturbed pass: (hidden, index of this slice's first layer)
+            h, first = x
+            n = jax.tree.leaves(state)[0].shape[0]
+            flags = jax.lax.dynamic_slice_in_dim(aux["skip"], first, n, axis=1).T
+            h = run_blocks(graphdef, state, h, aux["ctx"], aux["mod"], aux["rope"], aux.get("ctx_mask"), flags)
+            return h, first + n
         return run_blocks(graphdef, state, x, aux["ctx"], aux["mod"], aux["rope"], aux.get("ctx_mask"))
 
     def post(self, x: jax.Array, aux: dict, latent_shape: Sequence[int] = ()) -> jax.Array:
+        if isinstance(x, tuple):
+            x = x[0]
         table = self.scale_shift_table[...].astype(jnp.float32)
         e = aux["emb"].astype(jnp.float32)
         shift, scale = table[0] + e, table[1] + e
@@ -268,8 +299,9 @@ class LTXDiT(nnx.Module):
         return constrain(self.proj_out(h).astype(jnp.float32), (BATCH, SEQ, None))
 
     def __call__(self, latents: jax.Array, timestep: jax.Array, context: Any,
-                 rope_coords: jax.Array | None = None) -> jax.Array:
-        x, aux = self.pre(latents, timestep, context, rope_coords)
+                 rope_coords: jax.Array | None = None, stg_skip: jax.Array | None = None,
+                 perturbed: bool = False) -> jax.Array:
+        x, aux = self.pre(latents, timestep, context, rope_coords, stg_skip, perturbed)
         graphdef, state = nnx.split(self.blocks)
         x = self.run_block_group("blocks", graphdef, state, x, aux)
         return self.post(x, aux)

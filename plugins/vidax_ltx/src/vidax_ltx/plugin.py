@@ -90,8 +90,19 @@ def convert_checkpoint(spec, component, tensors, abstract):
 
 @hookimpl
 def guidance(spec, ckpt, run):
+    """Classifier-free guidance with rescale (LTXPipeline); with ``options.guidance_timesteps`` the dev recipe's
+    per-step guidance + spatio-temporal guidance lists (:mod:`vidax_ltx.stg`)."""
     from vidax_core.guidance import ClassifierFree, NoGuidance
 
+    o = run.options
+    if o.get("guidance_timesteps") is not None:
+        from .stg import PerStepSTG
+
+        return PerStepSTG(tuple(float(v) for v in o["guidance_timesteps"]),
+                          tuple(float(v) for v in o["guidance_scales"]), tuple(float(v) for v in o["stg_scales"]),
+                          tuple(float(v) for v in o["guidance_rescales"]),
+                          tuple(tuple(int(b) for b in blocks) for blocks in o["stg_skip_blocks"]),
+                          _dit_config(ckpt).num_layers)
     g = float(run.sampling.guidance_scale)
     if g <= 1.0:
         return NoGuidance()
@@ -144,6 +155,17 @@ def check_run(spec, run):
         problems.append(f"options.decode_noise_scale must be in [0, 1], got {o['decode_noise_scale']}")
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:): use image: for image-to-video")
+    given = [k for k in presets.PER_STEP_KEYS if o.get(k) is not None]
+    if given and len(given) < len(presets.PER_STEP_KEYS):
+        missing = [k for k in presets.PER_STEP_KEYS if k not in given]
+        problems.append(f"per-step guidance needs all of options.{', options.'.join(presets.PER_STEP_KEYS)}: "
+                        f"set {', '.join('options.' + k for k in missing)}")
+    elif given:
+        n = {len(o[k]) for k in presets.PER_STEP_KEYS}
+        if len(n) != 1 or 0 in n:
+            problems.append("options.guidance_timesteps, guidance_scales, stg_scales, guidance_rescales and "
+                            f"stg_skip_blocks must be non-empty lists of one length, got lengths "
+                            f"{[len(o[k]) for k in presets.PER_STEP_KEYS]}")
     return problems
 
 
@@ -254,6 +276,11 @@ def check_checkpoint(spec, ckpt, run):
         dit = _dit_config(ckpt)
     except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
         return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
+    blocks = run.options.get("stg_skip_blocks") or []
+    bad = sorted({b for entry in blocks for b in entry if not 0 <= int(b) < dit.num_layers})
+    if bad:
+        problems.append(f"options.stg_skip_blocks names blocks {bad}, but transformer/config.json has num_layers="
+                        f"{dit.num_layers}: use indices 0..{dit.num_layers - 1}")
     if ckpt.has("vae"):
         vae = ckpt.config("vae")
         c = vae.get("latent_channels", 128)

@@ -24,7 +24,16 @@ OPTIONS = {
     "guidance_rescale": Option(0.0, float, "guidance rescale phi (diffusers guidance_rescale)"),
     "timesteps": Option(None, list[float] | None, "explicit model timesteps (0..1000) instead of num_steps "
                         "(diffusers timesteps; the distilled models' list)"),
+    # The dev recipe's per-step guidance with spatio-temporal guidance (no diffusers argument; vidax_ltx.stg).
+    "guidance_timesteps": Option(None, list[float] | None, "model timesteps (0..1000, decreasing) where the per-step "
+                                 "lists below change; setting it enables per-step guidance + STG"),
+    "guidance_scales": Option(None, list[float] | None, "classifier-free guidance scale per list entry"),
+    "stg_scales": Option(None, list[float] | None, "spatio-temporal guidance scale per list entry"),
+    "guidance_rescales": Option(None, list[float] | None, "guidance rescale phi per list entry"),
+    "stg_skip_blocks": Option(None, list[list[int]] | None, "blocks whose self-attention the perturbed pass skips, "
+                              "per list entry"),
 }
+PER_STEP_KEYS = ("guidance_timesteps", "guidance_scales", "stg_scales", "guidance_rescales", "stg_skip_blocks")
 
 
 def _preset(steps: int, guidance: float, timesteps: list[float] | None = None) -> dict:

@@ -1,0 +1,62 @@
+"""The LTX-Video dev recipe's per-step guidance: classifier-free guidance plus spatio-temporal guidance (STG) whose
+scales, rescale and skipped blocks change along the schedule (Lightricks' ``ltxv-13b-0.9.8-dev.yaml``:
+``guidance_timesteps``, ``guidance_scale``, ``stg_scale``, ``rescaling_scale``, ``skip_block_list``).
+
+diffusers has no such pipeline, so this is checked against a float64 restatement of the formula. Per step, with
+model timestep ``t``, the list entry used is the last ``i`` with ``guidance_timesteps[i] >= t`` (the first when
+none is): ``pred = u + g_i (c - u) + s_i (c - p)``, then guidance rescale with ``phi_i`` (std over all but the batch
+axis, unbiased), where ``c``, ``u``, ``p`` are the conditional, negative-prompt and perturbed passes; the perturbed
+pass is the conditional one with the self-attention of the blocks in ``skip_block_list[i]`` skipped (values pass
+through, LTX's "attention values" strategy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from vidax_core.guidance import NEGATIVE, PROMPT, Branch, Guidance, _lin, rescale
+
+
+def step_index(guidance_timesteps: Sequence[float], t: float) -> int:
+    """The list entry a step at model timestep ``t`` uses."""
+    idx = [i for i, g in enumerate(guidance_timesteps) if g >= t]
+    return idx[-1] if idx else 0
+
+
+@dataclass(frozen=True)
+class PerStepSTG(Guidance):
+    """Three passes (conditional, negative, perturbed) with per-step lists; ``num_layers`` sizes the skip masks."""
+
+    guidance_timesteps: tuple[float, ...]
+    guidance_scales: tuple[float, ...]
+    stg_scales: tuple[float, ...]
+    rescales: tuple[float, ...]
+    skip_blocks: tuple[tuple[int, ...], ...]
+    num_layers: int
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
+        return (Branch("cond"), Branch("uncond", NEGATIVE), Branch("perturbed", PROMPT, {"perturbed": True}))
+
+    def scales(self, timesteps):
+        idx = [step_index(self.guidance_timesteps, float(t)) for t in timesteps]
+        skip = np.zeros((len(idx), self.num_layers), np.float32)
+        for n, i in enumerate(idx):
+            skip[n, list(self.skip_blocks[i])] = 1.0
+        pick = lambda values: np.asarray([values[i] for i in idx], np.float32)
+        return {"g": pick(self.guidance_scales), "s": pick(self.stg_scales), "phi": pick(self.rescales), "skip": skip}
+
+    def model_inputs(self, scales, batch):
+        return {"stg_skip": jnp.broadcast_to(scales["skip"][None], (batch, self.num_layers))}
+
+    def combine(self, preds, scales):
+        g, s = scales["g"], scales["s"]
+        out = _lin(lambda c, u, p: u + g * (c - u) + s * (c - p), preds["cond"], preds["uncond"], preds["perturbed"])
+        return rescale(out, preds["cond"], scales["phi"])
+
+    def describe(self) -> str:
+        return "PerStepSTG"

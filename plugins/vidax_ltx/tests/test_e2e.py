@@ -1,0 +1,99 @@
+"""End to end: tiny diffusers LTX-Video pipelines and the real `vidax run` CLI, from the same initial latents.
+
+diffusers (PyTorch, fp32) is the reference: LTXPipeline for text-to-video (classifier-free guidance with guidance
+rescale), LTXImageToVideoPipeline for image-to-video (latents holding the conditioning frame's tokens, per-token
+timesteps, first frame fixed). vidax runs in a subprocess exactly as a user would, from the checkpoint the reference
+saved with `save_pretrained`, with the decoder conditioned on a non-zero decode timestep and decode noise 0 (the
+noise a non-zero scale mixes in is each engine's own draw).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vidax_testing.cli import vidax
+from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline
+
+pytestmark = pytest.mark.xdist_group("ltx_e2e")
+
+PROMPT = "a small red fox runs in the snow"
+NEGATIVE = "blurry, static, low quality"
+SIZE, FRAMES, STEPS, FPS = 64, 17, 3, 24
+DECODE_T = 0.05
+# case -> (pipeline kind, guidance scale, guidance rescale, model id)
+CASES = {
+    "t2v-cfg-rescale": ("t2v", 3.0, 0.7, "ltx-video-13b-0.9.8-dev"),
+    "t2v-no-guidance": ("t2v", 1.0, 0.0, "ltx-video-2b-0.9.8-distilled"),
+    "i2v-cfg": ("i2v", 3.0, 0.0, "ltx-video-13b-0.9.8-distilled"),
+}
+
+
+def write_image(path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
+    pixels[:20] = pixels[:20] // 2 + 100
+    Image.fromarray(pixels).save(path)
+
+
+def reference(pipe, kind, noise, guidance, rescale, image):
+    import torch
+    from PIL import Image
+
+    kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_frames=FRAMES,
+                  num_inference_steps=STEPS, guidance_scale=guidance, guidance_rescale=rescale, frame_rate=FPS,
+                  decode_timestep=DECODE_T, decode_noise_scale=0.0, max_sequence_length=16)
+    if kind == "i2v":
+        kwargs["image"] = Image.open(image).convert("RGB")
+    latents = pipe(latents=torch.from_numpy(noise), output_type="latent", **kwargs).frames
+    frames = pipe(latents=torch.from_numpy(noise), output_type="np", **kwargs).frames
+    return np.asarray(latents, np.float32), np.asarray(frames, np.float32)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_cli_matches_diffusers(tmp_path, case):
+    import torch
+
+    kind, guidance, rescale, model_id = CASES[case]
+    torch.manual_seed(0)
+    pipe = build_tiny_ltx_pipeline(kind, seed=3)
+    ckpt = tmp_path / "ckpt"
+    pipe.save_pretrained(str(ckpt), safe_serialization=True)
+    tokens = ((FRAMES - 1) // 8 + 1) * (SIZE // 32) ** 2
+    noise = np.random.default_rng(0).standard_normal((1, tokens, 8)).astype(np.float32)
+    np.save(tmp_path / "noise.npy", noise)
+    image = None
+    if kind == "i2v":
+        image = tmp_path / "input.png"
+        write_image(image)
+
+    ref_latents, ref_frames = reference(pipe, kind, noise, guidance, rescale, image)
+    args = [
+        "run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+        f"sampling.num_steps={STEPS}", f"sampling.height={SIZE}", f"sampling.width={SIZE}",
+        f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={guidance}", "sampling.max_sequence_length=16",
+        f"sampling.initial_noise={tmp_path / 'noise.npy'}", "sampling.scheduler=null", "options.timesteps=null",
+        f"options.frame_rate={FPS}", f"options.guidance_rescale={rescale}", f"options.decode_timestep={DECODE_T}",
+        "options.decode_noise_scale=0.0",
+        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
+        f"output.save_frames={tmp_path / 'frames.npy'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
+        "--quiet",
+    ]
+    if image is not None:
+        args.append(f"image={image}")
+    proc = vidax(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    latents = np.load(tmp_path / "lat.npy")
+    got_frames = np.load(tmp_path / "frames.npy")
+    rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
+    frel = float(np.linalg.norm(got_frames - ref_frames) / np.linalg.norm(ref_frames))
+    print(f"[{case}] latents rel {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; frames rel {frel:.3e} "
+          f"max abs {np.abs(got_frames - ref_frames).max():.3e}")
+    assert latents.shape == ref_latents.shape == noise.shape
+    assert got_frames.shape == ref_frames.shape == (1, FRAMES, SIZE, SIZE, 3)
+    assert rel <= 1e-4 and frel <= 1e-4
+    if kind == "i2v":  # the conditioning frame's tokens never move
+        first = (SIZE // 32) ** 2
+        np.testing.assert_array_equal(latents[:, :first], noise[:, :first])
