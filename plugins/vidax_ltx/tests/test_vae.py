@@ -186,6 +186,9 @@ def test_unsupported_layouts_are_refused():
         vae_lib.LTXVAE(vae_lib.LTXVAEConfig.from_config(dict(TINY, decoder_inject_noise=(True,) * 4)))
     with pytest.raises(UserError, match="LTXVideo095DownBlock3D"):
         vae_lib.LTXVAE(vae_lib.LTXVAEConfig.from_config(dict(TINY, down_block_types=("LTXVideoDownBlock3D",) * 4)))
+    with pytest.raises(UserError, match="changes width"):  # diffusers raises an IndexError on this config
+        vae_lib.LTXVAE(vae_lib.LTXVAEConfig.from_config(dict(PLAIN_DECODER, timestep_conditioning=True)),
+                       with_encoder=False)
 
 
 # ----------------------------------------------------------------------------------------------------------------
