@@ -48,3 +48,19 @@ def test_published_vae_original_names():
     shapes = _meta_shapes()
     renamed = original_vae_tensors(original_state_dict(_stand_ins(shapes), down_blocks=9))
     assert sorted(renamed) == sorted(shapes)
+
+
+def test_published_vae_traces_the_reference_resolution():
+    """The full-size decoder and encoder trace (shapes only, no weights) at the pipelines' 704x512, 161 frames:
+    21 x 16 x 22 latents <-> 161 x 512 x 704 pixels, one log-variance channel beside the 128 means."""
+    import jax
+    from flax import nnx
+
+    cfg = LTXVAEConfig.from_config(PUBLISHED_VAE_CONFIG)
+    graphdef, state, _ = abstract_model(lambda: LTXVAE(cfg, with_encoder=True))
+    z = jax.ShapeDtypeStruct((1, 21, 16, 22, 128), np.float32)
+    t = jax.ShapeDtypeStruct((1,), np.float32)
+    video = jax.eval_shape(lambda s, z, t: nnx.merge(graphdef, s).decoder(z, t), state, z, t)
+    assert video.shape == (1, 161, 512, 704, 3)
+    x = jax.ShapeDtypeStruct((1, 161, 512, 704, 3), np.float32)
+    assert jax.eval_shape(lambda s, x: nnx.merge(graphdef, s).encoder(x), state, x).shape == (1, 21, 16, 22, 129)
