@@ -162,3 +162,18 @@ def test_published_vae_config_is_diffusers_constructible():
     with torch.device("meta"):
         vae = AutoencoderKLLTXVideo(**{k: v for k, v in LTX098_VAE_CONFIG.items() if not k.startswith("_")})
     assert vae.spatial_compression_ratio == 32 and vae.temporal_compression_ratio == 8
+
+
+def test_run_from_the_original_file_equals_the_diffusers_twin(twin):
+    """`vidax run` from the original folder gives the diffusers folder's latents exactly."""
+    from vidax_core.testing.runs import run_many
+
+    diff, orig, _, _, _ = twin
+    base = ["model.id=ltx-video-13b-0.9.8-dev", "prompt=a red fox", "negative_prompt=blurry", "sampling.num_steps=2",
+            "sampling.height=64", "sampling.width=64", "sampling.num_frames=9", "sampling.max_sequence_length=16",
+            "parallel.dp=1"]
+    runs = run_many(base, {"diffusers": (f"model.checkpoint={diff}",), "original": (f"model.checkpoint={orig}",)},
+                    devices=1)
+    assert "error" not in runs["original"], runs["original"]
+    print(f"ltx original vs diffusers run: rel {runs['original']['rel']:.1e}")
+    assert runs["original"]["rel"] == 0.0

@@ -9,9 +9,7 @@ keys) and the VAE (``vae.*``), its configuration as JSON under the ``config`` ke
 * DiT keys: the prefix dropped, ``patchify_proj`` -> ``proj_in``, ``adaln_single`` -> ``time_embed``, ``q_norm`` /
   ``k_norm`` -> ``norm_q`` / ``norm_k`` (diffusers' single-file conversion); the config is read from the metadata
   (``qk_norm: rms_norm`` is diffusers' ``rms_norm_across_heads``; RoPE base sizes and theta are checked).
-* VAE keys: diffusers' renaming of the 0.9.5+ VAE (original ``up_blocks.N`` / ``down_blocks.N`` indices onto the
-  diffusers blocks and their up/down samplers, ``res_blocks`` -> ``resnets``, per-channel statistics ->
-  ``latents_mean`` / ``latents_std``, ``last_*`` decoder timestep parts). The config is the metadata's when it is a
+* VAE keys: the VAE module's renaming of the original ``vae.*`` keys onto diffusers' (:mod:`vidax_ltx.vae_convert`). The config is the metadata's when it is a
   diffusers ``AutoencoderKLLTXVideo`` config, else the published 0.9.8 VAE configuration (what diffusers'
   single-file loader uses for these files).
 """
@@ -21,6 +19,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from typing import Any
 
 from vidax_core.config.arch import SOURCE_KEY
@@ -29,34 +28,14 @@ from vidax_core.io.checkpoint import Checkpoint
 from vidax_core.io.renamed import RenamedTensors
 from vidax_core.io.safetensors import SafetensorsFile
 
+from .vae import PUBLISHED_VAE_CONFIG
+from .vae_convert import original_vae_key
+
 DIT_PREFIX = "model.diffusion_model."
 DIT_RENAMES = (("patchify_proj", "proj_in"), ("adaln_single", "time_embed"), ("q_norm", "norm_q"), ("k_norm", "norm_k"))
 
-# diffusers' 0.9.5+ VAE renaming, applied in this order with plain substring replacement (as diffusers does).
-_UP = [("up_blocks.0", "mid_block")] + [
-    (f"up_blocks.{i}", f"up_blocks.{(i - 1) // 2}.upsamplers.0" if i % 2 else f"up_blocks.{i // 2 - 1}")
-    for i in range(1, 9)] + [("up_blocks.9", "up_blocks.3")]
-_DOWN = [(f"down_blocks.{i}", f"down_blocks.{i // 2}.downsamplers.0" if i % 2 else f"down_blocks.{i // 2}")
-         for i in range(8)] + [("down_blocks.8", "mid_block"), ("down_blocks.9", "mid_block")]
-VAE_RENAMES = (("vae.", ""), *_UP, *_DOWN, ("conv_shortcut", "conv_shortcut.conv"), ("res_blocks", "resnets"),
-               ("norm3.norm", "norm3"), ("per_channel_statistics.mean-of-means", "latents_mean"),
-               ("per_channel_statistics.std-of-means", "latents_std"), ("last_time_embedder", "time_embedder"),
-               ("last_scale_shift_table", "scale_shift_table"))
-VAE_DROPPED = ("per_channel_statistics.channel", "per_channel_statistics.mean-of-stds")
-
-# diffusers' AutoencoderKLLTXVideo configuration of the 0.9.7 / 0.9.8 VAE.
-LTX098_VAE_CONFIG: dict[str, Any] = {
-    "_class_name": "AutoencoderKLLTXVideo", "in_channels": 3, "out_channels": 3, "latent_channels": 128,
-    "block_out_channels": [128, 256, 512, 1024, 2048], "decoder_block_out_channels": [256, 512, 1024],
-    "layers_per_block": [4, 6, 6, 2, 2], "decoder_layers_per_block": [5, 5, 5, 5],
-    "spatio_temporal_scaling": [True, True, True, True], "decoder_spatio_temporal_scaling": [True, True, True],
-    "decoder_inject_noise": [False, False, False, False],
-    "down_block_types": ["LTXVideo095DownBlock3D"] * 4,
-    "downsample_type": ["spatial", "temporal", "spatiotemporal", "spatiotemporal"],
-    "upsample_residual": [True, True, True], "upsample_factor": [2, 2, 2], "timestep_conditioning": True,
-    "patch_size": 4, "patch_size_t": 1, "resnet_norm_eps": 1e-6, "scaling_factor": 1.0, "encoder_causal": True,
-    "decoder_causal": False, "spatial_compression_ratio": 32, "temporal_compression_ratio": 8,
-}
+# What diffusers' single-file loader uses for these files' VAE (the VAE module's published 0.9.5+ configuration).
+LTX098_VAE_CONFIG: dict[str, Any] = {"_class_name": "AutoencoderKLLTXVideo", **PUBLISHED_VAE_CONFIG}
 # The flow-match Euler configuration of diffusers' LTX-Video repositories (resolution-dependent shift, terminal 0.1).
 LTX_SCHEDULER_CONFIG: dict[str, Any] = {
     "_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 1.0,
@@ -74,14 +53,6 @@ def dit_key(key: str) -> str | None:
     if key.startswith(DIT_PREFIX):
         key = key[len(DIT_PREFIX):]
     for old, new in DIT_RENAMES:
-        key = key.replace(old, new)
-    return key
-
-
-def vae_key(key: str) -> str | None:
-    if not key.startswith("vae.") or any(d in key for d in VAE_DROPPED):
-        return None
-    for old, new in VAE_RENAMES:
         key = key.replace(old, new)
     return key
 
@@ -176,7 +147,9 @@ class LTXOriginalCheckpoint(Checkpoint):
         if component == "transformer":
             return RenamedTensors(self.file, dit_key)
         if component == "vae":
-            return RenamedTensors(self.file, vae_key)
+            downs = {int(m.group(1)) for k in self.file if (m := re.match(r"vae\.encoder\.down_blocks\.(\d+)\.", k))}
+            n = max(downs) + 1 if downs else 9
+            return RenamedTensors(self.file, lambda k: original_vae_key(k, encoder_blocks=n))
         return super().read_tensors(component)
 
 
