@@ -48,7 +48,7 @@ def _double_rules() -> list[KeyRule]:
 
 
 def _single_rules() -> list[KeyRule]:
-    rules = [*_lin(_S + r"norm\.linear", "single_blocks/norm", 1), *_lin(_S + "proj_mlp", "single_blocks/proj_mlp", 1),
+    rules = [*_lin(_S + r"norm\.linear", "single_blocks/norm/linear", 1), *_lin(_S + "proj_mlp", "single_blocks/proj_mlp", 1),
              *_lin(_S + r"proj_out_attn", "single_blocks/out_attn", 1, bias=False),
              *_lin(_S + r"proj_out_mlp", "single_blocks/out_mlp", 1)]
     for p in ("q", "k", "v"):

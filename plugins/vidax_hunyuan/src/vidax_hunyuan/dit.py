@@ -38,7 +38,7 @@ from vidax_core.attention import attention
 from vidax_core.attention import ulysses
 from vidax_core.config.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
-from vidax_core.nn.adaln import AdaLayerNormContinuous, AdaLayerNormZero, gate, modulate
+from vidax_core.nn.adaln import AdaLayerNormContinuous, gate, modulate
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import LayerNorm, RMSNorm, layer_norm
 from vidax_core.nn.patchify import patchify, unpatchify
@@ -46,6 +46,7 @@ from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
 EMBED, HEADS, MLP = "embed", "heads", "mlp"
+MOD = "mod"  # the blocks' modulation outputs (n * dim wide; a quarter of the 13B model's weights): split over tp
 BATCH, SEQ = "batch", "seq"
 EPS = 1e-6
 
@@ -185,6 +186,18 @@ class TokenRefiner(nnx.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
+class Modulation(nnx.Module):
+    """``linear(silu(emb))`` split into ``n`` float32 (B, dim) chunks (diffusers ``AdaLayerNormZero`` /
+    ``AdaLayerNormZeroSingle`` ``.linear``); the output width is tensor-parallel (``mod``)."""
+
+    def __init__(self, dim: int, n: int, *, dtype: Any, rngs: nnx.Rngs):
+        self.n = n
+        self.linear = Linear(dim, n * dim, (None, MOD), dtype=dtype, rngs=rngs, fp32_out=True)
+
+    def __call__(self, emb: jax.Array) -> list[jax.Array]:
+        return jnp.split(self.linear(jax.nn.silu(emb.astype(jnp.float32))), self.n, axis=-1)
+
+
 class QKV(nnx.Module):
     """q/k/v projections and per-head RMS norms of q and k for one stream."""
 
@@ -236,8 +249,8 @@ class DoubleBlock(nnx.Module):
     def __init__(self, cfg: HunyuanDiTConfig, *, rngs: nnx.Rngs):
         dim, dt = cfg.dim, cfg.dtype
         self.dtype = dt
-        self.norm1 = AdaLayerNormZero(dim, dtype=dt, rngs=rngs)
-        self.norm1_context = AdaLayerNormZero(dim, dtype=dt, rngs=rngs)
+        self.norm1 = Modulation(dim, 6, dtype=dt, rngs=rngs)
+        self.norm1_context = Modulation(dim, 6, dtype=dt, rngs=rngs)
         self.img = QKV(cfg, rngs=rngs)
         self.txt = QKV(cfg, rngs=rngs)
         self.img_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs)
@@ -250,17 +263,16 @@ class DoubleBlock(nnx.Module):
         dt = self.dtype
         vid = constrain(vid, (BATCH, SEQ, EMBED))
         temb, first = aux["temb"], aux.get("first")
-        silu = jax.nn.silu(temb.astype(jnp.float32))
-        mods = jnp.split(self.norm1.linear(silu), 6, axis=-1)
+        mods = self.norm1(temb)
         if first is not None:
-            tr = jnp.split(self.norm1.linear(jax.nn.silu(aux["tr_emb"].astype(jnp.float32))), 6, axis=-1)
-            mods = [_select(first, t, m) for t, m in zip(tr, mods)]
+            mods = [_select(first, t, m) for t, m in zip(self.norm1(aux["tr_emb"]), mods)]
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mods
+        c_shift_msa, c_scale_msa, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp = self.norm1_context(temb)
         h_vid = modulate(layer_norm(vid, EPS), shift_msa, scale_msa).astype(dt)
-        h_txt, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp = self.norm1_context(txt.astype(dt), temb)
+        h_txt = modulate(layer_norm(txt, EPS), c_shift_msa, c_scale_msa).astype(dt)
 
         vq = self.img(h_vid, SEQ, aux["rope"])
-        tq = self.txt(h_txt.astype(dt), None)
+        tq = self.txt(h_txt, None)
         o_txt, o_vid = ulysses.joint_attention(tq, vq, txt_mask=aux["txt_mask"])
         a_vid = constrain(self.img_out(o_vid.reshape(*vid.shape[:2], -1)), (BATCH, SEQ, EMBED))
         a_txt = constrain(self.txt_out(o_txt.reshape(*txt.shape[:2], -1)), (BATCH, None, EMBED))
@@ -282,7 +294,7 @@ class SingleBlock(nnx.Module):
     def __init__(self, cfg: HunyuanDiTConfig, *, rngs: nnx.Rngs):
         dim, dt = cfg.dim, cfg.dtype
         self.dtype = dt
-        self.norm = Linear(dim, 3 * dim, (None, EMBED), dtype=dt, rngs=rngs, fp32_out=True)
+        self.norm = Modulation(dim, 3, dtype=dt, rngs=rngs)
         self.qkv = QKV(cfg, rngs=rngs)
         self.proj_mlp = Linear(dim, cfg.mlp_dim, (EMBED, MLP), dtype=dt, rngs=rngs)
         self.out_attn = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs, bias=False, fp32_out=True)
@@ -293,11 +305,10 @@ class SingleBlock(nnx.Module):
         dt = self.dtype
         vid = constrain(vid, (BATCH, SEQ, EMBED))
         temb, first = aux["temb"], aux.get("first")
-        shift, scale, g = jnp.split(self.norm(jax.nn.silu(temb.astype(jnp.float32))), 3, axis=-1)
+        shift, scale, g = self.norm(temb)
         v_shift, v_scale, v_gate = shift, scale, g
         if first is not None:
-            tr = jnp.split(self.norm(jax.nn.silu(aux["tr_emb"].astype(jnp.float32))), 3, axis=-1)
-            v_shift, v_scale, v_gate = (_select(first, t, m) for t, m in zip(tr, (shift, scale, g)))
+            v_shift, v_scale, v_gate = (_select(first, t, m) for t, m in zip(self.norm(aux["tr_emb"]), (shift, scale, g)))
         h_vid = modulate(layer_norm(vid, EPS), v_shift, v_scale).astype(dt)
         h_txt = modulate(layer_norm(txt, EPS), shift, scale).astype(dt)
         o_txt, o_vid = ulysses.joint_attention(self.qkv(h_txt, None), self.qkv(h_vid, SEQ, aux["rope"]),

@@ -55,9 +55,9 @@ def build_dit(spec, ckpt, run):
                     block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers})
 
 
-# Megatron TP over heads / MLP width; batch over dp; video tokens over sp.
-HUNYUAN_SHARD_RULES = (("embed", None), ("heads", "tp"), ("mlp", "tp"), ("layers", None), ("batch", "dp"),
-                       ("seq", "sp"))
+# Megatron TP over heads / MLP width / the blocks' modulation outputs; batch over dp; video tokens over sp.
+HUNYUAN_SHARD_RULES = (("embed", None), ("heads", "tp"), ("mlp", "tp"), ("mod", "tp"), ("layers", None),
+                       ("batch", "dp"), ("seq", "sp"))
 
 
 @hookimpl

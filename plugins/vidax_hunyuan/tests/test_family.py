@@ -1,0 +1,38 @@
+"""The core's family checks (vidax_core.testing.FamilyTests) on a tiny HunyuanVideo (4 heads, 2 + 2 blocks) with a
+padded prompt and real CFG (two text masks of different lengths): TP 2, SP 2 (video tokens split over sp, the
+masked joint attention through Ulysses), TP x SP, offload of the two stacks (double then single) alone, with SP
+and with TP, the golden sharding table."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from vidax_core.testing.family import FamilyTests
+from vidax_testing.tiny_hunyuan import save_tiny_hunyuan
+
+pytestmark = pytest.mark.xdist_group("hunyuan_family")
+
+
+class TestHunyuanFamily(FamilyTests):
+    model_id = "hunyuanvideo-t2v-13b"
+    overrides = ("prompt=a small red fox runs in the snow", "negative_prompt=blurry", "sampling.num_steps=2",
+                 "sampling.height=64", "sampling.width=64", "sampling.num_frames=9", "sampling.guidance_scale=6.0",
+                 "options.true_cfg_scale=3.0", "options.prompt_template='<|start_header_id|>user {}<|eot_id|>'",
+                 "options.crop_start=2", "sampling.max_sequence_length=24")
+    golden = os.path.join(os.path.dirname(__file__), "golden", "hunyuan_tiny_sharding.json")
+    offload_configs = {
+        **FamilyTests.offload_configs,
+        "off1tp2": ("parallel.dp=1", "parallel.tp=2", "offload.enabled=true", "offload.chunk_size=1"),
+    }
+
+    @staticmethod
+    def make_checkpoint(folder):
+        save_tiny_hunyuan(folder, seed=3, dit={"num_attention_heads": 4, "attention_head_dim": 8,
+                                               "rope_axes_dim": (2, 2, 4)})
+
+    def test_tp_shards_the_weights_and_sp_does_not(self, family_runs):
+        full = family_runs["single"]["peak_resident_weight_bytes"]
+        assert family_runs["tp2"]["peak_resident_weight_bytes"] < 0.7 * full
+        assert family_runs["sp2"]["peak_resident_weight_bytes"] == full
