@@ -105,3 +105,23 @@ def test_conversion_reports_every_problem(reference):
         load_dit(CosmosDiTConfig.from_config(TINY_DIT), broken)
     msg = str(e.value)
     assert "patch_embed" in msg and "to_q" in msg and "extra.weight" in msg
+
+
+def test_bf16_weights_keep_fp32_norms_and_stay_close(reference, inputs):
+    """The bf16 policy: matmul weights bf16, norm gains fp32; the output stays within bf16 rounding of fp32."""
+    from flax import nnx
+
+    from vidax_core.nn.state import abstract_model
+    from vidax_cosmos.dit import CosmosDiT
+
+    cfg = CosmosDiTConfig.from_config({**TINY_DIT, "dtype": jnp.bfloat16})
+    _, _, flat = abstract_model(lambda: CosmosDiT(cfg, rngs=nnx.Rngs(0)))
+    assert flat[("patch_embed", "kernel")].dtype == jnp.bfloat16
+    assert flat[("time_norm", "scale")].dtype == jnp.float32
+    assert flat[("blocks", "attn1", "norm_q", "scale")].dtype == jnp.float32
+    _, tensors = reference
+    full = _vidax(tensors, *inputs)
+    half = _vidax(tensors, *inputs, cfg=cfg)
+    rel = float(np.linalg.norm(half - full) / np.linalg.norm(full))
+    print(f"cosmos dit bf16 vs fp32: rel {rel:.2e}")
+    assert np.isfinite(half).all() and rel < 3e-2

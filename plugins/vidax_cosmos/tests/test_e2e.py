@@ -19,7 +19,7 @@ pytestmark = pytest.mark.xdist_group("cosmos_e2e")
 PROMPT = "a red car drives through the city streets at night"
 NEGATIVE = "blurry, static, low quality"
 H, W, FRAMES, STEPS, GUIDANCE, TEXT = 32, 48, 9, 3, 3.0, 128
-CASES = ("t2w", "i2w", "v2w")
+CASES = ("t2w", "i2w", "v2w", "i2w-noguidance-cft-off")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def write_inputs(folder):
     return folder / "input.png", folder / "input.mp4"
 
 
-def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE):
+def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE, **extra):
     import torch
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
     from PIL import Image
@@ -55,8 +55,8 @@ def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE):
     stub_torchvision()
     pipe = Cosmos2_5_PredictBasePipeline.from_pretrained(str(ckpt_dir), safety_checker=NoGuardrail())
     kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W, num_frames=FRAMES,
-                  num_inference_steps=STEPS, guidance_scale=guidance, max_sequence_length=TEXT)
-    if case == "i2w":
+                  num_inference_steps=STEPS, guidance_scale=guidance, max_sequence_length=TEXT, **extra)
+    if case.startswith("i2w"):
         kwargs["image"] = Image.open(image).convert("RGB")
     if case == "v2w":
         frames = np.round(read_video(str(clip)) * 255).astype(np.uint8)
@@ -80,7 +80,7 @@ def run_vidax(tmp_path, ckpt_dir, case, image, clip, model_id="cosmos-predict2.5
         f"output.save_latents={tmp_path / 'lat.npy'}", f"output.save_frames={tmp_path / 'frames.npy'}",
         f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}", "--quiet", *extra,
     ]
-    if case == "i2w":
+    if case.startswith("i2w"):
         args.append(f"image={image}")
     if case == "v2w":
         args.append(f"video={clip}")
@@ -94,8 +94,13 @@ def test_cli_matches_diffusers(tmp_path, ckpt, case):
     image, clip = write_inputs(tmp_path)
     noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
     np.save(tmp_path / "noise.npy", noise)
-    ref_latents, ref_frames = reference(ckpt, case, noise, image, clip)
-    latents, frames = run_vidax(tmp_path, ckpt, case, image, clip)
+    if case == "i2w-noguidance-cft-off":  # one pass; the conditioning frame gets the current sigma too
+        ref_latents, ref_frames = reference(ckpt, case, noise, image, clip, guidance=1.0, conditional_frame_timestep=-1.0)
+        latents, frames = run_vidax(tmp_path, ckpt, case, image, clip, extra=(
+            "sampling.guidance_scale=1.0", "options.conditional_frame_timestep=-1.0"))
+    else:
+        ref_latents, ref_frames = reference(ckpt, case, noise, image, clip)
+        latents, frames = run_vidax(tmp_path, ckpt, case, image, clip)
     rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
     frel = float(np.linalg.norm(frames - ref_frames) / np.linalg.norm(ref_frames))
     print(f"[{case}] latents rel {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; frames rel {frel:.3e} "
