@@ -25,8 +25,9 @@ VARIANTS = {
     "5b": dict(use_rotary_positional_embeddings=True),
     "5b-i2v": dict(use_rotary_positional_embeddings=True, use_learned_positional_embeddings=True,
                    in_channels=2 * LATENT_CHANNELS, sample_width=4, sample_height=4),
-    "1.5": dict(use_rotary_positional_embeddings=True, patch_size_t=2, sample_width=12, sample_height=12),
-    "1.5-i2v": dict(use_rotary_positional_embeddings=True, patch_size_t=2, ofs_embed_dim=24,
+    "1.5": dict(use_rotary_positional_embeddings=True, patch_size_t=2, patch_bias=False, sample_width=12,
+                sample_height=12),
+    "1.5-i2v": dict(use_rotary_positional_embeddings=True, patch_size_t=2, patch_bias=False, ofs_embed_dim=24,
                     in_channels=2 * LATENT_CHANNELS, sample_width=12, sample_height=12),
 }
 TINY_T5 = dict(d_model=16, d_kv=8, d_ff=24, num_layers=2, num_heads=2, relative_attention_num_buckets=8,

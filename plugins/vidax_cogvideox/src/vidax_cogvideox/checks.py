@@ -1,5 +1,6 @@
 """Checkpoint-dependent run checks (hook ``check_checkpoint``): config files only, before any weight loads.
 
+* an original SAT folder is refused with one line naming the diffusers repo;
 * the denoiser must fit the task: image-to-video DiTs take the noise and the image latents (in = 2 x out),
   text-to-video DiTs the noise alone; its output channels must be the VAE's latent channels;
 * 5B-I2V's learned position table fixes the size (its ``sample_height`` x ``sample_width`` latents: 720x480 for
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from vidax_core.config.arch import SOURCE_KEY
@@ -23,6 +25,11 @@ def checkpoint_problems(spec: Any, ckpt: Any, run: Any) -> list[str]:
 
     from .dit import CogVideoXDiTConfig
 
+    from .original_format import is_sat_folder, sat_message
+
+    root = getattr(ckpt, "root", None)
+    if root and not os.path.isfile(os.path.join(root, "transformer", "config.json")) and is_sat_folder(root):
+        return [sat_message(spec, root)]
     raw = ckpt.config("transformer")
     where = str(raw.get(SOURCE_KEY) or "transformer/config.json")
     try:

@@ -220,8 +220,9 @@ class CogVideoXDiT(nnx.Module):
         self.cfg = cfg
         dim, dt = cfg.dim, cfg.dtype
         pt, ph, pw = cfg.patch
+        # patch_bias applies to 1.0's conv only: the reference's 1.5 Linear always has a bias
         self.patch_proj = Linear(cfg.in_channels * pt * ph * pw, dim, (None, EMBED), dtype=dt, rngs=rngs,
-                                 bias=cfg.patch_bias)
+                                 bias=cfg.patch_bias or cfg.patch_size_t is not None)
         self.text_proj = Linear(cfg.text_embed_dim, dim, (None, EMBED), dtype=dt, rngs=rngs)
         self.pos_embedding = (param(jnp.zeros((1, cfg.learned_tokens(), dim), jnp.float32), (None, None, EMBED))
                               if cfg.use_learned_positional_embeddings else None)

@@ -94,6 +94,18 @@ def convert_checkpoint(spec, component, tensors, abstract):
     return convert(tensors, DIT_RULES, abstract, component="CogVideoX DiT (transformer)")
 
 
+@hookimpl
+def scheduler(spec, ckpt, run):
+    """``options.scheduler_class``: the checkpoint's scheduler config read as that class (the official 5B demo's
+    ``CogVideoXDPMScheduler.from_config(pipe.scheduler.config)``); None = the checkpoint's own class."""
+    cls = run.options.get("scheduler_class")
+    if not cls:
+        return None
+    from vidax_core.schedulers.base import sampler_from_scheduler_config
+
+    return sampler_from_scheduler_config({**ckpt.config("scheduler"), "_class_name": cls})
+
+
 def dynamic_scale(guidance_scale: float, num_steps: int):
     """The pipelines' ``use_dynamic_cfg`` scale as a function of the model timestep t (their formula verbatim:
     ``1 + g * (1 - cos(pi * ((N - t) / N) ** 5)) / 2``)."""

@@ -4,16 +4,22 @@
 1.5 (5B, 5B-I2V): 1360x768 given explicitly (the 1.5 config's sample size would mean 2400x2400), 81 frames
 (16N+1) for text-to-video and the I2V pipeline's default 49 for image-to-video, 16 fps. All: 50 steps,
 guidance 6, 226 T5 tokens, the checkpoint's own scheduler (CogVideoX DDIM on the hub repos), no dynamic guidance
-(the pipelines' default; the official 5B demo turns it on with the DPM sampler: ``options.use_dynamic_cfg``).
+(the pipelines' default; the official 5B demo turns it on with the DPM sampler: ``options.use_dynamic_cfg`` and
+``options.scheduler_class: CogVideoXDPMScheduler``).
 """
 
 from __future__ import annotations
 
 from vidax_core.registry import Option
 
+SCHEDULER_CLASSES = ("CogVideoXDDIMScheduler", "CogVideoXDPMScheduler")
+
 OPTIONS = {
     "use_dynamic_cfg": Option(False, bool, "cosine-ramped guidance scale over the steps (diffusers use_dynamic_cfg; "
                               "the official 5B demo uses it with the CogVideoX DPM sampler)"),
+    "scheduler_class": Option(None, str | None, "load the checkpoint's scheduler config as this class instead of "
+                              "its own (diffusers SchedulerClass.from_config(pipe.scheduler.config)); the official "
+                              "5B demo: CogVideoXDPMScheduler", choices=(None,) + SCHEDULER_CLASSES),
 }
 
 FRAMES_1_0, FRAMES_1_5_T2V, FRAMES_1_5_I2V = 49, 81, 49
@@ -23,7 +29,7 @@ def _preset(height: int, width: int, frames: int, fps: int) -> dict:
     return {
         "sampling": {"num_steps": 50, "guidance_scale": 6.0, "height": height, "width": width, "num_frames": frames,
                      "max_sequence_length": 226},
-        "options": {"use_dynamic_cfg": False},
+        "options": {"use_dynamic_cfg": False, "scheduler_class": None},
         "output": {"fps": fps},
     }
 
