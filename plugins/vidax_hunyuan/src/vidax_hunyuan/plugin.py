@@ -36,7 +36,7 @@ def _dtype(run) -> Any:
 @hookimpl
 def register_models(register):
     for m in presets.MODELS:
-        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers",), options=presets.OPTIONS, **m))
+        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers", "hunyuan-original"), options=presets.OPTIONS, **m))
 
 
 def _dit_config(ckpt, **overrides):
@@ -163,6 +163,15 @@ def build_vae(spec, ckpt, run):
     from .autoencoder import load_autoencoder
 
     return load_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=run.image is not None)
+
+
+@hookimpl
+def open_checkpoint(spec, path):
+    """The original release folder: ``[hunyuan-video-t2v-720p/]transformers/mp_rank_00_model_states.pt`` and
+    ``vae/pytorch_model.pt`` beside ``text_encoder/`` and ``text_encoder_2/`` (see :mod:`.original_format`)."""
+    from .original_format import open_original
+
+    return open_original(spec, path)
 
 
 @hookimpl
