@@ -198,16 +198,11 @@ def encode_prompt(spec, encoder, prompts, run):
 
 
 def _vae_factors(config: dict) -> tuple[int, int]:
-    """(temporal, spatial) compression of an ``AutoencoderKLLTXVideo`` config."""
-    spatial = config.get("spatial_compression_ratio")
-    temporal = config.get("temporal_compression_ratio")
-    if spatial is None:
-        scalings = config.get("spatio_temporal_scaling") or (True, True, True, False)
-        spatial = int(config.get("patch_size", 4)) * 2 ** sum(bool(x) for x in scalings)
-    if temporal is None:
-        scalings = config.get("spatio_temporal_scaling") or (True, True, True, False)
-        temporal = int(config.get("patch_size_t", 1)) * 2 ** sum(bool(x) for x in scalings)
-    return int(temporal), int(spatial)
+    """(temporal, spatial) compression of an ``AutoencoderKLLTXVideo`` config, as the VAE module resolves them."""
+    from .vae import LTXVAEConfig
+
+    cfg = LTXVAEConfig.from_config(config)
+    return int(cfg.temporal_compression_ratio), int(cfg.spatial_compression_ratio)
 
 
 @hookimpl
