@@ -1,0 +1,87 @@
+"""Full-size architecture check without weights: the published HunyuanVideo 1.0 DiT (hunyuanvideo-community/
+HunyuanVideo transformer/config.json: 20 double + 40 single blocks of 24 x 128), its Llama-3-8B text encoder and
+CLIP-L text are built by the PyTorch reference on the meta device; their key -> shape lists must be exactly what
+vidax's tables expect from the ``eval_shape`` tree of the full-size vidax model. The original release's shapes give
+the published config."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flax import nnx  # noqa: E402
+
+from vidax_core.nn.state import abstract_model  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("hunyuan_full_size")
+
+DIT = dict(in_channels=16, out_channels=16, num_attention_heads=24, attention_head_dim=128, num_layers=20,
+           num_single_layers=40, num_refiner_layers=2, mlp_ratio=4.0, patch_size=2, patch_size_t=1,
+           qk_norm="rms_norm", guidance_embeds=True, text_embed_dim=4096, pooled_projection_dim=768,
+           rope_theta=256.0, rope_axes_dim=(16, 56, 56), image_condition_type=None)
+LLAMA_8B = dict(vocab_size=128320, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0,
+                rms_norm_eps=1e-5)
+CLIP_L = dict(vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+              max_position_embeddings=77, projection_dim=768, hidden_act="quick_gelu")
+
+
+class MetaShapes(dict):
+    """key -> zero-stride stand-in arrays, with ``shape(key)`` as the lazy readers have."""
+
+    def shape(self, key):
+        return self[key].shape
+
+
+def meta_shapes(module) -> MetaShapes:
+    zero = np.zeros((), np.float32)
+    return MetaShapes({k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()})
+
+
+def test_every_registered_hunyuan_model_is_covered():
+    from vidax_core.plugins import get_plugins
+
+    assert {s.id for s in get_plugins().registry if s.family == "hunyuan"} == {"hunyuanvideo-t2v-13b"}
+
+
+def test_full_size_dit():
+    from diffusers import HunyuanVideoTransformer3DModel
+
+    from vidax_hunyuan.convert_dit import convert_dit
+    from vidax_hunyuan.dit import HunyuanDiT, HunyuanDiTConfig
+    from vidax_hunyuan.original_format import dit_config
+
+    with torch.device("meta"):
+        ref = HunyuanVideoTransformer3DModel(**DIT)
+    tensors = meta_shapes(ref)
+    cfg = HunyuanDiTConfig.from_config(DIT)
+    _, _, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
+    convert_dit(tensors, flat, check_only=True)
+    n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
+    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
+    print(f"hunyuanvideo-t2v-13b: {n_vidax / 1e9:.2f}B DiT parameters")
+    assert n_ref == n_vidax and 12.5e9 < n_vidax < 13.5e9
+    assert HunyuanDiTConfig.from_config(dit_config(tensors)) == cfg
+
+
+def test_full_size_text_encoders():
+    from transformers import CLIPTextConfig, CLIPTextModel, LlamaConfig, LlamaModel
+
+    from vidax_core.encoders import decoder_llm as dl
+    from vidax_core.encoders.vit import ViTConfig, ViTEncoder, vit_ignore, vit_rules
+    from vidax_core.io.convert import convert
+
+    hf = LlamaConfig(**LLAMA_8B)
+    with torch.device("meta"):
+        llama = LlamaModel(hf)
+        clip = CLIPTextModel(CLIPTextConfig(**CLIP_L))
+    cfg = dl.DecoderLLMConfig.from_config(hf.to_dict())
+    _, _, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
+    dl.convert_params(cfg, meta_shapes(llama), flat, component="text_encoder", check_only=True)
+    vcfg = ViTConfig.clip_text(CLIPTextConfig(**CLIP_L).to_dict())
+    _, _, vflat = abstract_model(lambda: ViTEncoder(vcfg, rngs=nnx.Rngs(0)))
+    convert(meta_shapes(clip), vit_rules(vcfg), vflat, component="text_encoder_2", ignore=vit_ignore(vcfg),
+            check_only=True)
+    assert cfg.hidden_size == DIT["text_embed_dim"] and vcfg.hidden_size == DIT["pooled_projection_dim"]
