@@ -232,3 +232,43 @@ def test_full_size_published_config_matches_diffusers_keys():
     n = sum(int(np.prod(v.shape)) for v in flat.values())
     assert n == sum(int(np.prod(v.shape)) for v in ref.state_dict().values())
     print(f"full-size HunyuanVideo VAE: {len(flat)} tensors, {n / 1e6:.2f}M params")
+
+
+_SPREAD_SCRIPT = r"""
+import json, sys
+import numpy as np
+import jax
+jax.config.update("jax_default_matmul_precision", "highest")
+sys.path.insert(0, sys.argv[1])
+import test_vae as T
+ref = T.random_hunyuan_vae(T.TINY)
+cfg = T.HunyuanVAEConfig.from_config(dict(ref.config))
+vae = T.load_vae(cfg, {k: v.numpy() for k, v in ref.state_dict().items()})
+z = T._latents(3, hw=6, seed=5)
+tiling = dict(T.TEMPORAL, framewise=False)
+one = T.decode(vae, z, tiling=tiling)
+spread = T.decode(vae, z, tiling=tiling, devices=jax.devices())
+print(json.dumps({"devices": jax.device_count(), "max_abs": float(np.abs(one - spread).max()),
+                  "shape": list(one.shape)}))
+"""
+
+
+def test_tiles_spread_over_devices_equal_one_device():
+    """3 height tiles of 2 shapes spread over 2 fake CPU devices (one program per tile shape, tiles stacked on the
+    batch axis, one per device) compute exactly what one device does."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(root, "testing"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", _SPREAD_SCRIPT, here], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"hunyuan decode over {r['devices']} devices vs one: max abs {r['max_abs']:.3e}")
+    assert r["devices"] == 2 and r["shape"] == [1, 3, 9, 48, 48]
+    assert r["max_abs"] == 0.0
