@@ -9,9 +9,10 @@ Public arrays are diffusers' channel-first ``(B, C, T, H, W)`` host arrays; insi
 
 Tiling follows diffusers, not the original HunyuanVideo code: diffusers tiles in *time* whenever a clip is longer
 than ``tile_sample_min_num_frames`` (16 pixel frames, 4 latent frames; ``use_framewise_decoding`` /
-``_encoding`` are on by default, even with spatial tiling off), in overlapping tiles of 17 pixel / 5 latent frames
-every 12 / 3 frames, blended over 4 pixel / 1 latent frames (:mod:`vidax_core.vae.time_tiling`); the original code
-only tiles in space. With ``tiling`` on, each temporal tile (or the whole clip) is also split into spatial tiles of
+``_encoding`` are on by default, even with spatial tiling off), in overlapping tiles: decode takes 5 latent frames
+every 3 and blends the outputs over 4 pixel frames, encode takes 17 pixel frames every 12 and blends over 1 latent
+frame (:mod:`vidax_core.vae.time_tiling`). The original HunyuanVideo code only tiles in space, so on clips above 16
+frames its output differs from diffusers' (and vidax's) at the temporal seams. With ``tiling`` on, each temporal tile (or the whole clip) is also split into spatial tiles of
 256 pixels every 192 (:func:`vidax_core.vae.tiling.run_tiled`). ``framewise=False`` in ``tiling`` runs the whole
 clip at once, as diffusers does with ``use_framewise_decoding = False``.
 """
