@@ -181,6 +181,16 @@ def builtin_checkpoint(spec, name):
 
 
 @hookimpl
+def bench_reference(spec, engine, ckpt_dir, run):
+    """``vidax bench --reference diffusers``: the same text-to-video run with diffusers' HunyuanVideoPipeline."""
+    if engine != "diffusers":
+        return None
+    from .bench_reference import HunyuanDiffusersReference
+
+    return HunyuanDiffusersReference(ckpt_dir, run)
+
+
+@hookimpl
 def check_checkpoint(spec, ckpt, run):
     """The DiT config must be a HunyuanVideo 1.0 one and fit the VAE; read from config files only."""
     try:
