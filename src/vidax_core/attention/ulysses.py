@@ -179,3 +179,20 @@ def joint_attention(
         local, mesh=ctx.mesh, in_specs=(t_spec,) * 3 + (v_spec,) * 3 + m_specs, out_specs=(t_spec, v_spec),
         check_vma=False,
     )(*args)
+
+
+def replicated_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: jax.Array | None = None) -> jax.Array:
+    """Attention over a short sequence held whole on every sp rank (text refiners, text encoders inside the DiT's
+    program): heads stay split over tp, every sp rank computes its copy. Runs the backend inside ``shard_map`` on
+    local shapes, like the functions above, so kernels that cannot be auto-partitioned still run under TP."""
+    ctx = sharding.active()
+    if ctx is None:
+        return attention(q, k, v, kv_mask=kv_mask)
+    spec = _specs(ctx, False)
+    m_specs = () if kv_mask is None else (_mask_spec(ctx),)
+
+    def local(q, k, v, *m):
+        return attention(q, k, v, kv_mask=m[0] if m else None)
+
+    args = (q, k, v) + (() if kv_mask is None else (kv_mask,))
+    return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec,) * 3 + m_specs, out_specs=spec, check_vma=False)(*args)

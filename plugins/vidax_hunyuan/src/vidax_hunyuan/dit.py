@@ -34,7 +34,6 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.attention import attention
 from vidax_core.attention import ulysses
 from vidax_core.config.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
@@ -149,7 +148,7 @@ class RefinerBlock(nnx.Module):
         dt = self.dtype
         h = self.norm1(x).astype(dt)
         q, k, v = (_heads(constrain(p(h), (BATCH, None, HEADS)), self.heads) for p in (self.to_q, self.to_k, self.to_v))
-        o = attention(q, k, v, kv_mask=kv_mask)
+        o = ulysses.replicated_attention(q, k, v, kv_mask=kv_mask)  # a TP program: heads over tp
         a = constrain(self.to_out(o.reshape(*x.shape[:2], -1)), (BATCH, None, EMBED))
         g_msa, g_mlp = jnp.split(self.ada(jax.nn.silu(temb.astype(jnp.float32))), 2, axis=-1)
         x = x + gate(a, g_msa)
