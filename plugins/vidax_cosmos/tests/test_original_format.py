@@ -1,9 +1,11 @@
 """The original Cosmos-Predict2.5 DiT layout (``net.*`` keys in a torch.save file, training-only entries, a
-TransformerEngine ``_extra_state`` object) loads, pickle-free, to exactly the parameters of its diffusers twin."""
+TransformerEngine ``_extra_state`` object) and the release's ``tokenizer.pth`` (the Wan2.1 VAE under its original
+key names) load, pickle-free, to exactly the parameters of their diffusers twins."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import numpy as np
@@ -17,6 +19,7 @@ from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_cosmos import plugin  # noqa: E402
 from vidax_cosmos.original_format import RENAMES, OriginalCosmosCheckpoint, diffusers_key, open_original  # noqa: E402
 from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
+from vidax_testing.wan_original_keys import vae_inverse  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cosmos_original")
 
@@ -53,7 +56,11 @@ def folders(tmp_path_factory):
     orig_dir = root / "original"
     orig_dir.mkdir()
     torch.save({"model": original}, str(orig_dir / "d20b7120_ema_bf16.pt"))
-    for c in ("vae", "text_encoder", "tokenizer"):
+    vae_cfg = json.loads((diffusers_dir / "vae" / "config.json").read_text())
+    vae_sd = load_file(str(diffusers_dir / "vae" / "diffusion_pytorch_model.safetensors"))
+    torch.save({vae_inverse(k, vae_cfg["num_res_blocks"], False): v for k, v in vae_sd.items()},
+               str(orig_dir / "tokenizer.pth"))
+    for c in ("text_encoder", "tokenizer"):
         os.symlink(diffusers_dir / c, orig_dir / c)
     return diffusers_dir, orig_dir
 
@@ -118,6 +125,24 @@ RELEASE_NAMES = {
 }
 
 
+def test_release_vae_file_loads_to_the_diffusers_vae(folders):
+    """``tokenizer.pth`` stands in for ``vae/``: same config numbers, exactly the same VAE parameters."""
+    from vidax_core.nn.state import flat_state
+    from vidax_core.vae.wan_video import load_wan_autoencoder
+
+    diffusers_dir, orig_dir = folders
+    ckpt, twin = open_original(None, str(orig_dir)), Checkpoint(str(diffusers_dir))
+    assert ckpt.has("vae") and not (orig_dir / "vae").exists()
+    got_cfg, want_cfg = ckpt.config("vae"), twin.config("vae")
+    for key in ("base_dim", "z_dim", "dim_mult", "num_res_blocks", "temperal_downsample"):
+        assert got_cfg[key] == want_cfg[key], key
+    got = flat_state(load_wan_autoencoder(got_cfg, ckpt.tensors("vae"), with_encoder=True).vae)
+    want = flat_state(load_wan_autoencoder(want_cfg, twin.tensors("vae"), with_encoder=True).vae)
+    assert sorted(got) == sorted(want)
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]), err_msg=str(k))
+
+
 def test_release_names():
     for original, name in RELEASE_NAMES.items():
         assert diffusers_key(original) == name, original
@@ -133,9 +158,8 @@ def test_dropped_entries_and_folder_errors(folders, tmp_path):
     lonely = tmp_path / "lonely"
     lonely.mkdir()
     os.symlink(orig_dir / "d20b7120_ema_bf16.pt", lonely / "model_ema_bf16.pt")
-    (lonely / "tokenizer.pth").write_bytes(b"")
     ckpt = open_original(None, str(lonely))
-    with pytest.raises(UserError, match="tokenizer.pth"):
+    with pytest.raises(UserError, match="vae/ or tokenizer.pth"):
         ckpt.require("vae")
     with pytest.raises(UserError, match="text_encoder/"):
         ckpt.require("text_encoder")

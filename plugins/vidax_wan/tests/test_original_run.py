@@ -2,7 +2,7 @@
 
 The tiny built-in checkpoint is written out in the original layout (DiT safetensors in two shards with an index,
 ``Wan2.1_VAE.pth`` and ``models_t5_umt5-xxl-enc-bf16.pth`` via ``torch.save``, ``google/umt5-xxl/`` tokenizer,
-config.json with the original field names), using the inverse key maps of ``test_original_format``.
+config.json with the original field names), using the inverse key maps of ``vidax_testing.wan_original_keys``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from test_original_format import _DIT_INV, _T5_INV, _inverse, _vae_inverse
+from vidax_testing.wan_original_keys import DIT_INV as _DIT_INV, T5_INV as _T5_INV
+from vidax_testing.wan_original_keys import inverse as _inverse, vae_inverse as _vae_inverse
 from vidax_testing.cli import vidax
 
 ASSETS = Path(__file__).resolve().parents[1] / "src" / "vidax_wan" / "assets" / "tiny-random"

@@ -10,8 +10,8 @@ network configs); the diffusers twin, and vidax, take the sigma in [0, 1] direct
 
 The folder: one DiT ``*.pt`` at its top level, next to the other components in diffusers layout (``vae/``,
 ``text_encoder/``, ``tokenizer/``; ``scheduler/`` defaults to the UniPC configuration the diffusers conversion
-writes). The release's ``tokenizer.pth`` (the Wan2.1 VAE in its original key layout) is not read: take ``vae/``
-from the diffusers revision of the repository.
+writes). The VAE is ``vae/`` when present, else the release's ``tokenizer.pth`` (the Wan2.1 VAE in its original key
+layout, read pickle-free and renamed by :mod:`vidax_core.vae.wan_original`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from vidax_core.config.arch import SOURCE_KEY
 from vidax_core.errors import UserError
 from vidax_core.io.checkpoint import Checkpoint
+from vidax_core.io.renamed import RenamedTensors
 
 # diffusers' TRANSFORMER_KEYS_RENAME_DICT_COSMOS_2_0, applied in this order to the key without ``net.``.
 RENAMES: tuple[tuple[str, str], ...] = (
@@ -57,6 +58,8 @@ DROPPED = re.compile(r"(.*\.)?(accum_[A-Za-z_]+|_extra_state)|(.*\.)?(pos_embedd
 # What the release fixes and the tensors do not say (diffusers' TRANSFORMER_CONFIGS for Cosmos-2.5-Predict-Base).
 RELEASE_CONSTANTS = {"max_size": [128, 240, 240], "patch_size": [1, 2, 2], "rope_scale": [1.0, 3.0, 3.0],
                      "concat_padding_mask": True, "extra_pos_embed_type": None, "use_crossattn_projection": True}
+#: The release's Wan2.1 VAE, in the original Wan key layout.
+VAE_FILE = "tokenizer.pth"
 # The scheduler diffusers' conversion script saves with the pipeline.
 SCHEDULER_CONFIG = {"_class_name": "UniPCMultistepScheduler", "use_karras_sigmas": True, "use_flow_sigmas": True,
                     "prediction_type": "flow_prediction", "sigma_max": 200.0, "sigma_min": 0.01}
@@ -70,31 +73,6 @@ def diffusers_key(key: str) -> str | None:
     for old, new in RENAMES:
         k = k.replace(old, new)
     return k
-
-
-class RenamedTensors(Mapping[str, np.ndarray]):
-    """A lazy view of the original file under the diffusers names (dropped entries left out)."""
-
-    def __init__(self, source: Mapping[str, Any]) -> None:
-        self._source = source
-        self._names: dict[str, str] = {}
-        for key in source:
-            new = diffusers_key(key)
-            if new is None:
-                continue
-            if new in self._names:
-                raise UserError(f"{getattr(source, 'path', 'checkpoint')}: keys {self._names[new]!r} and {key!r} "
-                                f"both map to {new!r}")
-            self._names[new] = key
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        return self._source[self._names[key]]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
 
 
 def _shape(src: Any, key: str) -> tuple[int, ...]:
@@ -143,27 +121,37 @@ class OriginalCosmosCheckpoint(Checkpoint):
         super().__init__(root)
         self.dit_path = dit_path
         self._dit_tensors: RenamedTensors | None = None
+        self._vae_pth: Any = None
         self.model_index = {"_class_name": "Cosmos2_5_PredictBasePipeline"}
 
     def _dit(self) -> RenamedTensors:
         if self._dit_tensors is None:
             from vidax_core.io.pth import PthFile
 
-            self._dit_tensors = RenamedTensors(PthFile(self.dit_path))
+            self._dit_tensors = RenamedTensors(PthFile(self.dit_path), diffusers_key)
         return self._dit_tensors
 
+    def _original_vae(self) -> bool:
+        return not super().has("vae") and os.path.isfile(os.path.join(self.root, VAE_FILE))
+
+    def _vae(self) -> Any:
+        if self._vae_pth is None:
+            from vidax_core.io.pth import PthFile
+
+            self._vae_pth = PthFile(os.path.join(self.root, VAE_FILE))
+        return self._vae_pth
+
     def has(self, component: str) -> bool:
-        return component in ("transformer", "scheduler") or super().has(component)
+        return (component in ("transformer", "scheduler") or super().has(component)
+                or (component == "vae" and self._original_vae()))
 
     def require(self, component: str) -> str:
-        if component in ("transformer", "scheduler"):
+        if component in ("transformer", "scheduler") or (component == "vae" and self._original_vae()):
             return self.root
-        if component == "vae" and not super().has("vae") and os.path.exists(os.path.join(self.root, "tokenizer.pth")):
-            raise UserError(f"{self.root}: the release's tokenizer.pth (Wan2.1 VAE, original keys) is not read; copy "
-                            "the vae/ folder of the repository's diffusers revision next to it")
         if not super().has(component):
             raise UserError(f"{self.root}: an original Cosmos-Predict2.5 folder needs {component}/ in diffusers layout "
-                            "next to the DiT .pt (vae/, text_encoder/, tokenizer/ of the diffusers revision)")
+                            f"next to the DiT .pt (vae/ or {VAE_FILE}, text_encoder/, tokenizer/ of the diffusers "
+                            "revision)")
         return super().require(component)
 
     def config(self, component: str) -> dict[str, Any]:
@@ -171,11 +159,19 @@ class OriginalCosmosCheckpoint(Checkpoint):
             return {**dit_config(self._dit()), SOURCE_KEY: self.dit_path}
         if component == "scheduler" and not super().has("scheduler"):
             return dict(SCHEDULER_CONFIG)
+        if component == "vae" and self._original_vae():
+            from vidax_core.vae.wan_original import vae_config_from_tensors
+
+            return {**vae_config_from_tensors(self._vae(), wan22=False), SOURCE_KEY: os.path.join(self.root, VAE_FILE)}
         return super().config(component)
 
     def read_tensors(self, component: str) -> Mapping[str, np.ndarray]:
         if component == "transformer":
             return self._dit()
+        if component == "vae" and self._original_vae():
+            from vidax_core.vae.wan_original import original_vae_tensors
+
+            return original_vae_tensors(self._vae(), self.config("vae"))
         return super().read_tensors(component)
 
 

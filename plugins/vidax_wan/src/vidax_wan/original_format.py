@@ -45,6 +45,15 @@ import numpy as np
 from vidax_core.io.checkpoint import Checkpoint, TensorSource
 from vidax_core.io.convert import ConversionError
 from vidax_core.errors import UserError
+from vidax_core.io.renamed import RenamedTensors
+from vidax_core.vae.wan_original import (  # the VAE half of the original layout lives in the core
+    VAE21_FILE,
+    VAE22_FILE,
+    regex_rename,
+    tensor_shape,
+    vae_config_from_tensors,
+    vae_key,
+)
 
 #: diffusers' ``TRANSFORMER_KEYS_RENAME_DICT``, applied in order with ``str.replace``.
 DIT_RENAME: tuple[tuple[str, str], ...] = (
@@ -93,71 +102,7 @@ def dit_key(key: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# VAE
-
-
-_RESIDUAL = {"residual.0.gamma": "norm1.gamma", "residual.2.weight": "conv1.weight", "residual.2.bias": "conv1.bias",
-             "residual.3.gamma": "norm2.gamma", "residual.6.weight": "conv2.weight", "residual.6.bias": "conv2.bias",
-             "shortcut.weight": "conv_shortcut.weight", "shortcut.bias": "conv_shortcut.bias"}
-_RES = "(" + "|".join(re.escape(k) for k in _RESIDUAL) + ")"
-_SIDE = r"(encoder|decoder)\."
-
-_VAE_COMMON: tuple[tuple[str, Callable[[re.Match], str]], ...] = (
-    (r"conv1\.(weight|bias)", lambda m: f"quant_conv.{m[1]}"),
-    (r"conv2\.(weight|bias)", lambda m: f"post_quant_conv.{m[1]}"),
-    (_SIDE + r"conv1\.(weight|bias)", lambda m: f"{m[1]}.conv_in.{m[2]}"),
-    (_SIDE + r"head\.0\.gamma", lambda m: f"{m[1]}.norm_out.gamma"),
-    (_SIDE + r"head\.2\.(weight|bias)", lambda m: f"{m[1]}.conv_out.{m[2]}"),
-    (_SIDE + r"middle\.([02])\." + _RES, lambda m: f"{m[1]}.mid_block.resnets.{int(m[2]) // 2}.{_RESIDUAL[m[3]]}"),
-    (_SIDE + r"middle\.1\.(norm\.gamma|(?:to_qkv|proj)\.(?:weight|bias))",
-     lambda m: f"{m[1]}.mid_block.attentions.0.{m[2]}"),
-)
-
-
-def _vae21_rules(num_res_blocks: int) -> tuple[tuple[str, Callable[[re.Match], str]], ...]:
-    per_stage = num_res_blocks + 2  # decoder: R + 1 resnets, then one upsampler
-
-    def up_res(m: re.Match) -> str:
-        k = int(m[1])
-        return f"decoder.up_blocks.{k // per_stage}.resnets.{k % per_stage}.{_RESIDUAL[m[2]]}"
-
-    return _VAE_COMMON + (
-        (r"encoder\.downsamples\.(\d+)\." + _RES, lambda m: f"encoder.down_blocks.{m[1]}.{_RESIDUAL[m[2]]}"),
-        (r"encoder\.downsamples\.(\d+)\.(resample\.1|time_conv)\.(weight|bias)",
-         lambda m: f"encoder.down_blocks.{m[1]}.{m[2]}.{m[3]}"),
-        (r"decoder\.upsamples\.(\d+)\." + _RES, up_res),
-        (r"decoder\.upsamples\.(\d+)\.(resample\.1|time_conv)\.(weight|bias)",
-         lambda m: f"decoder.up_blocks.{int(m[1]) // per_stage}.upsamplers.0.{m[2]}.{m[3]}"),
-    )
-
-
-_VAE22_RULES = _VAE_COMMON + (
-    (r"encoder\.downsamples\.(\d+)\.downsamples\.(\d+)\." + _RES,
-     lambda m: f"encoder.down_blocks.{m[1]}.resnets.{m[2]}.{_RESIDUAL[m[3]]}"),
-    (r"encoder\.downsamples\.(\d+)\.downsamples\.\d+\.(resample\.1|time_conv)\.(weight|bias)",
-     lambda m: f"encoder.down_blocks.{m[1]}.downsampler.{m[2]}.{m[3]}"),
-    (r"decoder\.upsamples\.(\d+)\.upsamples\.(\d+)\." + _RES,
-     lambda m: f"decoder.up_blocks.{m[1]}.resnets.{m[2]}.{_RESIDUAL[m[3]]}"),
-    (r"decoder\.upsamples\.(\d+)\.upsamples\.\d+\.(resample\.1|time_conv)\.(weight|bias)",
-     lambda m: f"decoder.up_blocks.{m[1]}.upsampler.{m[2]}.{m[3]}"),
-)
-
-
-def _regex_rename(key: str, rules) -> str:
-    for pattern, repl in rules:
-        m = re.fullmatch(pattern, key)
-        if m is not None:
-            return repl(m)
-    return key  # unknown: left as is, so the conversion reports it as unexpected
-
-
-def vae_key(key: str, *, num_res_blocks: int = 2, wan22: bool = False) -> str:
-    """Original ``Wan2.1_VAE.pth`` (or, with ``wan22``, ``Wan2.2_VAE.pth``) key -> diffusers AutoencoderKLWan key."""
-    return _regex_rename(key, _VAE22_RULES if wan22 else _vae21_rules(num_res_blocks))
-
-
-# --------------------------------------------------------------------------------------------------------------
-# UMT5
+# UMT5 (the VAE renames: vidax_core.vae.wan_original)
 
 
 _T5_BLOCK = r"blocks\.(\d+)\."
@@ -176,7 +121,7 @@ _T5_FFN = {"gate.0": "wi_0", "fc1": "wi_1", "fc2": "wo"}
 
 def umt5_key(key: str) -> str:
     """Original Wan ``T5Encoder`` (umt5-xxl) key -> transformers ``UMT5EncoderModel`` key."""
-    return _regex_rename(key, _T5_RULES)
+    return regex_rename(key, _T5_RULES)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -253,46 +198,12 @@ def load_umt5_original(cfg: Any, tensors: Mapping[str, Any]) -> Any:
 # number that the weights determine (widths, depths, channels) read from the tensor shapes, so a tiny model
 # written in this layout runs too. Tensors are served under their diffusers names, lazily.
 
-VAE21_FILE, VAE22_FILE = "Wan2.1_VAE.pth", "Wan2.2_VAE.pth"
 UMT5_FILE = "models_t5_umt5-xxl-enc-bf16.pth"
 TOKENIZER_DIR = os.path.join("google", "umt5-xxl")
 CLIP_GLOB = "models_clip_*.pth"
 CLIP_FILE = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
 EXPERT_DIRS = ("high_noise_model", "low_noise_model")
 
-WAN22_LATENTS_MEAN = (
-    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557, -0.1382, 0.0542, 0.2813, 0.0891,
-    0.1570, -0.0098, 0.0375, -0.1825, -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502,
-    -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.1230, -0.0313, -0.1649, 0.0117, 0.0723,
-    -0.2839, -0.2083, -0.0520, 0.3748, 0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667,
-)
-WAN22_LATENTS_STD = (
-    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901,
-    0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
-    0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
-    0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744,
-)
-
-
-def _wan21_latents() -> tuple[tuple[float, ...], tuple[float, ...]]:
-    from vidax_core.vae.wan21 import _WAN21_LATENTS_MEAN, _WAN21_LATENTS_STD
-
-    return _WAN21_LATENTS_MEAN, _WAN21_LATENTS_STD
-
-
-#: The published Wan2.1 VAE (``wan/modules/vae.py``, diffusers ``AutoencoderKLWan`` config of the -Diffusers repos).
-WAN21_VAE_CONFIG: dict[str, Any] = dict(
-    base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-    temperal_downsample=[False, True, True], dropout=0.0, is_residual=False, in_channels=3, out_channels=3,
-    patch_size=None, scale_factor_spatial=8, scale_factor_temporal=4,
-)
-#: The published Wan2.2 VAE (``wan/modules/vae2_2.py``: dim 160, decoder dim 256, z 48, patch 2).
-WAN22_VAE_CONFIG: dict[str, Any] = dict(
-    base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-    temperal_downsample=[False, True, True], dropout=0.0, is_residual=True, in_channels=12, out_channels=12,
-    patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4,
-    latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
-)
 #: ``google/umt5-xxl`` (the encoder ``wan/modules/t5.py`` builds as ``umt5_xxl``).
 UMT5_XXL_CONFIG: dict[str, Any] = dict(
     vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
@@ -314,31 +225,6 @@ FLOW_SHIFT = {"wan2.1-t2v-1.3b": 3.0, "wan2.1-t2v-14b": 5.0, "wan2.1-i2v-14b-480
               "wan2.1-i2v-14b-720p": 5.0, "wan2.2-t2v-a14b": 12.0, "wan2.2-i2v-a14b": 5.0, "wan2.2-ti2v-5b": 5.0}
 #: Wan2.2 A14B expert switch (``boundary`` in ``wan/configs/wan_{t2v,i2v}_A14B.py``).
 BOUNDARY_RATIO = {"wan2.2-t2v-a14b": 0.875, "wan2.2-i2v-a14b": 0.900}
-
-
-class RenamedTensors(Mapping[str, np.ndarray]):
-    """A lazy view of ``source`` under renamed keys (``key_fn(original) -> diffusers name``)."""
-
-    def __init__(self, source: Any, key_fn: Callable[[str], str]) -> None:
-        self.source = source
-        self.original: dict[str, str] = {}
-        for key in source:
-            new = key_fn(key)
-            if new in self.original:
-                raise UserError(f"original checkpoint keys {self.original[new]!r} and {key!r} both map to {new!r}")
-            self.original[new] = key
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        return self.source[self.original[key]]
-
-    def nbytes(self, key: str) -> int:
-        return self.source.nbytes(self.original[key])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.original)
-
-    def __len__(self) -> int:
-        return len(self.original)
 
 
 #: ``clip_xlm_roberta_vit_h_14``'s visual tower (``wan/modules/clip.py``: dim 1280, mlp_ratio 4, 16 heads, 32 layers,
@@ -452,8 +338,8 @@ class ClipVisionTensors(Mapping[str, np.ndarray]):
 
 def clip_vision_config_from_tensors(src: Any) -> dict[str, Any]:
     """:data:`WAN21_CLIP_VISION_CONFIG` with the widths, depth, patch and image size read from the visual tensors."""
-    dim, _, patch, _ = _shape(src, "visual.patch_embedding.weight")
-    seq = _shape(src, "visual.pos_embedding")[-2]
+    dim, _, patch, _ = tensor_shape(src, "visual.patch_embedding.weight")
+    seq = tensor_shape(src, "visual.pos_embedding")[-2]
     layers = sorted({int(m[1]) for k in src if (m := _CLIP_BLOCK.fullmatch(k))})
     if not layers or layers != list(range(len(layers))):
         raise UserError("the CLIP .pth has no contiguous visual.transformer.N blocks: "
@@ -463,62 +349,18 @@ def clip_vision_config_from_tensors(src: Any) -> dict[str, Any]:
         raise UserError(f"CLIP visual.pos_embedding has {seq} positions, not 1 + a square grid")
     heads = dim // CLIP_HEAD_DIM if dim % CLIP_HEAD_DIM == 0 and dim >= CLIP_HEAD_DIM else 1
     return {**WAN21_CLIP_VISION_CONFIG, "hidden_size": dim, "num_hidden_layers": len(layers),
-            "intermediate_size": _shape(src, "visual.transformer.0.mlp.0.weight")[0], "num_attention_heads": heads,
+            "intermediate_size": tensor_shape(src, "visual.transformer.0.mlp.0.weight")[0], "num_attention_heads": heads,
             "patch_size": patch, "image_size": grid * patch}
-
-
-def _shape(src: Any, key: str) -> tuple[int, ...]:
-    if key not in src:
-        raise UserError(f"original Wan checkpoint file lacks tensor {key!r}: is it the right file?")
-    return tuple(src.shape(key)) if hasattr(src, "shape") else tuple(np.shape(src[key]))
-
-
-def vae_config_from_tensors(src: Any, wan22: bool) -> dict[str, Any]:
-    """The published Wan2.1 / Wan2.2 VAE config with widths, depths and channels read from the original tensors."""
-    keys = set(src)
-    base_dim, in_channels = _shape(src, "encoder.conv1.weight")[:2]
-    z_dim = _shape(src, "conv1.weight")[0] // 2
-    out_channels = _shape(src, "decoder.head.2.weight")[0]
-    if wan22:
-        stage_res = [re.fullmatch(r"encoder\.downsamples\.(\d+)\.downsamples\.(\d+)\.residual\.6\.weight", k) for k in keys]
-        stage_res = [(int(m[1]), int(m[2])) for m in stage_res if m]
-        stages = max(i for i, _ in stage_res) + 1
-        r = sum(1 for i, _ in stage_res if i == 0)
-        first = [f"encoder.downsamples.{i}.downsamples.0.residual.6.weight" for i in range(stages)]
-        temporal = [f"encoder.downsamples.{i}.downsamples.{r}.time_conv.weight" in keys for i in range(stages - 1)]
-        cfg = dict(WAN22_VAE_CONFIG)
-    else:
-        res = sorted(int(m[1]) for k in keys if (m := re.fullmatch(r"encoder\.downsamples\.(\d+)\.residual\.6\.weight", k)))
-        resample = sorted(int(m[1]) for k in keys
-                          if (m := re.fullmatch(r"encoder\.downsamples\.(\d+)\.resample\.1\.weight", k)))
-        if not res:
-            raise UserError("the VAE .pth has no encoder.downsamples.*.residual tensors: is it Wan2.1_VAE.pth?")
-        r = resample[0] if resample else len(res)
-        stages = len(resample) + 1
-        first = [f"encoder.downsamples.{i * (r + 1)}.residual.6.weight" for i in range(stages)]
-        temporal = [f"encoder.downsamples.{i * (r + 1) + r}.time_conv.weight" in keys for i in range(stages - 1)]
-        cfg = dict(WAN21_VAE_CONFIG)
-        cfg["latents_mean"], cfg["latents_std"] = map(list, _wan21_latents())
-    dim_mult = [_shape(src, k)[0] // base_dim for k in first]
-    patch = int(round((in_channels // 3) ** 0.5)) if wan22 else None
-    cfg.update(base_dim=base_dim, z_dim=z_dim, num_res_blocks=r, dim_mult=dim_mult, temperal_downsample=temporal,
-               in_channels=in_channels, out_channels=out_channels, patch_size=patch,
-               scale_factor_spatial=2 ** (stages - 1) * (patch or 1), scale_factor_temporal=2 ** sum(temporal))
-    if wan22:
-        cfg["decoder_base_dim"] = _shape(src, "decoder.conv1.weight")[0] // dim_mult[-1]
-    if len(cfg["latents_mean"]) != z_dim:  # not a published VAE (a tiny test model): no latent normalisation
-        cfg["latents_mean"], cfg["latents_std"] = [0.0] * z_dim, [1.0] * z_dim
-    return cfg
 
 
 def umt5_config_from_tensors(src: Any) -> dict[str, Any]:
     """umt5-xxl's config with the sizes read from the original ``T5Encoder`` tensors."""
-    vocab, d_model = _shape(src, "token_embedding.weight")
+    vocab, d_model = tensor_shape(src, "token_embedding.weight")
     layers = 1 + max(int(m[1]) for k in src if (m := re.fullmatch(r"blocks\.(\d+)\.attn\.q\.weight", k)))
-    buckets, heads = _shape(src, "blocks.0.pos_embedding.embedding.weight")
+    buckets, heads = tensor_shape(src, "blocks.0.pos_embedding.embedding.weight")
     return {**UMT5_XXL_CONFIG, "vocab_size": vocab, "d_model": d_model, "num_layers": layers, "num_heads": heads,
-            "relative_attention_num_buckets": buckets, "d_kv": _shape(src, "blocks.0.attn.q.weight")[0] // heads,
-            "d_ff": _shape(src, "blocks.0.ffn.fc1.weight")[0]}
+            "relative_attention_num_buckets": buckets, "d_kv": tensor_shape(src, "blocks.0.attn.q.weight")[0] // heads,
+            "d_ff": tensor_shape(src, "blocks.0.ffn.fc1.weight")[0]}
 
 
 def dit_config(original: Mapping[str, Any], tensors: Any) -> dict[str, Any]:
@@ -534,16 +376,16 @@ def dit_config(original: Mapping[str, Any], tensors: Any) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"original Wan config.json lacks or mangles {exc}: expected dim, num_heads, in_dim, "
                         "out_dim, ffn_dim, freq_dim, num_layers") from None
-    cfg["text_dim"] = _shape(tensors, "text_embedding.0.weight")[1]
-    cfg["patch_size"] = list(_shape(tensors, "patch_embedding.weight")[2:])
+    cfg["text_dim"] = tensor_shape(tensors, "text_embedding.0.weight")[1]
+    cfg["patch_size"] = list(tensor_shape(tensors, "patch_embedding.weight")[2:])
     cfg["cross_attn_norm"] = bool(original.get("cross_attn_norm", True))
     cfg["qk_norm"] = "rms_norm_across_heads" if original.get("qk_norm", True) else None
     cfg["rope_max_seq_len"] = 1024
     if "img_emb.proj.0.weight" in tensors:  # Wan2.1 I2V / FLF2V: CLIP image tokens
-        cfg["image_dim"] = _shape(tensors, "img_emb.proj.0.weight")[0]
+        cfg["image_dim"] = tensor_shape(tensors, "img_emb.proj.0.weight")[0]
         cfg["added_kv_proj_dim"] = dim
         if "img_emb.emb_pos" in tensors:
-            cfg["pos_embed_seq_len"] = _shape(tensors, "img_emb.emb_pos")[1]
+            cfg["pos_embed_seq_len"] = tensor_shape(tensors, "img_emb.emb_pos")[1]
     return cfg
 
 

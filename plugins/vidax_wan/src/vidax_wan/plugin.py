@@ -175,51 +175,11 @@ def encode_prompt(spec, encoder, prompts, run):
     return np.asarray(encoder.encode_fn(encoder.encoder, ids, mask, max_len), np.float32)
 
 
-class WanVideoAutoencoder:
-    """The Wan2.1 or Wan2.2 VAE as the generic pipeline sees it (compression factors from its config)."""
-
-    def __init__(self, vae: Any) -> None:
-        self.vae = vae
-        cfg = vae.cfg
-        self.temporal_factor = int(cfg.scale_factor_temporal or TEMPORAL_FACTOR)
-        self.spatial_factor = int(cfg.scale_factor_spatial or SPATIAL_FACTOR)
-
-    def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
-        t, sp = self.temporal_factor, self.spatial_factor
-        return (num_frames - 1) // t + 1, height // sp, width // sp
-
-    def decode_video(self, latents, on_chunk=None, **params):
-        """``params``: ``tiling`` (diffusers' ``enable_tiling`` knobs), ``devices`` (default: this host's devices,
-        over which tiles / batch entries are spread); others (a decoder ``timestep``...) do not apply to Wan."""
-        import jax
-
-        from vidax_core.vae.wan21 import decode_video
-
-        params.setdefault("devices", jax.local_devices())
-        return decode_video(self.vae, latents, on_chunk=on_chunk, **params)
-
-    def encode_video(self, frames, on_chunk=None, **params):
-        import jax
-
-        from vidax_core.vae.wan21 import encode_video
-
-        params.setdefault("devices", jax.local_devices())
-        return encode_video(self.vae, frames, on_chunk=on_chunk, **params)
-
-
 @hookimpl
 def build_vae(spec, ckpt, run):
-    from vidax_core.vae.wan21 import WanVAEConfig
+    from vidax_core.vae.wan_video import load_wan_autoencoder
 
-    cfg = WanVAEConfig.from_config(ckpt.config("vae"))
-    with_encoder = run.image is not None  # only image-to-video encodes
-    if cfg.is_residual or cfg.patch_size is not None:
-        from vidax_core.vae.convert_wan22 import load_vae22
-
-        return WanVideoAutoencoder(load_vae22(cfg, ckpt.tensors("vae"), with_encoder=with_encoder))
-    from vidax_core.vae.convert_wan21 import load_vae
-
-    return WanVideoAutoencoder(load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder))
+    return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=run.image is not None)
 
 
 @hookimpl
@@ -279,6 +239,7 @@ def vae_latent_shape(spec, ckpt, run):
     from types import SimpleNamespace
 
     from vidax_core.vae.wan21 import WanVAEConfig
+    from vidax_core.vae.wan_video import WanVideoAutoencoder
 
     s = run.sampling
     shell = WanVideoAutoencoder(SimpleNamespace(cfg=WanVAEConfig.from_config(ckpt.config("vae"))))
