@@ -5,10 +5,13 @@
 * :func:`preprocess_image`: ``VideoProcessor(vae_scale_factor).preprocess(image, height, width)`` for a PIL image:
   sizes floored to multiples of ``vae_scale_factor``, a PIL Lanczos resize to exactly (width, height) (aspect
   ratio not kept, diffusers' ``resize_mode="default"``), ``/ 255`` in float32, ``2 x - 1``; (1, 3, H, W).
+* :func:`fit_size`: the sizing recipe of diffusers' image-to-video examples: keep the image's aspect ratio inside
+  ``max_area`` pixels, each side a multiple of ``multiple`` (VAE factor x patch size).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -40,3 +43,13 @@ def preprocess_image(image: Any, height: int, width: int, vae_scale_factor: int 
         image = image.resize((width, height), resample=Image.Resampling.LANCZOS)
     x = np.asarray(image if image.mode == "RGB" else image.convert("RGB")).astype(np.float32) / np.float32(255.0)
     return np.ascontiguousarray((np.float32(2.0) * x - np.float32(1.0)).transpose(2, 0, 1)[None])
+
+
+def fit_size(image: Any, max_area: int, multiple: int) -> tuple[int, int]:
+    """(height, width): ``round(sqrt(max_area * h / w)) // multiple * multiple`` (and w / h for width)."""
+    aspect = image.height / image.width
+    height = round(math.sqrt(max_area * aspect)) // multiple * multiple
+    width = round(math.sqrt(max_area / aspect)) // multiple * multiple
+    if height < multiple or width < multiple:
+        raise UserError(f"image {image.width}x{image.height} is too elongated for max_area={max_area}")
+    return height, width

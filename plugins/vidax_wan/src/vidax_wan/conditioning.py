@@ -17,7 +17,7 @@ import numpy as np
 
 from vidax_core.model_api import Conditioning
 
-from .image import load_image, preprocess_image
+from vidax_core.io.image import load_image, preprocess_image
 from vidax_core.vae.wan21 import normalize_latents
 
 

@@ -1,4 +1,4 @@
-"""I2V image loading / resizing against diffusers' load_image and VideoProcessor.preprocess."""
+"""Conditioning-image loading / resizing (vidax_core.io.image) against diffusers' load_image and VideoProcessor.preprocess."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from vidax_core.errors import UserError
-from vidax_wan.image import fit_size, load_image, preprocess_image
+from vidax_core.io.image import fit_size, load_image, preprocess_image
 
 
 @pytest.fixture()
