@@ -239,36 +239,44 @@ import json, sys
 import numpy as np
 import jax
 jax.config.update("jax_default_matmul_precision", "highest")
-sys.path.insert(0, sys.argv[1])
-import test_vae as T
-ref = T.random_hunyuan_vae(T.TINY)
-cfg = T.HunyuanVAEConfig.from_config(dict(ref.config))
-vae = T.load_vae(cfg, {k: v.numpy() for k, v in ref.state_dict().items()})
-z = T._latents(3, hw=6, seed=5)
-tiling = dict(T.TEMPORAL, framewise=False)
-one = T.decode(vae, z, tiling=tiling)
-spread = T.decode(vae, z, tiling=tiling, devices=jax.devices())
-print(json.dumps({"devices": jax.device_count(), "max_abs": float(np.abs(one - spread).max()),
-                  "shape": list(one.shape)}))
+import vidax_core.vae.tiling as tiling_mod
+from vidax_hunyuan.vae import HunyuanVAEConfig, decode, load_vae
+used = []
+placements = tiling_mod.placements
+tiling_mod.placements = lambda devs: (used.append(len(devs)), placements(devs))[1]
+args = json.loads(sys.argv[1])
+tensors = dict(np.load(args["tensors"]))
+vae = load_vae(HunyuanVAEConfig.from_config(args["config"]), tensors, with_encoder=False)
+out = decode(vae, np.load(args["z"]), tiling=args["tiling"], devices=jax.devices())
+np.save(args["out"], out)
+print(json.dumps({"devices": jax.device_count(), "used": used}))
 """
 
 
-def test_tiles_spread_over_devices_equal_one_device():
+def test_tiles_spread_over_devices_equal_one_device(models, tmp_path):
     """3 height tiles of 2 shapes spread over 2 fake CPU devices (one program per tile shape, tiles stacked on the
-    batch axis, one per device) compute exactly what one device does."""
+    batch axis, one per device) compute exactly what one device does. The spread run is a subprocess (the fake
+    device count is fixed before jax starts) given the same weights and latents."""
     import json
     import os
     import subprocess
     import sys
 
-    here = os.path.dirname(__file__)
+    _, _, tensors, vae = models
+    z = _latents(3, hw=6, seed=5)
+    tiling = dict(TEMPORAL, framewise=False)
+    np.savez(tmp_path / "w.npz", **tensors)
+    np.save(tmp_path / "z.npy", z)
+    args = dict(tensors=str(tmp_path / "w.npz"), z=str(tmp_path / "z.npy"), out=str(tmp_path / "out.npy"),
+                tiling=tiling, config=TINY)
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(root, "testing"), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", _SPREAD_SCRIPT, here], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", _SPREAD_SCRIPT, json.dumps(args)], capture_output=True, text=True,
+                          env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"hunyuan decode over {r['devices']} devices vs one: max abs {r['max_abs']:.3e}")
-    assert r["devices"] == 2 and r["shape"] == [1, 3, 9, 48, 48]
-    assert r["max_abs"] == 0.0
+    assert r["devices"] == 2 and r["used"] == [2]  # both devices took tiles
+    spread = np.load(tmp_path / "out.npy")
+    one = decode(vae, z, tiling=tiling)
+    assert one.shape == spread.shape == (1, 3, 9, 48, 48)
+    print(f"hunyuan decode over 2 devices vs one: max abs {np.abs(one - spread).max():.3e}")
+    assert np.abs(one - spread).max() == 0.0
