@@ -125,3 +125,29 @@ def test_llava_image_token_count_is_checked(tmp_path):
         ref = model(input_ids=torch.from_numpy(ids2), attention_mask=torch.from_numpy(mask),
                     output_hidden_states=True).hidden_states
     np.testing.assert_allclose(got[-1] * mask[..., None], ref[-1].numpy() * mask[..., None], atol=1e-4, rtol=0)
+
+
+def test_full_size_llava_llama3_8b_keys_and_shapes():
+    """llava-llama-3-8b's architecture (Llama-3-8B text model, CLIP-L/14-336 vision tower, gelu projector), built
+    by transformers on the meta device: every key and shape is what vidax's tables expect from the abstract model."""
+    from flax import nnx as _nnx
+
+    from vidax_core.nn.state import abstract_model
+
+    text = dict(model_type="llama", vocab_size=128320, hidden_size=4096, intermediate_size=14336,
+                num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5,
+                max_position_embeddings=8192, rope_theta=500000.0)
+    vision = dict(model_type="clip_vision_model", hidden_size=1024, intermediate_size=4096, num_hidden_layers=24,
+                  num_attention_heads=16, image_size=336, patch_size=14, hidden_act="quick_gelu", projection_dim=768)
+    config = dict(model_type="llava", text_config=text, vision_config=vision, image_token_index=128257,
+                  vision_feature_layer=-2, vision_feature_select_strategy="default", projector_hidden_act="gelu")
+    with torch.device("meta"):
+        ref = transformers.LlavaForConditionalGeneration(transformers.LlavaConfig(**config))
+    zero = np.zeros((), np.float32)
+    shapes = {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in ref.state_dict().items()}
+    cfg = llava.LlavaConfig.from_config(config)
+    assert cfg.image_tokens == 576
+    _, _, flat = abstract_model(lambda: llava.LlavaEncoder(cfg, rngs=_nnx.Rngs(0)))
+    llava.convert_llava(cfg, shapes, flat, check_only=True)
+    n = sum(int(np.prod(v.shape)) for v in flat.values())
+    print(f"llava-llama-3-8b: {n / 1e9:.3f}B params in vidax's tree")
