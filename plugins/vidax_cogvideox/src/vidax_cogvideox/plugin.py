@@ -129,11 +129,12 @@ def guidance(spec, ckpt, run):
 def check_run(spec, run):
     s = run.sampling
     problems = []
-    if (s.num_frames - 1) % TEMPORAL_FACTOR:
-        k = max(round((s.num_frames - 1) / TEMPORAL_FACTOR), 0)
+    step = 2 * TEMPORAL_FACTOR  # an odd latent frame count: the VAE decodes an even one into 3 extra frames
+    if (s.num_frames - 1) % step:
+        k = max(round((s.num_frames - 1) / step), 0)
         hint = " (CogVideoX1.5 is trained on 16N+1: 81)" if spec.id.startswith("cogvideox1.5") else ""
-        problems.append(f"sampling.num_frames must be 4k+1 for CogVideoX (the VAE compresses time by 4), got "
-                        f"{s.num_frames}: use {4 * k + 1}{hint}")
+        problems.append(f"sampling.num_frames must be 8k+1 for CogVideoX (the VAE compresses time by 4 and decodes "
+                        f"an odd latent frame count), got {s.num_frames}: use {step * k + 1}{hint}")
     multiple = SPATIAL_FACTOR * 2  # VAE factor x the DiT's 2x2 patch
     for key in ("height", "width"):
         v = getattr(s, key)
