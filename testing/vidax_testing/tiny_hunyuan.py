@@ -25,7 +25,8 @@ TINY_DIT = dict(in_channels=4, out_channels=4, num_attention_heads=2, attention_
                 num_single_layers=2, num_refiner_layers=2, mlp_ratio=2.0, patch_size=2, patch_size_t=1,
                 qk_norm="rms_norm", guidance_embeds=True, text_embed_dim=16, pooled_projection_dim=16,
                 rope_theta=256.0, rope_axes_dim=(4, 6, 6))
-LLAMA_SPECIALS = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+LLAMA_SPECIALS = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<image>"]
+I2V_IMAGE = 56  # CLIP vision input size: 56 px / patch 14 = 16 image features per image
 CLIP_SPECIALS = ["<|startoftext|>", "<|endoftext|>"]
 
 
@@ -87,5 +88,47 @@ def build_tiny_hunyuan_pipeline(seed: int = 0, dit: dict | None = None, padding_
 def save_tiny_hunyuan(out_dir: str | os.PathLike, **kwargs) -> Path:
     """Build and ``save_pretrained`` a tiny pipeline in diffusers layout (safetensors)."""
     pipe = build_tiny_hunyuan_pipeline(**kwargs)
+    pipe.save_pretrained(str(out_dir), safe_serialization=True)
+    return Path(out_dir)
+
+
+def build_tiny_hunyuan_i2v_pipeline(seed: int = 0, dit: dict | None = None):
+    """A random-weight fp32 ``HunyuanVideoImageToVideoPipeline`` (``token_replace``): a tiny LLaVA (CLIP vision
+    56 px / patch 14 -> 16 image features, Llama text) as ``text_encoder``, its ``CLIPImageProcessor``."""
+    import torch
+    from diffusers import (AutoencoderKLHunyuanVideo, FlowMatchEulerDiscreteScheduler,
+                           HunyuanVideoImageToVideoPipeline, HunyuanVideoTransformer3DModel)
+    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPTextConfig, CLIPTextModel, CLIPVisionConfig,
+                              LlamaConfig, LlavaConfig, LlavaForConditionalGeneration)
+
+    tmp = Path(tempfile.mkdtemp(prefix="vidax-hunyuan-tok-"))
+    tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_llama_tokenizer(tmp / "llama")))
+    tokenizer_2 = AutoTokenizer.from_pretrained(str(make_tiny_clip_tokenizer(tmp / "clip")))
+    torch.manual_seed(seed)
+    text = LlamaConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **TINY_LLAMA)
+    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=2,
+                              image_size=I2V_IMAGE, patch_size=14, hidden_act="quick_gelu")
+    llava = LlavaForConditionalGeneration(LlavaConfig(
+        text_config=text, vision_config=vision, image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-2, vision_feature_select_strategy="default", projector_hidden_act="gelu",
+        pad_token_id=tokenizer.pad_token_id)).eval().float()
+    randomize_(llava, seed + 1, 0.3)
+    eos = tokenizer_2.convert_tokens_to_ids("<|endoftext|>")
+    clip = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer_2), eos_token_id=eos, bos_token_id=eos - 1,
+                                        pad_token_id=eos, **TINY_CLIP)).eval().float()
+    randomize_(clip, seed + 2, 0.3)
+    transformer = HunyuanVideoTransformer3DModel(**{**TINY_DIT, "image_condition_type": "token_replace",
+                                                    **(dit or {})}).eval().float()
+    randomize_(transformer, seed + 3, 0.15)
+    vae = AutoencoderKLHunyuanVideo(**TINY_VAE).eval().float()
+    randomize_(vae, seed + 4, 0.1)
+    processor = CLIPImageProcessor(size={"shortest_edge": I2V_IMAGE}, crop_size={"height": I2V_IMAGE, "width": I2V_IMAGE})
+    return HunyuanVideoImageToVideoPipeline(text_encoder=llava, tokenizer=tokenizer, transformer=transformer, vae=vae,
+                                            scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0),
+                                            text_encoder_2=clip, tokenizer_2=tokenizer_2, image_processor=processor)
+
+
+def save_tiny_hunyuan_i2v(out_dir: str | os.PathLike, **kwargs) -> Path:
+    pipe = build_tiny_hunyuan_i2v_pipeline(**kwargs)
     pipe.save_pretrained(str(out_dir), safe_serialization=True)
     return Path(out_dir)

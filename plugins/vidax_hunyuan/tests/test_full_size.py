@@ -43,27 +43,30 @@ def meta_shapes(module) -> MetaShapes:
 def test_every_registered_hunyuan_model_is_covered():
     from vidax_core.plugins import get_plugins
 
-    assert {s.id for s in get_plugins().registry if s.family == "hunyuan"} == {"hunyuanvideo-t2v-13b"}
+    assert {s.id for s in get_plugins().registry if s.family == "hunyuan"} == {"hunyuanvideo-t2v-13b",
+                                                                             "hunyuanvideo-i2v-13b"}
 
 
-def test_full_size_dit():
+@pytest.mark.parametrize("variant", [None, "token_replace"])
+def test_full_size_dit(variant):
     from diffusers import HunyuanVideoTransformer3DModel
 
     from vidax_hunyuan.convert_dit import convert_dit
     from vidax_hunyuan.dit import HunyuanDiT, HunyuanDiTConfig
     from vidax_hunyuan.original_format import dit_config
 
+    dit = dict(DIT, image_condition_type=variant)
     with torch.device("meta"):
-        ref = HunyuanVideoTransformer3DModel(**DIT)
+        ref = HunyuanVideoTransformer3DModel(**dit)
     tensors = meta_shapes(ref)
-    cfg = HunyuanDiTConfig.from_config(DIT)
+    cfg = HunyuanDiTConfig.from_config(dit)
     _, _, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
     convert_dit(tensors, flat, check_only=True)
     n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
     n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
     print(f"hunyuanvideo-t2v-13b: {n_vidax / 1e9:.2f}B DiT parameters")
     assert n_ref == n_vidax and 12.5e9 < n_vidax < 13.5e9
-    assert HunyuanDiTConfig.from_config(dit_config(tensors)) == cfg
+    assert HunyuanDiTConfig.from_config(dit_config(tensors, {"image_condition_type": variant})) == cfg
 
 
 def test_full_size_text_encoders():

@@ -29,8 +29,9 @@ def test_prompt_embeddings_match_the_pipeline(tmp_path, side):
     pipe.save_pretrained(str(tmp_path))
     run = SimpleNamespace(model=SimpleNamespace(dtype="float32"), options={},
                           sampling=SimpleNamespace(max_sequence_length=MAX_LEN))
-    enc = plugin.build_text_encoder(None, Checkpoint(str(tmp_path)), run, None)
-    got = plugin.encode_prompt(None, enc, PROMPTS, run)
+    spec = SimpleNamespace(id="hunyuanvideo-t2v-13b", tasks=("t2v",))
+    enc = plugin.build_text_encoder(spec, Checkpoint(str(tmp_path)), run, None)
+    got = plugin.encode_prompt(spec, enc, PROMPTS, run)
 
     def ref(dtype):
         pipe.text_encoder.to(dtype)
@@ -61,6 +62,12 @@ BAD = {
     "options.prompt_template=no slot": "options.prompt_template must hold exactly one {}",
     "options.crop_start=-1": "options.crop_start must be >= 0",
 }
+
+
+def test_i2v_needs_an_image(tmp_path):
+    proc = vidax("run", "configs/hunyuan_demo.yaml", "model.id=hunyuanvideo-i2v-13b",
+                 f"output.path={tmp_path / 'o.mp4'}", "--dry-run")
+    assert proc.returncode == 2 and "give the first frame with image=" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("override", sorted(BAD))

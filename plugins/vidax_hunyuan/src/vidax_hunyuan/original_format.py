@@ -6,7 +6,9 @@ by :class:`vidax_core.io.pth.PthFile`) with fused projections: ``img_attn_qkv`` 
 input, and the final AdaLN stores (shift, scale) where diffusers has (scale, shift). :class:`OriginalDiT` is a lazy
 view of it under diffusers' key names (each split is read when converted). The VAE is
 ``<model>/vae/pytorch_model.pt`` (+ its ``config.json``, an ``AutoencoderKLCausal3D`` one), the text encoders are
-the release's transformers folders ``text_encoder/`` (Llama, tokenizer inside) and ``text_encoder_2/`` (CLIP-L).
+the release's transformers folders ``text_encoder/`` (Llama, tokenizer inside; HunyuanVideo-I2V: the full LLaVA in
+``text_encoder_i2v/`` with its image processor) and ``text_encoder_2/`` (CLIP-L). The I2V release
+(``hunyuan-video-i2v-720p/``) is the ``token_replace`` DiT: same tensors, ``image_condition_type`` set by the id.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from vidax_core.errors import UserError
 from vidax_core.io.checkpoint import Checkpoint, read_json_file
 
 DIT_FILE = os.path.join("transformers", "mp_rank_00_model_states.pt")
-MODEL_DIRS = ("", "hunyuan-video-t2v-720p")
+MODEL_DIRS = ("", "hunyuan-video-t2v-720p", "hunyuan-video-i2v-720p")
 # The published scheduler (diffusers' conversion writes FlowMatchEulerDiscreteScheduler with shift 7).
 SCHEDULER = {"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 7.0, "num_train_timesteps": 1000}
 RENAMES: list[tuple[str, str]] = [
@@ -199,17 +201,21 @@ class OriginalCheckpoint(Checkpoint):
     """The release folder answering in diffusers terms: transformer and vae from the ``.pt`` files, text encoders
     and tokenizers from ``text_encoder/`` and ``text_encoder_2/``, the published flow-Euler scheduler."""
 
-    FOLDERS = {"tokenizer": "text_encoder", "tokenizer_2": "text_encoder_2"}
+    FOLDERS = {"tokenizer": "text_encoder", "tokenizer_2": "text_encoder_2", "image_processor": "text_encoder"}
 
-    def __init__(self, root: str, model_dir: str) -> None:
+    def __init__(self, root: str, model_dir: str, i2v: bool = False) -> None:
         super().__init__(root)
         self.model_dir = model_dir
+        self.i2v = i2v
         self._dit: OriginalDiT | None = None
 
     def path(self, component: str) -> str:
         if component in ("transformer", "vae"):
             return os.path.join(self.model_dir, "transformers" if component == "transformer" else "vae")
-        return os.path.join(self.root, self.FOLDERS.get(component, component))
+        folder = self.FOLDERS.get(component, component)
+        if self.i2v and folder == "text_encoder" and os.path.isdir(os.path.join(self.root, "text_encoder_i2v")):
+            folder = "text_encoder_i2v"  # HunyuanVideo-I2V's release: the full LLaVA
+        return os.path.join(self.root, folder)
 
     def has(self, component: str) -> bool:
         return component == "scheduler" or os.path.isdir(self.path(component))
@@ -227,7 +233,10 @@ class OriginalCheckpoint(Checkpoint):
         if component == "transformer":
             extra = os.path.join(self.path("transformer"), "config.json")
             over = read_json_file(extra) if os.path.isfile(extra) else {}
-            return dit_config(self._dit_tensors(), over if isinstance(over, dict) else {})
+            over = dict(over) if isinstance(over, dict) else {}
+            if self.i2v:  # the token_replace release has the text-to-video weights' names and shapes
+                over.setdefault("image_condition_type", "token_replace")
+            return dit_config(self._dit_tensors(), over)
         if component == "vae":
             return vae_config(super().config("vae"))
         return super().config(component)
@@ -249,8 +258,11 @@ def open_original(spec: Any, path: str) -> Checkpoint | None:
     model_dir = find_model_dir(path)
     if model_dir is None:
         return None
+    i2v = "i2v" in getattr(spec, "tasks", ())
     for sub in ("text_encoder", "text_encoder_2", os.path.join(os.path.relpath(model_dir, path), "vae")):
+        if sub == "text_encoder" and i2v and os.path.isdir(os.path.join(path, "text_encoder_i2v")):
+            continue
         if not os.path.isdir(os.path.join(path, sub)):
             raise UserError(f"{path} holds the original HunyuanVideo DiT but no {sub}/ folder: the release layout "
                             f"needs text_encoder/, text_encoder_2/ and {os.path.relpath(model_dir, path)}/vae/")
-    return OriginalCheckpoint(path, model_dir)
+    return OriginalCheckpoint(path, model_dir, i2v)

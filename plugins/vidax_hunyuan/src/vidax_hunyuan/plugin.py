@@ -23,6 +23,10 @@ from . import presets
 FAMILY = "hunyuan"
 
 
+def _is_i2v(spec) -> bool:
+    return "i2v" in spec.tasks
+
+
 def _dtype(run) -> Any:
     """``model.dtype``, else bf16 weights on GPU/TPU and fp32 on CPU (norms, modulation, residuals stay fp32)."""
     import jax
@@ -36,7 +40,7 @@ def _dtype(run) -> Any:
 @hookimpl
 def register_models(register):
     for m in presets.MODELS:
-        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers", "hunyuan-original"), options=presets.OPTIONS, **m))
+        register(ModelSpec(family=FAMILY, checkpoint_formats=("diffusers", "hunyuan-original"), **m))
 
 
 def _dit_config(ckpt, **overrides):
@@ -111,8 +115,10 @@ def check_run(spec, run):
         if v % 16:
             problems.append(f"sampling.{key} must be a multiple of 16 for HunyuanVideo (VAE factor 8 x patch 2), "
                             f"got {v}: use {max(16, v // 16 * 16)}")
-    if run.image is not None:
-        problems.append(f"{spec.id} is text-to-video: it takes no image (image:)")
+    if _is_i2v(spec) and run.image is None:
+        problems.append(f"{spec.id} is image-to-video: give the first frame with image=path/to/image.png")
+    if not _is_i2v(spec) and run.image is not None:
+        problems.append(f"{spec.id} is text-to-video: it takes no image (image:); use hunyuanvideo-i2v-13b")
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:)")
     o = run.options
@@ -133,6 +139,8 @@ def build_text_encoder(spec, ckpt, run, mesh):
     """Llama-3 (tensor-parallel over tp when tp > 1) and CLIP-L text, in the run's weight dtype for Llama."""
     from . import text
 
+    if _is_i2v(spec):
+        return text.load_i2v(ckpt, dtype=_dtype(run), mesh=mesh)
     return text.load(ckpt, dtype=_dtype(run), mesh=mesh)
 
 
@@ -141,11 +149,44 @@ def encode_prompt(spec, encoder, prompts, run):
     from . import text
 
     o = run.options
+    if _is_i2v(spec):
+        return _encode_i2v(encoder, prompts, run)
     template = o.get("prompt_template") or presets.T2V_TEMPLATE
     crop = o.get("crop_start")
     crop = presets.T2V_CROP_START if crop is None else int(crop)
     return text.encode(encoder, prompts, template=template, crop_start=crop,
                        max_length=int(run.sampling.max_sequence_length))
+
+
+def _encode_i2v(encoder, prompts, run):
+    """The prompt with the run's image (``image_embed_interleave``), the negative prompt with a black image of the
+    run's size and interleave 2, as the pipeline; one context per prompt (their lengths differ)."""
+    from PIL import Image
+
+    from vidax_core.io.image import load_image
+
+    from . import text
+
+    o, s = run.options, run.sampling
+    start, end, length = presets.I2V_IMAGE_EMB
+    start = start if o.get("image_emb_start") is None else int(o["image_emb_start"])
+    length = length if o.get("image_emb_len") is None else int(o["image_emb_len"])
+    tpl = text.I2VTemplate(o.get("prompt_template") or presets.I2V_TEMPLATE,
+                           presets.I2V_CROP_START if o.get("crop_start") is None else int(o["crop_start"]),
+                           start, start + length, length)
+    images = [load_image(run.image), Image.new("RGB", (s.width, s.height), 0)]
+    interleave = [int(o.get("image_embed_interleave") or 4), 2]
+    return [text.encode_i2v(encoder, p, images[i], tpl=tpl, max_length=int(s.max_sequence_length),
+                            interleave=interleave[i]) for i, p in enumerate(prompts)]
+
+
+@hookimpl
+def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
+    if not _is_i2v(spec):
+        return None
+    from .conditioning import prepare
+
+    return prepare(run, vae, latent_shape)
 
 
 @hookimpl
@@ -162,7 +203,7 @@ def vae_latent_shape(spec, ckpt, run):
 def build_vae(spec, ckpt, run):
     from .autoencoder import load_autoencoder
 
-    return load_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=run.image is not None)
+    return load_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=_is_i2v(spec))
 
 
 @hookimpl
@@ -198,9 +239,10 @@ def check_checkpoint(spec, ckpt, run):
     except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
         return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
     problems: list[str] = []
-    if dit.image_condition_type is not None:
-        problems.append(f"transformer/config.json: image_condition_type={dit.image_condition_type!r} is an "
-                        f"image-to-video model; {spec.id} needs null")
+    want = "token_replace" if _is_i2v(spec) else None
+    if dit.image_condition_type != want:
+        problems.append(f"transformer/config.json: image_condition_type={dit.image_condition_type!r}; {spec.id} "
+                        f"needs {want!r}" + (" (the latent_concat I2V variant is not supported)" if want else ""))
     if ckpt.has("vae"):
         c = ckpt.config("vae").get("latent_channels", 16)
         if dit.in_channels != c:

@@ -18,6 +18,21 @@ T2V_TEMPLATE = (
     "<|start_header_id|>user<|end_header_id|>\n\n{}<|eot_id|>"
 )
 T2V_CROP_START = 95
+# The image-to-video pipeline's DEFAULT_PROMPT_TEMPLATE: an <image> placeholder (576 CLIP-L/14-336 features at token
+# positions 5..581 once expanded) and an assistant header; crop_start 103.
+I2V_TEMPLATE = (
+    "<|start_header_id|>system<|end_header_id|>\n\n<image>\nDescribe the video by detailing the following aspects "
+    "according to the reference image: "
+    "1. The main content and theme of the video."
+    "2. The color, shape, size, texture, quantity, text, and spatial relationships of the objects."
+    "3. Actions, events, behaviors temporal relationships, physical movement changes of the objects."
+    "4. background environment, light, style and atmosphere."
+    "5. camera angles, movements, and transitions used in the video:<|eot_id|>\n\n"
+    "<|start_header_id|>user<|end_header_id|>\n\n{}<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n"
+)
+I2V_CROP_START = 103
+I2V_IMAGE_EMB = (5, 581, 576)  # image_emb_start, image_emb_end, image_emb_len
 
 OPTIONS = {
     "true_cfg_scale": Option(1.0, float, "real classifier-free guidance with the negative prompt when > 1, on top of "
@@ -25,7 +40,17 @@ OPTIONS = {
     "prompt_template": Option(None, str | None, "the Llama prompt template, with one {} for the prompt; null = the "
                               "pipeline's default (diffusers prompt_template['template'])"),
     "crop_start": Option(None, int | None, "template tokens dropped from the front of the Llama embeddings; null = "
-                         "the default template's 95 (diffusers prompt_template['crop_start'])"),
+                         "the default template's 95, I2V 103 (diffusers prompt_template['crop_start'])"),
+}
+I2V_OPTIONS = {
+    **OPTIONS,
+    "image_embed_interleave": Option(4, int, "I2V: keep every k-th image feature of the prompt (diffusers "
+                                     "image_embed_interleave; the negative prompt's black image always uses 2, as "
+                                     "the pipeline)"),
+    "image_emb_start": Option(None, int | None, "I2V: first expanded position of the image features; null = 5 "
+                              "(diffusers prompt_template['image_emb_start'])"),
+    "image_emb_len": Option(None, int | None, "I2V: image features per image; null = 576 "
+                            "(diffusers prompt_template['image_emb_len'])"),
 }
 
 
@@ -46,5 +71,16 @@ MODELS = [
         "description": "HunyuanVideo 1.0 13B text-to-video (20 double + 40 single blocks, width 3072), "
                        "Llama-3 + CLIP-L text, embedded guidance",
         "preset": _preset(),
+        "options": OPTIONS,
+    },
+    {
+        "id": "hunyuanvideo-i2v-13b",
+        "tasks": ("i2v",),
+        "hub_repo": "hunyuanvideo-community/HunyuanVideo-I2V",
+        "default_config": "configs/hunyuan_i2v_13b_720p.yaml",
+        "description": "HunyuanVideo-I2V 13B image-to-video (token_replace first frame), LLaVA-Llama-3 image+text, "
+                       "embedded guidance",
+        "preset": _preset(),
+        "options": I2V_OPTIONS,
     },
 ]

@@ -69,3 +69,114 @@ def encode(encoder: HunyuanTextEncoder, prompts: Sequence[str], *, template: str
     pooled = _clip_pooled(encoder.clip, clip_ids)
     return {"hidden": np.asarray(hidden, np.float32), "mask": np.asarray(mask, np.int32),
             "pooled": np.asarray(pooled, np.float32)}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Image-to-video: the full LLaVA (image tokens interleaved with the templated prompt)
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HunyuanI2VTextEncoder:
+    llama_tokenizer: TextTokenizer
+    llava: Any
+    clip_tokenizer: TextTokenizer
+    clip: Any
+    end_header_id: int
+    image_size: int
+    crop_size: int
+    mean: tuple
+    std: tuple
+
+
+@dataclass(frozen=True)
+class I2VTemplate:
+    """diffusers' I2V ``prompt_template`` dict: the text, ``crop_start`` and where the image features sit."""
+
+    template: str
+    crop_start: int
+    image_emb_start: int
+    image_emb_end: int
+    image_emb_len: int
+
+
+def load_i2v(ckpt: Any, *, dtype: Any, mesh: Any = None) -> HunyuanI2VTextEncoder:
+    """LLaVA (``text_encoder``), its CLIP image preprocessing (``image_processor``), CLIP-L text."""
+    from vidax_core.encoders import llava as lv
+    from vidax_core.parallel import sharding
+
+    cfg = lv.LlavaConfig.from_config(ckpt.config("text_encoder"), dtype=dtype)
+    put = None
+    if mesh is not None and mesh.size > 1:
+        from flax import nnx
+
+        from vidax_core.nn.state import abstract_model
+
+        _, state, _ = abstract_model(lambda: lv.LlavaEncoder(cfg, rngs=nnx.Rngs(0)))
+        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
+    llava = lv.load_llava(cfg, ckpt.tensors("text_encoder"), put=put)
+    proc = ckpt.config("image_processor")
+    size = proc.get("size", {})
+    size = size.get("shortest_edge", size.get("height")) if isinstance(size, dict) else size
+    crop = proc.get("crop_size", size)
+    crop = crop.get("height", size) if isinstance(crop, dict) else crop
+    from vidax_core.encoders.clip_vision import CLIP_MEAN, CLIP_STD
+
+    tok = TextTokenizer.from_dir(ckpt.require("tokenizer"))
+    end_header = tok.tokenizer.token_to_id("<|end_header_id|>")
+    clip_cfg = ViTConfig.clip_text(ckpt.config("text_encoder_2"))
+    clip = load_vit(clip_cfg, ckpt.tensors("text_encoder_2"), component="text encoder 2 (CLIP-L text)")
+    return HunyuanI2VTextEncoder(tok, llava, TextTokenizer.from_dir(ckpt.require("tokenizer_2")), clip,
+                                 -1 if end_header is None else int(end_header), int(size), int(crop),
+                                 tuple(proc.get("image_mean", CLIP_MEAN)), tuple(proc.get("image_std", CLIP_STD)))
+
+
+def expand_image_tokens(ids: np.ndarray, max_length: int, image_token: int, tpl: I2VTemplate, pad_id: int):
+    """The pipeline's ``_expand_input_ids_with_image_tokens``: each image placeholder becomes ``image_emb_len``
+    tokens, positions ``image_emb_start:image_emb_end`` are image tokens, the mask is ``ids != pad`` and the
+    position ids count the unmasked tokens (1 where masked)."""
+    special = ids == image_token
+    n_special = special.sum(-1)
+    total = max_length + int(n_special.max()) * (tpl.image_emb_len - 1)
+    new_pos = np.cumsum(special * (tpl.image_emb_len - 1) + 1, axis=-1) - 1
+    out = np.full((ids.shape[0], total), pad_id, ids.dtype)
+    for b in range(ids.shape[0]):
+        keep = ~special[b]
+        out[b, new_pos[b, keep]] = ids[b, keep]
+    out[:, tpl.image_emb_start:tpl.image_emb_end] = image_token
+    mask = (out != pad_id).astype(np.int32)
+    pos = np.where(mask == 0, 1, np.cumsum(mask, -1) - 1)
+    return out, mask, pos
+
+
+def encode_i2v(encoder: HunyuanI2VTextEncoder, prompt: str, image: Any, *, tpl: I2VTemplate, max_length: int,
+               interleave: int) -> dict[str, np.ndarray]:
+    """One prompt with its image, as the I2V pipeline's ``encode_prompt`` (batch 1): image features (every
+    ``interleave``-th) then the cropped prompt tokens without the assistant header, and their masks."""
+    from vidax_core.encoders import llava as lv
+    from vidax_core.encoders.clip_vision import preprocess_images
+
+    tok = encoder.llama_tokenizer
+    total = max_length + tpl.crop_start
+    ids, mask = tok([tpl.template.format(prompt)], total)
+    image_token = encoder.llava.cfg.image_token_id
+    exp_ids, exp_mask, pos = expand_image_tokens(ids, total, image_token, tpl, tok.pad_id)
+    pixels = preprocess_images([image], encoder.image_size, encoder.crop_size, encoder.mean, encoder.std)
+    hidden = np.asarray(lv.hidden_states(encoder.llava, exp_ids, exp_mask, pixels, pos)[HIDDEN_LAYER], np.float32)[0]
+    ends = np.flatnonzero(ids[0] == encoder.end_header_id)
+    if len(ends) == 2:  # the assistant header was truncated away: the reference takes the last position
+        ends = np.append(ends, ids.shape[1] - 1)
+    a_start = int(ends[-1]) + 1
+    text_crop = tpl.crop_start - 1 + tpl.image_emb_len
+    text = np.concatenate([hidden[text_crop:a_start - 1 + tpl.image_emb_len - 4],
+                           hidden[a_start - 1 + tpl.image_emb_len:]])
+    text_mask = np.concatenate([mask[0, tpl.crop_start:a_start - 4], mask[0, a_start:]])
+    img = hidden[tpl.image_emb_start:tpl.image_emb_end]
+    img_mask = np.ones(img.shape[0], np.int32)
+    if 0 < interleave < 6:
+        img, img_mask = img[::interleave], img_mask[::interleave]
+    clip_ids, _ = encoder.clip_tokenizer([prompt], CLIP_LENGTH)
+    pooled = _clip_pooled(encoder.clip, clip_ids)
+    return {"hidden": np.concatenate([img, text])[None].astype(np.float32),
+            "mask": np.concatenate([img_mask, text_mask.astype(np.int32)])[None],
+            "pooled": np.asarray(pooled, np.float32)}

@@ -1,0 +1,99 @@
+"""End to end image-to-video: a tiny diffusers HunyuanVideoImageToVideoPipeline (``token_replace``, a tiny LLaVA
+text encoder) and the real `vidax run` CLI from the same noise, with true CFG (the negative prompt gets a black
+image and interleave 2, as the pipeline). The tiny template keeps the reference's structure (system turn with the
+<image> placeholder, user turn, assistant header) on one line; its crop_start and image positions are computed
+from the tiny tokenizer the same way the published numbers (103; 5, 576) follow from Llama-3's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vidax_testing.cli import vidax
+from vidax_testing.tiny_hunyuan import I2V_IMAGE, save_tiny_hunyuan_i2v
+
+pytestmark = pytest.mark.xdist_group("hunyuan_e2e_i2v")
+
+PROMPT = "a red car drives through the city streets at night"
+NEGATIVE = "blurry, static, low quality"
+TEMPLATE = ("<|start_header_id|>system<|end_header_id|><image> Describe the video according to the image.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>{}<|eot_id|><|start_header_id|>assistant<|end_header_id|>")
+H, W, FRAMES, STEPS, GUIDANCE, TRUE_CFG, TEXT = 32, 48, 9, 3, 6.0, 3.0, 40
+N_IMAGE = (I2V_IMAGE // 14) ** 2
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return save_tiny_hunyuan_i2v(tmp_path_factory.mktemp("hunyuan_i2v") / "ckpt", seed=3)
+
+
+def template_numbers(ckpt_dir):
+    """(crop_start, image_emb_start) of TEMPLATE for the tiny tokenizer: tokens before the prompt, and the
+    <image> placeholder's index (with BOS)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(ckpt_dir / "tokenizer"))
+    ids = tok(TEMPLATE.split("{}")[0])["input_ids"]
+    return len(ids), ids.index(tok.convert_tokens_to_ids("<image>"))
+
+
+def write_image(folder):
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
+    pixels[:20] = pixels[:20] // 2 + 100
+    Image.fromarray(pixels).save(folder / "input.png")
+    return folder / "input.png"
+
+
+def reference(ckpt_dir, noise, image, crop, start):
+    import torch
+    from diffusers import HunyuanVideoImageToVideoPipeline
+    from PIL import Image
+
+    pipe = HunyuanVideoImageToVideoPipeline.from_pretrained(str(ckpt_dir))
+    seen = {}
+
+    def grab(p, i, t, kw):
+        seen["latents"] = kw["latents"].detach().clone()
+        return {}
+
+    tpl = {"template": TEMPLATE, "crop_start": crop, "image_emb_start": start, "image_emb_end": start + N_IMAGE,
+           "image_emb_len": N_IMAGE}
+    out = pipe(image=Image.open(image).convert("RGB"), prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W,
+               num_frames=FRAMES, num_inference_steps=STEPS, guidance_scale=GUIDANCE, true_cfg_scale=TRUE_CFG,
+               max_sequence_length=TEXT, prompt_template=tpl, latents=torch.from_numpy(noise), output_type="np",
+               callback_on_step_end=grab).frames
+    return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
+
+
+def run_vidax(tmp_path, ckpt_dir, image, crop, start):
+    proc = vidax(
+        "run", "model.id=hunyuanvideo-i2v-13b", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
+        f"negative_prompt={NEGATIVE}", f"image={image}", f"sampling.num_steps={STEPS}", f"sampling.height={H}",
+        f"sampling.width={W}", f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={GUIDANCE}",
+        f"sampling.max_sequence_length={TEXT}", f"options.true_cfg_scale={TRUE_CFG}",
+        f"options.prompt_template='{TEMPLATE}'", f"options.crop_start={crop}", f"options.image_emb_start={start}",
+        f"options.image_emb_len={N_IMAGE}", f"sampling.initial_noise={tmp_path / 'noise.npy'}",
+        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
+        f"output.save_frames={tmp_path / 'frames.npy'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
+        "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
+
+
+def test_cli_matches_diffusers_i2v(tmp_path, ckpt):
+    image = write_image(tmp_path)
+    crop, start = template_numbers(ckpt)
+    noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
+    np.save(tmp_path / "noise.npy", noise)
+    ref_latents, ref_frames = reference(ckpt, noise, image, crop, start)
+    latents, frames = run_vidax(tmp_path, ckpt, image, crop, start)
+    rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
+    frel = float(np.linalg.norm(frames - ref_frames) / np.linalg.norm(ref_frames))
+    print(f"[i2v] crop_start {crop}, image at {start}; latents rel {rel:.3e} max abs "
+          f"{np.abs(latents - ref_latents).max():.3e}; frames rel {frel:.3e} max abs {np.abs(frames - ref_frames).max():.3e}")
+    assert latents.shape == ref_latents.shape == noise.shape
+    assert frames.shape == ref_frames.shape == (1, FRAMES, H, W, 3)
+    assert rel <= 1e-4 and frel <= 1e-4
