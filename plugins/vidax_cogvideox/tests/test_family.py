@@ -1,8 +1,8 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny CogVideoX1.5-like model with 6 heads, which
 (like 2B's 30) split over tp=2 but not 4: TP 2, SP 2 and 3 over the joint sequence (video tokens split, text
 tokens replicated, Ulysses joint attention; RoPE tables and the padded front frame with them), TP 2 x SP 3,
-offload alone and with SP, the golden sharding table. A second, 5B-like model with 2B-style sin-cos positions and
-4 heads covers TP 4 / SP 4 and TP 2 x SP 2."""
+offload alone and with SP, the golden sharding table. A second, 2B-like model (sin-cos positions split with the
+video tokens) with 4 heads covers SP 4, TP 2 x SP 2 and offload with TP 2."""
 
 from __future__ import annotations
 
@@ -46,9 +46,8 @@ class TestCogVideoX2BStyleFamily(FamilyTests):
     overrides = (*BASE, "sampling.height=32", "sampling.width=32")  # 3 frames x 2 x 2 = 12 video tokens
     golden = os.path.join(os.path.dirname(__file__), "golden", "cogvideox2b_tiny_sharding.json")
     parallel_configs = {
-        **FamilyTests.parallel_configs,
-        "tp4": ("parallel.dp=1", "parallel.tp=4"),
         "sp4": ("parallel.dp=1", "parallel.sp=4"),
+        "tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2"),
     }
     offload_configs = {"off2tp2": ("parallel.dp=1", "parallel.tp=2", "offload.enabled=true", "offload.chunk_size=2")}
 
