@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vidax_cogvideox import plugin, presets
+from vidax_cogvideox import plugin
 from vidax_cogvideox.checks import checkpoint_problems
 from vidax_core.plugins import get_plugins
 from vidax_testing.cli import vidax

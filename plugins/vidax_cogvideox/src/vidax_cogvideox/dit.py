@@ -35,7 +35,7 @@ from vidax_core.config.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import gate, modulate
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
-from vidax_core.nn.norms import LayerNorm, layer_norm
+from vidax_core.nn.norms import LayerNorm
 from vidax_core.nn.patchify import patchify, unpatchify
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.parallel.sharding import constrain

@@ -220,11 +220,10 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
 @hookimpl
 def open_checkpoint(spec, path):
     """The original SAT release (``transformer/1/mp_rank_00_model_states.pt``, ``vae/3d-vae.pt``) is not read:
-    one line pointing at the diffusers repo."""
+    one line pointing at the diffusers repo; any other foreign folder is declined (None)."""
     from .original_format import refuse_sat
 
     refuse_sat(spec, path)
-    return None
 
 
 @hookimpl
