@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from vidax_core.testing.family import FamilyTests
@@ -54,3 +55,29 @@ class TestCogVideoX2BStyleFamily(FamilyTests):
     @staticmethod
     def make_checkpoint(folder):
         save_tiny_cogvideox(folder, variant="2b", seed=4, dit={"num_attention_heads": 4, "num_layers": 4})
+
+
+class TestCogVideoX5BI2VFamily(FamilyTests):
+    """Image-to-video with 5B-I2V's learned [text; video] position table: its video part is split over sp with the
+    tokens, the image latents concatenated on channels before the patch embedding."""
+
+    model_id = "cogvideox-5b-i2v"
+    overrides = (*BASE, "sampling.height=32", "sampling.width=32")  # the tiny table's training size
+    golden = os.path.join(os.path.dirname(__file__), "golden", "cogvideox5b_i2v_tiny_sharding.json")
+    parallel_configs = {
+        "sp2": ("parallel.dp=1", "parallel.sp=2"),
+        "tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2"),
+    }
+    offload_configs = {}
+
+    @classmethod
+    def base_overrides(cls, checkpoint):
+        return [*super().base_overrides(checkpoint), f"image={os.path.join(checkpoint, 'first_frame.png')}"]
+
+    @staticmethod
+    def make_checkpoint(folder):
+        from PIL import Image
+
+        save_tiny_cogvideox(folder, variant="5b-i2v", seed=5, dit={"num_attention_heads": 4, "num_layers": 2})
+        rng = np.random.default_rng(2)
+        Image.fromarray((rng.random((32, 32, 3)) * 255).astype(np.uint8)).save(os.path.join(folder, "first_frame.png"))
