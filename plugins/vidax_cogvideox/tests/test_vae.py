@@ -21,6 +21,7 @@ from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.checkpoint import Checkpoint  # noqa: E402
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.vae import tiling as tiling_mod  # noqa: E402
+from vidax_core.vae.tiling import TilingOptions  # noqa: E402
 from vidax_cogvideox import vae as V  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cogvideox_vae")
@@ -285,3 +286,11 @@ def test_tiling_knobs_checked(models):
         V.tiling_options(cfg, {"tile_overlap_factor_width": 1.5})
     with pytest.raises(UserError, match="no stride"):
         V.tiling_options(cfg, {"tile_sample_min_height": 8, "tile_overlap_factor_height": 0.5})
+    with pytest.raises(UserError, match="do not apply to CogVideoX"):
+        V.check_tiling({"tile_sample_stride_width": 64})
+    # the run config's generic check knows CogVideoX's knobs; an options object means what the mapping means
+    as_options = TilingOptions.coerce(DECODE_TILES)
+    as_options.check()
+    assert V.tiling_options(cfg, as_options) == V.tiling_options(cfg, DECODE_TILES)
+    with pytest.raises(ValueError, match=r"tile_overlap_factor_height must be a number in \[0, 1\)"):
+        TilingOptions.coerce({"tile_overlap_factor_height": 1.0}).check()

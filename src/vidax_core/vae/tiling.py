@@ -37,6 +37,10 @@ class TilingOptions:
     tile_sample_min_width: int = 256
     tile_sample_stride_height: int = 192
     tile_sample_stride_width: int = 192
+    #: AutoencoderKLCogVideoX's knobs: its tiles overlap by a fraction of the tile instead of a stride (None: that
+    #: VAE's default). VAEs that tile by stride do not read them.
+    tile_overlap_factor_height: float | None = None
+    tile_overlap_factor_width: float | None = None
 
     @classmethod
     def coerce(cls, value: "TilingOptions | Mapping[str, Any] | bool | None") -> "TilingOptions":
@@ -58,9 +62,15 @@ class TilingOptions:
                      "tile_sample_stride_width"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"VAE tiling: {name} must be positive")
-        if (self.tile_sample_stride_height > self.tile_sample_min_height
-                or self.tile_sample_stride_width > self.tile_sample_min_width):
-            raise ValueError("VAE tiling: a tile stride larger than the tile leaves gaps; lower the stride")
+        for name in ("tile_overlap_factor_height", "tile_overlap_factor_width"):
+            f = getattr(self, name)
+            if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 1):
+                raise ValueError(f"VAE tiling: {name} must be a number in [0, 1)")
+        by_factor = self.tile_overlap_factor_height is not None or self.tile_overlap_factor_width is not None
+        if not by_factor and (self.tile_sample_stride_height > self.tile_sample_min_height
+                              or self.tile_sample_stride_width > self.tile_sample_min_width):
+            raise ValueError("VAE tiling: a tile stride larger than the tile leaves gaps; lower the stride "
+                             "(CogVideoX: set tile_overlap_factor_height/width instead)")
 
 
 @dataclass(frozen=True)

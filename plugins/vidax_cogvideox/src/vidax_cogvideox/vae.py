@@ -94,6 +94,8 @@ class CogVideoXVAEConfig:
 
     def check_supported(self) -> None:
         n = len(self.block_out_channels)
+        if n == 0:
+            raise UserError("the CogVideoX VAE config: block_out_channels must not be empty")
         problems = []
         if tuple(self.down_block_types) != (_DOWN,) * n or tuple(self.up_block_types) != (_UP,) * n:
             problems.append(f"down/up_block_types must be {n} x {_DOWN} / {_UP}")
@@ -193,6 +195,11 @@ def tiling_options(cfg: CogVideoXVAEConfig, tiling: Any = None) -> CogVideoXTili
             raise UserError(f"VAE tiling: {name} {f} leaves no stride between tiles of {getattr(opts, size)} "
                             "pixels; lower it or use larger tiles")
     return opts
+
+
+def check_tiling(tiling: Any) -> None:
+    """Validate a run's ``vae.tiling`` for CogVideoX before anything loads (one :class:`UserError` line)."""
+    tiling_options(CogVideoXVAEConfig(), tiling)
 
 
 def _encoded_size(n: int, levels: int) -> int:
