@@ -25,7 +25,7 @@ def main(out):
     from transformers import Qwen2_5_VLConfig
 
     sys.path.insert(0, os.path.join(ROOT, "plugins", "vidax_cosmos", "tests"))
-    from test_full_size import DITS, QWEN_7B
+    from test_cosmos_full_size import DITS, QWEN_7B
 
     from vidax_cosmos.original_format import SCHEDULER_CONFIG
 

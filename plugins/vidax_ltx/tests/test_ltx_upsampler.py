@@ -116,7 +116,7 @@ def test_upsample_pipeline_latents_match_reference(adain, tone, tmp_path):
     """``LTXLatentUpsamplePipeline(latents=..., output_type="latent")`` with AdaIN and tone mapping on and off."""
     from diffusers import LTXLatentUpsamplePipeline
 
-    from test_vae import TINY as TINY_VAE, _reference as random_vae
+    from test_ltx_vae import TINY as TINY_VAE, _reference as random_vae
 
     vae = random_vae(TINY_VAE, 3)
     model = _reference(TINY, seed=4)

@@ -43,7 +43,7 @@ def test_published_vae_layout(with_encoder):
 
 
 def test_published_vae_original_names():
-    from test_vae import original_state_dict  # the independent inverse, checked against diffusers there
+    from test_ltx_vae import original_state_dict  # the independent inverse, checked against diffusers there
 
     shapes = _meta_shapes()
     renamed = original_vae_tensors(original_state_dict(_stand_ins(shapes), down_blocks=9))
