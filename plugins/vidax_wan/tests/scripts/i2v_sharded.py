@@ -1,5 +1,5 @@
 """A random tiny Wan I2V DiT forward (image context + per-token timesteps) under a dp1/sp2/tp2 mesh against the
-unsharded forward; prints one JSON object (rel error, collective counts). Run by test_dit_i2v.py in a subprocess
+unsharded forward; prints one JSON object (rel error, collective counts). Run by test_wan_dit_i2v.py in a subprocess
 (fake CPU devices must be configured before jax is imported)."""
 
 from __future__ import annotations

@@ -254,7 +254,7 @@ def test_clip_in_original_folder(tmp_path):
     import json
 
     from safetensors.numpy import save_file
-    from test_original_run import write_original
+    from test_wan_original_run import write_original
     from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
     from vidax_core.errors import UserError
 
