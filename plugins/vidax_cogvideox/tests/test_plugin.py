@@ -90,6 +90,15 @@ def test_check_run_refusals(over, needle):
     assert "\n" not in problems[0]
 
 
+def test_tiling_knobs_are_checked():
+    run = _run()
+    run.vae = SimpleNamespace(tiling={"tile_sample_min_height": 240, "tile_overlap_factor_height": 1 / 6})
+    assert plugin.check_run(_spec("cogvideox-5b"), run) == []
+    run.vae = SimpleNamespace(tiling={"tile_overlap_factor_height": 1.5})
+    problems = plugin.check_run(_spec("cogvideox-5b"), run)
+    assert len(problems) == 1 and "tile_overlap_factor_height" in problems[0], problems
+
+
 def test_i2v_needs_an_image():
     problems = plugin.check_run(_spec("cogvideox-5b-i2v"), _run())
     assert problems == ["cogvideox-5b-i2v is an image-to-video model: set image: <path to a png or jpg>"]

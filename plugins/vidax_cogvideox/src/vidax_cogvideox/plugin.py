@@ -148,6 +148,16 @@ def check_run(spec, run):
                         f"{spec.id}-i2v")
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:)")
+    tiling = getattr(getattr(run, "vae", None), "tiling", False)
+    if tiling:  # diffusers' enable_tiling knobs, checked by the VAE module before anything loads
+        from vidax_core.errors import UserError
+
+        from .vae import check_tiling
+
+        try:
+            check_tiling(tiling)
+        except UserError as exc:
+            problems.append(str(exc))
     return problems
 
 
