@@ -141,3 +141,15 @@ class Decoded:
     frames: np.ndarray
     audio: np.ndarray | None = None
     sample_rate: int | None = None
+
+
+def dit_weight_dtype(run: Any) -> Any:
+    """The denoiser's weight dtype: ``model.dtype`` when set, else the policy every family follows: bf16 weights
+    on GPU/TPU (matmuls in bf16; norms, modulation and the residual stream stay fp32 inside the blocks), fp32 on
+    CPU. VAEs and prompt encoders choose their own precision."""
+    import jax
+    import jax.numpy as jnp
+
+    if run.model.dtype is None:
+        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]

@@ -125,3 +125,10 @@ def generated_checkpoint(distribution: str, version: str, name: str, write: Call
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def packaged_checkpoint(package_file: str, name: str) -> str | None:
+    """``assets/<name>`` next to a plugin module (``__file__``) when it holds a diffusers ``model_index.json``: what
+    a ``builtin_checkpoint`` hook returns for the tiny checkpoints a plugin ships."""
+    folder = os.path.join(os.path.dirname(package_file), "assets", name)
+    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None

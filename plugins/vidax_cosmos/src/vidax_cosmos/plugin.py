@@ -8,13 +8,10 @@ embeddings (:mod:`vidax_cosmos.text`), guidance ``cond + g * (cond - uncond)``, 
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 from flax import nnx
 
 from vidax_core.hookspecs import hookimpl
-from vidax_core.model_api import DitBuild
+from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
@@ -22,14 +19,6 @@ from . import presets
 FAMILY = "cosmos"
 
 
-def _dtype(run) -> Any:
-    """``model.dtype``, else bf16 weights on GPU/TPU and fp32 on CPU (norms, modulation, residuals stay fp32)."""
-    import jax
-    import jax.numpy as jnp
-
-    if run.model.dtype is None:
-        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
 
 
 @hookimpl
@@ -49,7 +38,7 @@ def _dit_config(ckpt, **overrides):
 def build_dit(spec, ckpt, run):
     from .dit import CosmosDiT
 
-    cfg = _dit_config(ckpt, dtype=_dtype(run))
+    cfg = _dit_config(ckpt, dtype=dit_weight_dtype(run))
     return DitBuild(ctor=lambda: CosmosDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.out_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=cfg.patch_size,
                     block_counts={"blocks": cfg.num_layers})
@@ -130,7 +119,7 @@ def build_text_encoder(spec, ckpt, run, mesh):
     from . import text
 
     return text.load(ckpt.require("tokenizer"), ckpt.config("text_encoder"), ckpt.tensors("text_encoder"),
-                     dtype=_dtype(run), mesh=mesh)
+                     dtype=dit_weight_dtype(run), mesh=mesh)
 
 
 @hookimpl
@@ -185,8 +174,9 @@ def bench_reference(spec, engine, ckpt_dir, run):
 
 @hookimpl
 def builtin_checkpoint(spec, name):
-    folder = os.path.join(os.path.dirname(__file__), "assets", name)
-    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
+    from vidax_core.io.builtin import packaged_checkpoint
+
+    return packaged_checkpoint(__file__, name)
 
 
 @hookimpl

@@ -8,14 +8,11 @@ pass), real classifier-free guidance on top with ``options.true_cfg_scale`` > 1,
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import numpy as np
 from flax import nnx
 
 from vidax_core.hookspecs import hookimpl
-from vidax_core.model_api import DitBuild
+from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
@@ -27,14 +24,6 @@ def _is_i2v(spec) -> bool:
     return "i2v" in spec.tasks
 
 
-def _dtype(run) -> Any:
-    """``model.dtype``, else bf16 weights on GPU/TPU and fp32 on CPU (norms, modulation, residuals stay fp32)."""
-    import jax
-    import jax.numpy as jnp
-
-    if run.model.dtype is None:
-        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
 
 
 @hookimpl
@@ -53,7 +42,7 @@ def _dit_config(ckpt, **overrides):
 def build_dit(spec, ckpt, run):
     from .dit import HunyuanDiT
 
-    cfg = _dit_config(ckpt, dtype=_dtype(run))
+    cfg = _dit_config(ckpt, dtype=dit_weight_dtype(run))
     return DitBuild(ctor=lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=cfg.patch,
                     block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers})
@@ -140,8 +129,8 @@ def build_text_encoder(spec, ckpt, run, mesh):
     from . import text
 
     if _is_i2v(spec):
-        return text.load_i2v(ckpt, dtype=_dtype(run), mesh=mesh)
-    return text.load(ckpt, dtype=_dtype(run), mesh=mesh)
+        return text.load_i2v(ckpt, dtype=dit_weight_dtype(run), mesh=mesh)
+    return text.load(ckpt, dtype=dit_weight_dtype(run), mesh=mesh)
 
 
 @hookimpl
@@ -217,8 +206,9 @@ def open_checkpoint(spec, path):
 
 @hookimpl
 def builtin_checkpoint(spec, name):
-    folder = os.path.join(os.path.dirname(__file__), "assets", name)
-    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
+    from vidax_core.io.builtin import packaged_checkpoint
+
+    return packaged_checkpoint(__file__, name)
 
 
 @hookimpl

@@ -8,7 +8,6 @@ by ``options.frame_rate``, and a timestep-conditioned VAE decode.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +15,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.hookspecs import hookimpl
-from vidax_core.model_api import DitBuild
+from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
@@ -24,14 +23,6 @@ from . import presets
 FAMILY = "ltx"
 
 
-def _dtype(run) -> Any:
-    """``model.dtype``, else bf16 weights on GPU/TPU and fp32 on CPU (scale-shift tables stay fp32 either way)."""
-    import jax
-    import jax.numpy as jnp
-
-    if run.model.dtype is None:
-        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
 
 
 @hookimpl
@@ -51,7 +42,7 @@ def _dit_config(ckpt, **overrides):
 def build_dit(spec, ckpt, run):
     from .dit import LTXDiT
 
-    cfg = _dit_config(ckpt, dtype=_dtype(run))
+    cfg = _dit_config(ckpt, dtype=dit_weight_dtype(run))
     p, pt = cfg.patch_size, cfg.patch_size_t
 
     def shapes(batch, grid):
@@ -249,8 +240,9 @@ def open_checkpoint(spec, path):
 
 @hookimpl
 def builtin_checkpoint(spec, name):
-    folder = os.path.join(os.path.dirname(__file__), "assets", name)
-    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
+    from vidax_core.io.builtin import packaged_checkpoint
+
+    return packaged_checkpoint(__file__, name)
 
 
 @hookimpl

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import os
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -13,7 +12,7 @@ from flax import nnx
 
 from vidax_core.io.convert import convert
 from vidax_core.hookspecs import hookimpl
-from vidax_core.model_api import DitBuild
+from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
@@ -23,18 +22,6 @@ SPATIAL_FACTOR = 8  # VAE spatial compression
 TEMPORAL_FACTOR = 4  # VAE temporal compression
 
 
-def _dtype(run) -> Any:
-    """The DiT's weight dtype: ``model.dtype``, else the Wan precision policy (docs/models/wan.md).
-
-    Policy: bf16 DiT weights on GPU/TPU (matmuls in bf16; norms, modulation and the residual stream stay fp32
-    inside the blocks), fp32 on CPU; the VAE and the prompt encoder always compute in fp32.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    if run.model.dtype is None:
-        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
 
 
 @hookimpl
@@ -48,7 +35,7 @@ def build_dit(spec, ckpt, run):
     from .dit import WanDiT, WanDiTConfig
 
     def one(component: str, **expert) -> DitBuild:
-        cfg = WanDiTConfig.from_config({**ckpt.config(component), "dtype": _dtype(run)})
+        cfg = WanDiTConfig.from_config({**ckpt.config(component), "dtype": dit_weight_dtype(run)})
         return DitBuild(ctor=lambda: WanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.out_channels,
                         component=component, param_dtype=cfg.dtype, heads=cfg.num_attention_heads,
                         patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, **expert)
@@ -209,8 +196,9 @@ def open_checkpoint(spec, path):
 
 @hookimpl
 def builtin_checkpoint(spec, name):
-    folder = os.path.join(os.path.dirname(__file__), "assets", name)
-    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
+    from vidax_core.io.builtin import packaged_checkpoint
+
+    return packaged_checkpoint(__file__, name)
 
 
 @hookimpl
