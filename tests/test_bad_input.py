@@ -104,12 +104,38 @@ CASES = [
     ("image-missing-for-i2v", lambda t, c: ["model.id=wan2.1-i2v-14b-480p", f"model.checkpoint={c}"] + SMALL, "is an image-to-video model: set image"),
     ("image-unreadable", lambda t, c: [_w(t / "bad.png", "not a png"), "model.id=wan2.1-i2v-14b-480p", f"model.checkpoint={c}", f"image={t / 'bad.png'}"] + SMALL, "cannot read image"),
     ("tokenizer-missing", lambda t, c: [_rm(c / "tokenizer/tokenizer.json"), MODEL, f"model.checkpoint={c}"] + SMALL, "tokenizer"),
+    # every family's own refusals, before any weight loads (the families' built-in tiny checkpoints)
+    ("cosmos-frames", lambda t, c: ["model.id=cosmos-predict2.5-2b", "model.checkpoint=builtin:tiny-random",
+                                    "sampling.num_frames=10"], "must be 4k+1 for Cosmos-Predict2.5"),
+    ("cosmos-image-and-video", lambda t, c: ["model.id=cosmos-predict2.5-2b", "model.checkpoint=builtin:tiny-random",
+                                             _png(t / "a.png"), f"image={t / 'a.png'}", f"video={t / 'a.png'}"],
+     "set only one of image: and video:"),
+    ("ltx-frames", lambda t, c: ["model.id=ltx-video-2b-0.9.8-distilled", "model.checkpoint=builtin:tiny-random",
+                                 "sampling.num_frames=10"], "must be 8k+1 for LTX-Video"),
+    ("ltx-height", lambda t, c: ["model.id=ltx-video-13b-0.9.8-dev", "model.checkpoint=builtin:tiny-random",
+                                 "sampling.height=500"], "use 480"),
+    ("hunyuan-t2v-image", lambda t, c: ["model.id=hunyuanvideo-t2v-13b", "model.checkpoint=builtin:tiny-random",
+                                        _png(t / "a.png"), f"image={t / 'a.png'}"], "use hunyuanvideo-i2v-13b"),
+    ("hunyuan-i2v-no-image", lambda t, c: ["model.id=hunyuanvideo-i2v-13b", "model.checkpoint=builtin:tiny-random"],
+     "give the first frame"),
+    ("cogvideox-frames", lambda t, c: ["model.id=cogvideox-5b", "model.checkpoint=builtin:tiny-random",
+                                       "sampling.num_frames=48"], "sampling.num_frames"),
+    ("cogvideox-i2v-t2v-checkpoint", lambda t, c: ["model.id=cogvideox-5b-i2v", "model.checkpoint=builtin:tiny-random",
+                                                   _png(t / "a.png"), f"image={t / 'a.png'}", "sampling.height=480",
+                                                   "sampling.width=720"], "use a cogvideox-5b-i2v checkpoint"),
 ]
 
 
 def _w(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    return None
+
+
+def _png(path):
+    from PIL import Image
+
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(path)
     return None
 
 
