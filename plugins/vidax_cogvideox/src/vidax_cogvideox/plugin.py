@@ -10,7 +10,6 @@ and the I2V first-frame latent concatenated on channels.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.hookspecs import hookimpl
-from vidax_core.model_api import DitBuild
+from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
@@ -27,14 +26,6 @@ FAMILY = "cogvideox"
 SPATIAL_FACTOR, TEMPORAL_FACTOR = 8, 4
 
 
-def _dtype(run) -> Any:
-    """``model.dtype``, else bf16 DiT weights on GPU/TPU and fp32 on CPU (norms, modulation, residuals fp32)."""
-    import jax
-    import jax.numpy as jnp
-
-    if run.model.dtype is None:
-        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[run.model.dtype]
 
 
 def _is_i2v(spec) -> bool:
@@ -57,7 +48,7 @@ def _dit_config(ckpt, **overrides):
 def build_dit(spec, ckpt, run):
     from .dit import CogVideoXDiT
 
-    cfg = _dit_config(ckpt, dtype=_dtype(run))
+    cfg = _dit_config(ckpt, dtype=dit_weight_dtype(run))
 
     def shapes(batch, grid):
         f, h, w = grid
@@ -238,8 +229,9 @@ def open_checkpoint(spec, path):
 
 @hookimpl
 def builtin_checkpoint(spec, name):
-    folder = os.path.join(os.path.dirname(__file__), "assets", name)
-    return folder if os.path.exists(os.path.join(folder, "model_index.json")) else None
+    from vidax_core.io.builtin import packaged_checkpoint
+
+    return packaged_checkpoint(__file__, name)
 
 
 @hookimpl

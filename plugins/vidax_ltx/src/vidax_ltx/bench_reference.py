@@ -9,28 +9,19 @@ timestep-conditioned ``vae.decode`` + post-processing, with the run's ``options`
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
+from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
 from vidax_core.errors import UserError
-
-
-def _torch_diffusers():
-    try:
-        import diffusers
-        import torch
-    except ImportError as exc:
-        raise UserError("--reference diffusers needs the test extra: pip install 'vidax-core[test]'") from exc
-    return torch, diffusers
 
 
 class LTXDiffusersReference:
     engine = "diffusers"
 
     def __init__(self, ckpt_dir: str, run: Any) -> None:
-        _torch_diffusers()
+        torch_diffusers()
         if run.image is not None:
             raise UserError("--reference diffusers: the LTX reference times text-to-video runs only; remove `image`")
         if run.sampling.scheduler is not None:
@@ -38,51 +29,30 @@ class LTXDiffusersReference:
         self.ckpt_dir, self.run = ckpt_dir, run
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers = _torch_diffusers()
-        from vidax_core.runner.pipeline import peak_rss_mb
-
+        torch, diffusers = torch_diffusers()
         run, s, o = self.run, self.run.sampling, self.run.options
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        cuda = device == "cuda"
-        dtype = getattr(torch, run.model.dtype or "float32")
-        sync = torch.cuda.synchronize if cuda else (lambda: None)
-        start = time.perf_counter()
-        pipe = diffusers.LTXPipeline.from_pretrained(self.ckpt_dir, torch_dtype={"transformer": dtype,
-                                                                                 "default": torch.float32})
-        pipe.to(device)
-        pipe.set_progress_bar_config(disable=True)
-        sync()
-        load_s = time.perf_counter() - start
+        dtype = torch_dtype(torch, run.model.dtype)
+        clock = TorchClock(torch, device)
+        with clock.phase("load"):
+            pipe = diffusers.LTXPipeline.from_pretrained(self.ckpt_dir, torch_dtype={"transformer": dtype,
+                                                                                     "default": torch.float32})
+            pipe.to(device)
+            pipe.set_progress_bar_config(disable=True)
         guided = s.guidance_scale > 1.0
-        t0 = time.perf_counter()
-        with torch.no_grad():
+        with clock.phase("encode"):
             pe, pm, ne, nm = pipe.encode_prompt(prompt=run.prompt, negative_prompt=run.negative_prompt if guided else None,
                                                 do_classifier_free_guidance=guided,
                                                 max_sequence_length=s.max_sequence_length, device=device)
-        sync()
-        encode_s = time.perf_counter() - t0
-        stamps: list[float] = []
-
-        def on_step_end(_pipe, i, t, kwargs):
-            sync()
-            stamps.append(time.perf_counter())
-            return kwargs
-
         common = dict(prompt_embeds=pe.to(dtype), prompt_attention_mask=pm,
                       negative_prompt_embeds=None if ne is None else ne.to(dtype), negative_prompt_attention_mask=nm,
                       height=s.height, width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
                       guidance_scale=s.guidance_scale, guidance_rescale=float(o.get("guidance_rescale") or 0.0),
                       frame_rate=int(round(float(o.get("frame_rate") or 25))), max_sequence_length=s.max_sequence_length,
                       generator=torch.Generator(device="cpu").manual_seed(s.seed))
-        t_call = time.perf_counter()
-        with torch.no_grad():
-            latents = pipe(output_type="latent", callback_on_step_end=on_step_end, **common).frames
-        sync()
-        sampling_s = time.perf_counter() - t_call
-        edges = [t_call, *stamps]
-        step_times = [b - a for a, b in zip(edges[:-1], edges[1:])]
-        t0 = time.perf_counter()
-        with torch.no_grad():
+        with clock.sampling():
+            latents = pipe(output_type="latent", callback_on_step_end=clock.on_step_end, **common).frames
+        with clock.phase("decode"):
             vae = pipe.vae
             grid = ((s.num_frames - 1) // pipe.vae_temporal_compression_ratio + 1,
                     s.height // pipe.vae_spatial_compression_ratio, s.width // pipe.vae_spatial_compression_ratio)
@@ -93,15 +63,5 @@ class LTXDiffusersReference:
                 if vae.config.timestep_conditioning else None
             video = vae.decode(z.to(vae.dtype), t, return_dict=False)[0]
             frames = pipe.video_processor.postprocess_video(video, output_type="np")
-        sync()
-        decode_s = time.perf_counter() - t0
-        per_step = float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
-        return {
-            "engine": "diffusers", "load_s": load_s, "encode_s": encode_s,
-            "compile_s": max(step_times[0] - per_step, 0.0) if len(step_times) > 1 else 0.0,
-            "sampling_s": sampling_s, "per_step_s": per_step, "step_times_s": step_times,
-            "num_steps": len(step_times), "decode_s": decode_s, "total_s": time.perf_counter() - start,
-            "peak_rss_mb": peak_rss_mb(), "device_peak_bytes": int(torch.cuda.max_memory_allocated()) if cuda else None,
-            "latent_shape": list(latents.shape), "frames_shape": list(np.shape(frames)), "backend": device,
-            "dtype": str(dtype).replace("torch.", ""), "torch": torch.__version__,
-        }
+        return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
+                             dtype=str(dtype).replace("torch.", ""))

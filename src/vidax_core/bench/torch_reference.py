@@ -1,0 +1,95 @@
+"""What every family's diffusers reference for ``vidax bench --reference diffusers`` shares: importing torch and
+diffusers lazily (their absence is one line naming the extra), and timing a pipeline phase by phase the way
+:func:`vidax_core.runner.pipeline.run` times vidax, so the two rows divide.
+
+* ``load_s``, ``encode_s``, ``decode_s``: :meth:`TorchClock.phase` around ``from_pretrained`` + move, the prompt
+  encoding, and the pipeline's own decode (each ends with a device synchronise);
+* steps: pass :meth:`TorchClock.on_step_end` as ``callback_on_step_end`` and call the pipeline inside
+  :meth:`TorchClock.sampling`; step 0 starts when the call starts, ``per_step_s`` is the median of steps 1.. and
+  ``compile_s`` is step 0 minus it (torch's first-call overhead, as the compiling step is for vidax);
+* ``peak_rss_mb`` of the process; device peak bytes from ``torch.cuda.max_memory_allocated`` on CUDA, else n/a.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from vidax_core.errors import UserError
+
+MISSING = "--reference diffusers needs the test extra: pip install 'vidax-core[test]'"
+
+
+def torch_diffusers() -> tuple[Any, Any]:
+    """(torch, diffusers), or a one-line :class:`UserError` naming the extra to install."""
+    try:
+        import diffusers
+        import torch
+    except ImportError as exc:
+        raise UserError(MISSING) from exc
+    return torch, diffusers
+
+
+def torch_dtype(torch: Any, name: str | None) -> Any:
+    """The torch dtype of a ``model.dtype`` value (None: float32, as vidax runs on CPU)."""
+    return getattr(torch, name or "float32")
+
+
+class TorchClock:
+    """Phase timings of one reference run on ``device`` ("cuda..." or "cpu")."""
+
+    def __init__(self, torch: Any, device: str) -> None:
+        self.torch, self.device = torch, device
+        self.cuda = device.startswith("cuda")
+        self.times: dict[str, float] = {}
+        self.stamps: list[float] = []
+        self._call_start: float | None = None
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        self.start = time.perf_counter()
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block (adds to ``<name>_s``), under ``torch.no_grad``, synchronised at the end."""
+        t0 = time.perf_counter()
+        with self.torch.no_grad():
+            yield
+        self.sync()
+        self.times[f"{name}_s"] = self.times.get(f"{name}_s", 0.0) + time.perf_counter() - t0
+
+    @contextlib.contextmanager
+    def sampling(self) -> Iterator[None]:
+        """Around the denoising call that takes :meth:`on_step_end` as its ``callback_on_step_end``."""
+        self._call_start = time.perf_counter()
+        with self.phase("sampling"):
+            yield
+
+    def on_step_end(self, _pipe: Any, i: int, t: Any, kwargs: dict) -> dict:
+        self.sync()
+        self.stamps.append(time.perf_counter())
+        return kwargs
+
+    def metrics(self, **extra: Any) -> dict[str, Any]:
+        """The metrics row: the phases, the step statistics, memory, and ``extra`` (shapes, dtype...)."""
+        from vidax_core.runner.pipeline import peak_rss_mb
+
+        edges = [self._call_start, *self.stamps] if self._call_start is not None else []
+        steps = [b - a for a, b in zip(edges[:-1], edges[1:])]
+        per_step = float(np.median(steps[1:])) if len(steps) > 1 else (steps[0] if steps else 0.0)
+        return {
+            "engine": "diffusers", "load_s": 0.0, "encode_s": 0.0, "decode_s": 0.0, **self.times,
+            "compile_s": max(steps[0] - per_step, 0.0) if len(steps) > 1 else 0.0,
+            "per_step_s": per_step, "step_times_s": steps, "num_steps": len(steps),
+            "total_s": time.perf_counter() - self.start, "peak_rss_mb": peak_rss_mb(),
+            "device_peak_bytes": int(self.torch.cuda.max_memory_allocated()) if self.cuda else None,
+            "device_bytes_in_use": int(self.torch.cuda.memory_allocated()) if self.cuda else None,
+            "backend": self.device, "torch": self.torch.__version__, "torch_threads": self.torch.get_num_threads(),
+            **extra,
+        }
