@@ -101,3 +101,27 @@ def test_sequence_parallel_must_divide_the_video_tokens(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert _line(ok.stdout, "tokens:") == "tokens:     4 video tokens (latent 1x4x4, patch 1x2x2)"
     assert "sp=2" in _line(ok.stdout, "mesh:")
+
+
+def test_activation_estimate_uses_the_checkpoint_widths_and_the_mesh(a14b):
+    """The widths come from the torch reference's own config (model width, ffn_dim); the formula is the one
+    vidax_core.runner.activations documents, evaluated here by hand for sp 1 and sp 2."""
+    import json
+    import math
+
+    folder, _, _ = a14b
+    t = json.loads((folder / "transformer" / "config.json").read_text())
+    d, m = t["num_attention_heads"] * t["attention_head_dim"], t["ffn_dim"]
+    text = 16
+    for sp in (1, 2):
+        proc = vidax("run", "model.id=wan2.2-t2v-a14b", f"model.checkpoint={folder}", *SMALL, "--dry-run",
+                     "parallel.dp=1", f"parallel.sp={sp}", f"sampling.max_sequence_length={text}", env=TWO_DEVICES,
+                     timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        tokens = 2 * (32 // 16) * (32 // 16)  # latent 2x4x4, patch 1x2x2
+        local = math.ceil(tokens / sp)
+        want = 2 * 2 * (local + text) * d * 4 + max(4 * 2 * (tokens + text) * math.ceil(d / sp) * 4,
+                                                    2 * 2 * local * m * 4)
+        line = _line(proc.stdout, "activations:")
+        assert line.startswith(f"activations: ~{_fmt_bytes(want)} per device inside one block"), line
+        assert f"width {d}, attention {d}, MLP {m}" in line, line

@@ -86,6 +86,24 @@ def _chunk_text(chunk: Any) -> str:
     return str(chunk)
 
 
+def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any, batch: int,
+                 tokens: int | None) -> str:
+    """The ``activations:`` line: one block's live intermediates per device (:mod:`.activations`)."""
+    from vidax_core.runner.activations import block_activation_bytes, block_widths
+
+    if tokens is None:
+        return "not estimated (no video token count without the latent grid and patch size)"
+    widths = block_widths(abstract_state, (build.block_counts or {}).keys())
+    if widths is None:
+        return "not estimated (the denoiser's parameters name no embed axis)"
+    text = int(cfg.sampling.max_sequence_length or 0)
+    n = block_activation_bytes(widths, batch=batch, tokens=tokens, text_tokens=text, dp=mesh_plan.dp,
+                               tp=mesh_plan.tp, sp=mesh_plan.sp, compute_bytes=np.dtype(build.param_dtype).itemsize)
+    return (f"~{_fmt_bytes(n)} per device inside one block (estimate: batch {batch} over dp={mesh_plan.dp}, "
+            f"{tokens} video + {text} text tokens, width {widths.model}, attention {widths.attention}, "
+            f"MLP {widths.mlp}; fp32 residual in and out + the larger of Ulysses q/k/v/out and the MLP hidden)")
+
+
 def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
     from vidax_core.runner.pipeline import build_dit, expected_batch, plan_placement, select_guidance, video_tokens
 
@@ -107,7 +125,10 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
                       for b in builds]
         tokens = f"not checked (the plugin of {spec.id} gives no latent shape without loading its VAE)"
     mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
-    sizes = [size_denoiser(abstract_model(b.ctor)[2], b.block_counts) for b in builds]
+    abstracts = [abstract_model(b.ctor) for b in builds]
+    sizes = [size_denoiser(a[2], b.block_counts) for a, b in zip(abstracts, builds)]
+    activations = _activations(cfg, builds[0], abstracts[0][1], mesh_plan, batch,
+                               video_tokens(builds[0], latent) if latent is not None else None)
     tp = cfg.parallel.tp
     chunk = cfg.offload.chunk_size
     if cfg.offload.enabled and streamed:
@@ -138,6 +159,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
         f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
+        f"activations: {activations}",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",
         "resolved config:",
