@@ -43,6 +43,7 @@ _EXPORTS = {
     "joint_attention": "attention.ulysses",
     # built-in checkpoints generated on first use
     "generated_checkpoint": "io.builtin", "write_diffusers": "io.builtin", "random_weights": "io.builtin",
+    "packaged_checkpoint": "io.builtin", "dit_weight_dtype": "model_api",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -55,7 +55,8 @@ def convert_checkpoint(spec, component, tensors, abstract):
 def shard_rules(spec):
     """Return a sequence of ``(logical_axis_name, mesh_axis_or_None)`` pairs mapping the DiT's logical parameter
     and activation axes (``embed``, ``heads``, ``mlp``, ``layers`` ...) onto mesh axes (``tp``, ``sp``, ``dp``).
-    Return None to decline (the core then replicates everything)."""
+    They are layered over :data:`vidax_core.parallel.sharding.DEFAULT_RULES` (batch -> dp, seq -> sp, heads and mlp
+    -> tp, the rest replicated), so a plugin names only what it adds or changes; None keeps those defaults."""
 
 
 @hookspec(firstresult=True)
