@@ -1,7 +1,8 @@
 """Write config-only folders of the published Cosmos-Predict2.5 2B and 14B checkpoints (diffusers layout, no
 weights), for ``vidax run --dry-run`` memory estimates (docs/models/cosmos.md). The DiT numbers are those of
 diffusers' conversion script, the text encoder Cosmos-Reason1-7B's (Qwen2.5-VL-7B), the VAE diffusers' Wan2.1
-defaults, the scheduler the conversion's UniPC. Needs the test extra:
+defaults, the scheduler the conversion's UniPC. Also prints the size of the text tower vidax builds from the text
+encoder config (abstract: nothing is allocated), which the dry run does not report. Needs the test extra:
     python plugins/vidax_cosmos/scripts/published_config_folders.py OUT_DIR
 """
 
@@ -17,6 +18,20 @@ def write(folder, name, data):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, name), "w") as f:
         json.dump(data, f, indent=1)
+
+
+def text_encoder_size(config_path):
+    """Parameter count of vidax's DecoderLLM text tower for the config at ``config_path``."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from vidax_core.encoders import decoder_llm as dl
+
+    with open(config_path) as f:
+        cfg = dl.DecoderLLMConfig.from_config(json.load(f))
+    state = nnx.state(nnx.eval_shape(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0))))
+    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state))
 
 
 def main(out):
@@ -46,6 +61,9 @@ def main(out):
         write(os.path.join(root, "text_encoder"), "config.json", te)
         write(os.path.join(root, "scheduler"), "scheduler_config.json", SCHEDULER_CONFIG)
         print(f"wrote {root}")
+        n = text_encoder_size(os.path.join(root, "text_encoder", "config.json"))
+        print(f"  text encoder (vidax text tower): {n / 1e9:.2f}B parameters, {n * 2 / 2**30:.1f} GiB in bf16, "
+              f"{n * 4 / 2**30:.1f} GiB in fp32")
 
 
 if __name__ == "__main__":
