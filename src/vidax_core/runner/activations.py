@@ -1,9 +1,10 @@
 """Per-device activation bytes of one transformer block, estimated from the abstract parameter tree (``vidax run
 --dry-run``), for any family.
 
-The widths come from the block groups' logical axes, so no family has to describe itself: ``embed`` is the model
-width, the widest ``heads`` axis the attention width (q, k, v and the output projection), the widest ``mlp`` axis
-the feed-forward hidden width. During one block a device holds, besides the weights:
+The widths come from the block groups' logical axes, so no family has to describe itself: the model width is the
+``embed`` size most parameters carry (a modulation projection may label its ``n x width`` output ``embed`` too),
+the widest ``heads`` axis the attention width (q, k, v and the output projection), the widest ``mlp`` axis the
+feed-forward hidden width. During one block a device holds, besides the weights:
 
 * the fp32 residual stream, into and out of the block: ``2 x b x (S / sp + L) x D x 4`` bytes;
 * then the larger of the attention phase, where DeepSpeed-Ulysses gives each device the whole sequence with
@@ -20,6 +21,7 @@ intermediates, not a measurement: XLA may fuse some of them away or keep a few m
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -39,17 +41,23 @@ def block_widths(abstract_state: Any, groups: Iterable[str]) -> BlockWidths | No
 
     groups = set(groups)
     shapes = {tuple(p): v.value.shape if hasattr(v, "value") else v.shape for p, v in nnx.to_flat_state(abstract_state)}
-    widths = {"embed": 0, "heads": 0, "mlp": 0}
+    widths = {"heads": 0, "mlp": 0}
+    embed: Counter[int] = Counter()
     for path, names in param_names(abstract_state).items():
         if not names or (groups and str(path[0]) not in groups):
             continue
         shape = shapes[path]
         for axis, name in enumerate(names):
-            if name in widths and axis < len(shape):
+            if axis >= len(shape):
+                continue
+            if name == "embed":
+                embed[int(shape[axis])] += 1
+            elif name in widths:
                 widths[name] = max(widths[name], int(shape[axis]))
-    if not widths["embed"]:
+    if not embed:
         return None
-    return BlockWidths(widths["embed"], widths["heads"] or widths["embed"], widths["mlp"])
+    model = max(embed, key=lambda size: (embed[size], size))
+    return BlockWidths(model, widths["heads"] or model, widths["mlp"])
 
 
 def block_activation_bytes(w: BlockWidths, *, batch: int, tokens: int, text_tokens: int, dp: int, tp: int, sp: int,
