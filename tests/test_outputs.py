@@ -56,7 +56,7 @@ def test_mp4_round_trip(tmp_path):
 def test_ctrl_c_during_sampling_exits_cleanly(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "vidax")
     out = tmp_path / "o.mp4"
-    cmd = [exe, "run", "configs/demo.yaml", "sampling.num_steps=400", f"output.path={out}",
+    cmd = [exe, "run", "configs/demo.yaml", "sampling.num_steps=10000", f"output.path={out}",
            f"output.save_latents={tmp_path / 'l.npy'}", f"output.metrics={tmp_path / 'm.json'}",
            f"runtime.compilation_cache_dir={tmp_path / 'jc'}"]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,7 +71,7 @@ def test_ctrl_c_during_sampling_exits_cleanly(tmp_path):
             if not b:
                 return
             chunks.append(b)
-            if b"sampling:" in b"".join(chunks[-4:]) and b"/400" in b"".join(chunks[-4:]):
+            if b"sampling:" in b"".join(chunks[-4:]) and b"/10000" in b"".join(chunks[-4:]):
                 seen.set()
 
     t = threading.Thread(target=watch, daemon=True)

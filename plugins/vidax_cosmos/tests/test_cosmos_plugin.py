@@ -4,6 +4,8 @@ torch's nearest interpolation, and bad runs are refused with one line naming the
 
 from __future__ import annotations
 
+import os
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +18,9 @@ from vidax_cosmos.conditioning import resize_nearest  # noqa: E402
 from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cosmos_plugin")
+
+# the repository's demo config, by absolute path: the CLI runs wherever the test process stands
+DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "cosmos_demo.yaml")
 
 PROMPTS = ["a red car drives through the city streets at night", "The quick brown fox jumps over the lazy dog."]
 MAX_LEN = 96
@@ -104,7 +109,7 @@ def test_check_run_accepts_the_defaults():
 def test_cli_refuses_before_loading(tmp_path):
     from vidax_testing.cli import vidax
 
-    proc = vidax("run", "configs/cosmos_demo.yaml", "sampling.num_frames=16", f"output.path={tmp_path / 'x.mp4'}",
+    proc = vidax("run", DEMO, "sampling.num_frames=16", f"output.path={tmp_path / 'x.mp4'}",
                  cwd=__import__("pathlib").Path(__file__).parents[3])
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: sampling.num_frames must be 4k+1"), proc.stderr

@@ -4,6 +4,8 @@ runs are refused with one ``error:`` line naming the key, before any weight load
 
 from __future__ import annotations
 
+import os
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +18,9 @@ from vidax_testing.cli import vidax  # noqa: E402
 from vidax_testing.tiny_hunyuan import build_tiny_hunyuan_pipeline  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan_plugin")
+
+# the repository's demo config, by absolute path: the CLI runs wherever the test process stands
+DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "hunyuan_demo.yaml")
 
 PROMPTS = ["a red car drives through the city streets at night", "blurry"]
 MAX_LEN = 300
@@ -42,7 +47,7 @@ def test_prompt_embeddings_match_the_pipeline(tmp_path, side):
         pipe.text_encoder_2.float()
         return hidden.double().numpy(), pooled.double().numpy(), mask.numpy()
 
-    (h64, p64, m64), (h32, p32, m32) = ref(torch.float64), ref(torch.float32)
+    (h64, p64, _), (h32, p32, m32) = ref(torch.float64), ref(torch.float32)
     np.testing.assert_array_equal(got["mask"], m32)
     if side == "right":  # the prompts are padded (left padding lands in the cropped prefix, as the reference's)
         assert got["mask"].sum(1).min() > 0 and (got["mask"] == 0).any()
@@ -65,14 +70,14 @@ BAD = {
 
 
 def test_i2v_needs_an_image(tmp_path):
-    proc = vidax("run", "configs/hunyuan_demo.yaml", "model.id=hunyuanvideo-i2v-13b",
+    proc = vidax("run", DEMO, "model.id=hunyuanvideo-i2v-13b",
                  f"output.path={tmp_path / 'o.mp4'}", "--dry-run")
     assert proc.returncode == 2 and "give the first frame with image=" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("override", sorted(BAD))
 def test_bad_runs_are_refused_before_loading(tmp_path, override):
-    proc = vidax("run", "configs/hunyuan_demo.yaml", override, f"output.path={tmp_path / 'o.mp4'}", "--dry-run")
+    proc = vidax("run", DEMO, override, f"output.path={tmp_path / 'o.mp4'}", "--dry-run")
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr
     assert lines and lines[-1].startswith("error:") and BAD[override] in proc.stderr, proc.stderr
