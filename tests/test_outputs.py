@@ -60,8 +60,11 @@ def test_ctrl_c_during_sampling_exits_cleanly(tmp_path):
            f"output.save_latents={tmp_path / 'l.npy'}", f"output.metrics={tmp_path / 'm.json'}",
            f"runtime.compilation_cache_dir={tmp_path / 'jc'}"]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # as from a terminal: SIGINT at its default disposition (a test runner's worker may have set it to ignored,
+    # which a child inherits, and Python then never raises KeyboardInterrupt)
     proc = subprocess.Popen(cmd, cwd=root, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=False,
-                            env=dict(os.environ, JAX_PLATFORMS="cpu"))
+                            env=dict(os.environ, JAX_PLATFORMS="cpu"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = threading.Event()
     chunks: list[bytes] = []
 
