@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from vidax_testing.cli import vidax
+from vidax_testing.run_parity import assert_run_matches
 from vidax_testing.tiny_cogvideox import LATENT_CHANNELS, TEXT_LEN, build_tiny_cogvideox_pipeline, save_pipeline
 
 pytestmark = pytest.mark.xdist_group("cogvideox_e2e")
@@ -109,10 +110,5 @@ def test_cli_matches_diffusers(tmp_path, case):
     assert proc.returncode == 0, proc.stderr
     latents = np.load(tmp_path / "lat.npy")
     got_frames = np.load(tmp_path / "frames.npy")
-    rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
-    frel = float(np.linalg.norm(got_frames - ref_frames) / np.linalg.norm(ref_frames))
-    print(f"[{case}] latents rel {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; frames rel {frel:.3e} "
-          f"max abs {np.abs(got_frames - ref_frames).max():.3e}")
-    assert latents.shape == ref_latents.shape == noise.shape
-    assert got_frames.shape == ref_frames.shape == (1, FRAMES, SIZE, SIZE, 3)
-    assert rel <= 1e-4 and frel <= 1e-4
+    assert_run_matches(case, latents, got_frames, ref_latents, ref_frames, latent_shape=noise.shape,
+                       frame_shape=(1, FRAMES, SIZE, SIZE, 3))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from vidax_testing.cli import vidax
+from vidax_testing.run_parity import assert_run_matches
 from vidax_testing.tiny_hunyuan import save_tiny_hunyuan
 
 pytestmark = pytest.mark.xdist_group("hunyuan_e2e")
@@ -66,10 +67,5 @@ def test_cli_matches_diffusers(tmp_path, ckpt, case):
     np.save(tmp_path / "noise.npy", noise)
     ref_latents, ref_frames = reference(ckpt, noise, CASES[case])
     latents, frames = run_vidax(tmp_path, ckpt, CASES[case])
-    rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
-    frel = float(np.linalg.norm(frames - ref_frames) / np.linalg.norm(ref_frames))
-    print(f"[{case}] latents rel {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; frames rel {frel:.3e} "
-          f"max abs {np.abs(frames - ref_frames).max():.3e}")
-    assert latents.shape == ref_latents.shape == noise.shape
-    assert frames.shape == ref_frames.shape == (1, FRAMES, H, W, 3)
-    assert rel <= 1e-4 and frel <= 1e-4
+    assert_run_matches(case, latents, frames, ref_latents, ref_frames, latent_shape=noise.shape,
+                       frame_shape=(1, FRAMES, H, W, 3))

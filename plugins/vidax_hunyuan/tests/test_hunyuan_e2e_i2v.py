@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vidax_testing.cli import vidax
+from vidax_testing.run_parity import assert_run_matches
 from vidax_testing.tiny_hunyuan import I2V_IMAGE, save_tiny_hunyuan_i2v
 
 pytestmark = pytest.mark.xdist_group("hunyuan_e2e_i2v")
@@ -90,10 +91,5 @@ def test_cli_matches_diffusers_i2v(tmp_path, ckpt):
     np.save(tmp_path / "noise.npy", noise)
     ref_latents, ref_frames = reference(ckpt, noise, image, crop, start)
     latents, frames = run_vidax(tmp_path, ckpt, image, crop, start)
-    rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
-    frel = float(np.linalg.norm(frames - ref_frames) / np.linalg.norm(ref_frames))
-    print(f"[i2v] crop_start {crop}, image at {start}; latents rel {rel:.3e} max abs "
-          f"{np.abs(latents - ref_latents).max():.3e}; frames rel {frel:.3e} max abs {np.abs(frames - ref_frames).max():.3e}")
-    assert latents.shape == ref_latents.shape == noise.shape
-    assert frames.shape == ref_frames.shape == (1, FRAMES, H, W, 3)
-    assert rel <= 1e-4 and frel <= 1e-4
+    assert_run_matches(f"i2v, crop_start {crop}, image at {start}", latents, frames, ref_latents, ref_frames, latent_shape=noise.shape,
+                       frame_shape=(1, FRAMES, H, W, 3))
