@@ -128,7 +128,16 @@ def sampling_plan(spec, ckpt, run, sampler, latent_shape):
     """Return keyword arguments for ``sampler.plan(...)`` beyond the step count: an explicit ``sigmas`` or
     ``timesteps`` list (distilled schedules), ``mu`` or ``seq_len`` for a dynamic shift from the token count.
     ``latent_shape`` is (frames, height, width) of the latents. With ``sigmas``/``timesteps`` given the step count
-    is their length. Return None for ``sampler.plan(run.sampling.num_steps)``."""
+    is their length. ``denoise_strength`` (0 < s <= 1) starts the plan part way, as diffusers' ``get_timesteps``:
+    the last ``int(N * s)`` of its N steps. Return None for ``sampler.plan(run.sampling.num_steps)``."""
+
+
+@hookspec(firstresult=True)
+def sampling_passes(spec, ckpt, run):
+    """Return the denoising passes of this run, a list of :class:`vidax_core.model_api.SamplingPass`, when the
+    model's recipe chains several (LTX-Video's multi-scale recipe: a pass at a smaller size, the latent upscaler,
+    a second pass). The frames of the last pass are resized to ``run.sampling.height`` x ``width`` when their size
+    differs. Return None for one pass of ``run`` itself."""
 
 
 @hookspec(firstresult=True)

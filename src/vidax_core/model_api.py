@@ -70,6 +70,14 @@ class Conditioning:
       ``0.999 * noise + 0.001 * image_latents``); host numpy. None = the noise as it is. It is called before
       ``arrays`` go to the devices, so it may add noise-dependent entries to an ``arrays`` dict it holds (Cosmos'
       velocity of the clean conditioning frames, ``noise - condition``).
+    * ``start(noise, given, sigma) -> latents``: for pipelines whose ``latents=`` is a clean input to re-noise rather
+      than the noise (LTXConditionPipeline's ``denoise_strength``); takes precedence over ``latents``. ``noise`` is
+      the seeded draw, ``given`` the run's ``sampling.initial_noise`` or the latents a previous pass hands on
+      (:class:`SamplingPass`), None without either; ``sigma`` the plan's first noise level. The result may use
+      another layout than ``noise`` (packed tokens, extra conditioning tokens) when ``finalize`` maps it back.
+    * ``select_update(new, old, t, arrays) -> latents``: which entries take the sampler's update this step (``t``
+      the step's scalar model timestep); LTXConditionPipeline holds a partly-strong conditioning token until ``t``
+      falls below its strength's level.
     """
 
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
@@ -81,6 +89,24 @@ class Conditioning:
     finalize: Callable[..., Any] | None = None
     per_token_update: bool | str = False
     latents: Callable[[Any], Any] | None = None
+    start: Callable[[Any, Any, float], Any] | None = None
+    select_update: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True)
+class SamplingPass:
+    """One denoising pass of a multi-pass recipe (``sampling_passes`` hook), e.g. LTX-Video's multi-scale recipe:
+    a pass at 2/3 of the size, the latent upscaler, a second short pass at twice the first size.
+
+    ``run`` is the run as this pass sees it (its ``sampling.height``/``width``/``num_steps`` and ``options``); the
+    prompts are encoded once, the denoiser is loaded once. ``carry(latents) -> latents`` maps the previous pass's
+    final latents (host numpy, the layout ``output.save_latents`` writes) to this pass's given latents (what
+    :attr:`Conditioning.start` receives as ``given``); None for the first pass. ``name`` labels its progress bar.
+    """
+
+    run: Any
+    name: str = "sampling"
+    carry: Callable[[Any], Any] | None = None
 
 
 class OffloadableDit(Protocol):

@@ -31,6 +31,10 @@ TINY_VAE = dict(
 )
 TINY_T5 = dict(d_model=16, d_kv=8, d_ff=24, num_layers=2, num_heads=2, relative_attention_num_buckets=8,
                relative_attention_max_distance=16, feed_forward_proj="gated-gelu", is_gated_act=True)
+# The 0.9.7 / 0.9.8 diffusers repositories' scheduler (diffusers' conversion: no dynamic shift, class defaults):
+# the one LTXConditionPipeline can run.
+CONDITION_SCHEDULER = dict(use_dynamic_shifting=False)
+TINY_UPSAMPLER = dict(in_channels=8, mid_channels=32, num_blocks_per_stage=1)
 SCHEDULER = dict(base_image_seq_len=1024, base_shift=0.95, max_image_seq_len=4096, max_shift=2.05, shift=1.0,
                  shift_terminal=0.1, use_dynamic_shifting=True, time_shift_type="exponential")
 
@@ -58,8 +62,18 @@ def random_ltx_vae(seed: int = 0, **overrides):
     return vae
 
 
+def random_ltx_upsampler(seed: int = 0, **overrides):
+    """A random-weight fp32 ``LTXLatentUpsamplerModel`` of :data:`TINY_UPSAMPLER` (the tiny VAE's 8 channels)."""
+    from diffusers.pipelines.ltx.modeling_latent_upsampler import LTXLatentUpsamplerModel
+
+    model = LTXLatentUpsamplerModel(**{**TINY_UPSAMPLER, **overrides}).eval().float()
+    randomize_(model, seed, 0.1)
+    return model
+
+
 def build_tiny_ltx_pipeline(kind: str = "t2v", seed: int = 0, dit: dict | None = None):
-    """A random-weight LTXPipeline (``kind="t2v"``) or LTXImageToVideoPipeline (``"i2v"``) in fp32."""
+    """A random-weight LTXPipeline (``kind="t2v"``), LTXImageToVideoPipeline (``"i2v"``) or LTXConditionPipeline
+    (``"condition"``, with the 0.9.7+ repositories' scheduler) in fp32."""
     import tempfile
 
     import torch
@@ -73,8 +87,10 @@ def build_tiny_ltx_pipeline(kind: str = "t2v", seed: int = 0, dit: dict | None =
     randomize_(text_encoder, seed + 1, 0.3)
     transformer = random_ltx_dit(seed + 2, **(dit or {}))
     vae = random_ltx_vae(seed + 3)
-    sched = FlowMatchEulerDiscreteScheduler(**SCHEDULER)
-    cls = LTXPipeline if kind == "t2v" else LTXImageToVideoPipeline
+    from diffusers import LTXConditionPipeline
+
+    sched = FlowMatchEulerDiscreteScheduler(**(CONDITION_SCHEDULER if kind == "condition" else SCHEDULER))
+    cls = {"t2v": LTXPipeline, "i2v": LTXImageToVideoPipeline, "condition": LTXConditionPipeline}[kind]
     return cls(scheduler=sched, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, transformer=transformer)
 
 

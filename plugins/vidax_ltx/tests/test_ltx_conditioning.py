@@ -32,7 +32,7 @@ def test_image_latents_follow_the_reference_posterior(tmp_path):
     Image.fromarray(pixels).save(tmp_path / "img.png")
     s = SimpleNamespace(num_steps=2, guidance_scale=3.0, height=SIZE, width=SIZE, num_frames=FRAMES, seed=SEED,
                         max_sequence_length=16, initial_noise=None)
-    run = SimpleNamespace(sampling=s, options={"frame_rate": 25.0, "decode_timestep": 0.05,
+    run = SimpleNamespace(sampling=s, options={"frame_rate": 25.0, "decode_timestep": 0.05, "pipeline": "ltx",
                                                "decode_noise_scale": 0.0}, image=str(tmp_path / "img.png"), video=None)
     spec = get_plugins().registry.get("ltx-video-13b-0.9.8-dev")
     ckpt = Checkpoint(str(tmp_path / "ckpt"))

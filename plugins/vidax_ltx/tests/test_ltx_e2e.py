@@ -77,7 +77,7 @@ def test_cli_matches_diffusers(tmp_path, case):
         f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={guidance}", "sampling.max_sequence_length=16",
         f"sampling.initial_noise={tmp_path / 'noise.npy'}", "sampling.scheduler=null", "options.timesteps=null",
         f"options.frame_rate={FPS}", f"options.guidance_rescale={rescale}", f"options.decode_timestep={DECODE_T}",
-        "options.decode_noise_scale=0.0",
+        "options.decode_noise_scale=0.0", "options.pipeline=ltx", "options.multiscale=false",
         f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
         f"output.save_frames={tmp_path / 'frames.npy'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
         "--quiet",

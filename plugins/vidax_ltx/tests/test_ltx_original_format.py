@@ -21,7 +21,7 @@ from vidax_core.plugins import get_plugins  # noqa: E402
 from vidax_ltx.convert_dit import load_dit  # noqa: E402
 from vidax_ltx.dit import LTXDiTConfig  # noqa: E402
 from vidax_ltx.original_format import LTX098_VAE_CONFIG, open_original  # noqa: E402
-from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline  # noqa: E402
+from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline, random_ltx_upsampler  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_original")
 
@@ -87,6 +87,13 @@ def twin(tmp_path_factory):
     save_file(original, str(orig / "ltxv-tiny-0.9.8.safetensors"), metadata={"config": json.dumps(config)})
     for part in ("text_encoder", "tokenizer"):
         shutil.copytree(diff / part, orig / part)
+    # The spatial upscaler both ways: diffusers' latent_upsampler/ folder, and the original file beside the release
+    # file (diffusers' tensor names, its config in the metadata), which the release-file lookup must leave aside.
+    up = random_ltx_upsampler(seed=6)
+    up.save_pretrained(str(diff / "latent_upsampler"))
+    save_file({k: v.detach().numpy().copy() for k, v in up.state_dict().items()},
+              str(orig / "ltxv-spatial-upscaler-tiny.safetensors"),
+              metadata={"config": json.dumps({k: v for k, v in dict(up.config).items() if not k.startswith("_")})})
     return diff, orig, dit, vae, original
 
 
@@ -165,13 +172,16 @@ def test_published_vae_config_is_diffusers_constructible():
 
 
 def test_run_from_the_original_file_equals_the_diffusers_twin(twin):
-    """`vidax run` from the original folder gives the diffusers folder's latents exactly."""
+    """`vidax run` of the preset's multi-scale recipe from the original folder (release file + upscaler file beside
+    it) gives the diffusers folder's (latent_upsampler/) latents exactly. Both use the plain flow-match Euler the
+    0.9.8 repositories ship (the tiny pipeline's scheduler has LTXPipeline's dynamic shift)."""
     from vidax_core.testing.runs import run_many
 
     diff, orig, _, _, _ = twin
     base = ["model.id=ltx-video-13b-0.9.8-dev", "prompt=a red fox", "negative_prompt=blurry", "sampling.num_steps=2",
-            "sampling.height=64", "sampling.width=64", "sampling.num_frames=9", "sampling.max_sequence_length=16",
-            "parallel.dp=1"]
+            "sampling.height=96", "sampling.width=96", "sampling.num_frames=9", "sampling.max_sequence_length=16",
+            "parallel.dp=1", "sampling.scheduler={name: flow_euler}", "options.second_pass_steps=2",
+            "options.second_pass_denoise_strength=0.5"]
     runs = run_many(base, {"diffusers": (f"model.checkpoint={diff}",), "original": (f"model.checkpoint={orig}",)},
                     devices=1)
     assert "error" not in runs["original"], runs["original"]

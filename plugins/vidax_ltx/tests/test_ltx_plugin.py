@@ -23,7 +23,8 @@ def _run(**over):
     s = dict(num_steps=50, guidance_scale=3.0, height=512, width=704, num_frames=161, seed=0,
              max_sequence_length=128, initial_noise=None)
     s.update(over.pop("sampling", {}))
-    opts = dict(frame_rate=25.0, decode_timestep=0.05, decode_noise_scale=0.025, guidance_rescale=0.0, timesteps=None)
+    opts = dict(frame_rate=25.0, decode_timestep=0.05, decode_noise_scale=0.025, guidance_rescale=0.0, timesteps=None,
+                pipeline="ltx", multiscale=False)
     opts.update(over.pop("options", {}))
     return SimpleNamespace(sampling=SimpleNamespace(**s), options=opts, image=over.pop("image", None),
                            video=over.pop("video", None))
@@ -35,11 +36,17 @@ def test_registered_ids_and_presets():
         spec = reg.get(mid)
         assert spec.family == "ltx" and set(spec.tasks) == {"t2v", "i2v"}
         s = spec.preset["sampling"]
-        assert (s["height"], s["width"], s["num_frames"], s["max_sequence_length"]) == (512, 704, 161, 128)
-    assert reg.get(IDS[1]).preset["sampling"]["guidance_scale"] == 3.0
-    assert reg.get(IDS[1]).preset["sampling"]["num_steps"] == 50
+        assert (s["height"], s["width"], s["num_frames"], s["max_sequence_length"]) == (512, 704, 161, 256)
+        o = spec.preset["options"]
+        assert (o["pipeline"], o["multiscale"], o["guidance_rescale"]) == ("condition", True, 0.7)
+    dev = reg.get(IDS[1]).preset
+    assert (dev["sampling"]["guidance_scale"], dev["sampling"]["num_steps"]) == (5.0, 30)
+    assert (dev["options"]["second_pass_steps"], dev["options"]["second_pass_denoise_strength"]) == (10, 0.4)
     for mid in (IDS[0], IDS[2]):
-        assert reg.get(mid).preset["options"]["timesteps"] == presets.DISTILLED_TIMESTEPS
+        o = reg.get(mid).preset["options"]
+        assert o["timesteps"] == presets.DISTILLED_TIMESTEPS
+        assert o["second_pass_timesteps"] == presets.DISTILLED_SECOND_PASS_TIMESTEPS
+        assert (o["second_pass_denoise_strength"], o["adain_factor"], o["tone_map_compression_ratio"]) == (0.999, 1.0, 0.6)
         assert reg.get(mid).preset["sampling"]["guidance_scale"] == 1.0
 
 

@@ -106,7 +106,8 @@ def stg_runs(tmp_path_factory):
              "options.stg_skip_blocks=[[], [1, 3], [2]]")
     base = ["model.id=ltx-video-13b-0.9.8-dev", f"model.checkpoint={folder}", "prompt=a red fox",
             "negative_prompt=blurry", "sampling.num_steps=3", "sampling.height=64", "sampling.width=64",
-            "sampling.num_frames=17", "sampling.max_sequence_length=16", "parallel.dp=1"]
+            "sampling.num_frames=17", "sampling.max_sequence_length=16", "parallel.dp=1", "options.pipeline=ltx",
+            "options.multiscale=false"]
     configs = {"stg": lists,
                "stg_tp2_sp2_offload": (*lists, "parallel.tp=2", "parallel.sp=2", "offload.enabled=true",
                                        "offload.chunk_size=2")}

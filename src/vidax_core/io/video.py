@@ -15,6 +15,20 @@ def to_uint8(frames: np.ndarray) -> np.ndarray:
     return np.clip(np.round(np.asarray(frames, np.float32) * 255.0), 0, 255).astype(np.uint8)
 
 
+def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """(B, T, H, W, 3) floats in [0, 1] -> (B, T, height, width, 3): each frame as 8-bit RGB resized with PIL's
+    bicubic filter, as a multi-scale recipe's last step does with diffusers' PIL frames; float32 ``/ 255``."""
+    from PIL import Image
+
+    frames = np.asarray(frames)
+    out = np.empty(frames.shape[:2] + (height, width, 3), np.float32)
+    for b in range(frames.shape[0]):
+        for t, frame in enumerate(to_uint8(frames[b])):
+            img = Image.fromarray(frame).resize((width, height), Image.Resampling.BICUBIC)
+            out[b, t] = np.asarray(img, np.float32) / np.float32(255.0)
+    return out
+
+
 def write_mp4(path: str, frames: np.ndarray, fps: int) -> None:
     """Write one video (T, H, W, 3) in [0, 1] to ``path`` as yuv420p H.264."""
     import imageio_ffmpeg

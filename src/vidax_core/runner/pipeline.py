@@ -13,7 +13,7 @@ import gc
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +33,7 @@ from vidax_core.config import RunConfig
 from vidax_core.errors import UserError
 from vidax_core.guidance import PROMPT, Guidance, default_guidance
 from vidax_core.io import audio
-from vidax_core.model_api import Conditioning, Decoded, DitBuild
+from vidax_core.model_api import Conditioning, Decoded, DitBuild, SamplingPass
 from vidax_core.runner.offload_step import OffloadedStep
 from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
@@ -229,12 +229,26 @@ def expected_batch(guide: Guidance) -> int:
 
 @dataclass
 class Expert:
-    """One loaded denoiser (a model has one, Wan2.2 A14B has two switched by timestep) and its compiled step."""
+    """One loaded denoiser (a model has one, Wan2.2 A14B has two switched by timestep). Its weights are placed
+    once; each sampling pass compiles its own step over them (:meth:`make_step`)."""
 
     build: DitBuild
     placement: Placement
-    step: Any
-    params: Any
+    model: Any  # the live module when its blocks are streamed from the host, else None
+    graphdef: Any = None
+    params: Any = None
+    step: Any = None
+
+    def make_step(self, plan: StepPlan, cfg: RunConfig, tracker: offloadlib.ResidentTracker) -> None:
+        pl = self.placement
+        if self.model is not None:
+            self.step = OffloadedStep(self.model, plan, pl, pl.offload_groups, cfg.offload.chunk_size, tracker)
+        else:
+            self.step = make_step(self.graphdef, plan, pl.mesh, pl.rules)
+
+    def release(self) -> None:
+        if self.model is not None and self.step is not None:
+            self.step.release()
 
 
 def select_guidance(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> Guidance:
@@ -244,22 +258,30 @@ def select_guidance(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: 
 
 def sampling_plan(spec, ckpt, cfg: RunConfig, plugins: Plugins, sampler, latent_shape) -> sched_base.SamplerPlan:
     """``sampler.plan`` with the plugin's extra arguments (sigma lists, dynamic shift)."""
-    kwargs = plugins.call("sampling_plan", spec, ckpt=ckpt, run=cfg, sampler=sampler, latent_shape=latent_shape) or {}
+    kwargs = dict(plugins.call("sampling_plan", spec, ckpt=ckpt, run=cfg, sampler=sampler,
+                               latent_shape=latent_shape) or {})
+    strength = float(kwargs.pop("denoise_strength", 1.0))
     steps = None if ("sigmas" in kwargs or "timesteps" in kwargs) else cfg.sampling.num_steps
     try:
-        return sampler.plan(steps, **kwargs) if kwargs else sampler.plan(steps)
+        plan = sampler.plan(steps, **kwargs) if kwargs else sampler.plan(steps)
+        if strength < 1.0:  # diffusers' get_timesteps: the last int(N * strength) steps
+            kept = min(int(plan.num_steps * strength), plan.num_steps)
+            if kept < 1:
+                raise ValueError(f"denoise strength {strength} keeps none of the {plan.num_steps} steps")
+            plan = plan.tail(plan.num_steps - kept)
+        return plan
     except (ValueError, TypeError) as exc:
         raise UserError(f"sampler {getattr(sampler, 'name', type(sampler).__name__)} cannot plan this run: "
                         f"{str(exc).splitlines()[0]}") from exc
 
 
-def encode(spec, ckpt, cfg: RunConfig, plugins: Plugins, guide: Guidance, mesh) -> list[Any]:
-    """Encode every prompt the guidance branches read; one context (array or dict of arrays) per prompt. The
-    encoder is freed before returning, so the denoiser can use its memory."""
+def encode(spec, ckpt, cfg: RunConfig, plugins: Plugins, prompts: Sequence[str], mesh) -> dict[str, Any]:
+    """Encode every prompt the guidance branches read (``PROMPT`` / ``NEGATIVE``): one context (array or dict of
+    arrays) per prompt kind. The encoder is freed before returning, so the denoiser can use its memory."""
     encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=cfg, mesh=mesh)
     if encoder is None:
         raise UserError(f"the plugin of {spec.id} provides no text encoder")
-    texts = [cfg.prompt if p == PROMPT else cfg.negative_prompt for p in guide.prompts]
+    texts = [cfg.prompt if p == PROMPT else cfg.negative_prompt for p in prompts]
     with sharding.activate(mesh, dict(sharding.ENCODER_RULES)):
         out = plugins.call("encode_prompt", spec, encoder=encoder, prompts=texts, run=cfg)
     del encoder
@@ -267,11 +289,13 @@ def encode(spec, ckpt, cfg: RunConfig, plugins: Plugins, guide: Guidance, mesh) 
     if isinstance(out, (list, tuple)):  # one context per prompt, each with batch 1 (lengths may differ)
         if len(out) != len(texts):
             raise ValueError(f"encode_prompt returned {len(out)} contexts for {len(texts)} prompts")
-        return [jax.tree.map(np.asarray, c) for c in out]
-    if isinstance(out, dict):
-        return [{k: np.asarray(v)[i:i + 1] for k, v in out.items()} for i in range(len(texts))]
-    out = np.asarray(out)
-    return [out[i:i + 1] for i in range(len(texts))]
+        found = [jax.tree.map(np.asarray, c) for c in out]
+    elif isinstance(out, dict):
+        found = [{k: np.asarray(v)[i:i + 1] for k, v in out.items()} for i in range(len(texts))]
+    else:
+        out = np.asarray(out)
+        found = [out[i:i + 1] for i in range(len(texts))]
+    return dict(zip(prompts, found))
 
 
 def _context_to_device(ctx: Any, dtype: Any, repl) -> Any:
@@ -326,6 +350,35 @@ def _check_per_token(sampler, cond: Conditioning | None) -> None:
                             "use sampling.scheduler=flow_euler")
 
 
+def sampling_passes(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> list[SamplingPass]:
+    """The run's denoising passes: the plugin's multi-pass recipe, or one pass of ``cfg``."""
+    passes = plugins.call("sampling_passes", spec, ckpt=ckpt, run=cfg)
+    return list(passes) if passes else [SamplingPass(cfg)]
+
+
+def start_latents(cfg: RunConfig, sampler, cond: Conditioning | None, shapes: Any, splan, given: Any) -> Any:
+    """A pass's initial latents: the seeded draw (or ``given``, the run's ``sampling.initial_noise``) through the
+    conditioning's ``latents``; or, for a conditioning with ``start``, the draw and ``given`` through it."""
+    noise = _draw_noise(jax.random.key(cfg.sampling.seed), shapes)
+    if cond is not None and cond.start is not None:
+        return cond.start(noise, given, float(splan.sigmas[0]))
+    base = given if given is not None else noise
+    if sampler.init_noise_sigma != 1.0:
+        base = jax.tree.map(lambda a: a * np.float32(sampler.init_noise_sigma), base)
+    return cond.latents(base) if cond is not None and cond.latents is not None else base
+
+
+@dataclass
+class PassResult:
+    final: Any
+    shapes: Any
+    splan: Any
+    guide: Guidance
+    batches: Any
+    schedule: list[int]
+    step_times: list[float]
+
+
 def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
     """Generate one video as configured; returns latents, frames and metrics (outputs are written too)."""
     reporter = reporter or Reporter()
@@ -341,111 +394,79 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     ckpt = checkpoint_for_run(cfg, spec, plugins)
     ckpt.progress = reporter.byte_progress
     reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {backend}")
-    sampler = select_sampler(spec, ckpt, cfg, plugins)
-    guide = select_guidance(spec, ckpt, cfg, plugins)
-    vae = plugins.call("build_vae", spec, ckpt=ckpt, run=cfg)
+    passes = sampling_passes(spec, ckpt, cfg, plugins)
+    samplers = [select_sampler(spec, ckpt, p.run, plugins) for p in passes]
+    guides = [select_guidance(spec, ckpt, p.run, plugins) for p in passes]
+    vae = plugins.call("build_vae", spec, ckpt=ckpt, run=passes[-1].run)
     if vae is None:
         raise UserError(f"the plugin of {spec.id} provides no VAE")
-    s = cfg.sampling
-    grid = tuple(vae.latent_shape(s.num_frames, s.height, s.width))
+    grids = [tuple(vae.latent_shape(p.run.sampling.num_frames, p.run.sampling.height, p.run.sampling.width))
+             for p in passes]
     tracker = offloadlib.ResidentTracker()
-    # Every parallel/offload divisibility rule is checked here, before any weight is read.
+    # Every parallel/offload divisibility rule is checked here, for every pass, before any weight is read.
     builds = build_dit(spec, ckpt, cfg, plugins)
-    placements = [plan_placement(spec, b, cfg, plugins, grid, batch=expected_batch(guide)) for b in builds]
-    p = placements[0].plan
-    reporter.log(f"mesh dp={p.dp} tp={p.tp} sp={p.sp} over {p.size} of {jax.device_count()} devices"
+    placements = [plan_placement(spec, b, passes[0].run, plugins, grids[0], batch=expected_batch(guides[0]))
+                  for b in builds]
+    for p, grid, guide in list(zip(passes, grids, guides))[1:]:
+        for b in builds:
+            plan_placement(spec, b, p.run, plugins, grid, batch=expected_batch(guide))
+    p0 = placements[0].plan
+    guide = guides[0]
+    reporter.log(f"mesh dp={p0.dp} tp={p0.tp} sp={p0.sp} over {p0.size} of {jax.device_count()} devices"
                  + (f", offloading {', '.join(placements[0].offload_groups)}" if placements[0].offload_groups else "")
                  + (f"; {len(builds)} experts switched by timestep" if len(builds) > 1 else "")
-                 + f"; guidance {guide.describe()} ({len(guide.branches)} branch{'es' if len(guide.branches) > 1 else ''})")
+                 + f"; guidance {guide.describe()} ({len(guide.branches)} branch{'es' if len(guide.branches) > 1 else ''})"
+                 + (f"; {len(passes)} passes: " + ", ".join(f"{p.run.sampling.width}x{p.run.sampling.height}"
+                                                           for p in passes) if len(passes) > 1 else ""))
     timer.add("load_s", time.perf_counter() - t0)
 
     # The prompt encoder runs first and is freed before the denoiser is placed: both need not fit at once.
     t0 = time.perf_counter()
-    contexts = encode(spec, ckpt, cfg, plugins, guide, placements[0].mesh)
+    kinds = list(dict.fromkeys(k for g in guides for k in g.prompts))
+    by_kind = encode(spec, ckpt, cfg, plugins, kinds, placements[0].mesh)
     timer.add("encode_s", time.perf_counter() - t0)
-    batches, prompt_index = plan_batches(guide, contexts)
-    batch = max(len(b) for b in batches)
-    if batch % p.dp:
-        raise UserError(f"parallel.dp={p.dp} must divide the model batch of {batch} guidance branches of this run: "
-                        "change parallel.dp")
 
     t0 = time.perf_counter()
-    cond: Conditioning | None = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae,
-                                             latent_shape=grid)
-    _check_per_token(sampler, cond)
-    plan = StepPlan(sampler, guide, cond, batches, prompt_index)
     experts: list[Expert] = []
     for build, placement in zip(builds, placements):
         build, model = load_dit(spec, ckpt, cfg, plugins, reporter, build=build, put=placement.put)
         if placement.offload_groups:
-            step = OffloadedStep(model, plan, placement, placement.offload_groups, cfg.offload.chunk_size, tracker)
-            params = None
-            tracker.base += sharding.per_device_bytes(step.rest)
+            experts.append(Expert(build, placement, model))
         else:
             graphdef, params = nnx.split(model)
-            step = make_step(graphdef, plan, placement.mesh, placement.rules)
+            experts.append(Expert(build, placement, None, graphdef, params))
             tracker.base += sharding.per_device_bytes(params)
-        experts.append(Expert(build, placement, step, params))
         del model
-    tracker.peak = tracker.base
     timer.add("load_s", time.perf_counter() - t0)
 
-    build0, placement0 = experts[0].build, experts[0].placement
-    shapes = build0.latent_shape(1, grid)
-    noise0 = initial_latents(cfg, shapes)
-    if sampler.init_noise_sigma != 1.0:
-        noise0 = jax.tree.map(lambda a: a * np.float32(sampler.init_noise_sigma), noise0)
-    latents = cond.latents(noise0) if cond is not None and cond.latents is not None else noise0
-
-    splan = sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
-    repl = placement0.replicated()
-    put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
-    plan_arrays = put(splan.arrays())
-    scales = put(guide.scales(np.asarray(splan.timesteps)))
-    cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
-    branch_arrays = put({k: dict(v) for k, v in cond.branch_arrays.items()}) if cond is not None else {}
-    x = put(latents)
-    state = put(init_state(sampler, splan, latents))
-    ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)
-    noise_key = jax.random.fold_in(jax.random.key(s.seed), 1)
-    schedule = [_expert_for(experts, float(t)) for t in np.asarray(splan.timesteps)]
-
-    step_times: list[float] = []
-    bar = reporter.bar(splan.num_steps, "sampling", unit="step")
-    active = None
-    for i in range(splan.num_steps):
-        t_step = time.perf_counter()
-        e = experts[schedule[i]]
-        if active is not None and active is not e and active.placement.offload_groups:
-            active.step.release()  # only the active expert's blocks are ever on the devices
-        active = e
-        noise = put(_draw_noise(jax.random.fold_in(noise_key, i), shapes)) if sampler.needs_noise else None
-        x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, cond_arrays, branch_arrays)
-        jax.block_until_ready(x)
-        step_times.append(time.perf_counter() - t_step)
-        bar.update(1)
-    bar.close()
-    for e in experts:
-        if e.placement.offload_groups:
-            e.step.release()
-    if cond is not None and cond.finalize is not None:
-        x = jax.jit(cond.finalize)(x, cond_arrays)
-    final = jax.tree.map(_to_host, x)
-    compile_s = step_times[0] - (float(np.median(step_times[1:])) if len(step_times) > 1 else 0.0)
-    per_step = float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
-    timer.add("compile_s", max(compile_s, 0.0))
-    timer.add("sampling_s", float(sum(step_times)))
+    results: list[PassResult] = []
+    for k, (p, sampler, guide, grid) in enumerate(zip(passes, samplers, guides, grids)):
+        given = None
+        if k == 0 and cfg.sampling.initial_noise:
+            given = initial_latents(cfg, experts[0].build.latent_shape(1, grid))
+        elif p.carry is not None and results:
+            reporter.log(f"{p.name}: carrying the latents over")
+            given = p.carry(results[-1].final)
+        results.append(sample_pass(spec, ckpt, p, plugins, reporter, timer, experts, tracker, vae, sampler, guide,
+                                   grid, [by_kind[kind] for kind in guide.prompts], given,
+                                   first=(k == 0), label=p.name if len(passes) > 1 else "sampling"))
+    last = results[-1]
+    final = last.final
     writer = distributed.is_writer()  # under jax.distributed only process 0 writes
     if out.save_latents and writer:
         save_latents(out.save_latents, final)
 
     t0 = time.perf_counter()
-    dbar = reporter.bar(grid[0], "decoding", unit="chunk")
+    dbar = reporter.bar(grids[-1][0], "decoding", unit="chunk")
     decoded = vae.decode_video(final, on_chunk=lambda done, total: dbar.update(1), tiling=cfg.vae.tiling)
     dbar.close()
     if not isinstance(decoded, Decoded):
         decoded = Decoded(np.asarray(decoded))
     frames = decoded.frames
+    if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
+        reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
+                     f"{cfg.sampling.width}x{cfg.sampling.height}")
+        frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
     timer.add("decode_s", time.perf_counter() - t0)
     if out.save_frames and writer:
         outputs.save_npy(out.save_frames, frames.astype(np.float32))
@@ -454,29 +475,34 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         if decoded.audio is not None:
             audio.mux_audio(out.path, decoded.audio[0], int(decoded.sample_rate or 16000))
 
+    step_times = [t for r in results for t in r.step_times]
+    compile_s = sum(max(r.step_times[0] - _steady(r.step_times), 0.0) for r in results)
+    timer.add("compile_s", compile_s)
+    timer.add("sampling_s", float(sum(step_times)))
     offloaded = [e for e in experts if e.placement.offload_groups]
+    placement0 = experts[0].placement
     metrics = {
         "model": spec.id,
         "load_s": timer.phases.get("load_s", 0.0),
         "encode_s": timer.phases.get("encode_s", 0.0),
         "compile_s": timer.phases.get("compile_s", 0.0),
         "sampling_s": timer.phases.get("sampling_s", 0.0),
-        "per_step_s": per_step,
+        "per_step_s": _steady(last.step_times),
         "step_times_s": step_times,
-        "num_steps": splan.num_steps,
+        "num_steps": sum(r.splan.num_steps for r in results),
         "decode_s": timer.phases.get("decode_s", 0.0),
         "total_s": timer.total(),
         "peak_rss_mb": peak_rss_mb(),
-        "latent_shape": jax.tree.map(list, shapes, is_leaf=lambda v: isinstance(v, tuple)),
-        "sampler": getattr(sampler, "name", type(sampler).__name__),
-        "guidance": guide.describe(),
-        "guidance_branches": [b.name for b in guide.branches],
-        "model_calls_per_step": [list(b) for b in batches],
+        "latent_shape": _shape_list(last.shapes),
+        "sampler": getattr(samplers[-1], "name", type(samplers[-1]).__name__),
+        "guidance": last.guide.describe(),
+        "guidance_branches": [b.name for b in last.guide.branches],
+        "model_calls_per_step": [list(b) for b in last.batches],
         "experts": [e.build.component for e in experts],
-        "expert_per_step": [experts[k].build.component for k in schedule],
+        "expert_per_step": [experts[k].build.component for r in results for k in r.schedule],
         "backend": jax.default_backend(),
         "attention_backend": backend,
-        "parallel": {"dp": p.dp, "tp": p.tp, "sp": p.sp, "devices": p.size, "processes": jax.process_count()},
+        "parallel": {"dp": p0.dp, "tp": p0.tp, "sp": p0.sp, "devices": p0.size, "processes": jax.process_count()},
         "offload": {"enabled": bool(offloaded), "chunk_size": cfg.offload.chunk_size,
                     "groups": list(placement0.offload_groups),
                     "non_block_weight_bytes": int(tracker.base) if offloaded else None,
@@ -486,10 +512,85 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         # params + the at most two streamed chunks with offload; all params without).
         "peak_resident_weight_bytes": int(tracker.peak),
         "audio": decoded.audio is not None,
+        "passes": [{"name": p.name, "height": p.run.sampling.height, "width": p.run.sampling.width,
+                    "num_steps": r.splan.num_steps, "latent_shape": _shape_list(r.shapes),
+                    "per_step_s": _steady(r.step_times)} for p, r in zip(passes, results)],
     }
     if out.metrics and writer:
         outputs.save_json(out.metrics, metrics)
     return RunResult(final, frames, metrics)
+
+
+def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporter, timer: Timer,
+                experts: list[Expert], tracker, vae, sampler, guide: Guidance, grid, contexts: list[Any], given: Any,
+                *, first: bool, label: str) -> PassResult:
+    """One denoising pass over the loaded experts: conditioning, plan, the step loop; the final latents on the
+    host (after the conditioning's ``finalize``)."""
+    cfg = p.run
+    batches, prompt_index = plan_batches(guide, contexts)
+    dp = experts[0].placement.plan.dp
+    batch = max(len(b) for b in batches)
+    if batch % dp:
+        raise UserError(f"parallel.dp={dp} must divide the model batch of {batch} guidance branches of this run: "
+                        "change parallel.dp")
+    t0 = time.perf_counter()
+    cond: Conditioning | None = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae,
+                                             latent_shape=grid)
+    _check_per_token(sampler, cond)
+    plan = StepPlan(sampler, guide, cond, batches, prompt_index)
+    for e in experts:
+        e.make_step(plan, cfg, tracker)
+        if first and e.model is not None:
+            tracker.base += sharding.per_device_bytes(e.step.rest)
+    tracker.peak = max(tracker.peak, tracker.base)
+    timer.add("load_s", time.perf_counter() - t0)
+
+    build0, placement0 = experts[0].build, experts[0].placement
+    shapes = build0.latent_shape(1, grid)
+    splan = sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
+    latents = start_latents(cfg, sampler, cond, shapes, splan, given)
+    repl = placement0.replicated()
+    put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
+    plan_arrays = put(splan.arrays())
+    scales = put(guide.scales(np.asarray(splan.timesteps)))
+    cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
+    branch_arrays = put({k: dict(v) for k, v in cond.branch_arrays.items()}) if cond is not None else {}
+    x = put(latents)
+    state = put(init_state(sampler, splan, latents))
+    ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)
+    noise_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 1)
+    schedule = [_expert_for(experts, float(t)) for t in np.asarray(splan.timesteps)]
+
+    step_times: list[float] = []
+    bar = reporter.bar(splan.num_steps, label, unit="step")
+    active = None
+    for i in range(splan.num_steps):
+        t_step = time.perf_counter()
+        e = experts[schedule[i]]
+        if active is not None and active is not e:
+            active.release()  # only the active expert's blocks are ever on the devices
+        active = e
+        noise = put(_draw_noise(jax.random.fold_in(noise_key, i), shapes)) if sampler.needs_noise else None
+        x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, cond_arrays, branch_arrays)
+        jax.block_until_ready(x)
+        step_times.append(time.perf_counter() - t_step)
+        bar.update(1)
+    bar.close()
+    for e in experts:
+        e.release()
+    if cond is not None and cond.finalize is not None:
+        x = jax.jit(cond.finalize)(x, cond_arrays)
+    final = jax.tree.map(_to_host, x)
+    return PassResult(final, shapes, splan, guide, batches, schedule, step_times)
+
+
+def _steady(times: list[float]) -> float:
+    """Per-step seconds without the first step's compile: the median of the later steps."""
+    return float(np.median(times[1:])) if len(times) > 1 else times[0]
+
+
+def _shape_list(shapes: Any) -> Any:
+    return jax.tree.map(list, shapes, is_leaf=lambda v: isinstance(v, tuple))
 
 
 def _expert_for(experts: list[Expert], t: float) -> int:

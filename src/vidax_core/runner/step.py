@@ -141,6 +141,8 @@ def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, b
                                                 None if noise is None else noise[k], **kw)
     else:
         new, new_state = sampler.step(plan_arrays, state, i, guided, latents, noise, **extra)
+    if cond is not None and cond.select_update is not None:
+        new = cond.select_update(new, latents, plan_arrays["timesteps"][i].astype(jnp.float32), cond_arrays)
     if cond is not None and cond.after_step is not None:
         new = cond.after_step(new, cond_arrays)
     return new, new_state

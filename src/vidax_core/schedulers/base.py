@@ -60,6 +60,16 @@ class SamplerPlan:
         if self.timesteps.dtype != np.float32:
             raise ValueError(f"timesteps must be float32, got {self.timesteps.dtype}")
 
+    def tail(self, start: int) -> "SamplerPlan":
+        """The plan from step ``start`` on (an image/video-to-video run entered part way). Only for plans without
+        per-step tables: a multistep sampler's coefficients depend on the steps before."""
+        if not 0 <= start < self.num_steps:
+            raise ValueError(f"cannot start a {self.num_steps}-step plan at step {start}")
+        if self.extras:
+            raise ValueError("a plan with per-step coefficient tables cannot start part way: use flow_euler")
+        return SamplerPlan(timesteps=self.timesteps[start:], sigmas=self.sigmas[start:],
+                           num_steps=self.num_steps - start)
+
     def arrays(self) -> dict[str, jnp.ndarray]:
         """The plan as a pytree of jnp arrays: what ``Sampler.step`` takes as ``plan_arrays``."""
         out = {"timesteps": jnp.asarray(self.timesteps), "sigmas": jnp.asarray(self.sigmas)}

@@ -1,7 +1,7 @@
 """The LTX-Video VAE as the generic pipeline sees it (:class:`vidax_core.model_api.VideoAutoencoder`).
 
-The sampler's latents are the packed, normalised tokens of diffusers' LTX pipelines, (B, F*H*W, C). Decoding
-unpacks them to (B, C, F, H, W), undoes the per-channel normalisation (``z * std / scaling_factor + mean``), mixes
+The pipeline hands it normalised latents: the packed tokens (B, F*H*W, C) of LTXPipeline, or the unpacked
+(B, C, F, H, W) of LTXConditionPipeline. Decoding unpacks packed ones, undoes the per-channel normalisation (``z * std / scaling_factor + mean``), mixes
 in decode noise when the decoder is timestep-conditioned (``(1 - s) * z + s * noise`` with
 ``s = decode_noise_scale``, default the decode timestep; the noise is vidax's own seeded draw, so parity with a
 diffusers run holds at ``s = 0``), decodes with ``timestep = decode_timestep`` and maps [-1, 1] to [0, 1] frames.
@@ -54,10 +54,12 @@ class LTXVideoAutoencoder:
         return (np.asarray(c.latents_mean, np.float32).reshape(shape), np.asarray(c.latents_std, np.float32).reshape(shape),
                 float(c.scaling_factor))
 
-    def raw_latents(self, tokens: np.ndarray) -> np.ndarray:
-        """Packed normalised tokens -> raw VAE latents (B, C, F, H, W), before any decode noise."""
+    def raw_latents(self, latents: np.ndarray) -> np.ndarray:
+        """Normalised latents, packed tokens (B, S, C) or unpacked (B, C, F, H, W) -> raw VAE latents
+        (B, C, F, H, W), before any decode noise."""
         mean, std, scale = self._stats()
-        z = unpack(np.asarray(tokens, np.float32), self.grid)
+        z = np.asarray(latents, np.float32)
+        z = z if z.ndim == 5 else unpack(z, self.grid)
         return (z * std / np.float32(scale) + mean).astype(np.float32)
 
     def decode_video(self, latents, on_chunk=None, **params):

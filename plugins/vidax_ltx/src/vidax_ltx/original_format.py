@@ -36,11 +36,11 @@ DIT_RENAMES = (("patchify_proj", "proj_in"), ("adaln_single", "time_embed"), ("q
 
 # What diffusers' single-file loader uses for these files' VAE (the VAE module's published 0.9.5+ configuration).
 LTX098_VAE_CONFIG: dict[str, Any] = {"_class_name": "AutoencoderKLLTXVideo", **PUBLISHED_VAE_CONFIG}
-# The flow-match Euler configuration of diffusers' LTX-Video repositories (resolution-dependent shift, terminal 0.1).
+# The flow-match Euler configuration diffusers' conversion gives the 0.9.5+ releases (their repositories' scheduler:
+# no resolution-dependent shift, which LTXConditionPipeline could not apply; the class defaults otherwise).
 LTX_SCHEDULER_CONFIG: dict[str, Any] = {
     "_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 1.0,
-    "use_dynamic_shifting": True, "base_shift": 0.95, "max_shift": 2.05, "base_image_seq_len": 1024,
-    "max_image_seq_len": 4096, "shift_terminal": 0.1, "invert_sigmas": False,
+    "use_dynamic_shifting": False, "invert_sigmas": False,
 }
 _DIT_KEYS = ("in_channels", "out_channels", "num_attention_heads", "attention_head_dim", "cross_attention_dim",
              "num_layers", "activation_fn", "norm_elementwise_affine", "norm_eps", "caption_channels",
@@ -74,8 +74,18 @@ def dit_config(original: dict[str, Any], where: str) -> dict[str, Any]:
     return cfg
 
 
+def _is_upsampler(text: Any) -> bool:
+    """The metadata config of a latent upscaler file (``ltxv-spatial-upscaler-*``), which may sit beside the
+    release file."""
+    try:
+        cfg = json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(cfg, dict) and ("mid_channels" in cfg or cfg.get("_class_name") == "LTXLatentUpsamplerModel")
+
+
 def _weights_file(path: str) -> str | None:
-    """The one top-level .safetensors of ``path`` whose metadata holds a ``config`` with a transformer."""
+    """The one top-level .safetensors of ``path`` whose metadata holds a ``config`` (an upscaler's aside)."""
     if not os.path.isdir(path) or os.path.exists(os.path.join(path, "model_index.json")):
         return None
     found = []
@@ -84,7 +94,7 @@ def _weights_file(path: str) -> str | None:
             meta = SafetensorsFile(f).metadata
         except UserError:
             continue
-        if "config" in meta:
+        if "config" in meta and not _is_upsampler(meta["config"]):
             found.append(f)
     if len(found) > 1:
         raise UserError(f"checkpoint folder {path} holds several original LTX-Video files "

@@ -1,9 +1,11 @@
 """The LTX-Video family's hook implementations: vidax's core finds this module through the ``vidax`` entry point.
 
-Run semantics are those of diffusers' LTXPipeline (text-to-video) and LTXImageToVideoPipeline (``image:`` given):
-packed latents (B, F*H*W, 128), T5 v1.1 text with its attention mask, flow Euler with the checkpoint's dynamic
-shift from the token count (or ``options.timesteps``), classifier-free guidance with optional rescale, RoPE scaled
-by ``options.frame_rate``, and a timestep-conditioned VAE decode.
+Two run semantics (``options.pipeline``): ``condition``, diffusers' LTXConditionPipeline (:mod:`vidax_ltx.condition`;
+the presets, and with ``options.multiscale`` the official two-pass recipe, :mod:`vidax_ltx.multiscale`), and
+``ltx``, LTXPipeline (text-to-video) / LTXImageToVideoPipeline (``image:`` given) with packed latents
+(B, F*H*W, 128) and the checkpoint's dynamic shift from the token count (:mod:`vidax_ltx.conditioning`). Both: T5
+v1.1 text with its attention mask, flow Euler (or ``options.timesteps``), classifier-free guidance with optional
+rescale, RoPE scaled by ``options.frame_rate``, and a timestep-conditioned VAE decode.
 """
 
 from __future__ import annotations
@@ -45,13 +47,18 @@ def build_dit(spec, ckpt, run):
     cfg = _dit_config(ckpt, dtype=dit_weight_dtype(run))
     p, pt = cfg.patch_size, cfg.patch_size_t
 
-    def shapes(batch, grid):
+    def packed(batch, grid):
         f, h, w = grid
         return (batch, (f // pt) * (h // p) * (w // p), cfg.in_channels)
 
+    # LTXConditionPipeline takes and returns unpacked latents (B, C, F, H, W): the core's default layout.
     return DitBuild(ctor=lambda: LTXDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=(pt, p, p),
-                    block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes)
+                    block_counts={"blocks": cfg.num_layers}, latent_shapes=None if _condition(run) else packed)
+
+
+def _condition(run) -> bool:
+    return run.options.get("pipeline", "condition") == "condition"
 
 
 # Megatron TP over heads / FFN width; batch over dp; video tokens over sp.
@@ -102,23 +109,52 @@ def guidance(spec, ckpt, run):
 
 @hookimpl
 def sampling_plan(spec, ckpt, run, sampler, latent_shape):
-    """LTXPipeline: sigmas ``linspace(1, 1/N, N)`` and ``mu`` from the video token count; with
-    ``options.timesteps`` those timesteps (as ``FlowMatchEulerDiscreteScheduler.set_timesteps(timesteps=...)``)."""
+    """LTXPipeline: sigmas ``linspace(1, 1/N, N)`` and ``mu`` from the video token count. LTXConditionPipeline:
+    timesteps ``linear_quadratic_schedule(N) * 1000`` and no ``mu``, entered at ``options.denoise_strength``. Either
+    with ``options.timesteps``: those timesteps (``FlowMatchEulerDiscreteScheduler.set_timesteps(timesteps=...)``)."""
+    from vidax_core.errors import UserError
     from vidax_core.schedulers.base import calculate_shift
 
     kwargs: dict[str, Any] = {}
+    timesteps = run.options.get("timesteps")
+    n = int(run.sampling.num_steps)
+    flow = getattr(sampler, "name", "") == "flow_euler"
+    if _condition(run):
+        if getattr(sampler, "use_dynamic_shifting", False):
+            raise UserError("the scheduler asks for a resolution-dependent shift (use_dynamic_shifting), which "
+                            "LTXConditionPipeline does not apply (the 0.9.7 / 0.9.8 diffusers repositories set it "
+                            "false): set options.pipeline=ltx options.multiscale=false for LTXPipeline, or "
+                            "sampling.scheduler={name: flow_euler}")
+        if timesteps:
+            kwargs["timesteps"] = [float(t) for t in timesteps]
+        elif flow:
+            from .condition import linear_quadratic_timesteps
+
+            kwargs["timesteps"] = linear_quadratic_timesteps(n)
+        strength = float(run.options.get("denoise_strength", 1.0))
+        if strength < 1.0:
+            kwargs["denoise_strength"] = strength
+        return kwargs
     if getattr(sampler, "use_dynamic_shifting", False):
         f, h, w = latent_shape
         kwargs["mu"] = calculate_shift(f * h * w, sampler.base_image_seq_len, sampler.max_image_seq_len,
                                        sampler.base_shift, sampler.max_shift)
-    timesteps = run.options.get("timesteps")
     if timesteps:
         kwargs["timesteps"] = [float(t) for t in timesteps]
         return kwargs
-    n = int(run.sampling.num_steps)
-    if getattr(sampler, "name", "") == "flow_euler":
+    if flow:
         kwargs["sigmas"] = np.linspace(1.0, 1.0 / n, n)
     return kwargs
+
+
+@hookimpl
+def sampling_passes(spec, ckpt, run):
+    """``options.multiscale``: the official recipe's two passes around the latent upscaler."""
+    if not run.options.get("multiscale"):
+        return None
+    from .multiscale import passes
+
+    return passes(ckpt, run)
 
 
 @hookimpl
@@ -129,12 +165,13 @@ def check_run(spec, run):
         k = max(round((s.num_frames - 1) / 8), 0)
         problems.append(f"sampling.num_frames must be 8k+1 for LTX-Video (the VAE compresses time by 8), got "
                         f"{s.num_frames}: use {8 * k + 1}")
-    for key in ("height", "width"):
+    o = run.options
+    problems += _check_recipe(run)
+    for key in ("height", "width") if not o.get("multiscale") else ():
         v = getattr(s, key)
         if v % 32:
             problems.append(f"sampling.{key} must be a multiple of 32 for LTX-Video (the VAE compresses space by 32), "
                             f"got {v}: use {max(32, v // 32 * 32)}")
-    o = run.options
     if o.get("frame_rate") is not None and not float(o["frame_rate"]) > 0:
         problems.append(f"options.frame_rate must be positive, got {o['frame_rate']}")
     ts = o.get("timesteps")
@@ -157,6 +194,54 @@ def check_run(spec, run):
             problems.append("options.guidance_timesteps, guidance_scales, stg_scales, guidance_rescales and "
                             f"stg_skip_blocks must be non-empty lists of one length, got lengths "
                             f"{[len(o[k]) for k in presets.PER_STEP_KEYS]}")
+    return problems
+
+
+def _check_recipe(run) -> list[str]:
+    """The LTXConditionPipeline and multi-scale options."""
+    o, s = run.options, run.sampling
+    problems = []
+    cond = _condition(run)
+    strength = float(o.get("denoise_strength", 1.0))
+    if not 0.0 < strength <= 1.0:
+        problems.append(f"options.denoise_strength must be in (0, 1], got {strength}")
+    if not 0.0 <= float(o.get("strength", 1.0)) <= 1.0:
+        problems.append(f"options.strength must be in [0, 1], got {o.get('strength')}")
+    if float(o.get("image_cond_noise_scale") or 0.0) != 0.0:
+        problems.append("options.image_cond_noise_scale other than 0 is not supported (the official recipe uses 0): "
+                        "set options.image_cond_noise_scale=0")
+    if not cond:
+        changed = [k for k in ("denoise_strength", "strength") if float(o.get(k, 1.0)) != 1.0]
+        if changed or o.get("multiscale"):
+            what = ", ".join(f"options.{k}" for k in changed) or "options.multiscale"
+            problems.append(f"{what} belongs to LTXConditionPipeline: set options.pipeline=condition, or drop it "
+                            "for options.pipeline=ltx")
+    elif s.initial_noise is not None and strength >= 1.0 and not o.get("multiscale"):
+        problems.append("with options.pipeline=condition, sampling.initial_noise holds the latents= to re-noise "
+                        "(unpacked, (1, C, F, H, W)) and is used only with options.denoise_strength < 1, as "
+                        "LTXConditionPipeline ignores it otherwise: set options.denoise_strength, or drop "
+                        "sampling.initial_noise")
+    if o.get("multiscale"):
+        from .multiscale import pass_sizes
+
+        factor = float(o.get("downscale_factor") or 0.0)
+        (h1, w1), _ = pass_sizes(s.height, s.width, factor) if 0.0 < factor <= 1.0 else ((0, 0), None)
+        if not 0.0 < factor <= 1.0:
+            problems.append(f"options.downscale_factor must be in (0, 1], got {o.get('downscale_factor')}")
+        elif min(h1, w1) < 32:
+            problems.append(f"options.multiscale: the first pass at {factor:.3g} of {s.width}x{s.height} is "
+                            f"{int(s.width * factor)}x{int(s.height * factor)}, below the VAE's 32 pixels once "
+                            "rounded: raise sampling.height/width or options.downscale_factor")
+        second = float(o.get("second_pass_denoise_strength", 1.0))
+        if not 0.0 < second <= 1.0:
+            problems.append(f"options.second_pass_denoise_strength must be in (0, 1], got {second}")
+        ts = o.get("second_pass_timesteps")
+        if ts is not None and (not ts or any(not 0.0 <= float(t) <= 1000.0 for t in ts)
+                               or any(a <= b for a, b in zip(ts, ts[1:]))):
+            problems.append("options.second_pass_timesteps must be a non-empty, strictly decreasing list of model "
+                            "timesteps in [0, 1000], e.g. [1000, 909, 725, 421, 0]")
+        if o.get("second_pass_steps") is not None and int(o["second_pass_steps"]) < 1:
+            problems.append(f"options.second_pass_steps must be at least 1, got {o['second_pass_steps']}")
     return problems
 
 
@@ -204,7 +289,12 @@ def vae_latent_shape(spec, ckpt, run):
 
     t, sp = _vae_factors(ckpt.config("vae"))
     s = run.sampling
-    return latent_grid(s.num_frames, s.height, s.width, t, sp)
+    height, width = s.height, s.width
+    if run.options.get("multiscale"):  # the larger, second pass
+        from .multiscale import pass_sizes
+
+        height, width = pass_sizes(s.height, s.width, float(run.options["downscale_factor"]), sp)[1]
+    return latent_grid(s.num_frames, height, width, t, sp)
 
 
 @hookimpl
@@ -214,7 +304,7 @@ def build_vae(spec, ckpt, run):
 
     raw = ckpt.config("vae")
     cfg = vae_lib.LTXVAEConfig.from_config(raw)
-    with_encoder = run.image is not None and run.sampling.initial_noise is None
+    with_encoder = run.image is not None and (_condition(run) or run.sampling.initial_noise is None)
     model = vae_lib.load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder)
     t, sp = _vae_factors(raw)
     s = run.sampling
@@ -225,8 +315,9 @@ def build_vae(spec, ckpt, run):
 
 @hookimpl
 def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
-    from .conditioning import prepare
+    from . import condition, conditioning
 
+    prepare = condition.prepare if _condition(run) else conditioning.prepare
     return prepare(run, vae, latent_shape, _dit_config(ckpt), _vae_factors(ckpt.config("vae")))
 
 
@@ -268,6 +359,10 @@ def check_checkpoint(spec, ckpt, run):
     if bad:
         problems.append(f"options.stg_skip_blocks names blocks {bad}, but transformer/config.json has num_layers="
                         f"{dit.num_layers}: use indices 0..{dit.num_layers - 1}")
+    if run.options.get("multiscale"):
+        from .multiscale import check_upsampler
+
+        problems += check_upsampler(ckpt, dict(run.options))
     if ckpt.has("vae"):
         vae = ckpt.config("vae")
         c = vae.get("latent_channels", 128)

@@ -1,0 +1,190 @@
+"""End to end against diffusers' LTXConditionPipeline and the official multi-scale recipe (LTXConditionPipeline ->
+LTXLatentUpsamplePipeline -> LTXConditionPipeline, as diffusers' LTX-Video docs chain them), on tiny random models.
+
+LTXConditionPipeline draws its noise from the generator and never takes it as input (its ``latents=`` is a clean
+input to re-noise), so the reference's draws are replaced by vidax's, which are documented: each pass's noise is
+``jax.random.normal(jax.random.key(seed), shape)`` and the image's posterior sample uses
+``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 3), shape)``. vidax runs through the real CLI from the
+checkpoint the reference saved. Decode noise is 0 (each engine's own draw otherwise).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from vidax_testing.cli import vidax
+from vidax_testing.run_parity import assert_run_matches
+from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline, random_ltx_upsampler
+
+pytestmark = pytest.mark.xdist_group("ltx_condition_e2e")
+
+PROMPT = "a small red fox runs in the snow"
+NEGATIVE = "blurry, static, low quality"
+SEED, FPS, DECODE_T, TOKENS = 5, 24, 0.05, 16
+DISTILLED = [1000.0, 993.0, 987.0, 981.0, 975.0, 909.0, 725.0, 0.03]
+SECOND = [1000.0, 909.0, 725.0, 421.0, 0.0]
+
+
+def vidax_draws(monkeypatch):
+    """Make the reference draw what vidax draws, by shape (initial noise; the posterior sample of a 1-frame image
+    latent; anything else, e.g. the decode noise that scale 0 discards, zeros)."""
+    import torch
+    import diffusers.models.autoencoders.vae as vae_mod
+    import diffusers.pipelines.ltx.pipeline_ltx_condition as cond_mod
+
+    def noise(shape, generator=None, device=None, dtype=None, layout=None):
+        a = np.asarray(jax.random.normal(jax.random.key(SEED), tuple(shape), np.float32))
+        return torch.from_numpy(a).to(dtype or torch.float32)
+
+    def posterior(shape, generator=None, device=None, dtype=None, layout=None):
+        key = jax.random.fold_in(jax.random.key(SEED), 3)
+        return torch.from_numpy(np.asarray(jax.random.normal(key, tuple(shape), np.float32))).to(dtype or torch.float32)
+
+    monkeypatch.setattr(cond_mod, "randn_tensor", noise)
+    monkeypatch.setattr(vae_mod, "randn_tensor", posterior)
+
+
+def write_image(path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
+    pixels[:20] = pixels[:20] // 2 + 100
+    Image.fromarray(pixels).save(path)
+
+
+def make_checkpoint(tmp_path, upsampler: bool = False):
+    import torch
+
+    torch.manual_seed(0)
+    pipe = build_tiny_ltx_pipeline("condition", seed=3)
+    ckpt = tmp_path / "ckpt"
+    pipe.save_pretrained(str(ckpt), safe_serialization=True)
+    up = None
+    if upsampler:
+        up = random_ltx_upsampler(seed=9)
+        up.save_pretrained(str(ckpt / "latent_upsampler"), safe_serialization=True)
+    return pipe, up, ckpt
+
+
+def run_vidax(tmp_path, ckpt, model_id, sets: dict, image=None):
+    args = ["run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}",
+            f"negative_prompt={NEGATIVE}", f"sampling.seed={SEED}", f"sampling.max_sequence_length={TOKENS}",
+            "sampling.scheduler=null", f"options.frame_rate={FPS}", f"options.decode_timestep={DECODE_T}",
+            "options.decode_noise_scale=0.0", f"output.path={tmp_path / 'out.mp4'}",
+            f"output.save_latents={tmp_path / 'lat.npy'}", f"output.save_frames={tmp_path / 'frames.npy'}",
+            f"output.metrics={tmp_path / 'metrics.json'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
+            "--quiet"] + [f"{k}={v}" for k, v in sets.items()]
+    if image is not None:
+        args.append(f"image={image}")
+    proc = vidax(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
+
+
+def call(pipe, image, **kwargs):
+    """One LTXConditionPipeline call -> (latents, frames)."""
+    from PIL import Image
+
+    if image is not None:
+        kwargs["image"] = Image.open(image).convert("RGB")
+    common = dict(prompt=PROMPT, negative_prompt=NEGATIVE, frame_rate=FPS, decode_timestep=DECODE_T,
+                  decode_noise_scale=0.0, max_sequence_length=TOKENS, image_cond_noise_scale=0.0)
+    lat = pipe(output_type="latent", **common, **kwargs).frames
+    frames = pipe(output_type="np", **common, **kwargs).frames
+    return np.asarray(lat, np.float32), np.asarray(frames, np.float32)
+
+
+# case -> (image?, LTXConditionPipeline arguments, vidax overrides)
+SIZE, FRAMES = 64, 17
+SINGLE = {
+    "t2v-cfg-rescale-default-schedule": (False, dict(num_inference_steps=4, guidance_scale=3.0, guidance_rescale=0.7),
+                                         {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0,
+                                          "options.guidance_rescale": 0.7, "options.timesteps": "null"}),
+    "i2v-strength-0.6": (True, dict(num_inference_steps=5, guidance_scale=3.0, strength=0.6),
+                         {"sampling.num_steps": 5, "sampling.guidance_scale": 3.0, "options.strength": 0.6,
+                          "options.timesteps": "null", "options.guidance_rescale": 0.0}),
+    "v2v-denoise-0.5-timesteps": (False, dict(timesteps=DISTILLED, guidance_scale=1.0, denoise_strength=0.5),
+                                  {"sampling.guidance_scale": 1.0, "options.timesteps": DISTILLED,
+                                   "options.denoise_strength": 0.5}),
+}
+
+
+@pytest.mark.parametrize("case", list(SINGLE))
+def test_condition_pipeline_matches_diffusers(tmp_path, monkeypatch, case):
+    import torch
+
+    with_image, ref_args, sets = SINGLE[case]
+    vidax_draws(monkeypatch)
+    pipe, _, ckpt = make_checkpoint(tmp_path)
+    image = None
+    if with_image:
+        image = tmp_path / "input.png"
+        write_image(image)
+    size = dict(height=SIZE, width=SIZE, num_frames=FRAMES)
+    grid = (1, 8, (FRAMES - 1) // 8 + 1, SIZE // 32, SIZE // 32)
+    if "denoise_strength" in ref_args:
+        given = np.random.default_rng(2).standard_normal(grid).astype(np.float32)
+        np.save(tmp_path / "given.npy", given)
+        ref_args = dict(ref_args, latents=torch.from_numpy(given))
+        sets = dict(sets, **{"sampling.initial_noise": tmp_path / "given.npy"})
+    ref_lat, ref_frames = call(pipe, image, **size, **ref_args)
+    lat, frames = run_vidax(tmp_path, ckpt, "ltx-video-13b-0.9.8-dev",
+                           {"options.multiscale": "false", "sampling.height": SIZE, "sampling.width": SIZE,
+                            "sampling.num_frames": FRAMES, **sets}, image)
+    assert_run_matches(case, lat, frames, ref_lat, ref_frames, latent_shape=grid,
+                       frame_shape=(1, FRAMES, SIZE, SIZE, 3))
+
+
+# The recipe at a requested 96x96: first pass 64x64, second 128x128, frames resized to 96x96.
+MS_SIZE, MS_FRAMES = 96, 9
+RECIPES = {
+    "distilled-t2v": (False, dict(timesteps=DISTILLED, guidance_scale=1.0, guidance_rescale=0.7),
+                      dict(timesteps=SECOND, denoise_strength=0.999), dict(adain_factor=1.0, tone_map_compression_ratio=0.6),
+                      "ltx-video-13b-0.9.8-distilled", {}),
+    "dev-i2v-cfg": (True, dict(num_inference_steps=4, guidance_scale=3.0, guidance_rescale=0.7),
+                    dict(num_inference_steps=6, denoise_strength=0.5), dict(),
+                    "ltx-video-13b-0.9.8-dev", {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0,
+                                                "options.second_pass_steps": 6,
+                                                "options.second_pass_denoise_strength": 0.5}),
+}
+
+
+@pytest.mark.parametrize("case", list(RECIPES))
+def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
+    from diffusers import LTXLatentUpsamplePipeline
+    from PIL import Image
+
+    with_image, first, second, up_args, model_id, sets = RECIPES[case]
+    vidax_draws(monkeypatch)
+    pipe, up, ckpt = make_checkpoint(tmp_path, upsampler=True)
+    image = None
+    if with_image:
+        image = tmp_path / "input.png"
+        write_image(image)
+    h1 = int(MS_SIZE * 2 / 3) - int(MS_SIZE * 2 / 3) % 32
+    low, _ = call(pipe, image, height=h1, width=h1, num_frames=MS_FRAMES, **first)
+    upsample = LTXLatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=up)
+    upscaled = upsample(latents=__import__("torch").from_numpy(low), output_type="latent", **up_args).frames
+    guidance = {k: first[k] for k in ("guidance_scale", "guidance_rescale")}
+    ref_lat, ref_frames = call(pipe, image, height=2 * h1, width=2 * h1, num_frames=MS_FRAMES, latents=upscaled,
+                               **guidance, **second)
+    # The recipe's last step: 8-bit frames resized to the requested size (PIL's default filter for RGB: bicubic).
+    pil = [Image.fromarray(np.round(f * 255).astype(np.uint8)) for f in ref_frames[0]]
+    ref_resized = np.stack([np.asarray(p.resize((MS_SIZE, MS_SIZE)), np.float32) / 255 for p in pil])[None]
+
+    lat, frames = run_vidax(tmp_path, ckpt, model_id,
+                            {"sampling.height": MS_SIZE, "sampling.width": MS_SIZE, "sampling.num_frames": MS_FRAMES,
+                             **sets}, image)
+    grid = (1, 8, (MS_FRAMES - 1) // 8 + 1, 2 * h1 // 32, 2 * h1 // 32)
+    rel = float(np.linalg.norm(lat - ref_lat) / np.linalg.norm(ref_lat))
+    diff = np.abs(frames - ref_resized)
+    print(f"[{case}] latents rel {rel:.3e}; resized frames max abs {diff.max() * 255:.1f}/255, "
+          f"{(diff > 0).mean():.2%} of values differ")
+    assert lat.shape == ref_lat.shape == grid
+    assert frames.shape == ref_resized.shape == (1, MS_FRAMES, MS_SIZE, MS_SIZE, 3)
+    assert rel <= 1e-4
+    # 8-bit frames: a value on a rounding edge may land one level off before the resize.
+    assert diff.max() <= 2 / 255 and (diff > 0).mean() < 0.01
