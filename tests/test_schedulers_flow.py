@@ -367,3 +367,27 @@ def test_fifty_step_loop_compiles_once(sampler):
 def test_zz_report(capsys):
     with capsys.disabled():
         print("\n[worst trajectory rel. error]\n" + report(""))
+
+
+@pytest.mark.parametrize("timesteps, strength", [([1000.0, 909.0, 725.0, 421.0, 0.0], 0.999),
+                                                 ([1000.0, 993.0, 987.0, 981.0, 975.0, 909.0, 725.0, 0.03], 0.5),
+                                                 (None, 0.4)])
+def test_plan_tail_is_diffusers_get_timesteps(timesteps, strength):
+    """``denoise_strength`` as LTXConditionPipeline.get_timesteps: the last int(N * s) steps of the plan, their
+    sigmas (with the terminal 0) and model timesteps."""
+    ref = FlowMatchEulerDiscreteScheduler()
+    n = len(timesteps) if timesteps else 10
+    ref.set_timesteps(n, timesteps=timesteps)
+    start = n - min(int(n * strength), n)
+    plan = FlowEulerSampler().plan(n, timesteps=timesteps).tail(start)
+    assert plan.num_steps == n - start
+    np.testing.assert_array_equal(plan.sigmas, ref.sigmas.numpy()[start:])
+    np.testing.assert_array_equal(plan.timesteps, ref.timesteps.numpy()[start:])
+
+
+def test_plan_tail_refuses_multistep_tables():
+    plan = UniPCSampler(use_flow_sigmas=True, prediction_type="flow_prediction").plan(6)
+    with pytest.raises(ValueError, match="cannot start part way"):
+        plan.tail(2)
+    with pytest.raises(ValueError, match="cannot start"):
+        FlowEulerSampler().plan(4).tail(4)

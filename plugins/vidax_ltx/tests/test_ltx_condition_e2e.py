@@ -3,8 +3,9 @@ LTXLatentUpsamplePipeline -> LTXConditionPipeline, as diffusers' LTX-Video docs 
 
 LTXConditionPipeline draws its noise from the generator and never takes it as input (its ``latents=`` is a clean
 input to re-noise), so the reference's draws are replaced by vidax's, which are documented: each pass's noise is
-``jax.random.normal(jax.random.key(seed), shape)`` and the image's posterior sample uses
-``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 3), shape)``. vidax runs through the real CLI from the
+``jax.random.normal(jax.random.key(seed), shape)``, the image's posterior sample uses
+``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 3), shape)`` and a keyframe's token noise
+``fold_in(..., 4)``. vidax runs through the real CLI from the
 checkpoint the reference saved. Decode noise is 0 (each engine's own draw otherwise).
 """
 
@@ -28,19 +29,21 @@ SECOND = [1000.0, 909.0, 725.0, 421.0, 0.0]
 
 
 def vidax_draws(monkeypatch):
-    """Make the reference draw what vidax draws, by shape (initial noise; the posterior sample of a 1-frame image
-    latent; anything else, e.g. the decode noise that scale 0 discards, zeros)."""
+    """Make the reference draw what vidax draws: in the pipeline, a one-latent-frame shape is a keyframe's noise,
+    any other the pass's noise (the decode noise has that shape too; scale 0 discards it); in the VAE, the image's
+    posterior sample."""
     import torch
     import diffusers.models.autoencoders.vae as vae_mod
     import diffusers.pipelines.ltx.pipeline_ltx_condition as cond_mod
 
     def noise(shape, generator=None, device=None, dtype=None, layout=None):
-        a = np.asarray(jax.random.normal(jax.random.key(SEED), tuple(shape), np.float32))
+        key = jax.random.fold_in(jax.random.key(SEED), 4) if shape[2] == 1 else jax.random.key(SEED)
+        a = np.array(jax.random.normal(key, tuple(shape), np.float32))
         return torch.from_numpy(a).to(dtype or torch.float32)
 
     def posterior(shape, generator=None, device=None, dtype=None, layout=None):
         key = jax.random.fold_in(jax.random.key(SEED), 3)
-        return torch.from_numpy(np.asarray(jax.random.normal(key, tuple(shape), np.float32))).to(dtype or torch.float32)
+        return torch.from_numpy(np.array(jax.random.normal(key, tuple(shape), np.float32))).to(dtype or torch.float32)
 
     monkeypatch.setattr(cond_mod, "randn_tensor", noise)
     monkeypatch.setattr(vae_mod, "randn_tensor", posterior)
@@ -106,6 +109,9 @@ SINGLE = {
     "i2v-strength-0.6": (True, dict(num_inference_steps=5, guidance_scale=3.0, strength=0.6),
                          {"sampling.num_steps": 5, "sampling.guidance_scale": 3.0, "options.strength": 0.6,
                           "options.timesteps": "null", "options.guidance_rescale": 0.0}),
+    "keyframe-at-frame-8": (True, dict(num_inference_steps=4, guidance_scale=3.0, frame_index=8, strength=0.9),
+                            {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0, "options.frame_index": 8,
+                             "options.strength": 0.9, "options.timesteps": "null", "options.guidance_rescale": 0.0}),
     "v2v-denoise-0.5-timesteps": (False, dict(timesteps=DISTILLED, guidance_scale=1.0, denoise_strength=0.5),
                                   {"sampling.guidance_scale": 1.0, "options.timesteps": DISTILLED,
                                    "options.denoise_strength": 0.5}),

@@ -109,6 +109,35 @@ def test_check_run_refusals(over, needle):
     assert "\n" not in problems[0]
 
 
+@pytest.mark.parametrize("over, needle", [
+    ({"options": {"pipeline": "ltx", "frame_index": 8}, "image": "a.png"}, "options.frame_index belongs to "
+                                                                          "LTXConditionPipeline"),
+    ({"options": {"pipeline": "ltx", "multiscale": True, "downscale_factor": 2 / 3}},
+     "options.multiscale belongs to LTXConditionPipeline"),
+    ({"options": {"frame_index": 161}, "image": "a.png"}, "options.frame_index must be in [0, 160]"),
+    ({"options": {"frame_index": 8}}, "set image=... or drop options.frame_index"),
+    # 22 latent frames (the keyframe's included) x 16 x 22 tokens = 7744, not a multiple of 3
+    ({"options": {"frame_index": 8}, "image": "a.png", "parallel": SimpleNamespace(sp=3)}, "parallel.sp=3"),
+    ({"options": {"denoise_strength": 0.0}}, "denoise_strength must be in (0, 1]"),
+    ({"options": {"strength": 1.5}}, "options.strength must be in [0, 1]"),
+    ({"options": {"image_cond_noise_scale": 0.15}}, "image_cond_noise_scale other than 0 is not supported"),
+    ({"sampling": {"initial_noise": "z.npy"}}, "used only with options.denoise_strength < 1"),
+    ({"options": {"multiscale": True, "downscale_factor": 0.05}}, "below the VAE's 32 pixels"),
+    ({"options": {"multiscale": True, "downscale_factor": 2 / 3, "second_pass_timesteps": [0.0, 10.0]}},
+     "second_pass_timesteps must be"),
+])
+def test_condition_check_run_refusals(over, needle):
+    """The LTXConditionPipeline and multi-scale options are checked before anything loads."""
+    spec = get_plugins().registry.get(IDS[1])
+    over.setdefault("options", {}).setdefault("pipeline", "condition")
+    parallel = over.pop("parallel", SimpleNamespace(sp=1))
+    run = _run(**over)
+    run.parallel = parallel
+    problems = plugin.check_run(spec, run)
+    assert len(problems) == 1 and needle in problems[0], problems
+    assert "\n" not in problems[0]
+
+
 def test_check_run_accepts_the_presets():
     spec = get_plugins().registry.get(IDS[0])
     assert plugin.check_run(spec, _run(options={"timesteps": presets.DISTILLED_TIMESTEPS})) == []
@@ -165,3 +194,14 @@ def test_text_encoding_matches_transformers(tmp_path):
     err = float(np.abs(out["hidden"] - want).max())
     print(f"ltx t5 text: max_abs={err:.3e}")
     assert err <= 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
+def test_bench_reference_refuses_the_multi_pass_recipe():
+    """`vidax bench --reference diffusers` times one pass: the recipe's three diffusers calls have no one reference."""
+    from vidax_core.errors import UserError
+    from vidax_ltx.bench_reference import LTXDiffusersReference
+
+    run = _run(options={"pipeline": "condition", "multiscale": True})
+    run.sampling.scheduler = None
+    with pytest.raises(UserError, match="options.multiscale=false"):
+        LTXDiffusersReference("unused", run)

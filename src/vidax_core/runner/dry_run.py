@@ -105,7 +105,8 @@ def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any
 
 
 def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
-    from vidax_core.runner.pipeline import build_dit, expected_batch, plan_placement, select_guidance, video_tokens
+    from vidax_core.runner.pipeline import (build_dit, expected_batch, plan_placement, sampling_passes,
+                                            sampling_plan, select_guidance, select_sampler, video_tokens)
 
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
@@ -113,6 +114,19 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
     builds = build_dit(spec, ckpt, cfg, plugins)
     batch = expected_batch(select_guidance(spec, ckpt, cfg, plugins))
     latent = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
+    passes = sampling_passes(spec, ckpt, cfg, plugins)
+    pass_steps = []
+    for p in passes if len(passes) > 1 else ():  # every pass's size meets the parallel rules, as in a run
+        grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
+        if grid is not None:
+            grid = tuple(int(v) for v in grid)
+            for b in builds:
+                plan_placement(spec, b, p.run, plugins, grid,
+                               batch=expected_batch(select_guidance(spec, ckpt, p.run, plugins)))
+            sampler = select_sampler(spec, ckpt, p.run, plugins)
+            pass_steps.append(f"{p.name} {sampling_plan(spec, ckpt, p.run, plugins, sampler, grid).num_steps} steps")
+        else:
+            pass_steps.append(f"{p.name} {p.run.sampling.num_steps} steps")
     if latent is not None:
         latent = tuple(int(v) for v in latent)
         placements = [plan_placement(spec, b, cfg, plugins, latent, batch=batch) for b in builds]
@@ -153,6 +167,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
         f"files:      {', '.join(files) or 'none found'}",
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
+        *([f"passes:     {'; '.join(pass_steps)} (the largest pass is sized below)"] if pass_steps else []),
         f"tokens:     {tokens}",
         f"mesh:       dp={mesh_plan.dp} tp={mesh_plan.tp} sp={mesh_plan.sp} over {jax.device_count()} "
         f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",

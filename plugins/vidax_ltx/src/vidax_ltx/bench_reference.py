@@ -1,4 +1,6 @@
-"""``vidax bench --reference diffusers`` for LTX-Video: the same run with diffusers' LTXPipeline (text-to-video).
+"""``vidax bench --reference diffusers`` for LTX-Video: the same one-pass text-to-video run with the diffusers
+pipeline of its semantics, LTXConditionPipeline (``options.pipeline: condition``) or LTXPipeline (``ltx``). The
+multi-scale recipe has no one-pipeline reference, so the bench times a single pass (``options.multiscale=false``).
 
 torch/diffusers are test-only dependencies, imported only when the reference runs; without them the hook raises a
 one-line :class:`UserError`. Phases are timed as the vidax side times them: ``load_s`` (``from_pretrained`` +
@@ -26,6 +28,9 @@ class LTXDiffusersReference:
             raise UserError("--reference diffusers: the LTX reference times text-to-video runs only; remove `image`")
         if run.sampling.scheduler is not None:
             raise UserError("--reference diffusers: leave sampling.scheduler unset (the checkpoint's flow Euler)")
+        if run.options.get("multiscale"):
+            raise UserError("--reference diffusers times one pass: add options.multiscale=false (the multi-scale "
+                            "recipe chains three diffusers calls)")
         self.ckpt_dir, self.run = ckpt_dir, run
 
     def __call__(self) -> dict[str, Any]:
@@ -35,8 +40,9 @@ class LTXDiffusersReference:
         dtype = torch_dtype(torch, run.model.dtype)
         clock = TorchClock(torch, device)
         with clock.phase("load"):
-            pipe = diffusers.LTXPipeline.from_pretrained(self.ckpt_dir, torch_dtype={"transformer": dtype,
-                                                                                     "default": torch.float32})
+            condition = o.get("pipeline", "condition") == "condition"
+            cls = diffusers.LTXConditionPipeline if condition else diffusers.LTXPipeline
+            pipe = cls.from_pretrained(self.ckpt_dir, torch_dtype={"transformer": dtype, "default": torch.float32})
             pipe.to(device)
             pipe.set_progress_bar_config(disable=True)
         guided = s.guidance_scale > 1.0
@@ -50,14 +56,18 @@ class LTXDiffusersReference:
                       guidance_scale=s.guidance_scale, guidance_rescale=float(o.get("guidance_rescale") or 0.0),
                       frame_rate=int(round(float(o.get("frame_rate") or 25))), max_sequence_length=s.max_sequence_length,
                       generator=torch.Generator(device="cpu").manual_seed(s.seed))
+        if condition:  # LTXPipeline computes its own sigmas and takes no timestep list
+            common.update(image_cond_noise_scale=0.0)
+            if o.get("timesteps"):
+                common.update(timesteps=[float(t) for t in o["timesteps"]], num_inference_steps=len(o["timesteps"]))
         with clock.sampling():
             latents = pipe(output_type="latent", callback_on_step_end=clock.on_step_end, **common).frames
         with clock.phase("decode"):
             vae = pipe.vae
             grid = ((s.num_frames - 1) // pipe.vae_temporal_compression_ratio + 1,
                     s.height // pipe.vae_spatial_compression_ratio, s.width // pipe.vae_spatial_compression_ratio)
-            z = pipe._unpack_latents(latents, *grid, pipe.transformer_spatial_patch_size,
-                                     pipe.transformer_temporal_patch_size)
+            z = latents if condition else pipe._unpack_latents(latents, *grid, pipe.transformer_spatial_patch_size,
+                                                               pipe.transformer_temporal_patch_size)
             z = pipe._denormalize_latents(z, vae.latents_mean, vae.latents_std, vae.config.scaling_factor)
             t = torch.tensor([float(o.get("decode_timestep") or 0.0)], device=z.device) \
                 if vae.config.timestep_conditioning else None

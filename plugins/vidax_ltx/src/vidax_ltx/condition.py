@@ -12,10 +12,14 @@ How it differs from the single-pass LTXPipeline / LTXImageToVideoPipeline (:mod:
   index), divided by the frame rate (:func:`causal_coords`).
 * Without ``options.timesteps`` the schedule is ``linear_quadratic_schedule(num_steps) * 1000`` handed to the
   scheduler as timesteps (no dynamic shift: the pipeline passes no ``mu``).
-* ``image:`` conditions latent frame 0 with ``options.strength``: ``lerp(latents, image_latents, strength)`` on
-  those tokens, per-token model timesteps ``min(t, (1 - mask) * 1000)``, and a token takes the sampler's update only
-  once ``t / 1000 - 1e-6 < 1 - mask``. The image latents are a posterior sample with vidax's seeded noise
-  (:meth:`vidax_ltx.autoencoder.LTXVideoAutoencoder.encode_image`).
+* ``image:`` conditions the video with ``options.strength`` at pixel frame ``options.frame_index``. At frame 0 it
+  replaces latent frame 0 by ``lerp(latents, image_latents, strength)``; at a later frame its latents,
+  ``lerp(noise, image_latents, strength)``, become extra tokens in front of the video's, placed at that frame by
+  their RoPE coordinates and dropped after the last step. Either way the model sees per-token timesteps
+  ``min(t, (1 - mask) * 1000)`` (mask = strength on the conditioning tokens) and a conditioning token takes the
+  sampler's update only once ``t / 1000 - 1e-6 < 1 - mask``. The image latents are a posterior sample with vidax's
+  seeded noise (:meth:`vidax_ltx.autoencoder.LTXVideoAutoencoder.encode_image`); the extra tokens' noise is
+  ``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 4), shape)``.
 """
 
 from __future__ import annotations
@@ -85,14 +89,28 @@ def _hold_until_due(new, old, t, arrays):
     return jnp.where(due, new, old)
 
 
-def _unpack_fn(grid: Sequence[int]):
+def _unpack_fn(grid: Sequence[int], extra: int = 0):
+    """Packed tokens (B, extra + F*H*W, C) -> the video's unpacked latents (B, C, F, H, W), extra tokens dropped."""
     f, h, w = (int(v) for v in grid)
 
     def finalize(x, arrays):
         b, _, c = x.shape
-        return jnp.moveaxis(x.reshape(b, f, h, w, c), -1, 1)
+        return jnp.moveaxis(x[:, extra:].reshape(b, f, h, w, c), -1, 1)
 
     return finalize
+
+
+def lerp(start: np.ndarray, end: np.ndarray, weight: np.float32) -> np.ndarray:
+    """``torch.lerp`` with a scalar weight, its two formulas included (exact ends at weight 0 and 1)."""
+    diff = end - start
+    return start + weight * diff if weight < 0.5 else end - diff * (np.float32(1.0) - weight)
+
+
+def keyframe_noise(seed: int, shape: Sequence[int]) -> np.ndarray:
+    """The noise a keyframe's extra tokens are mixed with (the reference draws it from its generator)."""
+    import jax
+
+    return np.asarray(jax.random.normal(jax.random.fold_in(jax.random.key(seed), 4), tuple(shape), np.float32))
 
 
 def prepare(run, vae: Any, grid: tuple[int, int, int], dit: LTXDiTConfig, factors: tuple[int, int]) -> Conditioning:
@@ -101,28 +119,40 @@ def prepare(run, vae: Any, grid: tuple[int, int, int], dit: LTXDiTConfig, factor
     coords = causal_coords(grid, frame_rate, temporal_factor=temporal, spatial_factor=spatial,
                            patch_size=dit.patch_size, patch_size_t=dit.patch_size_t)[None]
     arrays: dict[str, np.ndarray] = {"rope_coords": coords}
-    image_latents = None
-    strength = float(run.options.get("strength", 1.0))
+    image_latents, keyframe = None, None
+    strength = np.float32(run.options.get("strength", 1.0))
+    frame_index = int(run.options.get("frame_index") or 0)
+    s = run.sampling
     if run.image is not None:
         from vidax_core.io.image import load_image, preprocess_image
 
-        s = run.sampling
         pixels = preprocess_image(load_image(run.image), s.height, s.width, spatial)
         image_latents = vae.encode_image(pixels, int(s.seed))  # (1, C, 1, h, w)
-        arrays["cond_mask"] = frame_strength_mask(grid, strength)
+        if frame_index == 0:
+            arrays["cond_mask"] = frame_strength_mask(grid, float(strength))
+        else:  # extra tokens in front, at the keyframe's coordinates
+            noise = keyframe_noise(int(s.seed), image_latents.shape)
+            keyframe = pack(lerp(noise, image_latents, strength))
+            kgrid = (1,) + tuple(grid[1:])
+            kcoords = causal_coords(kgrid, frame_rate, temporal_factor=temporal, spatial_factor=spatial,
+                                    patch_size=dit.patch_size, patch_size_t=dit.patch_size_t, frame_index=frame_index)
+            arrays["rope_coords"] = np.concatenate([kcoords[None], coords], axis=1)
+            arrays["cond_mask"] = np.concatenate([np.full((1, keyframe.shape[1]), strength, np.float32),
+                                                  np.zeros((1, int(np.prod(grid))), np.float32)], axis=1)
 
     def start(noise, given, sigma):
         z = np.asarray(noise, np.float32)
         if given is not None:
             sig = np.float32(sigma)
             z = (sig * z + (np.float32(1.0) - sig) * np.asarray(given, np.float32)).astype(np.float32)
-        if image_latents is not None:  # torch.lerp(latents, condition, strength) on latent frame 0
+        if image_latents is not None and keyframe is None:  # torch.lerp(latents, condition, strength), frame 0
             n = image_latents.shape[2]
             z = z.copy()
-            z[:, :, :n] = z[:, :, :n] + np.float32(strength) * (image_latents - z[:, :, :n])
-        return pack(z)
+            z[:, :, :n] = lerp(z[:, :, :n], image_latents, strength)
+        tokens = pack(z)
+        return tokens if keyframe is None else np.concatenate([keyframe, tokens], axis=1)
 
-    finalize = _unpack_fn(grid)
+    finalize = _unpack_fn(grid, 0 if keyframe is None else keyframe.shape[1])
     if image_latents is None:
         return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), start=start, finalize=finalize)
     return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), prepare=_per_token_t, per_token_update=True,

@@ -67,12 +67,13 @@ def passes(ckpt: Any, run: Any) -> list[SamplingPass]:
     o = dict(run.options)
     s = run.sampling
     (h1, w1), (h2, w2) = pass_sizes(s.height, s.width, float(o["downscale_factor"]))
-    first = dataclasses.replace(run, sampling=dataclasses.replace(s, height=h1, width=w1))
+    one = {**o, "multiscale": False}  # each pass is a single pass
+    first = dataclasses.replace(run, sampling=dataclasses.replace(s, height=h1, width=w1), options=one)
     second_ts = o.get("second_pass_timesteps")
     steps = len(second_ts) if second_ts else int(o.get("second_pass_steps") or s.num_steps)
     second = dataclasses.replace(
         run, sampling=dataclasses.replace(s, height=h2, width=w2, num_steps=steps, initial_noise=None),
-        options={**o, "timesteps": second_ts, "denoise_strength": float(o["second_pass_denoise_strength"])})
+        options={**one, "timesteps": second_ts, "denoise_strength": float(o["second_pass_denoise_strength"])})
     path = find_upsampler(ckpt, o)
     if path is None:  # check_checkpoint refuses this before anything loads
         raise UserError("options.multiscale needs options.spatial_upsampler")

@@ -210,13 +210,15 @@ def _check_recipe(run) -> list[str]:
     if float(o.get("image_cond_noise_scale") or 0.0) != 0.0:
         problems.append("options.image_cond_noise_scale other than 0 is not supported (the official recipe uses 0): "
                         "set options.image_cond_noise_scale=0")
+    problems += _check_keyframe(run)
     if not cond:
         changed = [k for k in ("denoise_strength", "strength") if float(o.get(k, 1.0)) != 1.0]
+        changed += ["frame_index"] if int(o.get("frame_index") or 0) else []
         if changed or o.get("multiscale"):
             what = ", ".join(f"options.{k}" for k in changed) or "options.multiscale"
             problems.append(f"{what} belongs to LTXConditionPipeline: set options.pipeline=condition, or drop it "
                             "for options.pipeline=ltx")
-    elif s.initial_noise is not None and strength >= 1.0 and not o.get("multiscale"):
+    elif s.initial_noise is not None and strength >= 1.0:
         problems.append("with options.pipeline=condition, sampling.initial_noise holds the latents= to re-noise "
                         "(unpacked, (1, C, F, H, W)) and is used only with options.denoise_strength < 1, as "
                         "LTXConditionPipeline ignores it otherwise: set options.denoise_strength, or drop "
@@ -243,6 +245,34 @@ def _check_recipe(run) -> list[str]:
         if o.get("second_pass_steps") is not None and int(o["second_pass_steps"]) < 1:
             problems.append(f"options.second_pass_steps must be at least 1, got {o['second_pass_steps']}")
     return problems
+
+
+def _check_keyframe(run) -> list[str]:
+    """``options.frame_index``: needs ``image:``, lies inside the video, and its extra tokens keep every pass's
+    sequence divisible by ``parallel.sp``."""
+    o, s = run.options, run.sampling
+    k = int(o.get("frame_index") or 0)
+    if not k:
+        return []
+    if k < 0 or k >= s.num_frames:
+        return [f"options.frame_index must be in [0, {s.num_frames - 1}] (a frame of the {s.num_frames}-frame video), "
+                f"got {k}"]
+    if run.image is None:
+        return ["options.frame_index places the image: given, and the run has none: set image=... or drop "
+                "options.frame_index"]
+    sizes = [(s.height, s.width)]
+    if o.get("multiscale") and 0.0 < float(o.get("downscale_factor") or 0.0) <= 1.0:
+        from .multiscale import pass_sizes
+
+        sizes = list(pass_sizes(s.height, s.width, float(o["downscale_factor"])))
+    sp = int(getattr(getattr(run, "parallel", None), "sp", 1) or 1)
+    frames = (s.num_frames - 1) // 8 + 1
+    for h, w in sizes:
+        tokens = (frames + 1) * (h // 32) * (w // 32)
+        if tokens % sp:
+            return [f"options.frame_index adds the keyframe's {(h // 32) * (w // 32)} tokens to the video's: "
+                    f"{tokens} tokens at {w}x{h} do not split over parallel.sp={sp}; change parallel.sp or the size"]
+    return []
 
 
 @dataclass

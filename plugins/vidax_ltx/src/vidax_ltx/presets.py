@@ -29,6 +29,8 @@ OPTIONS = {
                                "(sampling.initial_noise) re-noised (diffusers denoise_strength; condition only)"),
     "strength": Option(1.0, float, "how strongly image: holds latent frame 0, 0..1 (diffusers strength; condition "
                        "only)"),
+    "frame_index": Option(0, int, "pixel frame image: conditions (diffusers frame_index; condition only): 0 = the "
+                          "first frame, later = a keyframe of extra tokens"),
     "image_cond_noise_scale": Option(0.0, float, "noise re-added to the conditioning tokens each step (diffusers "
                                      "image_cond_noise_scale; only 0, the recipe's value, is supported)"),
     "multiscale": Option(False, bool, "the official two-pass recipe: 2/3 size, latent upscaler, second pass"),
