@@ -6,6 +6,8 @@ experts) and the toy family's declared shapes (two stacked groups of different d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vidax_core import config as config_mod
@@ -125,3 +127,24 @@ def test_activation_estimate_uses_the_checkpoint_widths_and_the_mesh(a14b):
         line = _line(proc.stdout, "activations:")
         assert line.startswith(f"activations: ~{_fmt_bytes(want)} per device inside one block"), line
         assert f"width {d}, attention {d}, MLP {m}" in line, line
+
+
+LTX = ["model.id=ltx-video-13b-0.9.8-dev", "model.checkpoint=builtin:tiny-random", "prompt=a fox", "output.path="]
+
+
+def test_every_pass_of_a_multi_pass_recipe_is_checked(tmp_path):
+    # The LTX recipe at 144x144, 1 frame: a first pass at 96x96 (latent 1x3x3 = 9 tokens), then 192x192 (36 tokens).
+    # sp=2 splits the second pass but not the first: the dry run refuses as the real run does, in the same words.
+    odd = [*LTX, "sampling.height=144", "sampling.width=144", "sampling.num_frames=1", "parallel.sp=2",
+           "parallel.dp=1"]
+    dry = vidax("run", *odd, "--dry-run", env=TWO_DEVICES, cwd=tmp_path, timeout=300)
+    real = vidax("run", *odd, env=TWO_DEVICES, cwd=tmp_path, timeout=300)
+    lines = [[l for l in p.stderr.splitlines() if l.startswith("error: ")] for p in (dry, real)]
+    assert dry.returncode == real.returncode == 2 and lines[0] == lines[1] and len(lines[0]) == 1, lines
+    assert "parallel.sp=2 must divide the 9 video tokens" in lines[0][0]
+    demo = str(Path(__file__).resolve().parents[1] / "configs" / "ltx_demo.yaml")  # passes at 64x64, 128x128
+    ok = vidax("run", demo, "output.path=", "--dry-run", cwd=tmp_path, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert _line(ok.stdout, "passes:") == ("passes:     pass 1/2 (64x64) 10 steps; pass 2/2 (128x128) 4 steps "
+                                           "(the largest pass is sized below)")
+    assert _line(ok.stdout, "tokens:").startswith("tokens:     48 video tokens (latent 3x4x4")
