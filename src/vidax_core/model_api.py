@@ -78,6 +78,10 @@ class Conditioning:
     * ``select_update(new, old, t, arrays) -> latents``: which entries take the sampler's update this step (``t``
       the step's scalar model timestep); LTXConditionPipeline holds a partly-strong conditioning token until ``t``
       falls below its strength's level.
+    * ``before_step(latents, t, arrays) -> latents``: applied to the latents before each step's model calls (and
+      kept); with ``step_noise_shape`` set, ``arrays["step_noise"]`` holds fresh standard normal noise of that shape
+      each step, ``jax.random.normal(fold_in(fold_in(key(seed), 5), i), shape)`` (LTXConditionPipeline's
+      ``image_cond_noise_scale`` re-noises its conditioning tokens so).
     """
 
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
@@ -91,6 +95,8 @@ class Conditioning:
     latents: Callable[[Any], Any] | None = None
     start: Callable[[Any, Any, float], Any] | None = None
     select_update: Callable[..., Any] | None = None
+    before_step: Callable[..., Any] | None = None
+    step_noise_shape: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ LTXLatentUpsamplePipeline -> LTXConditionPipeline, as diffusers' LTX-Video docs 
 LTXConditionPipeline draws its noise from the generator and never takes it as input (its ``latents=`` is a clean
 input to re-noise), so the reference's draws are replaced by vidax's, which are documented: each pass's noise is
 ``jax.random.normal(jax.random.key(seed), shape)``, the image's posterior sample uses
-``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 3), shape)`` and a keyframe's token noise
-``fold_in(..., 4)``. vidax runs through the real CLI from the
+``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 3), shape)``, a keyframe's token noise
+``fold_in(..., 4)`` and the per-step noise of ``image_cond_noise_scale`` ``fold_in(fold_in(..., 5), step)``. vidax runs through the real CLI from the
 checkpoint the reference saved. Decode noise is 0 (each engine's own draw otherwise).
 """
 
@@ -29,15 +29,24 @@ SECOND = [1000.0, 909.0, 725.0, 421.0, 0.0]
 
 
 def vidax_draws(monkeypatch):
-    """Make the reference draw what vidax draws: in the pipeline, a one-latent-frame shape is a keyframe's noise,
-    any other the pass's noise (the decode noise has that shape too; scale 0 discards it); in the VAE, the image's
-    posterior sample."""
+    """Make the reference draw what vidax draws: in the pipeline, a packed (3-D) shape is the next step's
+    conditioning noise, a one-latent-frame shape a keyframe's noise, any other the pass's noise (which starts each
+    call and so restarts the step count; the decode noise has that shape too, and scale 0 discards it); in the VAE,
+    the image's posterior sample."""
     import torch
     import diffusers.models.autoencoders.vae as vae_mod
     import diffusers.pipelines.ltx.pipeline_ltx_condition as cond_mod
 
+    step = {"i": 0}
+
     def noise(shape, generator=None, device=None, dtype=None, layout=None):
-        key = jax.random.fold_in(jax.random.key(SEED), 4) if shape[2] == 1 else jax.random.key(SEED)
+        if len(shape) == 3:
+            key = jax.random.fold_in(jax.random.fold_in(jax.random.key(SEED), 5), step["i"])
+            step["i"] += 1
+        elif shape[2] == 1:
+            key = jax.random.fold_in(jax.random.key(SEED), 4)
+        else:
+            key, step["i"] = jax.random.key(SEED), 0
         a = np.array(jax.random.normal(key, tuple(shape), np.float32))
         return torch.from_numpy(a).to(dtype or torch.float32)
 
@@ -95,8 +104,9 @@ def call(pipe, image, **kwargs):
         kwargs["image"] = Image.open(image).convert("RGB")
     common = dict(prompt=PROMPT, negative_prompt=NEGATIVE, frame_rate=FPS, decode_timestep=DECODE_T,
                   decode_noise_scale=0.0, max_sequence_length=TOKENS, image_cond_noise_scale=0.0)
-    lat = pipe(output_type="latent", **common, **kwargs).frames
-    frames = pipe(output_type="np", **common, **kwargs).frames
+    args = {**common, **kwargs}
+    lat = pipe(output_type="latent", **args).frames
+    frames = pipe(output_type="np", **args).frames
     return np.asarray(lat, np.float32), np.asarray(frames, np.float32)
 
 
@@ -109,6 +119,10 @@ SINGLE = {
     "i2v-strength-0.6": (True, dict(num_inference_steps=5, guidance_scale=3.0, strength=0.6),
                          {"sampling.num_steps": 5, "sampling.guidance_scale": 3.0, "options.strength": 0.6,
                           "options.timesteps": "null", "options.guidance_rescale": 0.0}),
+    "i2v-image-cond-noise-0.15": (True, dict(num_inference_steps=4, guidance_scale=3.0, image_cond_noise_scale=0.15),
+                                  {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0,
+                                   "options.image_cond_noise_scale": 0.15, "options.timesteps": "null",
+                                   "options.guidance_rescale": 0.0}),
     "keyframe-at-frame-8": (True, dict(num_inference_steps=4, guidance_scale=3.0, frame_index=8, strength=0.9),
                             {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0, "options.frame_index": 8,
                              "options.strength": 0.9, "options.timesteps": "null", "options.guidance_rescale": 0.0}),
@@ -194,3 +208,25 @@ def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
     assert rel <= 1e-4
     # 8-bit frames: a value on a rounding edge may land one level off before the resize.
     assert diff.max() <= 2 / 255 and (diff > 0).mean() < 0.01
+
+
+def test_conditioned_recipe_is_the_same_parallel_and_offloaded(tmp_path):
+    """The paths the kit's text-to-video runs do not take: per-step re-noised image tokens (a step's before_step,
+    run in both halves of an offloaded step), a keyframe's extra tokens split over sp, under TP, SP and offload (the built-in checkpoint's 2 heads)."""
+    from vidax_core.testing.runs import run_many
+
+    image = tmp_path / "input.png"
+    write_image(image)
+    base = ["model.id=ltx-video-13b-0.9.8-dev", "model.checkpoint=builtin:tiny-random", f"prompt={PROMPT}",
+            f"negative_prompt={NEGATIVE}", f"image={image}", "sampling.num_steps=3", "sampling.height=96",
+            "sampling.width=96", "sampling.num_frames=9", f"sampling.max_sequence_length={TOKENS}", "parallel.dp=1",
+            "options.second_pass_steps=2", "options.second_pass_denoise_strength=0.5"]
+    cases = {"noise": ("options.image_cond_noise_scale=0.15",),
+             "keyframe": ("options.frame_index=8", "options.strength=0.9")}
+    for name, extra in cases.items():
+        runs = run_many([*base, *extra], {"one": (), "tp2": ("parallel.tp=2",), "sp2": ("parallel.sp=2",),
+                                          "offload": ("offload.enabled=true",)}, devices=2)
+        for cfg in ("tp2", "sp2", "offload"):
+            r = runs[cfg]
+            print(f"ltx {name} {cfg}: " + (r["error"] if "error" in r else f"rel vs one device {r['rel']:.2e}"))
+            assert "error" not in r and r["rel"] < 1e-5, r

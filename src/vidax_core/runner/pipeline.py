@@ -559,6 +559,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     state = put(init_state(sampler, splan, latents))
     ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)
     noise_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 1)
+    cond_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 5)
+    step_noise = cond.step_noise_shape if cond is not None else None
     schedule = [_expert_for(experts, float(t)) for t in np.asarray(splan.timesteps)]
 
     step_times: list[float] = []
@@ -571,7 +573,9 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
             active.release()  # only the active expert's blocks are ever on the devices
         active = e
         noise = put(_draw_noise(jax.random.fold_in(noise_key, i), shapes)) if sampler.needs_noise else None
-        x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, cond_arrays, branch_arrays)
+        arrays_i = cond_arrays if step_noise is None else {
+            **cond_arrays, "step_noise": put(_draw_noise(jax.random.fold_in(cond_key, i), step_noise))}
+        x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i, branch_arrays)
         jax.block_until_ready(x)
         step_times.append(time.perf_counter() - t_step)
         bar.update(1)

@@ -80,6 +80,14 @@ def _latent_batch(latents: Any) -> int:
     return jax.tree.leaves(latents)[0].shape[0]
 
 
+def before_step(plan: StepPlan, plan_arrays, i, latents, cond_arrays) -> Any:
+    """The conditioning's ``before_step`` (the identity without one): the latents this step works from."""
+    cond = plan.cond
+    if cond is None or cond.before_step is None:
+        return latents
+    return cond.before_step(latents, plan_arrays["timesteps"][i].astype(jnp.float32), cond_arrays)
+
+
 def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays, branch_arrays) -> dict[str, BranchInput]:
     """Each branch's denoiser input and timesteps (``Conditioning.prepare`` with the branch's arrays)."""
     sampler, cond = plan.sampler, plan.cond
@@ -160,6 +168,7 @@ def make_step(graphdef: nnx.GraphDef, plan: StepPlan, mesh=None, rules=None):
         with sharding.activate(mesh, rules):
             model = nnx.merge(graphdef, params)
             s_i = _scales_at(scales, i)
+            latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
             inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
             calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, s_i)
             preds = [model(x, t, ctx, **kw) for x, t, ctx, kw in calls]

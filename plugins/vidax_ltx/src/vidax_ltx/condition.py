@@ -20,6 +20,9 @@ How it differs from the single-pass LTXPipeline / LTXImageToVideoPipeline (:mod:
   sampler's update only once ``t / 1000 - 1e-6 < 1 - mask``. The image latents are a posterior sample with vidax's
   seeded noise (:meth:`vidax_ltx.autoencoder.LTXVideoAutoencoder.encode_image`); the extra tokens' noise is
   ``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 4), shape)``.
+* ``options.image_cond_noise_scale`` s > 0: before each step the fully-strong conditioning tokens (mask 1) are set
+  to their starting values plus ``s * noise * (t / 1000)**2``, with fresh per-step noise (the core's
+  ``step_noise``), as the pipeline's ``add_noise_to_image_conditioning_latents``.
 """
 
 from __future__ import annotations
@@ -89,6 +92,19 @@ def _hold_until_due(new, old, t, arrays):
     return jnp.where(due, new, old)
 
 
+def _renoise_fn(scale: float):
+    """``add_noise_to_image_conditioning_latents``: the mask-1 tokens from their start plus scaled, t^2 noise."""
+    s = np.float32(scale)
+
+    def before_step(latents, t, arrays):
+        tt = t / 1000.0
+        noised = arrays["cond_init"] + s * arrays["step_noise"] * (tt * tt)
+        hard = (arrays["cond_mask"] > 1.0 - 1e-6)[..., None]
+        return jnp.where(hard, noised, latents)
+
+    return before_step
+
+
 def _unpack_fn(grid: Sequence[int], extra: int = 0):
     """Packed tokens (B, extra + F*H*W, C) -> the video's unpacked latents (B, C, F, H, W), extra tokens dropped."""
     f, h, w = (int(v) for v in grid)
@@ -150,10 +166,19 @@ def prepare(run, vae: Any, grid: tuple[int, int, int], dit: LTXDiTConfig, factor
             z = z.copy()
             z[:, :, :n] = lerp(z[:, :, :n], image_latents, strength)
         tokens = pack(z)
-        return tokens if keyframe is None else np.concatenate([keyframe, tokens], axis=1)
+        tokens = tokens if keyframe is None else np.concatenate([keyframe, tokens], axis=1)
+        if renoise:
+            arrays["cond_init"] = tokens  # the pipeline's init_latents
+        return tokens
 
+    renoise = image_latents is not None and float(run.options.get("image_cond_noise_scale") or 0.0) > 0.0
     finalize = _unpack_fn(grid, 0 if keyframe is None else keyframe.shape[1])
     if image_latents is None:
         return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), start=start, finalize=finalize)
+    extra = {}
+    if renoise:
+        tokens = arrays["cond_mask"].shape[1]
+        extra = dict(before_step=_renoise_fn(float(run.options["image_cond_noise_scale"])),
+                     step_noise_shape=(1, tokens, image_latents.shape[1]))
     return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), prepare=_per_token_t, per_token_update=True,
-                        start=start, select_update=_hold_until_due, finalize=finalize)
+                        start=start, select_update=_hold_until_due, finalize=finalize, **extra)

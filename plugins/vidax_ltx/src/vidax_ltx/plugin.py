@@ -207,13 +207,12 @@ def _check_recipe(run) -> list[str]:
         problems.append(f"options.denoise_strength must be in (0, 1], got {strength}")
     if not 0.0 <= float(o.get("strength", 1.0)) <= 1.0:
         problems.append(f"options.strength must be in [0, 1], got {o.get('strength')}")
-    if float(o.get("image_cond_noise_scale") or 0.0) != 0.0:
-        problems.append("options.image_cond_noise_scale other than 0 is not supported (the official recipe uses 0): "
-                        "set options.image_cond_noise_scale=0")
+    if not 0.0 <= float(o.get("image_cond_noise_scale") or 0.0) <= 10.0:
+        problems.append(f"options.image_cond_noise_scale must be in [0, 10], got {o.get('image_cond_noise_scale')}")
     problems += _check_keyframe(run)
     if not cond:
         changed = [k for k in ("denoise_strength", "strength") if float(o.get(k, 1.0)) != 1.0]
-        changed += ["frame_index"] if int(o.get("frame_index") or 0) else []
+        changed += [k for k in ("frame_index", "image_cond_noise_scale") if float(o.get(k) or 0)]
         if changed or o.get("multiscale"):
             what = ", ".join(f"options.{k}" for k in changed) or "options.multiscale"
             problems.append(f"{what} belongs to LTXConditionPipeline: set options.pipeline=condition, or drop it "

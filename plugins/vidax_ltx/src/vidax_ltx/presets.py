@@ -31,8 +31,9 @@ OPTIONS = {
                        "only)"),
     "frame_index": Option(0, int, "pixel frame image: conditions (diffusers frame_index; condition only): 0 = the "
                           "first frame, later = a keyframe of extra tokens"),
-    "image_cond_noise_scale": Option(0.0, float, "noise re-added to the conditioning tokens each step (diffusers "
-                                     "image_cond_noise_scale; only 0, the recipe's value, is supported)"),
+    "image_cond_noise_scale": Option(0.0, float, "noise re-added to the fully-strong conditioning tokens each step, "
+                                     "times (t/1000)^2 (diffusers image_cond_noise_scale, default 0.15 there; the "
+                                     "recipe's 0 here)"),
     "multiscale": Option(False, bool, "the official two-pass recipe: 2/3 size, latent upscaler, second pass"),
     "downscale_factor": Option(2.0 / 3.0, float, "first-pass size as a share of sampling.height/width (multiscale)"),
     "spatial_upsampler": Option(None, str | None, "the latent upscaler: ltxv-spatial-upscaler-*.safetensors or a "
