@@ -28,11 +28,11 @@ DISTILLED = [1000.0, 993.0, 987.0, 981.0, 975.0, 909.0, 725.0, 0.03]
 SECOND = [1000.0, 909.0, 725.0, 421.0, 0.0]
 
 
-def vidax_draws(monkeypatch):
+def vidax_draws(monkeypatch, latent_frames: int):
     """Make the reference draw what vidax draws: in the pipeline, a packed (3-D) shape is the next step's
-    conditioning noise, a one-latent-frame shape a keyframe's noise, any other the pass's noise (which starts each
-    call and so restarts the step count; the decode noise has that shape too, and scale 0 discards it); in the VAE,
-    the image's posterior sample."""
+    conditioning noise, a shape of ``latent_frames`` frames the pass's noise (which starts each call and so restarts
+    the step count; the decode noise has that shape too, and scale 0 discards it), any other a later-frame
+    conditioning item's noise; in the VAE, the item's posterior sample."""
     import torch
     import diffusers.models.autoencoders.vae as vae_mod
     import diffusers.pipelines.ltx.pipeline_ltx_condition as cond_mod
@@ -43,7 +43,7 @@ def vidax_draws(monkeypatch):
         if len(shape) == 3:
             key = jax.random.fold_in(jax.random.fold_in(jax.random.key(SEED), 5), step["i"])
             step["i"] += 1
-        elif shape[2] == 1:
+        elif shape[2] != latent_frames:
             key = jax.random.fold_in(jax.random.key(SEED), 4)
         else:
             key, step["i"] = jax.random.key(SEED), 0
@@ -56,6 +56,24 @@ def vidax_draws(monkeypatch):
 
     monkeypatch.setattr(cond_mod, "randn_tensor", noise)
     monkeypatch.setattr(vae_mod, "randn_tensor", posterior)
+
+
+def write_video(path, frames: int = 27) -> None:
+    """A small moving clip (56x40), written and read back by vidax's own mp4 code."""
+    from vidax_core.io.video import write_mp4
+
+    rng = np.random.default_rng(4)
+    base = rng.random((40, 56, 3)).astype(np.float32)
+    clip = np.stack([np.roll(base, 2 * t, axis=1) * (0.6 + 0.4 * t / frames) for t in range(frames)])
+    write_mp4(str(path), clip, 24)
+
+
+def clip_frames(path):
+    from PIL import Image
+
+    from vidax_core.io.clip import read_video
+
+    return [Image.fromarray(np.round(f * 255).astype(np.uint8)) for f in read_video(str(path))]
 
 
 def write_image(path) -> None:
@@ -82,6 +100,7 @@ def make_checkpoint(tmp_path, upsampler: bool = False):
 
 
 def run_vidax(tmp_path, ckpt, model_id, sets: dict, image=None):
+    """``vidax run`` with ``image=`` (or ``video=`` for a .mp4) -> (saved latents, saved frames)."""
     args = ["run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}",
             f"negative_prompt={NEGATIVE}", f"sampling.seed={SEED}", f"sampling.max_sequence_length={TOKENS}",
             "sampling.scheduler=null", f"options.frame_rate={FPS}", f"options.decode_timestep={DECODE_T}",
@@ -90,17 +109,22 @@ def run_vidax(tmp_path, ckpt, model_id, sets: dict, image=None):
             f"output.metrics={tmp_path / 'metrics.json'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
             "--quiet"] + [f"{k}={v}" for k, v in sets.items()]
     if image is not None:
-        args.append(f"image={image}")
+        args.append(f"{'video' if str(image).endswith('.mp4') else 'image'}={image}")
     proc = vidax(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
 
 
 def call(pipe, image, **kwargs):
-    """One LTXConditionPipeline call -> (latents, frames)."""
+    """One LTXConditionPipeline call -> (latents, frames); ``image`` an image file, or a clip (.mp4)."""
     from PIL import Image
 
-    if image is not None:
+    if image is not None and str(image).endswith(".mp4"):  # a clip goes in as one condition item
+        from diffusers.pipelines.ltx.pipeline_ltx_condition import LTXVideoCondition
+
+        kwargs["conditions"] = [LTXVideoCondition(video=clip_frames(image), frame_index=kwargs.pop("frame_index", 0),
+                                                  strength=kwargs.pop("strength", 1.0))]
+    elif image is not None:
         kwargs["image"] = Image.open(image).convert("RGB")
     common = dict(prompt=PROMPT, negative_prompt=NEGATIVE, frame_rate=FPS, decode_timestep=DECODE_T,
                   decode_noise_scale=0.0, max_sequence_length=TOKENS, image_cond_noise_scale=0.0)
@@ -110,23 +134,31 @@ def call(pipe, image, **kwargs):
     return np.asarray(lat, np.float32), np.asarray(frames, np.float32)
 
 
-# case -> (image?, LTXConditionPipeline arguments, vidax overrides)
+# case -> (conditioning item: None | "image" | "video", LTXConditionPipeline arguments, vidax overrides)
 SIZE, FRAMES = 64, 17
 SINGLE = {
-    "t2v-cfg-rescale-default-schedule": (False, dict(num_inference_steps=4, guidance_scale=3.0, guidance_rescale=0.7),
+    "t2v-cfg-rescale-default-schedule": (None, dict(num_inference_steps=4, guidance_scale=3.0, guidance_rescale=0.7),
                                          {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0,
                                           "options.guidance_rescale": 0.7, "options.timesteps": "null"}),
-    "i2v-strength-0.6": (True, dict(num_inference_steps=5, guidance_scale=3.0, strength=0.6),
+    "i2v-strength-0.6": ("image", dict(num_inference_steps=5, guidance_scale=3.0, strength=0.6),
                          {"sampling.num_steps": 5, "sampling.guidance_scale": 3.0, "options.strength": 0.6,
                           "options.timesteps": "null", "options.guidance_rescale": 0.0}),
-    "i2v-image-cond-noise-0.15": (True, dict(num_inference_steps=4, guidance_scale=3.0, image_cond_noise_scale=0.15),
+    "i2v-image-cond-noise-0.15": ("image", dict(num_inference_steps=4, guidance_scale=3.0, image_cond_noise_scale=0.15),
                                   {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0,
                                    "options.image_cond_noise_scale": 0.15, "options.timesteps": "null",
                                    "options.guidance_rescale": 0.0}),
-    "keyframe-at-frame-8": (True, dict(num_inference_steps=4, guidance_scale=3.0, frame_index=8, strength=0.9),
+    "keyframe-at-frame-8": ("image", dict(num_inference_steps=4, guidance_scale=3.0, frame_index=8, strength=0.9),
                             {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0, "options.frame_index": 8,
                              "options.strength": 0.9, "options.timesteps": "null", "options.guidance_rescale": 0.0}),
-    "v2v-denoise-0.5-timesteps": (False, dict(timesteps=DISTILLED, guidance_scale=1.0, denoise_strength=0.5),
+    "video-at-frame-0": ("video", dict(num_inference_steps=4, guidance_scale=3.0, strength=0.8),
+                         {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0, "options.strength": 0.8,
+                          "options.timesteps": "null", "options.guidance_rescale": 0.0}),
+    # 33 output frames, a 27-frame clip at frame 8: its first 25 frames fit (4 latent frames): two become extra
+    # tokens at frame 8, two replace the output's latent frames 3 and 4.
+    "video-at-frame-8": ("video", dict(num_inference_steps=4, guidance_scale=3.0, frame_index=8, num_frames=33),
+                         {"sampling.num_steps": 4, "sampling.guidance_scale": 3.0, "options.frame_index": 8,
+                          "sampling.num_frames": 33, "options.timesteps": "null", "options.guidance_rescale": 0.0}),
+    "v2v-denoise-0.5-timesteps": (None, dict(timesteps=DISTILLED, guidance_scale=1.0, denoise_strength=0.5),
                                   {"sampling.guidance_scale": 1.0, "options.timesteps": DISTILLED,
                                    "options.denoise_strength": 0.5}),
 }
@@ -136,15 +168,19 @@ SINGLE = {
 def test_condition_pipeline_matches_diffusers(tmp_path, monkeypatch, case):
     import torch
 
-    with_image, ref_args, sets = SINGLE[case]
-    vidax_draws(monkeypatch)
+    item, ref_args, sets = SINGLE[case]
+    frames_out = ref_args.pop("num_frames", FRAMES)
+    vidax_draws(monkeypatch, (frames_out - 1) // 8 + 1)
     pipe, _, ckpt = make_checkpoint(tmp_path)
     image = None
-    if with_image:
+    if item == "image":
         image = tmp_path / "input.png"
         write_image(image)
-    size = dict(height=SIZE, width=SIZE, num_frames=FRAMES)
-    grid = (1, 8, (FRAMES - 1) // 8 + 1, SIZE // 32, SIZE // 32)
+    elif item == "video":
+        image = tmp_path / "input.mp4"
+        write_video(image)
+    size = dict(height=SIZE, width=SIZE, num_frames=frames_out)
+    grid = (1, 8, (frames_out - 1) // 8 + 1, SIZE // 32, SIZE // 32)
     if "denoise_strength" in ref_args:
         given = np.random.default_rng(2).standard_normal(grid).astype(np.float32)
         np.save(tmp_path / "given.npy", given)
@@ -155,7 +191,7 @@ def test_condition_pipeline_matches_diffusers(tmp_path, monkeypatch, case):
                            {"options.multiscale": "false", "sampling.height": SIZE, "sampling.width": SIZE,
                             "sampling.num_frames": FRAMES, **sets}, image)
     assert_run_matches(case, lat, frames, ref_lat, ref_frames, latent_shape=grid,
-                       frame_shape=(1, FRAMES, SIZE, SIZE, 3))
+                       frame_shape=(1, frames_out, SIZE, SIZE, 3))
 
 
 # The recipe at a requested 96x96: first pass 64x64, second 128x128, frames resized to 96x96.
@@ -178,7 +214,7 @@ def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
     from PIL import Image
 
     with_image, first, second, up_args, model_id, sets = RECIPES[case]
-    vidax_draws(monkeypatch)
+    vidax_draws(monkeypatch, (MS_FRAMES - 1) // 8 + 1)
     pipe, up, ckpt = make_checkpoint(tmp_path, upsampler=True)
     image = None
     if with_image:

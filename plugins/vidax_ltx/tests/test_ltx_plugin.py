@@ -34,7 +34,7 @@ def test_registered_ids_and_presets():
     reg = get_plugins().registry
     for mid in IDS:
         spec = reg.get(mid)
-        assert spec.family == "ltx" and set(spec.tasks) == {"t2v", "i2v"}
+        assert spec.family == "ltx" and set(spec.tasks) == {"t2v", "i2v", "v2v"}
         s = spec.preset["sampling"]
         assert (s["height"], s["width"], s["num_frames"], s["max_sequence_length"]) == (512, 704, 161, 256)
         o = spec.preset["options"]
@@ -100,7 +100,7 @@ def test_distilled_timestep_lists_are_exact(config, timesteps):
     ({"options": {"timesteps": [1200.0, 10.0]}}, "in [0, 1000]"),
     ({"options": {"frame_rate": 0.0}}, "frame_rate must be positive"),
     ({"options": {"decode_noise_scale": 1.5}}, "decode_noise_scale must be in [0, 1]"),
-    ({"video": "clip.mp4"}, "takes no video input"),
+    ({"video": "clip.mp4"}, "video: conditioning belongs to LTXConditionPipeline"),
 ])
 def test_check_run_refusals(over, needle):
     spec = get_plugins().registry.get(IDS[1])

@@ -12,10 +12,12 @@ How it differs from the single-pass LTXPipeline / LTXImageToVideoPipeline (:mod:
   index), divided by the frame rate (:func:`causal_coords`).
 * Without ``options.timesteps`` the schedule is ``linear_quadratic_schedule(num_steps) * 1000`` handed to the
   scheduler as timesteps (no dynamic shift: the pipeline passes no ``mu``).
-* ``image:`` conditions the video with ``options.strength`` at pixel frame ``options.frame_index``. At frame 0 it
-  replaces latent frame 0 by ``lerp(latents, image_latents, strength)``; at a later frame its latents,
-  ``lerp(noise, image_latents, strength)``, become extra tokens in front of the video's, placed at that frame by
-  their RoPE coordinates and dropped after the last step. Either way the model sees per-token timesteps
+* ``image:`` or ``video:`` (its first 8k+1 frames that fit) conditions the output with ``options.strength`` at pixel
+  frame ``options.frame_index``. At frame 0 the item's latents replace the first latent frames by
+  ``lerp(latents, item_latents, strength)``; at a later frame its first two latent frames (one for an image),
+  ``lerp(noise, item_latents, strength)``, become extra tokens in front of the video's, placed at that frame by their
+  RoPE coordinates and dropped after the last step, and a longer video's remaining latent frames replace the output's
+  from latent frame ``frame_index // 8 + 2`` on, as at frame 0. Either way the model sees per-token timesteps
   ``min(t, (1 - mask) * 1000)`` (mask = strength on the conditioning tokens) and a conditioning token takes the
   sampler's update only once ``t / 1000 - 1e-6 < 1 - mask``. The image latents are a posterior sample with vidax's
   seeded noise (:meth:`vidax_ltx.autoencoder.LTXVideoAutoencoder.encode_image`); the extra tokens' noise is
@@ -32,6 +34,7 @@ from typing import Any, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from vidax_core.errors import UserError
 from vidax_core.model_api import Conditioning
 
 from .autoencoder import pack
@@ -70,14 +73,6 @@ def causal_coords(grid: Sequence[int], frame_rate: float, *, temporal_factor: in
     ch = (gh * spatial_factor).astype(f32) / f32(BASE_HEIGHT)
     cw = (gw * spatial_factor).astype(f32) / f32(BASE_WIDTH)
     return np.stack([cf, ch, cw], axis=-1).reshape(-1, 3).astype(f32)
-
-
-def frame_strength_mask(grid: Sequence[int], strength: float) -> np.ndarray:
-    """(1, S) float32: ``strength`` on latent frame 0's tokens (the conditioning image), 0 elsewhere."""
-    f, h, w = (int(v) for v in grid)
-    m = np.zeros((1, f, h, w), np.float32)
-    m[:, 0] = np.float32(strength)
-    return m.reshape(1, -1)
 
 
 def _per_token_t(x, t, arrays):
@@ -129,56 +124,93 @@ def keyframe_noise(seed: int, shape: Sequence[int]) -> np.ndarray:
     return np.asarray(jax.random.normal(jax.random.fold_in(jax.random.key(seed), 4), tuple(shape), np.float32))
 
 
+PREFIX_FRAMES = 2  # latent frames of a later-frame video item that become extra tokens (the rest is written in place)
+
+
+def condition_pixels(run, spatial: int) -> np.ndarray | None:
+    """(1, 3, T, H, W) in [-1, 1] of the run's conditioning item, as the pipeline preprocesses it: ``image:`` (T = 1)
+    or the first frames of ``video:`` that fit after ``options.frame_index``, trimmed to 8k+1; each frame resized
+    as ``VideoProcessor.preprocess`` does."""
+    from PIL import Image
+
+    from vidax_core.io.image import load_image, preprocess_image
+
+    s = run.sampling
+    if run.image is not None:
+        return preprocess_image(load_image(run.image), s.height, s.width, spatial)[:, :, None]
+    if run.video is None:
+        return None
+    from vidax_core.io.clip import read_video
+
+    frames = read_video(run.video)
+    n = min(frames.shape[0], s.num_frames - int(run.options.get("frame_index") or 0))
+    n = (n - 1) // 8 * 8 + 1
+    u8 = np.round(frames[:n] * np.float32(255.0)).astype(np.uint8)
+    return np.stack([preprocess_image(Image.fromarray(f), s.height, s.width, spatial)[0] for f in u8], axis=1)[None]
+
+
 def prepare(run, vae: Any, grid: tuple[int, int, int], dit: LTXDiTConfig, factors: tuple[int, int]) -> Conditioning:
     temporal, spatial = factors
     frame_rate = float(run.options.get("frame_rate") or 25.0)
     coords = causal_coords(grid, frame_rate, temporal_factor=temporal, spatial_factor=spatial,
                            patch_size=dit.patch_size, patch_size_t=dit.patch_size_t)[None]
     arrays: dict[str, np.ndarray] = {"rope_coords": coords}
-    image_latents, keyframe = None, None
     strength = np.float32(run.options.get("strength", 1.0))
     frame_index = int(run.options.get("frame_index") or 0)
     s = run.sampling
-    if run.image is not None:
-        from vidax_core.io.image import load_image, preprocess_image
-
-        pixels = preprocess_image(load_image(run.image), s.height, s.width, spatial)
-        image_latents = vae.encode_image(pixels, int(s.seed))  # (1, C, 1, h, w)
+    pixels = condition_pixels(run, spatial)
+    cond_latents, in_place, extra = None, (0, 0), None  # in_place: the latent frames [a, b) the item overwrites
+    if pixels is not None:
+        cond_latents = vae.encode_frames(pixels, int(s.seed))  # (1, C, Fc, h, w)
+        fc = cond_latents.shape[2]
         if frame_index == 0:
-            arrays["cond_mask"] = frame_strength_mask(grid, float(strength))
-        else:  # extra tokens in front, at the keyframe's coordinates
-            noise = keyframe_noise(int(s.seed), image_latents.shape)
-            keyframe = pack(lerp(noise, image_latents, strength))
-            kgrid = (1,) + tuple(grid[1:])
-            kcoords = causal_coords(kgrid, frame_rate, temporal_factor=temporal, spatial_factor=spatial,
-                                    patch_size=dit.patch_size, patch_size_t=dit.patch_size_t, frame_index=frame_index)
+            in_place = (0, fc)
+        else:
+            if fc > PREFIX_FRAMES:  # the frames after the prefix go in place, from the item's latent frame on
+                a = frame_index // temporal + PREFIX_FRAMES
+                in_place = (a, a + fc - PREFIX_FRAMES)
+                if in_place[1] > grid[0]:
+                    raise UserError(f"options.frame_index={frame_index}: the {pixels.shape[2]}-frame video reaches "
+                                    f"past the {s.num_frames}-frame output; lower options.frame_index")
+            head = cond_latents[:, :, :PREFIX_FRAMES]
+            extra = pack(lerp(keyframe_noise(int(s.seed), head.shape), head, strength))
+            kcoords = causal_coords((head.shape[2],) + tuple(grid[1:]), frame_rate, temporal_factor=temporal,
+                                    spatial_factor=spatial, patch_size=dit.patch_size,
+                                    patch_size_t=dit.patch_size_t, frame_index=frame_index)
             arrays["rope_coords"] = np.concatenate([kcoords[None], coords], axis=1)
-            arrays["cond_mask"] = np.concatenate([np.full((1, keyframe.shape[1]), strength, np.float32),
-                                                  np.zeros((1, int(np.prod(grid))), np.float32)], axis=1)
+            total = arrays["rope_coords"].shape[1]
+            sp = int(getattr(getattr(run, "parallel", None), "sp", 1) or 1)
+            if total % sp:
+                raise UserError(f"options.frame_index adds {extra.shape[1]} conditioning tokens: {total} tokens do "
+                                f"not split over parallel.sp={sp}; change parallel.sp or the size")
+        frame_mask = np.zeros(grid[0], np.float32)
+        frame_mask[in_place[0]:in_place[1]] = strength
+        video_mask = np.repeat(frame_mask, int(np.prod(grid[1:])))[None]
+        lead = [] if extra is None else [np.full((1, extra.shape[1]), strength, np.float32)]
+        arrays["cond_mask"] = np.concatenate(lead + [video_mask], axis=1)
 
     def start(noise, given, sigma):
         z = np.asarray(noise, np.float32)
         if given is not None:
             sig = np.float32(sigma)
             z = (sig * z + (np.float32(1.0) - sig) * np.asarray(given, np.float32)).astype(np.float32)
-        if image_latents is not None and keyframe is None:  # torch.lerp(latents, condition, strength), frame 0
-            n = image_latents.shape[2]
+        a, b = in_place
+        if b > a:  # torch.lerp(latents, condition, strength) on the item's frames
             z = z.copy()
-            z[:, :, :n] = lerp(z[:, :, :n], image_latents, strength)
+            z[:, :, a:b] = lerp(z[:, :, a:b], cond_latents[:, :, -(b - a):] if a else cond_latents, strength)
         tokens = pack(z)
-        tokens = tokens if keyframe is None else np.concatenate([keyframe, tokens], axis=1)
+        tokens = tokens if extra is None else np.concatenate([extra, tokens], axis=1)
         if renoise:
             arrays["cond_init"] = tokens  # the pipeline's init_latents
         return tokens
 
-    renoise = image_latents is not None and float(run.options.get("image_cond_noise_scale") or 0.0) > 0.0
-    finalize = _unpack_fn(grid, 0 if keyframe is None else keyframe.shape[1])
-    if image_latents is None:
+    renoise = cond_latents is not None and float(run.options.get("image_cond_noise_scale") or 0.0) > 0.0
+    finalize = _unpack_fn(grid, 0 if extra is None else extra.shape[1])
+    if cond_latents is None:
         return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), start=start, finalize=finalize)
-    extra = {}
+    more = {}
     if renoise:
-        tokens = arrays["cond_mask"].shape[1]
-        extra = dict(before_step=_renoise_fn(float(run.options["image_cond_noise_scale"])),
-                     step_noise_shape=(1, tokens, image_latents.shape[1]))
+        more = dict(before_step=_renoise_fn(float(run.options["image_cond_noise_scale"])),
+                    step_noise_shape=(1, arrays["cond_mask"].shape[1], cond_latents.shape[1]))
     return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), prepare=_per_token_t, per_token_update=True,
-                        start=start, select_update=_hold_until_due, finalize=finalize, **extra)
+                        start=start, select_update=_hold_until_due, finalize=finalize, **more)

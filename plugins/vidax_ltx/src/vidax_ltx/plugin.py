@@ -181,8 +181,10 @@ def check_run(spec, run):
                             "[0, 1000], e.g. [1000, 993, 987, 981, 975, 909, 725, 0.03]")
     if o.get("decode_noise_scale") is not None and not 0.0 <= float(o["decode_noise_scale"]) <= 1.0:
         problems.append(f"options.decode_noise_scale must be in [0, 1], got {o['decode_noise_scale']}")
-    if run.video is not None:
-        problems.append(f"{spec.id} takes no video input (video:): use image: for image-to-video")
+    if run.video is not None and not _condition(run):
+        problems.append("video: conditioning belongs to LTXConditionPipeline: set options.pipeline=condition")
+    if run.video is not None and run.image is not None:
+        problems.append("set only one of image: and video: (LTX-Video conditions on one item)")
     given = [k for k in presets.PER_STEP_KEYS if o.get(k) is not None]
     if given and len(given) < len(presets.PER_STEP_KEYS):
         missing = [k for k in presets.PER_STEP_KEYS if k not in given]
@@ -256,9 +258,11 @@ def _check_keyframe(run) -> list[str]:
     if k < 0 or k >= s.num_frames:
         return [f"options.frame_index must be in [0, {s.num_frames - 1}] (a frame of the {s.num_frames}-frame video), "
                 f"got {k}"]
-    if run.image is None:
-        return ["options.frame_index places the image: given, and the run has none: set image=... or drop "
-                "options.frame_index"]
+    if run.image is None and run.video is None:
+        return ["options.frame_index places the image: or video: given, and the run has none: set image=... or "
+                "drop options.frame_index"]
+    if run.image is None:  # a clip's token count depends on its length: checked when it is read
+        return []
     sizes = [(s.height, s.width)]
     if o.get("multiscale") and 0.0 < float(o.get("downscale_factor") or 0.0) <= 1.0:
         from .multiscale import pass_sizes
@@ -333,7 +337,8 @@ def build_vae(spec, ckpt, run):
 
     raw = ckpt.config("vae")
     cfg = vae_lib.LTXVAEConfig.from_config(raw)
-    with_encoder = run.image is not None and (_condition(run) or run.sampling.initial_noise is None)
+    with_encoder = (run.image is not None or run.video is not None) and (_condition(run)
+                                                                         or run.sampling.initial_noise is None)
     model = vae_lib.load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder)
     t, sp = _vae_factors(raw)
     s = run.sampling

@@ -82,7 +82,7 @@ DEV = dict(timesteps=None, second_pass_timesteps=None, second_pass_steps=10, sec
 MODELS = [
     {
         "id": "ltx-video-2b-0.9.8-distilled",
-        "tasks": ("t2v", "i2v"),
+        "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": None,
         "default_config": "configs/ltx_2b_0_9_8_distilled_512p.yaml",
         "description": "LTX-Video 0.9.8 2B distilled (28 blocks, width 2048): multi-scale, 8 + 4 steps, no guidance",
@@ -90,7 +90,7 @@ MODELS = [
     },
     {
         "id": "ltx-video-13b-0.9.8-dev",
-        "tasks": ("t2v", "i2v"),
+        "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": None,
         "default_config": "configs/ltx_13b_0_9_8_dev_512p.yaml",
         "description": "LTX-Video 0.9.8 13B dev (48 blocks, width 4096): multi-scale, 30 + 4 steps, guidance 5",
@@ -98,7 +98,7 @@ MODELS = [
     },
     {
         "id": "ltx-video-13b-0.9.8-distilled",
-        "tasks": ("t2v", "i2v"),
+        "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": "Lightricks/LTX-Video-0.9.8-13B-distilled",
         "default_config": "configs/ltx_13b_0_9_8_distilled_512p.yaml",
         "description": "LTX-Video 0.9.8 13B distilled (48 blocks, width 4096): multi-scale, 8 + 4 steps, no guidance",
