@@ -153,7 +153,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
         how = "all weights resident"
     if len(builds) > 1:
         how += f"; all {len(builds)} experts stay loaded"
-    files = [c + "/" for c in ("transformer", "transformer_2", "vae", "text_encoder", "tokenizer", "scheduler")
+    files = [c + "/" for c in ("transformer", "transformer_2", "vae", "text_encoder", "tokenizer", "scheduler",
+                                "latent_upsampler")
              if ckpt.has(c)]
     if len(builds) == 1:
         denoiser = [f"denoiser:   {_describe_size(sizes[0])}"]
