@@ -370,6 +370,9 @@ def start_latents(cfg: RunConfig, sampler, cond: Conditioning | None, shapes: An
 
 @dataclass
 class PassResult:
+    """What one pass leaves: its final latents on the host (the layout ``output.save_latents`` writes) and what the
+    metrics report of it."""
+
     final: Any
     shapes: Any
     splan: Any
