@@ -460,8 +460,8 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         save_latents(out.save_latents, final)
 
     t0 = time.perf_counter()
-    dbar = reporter.bar(grids[-1][0], "decoding", unit="chunk")
-    decoded = vae.decode_video(final, on_chunk=lambda done, total: dbar.update(1), tiling=cfg.vae.tiling)
+    dbar = reporter.bar(None, "decoding", unit="chunk")
+    decoded = vae.decode_video(final, on_chunk=_follow(dbar), tiling=cfg.vae.tiling)
     dbar.close()
     if not isinstance(decoded, Decoded):
         decoded = Decoded(np.asarray(decoded))
@@ -589,6 +589,17 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
         x = jax.jit(cond.finalize)(x, cond_arrays)
     final = jax.tree.map(_to_host, x)
     return PassResult(final, shapes, splan, guide, batches, schedule, step_times)
+
+
+def _follow(bar) -> Callable[[int, int], None]:
+    """``on_chunk(done, total)`` for a bar: the VAE says how many chunks there are and how many are done."""
+
+    def on_chunk(done: int, total: int) -> None:
+        if total and bar.total != total:
+            bar.total = total
+        bar.update(max(done - bar.n, 0))
+
+    return on_chunk
 
 
 def _steady(times: list[float]) -> float:
