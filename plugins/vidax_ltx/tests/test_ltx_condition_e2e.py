@@ -4,8 +4,9 @@ LTXLatentUpsamplePipeline -> LTXConditionPipeline, as diffusers' LTX-Video docs 
 LTXConditionPipeline draws its noise from the generator and never takes it as input (its ``latents=`` is a clean
 input to re-noise), so the reference's draws are replaced by vidax's, which are documented: each pass's noise is
 ``jax.random.normal(jax.random.key(seed), shape)``, the image's posterior sample uses
-``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 3), shape)``, a keyframe's token noise
-``fold_in(..., 4)`` and the per-step noise of ``image_cond_noise_scale`` ``fold_in(fold_in(..., 5), step)``. vidax runs through the real CLI from the
+``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 3), shape)``, a later-frame item's token noise
+``fold_in(..., 4)`` (both folded with the item's index for every item after the first) and the per-step noise of
+``image_cond_noise_scale`` ``fold_in(fold_in(..., 5), step)``. vidax runs through the real CLI from the
 checkpoint the reference saved. Decode noise is 0 (each engine's own draw otherwise).
 """
 
@@ -31,27 +32,32 @@ SECOND = [1000.0, 909.0, 725.0, 421.0, 0.0]
 def vidax_draws(monkeypatch, latent_frames: int):
     """Make the reference draw what vidax draws: in the pipeline, a packed (3-D) shape is the next step's
     conditioning noise, a shape of ``latent_frames`` frames the pass's noise (which starts each call and so restarts
-    the step count; the decode noise has that shape too, and scale 0 discards it), any other a later-frame
-    conditioning item's noise; in the VAE, the item's posterior sample."""
+    the step and item counts; the decode noise has that shape too, and scale 0 discards it), any other the current
+    later-frame item's noise; in the VAE, the next item's posterior sample (items are encoded in order)."""
     import torch
     import diffusers.models.autoencoders.vae as vae_mod
     import diffusers.pipelines.ltx.pipeline_ltx_condition as cond_mod
 
-    step = {"i": 0}
+    step = {"i": 0, "item": -1}
+
+    def item_key(salt):
+        key = jax.random.fold_in(jax.random.key(SEED), salt)
+        return key if step["item"] == 0 else jax.random.fold_in(key, step["item"])
 
     def noise(shape, generator=None, device=None, dtype=None, layout=None):
         if len(shape) == 3:
             key = jax.random.fold_in(jax.random.fold_in(jax.random.key(SEED), 5), step["i"])
             step["i"] += 1
         elif shape[2] != latent_frames:
-            key = jax.random.fold_in(jax.random.key(SEED), 4)
+            key = item_key(4)
         else:
-            key, step["i"] = jax.random.key(SEED), 0
+            key, step["i"], step["item"] = jax.random.key(SEED), 0, -1
         a = np.array(jax.random.normal(key, tuple(shape), np.float32))
         return torch.from_numpy(a).to(dtype or torch.float32)
 
     def posterior(shape, generator=None, device=None, dtype=None, layout=None):
-        key = jax.random.fold_in(jax.random.key(SEED), 3)
+        step["item"] += 1
+        key = item_key(3)
         return torch.from_numpy(np.array(jax.random.normal(key, tuple(shape), np.float32))).to(dtype or torch.float32)
 
     monkeypatch.setattr(cond_mod, "randn_tensor", noise)
@@ -191,6 +197,37 @@ def test_condition_pipeline_matches_diffusers(tmp_path, monkeypatch, case):
                            {"options.multiscale": "false", "sampling.height": SIZE, "sampling.width": SIZE,
                             "sampling.num_frames": FRAMES, **sets}, image)
     assert_run_matches(case, lat, frames, ref_lat, ref_frames, latent_shape=grid,
+                       frame_shape=(1, frames_out, SIZE, SIZE, 3))
+
+
+def test_several_items_first_and_last_frame(tmp_path, monkeypatch):
+    """LTXConditionPipeline(conditions=[image at frame 0, clip at frame 8 (strength 0.8), image at frame 16
+    (strength 0.9)]) vs ``image=`` + ``options.conditions`` (33 frames out): items lerp in place in order and
+    later ones add extra tokens in order."""
+    import torch
+    from diffusers.pipelines.ltx.pipeline_ltx_condition import LTXVideoCondition
+    from PIL import Image
+
+    frames_out = 33
+    vidax_draws(monkeypatch, (frames_out - 1) // 8 + 1)
+    pipe, _, ckpt = make_checkpoint(tmp_path)
+    first, last, clip = tmp_path / "first.png", tmp_path / "last.png", tmp_path / "clip.mp4"
+    write_image(first)
+    Image.fromarray(np.asarray(Image.open(first))[::-1].copy()).save(last)
+    write_video(clip)
+    conds = [LTXVideoCondition(image=Image.open(first).convert("RGB"), frame_index=0),
+             LTXVideoCondition(video=clip_frames(clip), frame_index=8, strength=0.8),
+             LTXVideoCondition(image=Image.open(last).convert("RGB"), frame_index=16, strength=0.9)]
+    ref_lat, ref_frames = call(pipe, None, conditions=conds, height=SIZE, width=SIZE, num_frames=frames_out,
+                               num_inference_steps=4, guidance_scale=3.0)
+    items = f"[{{video: {clip}, frame_index: 8, strength: 0.8}}, {{image: {last}, frame_index: 16, strength: 0.9}}]"
+    lat, frames = run_vidax(tmp_path, ckpt, "ltx-video-13b-0.9.8-dev",
+                            {"options.multiscale": "false", "sampling.height": SIZE, "sampling.width": SIZE,
+                             "sampling.num_frames": frames_out, "sampling.num_steps": 4, "sampling.guidance_scale": 3.0,
+                             "options.timesteps": "null", "options.guidance_rescale": 0.0,
+                             "options.conditions": items}, first)
+    assert_run_matches("several-items", lat, frames, ref_lat, ref_frames,
+                       latent_shape=(1, 8, (frames_out - 1) // 8 + 1, SIZE // 32, SIZE // 32),
                        frame_shape=(1, frames_out, SIZE, SIZE, 3))
 
 

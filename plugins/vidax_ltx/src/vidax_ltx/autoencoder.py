@@ -87,16 +87,18 @@ class LTXVideoAutoencoder:
         """(1, 3, H, W) in [-1, 1] -> normalised first-frame latents (1, C, 1, h, w) (:meth:`encode_frames`)."""
         return self.encode_frames(pixels[:, :, None], seed)
 
-    def encode_frames(self, pixels: np.ndarray, seed: int) -> np.ndarray:
+    def encode_frames(self, pixels: np.ndarray, seed: int, item: int = 0) -> np.ndarray:
         """(1, 3, T, H, W) in [-1, 1], T = 8k+1 -> normalised latents (1, C, k+1, h, w): a posterior sample with
-        vidax's own seeded noise ``jax.random.normal(fold_in(key(seed), 3), shape)``, then ``(z - mean) / std``
-        (the reference normalises with scale 1)."""
+        vidax's own seeded noise ``jax.random.normal(fold_in(key(seed), 3), shape)`` (folded with ``item``, the
+        conditioning item's index, after the first), then ``(z - mean) / std`` (the reference normalises with
+        scale 1)."""
         import jax
 
         from . import vae as vae_lib
+        from .condition import item_key
 
         mean_z, logvar = (np.asarray(a, np.float32) for a in vae_lib.encode(self.vae, pixels))
-        key = jax.random.fold_in(jax.random.key(seed), 3)
+        key = item_key(seed, 3, item)
         eps = np.asarray(jax.random.normal(key, mean_z.shape, np.float32))
         z = mean_z + np.exp(np.float32(0.5) * np.clip(logvar, -30.0, 20.0)) * eps  # diffusers' clamp
         mean, std, _ = self._stats()

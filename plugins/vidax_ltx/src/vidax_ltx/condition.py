@@ -29,6 +29,7 @@ How it differs from the single-pass LTXPipeline / LTXImageToVideoPipeline (:mod:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import jax.numpy as jnp
@@ -117,33 +118,63 @@ def lerp(start: np.ndarray, end: np.ndarray, weight: np.float32) -> np.ndarray:
     return start + weight * diff if weight < 0.5 else end - diff * (np.float32(1.0) - weight)
 
 
-def keyframe_noise(seed: int, shape: Sequence[int]) -> np.ndarray:
-    """The noise a keyframe's extra tokens are mixed with (the reference draws it from its generator)."""
+def item_key(seed: int, salt: int, item: int):
+    """The key of conditioning item ``item``'s draw ``salt`` (3: its posterior sample, 4: its extra tokens' noise):
+    ``fold_in(key(seed), salt)``, folded with the item's index for every item after the first."""
     import jax
 
-    return np.asarray(jax.random.normal(jax.random.fold_in(jax.random.key(seed), 4), tuple(shape), np.float32))
+    key = jax.random.fold_in(jax.random.key(seed), salt)
+    return key if item == 0 else jax.random.fold_in(key, item)
+
+
+def keyframe_noise(seed: int, shape: Sequence[int], item: int = 0) -> np.ndarray:
+    """The noise a later-frame item's extra tokens are mixed with (the reference draws it from its generator)."""
+    import jax
+
+    return np.asarray(jax.random.normal(item_key(seed, 4, item), tuple(shape), np.float32))
 
 
 PREFIX_FRAMES = 2  # latent frames of a later-frame video item that become extra tokens (the rest is written in place)
 
 
-def condition_pixels(run, spatial: int) -> np.ndarray | None:
-    """(1, 3, T, H, W) in [-1, 1] of the run's conditioning item, as the pipeline preprocesses it: ``image:`` (T = 1)
-    or the first frames of ``video:`` that fit after ``options.frame_index``, trimmed to 8k+1; each frame resized
-    as ``VideoProcessor.preprocess`` does."""
+@dataclass(frozen=True)
+class Item:
+    """One conditioning item (diffusers' ``LTXVideoCondition``): an image or a clip, its pixel frame, its strength."""
+
+    path: str
+    is_video: bool
+    frame_index: int = 0
+    strength: float = 1.0
+
+
+def items(run) -> list[Item]:
+    """``image:`` / ``video:`` (with ``options.frame_index`` / ``strength``), then ``options.conditions``."""
+    o = run.options
+    found = []
+    if run.image is not None or run.video is not None:
+        found.append(Item(run.image or run.video, run.image is None, int(o.get("frame_index") or 0),
+                          float(o.get("strength", 1.0))))
+    for c in o.get("conditions") or ():
+        found.append(Item(c.get("image") or c.get("video"), "video" in c, int(c.get("frame_index", 0)),
+                          float(c.get("strength", 1.0))))
+    return found
+
+
+def item_pixels(item: Item, run, spatial: int) -> np.ndarray:
+    """(1, 3, T, H, W) in [-1, 1] of one item, as the pipeline preprocesses it: an image (T = 1), or the first
+    frames of a clip that fit after its frame index, trimmed to 8k+1; each frame resized as
+    ``VideoProcessor.preprocess`` does."""
     from PIL import Image
 
     from vidax_core.io.image import load_image, preprocess_image
 
     s = run.sampling
-    if run.image is not None:
-        return preprocess_image(load_image(run.image), s.height, s.width, spatial)[:, :, None]
-    if run.video is None:
-        return None
+    if not item.is_video:
+        return preprocess_image(load_image(item.path), s.height, s.width, spatial)[:, :, None]
     from vidax_core.io.clip import read_video
 
-    frames = read_video(run.video)
-    n = min(frames.shape[0], s.num_frames - int(run.options.get("frame_index") or 0))
+    frames = read_video(item.path)
+    n = min(frames.shape[0], s.num_frames - item.frame_index)
     n = (n - 1) // 8 * 8 + 1
     u8 = np.round(frames[:n] * np.float32(255.0)).astype(np.uint8)
     return np.stack([preprocess_image(Image.fromarray(f), s.height, s.width, spatial)[0] for f in u8], axis=1)[None]
@@ -152,65 +183,67 @@ def condition_pixels(run, spatial: int) -> np.ndarray | None:
 def prepare(run, vae: Any, grid: tuple[int, int, int], dit: LTXDiTConfig, factors: tuple[int, int]) -> Conditioning:
     temporal, spatial = factors
     frame_rate = float(run.options.get("frame_rate") or 25.0)
-    coords = causal_coords(grid, frame_rate, temporal_factor=temporal, spatial_factor=spatial,
-                           patch_size=dit.patch_size, patch_size_t=dit.patch_size_t)[None]
-    arrays: dict[str, np.ndarray] = {"rope_coords": coords}
-    strength = np.float32(run.options.get("strength", 1.0))
-    frame_index = int(run.options.get("frame_index") or 0)
+    coord_args = dict(temporal_factor=temporal, spatial_factor=spatial, patch_size=dit.patch_size,
+                      patch_size_t=dit.patch_size_t)
+    coords = causal_coords(grid, frame_rate, **coord_args)[None]
     s = run.sampling
-    pixels = condition_pixels(run, spatial)
-    cond_latents, in_place, extra = None, (0, 0), None  # in_place: the latent frames [a, b) the item overwrites
-    if pixels is not None:
-        cond_latents = vae.encode_frames(pixels, int(s.seed))  # (1, C, Fc, h, w)
-        fc = cond_latents.shape[2]
-        if frame_index == 0:
-            in_place = (0, fc)
-        else:
-            if fc > PREFIX_FRAMES:  # the frames after the prefix go in place, from the item's latent frame on
-                a = frame_index // temporal + PREFIX_FRAMES
-                in_place = (a, a + fc - PREFIX_FRAMES)
-                if in_place[1] > grid[0]:
-                    raise UserError(f"options.frame_index={frame_index}: the {pixels.shape[2]}-frame video reaches "
-                                    f"past the {s.num_frames}-frame output; lower options.frame_index")
-            head = cond_latents[:, :, :PREFIX_FRAMES]
-            extra = pack(lerp(keyframe_noise(int(s.seed), head.shape), head, strength))
-            kcoords = causal_coords((head.shape[2],) + tuple(grid[1:]), frame_rate, temporal_factor=temporal,
-                                    spatial_factor=spatial, patch_size=dit.patch_size,
-                                    patch_size_t=dit.patch_size_t, frame_index=frame_index)
-            arrays["rope_coords"] = np.concatenate([kcoords[None], coords], axis=1)
-            total = arrays["rope_coords"].shape[1]
-            sp = int(getattr(getattr(run, "parallel", None), "sp", 1) or 1)
-            if total % sp:
-                raise UserError(f"options.frame_index adds {extra.shape[1]} conditioning tokens: {total} tokens do "
-                                f"not split over parallel.sp={sp}; change parallel.sp or the size")
-        frame_mask = np.zeros(grid[0], np.float32)
-        frame_mask[in_place[0]:in_place[1]] = strength
+    frame_mask = np.zeros(grid[0], np.float32)
+    writes = []  # (first latent frame, item latents, strength): lerped into the latents in order
+    extras, extra_coords, extra_masks = [], [], []
+    conds = items(run)
+    for k, item in enumerate(conds):
+        latents = vae.encode_frames(item_pixels(item, run, spatial), int(s.seed), item=k)  # (1, C, Fc, h, w)
+        strength, fc = np.float32(item.strength), latents.shape[2]
+        if item.frame_index == 0:
+            writes.append((0, latents, strength))
+            frame_mask[:fc] = strength
+            continue
+        if fc > PREFIX_FRAMES:  # the frames after the prefix go in place, from the item's latent frame on
+            a = item.frame_index // temporal + PREFIX_FRAMES
+            if a + fc - PREFIX_FRAMES > grid[0]:
+                raise UserError(f"a conditioning clip at frame {item.frame_index} reaches past the "
+                                f"{s.num_frames}-frame output; lower its frame_index")
+            writes.append((a, latents[:, :, PREFIX_FRAMES:], strength))
+            frame_mask[a:a + fc - PREFIX_FRAMES] = strength
+        head = latents[:, :, :PREFIX_FRAMES]
+        extras.append(pack(lerp(keyframe_noise(int(s.seed), head.shape, item=k), head, strength)))
+        extra_coords.append(causal_coords((head.shape[2],) + tuple(grid[1:]), frame_rate,
+                                          frame_index=item.frame_index, **coord_args)[None])
+        extra_masks.append(np.full((1, extras[-1].shape[1]), strength, np.float32))
+    arrays: dict[str, np.ndarray] = {"rope_coords": np.concatenate(extra_coords + [coords], axis=1)}
+    n_extra = sum(e.shape[1] for e in extras)
+    if extras:
+        sp = int(getattr(getattr(run, "parallel", None), "sp", 1) or 1)
+        total = arrays["rope_coords"].shape[1]
+        if total % sp:
+            raise UserError(f"the later-frame conditioning items add {n_extra} tokens: {total} tokens do not split "
+                            f"over parallel.sp={sp}; change parallel.sp or the size")
+    if conds:
         video_mask = np.repeat(frame_mask, int(np.prod(grid[1:])))[None]
-        lead = [] if extra is None else [np.full((1, extra.shape[1]), strength, np.float32)]
-        arrays["cond_mask"] = np.concatenate(lead + [video_mask], axis=1)
+        arrays["cond_mask"] = np.concatenate(extra_masks + [video_mask], axis=1)
 
     def start(noise, given, sigma):
         z = np.asarray(noise, np.float32)
         if given is not None:
             sig = np.float32(sigma)
             z = (sig * z + (np.float32(1.0) - sig) * np.asarray(given, np.float32)).astype(np.float32)
-        a, b = in_place
-        if b > a:  # torch.lerp(latents, condition, strength) on the item's frames
+        if writes:
             z = z.copy()
-            z[:, :, a:b] = lerp(z[:, :, a:b], cond_latents[:, :, -(b - a):] if a else cond_latents, strength)
-        tokens = pack(z)
-        tokens = tokens if extra is None else np.concatenate([extra, tokens], axis=1)
+        for a, latents, strength in writes:  # torch.lerp(latents, condition, strength) on the item's frames
+            b = a + latents.shape[2]
+            z[:, :, a:b] = lerp(z[:, :, a:b], latents, strength)
+        tokens = np.concatenate(extras + [pack(z)], axis=1)
         if renoise:
             arrays["cond_init"] = tokens  # the pipeline's init_latents
         return tokens
 
-    renoise = cond_latents is not None and float(run.options.get("image_cond_noise_scale") or 0.0) > 0.0
-    finalize = _unpack_fn(grid, 0 if extra is None else extra.shape[1])
-    if cond_latents is None:
+    renoise = bool(conds) and float(run.options.get("image_cond_noise_scale") or 0.0) > 0.0
+    finalize = _unpack_fn(grid, n_extra)
+    if not conds:
         return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), start=start, finalize=finalize)
     more = {}
     if renoise:
         more = dict(before_step=_renoise_fn(float(run.options["image_cond_noise_scale"])),
-                    step_noise_shape=(1, arrays["cond_mask"].shape[1], cond_latents.shape[1]))
+                    step_noise_shape=(1, arrays["cond_mask"].shape[1], int(vae.cfg.latent_channels)))
     return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), prepare=_per_token_t, per_token_update=True,
                         start=start, select_update=_hold_until_due, finalize=finalize, **more)

@@ -211,10 +211,11 @@ def _check_recipe(run) -> list[str]:
         problems.append(f"options.strength must be in [0, 1], got {o.get('strength')}")
     if not 0.0 <= float(o.get("image_cond_noise_scale") or 0.0) <= 10.0:
         problems.append(f"options.image_cond_noise_scale must be in [0, 10], got {o.get('image_cond_noise_scale')}")
-    problems += _check_keyframe(run)
+    problems += _check_keyframe(run) + _check_conditions(run)
     if not cond:
         changed = [k for k in ("denoise_strength", "strength") if float(o.get(k, 1.0)) != 1.0]
         changed += [k for k in ("frame_index", "image_cond_noise_scale") if float(o.get(k) or 0)]
+        changed += ["conditions"] if o.get("conditions") else []
         if changed or o.get("multiscale"):
             what = ", ".join(f"options.{k}" for k in changed) or "options.multiscale"
             problems.append(f"{what} belongs to LTXConditionPipeline: set options.pipeline=condition, or drop it "
@@ -246,6 +247,33 @@ def _check_recipe(run) -> list[str]:
         if o.get("second_pass_steps") is not None and int(o["second_pass_steps"]) < 1:
             problems.append(f"options.second_pass_steps must be at least 1, got {o['second_pass_steps']}")
     return problems
+
+
+def _check_conditions(run) -> list[str]:
+    """``options.conditions``: a list of {image: PATH} / {video: PATH} items, each with an existing file, an optional
+    frame_index inside the video and a strength in [0, 1]."""
+    import os
+
+    items = run.options.get("conditions")
+    if not items:
+        return []
+    n = run.sampling.num_frames
+    for k, c in enumerate(items):
+        where = f"options.conditions[{k}]"
+        keys = set(c) if isinstance(c, dict) else set()
+        media = keys & {"image", "video"}
+        if not isinstance(c, dict) or len(media) != 1 or keys - {"image", "video", "frame_index", "strength"}:
+            return [f"{where} must be {{image: PATH}} or {{video: PATH}}, optionally with frame_index and strength, "
+                    f"got {c!r}"[:300]]
+        path = c[media.pop()]
+        if not isinstance(path, str) or not os.path.isfile(path):
+            return [f"{where}: {path!r} is not a file"]
+        fi, st = c.get("frame_index", 0), c.get("strength", 1.0)
+        if isinstance(fi, bool) or not isinstance(fi, int) or not 0 <= fi < n:
+            return [f"{where}.frame_index must be an integer in [0, {n - 1}], got {fi!r}"]
+        if isinstance(st, bool) or not isinstance(st, (int, float)) or not 0.0 <= float(st) <= 1.0:
+            return [f"{where}.strength must be in [0, 1], got {st!r}"]
+    return []
 
 
 def _check_keyframe(run) -> list[str]:
@@ -337,8 +365,8 @@ def build_vae(spec, ckpt, run):
 
     raw = ckpt.config("vae")
     cfg = vae_lib.LTXVAEConfig.from_config(raw)
-    with_encoder = (run.image is not None or run.video is not None) and (_condition(run)
-                                                                         or run.sampling.initial_noise is None)
+    with_encoder = (run.image is not None or run.video is not None or bool(run.options.get("conditions"))) and (
+        _condition(run) or run.sampling.initial_noise is None)
     model = vae_lib.load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder)
     t, sp = _vae_factors(raw)
     s = run.sampling

@@ -31,6 +31,9 @@ OPTIONS = {
                        "only)"),
     "frame_index": Option(0, int, "pixel frame image: conditions (diffusers frame_index; condition only): 0 = the "
                           "first frame, later = a keyframe of extra tokens"),
+    "conditions": Option(None, list | None, "more conditioning items after image:/video:, each {image: PATH} or "
+                         "{video: PATH} with optional frame_index (0) and strength (1.0) (diffusers conditions=; "
+                         "condition only)"),
     "image_cond_noise_scale": Option(0.0, float, "noise re-added to the fully-strong conditioning tokens each step, "
                                      "times (t/1000)^2 (diffusers image_cond_noise_scale, default 0.15 there; the "
                                      "recipe's 0 here)"),
