@@ -105,14 +105,15 @@ class SamplingPass:
     a pass at 2/3 of the size, the latent upscaler, a second short pass at twice the first size.
 
     ``run`` is the run as this pass sees it (its ``sampling.height``/``width``/``num_steps`` and ``options``); the
-    prompts are encoded once, the denoiser is loaded once. ``carry(latents) -> latents`` maps the previous pass's
-    final latents (host numpy, the layout ``output.save_latents`` writes) to this pass's given latents (what
-    :attr:`Conditioning.start` receives as ``given``); None for the first pass. ``name`` labels its progress bar.
+    prompts are encoded once, the denoiser is loaded once. ``carry(latents, vae) -> latents`` maps the previous
+    pass's final latents (host numpy, the layout ``output.save_latents`` writes) to this pass's given latents (what
+    :attr:`Conditioning.start` receives as ``given``), with the run's VAE at hand (its latent statistics); None for
+    the first pass. ``name`` labels its progress bar.
     """
 
     run: Any
     name: str = "sampling"
-    carry: Callable[[Any], Any] | None = None
+    carry: Callable[[Any, Any], Any] | None = None
 
 
 class OffloadableDit(Protocol):

@@ -204,7 +204,6 @@ def test_several_items_first_and_last_frame(tmp_path, monkeypatch):
     """LTXConditionPipeline(conditions=[image at frame 0, clip at frame 8 (strength 0.8), image at frame 16
     (strength 0.9)]) vs ``image=`` + ``options.conditions`` (33 frames out): items lerp in place in order and
     later ones add extra tokens in order."""
-    import torch
     from diffusers.pipelines.ltx.pipeline_ltx_condition import LTXVideoCondition
     from PIL import Image
 
@@ -247,6 +246,7 @@ RECIPES = {
 
 @pytest.mark.parametrize("case", list(RECIPES))
 def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
+    import torch
     from diffusers import LTXLatentUpsamplePipeline
     from PIL import Image
 
@@ -260,7 +260,7 @@ def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
     h1 = int(MS_SIZE * 2 / 3) - int(MS_SIZE * 2 / 3) % 32
     low, _ = call(pipe, image, height=h1, width=h1, num_frames=MS_FRAMES, **first)
     upsample = LTXLatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=up)
-    upscaled = upsample(latents=__import__("torch").from_numpy(low), output_type="latent", **up_args).frames
+    upscaled = upsample(latents=torch.from_numpy(low), output_type="latent", **up_args).frames
     guidance = {k: first[k] for k in ("guidance_scale", "guidance_rescale")}
     ref_lat, ref_frames = call(pipe, image, height=2 * h1, width=2 * h1, num_frames=MS_FRAMES, latents=upscaled,
                                **guidance, **second)

@@ -105,8 +105,9 @@ def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any
 
 
 def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
-    from vidax_core.runner.pipeline import (build_dit, expected_batch, plan_placement, sampling_passes,
-                                            sampling_plan, select_guidance, select_sampler, video_tokens)
+    from vidax_core.runner.pipeline import (build_dit, expected_batch, place_passes, plan_placement,
+                                            sampling_passes, sampling_plan, select_guidance, select_sampler,
+                                            video_tokens)
 
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
@@ -118,15 +119,13 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
     pass_steps = []
     for p in passes if len(passes) > 1 else ():  # every pass's size meets the parallel rules, as in a run
         grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
+        steps = p.run.sampling.num_steps
         if grid is not None:
             grid = tuple(int(v) for v in grid)
-            for b in builds:
-                plan_placement(spec, b, p.run, plugins, grid,
-                               batch=expected_batch(select_guidance(spec, ckpt, p.run, plugins)))
+            place_passes(spec, builds, [p], [grid], [select_guidance(spec, ckpt, p.run, plugins)], plugins)
             sampler = select_sampler(spec, ckpt, p.run, plugins)
-            pass_steps.append(f"{p.name} {sampling_plan(spec, ckpt, p.run, plugins, sampler, grid).num_steps} steps")
-        else:
-            pass_steps.append(f"{p.name} {p.run.sampling.num_steps} steps")
+            steps = sampling_plan(spec, ckpt, p.run, plugins, sampler, grid).num_steps
+        pass_steps.append(f"{p.name} {steps} steps")
     if latent is not None:
         latent = tuple(int(v) for v in latent)
         placements = [plan_placement(spec, b, cfg, plugins, latent, batch=batch) for b in builds]

@@ -356,13 +356,21 @@ def sampling_passes(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: 
     return list(passes) if passes else [SamplingPass(cfg)]
 
 
+def place_passes(spec: ModelSpec, builds: list[DitBuild], passes: list[SamplingPass], grids, guides,
+                 plugins: Plugins) -> list[list[Placement]]:
+    """Each pass's placements, one per expert: every pass's latent grid and model batch are checked against the
+    parallel and offload rules (before any weight is read); the weights are placed with the first pass's."""
+    return [[plan_placement(spec, b, p.run, plugins, grid, batch=expected_batch(guide)) for b in builds]
+            for p, grid, guide in zip(passes, grids, guides)]
+
+
 def start_latents(cfg: RunConfig, sampler, cond: Conditioning | None, shapes: Any, splan, given: Any) -> Any:
     """A pass's initial latents: the seeded draw (or ``given``, the run's ``sampling.initial_noise``) through the
     conditioning's ``latents``; or, for a conditioning with ``start``, the draw and ``given`` through it."""
-    noise = _draw_noise(jax.random.key(cfg.sampling.seed), shapes)
+    draw = lambda: _draw_noise(jax.random.key(cfg.sampling.seed), shapes)  # noqa: E731
     if cond is not None and cond.start is not None:
-        return cond.start(noise, given, float(splan.sigmas[0]))
-    base = given if given is not None else noise
+        return cond.start(draw(), given, float(splan.sigmas[0]))
+    base = given if given is not None else draw()
     if sampler.init_noise_sigma != 1.0:
         base = jax.tree.map(lambda a: a * np.float32(sampler.init_noise_sigma), base)
     return cond.latents(base) if cond is not None and cond.latents is not None else base
@@ -408,11 +416,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
     tracker = offloadlib.ResidentTracker()
     # Every parallel/offload divisibility rule is checked here, for every pass, before any weight is read.
     builds = build_dit(spec, ckpt, cfg, plugins)
-    placements = [plan_placement(spec, b, passes[0].run, plugins, grids[0], batch=expected_batch(guides[0]))
-                  for b in builds]
-    for p, grid, guide in list(zip(passes, grids, guides))[1:]:
-        for b in builds:
-            plan_placement(spec, b, p.run, plugins, grid, batch=expected_batch(guide))
+    placements = place_passes(spec, builds, passes, grids, guides, plugins)[0]
     p0 = placements[0].plan
     guide = guides[0]
     reporter.log(f"mesh dp={p0.dp} tp={p0.tp} sp={p0.sp} over {p0.size} of {jax.device_count()} devices"
@@ -449,7 +453,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
             given = initial_latents(cfg, experts[0].build.latent_shape(1, grid))
         elif p.carry is not None and results:
             reporter.log(f"{p.name}: carrying the latents over")
-            given = p.carry(results[-1].final)
+            given = p.carry(results[-1].final, vae)
         results.append(sample_pass(spec, ckpt, p, plugins, reporter, timer, experts, tracker, vae, sampler, guide,
                                    grid, [by_kind[kind] for kind in guide.prompts], given,
                                    first=(k == 0), label=p.name if len(passes) > 1 else "sampling"))

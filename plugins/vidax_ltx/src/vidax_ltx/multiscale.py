@@ -78,15 +78,12 @@ def passes(ckpt: Any, run: Any) -> list[SamplingPass]:
     if path is None:  # check_checkpoint refuses this before anything loads
         raise UserError("options.multiscale needs options.spatial_upsampler")
 
-    def carry(latents):
+    def carry(latents, vae):
         from .upsampler import open_upsampler, upsample_latents
-        from .vae import LTXVAEConfig, latent_stats
 
-        cfg = LTXVAEConfig.from_config(ckpt.config("vae"))
-        mean, std = latent_stats(ckpt.tensors("vae"), cfg.latent_channels)
-        model = open_upsampler(path)
-        return upsample_latents(model, latents, latents_mean=mean, latents_std=std,
-                                scaling_factor=float(cfg.scaling_factor),
+        cfg = vae.cfg  # the loaded VAE's config, latent statistics included
+        return upsample_latents(open_upsampler(path), latents, latents_mean=cfg.latents_mean,
+                                latents_std=cfg.latents_std, scaling_factor=float(cfg.scaling_factor),
                                 adain_factor=float(o.get("adain_factor") or 0.0),
                                 tone_map_compression_ratio=float(o.get("tone_map_compression_ratio") or 0.0))
 

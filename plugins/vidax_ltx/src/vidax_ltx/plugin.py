@@ -229,10 +229,9 @@ def _check_recipe(run) -> list[str]:
         from .multiscale import pass_sizes
 
         factor = float(o.get("downscale_factor") or 0.0)
-        (h1, w1), _ = pass_sizes(s.height, s.width, factor) if 0.0 < factor <= 1.0 else ((0, 0), None)
         if not 0.0 < factor <= 1.0:
             problems.append(f"options.downscale_factor must be in (0, 1], got {o.get('downscale_factor')}")
-        elif min(h1, w1) < 32:
+        elif min(pass_sizes(s.height, s.width, factor)[0]) < 32:
             problems.append(f"options.multiscale: the first pass at {factor:.3g} of {s.width}x{s.height} is "
                             f"{int(s.width * factor)}x{int(s.height * factor)}, below the VAE's 32 pixels once "
                             "rounded: raise sampling.height/width or options.downscale_factor")

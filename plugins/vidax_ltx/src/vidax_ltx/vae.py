@@ -427,24 +427,17 @@ def load_vae(cfg: LTXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: boo
     graphdef, abstract, flat = abstract_model(lambda: LTXVAE(cfg, with_encoder=with_encoder))
     ignore = list(STATS_KEYS) + ([] if with_encoder else DECODER_IGNORE)
     values = convert(tensors, vae_rules(with_encoder), flat, component="vae", ignore=ignore)
-    cfg.latents_mean, cfg.latents_std = latent_stats(tensors, cfg.latent_channels)
-    return materialize(graphdef, abstract, values, put=put)
-
-
-def latent_stats(tensors: Mapping[str, Any], channels: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """(latents_mean, latents_std) from a VAE state dict's buffers (diffusers or original keys); zeros / ones when
-    the checkpoint lacks them, diffusers' init."""
-    if any(k.startswith("vae.") for k in tensors):
-        tensors = original_vae_tensors(tensors)
-    stats = []
+    c = cfg.latent_channels
+    stats = {}
     for key, default in (("latents_mean", 0.0), ("latents_std", 1.0)):
         v = tensors[key] if key in tensors else None
         v = v() if callable(v) else v
-        arr = np.full((channels,), default, np.float32) if v is None else np.asarray(v, np.float32).reshape(-1)
-        if arr.shape != (channels,):
-            raise UserError(f"vae checkpoint: {key} has {arr.size} entries, expected latent_channels={channels}")
-        stats.append(tuple(float(a) for a in arr))
-    return stats[0], stats[1]
+        arr = np.full((c,), default, np.float32) if v is None else np.asarray(v, np.float32).reshape(-1)
+        if arr.shape != (c,):
+            raise UserError(f"vae checkpoint: {key} has {arr.size} entries, expected latent_channels={c}")
+        stats[key] = tuple(float(a) for a in arr)
+    cfg.latents_mean, cfg.latents_std = stats["latents_mean"], stats["latents_std"]
+    return materialize(graphdef, abstract, values, put=put)
 
 
 # --------------------------------------------------------------------------------------------------------------
