@@ -20,7 +20,7 @@ demo: install
 	$(BIN)/vidax run configs/demo.yaml output.overwrite=true
 
 test: install-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
 
 # Long fuzz campaign (issue 12): FUZZ_EXAMPLES inputs per surface (config, checkpoint folder, .pth); prints the
 # counts per outcome of each surface and fails on any internal error, hang or memory blow-up.

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from vidax_core.io.checkpoint import hub_allow_patterns
-from vidax_testing.cli import vidax as run_cli
+from vidax_core.testing.cli import vidax as run_cli
 
 REPO = "vidax-test/Wan-Tiny-Diffusers"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

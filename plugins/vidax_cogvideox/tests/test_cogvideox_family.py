@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vidax_core.testing.family import FamilyTests
-from vidax_testing.tiny_cogvideox import save_tiny_cogvideox
+from vidax_core.testing.tiny.cogvideox import save_tiny_cogvideox
 
 pytestmark = pytest.mark.xdist_group("cogvideox_family")
 

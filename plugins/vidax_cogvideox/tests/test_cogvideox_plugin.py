@@ -15,7 +15,7 @@ import pytest
 from vidax_cogvideox import plugin
 from vidax_cogvideox.checks import checkpoint_problems
 from vidax_core.plugins import get_plugins
-from vidax_testing.cli import vidax
+from vidax_core.testing.cli import vidax
 
 sys.path.insert(0, os.path.dirname(__file__))
 from published import DITS, SCHEDULER, VAES  # noqa: E402
@@ -202,8 +202,8 @@ def test_t5_text_matches_transformers(tmp_path):
 
     from vidax_core.encoders.t5 import T5Config as VT5Config, load_t5
     from vidax_core.encoders.tokenizer import TextTokenizer
-    from vidax_testing.tiny_cogvideox import TINY_T5, write_spiece_tokenizer
-    from vidax_testing.tiny_wan import randomize_
+    from vidax_core.testing.tiny.cogvideox import TINY_T5, write_spiece_tokenizer
+    from vidax_core.testing.reference import randomize_
 
     tok_dir = write_spiece_tokenizer(tmp_path / "tok")
     tok = AutoTokenizer.from_pretrained(str(tok_dir))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_hunyuan import I2V_IMAGE, save_tiny_hunyuan_i2v
+from vidax_core.testing.cli import vidax
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.hunyuan import I2V_IMAGE, save_tiny_hunyuan_i2v
 
 pytestmark = pytest.mark.xdist_group("hunyuan_e2e_i2v")
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from vidax_core.testing.family import FamilyTests
-from vidax_testing.tiny_hunyuan import save_tiny_hunyuan
+from vidax_core.testing.tiny.hunyuan import save_tiny_hunyuan
 
 pytestmark = pytest.mark.xdist_group("hunyuan_family")
 
@@ -66,7 +66,7 @@ class TestHunyuanI2VFamily(FamilyTests):
         import numpy as np
         from PIL import Image
 
-        from vidax_testing.tiny_hunyuan import save_tiny_hunyuan_i2v
+        from vidax_core.testing.tiny.hunyuan import save_tiny_hunyuan_i2v
 
         save_tiny_hunyuan_i2v(folder, seed=3, dit={"num_attention_heads": 4, "attention_head_dim": 8,
                                                    "rope_axes_dim": (2, 2, 4)})

@@ -16,9 +16,9 @@ import jax
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline, random_ltx_upsampler
+from vidax_core.testing.cli import vidax
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline, random_ltx_upsampler
 
 pytestmark = pytest.mark.xdist_group("ltx_condition_e2e")
 

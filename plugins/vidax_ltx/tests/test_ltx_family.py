@@ -10,7 +10,7 @@ import os
 import pytest
 
 from vidax_core.testing.family import FamilyTests
-from vidax_testing.tiny_ltx import random_ltx_upsampler, save_tiny_ltx
+from vidax_core.testing.tiny.ltx import random_ltx_upsampler, save_tiny_ltx
 
 pytestmark = pytest.mark.xdist_group("ltx_family")
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from vidax_core.testing.family import FamilyTests
-from vidax_testing.tiny_wan import save_tiny_wan
+from vidax_core.testing.tiny.wan import save_tiny_wan
 
 pytestmark = pytest.mark.xdist_group("wan_family")
 
