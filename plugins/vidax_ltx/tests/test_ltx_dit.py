@@ -74,9 +74,11 @@ def test_parity_with_diffusers(reference, inputs, per_token):
     want32 = _reference(model_t, latents, t, context, mask, torch.float32)
     got = _vidax(tensors, latents, t, context, mask)
     assert got.shape == (2, latents.shape[1], TINY_DIT_CONFIG["out_channels"])
+    # the timesteps are nudged too: diffusers embeds them in fp32 even in its float64 run, so the reference's own
+    # error misses the sinusoid's rounding while vidax's differs from it by that much
     own = fp32_error(_vidax, tensors, latents, t, context, mask, base=got)
     assert_fp32_parity(f"ltx dit ({'per-token' if per_token else 'per-sample'} t)", got, want32, want64,
-                       vidax_err=own, floor=1e-6)
+                       vidax_err=own, factor=4.0, floor=1e-6)
 
 
 def test_text_mask_matters(reference, inputs):

@@ -10,7 +10,9 @@
   while one from both holds wherever each implementation is as accurate as fp32 allows.
 * :func:`fp32_error` — vidax's own fp32 rounding error on given inputs, measured as how far its output moves when
   every floating input (weights included) moves by one fp32 ulp in a seeded random direction: a backward-stable
-  fp32 computation's forward error is of that size, and the measure needs no float64 build of the model.
+  fp32 computation's forward error is of that size, and the measure needs no float64 build of the model. It also
+  covers what the reference's float64 run leaves in fp32 (diffusers embeds timesteps in fp32 whatever the model's
+  dtype), which the reference's own error cannot show.
 
 Only numpy is imported here.
 """
