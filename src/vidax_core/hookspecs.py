@@ -101,7 +101,7 @@ def build_vae(spec, ckpt, run):
 def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     """Return a :class:`vidax_core.model_api.Conditioning` with what the denoiser needs beyond the prompt,
     computed once before sampling: image or video conditioning (``run.image``, ``run.video``; read a clip with
-    :func:`vidax_core.io.video.read_video`), per-token timesteps, per-branch inputs, what to do after each model
+    :func:`vidax_core.io.clip.read_video`), per-token timesteps, per-branch inputs, what to do after each model
     call and after each sampler update. It may serve text-to-video too (e.g. a padding-mask input the model always
     takes). Arrays named in ``model_kwargs`` are passed as keyword arguments to the denoiser's ``__call__`` and,
     under offload, to its ``pre``. ``latent_shape`` is (frames, height, width) of the latents. Return None when
