@@ -50,6 +50,7 @@ class FamilyTests:
         raise NotImplementedError("write a tiny checkpoint of your model into `folder`")
 
     # more configurations to run in the same subprocess, for the family's own assertions on ``family_runs``
+    # (``check_matches_single_device`` for those that must equal one device, the ``error`` of those refused)
     extra_configs: ClassVar[Mapping[str, Sequence[str]]] = {}
 
     @classmethod
@@ -84,7 +85,9 @@ class FamilyTests:
         problems = checks.converted_tree_problems(self.plugins(), self.base_overrides(checkpoint))
         assert not problems, "\n".join(problems[:20])
 
-    def _check(self, runs: dict, names) -> None:
+    def check_matches_single_device(self, runs: dict, names) -> None:
+        """Each of ``names`` (keys of ``family_runs``: a parallel, offload or extra configuration) ran and its final
+        latents are within ``tolerance`` of the one-device run's; use it for an ``extra_configs`` entry too."""
         bad = {}
         for name in names:
             r = runs[name]
@@ -94,10 +97,10 @@ class FamilyTests:
         assert not bad, bad
 
     def test_parallel_equals_single_device(self, family_runs):
-        self._check(family_runs, self.parallel_configs)
+        self.check_matches_single_device(family_runs, self.parallel_configs)
 
     def test_offload_equals_resident(self, family_runs):
-        self._check(family_runs, self.offload_configs)
+        self.check_matches_single_device(family_runs, self.offload_configs)
         for name in self.offload_configs:
             assert family_runs[name]["offload"]["enabled"], name
 
