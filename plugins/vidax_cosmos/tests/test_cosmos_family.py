@@ -45,13 +45,8 @@ class TestCosmosFamily(FamilyTests):
         torch.manual_seed(0)
         save_tiny_cosmos(folder, seed=3, dit={"num_attention_heads": 4, "num_layers": 4})
 
-    def test_tp_shards_the_weights_and_sp_does_not(self, family_runs):
-        full = family_runs["single"]["peak_resident_weight_bytes"]
-        assert family_runs["tp2"]["peak_resident_weight_bytes"] < 0.7 * full
-        assert family_runs["sp2"]["peak_resident_weight_bytes"] == full
-
     def test_mesh_axes_are_the_ones_asked_for(self, family_runs):
-        for name, (tp, sp) in {"tp2": (2, 1), "sp2": (1, 2), "tp2sp2": (2, 2), "sp4": (1, 4),
+        for name, (tp, sp) in {"tp2": (2, 1), "tp2sp2": (2, 2), "sp4": (1, 4),
                                "offload_sp2": (1, 2)}.items():
             p = family_runs[name]["parallel"]
             assert (p["dp"], p["tp"], p["sp"]) == (1, tp, sp), name
