@@ -1,4 +1,4 @@
-"""A toy model family that exercises every point of the run contract (test-only; never shipped).
+"""A toy model family that exercises every point of the run contract (shipped with the test kit, used by the core's contract tests).
 
 Model id ``contract-toy``. Its denoiser is a per-token MLP whose modulation reads a pytree text context (hidden
 states + key-padding mask, possibly of a different length per prompt), an embedded guidance input, a per-branch
