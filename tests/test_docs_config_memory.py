@@ -4,7 +4,7 @@ A config comment about fitting (resident, offload, GiB, fits) must be one checka
 
     # Dry run (OVERRIDES): ~W GiB of DiT weights + ~A GiB of activations per device -> fits N GB, not M GB.
 
-The test builds the published checkpoint's config-only folder with the family's
+(continued on the next ``#`` lines while it has not reached its full stop). The test builds the published checkpoint's config-only folder with the family's
 ``plugins/vidax_<family>/scripts/published_config_folders.py`` (no weights), runs the dry run with the overrides on
 as many fake CPU devices as the mesh needs, and compares both figures; "fits N GB" means weights + activations
 stay within N * 10^9 bytes, "not M GB" that they do not.
@@ -32,15 +32,29 @@ CLAIM = re.compile(r"# Dry run \(([^)]*)\): ~([\d.]+) GiB of DiT weights \+ ~([\
                    r"device -> (.+)\.$")
 
 
+def comment_lines(config: Path) -> list[str]:
+    """The config's comment lines, a ``# Dry run`` claim joined with the ``#`` lines continuing it (up to its ``.``)."""
+    out: list[str] = []
+    for line in config.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line.startswith("#"):
+            continue
+        if out and out[-1].startswith("# Dry run") and not out[-1].endswith("."):
+            out[-1] += " " + line.lstrip("# ")
+        else:
+            out.append(line)
+    return out
+
+
 def claims(config: Path) -> list[tuple[list[str], float, float, list[str]]]:
     """The config's claim lines; any other comment line about memory fails here (it cannot be checked)."""
     out = []
-    for line in config.read_text(encoding="utf-8").splitlines():
-        if not line.lstrip().startswith("#") or not ABOUT_MEMORY.search(line):
+    for line in comment_lines(config):
+        if not ABOUT_MEMORY.search(line):
             continue
         if "docs/models/" in line and "GiB" not in line:
             continue  # a pointer to the family page, no claim
-        m = CLAIM.match(line.strip())
+        m = CLAIM.match(line)
         assert m, f"{config.name}: a memory comment the dry run cannot check (write it as '{CLAIM.pattern}'): {line}"
         out.append((m[1].split(), float(m[2]), float(m[3]), [c.strip() for c in m[4].split(",")]))
     return out
