@@ -39,6 +39,7 @@ from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
 from vidax_core.runner.preflight import preflight
+from vidax_core.runner import throughput
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.registry import ModelSpec
 from vidax_core.schedulers import base as sched_base
@@ -523,6 +524,9 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
                     "num_steps": r.splan.num_steps, "latent_shape": _shape_list(r.shapes),
                     "per_step_s": _steady(r.step_times)} for p, r in zip(passes, results)],
     }
+    metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, grids[-1],
+                                          [by_kind[k] for k in guides[-1].prompts], metrics["per_step_s"], p0.size))
+    metrics["attention_calls"] = attention.calls()
     if out.metrics and writer:
         outputs.save_json(out.metrics, metrics)
     return RunResult(final, frames, metrics)
