@@ -35,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from vidax_core.runner.dry_run import describe_plan
 
-        print(describe_plan(cfg, plugins))
+        print(describe_plan(cfg, plugins, device=args.device))
         return 0
     from vidax_core.runner import pipeline
 
@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     r.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=30 output.path=out/a.mp4")
     r.add_argument("--dry-run", action="store_true", help="validate and print the plan without loading weights")
+    r.add_argument("--device", default=None, metavar="NAME",
+                   help="with --dry-run: size and time the run for this device (h200, h100, a100, l40s, b200, "
+                        "tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e; default: this machine's)")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines")
     r.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     r.set_defaults(func=cmd_run)
