@@ -7,7 +7,8 @@ few FLOPs per element against thousands per token in the matmuls; at real widths
 
 A family states its count in ONE small function (``vidax_<family>.flops``) built from these pieces and hands it
 to the core as :attr:`vidax_core.model_api.DitBuild.flops`: ``flops(batch, grid, text_tokens) -> float`` for one
-model call, ``grid`` the latent grid (f, h, w) before patching and ``text_tokens`` the prompt length.
+model call, ``grid`` the latent grid (f, h, w) before patching and ``text_tokens`` the prompt length
+(optional ``blocks={group: n}``: n blocks of a stacked group instead of the config's count).
 """
 
 from __future__ import annotations
@@ -60,9 +61,12 @@ def context_tokens(context: Any) -> int:
     return int(shape[1]) if len(shape) >= 2 else 0
 
 
-def step_flops(build: Any, batches: Iterable[Sequence[str]], grid: Sequence[int], text_tokens: int) -> float | None:
+def step_flops(build: Any, batches: Iterable[Sequence[Any]], grid: Sequence[int], text_tokens: int,
+               blocks: dict[str, int] | None = None) -> float | None:
     """FLOPs of one denoising step: every model call of it (``batches``: one tuple of guidance branches per call,
-    its batch the tuple's length). None when the build states no count."""
+    its batch the tuple's length; ``blocks``: a cut depth per stacked group). None when the build states none."""
     if build.flops is None:
         return None
-    return float(sum(build.flops(len(b), tuple(int(v) for v in grid), int(text_tokens)) for b in batches))
+    g = tuple(int(v) for v in grid)
+    return float(sum(build.flops(len(b), g, int(text_tokens), **({"blocks": blocks} if blocks else {}))
+                     for b in batches))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from vidax_core import flops as F
 
 
-def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
+def dit_flops(cfg, batch: int, grid, text_tokens: int, blocks: dict | None = None) -> float:
     """Patch embedding, per-frame time embedder, cross-attention projection of the text, ``num_layers`` x
     (AdaLN-LoRA x 3 per latent frame, self-attention, cross-attention, MLP), output head."""
     b, d, L = batch, cfg.dim, text_tokens
@@ -23,11 +23,11 @@ def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
              + 4 * F.linear(b * s, d, d) + F.attention(b, heads, s, s, hd)
              + 2 * F.linear(b * s, d, d) + 2 * F.linear(b * L, cfg.text_embed_dim, d) + F.attention(b, heads, s, L, hd)
              + 2 * F.linear(b * s, d, cfg.ffn_dim))
-    t.add("blocks", block, cfg.num_layers)
+    t.add("blocks", block, (blocks or {}).get("blocks", cfg.num_layers))
     t.add("head", ada(2) + F.linear(b * s, d, cfg.out_channels * pt * ph * pw))
     return t.total
 
 
 def counter(cfg):
     """``DitBuild.flops`` of a Cosmos DiT with config ``cfg``."""
-    return lambda batch, grid, text_tokens: dit_flops(cfg, batch, grid, text_tokens)
+    return lambda batch, grid, text_tokens, blocks=None: dit_flops(cfg, batch, grid, text_tokens, blocks)

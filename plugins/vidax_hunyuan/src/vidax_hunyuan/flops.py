@@ -5,7 +5,7 @@ from __future__ import annotations
 from vidax_core import flops as F
 
 
-def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
+def dit_flops(cfg, batch: int, grid, text_tokens: int, blocks: dict | None = None) -> float:
     """Patch embedding, the text token refiner, time / pooled-text / guidance embedders, ``num_layers``
     double-stream blocks and ``num_single_layers`` single-stream blocks (each ONE joint attention over
     [text; video], padded text included), output head."""
@@ -27,12 +27,12 @@ def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
               + mlp_pair(b * n, mlp))
     single = (F.linear(b, d, 3 * d) + 4 * F.linear(b * n, d, d) + F.attention(b, heads, n, n, hd)
               + mlp_pair(b * n, mlp))
-    t.add("double_blocks", double, cfg.num_layers)
-    t.add("single_blocks", single, cfg.num_single_layers)
+    t.add("double_blocks", double, (blocks or {}).get("double_blocks", cfg.num_layers))
+    t.add("single_blocks", single, (blocks or {}).get("single_blocks", cfg.num_single_layers))
     t.add("head", F.linear(b, d, 2 * d) + F.linear(b * s, d, cfg.out_channels * pt * ph * pw))
     return t.total
 
 
 def counter(cfg):
     """``DitBuild.flops`` of a HunyuanVideo DiT with config ``cfg``."""
-    return lambda batch, grid, text_tokens: dit_flops(cfg, batch, grid, text_tokens)
+    return lambda batch, grid, text_tokens, blocks=None: dit_flops(cfg, batch, grid, text_tokens, blocks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from vidax_core import flops as F
 
 
-def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
+def dit_flops(cfg, batch: int, grid, text_tokens: int, blocks: dict | None = None) -> float:
     """Input projection, AdaLN-single time embedder, caption projection, ``num_layers`` x (self-attention,
     cross-attention to the text, FFN), output head. ``grid`` is the latent grid; tokens are its patches."""
     b, d, L = batch, cfg.dim, text_tokens
@@ -19,11 +19,11 @@ def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
              + 2 * F.linear(b * s, d, d) + 2 * F.linear(b * L, cfg.cross_attention_dim, d)
              + F.attention(b, heads, s, L, hd)
              + 2 * F.linear(b * s, d, 4 * d))
-    t.add("blocks", block, cfg.num_layers)
+    t.add("blocks", block, (blocks or {}).get("blocks", cfg.num_layers))
     t.add("head", F.linear(b * s, d, cfg.out_channels))
     return t.total
 
 
 def counter(cfg):
     """``DitBuild.flops`` of an LTX-Video DiT with config ``cfg``."""
-    return lambda batch, grid, text_tokens: dit_flops(cfg, batch, grid, text_tokens)
+    return lambda batch, grid, text_tokens, blocks=None: dit_flops(cfg, batch, grid, text_tokens, blocks)

@@ -7,7 +7,7 @@ from vidax_core import flops as F
 CLIP_TOKENS = 257  # Wan2.1 I2V: CLIP ViT-H/14 image tokens per frame (FLF2V: pos_embed_seq_len, both frames)
 
 
-def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
+def dit_flops(cfg, batch: int, grid, text_tokens: int, blocks: dict | None = None) -> float:
     """Patch embedding, time and text embedders, ``num_layers`` x (self-attention over the video tokens,
     cross-attention to the text and, for I2V, to the image tokens, FFN), output head."""
     b, d, L = batch, cfg.dim, text_tokens
@@ -26,11 +26,11 @@ def dit_flops(cfg, batch: int, grid, text_tokens: int) -> float:
              + 2 * F.linear(b * s, d, cfg.ffn_dim))  # FFN
     if li:
         block += 2 * F.linear(b * li, cfg.added_kv_proj_dim, d) + F.attention(b, heads, s, li, hd)
-    t.add("blocks", block, cfg.num_layers)
+    t.add("blocks", block, (blocks or {}).get("blocks", cfg.num_layers))
     t.add("head", F.linear(b * s, d, cfg.out_channels * pt * ph * pw))
     return t.total
 
 
 def counter(cfg):
     """``DitBuild.flops`` of a Wan DiT with config ``cfg``."""
-    return lambda batch, grid, text_tokens: dit_flops(cfg, batch, grid, text_tokens)
+    return lambda batch, grid, text_tokens, blocks=None: dit_flops(cfg, batch, grid, text_tokens, blocks)
