@@ -6,12 +6,12 @@
 #
 # --wheels DIR: install the packages the image lacks from DIR (made here by benchmarks/fetch_wheels.sh) with
 # pip --no-index, then this checkout (vidax-core + vidax-wan) without dependencies.
-# Cases, each under its own timeout (a failing case is recorded and the next one runs):
-#   attn_480p, attn_720p   Wan2.1-14B width (5120, 40 heads), 81 frames, bf16, 4 of 40 blocks, batch 2 (CFG):
+# Cases, each under its own timeout (a failing case is recorded and the next one runs), all within BUDGET=585 s:
+#   attn_480p, attn_720p   Wan2.1-14B width (5120, 40 heads), 81 frames, bf16, 4 (720p: 2) of 40 blocks, batch 2:
 #                          cuDNN flash vs XLA vs blockwise attention at the real sequence length (32760 / 75600
 #                          video tokens): compile time, call time, TFLOP/s, MFU (vidax bench --random-dit)
 #   offload_480p           the same DiT streamed from pinned host memory, chunk 1 and 2: streamed call time,
-#                          h2d time per chunk, compute per chunk, hidden fraction
+#                          h2d time per chunk, the same program resident, hidden fraction
 #   pipeline_13b           the full Wan2.1-1.3B pipeline (random weights, bf16, 480x832x17, 5 steps) vs
 #                          diffusers' WanPipeline on the same GPU (vidax bench --reference diffusers)
 # Results: OUT_DIR/<case>.json + .md, OUT_DIR/accelerator.json (every case, its status and wall time) and
@@ -41,7 +41,8 @@ if [ "$CPU" = 0 ]; then
   fi
   if [ -n "$WHEELS" ]; then
     log "installing the missing wheels from $WHEELS (offline) and this checkout"
-    "$PY" -m pip install -q --no-index --find-links "$WHEELS" omegaconf antlr4-python3-runtime imageio-ffmpeg diffusers \
+    "$PY" -m pip install -q --no-index --find-links "$WHEELS" "setuptools>=77" omegaconf antlr4-python3-runtime \
+      imageio-ffmpeg diffusers sentencepiece psutil \
       && "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . -e plugins/vidax_wan \
       || { echo "error: offline install from $WHEELS failed (re-run benchmarks/fetch_wheels.sh)" >&2; exit 2; }
   fi
@@ -52,7 +53,7 @@ if [ "$CPU" = 1 ]; then  # tiny shapes, same cases and code paths
   export JAX_PLATFORMS=cpu
   ARCH=(configs/demo.yaml sampling.num_frames=5)
   SIZE480=(sampling.height=64 sampling.width=64) SIZE720=(sampling.height=64 sampling.width=96)
-  BLOCKS=1 ATTN=xla,blockwise T_ATTN=240 T_OFF=240 T_PIPE=300 REPEATS=1 INPROC=--in-process
+  BLOCKS=1 BLOCKS720=1 ATTN=xla,blockwise T_ATTN=240 T_OFF=240 T_PIPE=300 REPEATS=1 INPROC=--in-process BUDGET=900
   PIPE=(configs/demo.yaml sampling.height=32 sampling.width=32 sampling.num_frames=1 sampling.num_steps=3
         sampling.max_sequence_length=16)
 else
@@ -60,7 +61,7 @@ else
   [ -d "$CFGS/wan2.1-t2v-14b" ] || timeout 120 "$PY" plugins/vidax_wan/scripts/published_config_folders.py "$CFGS" >/dev/null
   ARCH=(model.id=wan2.1-t2v-14b "model.checkpoint=$CFGS/wan2.1-t2v-14b" model.dtype=bfloat16 sampling.num_frames=81)
   SIZE480=(sampling.height=480 sampling.width=832) SIZE720=(sampling.height=720 sampling.width=1280)
-  BLOCKS=4 ATTN=cudnn,xla,blockwise T_ATTN=170 T_OFF=120 T_PIPE=200 REPEATS=3 INPROC=
+  BLOCKS=4 BLOCKS720=2 ATTN=cudnn,blockwise,xla T_ATTN=140 T_OFF=90 T_PIPE=150 REPEATS=2 INPROC=
   CKPT="$OUT/ckpt-wan13b-random"
   [ -d "$CKPT" ] || timeout 90 "$PY" benchmarks/make_random_checkpoint.py "$CKPT" --dtype bfloat16 >/dev/null
   PIPE=(benchmarks/gpu_wan13b.yaml "model.checkpoint=$CKPT")
@@ -68,9 +69,17 @@ fi
 
 STATUS="$OUT/status.tsv"
 : > "$STATUS"
+BUDGET=${BUDGET:-585}  # seconds of wall time for everything: a case never runs past it
 case_run() {  # name timeout command...
-  local name=$1 limit=$2 t0 rc
+  local name=$1 limit=$2 t0 rc left
   shift 2
+  left=$(( BUDGET - ($(date +%s) - start) ))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 20 ]; then
+    log "$name skipped: the 10-minute budget is spent"
+    printf '%s\t%s\t%s\n' "$name" 125 0 >> "$STATUS"
+    return
+  fi
   t0=$(date +%s)
   log "$name (timeout ${limit}s)"
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
@@ -78,10 +87,13 @@ case_run() {  # name timeout command...
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" >> "$STATUS"
   [ "$rc" = 0 ] || log "$name failed (exit $rc; 124 = timeout): see $OUT/$name.log"
 }
-RB=(-m vidax_core.cli bench --random-dit --random-blocks "$BLOCKS" --repeats "$REPEATS" --quiet --out "$OUT")
-case_run attn_480p "$T_ATTN" "$PY" "${RB[@]}" --name attn_480p --attention "$ATTN" "${ARCH[@]}" "${SIZE480[@]}"
-case_run attn_720p "$T_ATTN" "$PY" "${RB[@]}" --name attn_720p --attention "$ATTN" "${ARCH[@]}" "${SIZE720[@]}"
-case_run offload_480p "$T_OFF" "$PY" "${RB[@]}" --name offload_480p --attention auto --offload 1,2 "${ARCH[@]}" "${SIZE480[@]}"
+RB=(-m vidax_core.cli bench --random-dit --repeats "$REPEATS" --quiet --out "$OUT")
+case_run attn_480p "$T_ATTN" "$PY" "${RB[@]}" --random-blocks "$BLOCKS" --name attn_480p --attention "$ATTN" \
+  "${ARCH[@]}" "${SIZE480[@]}"
+case_run attn_720p "$T_ATTN" "$PY" "${RB[@]}" --random-blocks "$BLOCKS720" --name attn_720p --attention "$ATTN" \
+  "${ARCH[@]}" "${SIZE720[@]}"
+case_run offload_480p "$T_OFF" "$PY" "${RB[@]}" --random-blocks "$BLOCKS" --name offload_480p --attention auto \
+  --offload 1,2 "${ARCH[@]}" "${SIZE480[@]}"
 case_run pipeline_13b "$T_PIPE" "$PY" -m vidax_core.cli bench "${PIPE[@]}" --reference diffusers $INPROC --quiet --out "$OUT" --name pipeline_13b
 
 "$PY" benchmarks/collect.py "$OUT" "$STATUS" "$(( $(date +%s) - start ))" "$([ "$CPU" = 1 ] && echo cpu-check || echo accelerator)"

@@ -45,6 +45,9 @@ COLUMNS: list[tuple[str, str, float, str]] = [
     ("peak_rss_mb", "peak RSS MB", 1.0, "{:.0f}"),
     ("device_peak_bytes", "device peak MB", 2.0**-20, "{:.1f}"),
     ("peak_resident_weight_bytes", "DiT weights on device MB", 2.0**-20, "{:.1f}"),
+    ("flops_per_step", "TFLOP/step", 1e-12, "{:.4g}"),
+    ("mfu", "MFU %", 100.0, "{:.1f}"),
+    ("attention_backend", "attention", 1.0, "{}"),
 ]
 RATIO_KEYS = ("load_s", "encode_s", "compile_s", "per_step_s", "decode_s", "total_s", "peak_rss_mb", "device_peak_bytes")
 REFERENCES = ("diffusers",)
