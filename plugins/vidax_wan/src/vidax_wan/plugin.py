@@ -213,11 +213,12 @@ def bench_reference(spec, engine, ckpt_dir, run):
 
 
 @hookimpl
-def bench_dit(spec, need_reference):
-    """``vidax bench --dit-only``: a Wan2.1-1.3B-width DiT in vidax and diffusers, and the Wan2.1 VAE."""
+def bench_dit(spec, need_reference, config):
+    """``vidax bench --dit-only``: a Wan DiT (the checkpoint's architecture, default Wan2.1-1.3B's) in vidax and
+    diffusers, and the Wan2.1 VAE."""
     from .bench_reference import WanDitBench
 
-    return WanDitBench(need_reference)
+    return WanDitBench(need_reference, config)
 
 
 @hookimpl
