@@ -37,9 +37,9 @@ def test_a_gpu_target_sizes_bf16_weights_and_times_the_step(capsys):
         Checkpoint(plugins.call("builtin_checkpoint", spec, name="tiny-random"), source="b").config("transformer"))
     flops = dit_flops(cfg, 2, (2, 8, 8), 64)  # CFG batch 2, latent 2x8x8, demo text length 64
     line = next(ln for ln in h200.splitlines() if ln.startswith("compute:"))
-    assert f"{flops / 1e12:.1f} TFLOP per denoising step (2 guidance branches" in line
-    ideal = float(re.search(r"ideal ([\d.]+) s/step on 1 x h200", line).group(1))
-    assert ideal == pytest.approx(flops / 989.4e12, abs=0.006)
+    assert f"{flops / 1e6:.1f} MFLOP per denoising step (2 guidance branches" in line
+    ideal = float(re.search(r"ideal ([\d.e+-]+) s/step on 1 x h200", line).group(1))
+    assert ideal == pytest.approx(flops / 989.4e12, rel=1e-2)
 
 
 def test_an_unknown_device_is_one_line(capsys):

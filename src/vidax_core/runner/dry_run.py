@@ -135,15 +135,22 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
     batches = [tuple(b.name for b in guide.branches)]  # the branches of one step, as one batch
     text = int(cfg.sampling.max_sequence_length or 0)
     flops = step_flops(builds[0], batches, latent, text)
-    line = (f"{flops / 1e12:.1f} TFLOP per denoising step ({len(guide.branches)} guidance branch"
+    line = (f"{_fmt_flops(flops)} per denoising step ({len(guide.branches)} guidance branch"
             f"{'es' if len(guide.branches) != 1 else ''}, {text} text tokens)")
     if peak is None:
         return line + f"; ideal step time not known on {label} (name one: --device h200)"
     dtype = cfg.model.weight_dtype if getattr(cfg.model, "weight_dtype", None) else builds[0].param_dtype
     ideal = throughput.ideal_step_s(flops, peak, dtype, devices)
-    return line + (f"; ideal {ideal:.2f} s/step on {devices} x {label} at 100% of its "
+    return line + (f"; ideal {ideal:.3g} s/step on {devices} x {label} at 100% of its "
                    f"{throughput.peak_flops(peak, dtype)[0] / 1e12:.0f} TFLOP/s peak "
-                   f"({ideal * cfg.sampling.num_steps:.0f} s for {cfg.sampling.num_steps} steps)")
+                   f"({ideal * cfg.sampling.num_steps:.3g} s for {cfg.sampling.num_steps} steps)")
+
+
+def _fmt_flops(n: float) -> str:
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if n >= scale or unit == "MFLOP":
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} FLOP"
 
 
 def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -> str:
