@@ -110,7 +110,7 @@ def test_prompt_cache_and_encoder_kept_between_calls(pipe):
     pipe(prompt="cached prompt", seed=0)
     pipe(prompt="cached prompt", seed=1)
     assert model.encoders.builds == builds  # the encoder was built once, not per call
-    assert model.encoders.hits >= hits + 2  # the second call's prompt and negative prompt came from the cache
+    assert model.encoders.hits == hits + 1  # the second call's prompts came from the cache
 
 
 def test_output_save_writes_a_playable_mp4(tmp_path, pipe):

@@ -36,6 +36,7 @@ from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
 from vidax_core import attention
 from vidax_core.runner import throughput
+from vidax_core.runner.preflight import preflight  # noqa: F401 - part of this module's interface
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.registry import ModelSpec
 from vidax_core.schedulers import base as sched_base
