@@ -70,3 +70,11 @@ def step_flops(build: Any, batches: Iterable[Sequence[Any]], grid: Sequence[int]
     g = tuple(int(v) for v in grid)
     return float(sum(build.flops(len(b), g, int(text_tokens), **({"blocks": blocks} if blocks else {}))
                      for b in batches))
+
+
+def human(n: float) -> str:
+    """``13.0 PFLOP``, ``3.5 MFLOP``: a FLOP count in the largest unit under it."""
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} FLOP"

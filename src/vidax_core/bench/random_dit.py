@@ -219,9 +219,12 @@ def _split_groups(graphdef, state, groups):
 
 
 def markdown(rep: dict[str, Any]) -> str:
-    lines = [f"random {rep['model']} DiT, {rep['blocks']} blocks, {rep['dtype']}, batch {rep['batch']}, latent grid "
+    from vidax_core.flops import human
+
+    blocks = ", ".join(f"{g} {n}" for g, n in rep["blocks"].items())
+    lines = [f"random {rep['model']} DiT (blocks: {blocks}), {rep['dtype']}, batch {rep['batch']}, latent grid "
              f"{'x'.join(map(str, rep['grid']))} ({rep['video_tokens']} video + {rep['text_tokens']} text tokens) "
-             f"on {rep['backend']} {rep['device']}; {((rep['flops_per_call'] or 0) / 1e12):.2f} TFLOP per call", "",
+             f"on {rep['backend']} {rep['device']}; {human(rep['flops_per_call'] or 0)} per call", "",
              "| attention | compile s | call s | TFLOP/s | MFU | offload chunk: streamed s, same program resident s, h2d s/chunk, hidden |",
              "|---|---|---|---|---|---|"]
     for r in rep["rows"]:
@@ -234,7 +237,7 @@ def markdown(rep: dict[str, Any]) -> str:
         rate = r.get("achieved_flops_per_s")
         mfu = r.get("mfu")
         lines.append(f"| {r['attention']} | {r['compile_s']:.2f} | {r['call_s']:.4f} | "
-                     f"{rate / 1e12 if rate else 0:.1f} | {f'{mfu:.1%}' if mfu is not None else 'n/a'} | {off} |")
+                     f"{rate / 1e12 if rate else 0:.3g} | {f'{mfu:.1%}' if mfu is not None else 'n/a'} | {off} |")
     return "\n".join(lines) + "\n"
 
 

@@ -125,7 +125,7 @@ def target_device(cfg: RunConfig, device: str | None) -> tuple[RunConfig, Any, s
 def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckpt: Any, latent: Any, peak: Any,
                   label: str, devices: int) -> str:
     """The ``compute:`` line: FLOPs of one denoising step (every guidance branch) and its ideal time."""
-    from vidax_core.flops import step_flops
+    from vidax_core.flops import human, step_flops
     from vidax_core.runner import throughput
     from vidax_core.runner.pipeline import select_guidance
 
@@ -135,7 +135,7 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
     batches = [tuple(b.name for b in guide.branches)]  # the branches of one step, as one batch
     text = int(cfg.sampling.max_sequence_length or 0)
     flops = step_flops(builds[0], batches, latent, text)
-    line = (f"{_fmt_flops(flops)} per denoising step ({len(guide.branches)} guidance branch"
+    line = (f"{human(flops)} per denoising step ({len(guide.branches)} guidance branch"
             f"{'es' if len(guide.branches) != 1 else ''}, {text} text tokens)")
     if peak is None:
         return line + f"; ideal step time not known on {label} (name one: --device h200)"
@@ -145,12 +145,6 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
                    f"{throughput.peak_flops(peak, dtype)[0] / 1e12:.0f} TFLOP/s peak "
                    f"({ideal * cfg.sampling.num_steps:.3g} s for {cfg.sampling.num_steps} steps)")
 
-
-def _fmt_flops(n: float) -> str:
-    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
-        if n >= scale or unit == "MFLOP":
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} FLOP"
 
 
 def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -> str:
