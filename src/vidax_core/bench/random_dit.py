@@ -108,7 +108,8 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
         n = jax.tree.leaves(st)[0].shape[0]
         host[name] = [_to_host(jax.tree.map(lambda a: a[i:i + chunk], st), kind) for i in range(0, n, chunk)]
         runs[name] = jax.jit(lambda s, h, aux, name=name, gdef=gdef: model_parts.run_block_group(name, gdef, s, h, aux))
-    put = lambda tree: jax.device_put(tree, dev)  # noqa: E731
+    target = jax.sharding.SingleDeviceSharding(dev, memory_kind="device") if kind == "pinned_host" else dev
+    put = lambda tree: jax.device_put(tree, target)  # noqa: E731 - host (pinned or numpy) -> device memory
     chunks = [(name, c) for name in group_states for c in host[name]]
 
     def call():
