@@ -4,8 +4,9 @@
 #   benchmarks/accelerator.sh OUT_DIR [--wheels DIR]      on the accelerator (refuses, exit 2, without one)
 #   benchmarks/accelerator.sh OUT_DIR --cpu-check         the same script end to end on CPU at tiny shapes
 #
-# PYTHON=... picks the interpreter (default python3). --wheels DIR: install the packages the image lacks from DIR (made here by benchmarks/fetch_wheels.sh) with
-# pip --no-index, then this checkout (vidax-core + vidax-wan) without dependencies.
+# PYTHON=... picks the interpreter (default python3). --wheels DIR: install the packages the image lacks from
+# DIR (made here by benchmarks/fetch_wheels.sh) with pip --no-index, then this checkout (vidax-core + vidax-wan)
+# without dependencies.
 # Cases, each under its own timeout (a failing case is recorded and the next one runs), all within BUDGET=585 s:
 #   attn_480p, attn_720p   Wan2.1-14B width (5120, 40 heads), 81 frames, bf16, 4 (720p: 2) of 40 blocks, batch 2:
 #                          cuDNN flash vs XLA vs blockwise attention at the real sequence length (32760 / 75600
