@@ -47,6 +47,10 @@ def test_bench_writes_json_and_markdown(tmp_path, cache_dir, capsys):
     assert report["config"]["output"]["path"] == ""  # the bench writes no video
     assert "| base | vidax |" in md and "per-step s" in md and "n/a" in md
     assert md in capsys.readouterr().out
+    # FLOPs per step and the attention backend per call site come with every case (MFU: n/a without a known peak)
+    assert m["flops_per_step"] > 0 and m["achieved_flops_per_s"] == m["flops_per_step"] / m["per_step_s"]
+    assert m["mfu"] is None and {v["backend"] for v in m["attention_calls"].values()} == {"xla"}
+    assert "TFLOP/step" in md and "| xla |" in md
 
 
 def test_bench_reference_diffusers_ratio(tmp_path, cache_dir):
