@@ -32,6 +32,7 @@ class TestCosmosFamily(FamilyTests):
                  "sampling.height=32", "sampling.width=32", "sampling.num_frames=9", "sampling.guidance_scale=5.0",
                  "sampling.max_sequence_length=96", f"image={IMAGE}")
     golden = os.path.join(os.path.dirname(__file__), "golden", "cosmos_tiny_sharding.json")
+    tp2_weight_fraction = 0.7
     parallel_configs = {
         **FamilyTests.parallel_configs,
         "sp4": ("parallel.dp=1", "parallel.sp=4"),

@@ -22,6 +22,7 @@ class TestHunyuanFamily(FamilyTests):
                  "options.true_cfg_scale=3.0", "options.prompt_template='<|start_header_id|>user {}<|eot_id|>'",
                  "options.crop_start=2", "sampling.max_sequence_length=24")
     golden = os.path.join(os.path.dirname(__file__), "golden", "hunyuan_tiny_sharding.json")
+    tp2_weight_fraction = 0.7
     offload_configs = {
         **FamilyTests.offload_configs,
         "off1tp2": ("parallel.dp=1", "parallel.tp=2", "offload.enabled=true", "offload.chunk_size=1"),

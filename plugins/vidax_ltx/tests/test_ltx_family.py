@@ -22,6 +22,7 @@ class TestLTXFamily(FamilyTests):
                  "sampling.max_sequence_length=16", "options.guidance_rescale=0.5", "options.second_pass_steps=2",
                  "options.second_pass_denoise_strength=0.5")  # passes at 64x64 and 128x128
     golden = os.path.join(os.path.dirname(__file__), "golden", "ltx_tiny_sharding.json")
+    tp2_weight_fraction = 0.7
     parallel_configs = {**FamilyTests.parallel_configs, "sp4_dp2": ("parallel.dp=2", "parallel.sp=4")}
 
     @staticmethod

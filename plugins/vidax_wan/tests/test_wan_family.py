@@ -20,6 +20,7 @@ class TestWanFamily(FamilyTests):
                  "sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "sampling.guidance_scale=5.0",
                  "sampling.max_sequence_length=16")
     golden = os.path.join(os.path.dirname(__file__), "golden", "wan_tiny_sharding.json")
+    tp2_weight_fraction = 0.7
     parallel_configs = {
         **FamilyTests.parallel_configs,
         "tp4": ("parallel.dp=1", "parallel.tp=4"),
