@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
+
+from vidax_core.testing.tiny.hunyuan import save_tiny_hunyuan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "testing"))
-
-from vidax_core.testing.tiny.hunyuan import save_tiny_hunyuan  # noqa: E402
 
 OUT = os.path.join(ROOT, "plugins", "vidax_hunyuan", "src", "vidax_hunyuan", "assets", "tiny-random")
 
