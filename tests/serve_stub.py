@@ -1,0 +1,87 @@
+"""A stand-in for ``vidax.load``'s pipe (the interface of /work/wt/API.md) while the API is not on main yet.
+
+Its ``resolve`` is the real config resolution and pre-load checks of ``vidax run`` on the demo config; its call
+sleeps ``step_s`` per step, reports progress, honours ``cancel`` between steps, and makes noise frames that
+``save`` writes with the real mp4 writer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vidax_core import config as config_mod
+from vidax_core.errors import UserError
+from vidax_core.plugins import get_plugins
+from vidax_core.runner.preflight import preflight
+from vidax_core.serve.jobs import Cancelled
+
+CALL_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "width", "num_frames", "seed",
+             "max_sequence_length")
+
+
+@dataclass
+class Out:
+    frames: np.ndarray
+    fps: int
+
+    def save(self, path: str) -> None:
+        from vidax_core.io.video import write_mp4
+
+        write_mp4(path, self.frames[0], self.fps)
+
+
+class StubPipe:
+    def __init__(self, config: str, *overrides: str, step_s: float = 0.01) -> None:
+        self._plugins = get_plugins()
+        self._yaml, self._overrides = config, list(overrides)
+        self.config = config_mod.resolve(config, self._overrides, self._plugins.preset_for)
+        self.spec = self._plugins.registry.get(self.config.model.id)
+        self.fps = int(self.config.output.fps)
+        self.step_s = step_s
+        self.calls = 0
+        self._busy = threading.Lock()
+
+    def resolve(self, **kw: Any):
+        items = []
+        for key, value in kw.items():
+            if key in CALL_KEYS:
+                items.append(f"sampling.{key}={value}")
+            elif key in ("prompt", "negative_prompt", "image", "video"):
+                items.append(f"{key}={value}")
+            else:
+                raise UserError(f"{key} is not a call argument")
+        cfg = config_mod.resolve(self._yaml, [*self._overrides, *items], self._plugins.preset_for)
+        preflight(cfg, self.spec, self._plugins, check_outputs=False)
+        return cfg
+
+    def frames_for_seconds(self, seconds: float) -> int:
+        n = int(np.ceil(seconds * self.fps))
+        n = n + (1 - n) % 4  # the Wan rule: 4k + 1
+        return n
+
+    def __call__(self, on_progress=None, cancel=None, **kw: Any) -> Out:
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("two calls at once")
+        try:
+            cfg = self.resolve(**kw)
+            s = cfg.sampling
+            for i in range(s.num_steps):
+                if cancel is not None and (cancel() if callable(cancel) and not hasattr(cancel, "is_set")
+                                           else cancel.is_set()):
+                    raise Cancelled()
+                time.sleep(self.step_s)
+                if on_progress:
+                    on_progress(i + 1, s.num_steps)
+            self.calls += 1
+            rng = np.random.default_rng(s.seed)
+            return Out(rng.random((1, s.num_frames, s.height, s.width, 3), np.float32), self.fps)
+        finally:
+            self._busy.release()
+
+    def close(self) -> None:
+        pass
