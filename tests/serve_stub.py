@@ -85,3 +85,55 @@ class StubPipe:
 
     def close(self) -> None:
         pass
+
+
+# --- helpers the serve tests share ---
+import http.client  # noqa: E402
+import json  # noqa: E402
+import urllib.parse  # noqa: E402
+
+TINY = ("sampling.height=32", "sampling.width=32", "sampling.num_frames=5", "sampling.num_steps=2",
+        "sampling.max_sequence_length=16")
+
+
+def request(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+            timeout: float = 60.0) -> tuple[int, dict, bytes]:
+    """One HTTP request on a fresh connection: (status, headers, body)."""
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
+def post_json(url: str, fields: dict) -> tuple[int, dict]:
+    status, _, body = request(url, "POST", "/v1/videos", json.dumps(fields).encode(),
+                              {"Content-Type": "application/json"})
+    return status, json.loads(body)
+
+
+def wait_done(url: str, job_id: str, timeout: float = 120.0) -> dict:
+    """Poll a job until it is completed or failed."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        status, _, body = request(url, "GET", f"/v1/videos/{job_id}")
+        assert status == 200, body
+        obj = json.loads(body)
+        if obj["status"] in ("completed", "failed"):
+            return obj
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s")
+
+
+def load_pipe(*overrides: str):
+    """The pipe the serve tests run: ``vidax.load`` on the built-in tiny model, a short recipe."""
+    try:
+        import vidax
+
+        load = vidax.load
+    except (ImportError, AttributeError):  # the API is not merged yet
+        return StubPipe("configs/demo.yaml", *TINY, *overrides)
+    return load("configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY, *overrides)

@@ -130,11 +130,13 @@ class Handler(BaseHTTPRequestHandler):
         kind = ctype.split(";", 1)[0].strip().lower()
         if kind == "multipart/form-data":
             req = reqmod.from_form(body, ctype, app.limits)
+        elif kind == "application/x-www-form-urlencoded":
+            req = reqmod.from_urlencoded(body, app.limits)
         elif kind in ("application/json", ""):
             req = reqmod.from_json(body, app.limits)
         else:
-            raise HttpError(415, f"Content-Type {kind[:80]!r} is not accepted: send application/json or "
-                                 "multipart/form-data", "unsupported_media_type")
+            raise HttpError(415, f"Content-Type {kind[:80]!r} is not accepted: send application/json, "
+                                 "multipart/form-data or application/x-www-form-urlencoded", "unsupported_media_type")
         job = app.create(req)
         self._json(200, job.to_object())
 
@@ -260,6 +262,8 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         if getattr(self, "command", None) is None:
             self.command = "GET"
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # answer with a status line, never as HTTP/0.9
         if not hasattr(self, "headers"):
             self.headers = None
         self._error(code, message or HTTPStatus(code).phrase)

@@ -85,8 +85,26 @@ def from_json(body: bytes, limits: Limits) -> VideoRequest:
 
 
 def from_form(body: bytes, content_type: str, limits: Limits) -> VideoRequest:
+    """A multipart/form-data body (what the OpenAI SDK sends)."""
+    return _from_parts(multipart.parse(body, content_type), limits)
+
+
+def from_urlencoded(body: bytes, limits: Limits) -> VideoRequest:
+    """An application/x-www-form-urlencoded body (a plain HTML form)."""
+    from urllib.parse import parse_qsl
+
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=True, max_num_fields=50)
+    except UnicodeDecodeError:
+        raise UserError("the form body is not UTF-8") from None
+    except ValueError as exc:
+        raise UserError(f"malformed form body: {exc}") from None
+    return _from_parts([multipart.Part(k, v.encode("utf-8")) for k, v in pairs], limits)
+
+
+def _from_parts(parts: list[multipart.Part], limits: Limits) -> VideoRequest:
     req = VideoRequest()
-    for part in multipart.parse(body, content_type):
+    for part in parts:
         base = part.name.split("[", 1)[0]  # the SDK sends a reference object as input_reference[image_url]
         kind = _kind(base if base == "input_reference" else part.name)
         if part.name in req.values or (kind == "file" and req.image is not None):
