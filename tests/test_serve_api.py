@@ -268,3 +268,26 @@ def test_input_reference_is_saved_in_the_output_folder_and_passed(tmp_path):
         request(srv.url, "DELETE", f"/v1/videos/{job['id']}")
         assert os.listdir(tmp_path / "out") == []
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_a_failing_job_does_not_take_the_server_down(tmp_path):
+    """A call that raises (a bug, or a UserError found only while running) fails its job with the words; the
+    next job runs."""
+
+    class Flaky(StubPipe):
+        def __call__(self, **kw):
+            if kw["prompt"] == "crash":
+                raise RuntimeError("device fell over\nsecond line")
+            if kw["prompt"] == "refuse":
+                raise UserError("the prompt encoder refuses this\n  prompt")
+            return super().__call__(**kw)
+
+    with Server(Flaky("configs/demo.yaml", *TINY), port=0, output_dir=str(tmp_path), quiet=True) as srv:
+        ids = [post_json(srv.url, {"prompt": p})[1]["id"] for p in ("crash", "refuse", "fine")]
+        crash, refuse, fine = (wait_done(srv.url, i) for i in ids)
+    assert crash["status"] == "failed" and crash["error"] == {
+        "code": "internal_error", "message": "internal error (RuntimeError: device fell over)"}
+    assert refuse["status"] == "failed" and refuse["error"] == {
+        "code": "invalid_request", "message": "the prompt encoder refuses this prompt"}
+    assert fine["status"] == "completed"
+    assert sorted(os.listdir(tmp_path)) == [f"{ids[2]}.mp4"]

@@ -22,19 +22,6 @@ from vidax_core.serve.jobs import Job, JobQueue, QueueFull
 from vidax_core.serve.limits import Limits
 
 
-def cancelled_types() -> tuple[type[BaseException], ...]:
-    """The exceptions that mean "the call was cancelled": the API's ``vidax.Cancelled`` and the stand-in one."""
-    found: list[type[BaseException]] = [jobsmod.Cancelled]
-    try:
-        import vidax
-
-        if isinstance(getattr(vidax, "Cancelled", None), type):
-            found.append(vidax.Cancelled)
-    except ImportError:
-        pass
-    return tuple(found)
-
-
 def run_locally(pipe: Any) -> Callable[[Job, Callable[[int, int], None]], None]:
     """A job's work on one process: the pipe call, then the mp4 write."""
 
@@ -58,7 +45,7 @@ class App:
         self.quiet, self._log_requests = quiet, log_requests
         self._resolve_lock = threading.Lock()
         runner = runner or run_locally(pipe)
-        self.jobs = JobQueue(runner, limits.max_queue, limits.max_jobs_kept, cancelled_types(), self.log,
+        self.jobs = JobQueue(runner, limits.max_queue, limits.max_jobs_kept, jobsmod.cancelled_types(), self.log,
                              idle=getattr(runner, "idle", None), on_stop=getattr(runner, "stop", None))
         self._page_info = page_info(pipe, limits)
 

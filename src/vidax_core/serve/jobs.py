@@ -29,6 +29,19 @@ class Cancelled(Exception):
     """Fallback when the pipe module has no ``Cancelled`` of its own (see :func:`cancelled_types`)."""
 
 
+def cancelled_types() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean "the call was cancelled": the API's ``vidax.Cancelled`` and the stand-in one."""
+    found: list[type[BaseException]] = [Cancelled]
+    try:
+        import vidax
+
+        if isinstance(getattr(vidax, "Cancelled", None), type):
+            found.append(vidax.Cancelled)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
 def new_id() -> str:
     return ID_PREFIX + uuid.uuid4().hex
 

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.serve.jobs import cancelled_types
 
 IDLE_S = 5.0
 
@@ -107,11 +108,10 @@ def follow(pipe: Any, workdir: str, log: Callable[[str], None] = lambda m: print
             kwargs["image"] = image_path
         try:
             pipe(**kwargs, cancel=lambda: agreed(None))
-        except UserError:
+        except (UserError, *cancelled_types()):
             pass  # process 0 reports it to the client
         except Exception as exc:  # process 0 fails the job; this process keeps following
-            if type(exc).__name__ != "Cancelled":
-                log(f"process {process_index()}: job failed: {type(exc).__name__}: {exc}")
+            log(f"process {process_index()}: job failed: {type(exc).__name__}: {exc}")
         finally:
             if image_path is not None and os.path.exists(image_path):
                 os.remove(image_path)
