@@ -119,6 +119,14 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256
     allow_reuse_address = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that breaks outside a route (a reset while reading the request line): that client's
+        business only; anything else is logged in one line instead of socketserver's traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        self.app.log(f"connection from {client_address[0]} failed: {type(exc).__name__}: {exc}")
+
 
 class Server:
     """``vidax serve`` in-process: ``Server(pipe).start()`` serves on a background thread, ``close()`` ends it.

@@ -46,14 +46,14 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    limits = limits_of(args)
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be from 0 to 65535, got {args.port}")
     import vidax
 
     from vidax_core.serve import multihost
     from vidax_core.serve.app import Server
 
-    limits = limits_of(args)
-    if not 0 <= args.port <= 65535:
-        raise UserError(f"--port must be from 0 to 65535, got {args.port}")
     pipe = vidax.load(args.config, *args.overrides, quiet=args.quiet)
     try:
         output_dir = args.output_dir or os.path.dirname(str(pipe.config.output.path or "")) or "."
