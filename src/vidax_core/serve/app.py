@@ -132,13 +132,14 @@ class Server:
     """``vidax serve`` in-process: ``Server(pipe).start()`` serves on a background thread, ``close()`` ends it.
 
     ``port=0`` takes a free port (see ``.port`` / ``.url``). The output folder defaults to the folder of the
-    pipe's ``output.path``.
+    pipe's ``output.path``, or ``out`` when the pipe has none (``vidax.load`` clears it: calls write nothing).
     """
 
     def __init__(self, pipe: Any, *, host: str = "127.0.0.1", port: int = 8000, output_dir: str | None = None,
                  limits: Limits | None = None, runner=None, quiet: bool = False, log_requests: bool = False) -> None:
         if output_dir is None:
-            output_dir = os.path.dirname(str(pipe.config.output.path or "")) or "."
+            path = pipe.config.output.path
+            output_dir = (os.path.dirname(str(path)) or ".") if path else "out"
         self.app = App(pipe, output_dir, limits or Limits(), runner, quiet, log_requests)
         try:
             self.httpd = _HTTPServer((host, port), Handler)

@@ -45,6 +45,15 @@ def limits_of(args: argparse.Namespace) -> Limits:
     return Limits(**values)
 
 
+def default_output_dir(config: str | None, overrides: list[str]) -> str:
+    """The folder of the config's ``output.path`` (the loaded pipe itself writes nothing, so its copy is unset)."""
+    from vidax_core import config as config_mod
+    from vidax_core.plugins import get_plugins
+
+    cfg = config_mod.resolve(config, overrides, get_plugins().preset_for)
+    return os.path.dirname(str(cfg.output.path or "")) or "."
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     limits = limits_of(args)
     if not 0 <= args.port <= 65535:
@@ -54,9 +63,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from vidax_core.serve import multihost
     from vidax_core.serve.app import Server
 
+    output_dir = args.output_dir or default_output_dir(args.config, args.overrides)
     pipe = vidax.load(args.config, *args.overrides, quiet=args.quiet)
     try:
-        output_dir = args.output_dir or os.path.dirname(str(pipe.config.output.path or "")) or "."
         many = multihost.process_count() > 1
         if many and multihost.process_index() != 0:
             multihost.follow(pipe, os.path.join(output_dir, f".follower-{multihost.process_index()}"))

@@ -30,15 +30,13 @@ class Cancelled(Exception):
 
 
 def cancelled_types() -> tuple[type[BaseException], ...]:
-    """The exceptions that mean "the call was cancelled": the API's ``vidax.Cancelled`` and the stand-in one."""
-    found: list[type[BaseException]] = [Cancelled]
-    try:
-        import vidax
+    """The exceptions that mean "the call was cancelled": the API's ``vidax.Cancelled`` (defined in
+    :mod:`vidax_core.errors`) and this module's own."""
+    from vidax_core import errors
 
-        if isinstance(getattr(vidax, "Cancelled", None), type):
-            found.append(vidax.Cancelled)
-    except ImportError:
-        pass
+    found: list[type[BaseException]] = [Cancelled]
+    if isinstance(getattr(errors, "Cancelled", None), type):
+        found.append(errors.Cancelled)
     return tuple(found)
 
 
