@@ -80,7 +80,6 @@ class Handler(BaseHTTPRequestHandler):
             self._error(500, f"internal error ({type(exc).__name__}); please report it", "internal_error")
 
     def _route(self, method: str, path: str):
-        app = self.server.app
         if path in ("/", "/index.html"):
             return self._only(method, "GET", self._page), ()
         if path == "/health":
@@ -102,7 +101,6 @@ class Handler(BaseHTTPRequestHandler):
             if method == "DELETE":
                 return self._delete, (job_id,)
             return self._only(method, "GET", self._retrieve, "GET or DELETE"), (job_id,)
-        del app
         raise HttpError(404, f"no such endpoint: {path[:200]} (see /v1/videos, /health and /)", "not_found")
 
     def _only(self, method: str, allowed: str, route, methods: str | None = None):
@@ -116,6 +114,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, render_page(app.page_info()).encode("utf-8"), "text/html; charset=utf-8")
 
     def _health(self, query) -> None:
+        """200 once the model is loaded: the server only listens after ``vidax.load`` has returned."""
         app = self.server.app
         self._json(200, {"status": "ok", "model": app.model_id, **app.jobs.counts()})
 
