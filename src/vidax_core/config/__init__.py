@@ -70,7 +70,7 @@ class OffloadConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    path: str = "out/video.mp4"
+    path: str | None = "out/video.mp4"  # null: write no mp4 (the Python API returns the frames)
     fps: int | None = None  # null = the model preset's frame rate
     overwrite: bool = False
     save_latents: str | None = None
@@ -88,8 +88,13 @@ class VaeConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
+    """``text_encoder``: where a loaded pipe keeps its prompt encoder between calls (``host``: parked in host
+    memory, ``device``: kept on the devices, ``reload``: rebuilt from the checkpoint when needed); a single
+    ``vidax run`` frees it after its one use whatever the setting."""
+
     compilation_cache: bool = True
     compilation_cache_dir: str = "~/.cache/vidax/jax"
+    text_encoder: str = "host"
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("output.fps", lambda v: v >= 1, "must be at least 1"),
     ("attention.backend", lambda v: v in ATTENTION_BACKENDS, f"must be one of {', '.join(ATTENTION_BACKENDS)}"),
     ("model.dtype", lambda v: v is None or v in DTYPES, f"must be null or one of {', '.join(DTYPES)}"),
+    ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
 )
 
 
@@ -326,7 +332,11 @@ def model_id_of(*layers: Mapping[str, Any]) -> str | None:
 
 def resolve(user_yaml: str | None, overrides: Sequence[str], preset_for: Any) -> RunConfig:
     """Full config resolution: ``preset_for(model_id)`` returns the model's preset dict (or raises UserError)."""
-    user = load_yaml(user_yaml) if user_yaml else {}
+    return resolve_layers(load_yaml(user_yaml) if user_yaml else {}, overrides, preset_for)
+
+
+def resolve_layers(user: Mapping[str, Any], overrides: Sequence[str], preset_for: Any) -> RunConfig:
+    """:func:`resolve` with the user's layer given as a dict (the Python API)."""
     cli = parse_overrides(overrides)
     model_id = model_id_of(user, cli)
     if model_id is None:
