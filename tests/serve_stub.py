@@ -1,7 +1,8 @@
-"""A stand-in for ``vidax.load``'s pipe (the interface of /work/wt/API.md) while the API is not on main yet.
+"""Helpers of the serve tests: the real tiny pipe (:func:`load_pipe`), HTTP calls, and a stand-in pipe.
 
-Its ``resolve`` is the real config resolution and pre-load checks of ``vidax run`` on the demo config; its call
-sleeps ``step_s`` per step, reports progress, honours ``cancel`` between steps, and makes noise frames that
+The stand-in (:class:`StubPipe`) has ``vidax.load``'s pipe interface for what the tiny model cannot show (an
+image-to-video model taking an upload, calls that fail on purpose, recording calls across processes). Its
+``resolve`` is the real config resolution and pre-load checks of ``vidax run`` on the demo config; its call sleeps ``step_s`` per step, reports progress, honours ``cancel`` between steps, and makes noise frames that
 ``save`` writes with the real mp4 writer.
 """
 
@@ -130,10 +131,6 @@ def wait_done(url: str, job_id: str, timeout: float = 120.0) -> dict:
 
 def load_pipe(*overrides: str):
     """The pipe the serve tests run: ``vidax.load`` on the built-in tiny model, a short recipe."""
-    try:
-        import vidax
+    import vidax
 
-        load = vidax.load
-    except (ImportError, AttributeError):  # the API is not merged yet
-        return StubPipe("configs/demo.yaml", *TINY, *overrides)
-    return load("configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY, *overrides)
+    return vidax.load("configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY, *overrides)
