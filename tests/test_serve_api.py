@@ -244,32 +244,6 @@ def test_openai_sdk(server):
     assert "multiple of 16" in str(info.value)
 
 
-def test_input_reference_is_saved_in_the_output_folder_and_passed(tmp_path):
-    """An uploaded image is saved under a server-made name inside the output folder, passed as ``image=``, and
-    removed with its job. (A stand-in image-to-video pipe: the built-in tiny model is text-to-video.)"""
-    seen = {}
-
-    class Recording(StubPipe):
-        def __call__(self, **kw):
-            seen["image"] = kw.get("image")
-            seen["bytes"] = open(kw["image"], "rb").read()
-            return super().__call__(**kw)
-
-    pipe = Recording("configs/demo.yaml", "model.id=wan2.1-i2v-14b-480p", *TINY)
-    data = png()
-    with Server(pipe, port=0, output_dir=str(tmp_path / "out"), quiet=True) as srv:
-        body, ctype = form({"prompt": "a"}, {"input_reference": ("../../x.png", data, "image/png")})
-        status, _, reply = request(srv.url, "POST", "/v1/videos", body, {"Content-Type": ctype})
-        assert status == 200, reply
-        job = json.loads(reply)
-        assert wait_done(srv.url, job["id"])["status"] == "completed"
-        assert os.path.dirname(seen["image"]) == str(tmp_path / "out")
-        assert os.path.basename(seen["image"]) == f"{job['id']}.input.png" and seen["bytes"] == data
-        request(srv.url, "DELETE", f"/v1/videos/{job['id']}")
-        assert os.listdir(tmp_path / "out") == []
-    assert sorted(os.listdir(tmp_path)) == ["out"]
-
-
 def test_a_failing_job_does_not_take_the_server_down(tmp_path):
     """A call that raises (a bug, or a UserError found only while running) fails its job with the words; the
     next job runs."""
