@@ -1,9 +1,9 @@
 """Helpers of the serve tests: the real tiny pipe (:func:`load_pipe`), HTTP calls, and a stand-in pipe.
 
 The stand-in (:class:`StubPipe`) has ``vidax.load``'s pipe interface for what the tiny model cannot show (calls
-that fail on purpose, recording calls across processes). Its
-``resolve`` is the real config resolution and pre-load checks of ``vidax run`` on the demo config; its call sleeps ``step_s`` per step, reports progress, honours ``cancel`` between steps, and makes noise frames that
-``save`` writes with the real mp4 writer.
+that fail on purpose, recording calls across processes). Its ``resolve`` is the real config resolution and
+pre-load checks of ``vidax run`` on the demo config; its call sleeps ``step_s`` per step, reports progress, honours
+``cancel`` between steps, and makes noise frames that ``save`` writes with the real mp4 writer.
 """
 
 from __future__ import annotations
