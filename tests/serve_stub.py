@@ -90,6 +90,7 @@ class StubPipe:
 
 # --- helpers the serve tests share ---
 import http.client  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
 import urllib.parse  # noqa: E402
 
@@ -134,3 +135,23 @@ def load_pipe(*overrides: str):
     import vidax
 
     return vidax.load("configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY, *overrides)
+
+
+def form(fields: dict, files: dict | None = None) -> tuple[bytes, str]:
+    """A multipart/form-data body laid out as httpx (the OpenAI SDK's client) lays one out."""
+    boundary = "a1b2c3d4e5f6"
+    out = b""
+    for name, value in fields.items():
+        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n').encode()
+    for name, (filename, data, ctype) in (files or {}).items():
+        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+                f"Content-Type: {ctype}\r\n\r\n").encode() + data + b"\r\n"
+    return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def png(size=(32, 32)) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", size, (200, 30, 10)).save(buf, format="PNG")
+    return buf.getvalue()

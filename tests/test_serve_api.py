@@ -3,7 +3,6 @@ outside the output folder; the OpenAI Python SDK works against it; uploads land 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -11,7 +10,7 @@ import socket
 
 import pytest
 
-from serve_stub import StubPipe, TINY, load_pipe, post_json, request, wait_done
+from serve_stub import StubPipe, TINY, form, load_pipe, png, post_json, request, wait_done
 from vidax_core.errors import UserError
 from vidax_core.serve import Limits, Server
 
@@ -39,26 +38,6 @@ def cli_words(pipe, **kw) -> str:
     with pytest.raises(UserError) as info:
         pipe.resolve(prompt="p", **kw)
     return " ".join(str(info.value).split())
-
-
-def form(fields: dict, files: dict | None = None) -> tuple[bytes, str]:
-    """A multipart/form-data body laid out as httpx (the OpenAI SDK's client) lays one out."""
-    boundary = "a1b2c3d4e5f6"
-    out = b""
-    for name, value in fields.items():
-        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n').encode()
-    for name, (filename, data, ctype) in (files or {}).items():
-        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
-                f"Content-Type: {ctype}\r\n\r\n").encode() + data + b"\r\n"
-    return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
-
-
-def png(size=(32, 32)) -> bytes:
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.new("RGB", size, (200, 30, 10)).save(buf, format="PNG")
-    return buf.getvalue()
 
 
 JSON = {"Content-Type": "application/json"}

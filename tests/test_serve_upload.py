@@ -9,8 +9,7 @@ import os
 
 import numpy as np
 
-from serve_stub import post_json, request, wait_done
-from test_serve_api import form, png
+from serve_stub import form, png, post_json, request, wait_done
 from vidax_core.io.video import read_mp4
 from vidax_core.serve import Server
 
