@@ -201,6 +201,7 @@ def test_cursor_list(server):
     assert [v["id"] for v in desc["data"]] == ids[::-1]
 
 
+@pytest.mark.filterwarnings("ignore:The Sora API is scheduled:DeprecationWarning")
 def test_openai_sdk(server):
     """The real OpenAI Python SDK: create (multipart, vidax fields through extra_body), retrieve, download, list,
     delete, and a refused request as the SDK's BadRequestError carrying the model's words."""

@@ -8,12 +8,15 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from serve_stub import form, png, post_json, request, wait_done
 from vidax_core.io.video import read_mp4
 from vidax_core.serve import Server
 
 
+# read_mp4 starts ffmpeg: a fork followed at once by an exec, which JAX's fork warning does not concern
+@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
 def test_upload_conditions_the_video(tmp_path):
     import vidax
 
