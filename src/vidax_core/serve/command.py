@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 
 from vidax_core.errors import UserError
 from vidax_core.serve.limits import Limits
@@ -45,6 +47,10 @@ def limits_of(args: argparse.Namespace) -> Limits:
     return Limits(**values)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def default_output_dir(config: str | None, overrides: list[str]) -> str:
     """The folder of the config's ``output.path`` (the loaded pipe itself writes nothing, so its copy is unset)."""
     from vidax_core import config as config_mod
@@ -73,8 +79,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runner = multihost.LeaderRunner(pipe) if many else None
         server = Server(pipe, host=args.host, port=args.port, output_dir=output_dir, limits=limits, runner=runner,
                         quiet=args.quiet, log_requests=args.log_requests)
-        server.app.log(f"serving {server.app.model_id} on {server.url} (page at {server.url}/, API at "
-                       f"{server.url}/v1/videos); videos go to {server.app.output_dir}")
+        # the address is printed even with --quiet: with --port 0 it is the only way to learn it
+        print(f"serving {server.app.model_id} on {server.url} (page at {server.url}/, API at {server.url}/v1/videos); "
+              f"videos go to {server.app.output_dir}", file=sys.stderr, flush=True)
+        signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop ends as cleanly as Ctrl-C
         try:
             server.serve_forever()
         except KeyboardInterrupt:
