@@ -123,6 +123,7 @@ class RunConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     options: Any = field(default_factory=dict)  # family knobs the model's plugin declares (ModelSpec.options)
+    prompts: Any = None  # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
 
 
 ATTENTION_BACKENDS = ("auto", "xla", "cudnn", "pallas_tpu", "blockwise")
@@ -298,6 +299,8 @@ def validate(data: Mapping[str, Any]) -> RunConfig:
         raise UserError(f"config key options must be a mapping of the model's options, got {short_repr(cfg.options)}")
     if cfg.model.id in ("", "???"):
         raise UserError("no model chosen: set model.id (see `vidax list-models`)")
+    if cfg.prompts is not None and (not isinstance(cfg.prompts, Sequence) or isinstance(cfg.prompts, (str, bytes))):
+        raise UserError("config key prompts must be a list of prompts (strings or {prompt: ..., seed: ...} mappings)")
     sched = cfg.sampling.scheduler
     if sched is not None and not isinstance(sched, (str, Mapping)):
         raise UserError("config key sampling.scheduler must be null, a sampler name, or {name: ..., <options>}")
