@@ -37,7 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from vidax_core.runner.dry_run import describe_plan
 
-        print(describe_plan(cfg, plugins))
+        print(describe_plan(cfg, plugins, device=args.device))
         if entries is not None:
             print(f"batch:      {len(entries)} prompts, one load (each line is checked when the batch runs)")
         return 0
@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     r.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=30 output.path=out/a.mp4")
     r.add_argument("--dry-run", action="store_true", help="validate and print the plan without loading weights")
+    r.add_argument("--device", default=None, metavar="NAME",
+                   help="with --dry-run: size and time the run for this device (h200, h100, a100, l40s, b200, "
+                        "tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e; default: this machine's)")
     r.add_argument("--prompts", metavar="FILE", help="a batch: one prompt a line (text) or one JSON object a line "
                    "(.jsonl, with per-line overrides); one load for all, numbered outputs")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines (the output path "
