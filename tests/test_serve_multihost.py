@@ -41,10 +41,8 @@ def test_two_processes_run_every_job(tmp_path):
 
 def test_vidax_serve_on_two_processes(tmp_path):
     """The real command on the tiny model with tp=2 across two processes: jobs complete, a DELETE cancels a
-    running job on both, only process 0 writes, and SIGTERM to process 0 stops both cleanly.
-
-    ``runtime.text_encoder=device``: parking a sharded encoder on the host (the default, ``host``) fetches arrays
-    that span both processes, which fails under jax.distributed (reported to the API's owner)."""
+    running job on both, only process 0 writes, and SIGTERM to process 0 stops both cleanly. The prompt encoder
+    is parked as by default (``runtime.text_encoder=host``): arrays spread over both processes stay in place."""
     import re
     import signal
     import time
@@ -59,7 +57,7 @@ def test_vidax_serve_on_two_processes(tmp_path):
         env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
                    JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(pid))
         args = ["serve", "configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY, "parallel.tp=2",
-                "runtime.compilation_cache=false", "runtime.text_encoder=device",
+                "runtime.compilation_cache=false",
                 f"output.path={tmp_path / f'out{pid}' / 'x.mp4'}", "--port", "0", "--quiet"]
         procs.append(subprocess.Popen(cmd + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
