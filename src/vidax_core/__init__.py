@@ -30,7 +30,7 @@ _EXPORTS = {
     # checkpoints and conversion
     "Checkpoint": "io.checkpoint", "KeyRule": "io.convert", "convert": "io.convert", "linear": "io.convert",
     "conv": "io.convert", "read_video": "io.clip",
-    "from_config_dict": "config.arch", "RunConfig": "config",
+    "from_config_dict": "io.arch", "SOURCE_KEY": "io.arch", "RunConfig": "config",
     # layers and model state
     "param": "nn.layers", "Linear": "nn.layers", "stacked": "nn.layers", "scan_blocks": "nn.layers",
     "LAYERS": "nn.layers", "abstract_model": "nn.state", "materialize": "nn.state",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from vidax_core.config.arch import SOURCE_KEY
+from vidax_core.io.arch import SOURCE_KEY
 
 SPATIAL = 8
 I2V_15_MIN_SIDE, I2V_15_MAX_SIDE = 768, 1360

@@ -237,7 +237,7 @@ def vae_latent_shape(spec, ckpt, run):
 @hookimpl
 def check_checkpoint(spec, ckpt, run):
     """Does the checkpoint fit this model id? Read from its config files only, before any weight loads."""
-    from vidax_core.config.arch import SOURCE_KEY
+    from vidax_core.io.arch import SOURCE_KEY
     from vidax_core.errors import UserError
     from vidax_core.vae.wan21 import WanVAEConfig
 
