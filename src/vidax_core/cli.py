@@ -41,8 +41,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     result = pipeline.run(cfg, plugins, reporter)
     reporter.log(pipeline.summary(result.metrics))
-    if cfg.output.path:
-        reporter.log(f"wrote {cfg.output.path}")
+    if cfg.output.path:  # the one line --quiet keeps: where the video went
+        print(f"wrote {cfg.output.path}", file=sys.stderr, flush=True)
     return 0
 
 
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     r.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=30 output.path=out/a.mp4")
     r.add_argument("--dry-run", action="store_true", help="validate and print the plan without loading weights")
-    r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines")
+    r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines (the line naming the output file stays)")
     r.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     r.set_defaults(func=cmd_run)
 
