@@ -14,7 +14,7 @@ family states what is its own (its models, its DiT build, its key table, its che
 * ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse;
 * every other hook returns None ("use the core's default").
 
-Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``):
+Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``, ``conversion_ignore``):
 any other public method is refused when the plugin loads, so a misspelled hook fails loudly. Name private helpers
 with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
 """
@@ -37,7 +37,6 @@ class FamilyPlugin:
     options: Mapping[str, Option] = {}
     checkpoint_formats: tuple[str, ...] = ("diffusers",)
     dit_components: tuple[str, ...] = ("transformer",)  # checkpoint folders converted with conversion_rules()
-    conversion_ignore: tuple[str, ...] = ()  # source-key patterns the conversion skips
     diffusers_reference: str | None = None  # ".bench_reference:FamilyDiffusersReference"
 
     # ---- helpers a family overrides (not hooks) ----
@@ -50,6 +49,10 @@ class FamilyPlugin:
         """The :class:`vidax_core.io.convert.KeyRule` table converting ``component`` (None: no default
         conversion)."""
         return None
+
+    def conversion_ignore(self, component: str) -> Sequence[str]:
+        """Regexes of ``component``'s source keys that are known and dropped on purpose."""
+        return ()
 
     # ---- hooks ----
 
@@ -68,7 +71,7 @@ class FamilyPlugin:
         from vidax_core.io.convert import convert
 
         return convert(tensors, rules, abstract, component=f"{self.family} DiT ({component})",
-                       ignore=self.conversion_ignore)
+                       ignore=self.conversion_ignore(component))
 
     def shard_rules(self, spec):
         return None
@@ -139,7 +142,7 @@ def hook_names() -> frozenset[str]:
     return frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "vidax_spec"))
 
 
-HELPERS = frozenset({"dit_config", "conversion_rules"})
+HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore"})
 
 
 def overridden(plugin: FamilyPlugin) -> tuple[str, ...]:
