@@ -46,6 +46,7 @@ _EXPORTS = {
     "inv_freq": "nn.rope", "grid_angles": "nn.rope", "cos_sin": "nn.rope",
     # shared encoders and VAE blocks
     "T5Config": "encoders.t5", "load_t5": "encoders.t5", "encode_text": "encoders.t5",
+    "T5Text": "encoders.t5_text", "load_t5_text": "encoders.t5_text", "encode_unmasked": "encoders.t5_text",
     "TextTokenizer": "encoders.tokenizer", "group_norm": "nn.group_norm", "GroupNorm": "nn.group_norm",
     "CausalConv3d": "vae.causal_conv", "FeatureCache": "vae.causal_conv",
     # parallelism and attention

@@ -78,9 +78,9 @@ class WanPlugin(FamilyPlugin):
         return checkpoint_problems(spec, ckpt)
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
-        from . import text
+        from vidax_core import load_t5_text
 
-        return text.load(ckpt, mesh)
+        return load_t5_text(ckpt, mesh, model_type="umt5")
 
     def encode_prompt(self, spec, encoder, prompts, run):
         from . import text
