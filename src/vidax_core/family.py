@@ -58,8 +58,8 @@ class FamilyPlugin:
 
     def register_models(self, register):
         for m in self.models:
-            register(ModelSpec(family=self.family, checkpoint_formats=self.checkpoint_formats,
-                               options=dict(self.options), **m))
+            register(ModelSpec(**{"family": self.family, "checkpoint_formats": self.checkpoint_formats,
+                                  "options": dict(self.options), **m}))  # a model's own entries win
 
     def build_dit(self, spec, ckpt, run):
         return None
