@@ -145,13 +145,6 @@ def hook_names() -> frozenset[str]:
 HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore"})
 
 
-def overridden(plugin: FamilyPlugin) -> tuple[str, ...]:
-    """The hooks ``plugin``'s class defines itself (what ``vidax plugins`` lists)."""
-    names = hook_names()
-    own = {n for cls in type(plugin).__mro__ if cls not in (FamilyPlugin, object) for n in vars(cls)}
-    return tuple(sorted(own & names))
-
-
 def stray_methods(plugin: FamilyPlugin) -> list[str]:
     """Public methods of ``plugin``'s class that are neither hooks nor base helpers (misspelled hooks)."""
     allowed = hook_names() | HELPERS

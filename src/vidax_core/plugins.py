@@ -22,7 +22,7 @@ from typing import Any
 import pluggy
 
 from vidax_core import hookspecs
-from vidax_core.family import FamilyPlugin, as_plugin_object, hook_names, overridden, stray_methods
+from vidax_core.family import FamilyPlugin, as_plugin_object, hook_names, stray_methods
 from vidax_core.registry import ModelSpec, Registry
 
 GROUP = "vidax"
@@ -73,10 +73,7 @@ class Plugins:
                                                    f"{hint}; name helper methods with a leading underscore")
         self.pm.register(module, name=name)
         self.pm.check_pending()
-        if isinstance(module, FamilyPlugin):
-            hooks = overridden(module)
-        else:
-            hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
+        hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
         mod = getattr(module, "__name__", type(module).__name__)
         self.infos.append(PluginInfo(name, mod, distribution, version, hooks))
         self._registry = None
