@@ -26,7 +26,7 @@ _EXPORTS = {
     # the plugin object, hooks and the model registry
     "FamilyPlugin": "family", "hookimpl": "hookspecs", "hookspec": "hookspecs",
     "ModelSpec": "registry", "Option": "registry",
-    "UserError": "errors",
+    "UserError": "errors", "frame_count_problems": "run_checks", "size_problems": "run_checks",
     # what hooks return
     "DitBuild": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",

@@ -12,6 +12,8 @@ only, before any weight loads.
 
 from __future__ import annotations
 
+from vidax_core.run_checks import frame_count_problems, size_problems
+
 import os
 from typing import Any
 
@@ -77,17 +79,10 @@ def run_problems(spec, run) -> list[str]:
     s = run.sampling
     problems = []
     step = 2 * TEMPORAL  # an odd latent frame count: the VAE decodes an even one into 3 extra frames
-    if (s.num_frames - 1) % step:
-        k = max(round((s.num_frames - 1) / step), 0)
-        hint = " (CogVideoX1.5 is trained on 16N+1: 81)" if spec.id.startswith("cogvideox1.5") else ""
-        problems.append(f"sampling.num_frames must be 8k+1 for CogVideoX (the VAE compresses time by 4 and decodes "
-                        f"an odd latent frame count), got {s.num_frames}: use {step * k + 1}{hint}")
-    multiple = SPATIAL * 2  # VAE factor x the DiT's 2x2 patch
-    for key in ("height", "width"):
-        v = getattr(s, key)
-        if v % multiple:
-            problems.append(f"sampling.{key} must be a multiple of {multiple} for CogVideoX, got {v}: use "
-                            f"{max(multiple, v // multiple * multiple)}")
+    hint = " (CogVideoX1.5 is trained on 16N+1: 81)" if spec.id.startswith("cogvideox1.5") else ""
+    problems += frame_count_problems(s.num_frames, step, "CogVideoX", "the VAE compresses time by 4 and decodes an "
+                                     "odd latent frame count", hint)
+    problems += size_problems(s, SPATIAL * 2, "CogVideoX")  # VAE factor x the DiT's 2x2 patch
     if "i2v" in spec.tasks and run.image is None:
         problems.append(f"{spec.id} is an image-to-video model: set image: <path to a png or jpg>")
     if not "i2v" in spec.tasks and run.image is not None:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
+from vidax_core.run_checks import frame_count_problems, size_problems
+
 
 def run_problems(spec, run) -> list[str]:
     """Sizes, frame counts and the options of image- and video-to-world, before any weight loads."""
     s = run.sampling
     problems = []
-    if (s.num_frames - 1) % 4:
-        k = max(round((s.num_frames - 1) / 4), 0)
-        problems.append(f"sampling.num_frames must be 4k+1 for Cosmos-Predict2.5 (the VAE compresses time by 4), "
-                        f"got {s.num_frames}: use {4 * k + 1}")
-    for key in ("height", "width"):
-        v = getattr(s, key)
-        if v % 16:
-            problems.append(f"sampling.{key} must be a multiple of 16 for {spec.id} (VAE factor 8 x patch 2), got {v}: "
-                            f"use {max(16, v // 16 * 16)}")
+    problems += frame_count_problems(s.num_frames, 4, "Cosmos-Predict2.5", "the VAE compresses time by 4")
+    problems += size_problems(s, 16, f"{spec.id} (VAE factor 8 x patch 2)")
     if run.image is not None and run.video is not None:
         problems.append(f"{spec.id} conditions on an image OR a video: set only one of image: and video:")
     o = run.options

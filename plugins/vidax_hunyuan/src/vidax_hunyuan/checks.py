@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
+from vidax_core.run_checks import frame_count_problems, size_problems
+
 
 def run_problems(spec, run) -> list[str]:
     """Frame count, size, the task's inputs and the prompt options, before any weight loads."""
     s = run.sampling
     problems = []
-    if (s.num_frames - 1) % 4:
-        k = max(round((s.num_frames - 1) / 4), 0)
-        problems.append(f"sampling.num_frames must be 4k+1 for HunyuanVideo (the VAE compresses time by 4), got "
-                        f"{s.num_frames}: use {4 * k + 1}")
-    for key in ("height", "width"):
-        v = getattr(s, key)
-        if v % 16:
-            problems.append(f"sampling.{key} must be a multiple of 16 for HunyuanVideo (VAE factor 8 x patch 2), "
-                            f"got {v}: use {max(16, v // 16 * 16)}")
+    problems += frame_count_problems(s.num_frames, 4, "HunyuanVideo", "the VAE compresses time by 4")
+    problems += size_problems(s, 16, "HunyuanVideo (VAE factor 8 x patch 2)")
     if "i2v" in spec.tasks and run.image is None:
         problems.append(f"{spec.id} is image-to-video: give the first frame with image=path/to/image.png")
     if not "i2v" in spec.tasks and run.image is not None:

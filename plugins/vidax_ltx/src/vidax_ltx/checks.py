@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from vidax_core.run_checks import frame_count_problems, size_problems
+
 from . import presets
 from .recipe import uses_condition_pipeline
 
@@ -10,17 +12,11 @@ def run_problems(spec, run) -> list[str]:
     """Frame count, size, the recipe's options and the per-step guidance lists, before any weight loads."""
     s = run.sampling
     problems = []
-    if (s.num_frames - 1) % 8:
-        k = max(round((s.num_frames - 1) / 8), 0)
-        problems.append(f"sampling.num_frames must be 8k+1 for LTX-Video (the VAE compresses time by 8), got "
-                        f"{s.num_frames}: use {8 * k + 1}")
+    problems += frame_count_problems(s.num_frames, 8, "LTX-Video", "the VAE compresses time by 8")
     o = run.options
     problems += _check_recipe(run)
-    for key in ("height", "width") if not o.get("multiscale") else ():
-        v = getattr(s, key)
-        if v % 32:
-            problems.append(f"sampling.{key} must be a multiple of 32 for LTX-Video (the VAE compresses space by 32), "
-                            f"got {v}: use {max(32, v // 32 * 32)}")
+    if not o.get("multiscale"):
+        problems += size_problems(s, 32, "LTX-Video (the VAE compresses space by 32)")
     if o.get("frame_rate") is not None and not float(o["frame_rate"]) > 0:
         problems.append(f"options.frame_rate must be positive, got {o['frame_rate']}")
     ts = o.get("timesteps")

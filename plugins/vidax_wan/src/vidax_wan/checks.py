@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from vidax_core.run_checks import frame_count_problems, size_problems
+
 from typing import Any, Callable
 
 from . import presets
@@ -12,17 +14,8 @@ TEMPORAL_FACTOR = 4  # VAE temporal compression
 
 def run_problems(spec, run) -> list[str]:
     s = run.sampling
-    problems = []
-    if (s.num_frames - 1) % TEMPORAL_FACTOR:
-        k = max(round((s.num_frames - 1) / TEMPORAL_FACTOR), 0)
-        problems.append(
-            f"sampling.num_frames must be 4k+1 for Wan (the VAE compresses time by 4), got {s.num_frames}: use {4 * k + 1}"
-        )
-    multiple = presets.spatial_multiple(spec.id)  # VAE factor x DiT patch size
-    for key in ("height", "width"):
-        v = getattr(s, key)
-        if v % multiple:
-            problems.append(f"sampling.{key} must be a multiple of {multiple} for {spec.id}, got {v}: use {max(multiple, v // multiple * multiple)}")
+    problems = frame_count_problems(s.num_frames, TEMPORAL_FACTOR, "Wan", "the VAE compresses time by 4")
+    problems += size_problems(s, presets.spatial_multiple(spec.id), spec.id)  # VAE factor x DiT patch size
     if run.image is None and "t2v" not in spec.tasks and "ti2v" not in spec.tasks:
         problems.append(f"{spec.id} is an image-to-video model: set image: <path to a png or jpg>")
     return problems
