@@ -121,13 +121,10 @@ class ExamplePlugin(FamilyPlugin):
 
 
     def check_run(self, spec, run):
+        from vidax_core import size_problems
+
         s, m = run.sampling, SPATIAL_MULTIPLE
-        problems = []
-        for key in ("height", "width"):
-            value = getattr(s, key)
-            if value % m:
-                problems.append(f"sampling.{key} must be a multiple of {m} for {spec.id}, got {value}: "
-                                f"use {max(m, value // m * m)}")
+        problems = size_problems(s, m, spec.id)  # "sampling.height must be a multiple of 4 for example-tiny, ..."
         tokens = s.num_frames * (s.height // m) * (s.width // m)
         if not problems and tokens > MAX_TOKENS:
             problems.append(f"{spec.id} attends over all {tokens} video tokens (num_frames x height/{m} x "
