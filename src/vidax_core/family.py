@@ -14,13 +14,14 @@ family states what is its own (its models, its DiT build, its key table, its che
 * ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse;
 * every other hook returns None ("use the core's default").
 
-Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``, ``conversion_ignore``):
-any other public method is refused when the plugin loads, so a misspelled hook fails loudly. Name private helpers
-with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
+Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
+``conversion_ignore``): any other public method is refused when the plugin loads, so a misspelled hook fails
+loudly. Name private helpers with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from importlib import import_module
 from types import ModuleType
@@ -135,6 +136,7 @@ class FamilyPlugin:
         return []
 
 
+@functools.cache
 def hook_names() -> frozenset[str]:
     """Every hook the core declares."""
     from vidax_core import hookspecs
