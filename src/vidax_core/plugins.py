@@ -132,16 +132,13 @@ class Plugins:
 
         A family's hooks therefore never see another family's models: no plugin needs an "is this mine" guard,
         and a plugin that forgets one cannot answer for a model it does not own. A spec registered by no plugin
-        (built by hand in a test) goes to every plugin, first answer wins.
+        (built by hand in a test) goes to every plugin (a family object: of its family), first answer wins.
         """
         caller = getattr(self.pm.hook, hook_name)
         owner = self.owner(spec)
         args = {"spec": spec, **kwargs}
         for impl in reversed(caller.get_hookimpls()):  # pluggy's order: the last registered answers first
-            if owner is None and isinstance(impl.plugin, FamilyPlugin) and impl.plugin.family != getattr(
-                    spec, "family", None):
-                continue  # a family object answers only for its own family
-            if owner is not None and impl.plugin_name != owner:
+            if not _may_answer(impl, owner, spec):
                 continue
             out = impl.function(**{name: args[name] for name in impl.argnames})
             if out is not None or owner is not None:
@@ -151,6 +148,14 @@ class Plugins:
     def preset_for(self, model_id: str) -> dict:
         """The registered preset (config defaults) of ``model_id``."""
         return dict(self.registry.get(model_id).preset)
+
+
+def _may_answer(impl: Any, owner: str | None, spec: ModelSpec) -> bool:
+    """The owner answers for its models; for a spec no plugin registered, every plugin may, except that a family
+    object answers only for its own family (its defaults would otherwise answer for any model)."""
+    if owner is not None:
+        return impl.plugin_name == owner
+    return not isinstance(impl.plugin, FamilyPlugin) or impl.plugin.family == getattr(spec, "family", None)
 
 
 _DEFAULT: Plugins | None = None
