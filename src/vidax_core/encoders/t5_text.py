@@ -32,8 +32,8 @@ def load_t5_text(ckpt: Any, mesh: Any = None, **config: Any) -> T5Text:
 def encode_unmasked(text: T5Text, prompts: Sequence[str], max_length: int) -> tuple[np.ndarray, np.ndarray]:
     """``(hidden (B, max_length, D) float32, mask (B, max_length) bool)``: the prompts padded to ``max_length``
     and encoded without the attention mask, as ``_get_t5_prompt_embeds`` of CogVideoX and LTX-Video."""
-    import jax
+    from vidax_core.encoders.t5 import call_encoder  # jitted once per process
 
     ids, mask = text.tokenizer(list(prompts), int(max_length))
-    hidden = jax.jit(lambda enc, i: enc(i))(text.encoder, ids)
+    hidden = call_encoder(text.encoder, ids)
     return np.asarray(hidden, np.float32), np.asarray(mask).astype(bool)
