@@ -420,18 +420,6 @@ class PassResult:
     compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
 
 
-def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
-    """Generate one video as configured; returns latents, frames and metrics (outputs are written too).
-    A thin caller of the load-once model (:class:`vidax_core.runner.loaded.LoadedModel`)."""
-    from vidax_core.runner.loaded import LoadedModel
-
-    model = LoadedModel(cfg, plugins, reporter, single=True)
-    try:
-        return model.generate(cfg)
-    finally:
-        model.close()
-
-
 def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult"], timer: Timer,
                 decoded: Decoded) -> dict[str, Any]:
     """The metrics record of one generated video (``output.metrics``)."""
