@@ -17,6 +17,7 @@ install: $(BIN)/python
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 install-test: install
 	$(BIN)/pip install -q --extra-index-url $(TORCH_INDEX) -e ".[test]"
+	bash scripts/install_browser.sh
 
 demo: install
 	$(BIN)/vidax run configs/demo.yaml output.overwrite=true

@@ -5,6 +5,7 @@
   vidax plugins [--json]
   vidax show-config MODEL_ID
   vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2]
+  vidax serve CONFIG.yaml [key=value ...] [--host 127.0.0.1] [--port 8000] [--max-queue 64] [--output-dir DIR]
 
 User mistakes end with exit code 2 and one ``error:`` line (``--debug`` shows the traceback).
 """
@@ -46,9 +47,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         made = run_batch(cfg, entries, plugins, reporter)
         print(f"made {len(made)} of {len(entries)} videos", file=sys.stderr)
         return 0
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import loaded, pipeline
 
-    result = pipeline.run(cfg, plugins, reporter)
+    result = loaded.run(cfg, plugins, reporter)
     reporter.log(pipeline.summary(result.metrics))
     if cfg.output.path:
         print(f"wrote {cfg.output.path}", file=sys.stderr)  # even with --quiet: the one line naming the result
@@ -176,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vidax_core.bench.command import add_parser as add_bench_parser
 
     add_bench_parser(sub)
+    from vidax_core.serve.command import add_parser as add_serve_parser
+
+    add_serve_parser(sub)
     return p
 
 
@@ -228,7 +232,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     """Parse ``argv``; ``key=value`` overrides may sit anywhere after the command, the config file anywhere too."""
     args, extra = parser.parse_known_args(argv)
     # key=value overrides may follow options (`vidax run cfg.yaml --quiet a=b`): argparse leaves those over
-    takes_overrides = getattr(args, "command", None) in ("run", "bench")
+    takes_overrides = getattr(args, "command", None) in ("run", "bench", "serve")
     stray = [e for e in extra if e.startswith("-") or "=" not in e or not takes_overrides]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")

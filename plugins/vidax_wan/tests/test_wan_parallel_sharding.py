@@ -14,6 +14,7 @@ from flax import nnx
 
 from vidax_core.parallel import sharding
 from vidax_wan.dit import WanDiT, WanDiTConfig
+from vidax_wan.plugin import plugin
 
 GOLDEN = Path(__file__).parent / "golden" / "wan_tp_sharding.json"
 # Wan2.1-T2V-1.3B architecture (12 heads x 128, ffn 8960, 30 layers); eval_shape only, no memory.
@@ -67,3 +68,7 @@ def test_every_wan_model_gets_the_golden_rules():
     assert len(ids) >= 7
     for model_id in ids:
         assert table(plugins.call("shard_rules", plugins.registry.get(model_id))) == want, model_id
+
+
+def test_wan_uses_the_core_default_rules():
+    assert sharding.make_rules(plugin.shard_rules(None)) == dict(sharding.DEFAULT_RULES)

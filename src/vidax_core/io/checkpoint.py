@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from vidax_core.config.arch import SOURCE_KEY  # Checkpoint.config records its file under this key
+from vidax_core.io.arch import SOURCE_KEY  # Checkpoint.config records its file under this key
 from vidax_core.errors import UserError
 from vidax_core.io.safetensors import SafetensorsFile
 
