@@ -96,19 +96,27 @@ def hookspec_names() -> set[str]:
 
 
 def readme_hook_names() -> set[str]:
-    """The hook names of the README paragraph that points at ``src/vidax_core/hookspecs.py``: its backticked bare
-    identifiers (the entry-point group `vidax` aside)."""
+    """The hooks the README lists where it points at ``src/vidax_core/hookspecs.py``: up to the next section, the
+    first cells of a hook table (rows ``| `name(...)` |``) and the bare backticked identifiers of the pointing
+    paragraph (a prose list; the entry-point group `vidax` aside)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    paragraphs = [p for p in text.split("\n\n") if "`src/vidax_core/hookspecs.py`" in p]
-    assert len(paragraphs) == 1, "one README paragraph names src/vidax_core/hookspecs.py and lists the hooks"
-    words = set(re.findall(r"`([a-z][a-z0-9_]*)`", paragraphs[0]))
-    return words - {"vidax"}
+    start = text.index("`src/vidax_core/hookspecs.py`")
+    start = text.rfind("\n\n", 0, start) + 2
+    end = text.find("\n## ", start)
+    section = text[start: end if end > 0 else len(text)]
+    paragraph = section.split("\n\n")[0]
+    return table_hooks(section) | (set(re.findall(r"`([a-z][a-z0-9_]*)`", paragraph)) - {"vidax"})
+
+
+def table_hooks(text: str) -> set[str]:
+    """The hooks named in the first cells of a hook table: rows starting ``| `name(...)```, a cell possibly naming
+    several (``| `a(...)`, `b(...)` |``)."""
+    cells = [row.split(" | ")[0] for row in re.findall(r"^\| `[a-z][a-z0-9_]*\(.*$", text, flags=re.M)]
+    return {name for cell in cells for name in re.findall(r"`([a-z][a-z0-9_]*)\(", cell)}
 
 
 def tutorial_hook_names() -> set[str]:
-    """The first cells of the tutorial's hook table: rows starting ``| `name(...)` |``."""
-    text = (ROOT / "docs" / "writing-a-plugin.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^\| `([a-z][a-z0-9_]*)\(", text, flags=re.M))
+    return table_hooks((ROOT / "docs" / "writing-a-plugin.md").read_text(encoding="utf-8"))
 
 
 def test_hookspecs_are_found():
