@@ -139,7 +139,8 @@ def test_dpm_with_dynamic_cfg_matches_diffusers(tmp_path, monkeypatch):
         return step(*a, **k)
 
     monkeypatch.setattr(pipe.scheduler, "step", counting_step)
-    monkeypatch.setattr(dpm_mod, "randn_tensor", lambda shape_, **k: torch.from_numpy(draws[index["i"]].copy()).reshape(shape_))
+    monkeypatch.setattr(dpm_mod, "randn_tensor",
+                        lambda shape_, **k: torch.from_numpy(draws[index["i"]].copy()).reshape(shape_))
     ref_latents, ref_frames = reference(pipe, noise, 6.0, True, None, steps)
     assert index["i"] == steps - 1
     run = run_e2e(tmp_path, "model.id=cogvideox-5b", f"model.checkpoint={ckpt}", f"prompt={PROMPT}",
