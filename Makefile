@@ -13,10 +13,8 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install -q -e . $(addprefix -e ,$(PLUGINS))
 
-# torch from PyTorch's CPU wheel index (the test extra pins only its version; PyPI's wheel pulls CUDA libraries)
-TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 install-test: install
-	$(BIN)/pip install -q --extra-index-url $(TORCH_INDEX) -e ".[test]"
+	$(BIN)/pip install -q -e ".[test]"
 	bash scripts/install_browser.sh
 
 demo: install
