@@ -39,6 +39,7 @@ from flax import nnx
 from vidax_core.config.arch import from_config_dict
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
+from .chunks import chunk_runner
 from .tiling import TilePlan, TilingOptions, run_tiled
 
 #: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
@@ -386,23 +387,6 @@ _decode_chunk = jax.jit(_decode_chunk_impl, static_argnames=("graphdef", "first"
 _encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first"))
 
 
-def _chunk_runner(vae: WanVAE, program) -> Callable:
-    """A :data:`~vidax_core.vae.tiling.ChunkFn` running ``program`` with the VAE's weights placed like the unit."""
-    graphdef, state = nnx.split(vae)
-    placed: dict[Any, Any] = {}
-    dtype = jnp.dtype(vae.cfg.dtype)
-
-    def run(x, caches, first, placement):
-        data, weights = placement
-        if data is None:
-            return program(graphdef, state, jnp.asarray(x, dtype), caches, first=first)
-        if weights not in placed:
-            placed[weights] = jax.device_put(state, weights)
-        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data), caches, first=first)
-
-    return run
-
-
 def _spatial_ratio(cfg: WanVAEConfig) -> int:
     return int(cfg.scale_factor_spatial or 2 ** (len(cfg.dim_mult) - 1) * (cfg.patch_size or 1))
 
@@ -458,7 +442,7 @@ def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], N
         x = np.clip(vae.decoder_to_pixels(x), -1.0, 1.0)
         return finish(x) if finish is not None else x
 
-    return run_tiled(z, _chunk_runner(vae, _decode_chunk), plan=plan, bounds=[(t, t + 1) for t in range(z.shape[1])],
+    return run_tiled(z, chunk_runner(vae, _decode_chunk), plan=plan, bounds=[(t, t + 1) for t in range(z.shape[1])],
                      devices=devices, on_chunk=on_chunk, finish=done)
 
 
@@ -475,7 +459,7 @@ def encode_latents(vae: WanVAE, video: Any, *, on_chunk: Callable[[int, int], No
     x = vae.pixels_to_encoder(x)
     n = x.shape[1]
     bounds = [(0, 1)] + [(1 + 4 * (i - 1), 1 + 4 * i) for i in range(1, 1 + (n - 1) // 4)]
-    mu = run_tiled(x, _chunk_runner(vae, _encode_chunk), plan=plan, bounds=bounds, devices=devices,
+    mu = run_tiled(x, chunk_runner(vae, _encode_chunk), plan=plan, bounds=bounds, devices=devices,
                    on_chunk=on_chunk)
     return np.moveaxis(mu, -1, 1)
 

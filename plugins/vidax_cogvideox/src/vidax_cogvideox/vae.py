@@ -31,9 +31,9 @@ from flax import nnx
 
 from vidax_core.config.arch import from_config_dict
 from vidax_core.errors import UserError
-from vidax_core.io.convert import convert
-from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.vae.causal_conv import FeatureCache
+from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
+from vidax_core.vae.loader import load_vae as core_load_vae
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
 
 from .vae_blocks import Decoder, Encoder
@@ -132,10 +132,8 @@ def load_vae(cfg: CogVideoXVAEConfig, tensors: Mapping[str, Any], *, with_encode
     """A diffusers ``AutoencoderKLCogVideoX`` state dict (key -> array or lazy loader) as a live
     :class:`CogVideoXVAE`; every missing, unexpected or mis-shaped tensor is reported at once. ``with_encoder=False``
     builds the decoder only and skips the encoder's tensors."""
-    graphdef, abstract, flat = abstract_model(lambda: CogVideoXVAE(cfg, with_encoder=with_encoder))
-    values = convert(tensors, VAE_RULES if with_encoder else DECODER_RULES, flat, component="vae",
-                     ignore=() if with_encoder else DECODE_ONLY_IGNORE)
-    return materialize(graphdef, abstract, values, put=put)
+    return core_load_vae(lambda enc: CogVideoXVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
+                         rules=VAE_RULES, decoder_rules=DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, put=put)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -261,35 +259,19 @@ def frame_batches(frames: int, size: int) -> list[tuple[int, int]]:
 # jitted chunk programs
 
 
-def _decode_impl(graphdef, state, z, caches):
+def _decode_impl(graphdef, state, z, caches, *, first):
     cache = FeatureCache(caches)
     return nnx.merge(graphdef, state).decoder(z, cache), cache.outputs
 
 
-def _encode_impl(graphdef, state, x, caches):
+def _encode_impl(graphdef, state, x, caches, *, first):
     cache = FeatureCache(caches)
     return nnx.merge(graphdef, state).encoder(x, cache), cache.outputs
 
 
-_decode_chunk = jax.jit(_decode_impl, static_argnames=("graphdef",))
-_encode_chunk = jax.jit(_encode_impl, static_argnames=("graphdef",))
-
-
-def _chunk_fn(vae: CogVideoXVAE, program) -> Callable:
-    """A :data:`vidax_core.vae.tiling.ChunkFn`: ``program`` with the weights placed like the unit's input."""
-    graphdef, state = nnx.split(vae)
-    placed: dict[Any, Any] = {}
-    dtype = jnp.dtype(vae.cfg.dtype)
-
-    def run(x, caches, first, placement):
-        data, weights = placement
-        if data is None:
-            return program(graphdef, state, jnp.asarray(x, dtype), caches)
-        if weights not in placed:
-            placed[weights] = jax.device_put(state, weights)
-        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data), caches)
-
-    return run
+# ``first`` is static but costs no compile: the first frame batch is the one without caches
+_decode_chunk = jax.jit(_decode_impl, static_argnames=("graphdef", "first"))
+_encode_chunk = jax.jit(_encode_impl, static_argnames=("graphdef", "first"))
 
 
 def decode(vae: CogVideoXVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[[int, int], None] | None = None,
@@ -304,7 +286,7 @@ def decode(vae: CogVideoXVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[
         raise UserError(f"CogVideoX VAE decode wants latents (B, {vae.cfg.latent_channels}, F, H, W), "
                         f"got {np.shape(z)}")
     plan = decode_plan(vae.cfg, zz.shape[2:4], tiling)
-    out = run_tiled(zz, _chunk_fn(vae, _decode_chunk), plan=plan,
+    out = run_tiled(zz, chunk_runner(vae, _decode_chunk), plan=plan,
                     bounds=frame_batches(zz.shape[1], DECODE_FRAME_BATCH), devices=devices, on_chunk=on_chunk)
     return np.moveaxis(out, -1, 1)
 
@@ -319,9 +301,6 @@ def encode(vae: CogVideoXVAE, x: Any, *, tiling: Any = None, on_chunk: Callable[
     if xx.ndim != 5 or xx.shape[-1] != vae.cfg.in_channels:
         raise UserError(f"CogVideoX VAE encode wants video (B, {vae.cfg.in_channels}, T, H, W), got {np.shape(x)}")
     plan = encode_plan(vae.cfg, xx.shape[2:4], tiling)
-    h = run_tiled(xx, _chunk_fn(vae, _encode_chunk), plan=plan,
+    h = run_tiled(xx, chunk_runner(vae, _encode_chunk), plan=plan,
                   bounds=frame_batches(xx.shape[1], ENCODE_FRAME_BATCH), devices=devices, on_chunk=on_chunk)
-    c = vae.cfg.latent_channels
-    mean = np.moveaxis(h[..., :c], -1, 1)
-    logvar = np.moveaxis(np.clip(h[..., c:], -30.0, 20.0), -1, 1)
-    return np.ascontiguousarray(mean), np.ascontiguousarray(logvar)
+    return gaussian_posterior(h, vae.cfg.latent_channels)

@@ -34,7 +34,7 @@ from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLNLoRA, gate
 from vidax_core.nn.attention_block import Attention
 from vidax_core.nn.feedforward import FeedForward
-from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
+from vidax_core.nn.layers import Linear, scan_blocks, stacked
 from vidax_core.nn.norms import RMSNorm
 from vidax_core.nn.patchify import patchify, unpatchify
 from vidax_core.nn.timestep import timestep_embedding

@@ -29,8 +29,8 @@ from flax import nnx
 
 from vidax_core.config.arch import from_config_dict
 from vidax_core.errors import UserError
-from vidax_core.io.convert import convert
-from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
+from vidax_core.vae.loader import load_vae as core_load_vae
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
 from vidax_core.vae.time_tiling import run_time_tiles
 
@@ -110,10 +110,8 @@ def load_vae(cfg: HunyuanVAEConfig, tensors: Mapping[str, Any], *, with_encoder:
     """A diffusers ``AutoencoderKLHunyuanVideo`` state dict (key -> array or lazy loader; the original ``.pt``
     through :func:`vidax_hunyuan.vae_convert.open_original_vae`) as a live :class:`HunyuanVAE`; every missing,
     unexpected or mis-shaped tensor is reported at once. ``with_encoder=False`` skips the encoder's tensors."""
-    graphdef, abstract, flat = abstract_model(lambda: HunyuanVAE(cfg, with_encoder=with_encoder))
-    values = convert(tensors, VAE_RULES if with_encoder else DECODER_RULES, flat, component="vae",
-                     ignore=() if with_encoder else DECODE_ONLY_IGNORE)
-    return materialize(graphdef, abstract, values, put=put)
+    return core_load_vae(lambda enc: HunyuanVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
+                         rules=VAE_RULES, decoder_rules=DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, put=put)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -237,23 +235,6 @@ _decode_program = jax.jit(_decode_impl, static_argnames=("graphdef",))
 _encode_program = jax.jit(_encode_impl, static_argnames=("graphdef",))
 
 
-def _chunk_fn(vae: HunyuanVAE, program) -> Callable:
-    """A :data:`vidax_core.vae.tiling.ChunkFn` running a whole tile at once (no cache: nothing streams)."""
-    graphdef, state = nnx.split(vae)
-    placed: dict[Any, Any] = {}
-    dtype = jnp.dtype(vae.cfg.dtype)
-
-    def run(x, caches, first, placement):
-        data, weights = placement
-        if data is None:
-            return program(graphdef, state, jnp.asarray(x, dtype)), None
-        if weights not in placed:
-            placed[weights] = jax.device_put(state, weights)
-        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data)), None
-
-    return run
-
-
 def _spatial(x: np.ndarray, run: Callable, plan: TilePlan, devices) -> np.ndarray:
     return run_tiled(x, run, plan=plan, bounds=[(0, x.shape[1])], devices=devices)
 
@@ -272,7 +253,7 @@ def decode(vae: HunyuanVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[[i
     opts = tiling_options(tiling)
     _check_latent_tiles(cfg, opts)
     rt = cfg.temporal_compression_ratio
-    run = _chunk_fn(vae, _decode_program)
+    run = chunk_runner(vae, _decode_program, streams=False)
     plan = decode_plan(cfg, zz.shape[2:4], opts)
     frames = zz.shape[1]
     if opts.framewise and frames > opts.tile_sample_min_num_frames // rt:
@@ -303,7 +284,7 @@ def encode(vae: HunyuanVAE, x: Any, *, tiling: Any = None, on_chunk: Callable[[i
     opts = tiling_options(tiling)
     _check_latent_tiles(cfg, opts)
     rt = cfg.temporal_compression_ratio
-    run = _chunk_fn(vae, _encode_program)
+    run = chunk_runner(vae, _encode_program, streams=False)
     plan = encode_plan(cfg, xx.shape[2:4], opts)
     frames = xx.shape[1]
     if opts.framewise and frames > opts.tile_sample_min_num_frames:
@@ -316,7 +297,4 @@ def encode(vae: HunyuanVAE, x: Any, *, tiling: Any = None, on_chunk: Callable[[i
         h = _spatial(xx, run, plan, devices)
         if on_chunk is not None:
             on_chunk(1, 1)
-    c = cfg.latent_channels
-    mean = np.moveaxis(h[..., :c], -1, 1)
-    logvar = np.moveaxis(np.clip(h[..., c:], -30.0, 20.0), -1, 1)
-    return np.ascontiguousarray(mean), np.ascontiguousarray(logvar)
+    return gaussian_posterior(h, cfg.latent_channels)
