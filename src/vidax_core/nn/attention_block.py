@@ -147,12 +147,14 @@ class Attention(nnx.Module):
         key/value set (own projections, normed keys) the same queries attend to; the two outputs are summed
         before ``to_out``. ``skip`` (B,) float: where 1, the attention is skipped and the values pass straight to
         ``to_out`` (spatio-temporal guidance's perturbed pass)."""
+        if kv is not None and rope is not None:
+            raise ValueError("RoPE applies to self-attention only; cross-attention takes rope=None")
+        if added_kv is not None and (kv is None or self.add_k_proj is None):
+            raise ValueError("added key/values go to a cross-attention built with added_kv_dim")
         if kv is None:
             q, k, v = self.qkv(x, SEQ, rope)
             o = ulysses.self_attention(q, k, v, kv_mask=kv_mask)
         else:
-            if rope is not None:
-                raise ValueError("RoPE applies to self-attention only; cross-attention takes rope=None")
             q = self._q(x, SEQ)
             k, v = self._kv(kv, None)
             o = ulysses.cross_attention(q, k, v, kv_mask=kv_mask)
@@ -160,9 +162,6 @@ class Attention(nnx.Module):
             o = jnp.where(skip[:, None, None, None] > 0, v.astype(o.dtype), o)
         o = constrain(merge_heads(o), (BATCH, SEQ, HEADS))
         if added_kv is not None:
-            if kv is None or self.add_k_proj is None:
-                raise ValueError("added key/values given to an attention without them (added_kv_dim) or to a "
-                                 "self-attention")
             names = (BATCH, None, HEADS)
             k2 = project_heads(self.add_k_proj, self.norm_added_k, added_kv, names, self.heads,
                                across_heads=self.across_heads)
