@@ -1,4 +1,5 @@
-"""The jitted chunk programs of a VAE as :data:`vidax_core.vae.tiling.ChunkFn`\\ s, and the posterior they end in.
+"""The jitted chunk programs of a VAE as :data:`vidax_core.vae.tiling.ChunkFn`\\ s, the channel-last layout they
+run in and the posterior the encoders end in.
 
 :func:`chunk_runner` is the one place a VAE's weights meet a unit of work: the program runs on the host's default
 device, or, when :func:`vidax_core.vae.tiling.run_tiled` spreads units over several devices, with the weights
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.errors import UserError
 from vidax_core.vae.tiling import ChunkFn
 
 
@@ -56,3 +58,12 @@ def gaussian_posterior(moments: np.ndarray, channels: int) -> tuple[np.ndarray, 
     logvar = np.moveaxis(np.clip(moments[..., channels:], -30.0, 20.0), -1, 1)
     return (np.ascontiguousarray(mean, np.float32),
             np.ascontiguousarray(np.broadcast_to(logvar, mean.shape), np.float32))
+
+
+def channels_last(x: Any, channels: int, what: str, time: str = "T") -> np.ndarray:
+    """A channel-first host array (B, C, T, H, W) as channel-last (B, T, H, W, C); a :class:`UserError` saying
+    ``what`` the VAE wants (e.g. "HunyuanVideo VAE decode wants latents") when it is not 5-D with ``channels``."""
+    a = np.asarray(x)
+    if a.ndim != 5 or a.shape[1] != channels:
+        raise UserError(f"{what} (B, {channels}, {time}, H, W), got {np.shape(x)}")
+    return np.moveaxis(a, 1, -1)

@@ -32,7 +32,8 @@ from flax import nnx
 from vidax_core.config.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.vae.causal_conv import FeatureCache
-from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
+from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
+from vidax_core.vae.config_checks import block_problems
 from vidax_core.vae.loader import load_vae as core_load_vae
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
 
@@ -96,15 +97,9 @@ class CogVideoXVAEConfig:
         n = len(self.block_out_channels)
         if n == 0:
             raise UserError("the CogVideoX VAE config: block_out_channels must not be empty")
-        problems = []
-        if tuple(self.down_block_types) != (_DOWN,) * n or tuple(self.up_block_types) != (_UP,) * n:
-            problems.append(f"down/up_block_types must be {n} x {_DOWN} / {_UP}")
+        problems = block_problems(self, _DOWN, _UP, "CogVideoX")
         if self.use_quant_conv or self.use_post_quant_conv:
             problems.append("use_quant_conv / use_post_quant_conv are not supported (no CogVideoX VAE has them)")
-        if self.act_fn not in ("silu", "swish"):
-            problems.append(f"act_fn {self.act_fn!r} is not supported (CogVideoX uses silu)")
-        if any(c % self.norm_num_groups for c in self.block_out_channels):
-            problems.append(f"block_out_channels {self.block_out_channels} must divide into {self.norm_num_groups} groups")
         r = float(self.temporal_compression_ratio)
         if r < 1 or 2 ** self.time_levels != r or self.time_levels > n - 1:
             problems.append(f"temporal_compression_ratio {self.temporal_compression_ratio} must be a power of 2 "
@@ -281,10 +276,7 @@ def decode(vae: CogVideoXVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[
     ``tiling``: see :func:`tiling_options`. ``on_chunk(done, total)`` after each frame batch; ``devices``: spread
     tiles / batch entries over these (one program per tile shape, compiled once).
     """
-    zz = np.moveaxis(np.asarray(z), 1, -1)
-    if zz.ndim != 5 or zz.shape[-1] != vae.cfg.latent_channels:
-        raise UserError(f"CogVideoX VAE decode wants latents (B, {vae.cfg.latent_channels}, F, H, W), "
-                        f"got {np.shape(z)}")
+    zz = channels_last(z, vae.cfg.latent_channels, "CogVideoX VAE decode wants latents", "F")
     plan = decode_plan(vae.cfg, zz.shape[2:4], tiling)
     out = run_tiled(zz, chunk_runner(vae, _decode_chunk), plan=plan,
                     bounds=frame_batches(zz.shape[1], DECODE_FRAME_BATCH), devices=devices, on_chunk=on_chunk)
@@ -297,9 +289,7 @@ def encode(vae: CogVideoXVAE, x: Any, *, tiling: Any = None, on_chunk: Callable[
     float32 numpy; ``logvar`` clamped to [-30, 20] as diffusers' ``DiagonalGaussianDistribution`` does."""
     if vae.encoder is None:
         raise ValueError("this CogVideoX VAE was built without its encoder (with_encoder=False)")
-    xx = np.moveaxis(np.asarray(x), 1, -1)
-    if xx.ndim != 5 or xx.shape[-1] != vae.cfg.in_channels:
-        raise UserError(f"CogVideoX VAE encode wants video (B, {vae.cfg.in_channels}, T, H, W), got {np.shape(x)}")
+    xx = channels_last(x, vae.cfg.in_channels, "CogVideoX VAE encode wants video")
     plan = encode_plan(vae.cfg, xx.shape[2:4], tiling)
     h = run_tiled(xx, chunk_runner(vae, _encode_chunk), plan=plan,
                   bounds=frame_batches(xx.shape[1], ENCODE_FRAME_BATCH), devices=devices, on_chunk=on_chunk)
