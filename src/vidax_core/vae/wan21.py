@@ -40,7 +40,7 @@ from vidax_core.config.arch import from_config_dict
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
 from .chunks import chunk_runner
-from .tiling import TilePlan, TilingOptions, run_tiled
+from .tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 #: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
 TRACE_COUNTS: collections.Counter = collections.Counter()
@@ -397,34 +397,15 @@ def decode_plan(cfg: WanVAEConfig, latent_hw: Sequence[int], tiling: Any = None)
     Tiles are laid out in latents (``tile_sample_* // spatial ratio``) and blended in decoder-output pixels (for a
     patchified VAE, patch pixels: ``tile_sample_* // patch_size``), exactly as the reference does.
     """
-    opts = TilingOptions.coerce(tiling)
-    r, p = _spatial_ratio(cfg), int(cfg.patch_size or 1)
-    h, w = (int(v) for v in latent_hw)
-    out = (h * r // p, w * r // p)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw // r or h > mh // r)):
-        return TilePlan.whole((h, w), out)
-    opts.check()
-    return TilePlan((h, w), (mh // r, mw // r), (sh // r, sw // r), (sh // p, sw // p),
-                    (mh // p - sh // p, mw // p - sw // p), out)
+    return stride_decode_plan(TilingOptions.coerce(tiling), latent_hw, _spatial_ratio(cfg),
+                              patch=int(cfg.patch_size or 1))
 
 
 def encode_plan(cfg: WanVAEConfig, pixel_hw: Sequence[int], tiling: Any = None) -> TilePlan:
     """diffusers ``_encode`` / ``tiled_encode``: the on/off test reads the pixel size, while tiles (``tile_sample_*``
     as given) are laid out on the encoder input, which for a patchified VAE is the patch grid, as in the reference."""
-    opts = TilingOptions.coerce(tiling)
-    p = int(cfg.patch_size or 1)
-    r = _spatial_ratio(cfg) // p
-    h, w = (int(v) for v in pixel_hw)
-    hp, wp = h // p, w // p
-    out = (hp // r, wp // r)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw or h > mh)):
-        return TilePlan.whole((hp, wp), out)
-    opts.check()
-    return TilePlan((hp, wp), (mh, mw), (sh, sw), (sh // r, sw // r), (mh // r - sh // r, mw // r - sw // r), out)
+    return stride_encode_plan(TilingOptions.coerce(tiling), pixel_hw, _spatial_ratio(cfg),
+                              patch=int(cfg.patch_size or 1))
 
 
 def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None,

@@ -32,7 +32,7 @@ from vidax_core.errors import UserError
 from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
 from vidax_core.vae.config_checks import block_problems
 from vidax_core.vae.loader import load_vae as core_load_vae
-from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
+from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 from vidax_core.vae.time_tiling import run_time_tiles
 
 from .vae_blocks import Decoder, Encoder, PointwiseConv3d
@@ -187,29 +187,14 @@ def encoded_size(n: int, cfg: HunyuanVAEConfig) -> int:
 
 def decode_plan(cfg: HunyuanVAEConfig, latent_hw: Sequence[int], opts: HunyuanTiling) -> TilePlan:
     """diffusers ``_decode`` / ``tiled_decode``: spatially tiled when on and the latent exceeds a latent tile."""
-    r = cfg.spatial_compression_ratio
-    h, w = (int(v) for v in latent_hw)
-    th, tw = opts.tile_sample_min_height // r, opts.tile_sample_min_width // r
-    if not (opts.enabled and (w > tw or h > th)):
-        return TilePlan.whole((h, w), (h * r, w * r))
-    sh, sw = opts.tile_sample_stride_height // r, opts.tile_sample_stride_width // r
-    blend = (opts.tile_sample_min_height - opts.tile_sample_stride_height,
-             opts.tile_sample_min_width - opts.tile_sample_stride_width)
-    return TilePlan((h, w), (th, tw), (sh, sw), (opts.tile_sample_stride_height, opts.tile_sample_stride_width),
-                    blend, (h * r, w * r))
+    return stride_decode_plan(opts, latent_hw, cfg.spatial_compression_ratio, check=False)
 
 
 def encode_plan(cfg: HunyuanVAEConfig, pixel_hw: Sequence[int], opts: HunyuanTiling) -> TilePlan:
     """diffusers ``_encode`` / ``tiled_encode``: spatially tiled when on and the frame exceeds a tile."""
-    r = cfg.spatial_compression_ratio
     h, w = (int(v) for v in pixel_hw)
-    th, tw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    if not (opts.enabled and (w > tw or h > th)):
-        return TilePlan.whole((h, w), (encoded_size(h, cfg), encoded_size(w, cfg)))
-    lh, lw = th // r, tw // r
-    lsh, lsw = opts.tile_sample_stride_height // r, opts.tile_sample_stride_width // r
-    return TilePlan((h, w), (th, tw), (opts.tile_sample_stride_height, opts.tile_sample_stride_width), (lsh, lsw),
-                    (lh - lsh, lw - lsw), (h // r, w // r))
+    return stride_encode_plan(opts, (h, w), cfg.spatial_compression_ratio, check=False,
+                              untiled_out=(encoded_size(h, cfg), encoded_size(w, cfg)))
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.vae.causal_conv import CausalConv3d
 from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
 from vidax_core.vae.loader import load_vae as core_load_vae
-from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
+from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 from .vae_convert import DECODER_IGNORE, STATS_KEYS, original_vae_tensors, vae_rules
 
@@ -458,30 +458,12 @@ def tiling_options(tiling: Any) -> TilingOptions:
 def decode_plan(cfg: LTXVAEConfig, latent_hw: Sequence[int], tiling: Any = None) -> TilePlan:
     """diffusers ``_decode`` / ``tiled_decode``: tiles laid out in latents (``tile_sample_* // 32``), blended and
     cropped in pixels; one tile unless tiling is on and the latent exceeds a tile."""
-    opts = tiling_options(tiling)
-    r = int(cfg.spatial_compression_ratio)
-    h, w = (int(v) for v in latent_hw)
-    out = (h * r, w * r)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw // r or h > mh // r)):
-        return TilePlan.whole((h, w), out)
-    opts.check()
-    return TilePlan((h, w), (mh // r, mw // r), (sh // r, sw // r), (sh, sw), (mh - sh, mw - sw), out)
+    return stride_decode_plan(tiling_options(tiling), latent_hw, int(cfg.spatial_compression_ratio))
 
 
 def encode_plan(cfg: LTXVAEConfig, pixel_hw: Sequence[int], tiling: Any = None) -> TilePlan:
     """diffusers ``_encode`` / ``tiled_encode``: tiles in pixels, blended and cropped in latents."""
-    opts = tiling_options(tiling)
-    r = int(cfg.spatial_compression_ratio)
-    h, w = (int(v) for v in pixel_hw)
-    out = (h // r, w // r)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw or h > mh)):
-        return TilePlan.whole((h, w), out)
-    opts.check()
-    return TilePlan((h, w), (mh, mw), (sh, sw), (sh // r, sw // r), (mh // r - sh // r, mw // r - sw // r), out)
+    return stride_encode_plan(tiling_options(tiling), pixel_hw, int(cfg.spatial_compression_ratio))
 
 
 def _decode_impl(graphdef, state, z, t):
