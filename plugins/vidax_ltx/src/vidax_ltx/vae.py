@@ -510,8 +510,8 @@ def decode(vae: LTXVAE, z: Any, *, timestep: Any = None, tiling: Any = None,
             on_chunk(1, 1)
         return np.concatenate(parts, axis=0)
     extra = (lambda n: (None,)) if t is None else (lambda n: (np.full((n,), t[0], np.float32),))
-    out = run_tiled(zz, chunk_runner(vae, _decode_jit, streams=False, extra=extra), plan=plan, bounds=[(0, zz.shape[1])], devices=devices,
-                    on_chunk=on_chunk)
+    out = run_tiled(zz, chunk_runner(vae, _decode_jit, streams=False, extra=extra), plan=plan,
+                    bounds=[(0, zz.shape[1])], devices=devices, on_chunk=on_chunk)
     return np.ascontiguousarray(np.moveaxis(out, -1, 1), np.float32)
 
 
