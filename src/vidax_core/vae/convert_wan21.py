@@ -6,9 +6,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vidax_core.io.convert import KeyRule, conv, convert, flatten
-from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.io.convert import KeyRule, conv, flatten
 
+from .loader import load_vae as load_vae_model
 from .wan21 import WanVAE, WanVAEConfig
 
 
@@ -69,12 +69,6 @@ VAE_DECODE_ONLY_IGNORE: list[str] = [r"encoder\..*", r"quant_conv\..*"]
 
 def load_vae(cfg: WanVAEConfig, tensors: Mapping[str, Any], *, with_encoder: bool = True, put=None) -> WanVAE:
     """Convert a diffusers ``AutoencoderKLWan`` state dict (key -> array or lazy loader) into a live WanVAE."""
-    graphdef, abstract, flat = abstract_model(lambda: WanVAE(cfg, with_encoder=with_encoder))
-    values = convert(
-        tensors,
-        VAE_RULES if with_encoder else DECODER_RULES,
-        flat,
-        component="vae",
-        ignore=VAE_IGNORE if with_encoder else VAE_DECODE_ONLY_IGNORE,
-    )
-    return materialize(graphdef, abstract, values, put=put)
+    return load_vae_model(lambda enc: WanVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
+                          rules=VAE_RULES, decoder_rules=DECODER_RULES, ignore=VAE_IGNORE,
+                          decode_only_ignore=VAE_DECODE_ONLY_IGNORE, put=put)

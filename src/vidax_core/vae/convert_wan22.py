@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from vidax_core.io.convert import KeyRule, convert
-from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.io.convert import KeyRule
 
 from .convert_wan21 import VAE_DECODE_ONLY_IGNORE, _conv_rules, _norm_rule, _side_rules
+from .loader import load_vae as load_vae_model
 from .wan21 import WanVAEConfig
 from .wan22 import WanVAE22
 
@@ -42,12 +42,6 @@ VAE22_RULES: list[KeyRule] = DECODER22_RULES + ENCODER22_RULES
 
 def load_vae22(cfg: WanVAEConfig, tensors: Mapping[str, Any], *, with_encoder: bool = True, put=None) -> WanVAE22:
     """Convert a diffusers Wan 2.2 ``AutoencoderKLWan`` state dict (key -> array or lazy loader) into a WanVAE22."""
-    graphdef, abstract, flat = abstract_model(lambda: WanVAE22(cfg, with_encoder=with_encoder))
-    values = convert(
-        tensors,
-        VAE22_RULES if with_encoder else DECODER22_RULES,
-        flat,
-        component="vae (Wan 2.2)",
-        ignore=() if with_encoder else VAE_DECODE_ONLY_IGNORE,
-    )
-    return materialize(graphdef, abstract, values, put=put)
+    return load_vae_model(lambda enc: WanVAE22(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
+                          rules=VAE22_RULES, decoder_rules=DECODER22_RULES, decode_only_ignore=VAE_DECODE_ONLY_IGNORE,
+                          component="vae (Wan 2.2)", put=put)

@@ -146,6 +146,47 @@ def blend_tiles(grid: Sequence[Sequence[np.ndarray]], plan: TilePlan) -> np.ndar
     return np.concatenate(out_rows, axis=2)[:, :, : plan.out_size[0], : plan.out_size[1]]
 
 
+def stride_decode_plan(opts: Any, latent_hw: Sequence[int], ratio: int, *, patch: int = 1,
+                       check: bool = True) -> TilePlan:
+    """diffusers' stride-tiled ``_decode`` / ``tiled_decode`` (Wan, LTX-Video, HunyuanVideo): tiles laid out in
+    latents (``tile_sample_* // ratio``), blended and cropped in decoder-output pixels (``tile_sample_* // patch``
+    for a patchified VAE); one tile unless tiling is on and the latent exceeds a tile.
+
+    ``opts`` holds :class:`TilingOptions`' ``enabled`` and stride fields; with ``check`` its ``check()`` runs when
+    the plan is tiled."""
+    r, p = int(ratio), int(patch)
+    h, w = (int(v) for v in latent_hw)
+    out = (h * r // p, w * r // p)
+    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
+    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
+    if not (opts.enabled and (w > mw // r or h > mh // r)):
+        return TilePlan.whole((h, w), out)
+    if check:
+        opts.check()
+    return TilePlan((h, w), (mh // r, mw // r), (sh // r, sw // r), (sh // p, sw // p),
+                    (mh // p - sh // p, mw // p - sw // p), out)
+
+
+def stride_encode_plan(opts: Any, pixel_hw: Sequence[int], ratio: int, *, patch: int = 1, check: bool = True,
+                       untiled_out: Sequence[int] | None = None) -> TilePlan:
+    """diffusers' stride-tiled ``_encode`` / ``tiled_encode``: the on/off test reads the pixel size, tiles
+    (``tile_sample_*`` as given) are laid out on the encoder input (for a patchified VAE the patch grid) and
+    blended and cropped in latents. ``untiled_out``: the latent size of an untiled encode where it is not the
+    input over ``ratio`` (a VAE whose convolutions round up)."""
+    p = int(patch)
+    r = int(ratio) // p
+    h, w = (int(v) for v in pixel_hw)
+    hp, wp = h // p, w // p
+    out = (hp // r, wp // r)
+    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
+    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
+    if not (opts.enabled and (w > mw or h > mh)):
+        return TilePlan.whole((hp, wp), tuple(untiled_out) if untiled_out is not None else out)
+    if check:
+        opts.check()
+    return TilePlan((hp, wp), (mh, mw), (sh, sw), (sh // r, sw // r), (mh // r - sh // r, mw // r - sw // r), out)
+
+
 def placements(devices: Sequence[Any] | None) -> tuple[Any, Any, int]:
     """(sharding of a unit group's inputs, sharding of the weights, group size) for these devices.
 

@@ -39,7 +39,8 @@ from flax import nnx
 from vidax_core.io.arch import from_config_dict
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
-from .tiling import TilePlan, TilingOptions, run_tiled
+from .chunks import chunk_runner
+from .tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 #: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
 TRACE_COUNTS: collections.Counter = collections.Counter()
@@ -386,23 +387,6 @@ _decode_chunk = jax.jit(_decode_chunk_impl, static_argnames=("graphdef", "first"
 _encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first"))
 
 
-def _chunk_runner(vae: WanVAE, program) -> Callable:
-    """A :data:`~vidax_core.vae.tiling.ChunkFn` running ``program`` with the VAE's weights placed like the unit."""
-    graphdef, state = nnx.split(vae)
-    placed: dict[Any, Any] = {}
-    dtype = jnp.dtype(vae.cfg.dtype)
-
-    def run(x, caches, first, placement):
-        data, weights = placement
-        if data is None:
-            return program(graphdef, state, jnp.asarray(x, dtype), caches, first=first)
-        if weights not in placed:
-            placed[weights] = jax.device_put(state, weights)
-        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data), caches, first=first)
-
-    return run
-
-
 def _spatial_ratio(cfg: WanVAEConfig) -> int:
     return int(cfg.scale_factor_spatial or 2 ** (len(cfg.dim_mult) - 1) * (cfg.patch_size or 1))
 
@@ -413,34 +397,15 @@ def decode_plan(cfg: WanVAEConfig, latent_hw: Sequence[int], tiling: Any = None)
     Tiles are laid out in latents (``tile_sample_* // spatial ratio``) and blended in decoder-output pixels (for a
     patchified VAE, patch pixels: ``tile_sample_* // patch_size``), exactly as the reference does.
     """
-    opts = TilingOptions.coerce(tiling)
-    r, p = _spatial_ratio(cfg), int(cfg.patch_size or 1)
-    h, w = (int(v) for v in latent_hw)
-    out = (h * r // p, w * r // p)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw // r or h > mh // r)):
-        return TilePlan.whole((h, w), out)
-    opts.check()
-    return TilePlan((h, w), (mh // r, mw // r), (sh // r, sw // r), (sh // p, sw // p),
-                    (mh // p - sh // p, mw // p - sw // p), out)
+    return stride_decode_plan(TilingOptions.coerce(tiling), latent_hw, _spatial_ratio(cfg),
+                              patch=int(cfg.patch_size or 1))
 
 
 def encode_plan(cfg: WanVAEConfig, pixel_hw: Sequence[int], tiling: Any = None) -> TilePlan:
     """diffusers ``_encode`` / ``tiled_encode``: the on/off test reads the pixel size, while tiles (``tile_sample_*``
     as given) are laid out on the encoder input, which for a patchified VAE is the patch grid, as in the reference."""
-    opts = TilingOptions.coerce(tiling)
-    p = int(cfg.patch_size or 1)
-    r = _spatial_ratio(cfg) // p
-    h, w = (int(v) for v in pixel_hw)
-    hp, wp = h // p, w // p
-    out = (hp // r, wp // r)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw or h > mh)):
-        return TilePlan.whole((hp, wp), out)
-    opts.check()
-    return TilePlan((hp, wp), (mh, mw), (sh, sw), (sh // r, sw // r), (mh // r - sh // r, mw // r - sw // r), out)
+    return stride_encode_plan(TilingOptions.coerce(tiling), pixel_hw, _spatial_ratio(cfg),
+                              patch=int(cfg.patch_size or 1))
 
 
 def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], None] | None = None,
@@ -458,7 +423,7 @@ def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], N
         x = np.clip(vae.decoder_to_pixels(x), -1.0, 1.0)
         return finish(x) if finish is not None else x
 
-    return run_tiled(z, _chunk_runner(vae, _decode_chunk), plan=plan, bounds=[(t, t + 1) for t in range(z.shape[1])],
+    return run_tiled(z, chunk_runner(vae, _decode_chunk), plan=plan, bounds=[(t, t + 1) for t in range(z.shape[1])],
                      devices=devices, on_chunk=on_chunk, finish=done)
 
 
@@ -475,7 +440,7 @@ def encode_latents(vae: WanVAE, video: Any, *, on_chunk: Callable[[int, int], No
     x = vae.pixels_to_encoder(x)
     n = x.shape[1]
     bounds = [(0, 1)] + [(1 + 4 * (i - 1), 1 + 4 * i) for i in range(1, 1 + (n - 1) // 4)]
-    mu = run_tiled(x, _chunk_runner(vae, _encode_chunk), plan=plan, bounds=bounds, devices=devices,
+    mu = run_tiled(x, chunk_runner(vae, _encode_chunk), plan=plan, bounds=bounds, devices=devices,
                    on_chunk=on_chunk)
     return np.moveaxis(mu, -1, 1)
 

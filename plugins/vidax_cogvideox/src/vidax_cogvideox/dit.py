@@ -34,6 +34,8 @@ from vidax_core.attention import ulysses as sequence_parallel
 from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import gate, modulate
+from vidax_core.nn.attention_block import Attention
+from vidax_core.nn.feedforward import FeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import LayerNorm
 from vidax_core.nn.patchify import patchify, unpatchify
@@ -42,7 +44,7 @@ from vidax_core.parallel.sharding import constrain
 
 from . import positions
 
-EMBED, HEADS, MLP = "embed", "heads", "mlp"
+EMBED = "embed"
 BATCH, SEQ = "batch", "seq"
 ORDER = "cthw"  # patch features channel-first (the 1.0 conv kernel and the 1.5 linear both flatten this way)
 
@@ -128,49 +130,11 @@ class ExpertAdaLN(nnx.Module):
         return (modulate(self.norm(txt), t_shift, t_scale), modulate(self.norm(vid), shift, scale), t_g, g)
 
 
-class Attention(nnx.Module):
-    """Joint self-attention over [text; video]: q/k/v/out projections, per-head LayerNorm (eps 1e-6, affine) on q
-    and k, RoPE on the video tokens only."""
-
-    def __init__(self, cfg: CogVideoXDiTConfig, *, rngs: nnx.Rngs):
-        dim, dt, hd = cfg.dim, cfg.dtype, cfg.attention_head_dim
-        self.heads = cfg.num_attention_heads
-        self.to_q = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=cfg.attention_bias)
-        self.to_k = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=cfg.attention_bias)
-        self.to_v = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=cfg.attention_bias)
-        self.to_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs)
-        self.norm_q = LayerNorm(hd, eps=1e-6)
-        self.norm_k = LayerNorm(hd, eps=1e-6)
-
-    def _qkv(self, x: jax.Array, seq: str | None):
-        b, s, _ = x.shape
-        names = (BATCH, seq, HEADS)
-        dt = x.dtype
-        q, k, v = (constrain(p(x), names).reshape(b, s, self.heads, -1) for p in (self.to_q, self.to_k, self.to_v))
-        return self.norm_q(q).astype(dt), self.norm_k(k).astype(dt), v
-
-    def __call__(self, txt: jax.Array, vid: jax.Array, rope: tuple[jax.Array, jax.Array] | None):
-        tq, tk, tv = self._qkv(txt, None)
-        vq, vk, vv = self._qkv(vid, SEQ)
-        if rope is not None:
-            cos, sin = rope  # (1, N, 1, hd/2)
-            vq = rope_lib.apply_interleaved(vq, cos, sin)
-            vk = rope_lib.apply_interleaved(vk, cos, sin)
-        ot, ov = sequence_parallel.joint_attention((tq, tk, tv), (vq, vk, vv))
-        b = txt.shape[0]
-        ot = constrain(ot.reshape(b, ot.shape[1], -1), (BATCH, None, HEADS))
-        ov = constrain(ov.reshape(b, ov.shape[1], -1), (BATCH, SEQ, HEADS))
-        return constrain(self.to_out(ot), (BATCH, None, EMBED)), constrain(self.to_out(ov), (BATCH, SEQ, EMBED))
-
-
-class FeedForward(nnx.Module):
-    def __init__(self, cfg: CogVideoXDiTConfig, *, rngs: nnx.Rngs):
-        self.proj_in = Linear(cfg.dim, 4 * cfg.dim, (EMBED, MLP), dtype=cfg.dtype, rngs=rngs)
-        self.proj_out = Linear(4 * cfg.dim, cfg.dim, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs)
-
-    def __call__(self, x: jax.Array, seq: str | None) -> jax.Array:
-        h = constrain(self.proj_in(x), (BATCH, seq, MLP))
-        return constrain(self.proj_out(jax.nn.gelu(h, approximate=True)), (BATCH, seq, EMBED))
+def joint_attention(attn: Attention, txt: jax.Array, vid: jax.Array, rope: tuple[jax.Array, jax.Array] | None):
+    """ONE self-attention over [text; video] with shared projections and RoPE on the video tokens only: the text
+    stays replicated, the video sequence-sharded (Ulysses joint attention); returns both streams' ``to_out``."""
+    ot, ov = sequence_parallel.joint_attention(attn.qkv(txt, None), attn.qkv(vid, SEQ, rope))
+    return attn.out(ot, None), attn.out(ov, SEQ)
 
 
 class CogVideoXBlock(nnx.Module):
@@ -179,9 +143,11 @@ class CogVideoXBlock(nnx.Module):
     def __init__(self, cfg: CogVideoXDiTConfig, *, rngs: nnx.Rngs):
         self.compute_dtype = cfg.dtype
         self.norm1 = ExpertAdaLN(cfg, rngs=rngs)
-        self.attn1 = Attention(cfg, rngs=rngs)
+        # per-head affine LayerNorm (eps 1e-6) on q and k; to_out always has a bias
+        self.attn1 = Attention(cfg.dim, cfg.num_attention_heads, dtype=cfg.dtype, rngs=rngs, bias=cfg.attention_bias,
+                               out_bias=True, qk_norm="layer_norm", qk_eps=1e-6)
         self.norm2 = ExpertAdaLN(cfg, rngs=rngs)
-        self.ff = FeedForward(cfg, rngs=rngs)
+        self.ff = FeedForward(cfg.dim, 4 * cfg.dim, dtype=cfg.dtype, rngs=rngs, activation="gelu-approximate")
 
     def __call__(self, carry: tuple[jax.Array, jax.Array], emb: jax.Array,
                  rope: tuple[jax.Array, jax.Array] | None) -> tuple[jax.Array, jax.Array]:
@@ -189,7 +155,7 @@ class CogVideoXBlock(nnx.Module):
         dt, rt = self.compute_dtype, vid.dtype
         txt, vid = constrain(txt, (BATCH, None, EMBED)), constrain(vid, (BATCH, SEQ, EMBED))
         nt, nv, gt, gv = self.norm1(txt, vid, emb)
-        at, av = self.attn1(nt.astype(dt), nv.astype(dt), rope)
+        at, av = joint_attention(self.attn1, nt.astype(dt), nv.astype(dt), rope)
         vid = (vid.astype(jnp.float32) + gate(av, gv)).astype(rt)
         txt = (txt.astype(jnp.float32) + gate(at, gt)).astype(rt)
         nt, nv, gt, gv = self.norm2(txt, vid, emb)

@@ -31,9 +31,10 @@ from flax import nnx
 
 from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
-from vidax_core.io.convert import convert
-from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.vae.causal_conv import FeatureCache
+from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
+from vidax_core.vae.config_checks import block_problems
+from vidax_core.vae.loader import load_vae as core_load_vae
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
 
 from .vae_blocks import Decoder, Encoder
@@ -96,15 +97,9 @@ class CogVideoXVAEConfig:
         n = len(self.block_out_channels)
         if n == 0:
             raise UserError("the CogVideoX VAE config: block_out_channels must not be empty")
-        problems = []
-        if tuple(self.down_block_types) != (_DOWN,) * n or tuple(self.up_block_types) != (_UP,) * n:
-            problems.append(f"down/up_block_types must be {n} x {_DOWN} / {_UP}")
+        problems = block_problems(self, _DOWN, _UP, "CogVideoX")
         if self.use_quant_conv or self.use_post_quant_conv:
             problems.append("use_quant_conv / use_post_quant_conv are not supported (no CogVideoX VAE has them)")
-        if self.act_fn not in ("silu", "swish"):
-            problems.append(f"act_fn {self.act_fn!r} is not supported (CogVideoX uses silu)")
-        if any(c % self.norm_num_groups for c in self.block_out_channels):
-            problems.append(f"block_out_channels {self.block_out_channels} must divide into {self.norm_num_groups} groups")
         r = float(self.temporal_compression_ratio)
         if r < 1 or 2 ** self.time_levels != r or self.time_levels > n - 1:
             problems.append(f"temporal_compression_ratio {self.temporal_compression_ratio} must be a power of 2 "
@@ -132,10 +127,8 @@ def load_vae(cfg: CogVideoXVAEConfig, tensors: Mapping[str, Any], *, with_encode
     """A diffusers ``AutoencoderKLCogVideoX`` state dict (key -> array or lazy loader) as a live
     :class:`CogVideoXVAE`; every missing, unexpected or mis-shaped tensor is reported at once. ``with_encoder=False``
     builds the decoder only and skips the encoder's tensors."""
-    graphdef, abstract, flat = abstract_model(lambda: CogVideoXVAE(cfg, with_encoder=with_encoder))
-    values = convert(tensors, VAE_RULES if with_encoder else DECODER_RULES, flat, component="vae",
-                     ignore=() if with_encoder else DECODE_ONLY_IGNORE)
-    return materialize(graphdef, abstract, values, put=put)
+    return core_load_vae(lambda enc: CogVideoXVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
+                         rules=VAE_RULES, decoder_rules=DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, put=put)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -261,35 +254,19 @@ def frame_batches(frames: int, size: int) -> list[tuple[int, int]]:
 # jitted chunk programs
 
 
-def _decode_impl(graphdef, state, z, caches):
+def _decode_impl(graphdef, state, z, caches, *, first):
     cache = FeatureCache(caches)
     return nnx.merge(graphdef, state).decoder(z, cache), cache.outputs
 
 
-def _encode_impl(graphdef, state, x, caches):
+def _encode_impl(graphdef, state, x, caches, *, first):
     cache = FeatureCache(caches)
     return nnx.merge(graphdef, state).encoder(x, cache), cache.outputs
 
 
-_decode_chunk = jax.jit(_decode_impl, static_argnames=("graphdef",))
-_encode_chunk = jax.jit(_encode_impl, static_argnames=("graphdef",))
-
-
-def _chunk_fn(vae: CogVideoXVAE, program) -> Callable:
-    """A :data:`vidax_core.vae.tiling.ChunkFn`: ``program`` with the weights placed like the unit's input."""
-    graphdef, state = nnx.split(vae)
-    placed: dict[Any, Any] = {}
-    dtype = jnp.dtype(vae.cfg.dtype)
-
-    def run(x, caches, first, placement):
-        data, weights = placement
-        if data is None:
-            return program(graphdef, state, jnp.asarray(x, dtype), caches)
-        if weights not in placed:
-            placed[weights] = jax.device_put(state, weights)
-        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data), caches)
-
-    return run
+# ``first`` is static but costs no compile: the first frame batch is the one without caches
+_decode_chunk = jax.jit(_decode_impl, static_argnames=("graphdef", "first"))
+_encode_chunk = jax.jit(_encode_impl, static_argnames=("graphdef", "first"))
 
 
 def decode(vae: CogVideoXVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[[int, int], None] | None = None,
@@ -299,12 +276,9 @@ def decode(vae: CogVideoXVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[
     ``tiling``: see :func:`tiling_options`. ``on_chunk(done, total)`` after each frame batch; ``devices``: spread
     tiles / batch entries over these (one program per tile shape, compiled once).
     """
-    zz = np.moveaxis(np.asarray(z), 1, -1)
-    if zz.ndim != 5 or zz.shape[-1] != vae.cfg.latent_channels:
-        raise UserError(f"CogVideoX VAE decode wants latents (B, {vae.cfg.latent_channels}, F, H, W), "
-                        f"got {np.shape(z)}")
+    zz = channels_last(z, vae.cfg.latent_channels, "CogVideoX VAE decode wants latents", "F")
     plan = decode_plan(vae.cfg, zz.shape[2:4], tiling)
-    out = run_tiled(zz, _chunk_fn(vae, _decode_chunk), plan=plan,
+    out = run_tiled(zz, chunk_runner(vae, _decode_chunk), plan=plan,
                     bounds=frame_batches(zz.shape[1], DECODE_FRAME_BATCH), devices=devices, on_chunk=on_chunk)
     return np.moveaxis(out, -1, 1)
 
@@ -315,13 +289,8 @@ def encode(vae: CogVideoXVAE, x: Any, *, tiling: Any = None, on_chunk: Callable[
     float32 numpy; ``logvar`` clamped to [-30, 20] as diffusers' ``DiagonalGaussianDistribution`` does."""
     if vae.encoder is None:
         raise ValueError("this CogVideoX VAE was built without its encoder (with_encoder=False)")
-    xx = np.moveaxis(np.asarray(x), 1, -1)
-    if xx.ndim != 5 or xx.shape[-1] != vae.cfg.in_channels:
-        raise UserError(f"CogVideoX VAE encode wants video (B, {vae.cfg.in_channels}, T, H, W), got {np.shape(x)}")
+    xx = channels_last(x, vae.cfg.in_channels, "CogVideoX VAE encode wants video")
     plan = encode_plan(vae.cfg, xx.shape[2:4], tiling)
-    h = run_tiled(xx, _chunk_fn(vae, _encode_chunk), plan=plan,
+    h = run_tiled(xx, chunk_runner(vae, _encode_chunk), plan=plan,
                   bounds=frame_batches(xx.shape[1], ENCODE_FRAME_BATCH), devices=devices, on_chunk=on_chunk)
-    c = vae.cfg.latent_channels
-    mean = np.moveaxis(h[..., :c], -1, 1)
-    logvar = np.moveaxis(np.clip(h[..., c:], -30.0, 20.0), -1, 1)
-    return np.ascontiguousarray(mean), np.ascontiguousarray(logvar)
+    return gaussian_posterior(h, vae.cfg.latent_channels)

@@ -7,8 +7,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from flax import nnx
 
-from vidax_core.io.convert import KeyRule, convert, linear
-from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.io.convert import KeyRule
+from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules
+from vidax_core.io.load import load_model
 
 from .dit import CosmosDiT, CosmosDiTConfig
 
@@ -16,10 +17,7 @@ _B = r"transformer_blocks\.(\d+)\."
 
 
 def _linear(src: str, dst: str, layer_group: int | None = None, bias: bool = False) -> list[KeyRule]:
-    rules = [KeyRule(src + r"\.weight", dst + "/kernel", linear, layer_group)]
-    if bias:
-        rules.append(KeyRule(src + r"\.bias", dst + "/bias", None, layer_group))
-    return rules
+    return linear_rules(src, dst, layer_group, bias=bias)  # Cosmos' linears have no bias unless said
 
 
 def _block_rules() -> list[KeyRule]:
@@ -28,13 +26,8 @@ def _block_rules() -> list[KeyRule]:
         for lin in ("linear_1", "linear_2"):
             rules += _linear(rf"{_B}{norm}\.{lin}", f"blocks/{norm}/{lin}", 1)
     for attn in ("attn1", "attn2"):
-        for proj in ("to_q", "to_k", "to_v"):
-            rules += _linear(rf"{_B}{attn}\.{proj}", f"blocks/{attn}/{proj}", 1)
-        rules += _linear(rf"{_B}{attn}\.to_out\.0", f"blocks/{attn}/to_out", 1)
-        for norm in ("norm_q", "norm_k"):
-            rules.append(KeyRule(rf"{_B}{attn}\.{norm}\.weight", f"blocks/{attn}/{norm}/scale", None, 1))
-    rules += _linear(rf"{_B}ff\.net\.0\.proj", "blocks/ff/proj_in", 1)
-    rules += _linear(rf"{_B}ff\.net\.2", "blocks/ff/proj_out", 1)
+        rules += attention_rules(rf"{_B}{attn}", f"blocks/{attn}", 1, bias=False, qk_norm="rms_norm")
+    rules += feedforward_rules(rf"{_B}ff", "blocks/ff", 1, bias=False)
     return rules
 
 
@@ -54,6 +47,5 @@ DIT_RULES: list[KeyRule] = [
 def load_dit(cfg: CosmosDiTConfig, tensors: Mapping[str, Any], *,
              put: Callable[[tuple, np.ndarray], Any] | None = None) -> CosmosDiT:
     """Build a :class:`CosmosDiT` from diffusers-named tensors (arrays or lazy loaders) without random init."""
-    graphdef, abstract_state, flat = abstract_model(lambda: CosmosDiT(cfg, rngs=nnx.Rngs(0)))
-    values = convert(tensors, DIT_RULES, flat, component="Cosmos DiT (transformer)")
-    return materialize(graphdef, abstract_state, values, put=put)
+    return load_model(lambda: CosmosDiT(cfg, rngs=nnx.Rngs(0)), tensors, DIT_RULES, put=put,
+                      component="Cosmos DiT (transformer)")

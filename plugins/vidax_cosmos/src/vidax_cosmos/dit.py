@@ -29,17 +29,18 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.attention import ulysses as sequence_parallel
 from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLNLoRA, gate
-from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
+from vidax_core.nn.attention_block import Attention
+from vidax_core.nn.feedforward import FeedForward
+from vidax_core.nn.layers import Linear, scan_blocks, stacked
 from vidax_core.nn.norms import RMSNorm
 from vidax_core.nn.patchify import patchify, unpatchify
 from vidax_core.nn.timestep import timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
-EMBED, HEADS, MLP = "embed", "heads", "mlp"
+EMBED = "embed"
 BATCH, SEQ = "batch", "seq"
 
 
@@ -106,49 +107,6 @@ def rope_tables(cfg: CosmosDiTConfig, grid: Sequence[int]) -> tuple[jax.Array, j
     return rope_lib.cos_sin(rope_lib.grid_angles(list(grid), cfg.rope_dims, 10000.0, ntk_factors=ntk))
 
 
-class Attention(nnx.Module):
-    """q/k/v/out projections without biases, per-head RMSNorm (eps 1e-5) on q and k."""
-
-    def __init__(self, cfg: CosmosDiTConfig, kv_dim: int, *, rngs: nnx.Rngs):
-        dim, dt = cfg.dim, cfg.dtype
-        self.heads = cfg.num_attention_heads
-        hd = cfg.attention_head_dim
-        self.to_q = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
-        self.to_k = Linear(kv_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
-        self.to_v = Linear(kv_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=False)
-        self.to_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs, bias=False)
-        self.norm_q = RMSNorm(hd, (None,), eps=1e-5)
-        self.norm_k = RMSNorm(hd, (None,), eps=1e-5)
-
-    def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: tuple[jax.Array, jax.Array] | None = None):
-        is_self = kv is None
-        kv = x if is_self else kv
-        kv_names = (BATCH, SEQ if is_self else None, HEADS)
-        b, sq, _ = x.shape
-        sk = kv.shape[1]
-        q = constrain(self.to_q(x), (BATCH, SEQ, HEADS)).reshape(b, sq, self.heads, -1)
-        k = constrain(self.to_k(kv), kv_names).reshape(b, sk, self.heads, -1)
-        v = constrain(self.to_v(kv), kv_names).reshape(b, sk, self.heads, -1)
-        q, k = self.norm_q(q), self.norm_k(k)
-        if rope is not None:
-            cos, sin = rope
-            q = rope_lib.apply_rotate_half(q, cos[:, None, :], sin[:, None, :])
-            k = rope_lib.apply_rotate_half(k, cos[:, None, :], sin[:, None, :])
-        o = sequence_parallel.self_attention(q, k, v) if is_self else sequence_parallel.cross_attention(q, k, v)
-        o = constrain(o.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
-        return constrain(self.to_out(o), (BATCH, SEQ, EMBED))
-
-
-class FeedForward(nnx.Module):
-    def __init__(self, cfg: CosmosDiTConfig, *, rngs: nnx.Rngs):
-        self.proj_in = Linear(cfg.dim, cfg.ffn_dim, (EMBED, MLP), dtype=cfg.dtype, rngs=rngs, bias=False)
-        self.proj_out = Linear(cfg.ffn_dim, cfg.dim, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs, bias=False)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        h = constrain(self.proj_in(x), (BATCH, SEQ, MLP))
-        return constrain(self.proj_out(jax.nn.gelu(h, approximate=False)), (BATCH, SEQ, EMBED))
-
-
 class CosmosBlock(nnx.Module):
     """Self-attention (RoPE), cross-attention to text, MLP; each AdaLN-LoRA modulated and gated per frame."""
 
@@ -156,11 +114,13 @@ class CosmosBlock(nnx.Module):
         dim, lora, dt = cfg.dim, cfg.adaln_lora_dim, cfg.dtype
         self.compute_dtype = dt
         self.norm1 = AdaLNLoRA(dim, lora, n=3, dtype=dt, rngs=rngs)
-        self.attn1 = Attention(cfg, dim, rngs=rngs)
+        # no biases, per-head q/k RMSNorm (eps 1e-5), rotate-half RoPE
+        qk = dict(dtype=dt, rngs=rngs, bias=False, qk_norm="rms_norm", qk_eps=1e-5, rope="rotate_half")
+        self.attn1 = Attention(dim, cfg.num_attention_heads, **qk)
         self.norm2 = AdaLNLoRA(dim, lora, n=3, dtype=dt, rngs=rngs)
-        self.attn2 = Attention(cfg, cfg.text_embed_dim, rngs=rngs)
+        self.attn2 = Attention(dim, cfg.num_attention_heads, kv_dim=cfg.text_embed_dim, **qk)
         self.norm3 = AdaLNLoRA(dim, lora, n=3, dtype=dt, rngs=rngs)
-        self.ff = FeedForward(cfg, rngs=rngs)
+        self.ff = FeedForward(dim, cfg.ffn_dim, dtype=dt, rngs=rngs, bias=False, activation="gelu")
 
     def __call__(self, x, ctx, emb, temb, rope):
         """x (B, S, dim) float32 residual; ctx (B, L, text_embed_dim); emb (B, F, dim) / temb (B, F, 3 dim) per

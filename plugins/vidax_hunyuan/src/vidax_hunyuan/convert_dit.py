@@ -12,8 +12,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from flax import nnx
 
-from vidax_core.io.convert import KeyRule, conv, convert, linear
-from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.io.convert import KeyRule, conv, convert
+from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules, norm_rules
+from vidax_core.io.load import load_model
 
 from .dit import HunyuanDiT, HunyuanDiTConfig
 
@@ -22,55 +23,45 @@ _S = r"single_transformer_blocks\.(\d+)\."
 _R = r"context_embedder\.token_refiner\.refiner_blocks\.(\d+)\."
 
 
-def _lin(src: str, dst: str, layer_group: int | None = None, bias: bool = True) -> list[KeyRule]:
-    rules = [KeyRule(src + r"\.weight", dst + "/kernel", linear, layer_group)]
-    if bias:
-        rules.append(KeyRule(src + r"\.bias", dst + "/bias", None, layer_group))
-    return rules
-
-
-def _mlp(src: str, dst: str) -> list[KeyRule]:
-    return [*_lin(src + r"\.net\.0\.proj", dst + "/proj_in", 1), *_lin(src + r"\.net\.2", dst + "/proj_out", 1)]
-
-
 def _double_rules() -> list[KeyRule]:
-    rules = [*_lin(_D + r"norm1\.linear", "double_blocks/norm1/linear", 1),
-             *_lin(_D + r"norm1_context\.linear", "double_blocks/norm1_context/linear", 1)]
+    rules = [*linear_rules(_D + r"norm1\.linear", "double_blocks/norm1/linear", 1),
+             *linear_rules(_D + r"norm1_context\.linear", "double_blocks/norm1_context/linear", 1)]
     for src, dst in (("to_q", "img/q"), ("to_k", "img/k"), ("to_v", "img/v"), ("add_q_proj", "txt/q"),
                      ("add_k_proj", "txt/k"), ("add_v_proj", "txt/v"), (r"to_out\.0", "img_out"),
                      ("to_add_out", "txt_out")):
-        rules += _lin(_D + r"attn\." + src, "double_blocks/" + dst, 1)
+        rules += linear_rules(_D + r"attn\." + src, "double_blocks/" + dst, 1)
     for src, dst in (("norm_q", "img/norm_q"), ("norm_k", "img/norm_k"), ("norm_added_q", "txt/norm_q"),
                      ("norm_added_k", "txt/norm_k")):
         rules.append(KeyRule(_D + r"attn\." + src + r"\.weight", f"double_blocks/{dst}/scale", None, 1))
-    rules += _mlp(_D + "ff", "double_blocks/ff") + _mlp(_D + "ff_context", "double_blocks/ff_context")
+    rules += feedforward_rules(_D + "ff", "double_blocks/ff", 1)
+    rules += feedforward_rules(_D + "ff_context", "double_blocks/ff_context", 1)
     return rules
 
 
 def _single_rules() -> list[KeyRule]:
-    rules = [*_lin(_S + r"norm\.linear", "single_blocks/norm/linear", 1), *_lin(_S + "proj_mlp", "single_blocks/proj_mlp", 1),
-             *_lin(_S + r"proj_out_attn", "single_blocks/out_attn", 1, bias=False),
-             *_lin(_S + r"proj_out_mlp", "single_blocks/out_mlp", 1)]
+    rules = [*linear_rules(_S + r"norm\.linear", "single_blocks/norm/linear", 1),
+             *linear_rules(_S + "proj_mlp", "single_blocks/proj_mlp", 1),
+             *linear_rules(_S + r"proj_out_attn", "single_blocks/out_attn", 1, bias=False),
+             *linear_rules(_S + r"proj_out_mlp", "single_blocks/out_mlp", 1)]
     for p in ("q", "k", "v"):
-        rules += _lin(_S + rf"attn\.to_{p}", f"single_blocks/qkv/{p}", 1)
+        rules += linear_rules(_S + rf"attn\.to_{p}", f"single_blocks/qkv/{p}", 1)
     for p in ("q", "k"):
         rules.append(KeyRule(_S + rf"attn\.norm_{p}\.weight", f"single_blocks/qkv/norm_{p}/scale", None, 1))
     return rules
 
 
 def _refiner_rules() -> list[KeyRule]:
-    rules = []
+    rules = attention_rules(_R + "attn", "refiner/blocks/{1}", qk_norm=None)
     for n in ("norm1", "norm2"):
-        rules += [KeyRule(_R + n + r"\.weight", f"refiner/blocks/{{1}}/{n}/scale"),
-                  KeyRule(_R + n + r"\.bias", f"refiner/blocks/{{1}}/{n}/bias")]
-    for src, dst in (("attn.to_q", "to_q"), ("attn.to_k", "to_k"), ("attn.to_v", "to_v"), ("attn.to_out.0", "to_out"),
-                     ("ff.net.0.proj", "ff_in"), ("ff.net.2", "ff_out"), ("norm_out.linear", "ada")):
-        rules += _lin(_R + re.escape(src), f"refiner/blocks/{{1}}/{dst}")
+        rules += norm_rules(_R + n, f"refiner/blocks/{{1}}/{n}")
+    for src, dst in (("ff.net.0.proj", "ff_in"), ("ff.net.2", "ff_out"), ("norm_out.linear", "ada")):
+        rules += linear_rules(_R + re.escape(src), f"refiner/blocks/{{1}}/{dst}")
     return rules
 
 
 def _embedder(src: str, dst: str) -> list[KeyRule]:
-    return [*_lin(src + r"\.linear_1", dst + "/linear_1"), *_lin(src + r"\.linear_2", dst + "/linear_2")]
+    return [*linear_rules(src + r"\.linear_1", dst + "/linear_1"),
+            *linear_rules(src + r"\.linear_2", dst + "/linear_2")]
 
 
 DIT_RULES: list[KeyRule] = [
@@ -78,15 +69,15 @@ DIT_RULES: list[KeyRule] = [
     KeyRule(r"x_embedder\.proj\.bias", "patch_bias"),
     *_embedder(r"context_embedder\.time_text_embed\.timestep_embedder", "refiner/timestep_embedder"),
     *_embedder(r"context_embedder\.time_text_embed\.text_embedder", "refiner/text_embedder"),
-    *_lin(r"context_embedder\.proj_in", "refiner/proj_in"),
+    *linear_rules(r"context_embedder\.proj_in", "refiner/proj_in"),
     *_refiner_rules(),
     *_embedder(r"time_text_embed\.timestep_embedder", "timestep_embedder"),
     *_embedder(r"time_text_embed\.text_embedder", "text_embedder"),
     *_embedder(r"time_text_embed\.guidance_embedder", "guidance_embedder"),
     *_double_rules(),
     *_single_rules(),
-    *_lin(r"norm_out\.linear", "norm_out/linear"),
-    *_lin(r"proj_out", "proj_out"),
+    *linear_rules(r"norm_out\.linear", "norm_out/linear"),
+    *linear_rules(r"proj_out", "proj_out"),
 ]
 
 _SINGLE_OUT = re.compile(r"(single_transformer_blocks\.\d+\.)proj_out\.(weight|bias)")
@@ -128,6 +119,5 @@ def load_dit(
     on_tensor: Callable[[str, int], None] | None = None,
 ) -> HunyuanDiT:
     """Build a :class:`HunyuanDiT` from diffusers-named tensors (arrays or zero-arg loaders), no random init."""
-    graphdef, abstract_state, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
-    values = convert_dit(tensors, flat, on_tensor=on_tensor)
-    return materialize(graphdef, abstract_state, values, put=put)
+    return load_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)), split_single_proj_out(tensors, cfg.dim), DIT_RULES,
+                      put=put, component="HunyuanVideo DiT (transformer)", on_tensor=on_tensor)

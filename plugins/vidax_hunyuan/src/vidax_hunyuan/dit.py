@@ -38,6 +38,8 @@ from vidax_core.attention import ulysses
 from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLayerNormContinuous, gate, modulate
+from vidax_core.nn.attention_block import project_heads, rotate, split_heads
+from vidax_core.nn.feedforward import FeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import LayerNorm, RMSNorm, layer_norm
 from vidax_core.nn.patchify import patchify, unpatchify
@@ -110,10 +112,6 @@ def rope_tables(cfg: HunyuanDiTConfig, grid: Sequence[int]) -> tuple[jax.Array, 
     return rope_lib.cos_sin(rope_lib.grid_angles(list(grid), cfg.rope_axes_dim, cfg.rope_theta))
 
 
-def _heads(x: jax.Array, h: int) -> jax.Array:
-    return x.reshape(*x.shape[:2], h, -1)
-
-
 def _select(first: jax.Array | None, tr: jax.Array | None, base: jax.Array) -> jax.Array:
     """Per-sample modulation (B, D); with token replace the first-frame tokens (``first`` (S,) bool) take ``tr``."""
     if first is None or tr is None:
@@ -147,7 +145,8 @@ class RefinerBlock(nnx.Module):
     def __call__(self, x: jax.Array, temb: jax.Array, kv_mask: jax.Array) -> jax.Array:
         dt = self.dtype
         h = self.norm1(x).astype(dt)
-        q, k, v = (_heads(constrain(p(h), (BATCH, None, HEADS)), self.heads) for p in (self.to_q, self.to_k, self.to_v))
+        q, k, v = (split_heads(constrain(p(h), (BATCH, None, HEADS)), self.heads)
+                   for p in (self.to_q, self.to_k, self.to_v))
         o = ulysses.replicated_attention(q, k, v, kv_mask=kv_mask)  # a TP program: heads over tp
         a = constrain(self.to_out(o.reshape(*x.shape[:2], -1)), (BATCH, None, EMBED))
         g_msa, g_mlp = jnp.split(self.ada(jax.nn.silu(temb.astype(jnp.float32))), 2, axis=-1)
@@ -211,24 +210,12 @@ class QKV(nnx.Module):
 
     def __call__(self, x: jax.Array, seq: str | None, rope: tuple[jax.Array, jax.Array] | None = None):
         names = (BATCH, seq, HEADS)
-        q = self.norm_q(_heads(constrain(self.q(x), names), self.heads))
-        k = self.norm_k(_heads(constrain(self.k(x), names), self.heads))
-        v = _heads(constrain(self.v(x), names), self.heads)
+        q = project_heads(self.q, self.norm_q, x, names, self.heads)
+        k = project_heads(self.k, self.norm_k, x, names, self.heads)
+        v = project_heads(self.v, None, x, names, self.heads)
         if rope is not None:
-            cos, sin = rope
-            q = rope_lib.apply_interleaved(q, cos[:, None, :], sin[:, None, :])
-            k = rope_lib.apply_interleaved(k, cos[:, None, :], sin[:, None, :])
+            q, k = rotate(q, rope), rotate(k, rope)
         return q, k, v
-
-
-class FeedForward(nnx.Module):
-    def __init__(self, cfg: HunyuanDiTConfig, *, rngs: nnx.Rngs):
-        self.proj_in = Linear(cfg.dim, cfg.mlp_dim, (EMBED, MLP), dtype=cfg.dtype, rngs=rngs)
-        self.proj_out = Linear(cfg.mlp_dim, cfg.dim, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs)
-
-    def __call__(self, x: jax.Array, seq: str | None) -> jax.Array:
-        h = constrain(self.proj_in(x), (BATCH, seq, MLP))
-        return constrain(self.proj_out(jax.nn.gelu(h, approximate=True)), (BATCH, seq, EMBED))
 
 
 def _mask_lengths(txt_mask: jax.Array) -> jax.Array:
@@ -254,8 +241,8 @@ class DoubleBlock(nnx.Module):
         self.txt = QKV(cfg, rngs=rngs)
         self.img_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs)
         self.txt_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs)
-        self.ff = FeedForward(cfg, rngs=rngs)
-        self.ff_context = FeedForward(cfg, rngs=rngs)
+        self.ff = FeedForward(dim, cfg.mlp_dim, dtype=dt, rngs=rngs, activation="gelu-approximate")
+        self.ff_context = FeedForward(dim, cfg.mlp_dim, dtype=dt, rngs=rngs, activation="gelu-approximate")
 
     def __call__(self, carry, aux):
         vid, txt = carry

@@ -29,9 +29,10 @@ from flax import nnx
 
 from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
-from vidax_core.io.convert import convert
-from vidax_core.nn.state import abstract_model, materialize
-from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
+from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
+from vidax_core.vae.config_checks import block_problems
+from vidax_core.vae.loader import load_vae as core_load_vae
+from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 from vidax_core.vae.time_tiling import run_time_tiles
 
 from .vae_blocks import Decoder, Encoder, PointwiseConv3d
@@ -70,13 +71,7 @@ class HunyuanVAEConfig:
 
     def check_supported(self) -> None:
         n = len(self.block_out_channels)
-        problems = []
-        if tuple(self.down_block_types) != (_DOWN,) * n or tuple(self.up_block_types) != (_UP,) * n:
-            problems.append(f"down/up_block_types must be {n} x {_DOWN} / {_UP}")
-        if self.act_fn not in ("silu", "swish"):
-            problems.append(f"act_fn {self.act_fn!r} is not supported (HunyuanVideo uses silu)")
-        if any(c % self.norm_num_groups for c in self.block_out_channels):
-            problems.append(f"block_out_channels {self.block_out_channels} must divide into {self.norm_num_groups} groups")
+        problems = block_problems(self, _DOWN, _UP, "HunyuanVideo")
         if self.temporal_compression_ratio != 4 or n < 3:
             problems.append("only temporal_compression_ratio 4 (with at least 3 blocks) is supported, as in diffusers' "
                             "decoder")
@@ -110,10 +105,8 @@ def load_vae(cfg: HunyuanVAEConfig, tensors: Mapping[str, Any], *, with_encoder:
     """A diffusers ``AutoencoderKLHunyuanVideo`` state dict (key -> array or lazy loader; the original ``.pt``
     through :func:`vidax_hunyuan.vae_convert.open_original_vae`) as a live :class:`HunyuanVAE`; every missing,
     unexpected or mis-shaped tensor is reported at once. ``with_encoder=False`` skips the encoder's tensors."""
-    graphdef, abstract, flat = abstract_model(lambda: HunyuanVAE(cfg, with_encoder=with_encoder))
-    values = convert(tensors, VAE_RULES if with_encoder else DECODER_RULES, flat, component="vae",
-                     ignore=() if with_encoder else DECODE_ONLY_IGNORE)
-    return materialize(graphdef, abstract, values, put=put)
+    return core_load_vae(lambda enc: HunyuanVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
+                         rules=VAE_RULES, decoder_rules=DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, put=put)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -194,29 +187,14 @@ def encoded_size(n: int, cfg: HunyuanVAEConfig) -> int:
 
 def decode_plan(cfg: HunyuanVAEConfig, latent_hw: Sequence[int], opts: HunyuanTiling) -> TilePlan:
     """diffusers ``_decode`` / ``tiled_decode``: spatially tiled when on and the latent exceeds a latent tile."""
-    r = cfg.spatial_compression_ratio
-    h, w = (int(v) for v in latent_hw)
-    th, tw = opts.tile_sample_min_height // r, opts.tile_sample_min_width // r
-    if not (opts.enabled and (w > tw or h > th)):
-        return TilePlan.whole((h, w), (h * r, w * r))
-    sh, sw = opts.tile_sample_stride_height // r, opts.tile_sample_stride_width // r
-    blend = (opts.tile_sample_min_height - opts.tile_sample_stride_height,
-             opts.tile_sample_min_width - opts.tile_sample_stride_width)
-    return TilePlan((h, w), (th, tw), (sh, sw), (opts.tile_sample_stride_height, opts.tile_sample_stride_width),
-                    blend, (h * r, w * r))
+    return stride_decode_plan(opts, latent_hw, cfg.spatial_compression_ratio, check=False)
 
 
 def encode_plan(cfg: HunyuanVAEConfig, pixel_hw: Sequence[int], opts: HunyuanTiling) -> TilePlan:
     """diffusers ``_encode`` / ``tiled_encode``: spatially tiled when on and the frame exceeds a tile."""
-    r = cfg.spatial_compression_ratio
     h, w = (int(v) for v in pixel_hw)
-    th, tw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    if not (opts.enabled and (w > tw or h > th)):
-        return TilePlan.whole((h, w), (encoded_size(h, cfg), encoded_size(w, cfg)))
-    lh, lw = th // r, tw // r
-    lsh, lsw = opts.tile_sample_stride_height // r, opts.tile_sample_stride_width // r
-    return TilePlan((h, w), (th, tw), (opts.tile_sample_stride_height, opts.tile_sample_stride_width), (lsh, lsw),
-                    (lh - lsh, lw - lsw), (h // r, w // r))
+    return stride_encode_plan(opts, (h, w), cfg.spatial_compression_ratio, check=False,
+                              untiled_out=(encoded_size(h, cfg), encoded_size(w, cfg)))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -237,25 +215,20 @@ _decode_program = jax.jit(_decode_impl, static_argnames=("graphdef",))
 _encode_program = jax.jit(_encode_impl, static_argnames=("graphdef",))
 
 
-def _chunk_fn(vae: HunyuanVAE, program) -> Callable:
-    """A :data:`vidax_core.vae.tiling.ChunkFn` running a whole tile at once (no cache: nothing streams)."""
-    graphdef, state = nnx.split(vae)
-    placed: dict[Any, Any] = {}
-    dtype = jnp.dtype(vae.cfg.dtype)
-
-    def run(x, caches, first, placement):
-        data, weights = placement
-        if data is None:
-            return program(graphdef, state, jnp.asarray(x, dtype)), None
-        if weights not in placed:
-            placed[weights] = jax.device_put(state, weights)
-        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data)), None
-
-    return run
-
-
 def _spatial(x: np.ndarray, run: Callable, plan: TilePlan, devices) -> np.ndarray:
     return run_tiled(x, run, plan=plan, bounds=[(0, x.shape[1])], devices=devices)
+
+
+def _run_clip(x: np.ndarray, run: Callable, plan: TilePlan, devices, on_chunk, time_tiles: dict | None
+              ) -> np.ndarray:
+    """The whole clip at once (``time_tiles`` None), or overlapping temporal tiles, each split in space by
+    ``plan``."""
+    if time_tiles is None:
+        out = _spatial(x, run, plan, devices)
+        if on_chunk is not None:
+            on_chunk(1, 1)
+        return out
+    return run_time_tiles(x, lambda part: _spatial(part, run, plan, devices), on_tile=on_chunk, **time_tiles)
 
 
 def decode(vae: HunyuanVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[[int, int], None] | None = None,
@@ -266,26 +239,15 @@ def decode(vae: HunyuanVAE, z: Any, *, tiling: Any = None, on_chunk: Callable[[i
     is one tile); ``devices``: spread spatial tiles / batch entries over these.
     """
     cfg = vae.cfg
-    zz = np.moveaxis(np.asarray(z), 1, -1)
-    if zz.ndim != 5 or zz.shape[-1] != cfg.latent_channels:
-        raise UserError(f"HunyuanVideo VAE decode wants latents (B, {cfg.latent_channels}, F, H, W), got {np.shape(z)}")
+    zz = channels_last(z, cfg.latent_channels, "HunyuanVideo VAE decode wants latents", "F")
     opts = tiling_options(tiling)
     _check_latent_tiles(cfg, opts)
-    rt = cfg.temporal_compression_ratio
-    run = _chunk_fn(vae, _decode_program)
-    plan = decode_plan(cfg, zz.shape[2:4], opts)
-    frames = zz.shape[1]
-    if opts.framewise and frames > opts.tile_sample_min_num_frames // rt:
-        out = run_time_tiles(zz, lambda part: _spatial(part, run, plan, devices),
-                             tile=opts.tile_sample_min_num_frames // rt,
-                             stride=opts.tile_sample_stride_num_frames // rt,
-                             out_stride=opts.tile_sample_stride_num_frames,
-                             out_blend=opts.tile_sample_min_num_frames - opts.tile_sample_stride_num_frames,
-                             out_frames=(frames - 1) * rt + 1, on_tile=on_chunk)
-    else:
-        out = _spatial(zz, run, plan, devices)
-        if on_chunk is not None:
-            on_chunk(1, 1)
+    rt, frames = cfg.temporal_compression_ratio, zz.shape[1]
+    tile, stride = opts.tile_sample_min_num_frames, opts.tile_sample_stride_num_frames
+    time_tiles = (dict(tile=tile // rt, stride=stride // rt, out_stride=stride, out_blend=tile - stride,
+                       out_frames=(frames - 1) * rt + 1) if opts.framewise and frames > tile // rt else None)
+    out = _run_clip(zz, chunk_runner(vae, _decode_program, streams=False), decode_plan(cfg, zz.shape[2:4], opts),
+                    devices, on_chunk, time_tiles)
     return np.ascontiguousarray(np.moveaxis(out, -1, 1))
 
 
@@ -297,26 +259,13 @@ def encode(vae: HunyuanVAE, x: Any, *, tiling: Any = None, on_chunk: Callable[[i
     cfg = vae.cfg
     if vae.encoder is None:
         raise ValueError("this HunyuanVideo VAE was built without its encoder (with_encoder=False)")
-    xx = np.moveaxis(np.asarray(x), 1, -1)
-    if xx.ndim != 5 or xx.shape[-1] != cfg.in_channels:
-        raise UserError(f"HunyuanVideo VAE encode wants video (B, {cfg.in_channels}, T, H, W), got {np.shape(x)}")
+    xx = channels_last(x, cfg.in_channels, "HunyuanVideo VAE encode wants video")
     opts = tiling_options(tiling)
     _check_latent_tiles(cfg, opts)
-    rt = cfg.temporal_compression_ratio
-    run = _chunk_fn(vae, _encode_program)
-    plan = encode_plan(cfg, xx.shape[2:4], opts)
-    frames = xx.shape[1]
-    if opts.framewise and frames > opts.tile_sample_min_num_frames:
-        tile_l, stride_l = opts.tile_sample_min_num_frames // rt, opts.tile_sample_stride_num_frames // rt
-        h = run_time_tiles(xx, lambda part: _spatial(part, run, plan, devices),
-                           tile=opts.tile_sample_min_num_frames, stride=opts.tile_sample_stride_num_frames,
-                           out_stride=stride_l, out_blend=tile_l - stride_l, out_frames=(frames - 1) // rt + 1,
-                           on_tile=on_chunk)
-    else:
-        h = _spatial(xx, run, plan, devices)
-        if on_chunk is not None:
-            on_chunk(1, 1)
-    c = cfg.latent_channels
-    mean = np.moveaxis(h[..., :c], -1, 1)
-    logvar = np.moveaxis(np.clip(h[..., c:], -30.0, 20.0), -1, 1)
-    return np.ascontiguousarray(mean), np.ascontiguousarray(logvar)
+    rt, frames = cfg.temporal_compression_ratio, xx.shape[1]
+    tile, stride = opts.tile_sample_min_num_frames, opts.tile_sample_stride_num_frames
+    time_tiles = (dict(tile=tile, stride=stride, out_stride=stride // rt, out_blend=tile // rt - stride // rt,
+                       out_frames=(frames - 1) // rt + 1) if opts.framewise and frames > tile else None)
+    h = _run_clip(xx, chunk_runner(vae, _encode_program, streams=False), encode_plan(cfg, xx.shape[2:4], opts),
+                  devices, on_chunk, time_tiles)
+    return gaussian_posterior(h, cfg.latent_channels)

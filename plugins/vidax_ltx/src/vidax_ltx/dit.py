@@ -29,15 +29,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.attention import ulysses as sequence_parallel
 from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLayerNormSingle, gate, modulate, split_modulation
+from vidax_core.nn.attention_block import Attention
+from vidax_core.nn.feedforward import FeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
-from vidax_core.nn.norms import RMSNorm, layer_norm, rms_norm
+from vidax_core.nn.norms import layer_norm, rms_norm
 from vidax_core.parallel.sharding import constrain
 
-EMBED, HEADS, MLP = "embed", "heads", "mlp"
+EMBED, HEADS = "embed", "heads"
 BATCH, SEQ = "batch", "seq"
 
 BASE_NUM_FRAMES, BASE_HEIGHT, BASE_WIDTH = 20, 2048, 2048  # the reference's RoPE base sizes
@@ -103,69 +104,19 @@ def video_coords(grid: Sequence[int], frame_rate: float, *, temporal_factor: int
     return np.stack([gf, gh, gw], axis=-1).reshape(-1, 3).astype(np.float32)
 
 
-class Attention(nnx.Module):
-    """LTX attention: q/k/v/out projections with biases, RMSNorm (eps 1e-5, with gain) on q and k across heads."""
-
-    def __init__(self, cfg: LTXDiTConfig, kv_dim: int, *, rngs: nnx.Rngs):
-        dim, dt = cfg.dim, cfg.dtype
-        self.heads = cfg.num_attention_heads
-        self.to_q = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=cfg.attention_bias)
-        self.to_k = Linear(kv_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=cfg.attention_bias)
-        self.to_v = Linear(kv_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=cfg.attention_bias)
-        self.to_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs, bias=cfg.attention_out_bias)
-        self.norm_q = RMSNorm(dim, (HEADS,), eps=1e-5)
-        self.norm_k = RMSNorm(dim, (HEADS,), eps=1e-5)
-
-    def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: tuple[jax.Array, jax.Array] | None = None,
-                 kv_mask: jax.Array | None = None, skip: jax.Array | None = None) -> jax.Array:
-        """Self-attention (``kv`` None, Ulysses over sp) or cross-attention to the replicated text ``kv``.
-
-        ``skip`` (B,) float, self-attention only: where 1, the attention is skipped and the values pass straight
-        to ``to_out`` (spatio-temporal guidance's perturbed pass, LTX's "attention values" strategy)."""
-        is_self = kv is None
-        kv = x if is_self else kv
-        kv_names = (BATCH, SEQ if is_self else None, HEADS)
-        q = constrain(self.norm_q(constrain(self.to_q(x), (BATCH, SEQ, HEADS))), (BATCH, SEQ, HEADS))
-        k = constrain(self.norm_k(constrain(self.to_k(kv), kv_names)), kv_names)
-        v = constrain(self.to_v(kv), kv_names)
-        b, sq, _ = q.shape
-        sk = k.shape[1]
-        q = q.reshape(b, sq, self.heads, -1)
-        k = k.reshape(b, sk, self.heads, -1)
-        v = v.reshape(b, sk, self.heads, -1)
-        if rope is not None:
-            cos, sin = rope  # (B, S, H, hd/2): pairs of the full width, split per head
-            q = rope_lib.apply_interleaved(q, cos, sin)
-            k = rope_lib.apply_interleaved(k, cos, sin)
-        if is_self:
-            o = sequence_parallel.self_attention(q, k, v)
-        else:
-            o = sequence_parallel.cross_attention(q, k, v, kv_mask=kv_mask)
-        if skip is not None:
-            o = jnp.where(skip[:, None, None, None] > 0, v.astype(o.dtype), o)
-        o = constrain(o.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
-        return constrain(self.to_out(o), (BATCH, SEQ, EMBED))
-
-
-class FeedForward(nnx.Module):
-    def __init__(self, cfg: LTXDiTConfig, *, rngs: nnx.Rngs):
-        self.proj_in = Linear(cfg.dim, 4 * cfg.dim, (EMBED, MLP), dtype=cfg.dtype, rngs=rngs)
-        self.proj_out = Linear(4 * cfg.dim, cfg.dim, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        h = constrain(self.proj_in(x), (BATCH, SEQ, MLP))
-        return constrain(self.proj_out(jax.nn.gelu(h, approximate=True)), (BATCH, SEQ, EMBED))
-
-
 class LTXBlock(nnx.Module):
     """One LTX-Video block (diffusers ``LTXVideoTransformerBlock``)."""
 
     def __init__(self, cfg: LTXDiTConfig, *, rngs: nnx.Rngs):
         self.eps = cfg.norm_eps
         self.compute_dtype = cfg.dtype
-        self.attn1 = Attention(cfg, cfg.dim, rngs=rngs)
-        self.attn2 = Attention(cfg, cfg.cross_attention_dim, rngs=rngs)
-        self.ff = FeedForward(cfg, rngs=rngs)
+        dim, heads, dt = cfg.dim, cfg.num_attention_heads, cfg.dtype
+        # biases as configured, q/k RMS-normed across all heads (eps 1e-5, with a gain)
+        qk = dict(dtype=dt, rngs=rngs, bias=cfg.attention_bias, out_bias=cfg.attention_out_bias,
+                  qk_norm="rms_norm_across_heads", qk_eps=1e-5)
+        self.attn1 = Attention(dim, heads, **qk)
+        self.attn2 = Attention(dim, heads, kv_dim=cfg.cross_attention_dim, **qk)
+        self.ff = FeedForward(dim, 4 * dim, dtype=dt, rngs=rngs, activation="gelu-approximate")
         self.scale_shift_table = param(
             jax.random.normal(rngs.params(), (6, cfg.dim), jnp.float32) / cfg.dim**0.5, (None, EMBED)
         )
@@ -181,7 +132,7 @@ class LTXBlock(nnx.Module):
             mod, 6, self.scale_shift_table[...])
         h = modulate(rms_norm(x, eps=self.eps, out_dtype=jnp.float32), shift_msa, scale_msa).astype(dt)
         x = (x.astype(jnp.float32) + gate(self.attn1(h, None, rope, skip=skip), gate_msa)).astype(rt)
-        a = self.attn2(x.astype(dt), ctx, None, ctx_mask)
+        a = self.attn2(x.astype(dt), ctx, kv_mask=ctx_mask)
         x = (x.astype(jnp.float32) + a.astype(jnp.float32)).astype(rt)
         h = modulate(rms_norm(x, eps=self.eps, out_dtype=jnp.float32), shift_mlp, scale_mlp).astype(dt)
         return constrain((x.astype(jnp.float32) + gate(self.ff(h), gate_mlp)).astype(rt), (BATCH, SEQ, EMBED))

@@ -36,12 +36,12 @@ from flax import nnx
 
 from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
-from vidax_core.io.convert import convert
 from vidax_core.nn.norms import LayerNorm, rms_norm
-from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.vae.causal_conv import CausalConv3d
-from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
+from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
+from vidax_core.vae.loader import load_vae as core_load_vae
+from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 from .vae_convert import DECODER_IGNORE, STATS_KEYS, original_vae_tensors, vae_rules
 
@@ -424,9 +424,6 @@ def load_vae(cfg: LTXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: boo
     checkpoint lacks them, diffusers' init)."""
     if any(k.startswith("vae.") for k in tensors):
         tensors = original_vae_tensors(tensors)
-    graphdef, abstract, flat = abstract_model(lambda: LTXVAE(cfg, with_encoder=with_encoder))
-    ignore = list(STATS_KEYS) + ([] if with_encoder else DECODER_IGNORE)
-    values = convert(tensors, vae_rules(with_encoder), flat, component="vae", ignore=ignore)
     c = cfg.latent_channels
     stats = {}
     for key, default in (("latents_mean", 0.0), ("latents_std", 1.0)):
@@ -437,7 +434,9 @@ def load_vae(cfg: LTXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: boo
             raise UserError(f"vae checkpoint: {key} has {arr.size} entries, expected latent_channels={c}")
         stats[key] = tuple(float(a) for a in arr)
     cfg.latents_mean, cfg.latents_std = stats["latents_mean"], stats["latents_std"]
-    return materialize(graphdef, abstract, values, put=put)
+    return core_load_vae(lambda enc: LTXVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
+                         rules=vae_rules(True), decoder_rules=vae_rules(False), ignore=STATS_KEYS,
+                         decode_only_ignore=DECODER_IGNORE, put=put)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -459,30 +458,12 @@ def tiling_options(tiling: Any) -> TilingOptions:
 def decode_plan(cfg: LTXVAEConfig, latent_hw: Sequence[int], tiling: Any = None) -> TilePlan:
     """diffusers ``_decode`` / ``tiled_decode``: tiles laid out in latents (``tile_sample_* // 32``), blended and
     cropped in pixels; one tile unless tiling is on and the latent exceeds a tile."""
-    opts = tiling_options(tiling)
-    r = int(cfg.spatial_compression_ratio)
-    h, w = (int(v) for v in latent_hw)
-    out = (h * r, w * r)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw // r or h > mh // r)):
-        return TilePlan.whole((h, w), out)
-    opts.check()
-    return TilePlan((h, w), (mh // r, mw // r), (sh // r, sw // r), (sh, sw), (mh - sh, mw - sw), out)
+    return stride_decode_plan(tiling_options(tiling), latent_hw, int(cfg.spatial_compression_ratio))
 
 
 def encode_plan(cfg: LTXVAEConfig, pixel_hw: Sequence[int], tiling: Any = None) -> TilePlan:
     """diffusers ``_encode`` / ``tiled_encode``: tiles in pixels, blended and cropped in latents."""
-    opts = tiling_options(tiling)
-    r = int(cfg.spatial_compression_ratio)
-    h, w = (int(v) for v in pixel_hw)
-    out = (h // r, w // r)
-    mh, mw = opts.tile_sample_min_height, opts.tile_sample_min_width
-    sh, sw = opts.tile_sample_stride_height, opts.tile_sample_stride_width
-    if not (opts.enabled and (w > mw or h > mh)):
-        return TilePlan.whole((h, w), out)
-    opts.check()
-    return TilePlan((h, w), (mh, mw), (sh, sw), (sh // r, sw // r), (mh // r - sh // r, mw // r - sw // r), out)
+    return stride_encode_plan(tiling_options(tiling), pixel_hw, int(cfg.spatial_compression_ratio))
 
 
 def _decode_impl(graphdef, state, z, t):
@@ -495,27 +476,6 @@ def _encode_impl(graphdef, state, x):
 
 _decode_jit = jax.jit(_decode_impl, static_argnames=("graphdef",))
 _encode_jit = jax.jit(_encode_impl, static_argnames=("graphdef",))
-
-
-def _runner(vae: LTXVAE, program: Callable, extra: Callable[[int], tuple]) -> Callable:
-    """A tiling ``ChunkFn`` running ``program`` on one unit group with weights placed like the group.
-
-    ``extra(batch)`` gives the program's further arguments (the timestep) for a group of ``batch`` entries."""
-    graphdef, state = nnx.split(vae)
-    placed: dict[Any, Any] = {}
-    dtype = jnp.dtype(vae.cfg.dtype)
-
-    def run(x, caches, first, placement):
-        data, weights = placement
-        args = extra(x.shape[0])
-        if data is None:
-            return program(graphdef, state, jnp.asarray(x, dtype), *args), None
-        if weights not in placed:
-            placed[weights] = jax.device_put(state, weights)
-        args = tuple(None if a is None else jax.device_put(a, weights) for a in args)
-        return program(graphdef, placed[weights], jax.device_put(np.asarray(x, dtype), data), *args), None
-
-    return run
 
 
 def _timesteps(vae: LTXVAE, timestep: Any, batch: int) -> np.ndarray | None:
@@ -550,8 +510,8 @@ def decode(vae: LTXVAE, z: Any, *, timestep: Any = None, tiling: Any = None,
             on_chunk(1, 1)
         return np.concatenate(parts, axis=0)
     extra = (lambda n: (None,)) if t is None else (lambda n: (np.full((n,), t[0], np.float32),))
-    out = run_tiled(zz, _runner(vae, _decode_jit, extra), plan=plan, bounds=[(0, zz.shape[1])], devices=devices,
-                    on_chunk=on_chunk)
+    out = run_tiled(zz, chunk_runner(vae, _decode_jit, streams=False, extra=extra), plan=plan,
+                    bounds=[(0, zz.shape[1])], devices=devices, on_chunk=on_chunk)
     return np.ascontiguousarray(np.moveaxis(out, -1, 1), np.float32)
 
 
@@ -563,10 +523,6 @@ def encode(vae: LTXVAE, x: Any, *, tiling: Any = None, devices: Sequence[Any] | 
         raise ValueError("this LTX VAE was loaded without its encoder (with_encoder=False)")
     xx = np.moveaxis(np.asarray(x, np.float32), 1, -1)
     plan = encode_plan(vae.cfg, xx.shape[2:4], tiling)
-    out = run_tiled(xx, _runner(vae, _encode_jit, lambda n: ()), plan=plan, bounds=[(0, xx.shape[1])],
+    out = run_tiled(xx, chunk_runner(vae, _encode_jit, streams=False), plan=plan, bounds=[(0, xx.shape[1])],
                     devices=devices)
-    out = np.moveaxis(out, -1, 1)
-    c = vae.cfg.latent_channels
-    mean = np.ascontiguousarray(out[:, :c], np.float32)
-    logvar = np.ascontiguousarray(np.broadcast_to(np.clip(out[:, c:], -30.0, 20.0), mean.shape), np.float32)
-    return mean, logvar
+    return gaussian_posterior(out, vae.cfg.latent_channels)

@@ -43,17 +43,18 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.attention import ulysses as sequence_parallel
 from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import gate, modulate
+from vidax_core.nn.attention_block import Attention
+from vidax_core.nn.feedforward import FeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
-from vidax_core.nn.norms import LayerNorm, RMSNorm, layer_norm
+from vidax_core.nn.norms import LayerNorm, layer_norm
 from vidax_core.nn.patchify import patchify, unpatchify
 from vidax_core.nn.timestep import timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
-EMBED, HEADS, MLP = "embed", "heads", "mlp"
+EMBED = "embed"
 BATCH, SEQ = "batch", "seq"  # activation-only logical axes
 
 
@@ -128,96 +129,9 @@ def rope_tables(cfg: WanDiTConfig, ppf: int, pph: int, ppw: int, theta: float = 
     return rope_lib.cos_sin(rope_lib.grid_angles([ppf, pph, ppw], cfg.rope_dims, theta))
 
 
-def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """Rotate interleaved pairs (x[2i], x[2i+1]) of (B, S, H, D) by (S, D/2) angles; fp32 math, input dtype out."""
-    return rope_lib.apply_interleaved(x, cos[:, None, :], sin[:, None, :])
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Transformer block
 # --------------------------------------------------------------------------------------------------------------
-
-
-class Attention(nnx.Module):
-    """Wan attention: q/k/v/out projections, RMS norm on q and k across all heads (before the head split).
-
-    With ``added_kv_proj_dim`` (I2V cross-attention) it also holds the image key/value projections
-    ``add_k_proj`` / ``add_v_proj`` and the image key norm ``norm_added_k``.
-    """
-
-    def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs, added_kv_proj_dim: int | None = None):
-        dim, dt = cfg.dim, cfg.dtype
-        self.heads = cfg.num_attention_heads
-        self.to_q = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.to_k = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.to_v = Linear(dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-        self.to_out = Linear(dim, dim, (HEADS, EMBED), dtype=dt, rngs=rngs)
-        self.norm_q = RMSNorm(dim, (HEADS,), eps=cfg.eps)
-        self.norm_k = RMSNorm(dim, (HEADS,), eps=cfg.eps)
-        if added_kv_proj_dim is not None:
-            self.add_k_proj = Linear(added_kv_proj_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-            self.add_v_proj = Linear(added_kv_proj_dim, dim, (EMBED, HEADS), dtype=dt, rngs=rngs)
-            self.norm_added_k = RMSNorm(dim, (HEADS,), eps=cfg.eps)
-        else:
-            self.add_k_proj = self.add_v_proj = self.norm_added_k = None
-
-    def __call__(
-        self,
-        x: jax.Array,
-        kv: jax.Array | None = None,
-        rope: tuple[jax.Array, jax.Array] | None = None,
-        kv_img: jax.Array | None = None,
-    ):
-        """Self-attention when ``kv`` is None (tokens sharded over sp: Ulysses all-to-all around the attention),
-        else cross-attention of the (sequence-sharded) tokens against the replicated ``kv`` sequence.
-
-        ``kv_img`` (I2V, cross-attention only): embedded image tokens, replicated like ``kv``; the same queries
-        attend to them separately (own keys/values, RMS-normed keys) and the two outputs are summed before
-        ``to_out``, exactly as diffusers' ``WanAttnProcessor``."""
-        is_self = kv is None
-        kv = x if is_self else kv
-        kv_names = (BATCH, SEQ if is_self else None, HEADS)
-        # Column-parallel projections: outputs sharded over heads (tp); the RMS norm over the full width reduces
-        # across the tp shards (partial sum + all-reduce), so it stays exact.
-        q = constrain(self.norm_q(constrain(self.to_q(x), (BATCH, SEQ, HEADS))), (BATCH, SEQ, HEADS))
-        k = constrain(self.norm_k(constrain(self.to_k(kv), kv_names)), kv_names)
-        v = constrain(self.to_v(kv), kv_names)
-        b, sq, _ = q.shape
-        sk = k.shape[1]
-        q = q.reshape(b, sq, self.heads, -1)
-        k = k.reshape(b, sk, self.heads, -1)
-        v = v.reshape(b, sk, self.heads, -1)
-        if rope is not None:
-            q = apply_rope(q, *rope)
-            k = apply_rope(k, *rope)
-        if is_self:
-            o = sequence_parallel.self_attention(q, k, v)
-        else:
-            o = sequence_parallel.cross_attention(q, k, v)
-        o = constrain(o.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
-        if kv_img is not None:
-            if is_self or self.add_k_proj is None:
-                raise ValueError("image context given to an attention without image projections (added_kv_proj_dim)")
-            img_names = (BATCH, None, HEADS)  # replicated over sp like the text, heads over tp
-            k_img = constrain(self.norm_added_k(constrain(self.add_k_proj(kv_img), img_names)), img_names)
-            v_img = constrain(self.add_v_proj(kv_img), img_names)
-            si = k_img.shape[1]
-            o_img = sequence_parallel.cross_attention(
-                q, k_img.reshape(b, si, self.heads, -1), v_img.reshape(b, si, self.heads, -1)
-            )
-            o = o + constrain(o_img.reshape(b, sq, -1), (BATCH, SEQ, HEADS))
-        # Row-parallel output projection: contraction over the tp-sharded width, one all-reduce, then the bias.
-        return constrain(self.to_out(o), (BATCH, SEQ, EMBED))
-
-
-class FeedForward(nnx.Module):
-    def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
-        self.proj_in = Linear(cfg.dim, cfg.ffn_dim, (EMBED, MLP), dtype=cfg.dtype, rngs=rngs)
-        self.proj_out = Linear(cfg.ffn_dim, cfg.dim, (MLP, EMBED), dtype=cfg.dtype, rngs=rngs)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        h = constrain(self.proj_in(x), (BATCH, SEQ, MLP))  # column-parallel
-        return constrain(self.proj_out(jax.nn.gelu(h, approximate=True)), (BATCH, SEQ, EMBED))  # row-parallel
 
 
 class WanBlock(nnx.Module):
@@ -226,10 +140,13 @@ class WanBlock(nnx.Module):
     def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
         self.eps = cfg.eps
         self.compute_dtype = cfg.dtype
-        self.attn1 = Attention(cfg, rngs=rngs)
-        self.attn2 = Attention(cfg, rngs=rngs, added_kv_proj_dim=cfg.added_kv_proj_dim)
+        dim, heads, dt = cfg.dim, cfg.num_attention_heads, cfg.dtype
+        # q/k RMS-normed across all heads (diffusers' "rms_norm_across_heads", the only Wan qk_norm)
+        qk = dict(dtype=dt, rngs=rngs, qk_norm="rms_norm_across_heads", qk_eps=cfg.eps)
+        self.attn1 = Attention(dim, heads, **qk)
+        self.attn2 = Attention(dim, heads, added_kv_dim=cfg.added_kv_proj_dim, **qk)
         self.norm2 = LayerNorm(cfg.dim, (EMBED,), eps=cfg.eps) if cfg.cross_attn_norm else None
-        self.ffn = FeedForward(cfg, rngs=rngs)
+        self.ffn = FeedForward(dim, cfg.ffn_dim, dtype=dt, rngs=rngs, activation="gelu-approximate")
         self.scale_shift_table = param(
             jax.random.normal(rngs.params(), (6, cfg.dim), jnp.float32) / cfg.dim**0.5, (None, EMBED)
         )
@@ -261,7 +178,7 @@ class WanBlock(nnx.Module):
         x = (x.astype(jnp.float32) + gate(a, gate_msa)).astype(rt)
 
         h = (self.norm2(x) if self.norm2 is not None else x.astype(jnp.float32)).astype(dt)
-        a = self.attn2(h, ctx, None, img_ctx)
+        a = self.attn2(h, ctx, added_kv=img_ctx)
         x = (x.astype(jnp.float32) + a.astype(jnp.float32)).astype(rt)
 
         h = modulate(layer_norm(x, self.eps), c_shift, c_scale).astype(dt)

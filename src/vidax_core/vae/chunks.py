@@ -1,0 +1,69 @@
+"""The jitted chunk programs of a VAE as :data:`vidax_core.vae.tiling.ChunkFn`\\ s, the channel-last layout they
+run in and the posterior the encoders end in.
+
+:func:`chunk_runner` is the one place a VAE's weights meet a unit of work: the program runs on the host's default
+device, or, when :func:`vidax_core.vae.tiling.run_tiled` spreads units over several devices, with the weights
+placed once per placement (replicated over the unit mesh) and the input placed like the unit group.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax_core.errors import UserError
+from vidax_core.vae.tiling import ChunkFn
+
+
+def chunk_runner(vae: nnx.Module, program: Callable, *, streams: bool = True,
+                 extra: Callable[[int], tuple] | None = None) -> ChunkFn:
+    """A ChunkFn that runs ``program`` on one chunk, the input cast to ``vae.cfg.dtype``.
+
+    ``streams``: the program carries a causal-conv cache, ``program(graphdef, state, x, caches, *extra,
+    first=first) -> (y, caches)``; otherwise ``program(graphdef, state, x, *extra) -> y`` (the cache stays None).
+    ``extra(batch)`` gives further arguments (e.g. a decode timestep) for a group of ``batch`` entries, placed like
+    the weights.
+    """
+    graphdef, state = nnx.split(vae)
+    placed: dict[Any, Any] = {}
+    dtype = jnp.dtype(vae.cfg.dtype)
+
+    def call(weights, x, caches, first, args):
+        if streams:
+            return program(graphdef, weights, x, caches, *args, first=first)
+        return program(graphdef, weights, x, *args), None
+
+    def run(x, caches, first, placement):
+        data, where = placement
+        args = extra(x.shape[0]) if extra is not None else ()
+        if data is None:
+            return call(state, jnp.asarray(x, dtype), caches, first, args)
+        if where not in placed:
+            placed[where] = jax.device_put(state, where)
+        args = tuple(None if a is None else jax.device_put(a, where) for a in args)
+        return call(placed[where], jax.device_put(np.asarray(x, dtype), data), caches, first, args)
+
+    return run
+
+
+def gaussian_posterior(moments: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Channel-last encoder moments (..., 2 C) (or (..., C + 1): one shared log-variance) -> channel-first
+    ``(mean, logvar)`` (B, C, T, H, W) float32, logvar clamped to [-30, 20] and broadcast to the mean's shape, as
+    diffusers' ``DiagonalGaussianDistribution``."""
+    mean = np.moveaxis(moments[..., :channels], -1, 1)
+    logvar = np.moveaxis(np.clip(moments[..., channels:], -30.0, 20.0), -1, 1)
+    return (np.ascontiguousarray(mean, np.float32),
+            np.ascontiguousarray(np.broadcast_to(logvar, mean.shape), np.float32))
+
+
+def channels_last(x: Any, channels: int, what: str, time: str = "T") -> np.ndarray:
+    """A channel-first host array (B, C, T, H, W) as channel-last (B, T, H, W, C); a :class:`UserError` saying
+    ``what`` the VAE wants (e.g. "HunyuanVideo VAE decode wants latents") when it is not 5-D with ``channels``."""
+    a = np.asarray(x)
+    if a.ndim != 5 or a.shape[1] != channels:
+        raise UserError(f"{what} (B, {channels}, {time}, H, W), got {np.shape(x)}")
+    return np.moveaxis(a, 1, -1)
