@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from vidax_core.io import outputs
+from vidax_core.io import noise, outputs
 from vidax_core.config import RunConfig, check_options
 from vidax_core.errors import UserError
 from vidax_core.plugins import Plugins
@@ -35,6 +35,8 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
             raise UserError(f"video {cfg.video} does not exist")
     if cfg.sampling.initial_noise and not os.path.isfile(cfg.sampling.initial_noise):
         raise UserError(f"sampling.initial_noise {cfg.sampling.initial_noise} does not exist")
+    if cfg.sampling.initial_noise:
+        noise.check_noise_file(cfg.sampling.initial_noise)
     check_sampler(cfg)
     if check_outputs:
         out = cfg.output
