@@ -99,9 +99,12 @@ def run_cli(argv, tmp_path, capfd):
     return code, [line for line in err.splitlines() if line.strip()]
 
 
-def _poison_weights(c):
-    """Garbage in every weight file: a case that reaches the weights fails with a 'corrupt' message instead."""
+def _poison_weights(c):  # c: the folder holding every checkpoint of the case
+    """Garbage in every denoiser and text-encoder weight file: a case that reaches them fails with a 'corrupt'
+    message instead."""
     for root, _, files in os.walk(c):
+        if not os.path.basename(root).startswith(("transformer", "text_encoder")):
+            continue  # the denoiser and text encoders: the weights that cost minutes at full size
         for f in files:
             if f.endswith(".safetensors"):
                 with open(os.path.join(root, f), "wb") as fh:
@@ -130,9 +133,9 @@ CASES = [
 def test_round2_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
     name, setup, fragment, early = case
     monkeypatch.chdir(tmp_path)
-    args = [a for a in setup(tmp_path, ckpt) if a is not None]
+    args = [a for a in setup(tmp_path, ckpt) if isinstance(a, str)]
     if early:
-        _poison_weights(ckpt)
+        _poison_weights(tmp_path)
     code, lines = run_cli(args, tmp_path, capfd)
     assert code == 2, lines
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
@@ -140,3 +143,114 @@ def test_round2_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
     assert fragment in lines[0], lines[0]
     assert not [p for p in os.listdir(tmp_path) if ".partial" in p]
     assert not (tmp_path / "new").exists()
+
+
+# ---- the families' tiny checkpoints -------------------------------------------------------------------------
+
+IDS = {"wan": "wan2.1-t2v-1.3b", "cosmos": "cosmos-predict2.5-2b", "cogvideox": "cogvideox-5b",
+       "ltx": "ltx-video-2b-0.9.8-distilled", "hunyuan": "hunyuanvideo-t2v-13b"}
+
+
+def _fam(t, family):
+    """A writable copy of ``family``'s built-in tiny checkpoint under t/<family> (created once per test)."""
+    import importlib
+
+    dst = t / family
+    if not dst.exists():
+        mod = importlib.import_module(f"vidax_{family}")
+        shutil.copytree(os.path.join(os.path.dirname(mod.__file__), "assets", "tiny-random"), dst)
+    return dst
+
+
+def _fam_json(t, family, rel, **changes):
+    path = _fam(t, family) / rel
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def _text(path, text: str | bytes):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+
+def FAM(family, *extra):  # noqa: N802 - reads as a case prefix
+    return lambda t: [f"model.id={IDS[family]}", f"model.checkpoint={t / family}", *extra]
+
+
+def _bomb_png(path):
+    """A 57-byte PNG whose header says 100000 x 100000 pixels."""
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0)
+    _bytes(path, b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
+
+
+def _small_png(path, size=(32, 32)):
+    from PIL import Image
+
+    Image.new("RGB", size, (200, 30, 30)).save(path)
+
+
+def _truncated_png(path):
+    buf = io.BytesIO()
+    from PIL import Image
+
+    Image.new("RGB", (64, 64), (10, 200, 30)).save(buf, format="PNG")
+    _bytes(path, buf.getvalue()[:60])
+
+
+CT = "tokenizer/chat_template.jinja"
+LTX_SMALL = ["options.multiscale=false", "sampling.height=64", "sampling.width=64", "sampling.num_frames=9",
+             "sampling.num_steps=2"]
+
+FAMILY_CASES = [
+    # defect 2: a scheduler value that is NaN where it is meaningless is refused naming the key
+    ("scheduler-nan-shift", lambda t, c: [_fam(t, "wan"), _fam_json(t, "wan", "scheduler/scheduler_config.json", flow_shift=float("nan")), *FAM("wan")(t), *SMALL], "flow_shift must be a finite number", True),
+    # defect 4: vae.tiling with an infinite size
+    ("tiling-inf", lambda t, c: [MODEL, CK(c), "vae.tiling={tile_sample_min_height: .inf}"] + SMALL, "vae.tiling.tile_sample_min_height must be", True),
+    # defect 5: offload.chunk_size with a non-string key
+    ("chunk-size-int-key", lambda t, c: [MODEL, CK(c), "offload.enabled=true", "offload.chunk_size={1: 2}"] + SMALL, "offload.chunk_size", True),
+    # defect 6: checkpoint config values of the wrong type
+    ("cosmos-dim-mult-scalar", lambda t, c: [_fam_json(t, "cosmos", "vae/config.json", dim_mult=1e308), *FAM("cosmos", "sampling.num_steps=2")(t)], "key dim_mult must be a list", True),
+    ("cogvideox-temporal-ratio-string", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "sampling.num_steps=2")(t)], "temporal_compression_ratio must be an integer", True),
+    ("cosmos-head-dim-3", lambda t, c: [_fam_json(t, "cosmos", "transformer/config.json", attention_head_dim=3), *FAM("cosmos", "sampling.num_steps=2")(t)], "attention_head_dim", True),
+    # defect 7: the Cosmos chat template, rendered in the pre-run check
+    *[(f"cosmos-chat-template-{k}", lambda t, c, tpl=tpl: [_fam(t, "cosmos"), _text(t / "cosmos" / CT, tpl), *FAM("cosmos", "sampling.num_steps=2")(t)], "chat_template.jinja", True)
+      for k, tpl in [("undefined", "{{ nope.attr }}"), ("syntax", "{% for %}"), ("raise", "{{ raise_exception('no') }}"),
+                     ("sandbox", "{{ ''.__class__.__mro__ }}"), ("recursive", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"),
+                     ("huge-range", "{% for i in range(10**9) %}x{% endfor %}"), ("non-utf8", b"\xff\xfe{{ messages }}")]],
+    # defect 8: HunyuanVideo prompt templates str.format cannot fill
+    *[(f"hunyuan-template-{k}", lambda t, c, tpl=tpl: [*FAM("hunyuan", f"options.prompt_template={tpl}")(t), _fam(t, "hunyuan")], "options.prompt_template", True)
+      for k, tpl in [("open-brace", "'{} {'"), ("named-field", "'{x} {}'"), ("index", "'{0} {}'"), ("attr", "'{}{.a}'")]],
+    # defect 9: crop_start bounded by the template's length
+    ("hunyuan-crop-start-huge", lambda t, c: [_fam(t, "hunyuan"), *FAM("hunyuan", "options.crop_start=100000")(t)], "options.crop_start", True),
+    # defect 10: every conditioning medium goes through the image/video preflight
+    ("ltx-condition-bomb-png", lambda t, c: [_fam(t, "ltx"), _bomb_png(t / "b.png"), *FAM("ltx", f"options.conditions=[{{image: {t / 'b.png'}}}]", *LTX_SMALL)(t)], "options.conditions[0]", True),
+    ("ltx-condition-truncated-png", lambda t, c: [_fam(t, "ltx"), _truncated_png(t / "b.png"), *FAM("ltx", f"options.conditions=[{{image: {t / 'b.png'}}}]", *LTX_SMALL)(t)], "options.conditions[0]", True),
+    ("ltx-condition-bad-video", lambda t, c: [_fam(t, "ltx"), _bytes(t / "v.mp4", b"\0" * 100), *FAM("ltx", f"options.conditions=[{{video: {t / 'v.mp4'}}}]", *LTX_SMALL)(t)], "options.conditions[0]", True),
+    ("image-bomb-png", lambda t, c: [_fam(t, "ltx"), _bomb_png(t / "b.png"), *FAM("ltx", f"image={t / 'b.png'}", *LTX_SMALL)(t)], "pixels", True),
+    ("video-unreadable", lambda t, c: [_fam(t, "ltx"), _bytes(t / "v.mp4", b"\0" * 100), *FAM("ltx", f"video={t / 'v.mp4'}", *LTX_SMALL)(t)], "cannot be read as a video", True),
+    # defect 11: the spatial upsampler is opened before sampling
+    ("ltx-upsampler-garbage", lambda t, c: [_fam(t, "ltx"), _bytes(t / "up.safetensors", b"x" * 64), *FAM("ltx", f"options.spatial_upsampler={t / 'up.safetensors'}", "sampling.num_steps=2")(t)], "up.safetensors", True),
+    ("ltx-latent-upsampler-config", lambda t, c: [_fam(t, "ltx"), _fam_json(t, "ltx", "latent_upsampler/config.json", mid_channels="wide"), *FAM("ltx", "sampling.num_steps=2")(t)], "mid_channels", True),
+    # confusing messages
+    ("relative-path-not-a-repo", lambda t, c: [_w_dir(t / "checkpoints"), MODEL, "model.checkpoint=checkpoints/CogVideoX-2b"] + SMALL, "no folder checkpoints/CogVideoX-2b", True),
+    ("yaml-1e-300-frame-rate", lambda t, c: [_fam(t, "ltx"), *FAM("ltx", "options.frame_rate=1e-300", *LTX_SMALL)(t)], "options.frame_rate", True),
+    ("yaml-1e308-in-scheduler", lambda t, c: [MODEL, CK(c), "sampling.scheduler={name: unipc, flow_shift: 1e308}"] + SMALL, "sampling.scheduler", True),
+    ("tiling-list-value", lambda t, c: [MODEL, CK(c), "vae.tiling={tile_sample_min_height: [1]}"] + SMALL, "vae.tiling.tile_sample_min_height must be an integer", True),
+    ("tiling-enabled-string", lambda t, c: [MODEL, CK(c), "vae.tiling={enabled: 'no'}"] + SMALL, "vae.tiling.enabled must be true/false", True),
+    ("cogvideox-frames-hint", lambda t, c: [_fam(t, "cogvideox"), *FAM("cogvideox", "sampling.num_frames=4")(t)], "use 9", True),
+]
+
+
+def _w_dir(path):
+    path.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.mark.parametrize("case", FAMILY_CASES, ids=[c[0] for c in FAMILY_CASES])
+def test_round2_family_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
+    test_round2_reproducer(case, tmp_path, ckpt, capfd, monkeypatch)

@@ -154,20 +154,13 @@ class Checkpoint:
 MAX_JSON_BYTES = 512 << 20  # the largest tokenizer.json files are tens of MiB
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} is out of range")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def read_json_file(path: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """The JSON value in ``path``, read with bounds: a regular file of at most ``max_bytes``, UTF-8, finite
-    numbers, bounded nesting. Every failure is one :class:`UserError` line naming the file."""
+    """The JSON value in ``path``, read with bounds: a regular file of at most ``max_bytes``, UTF-8, bounded
+    nesting. Every failure is one :class:`UserError` line naming the file.
+
+    ``Infinity``, ``-Infinity`` and ``NaN`` are read as Python's json (and so diffusers) reads them: configs
+    written by Python hold them (DPMSolverMultistepScheduler's ``lambda_min_clipped: -Infinity``). The typed
+    reads of :mod:`vidax_core.config.arch` refuse a non-finite value where it is meaningless, naming the key."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -185,7 +178,7 @@ def read_json_file(path: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
     except UnicodeDecodeError as exc:
         raise UserError(f"{path} is not valid JSON (not UTF-8 text at byte {exc.start}): fix or re-download it") from None
     try:
-        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path} is not valid JSON (line {exc.lineno}): fix or re-download it") from None
     except RecursionError:
@@ -201,10 +194,17 @@ def _read_json(path: str) -> dict[str, Any]:
     return data
 
 
+# scheduler fields where diffusers gives an infinite value a meaning (no clipping)
+NON_FINITE_OK = frozenset({"lambda_min_clipped"})
+
+
 def _check_scheduler_config(path: str, data: Mapping[str, Any]) -> None:
     """The scheduler config must give a working sampler: built and planned here, so a junk value is one line
     naming the file now, not a crash after the weights loaded. An unsupported scheduler class is left to the
     run's sampler choice (the user may name another sampler)."""
+    for key, value in data.items():
+        if isinstance(value, float) and not math.isfinite(value) and key not in NON_FINITE_OK:
+            raise UserError(f"{path}: {key} must be a finite number, got {value}: fix or re-download it")
     steps = data.get("num_train_timesteps", 1000)
     if type(steps) is not int or not 1 <= steps <= 1_000_000:
         raise UserError(f"{path}: num_train_timesteps must be an integer from 1 to 1000000, got {str(steps)[:40]}")
