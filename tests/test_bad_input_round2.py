@@ -216,7 +216,9 @@ FAMILY_CASES = [
     ("chunk-size-int-key", lambda t, c: [MODEL, CK(c), "offload.enabled=true", "offload.chunk_size={1: 2}"] + SMALL, "offload.chunk_size", True),
     # defect 6: checkpoint config values of the wrong type
     ("cosmos-dim-mult-scalar", lambda t, c: [_fam_json(t, "cosmos", "vae/config.json", dim_mult=1e308), *FAM("cosmos", "sampling.num_steps=2")(t)], "key dim_mult must be a list", True),
-    ("cogvideox-temporal-ratio-string", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "sampling.num_steps=2")(t)], "temporal_compression_ratio must be an integer", True),
+    ("cogvideox-temporal-ratio-string", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "sampling.num_steps=2")(t)], "key temporal_compression_ratio must be a number", True),
+    ("cogvideox-temporal-ratio-string-dry-run", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "--dry-run")(t)], "key temporal_compression_ratio must be", True),
+    ("hunyuan-spatial-ratio-list-dry-run", lambda t, c: [_fam_json(t, "hunyuan", "vae/config.json", spatial_compression_ratio=[8]), *FAM("hunyuan", "--dry-run")(t)], "key spatial_compression_ratio must be", True),
     ("cosmos-head-dim-3", lambda t, c: [_fam_json(t, "cosmos", "transformer/config.json", attention_head_dim=3), *FAM("cosmos", "sampling.num_steps=2")(t)], "attention_head_dim", True),
     # defect 7: the Cosmos chat template, rendered in the pre-run check
     *[(f"cosmos-chat-template-{k}", lambda t, c, tpl=tpl: [_fam(t, "cosmos"), _text(t / "cosmos" / CT, tpl), *FAM("cosmos", "sampling.num_steps=2")(t)], "chat_template.jinja", True)

@@ -165,7 +165,8 @@ def check_tiling(value: Any) -> None:
     try:
         TilingOptions.coerce(value).check()
     except (ValueError, TypeError) as exc:
-        raise UserError(f"config key vae.tiling: {str(exc).splitlines()[0]}") from None
+        text = str(exc).splitlines()[0]
+        raise UserError(text if text.startswith("vae.tiling") else f"config key vae.tiling: {text}") from None
 
 
 def check_options(options: Mapping[str, Any], declared: Mapping[str, Any], model_id: str) -> None:

@@ -81,7 +81,7 @@ class WanVAEConfig:
         """Build from a diffusers config.json dict; unknown keys (``_class_name``...) are ignored."""
         kw = {**dict(config), **overrides}
         for k in ("dim_mult", "attn_scales", "temperal_downsample", "latents_mean", "latents_std"):
-            if kw.get(k) is not None:
+            if isinstance(kw.get(k), list):  # a scalar or a mapping is refused by the field check, naming the key
                 kw[k] = tuple(kw[k])
         return from_config_dict(cls, kw)
 

@@ -181,13 +181,17 @@ def encode_prompt(spec, encoder, prompts, run):
 
 
 def _patch_t(ckpt) -> int:
-    return int(ckpt.config("transformer").get("patch_size_t") or 1)
+    from vidax_core.config.arch import config_value
+
+    return config_value(ckpt.config("transformer"), "patch_size_t", int, 1)
 
 
 def _vae_factors(config: dict) -> tuple[int, int]:
     """(temporal, spatial) compression of an ``AutoencoderKLCogVideoX`` config."""
-    blocks = config.get("block_out_channels") or (128, 256, 256, 512)
-    return int(config.get("temporal_compression_ratio") or TEMPORAL_FACTOR), 2 ** (len(blocks) - 1)
+    from vidax_core.config.arch import config_value
+
+    blocks = config_value(config, "block_out_channels", tuple[int, ...], (128, 256, 256, 512))
+    return config_value(config, "temporal_compression_ratio", int, TEMPORAL_FACTOR), 2 ** (len(blocks) - 1)
 
 
 @hookimpl

@@ -142,7 +142,7 @@ class LTXOriginalCheckpoint(Checkpoint):
         if component == "vae":
             vae = self._meta.get("vae")
             if isinstance(vae, dict) and vae.get("_class_name") == "AutoencoderKLLTXVideo":
-                return dict(vae)
+                return {**vae, SOURCE_KEY: f"{self._where} vae"}
             return dict(LTX098_VAE_CONFIG)
         if component == "scheduler" and not super().has("scheduler"):
             return dict(LTX_SCHEDULER_CONFIG)

@@ -410,6 +410,8 @@ def bench_reference(spec, engine, ckpt_dir, run):
 @hookimpl
 def check_checkpoint(spec, ckpt, run):
     """The DiT config must fit LTX-Video and the VAE's latent channels; read from config files only."""
+    from vidax_core.config.arch import config_value
+
     problems: list[str] = []
     try:
         dit = _dit_config(ckpt)
@@ -426,7 +428,7 @@ def check_checkpoint(spec, ckpt, run):
         problems += check_upsampler(ckpt, dict(run.options))
     if ckpt.has("vae"):
         vae = ckpt.config("vae")
-        c = vae.get("latent_channels", 128)
+        c = config_value(vae, "latent_channels", int, 128)
         if dit.in_channels != c * dit.patch_size_t * dit.patch_size**2:
             problems.append(f"transformer/config.json: in_channels={dit.in_channels} does not match latent_channels={c} "
                             "of vae/config.json")
