@@ -188,6 +188,10 @@ def check_checkpoint(spec, ckpt, run):
     except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
         return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
     where = "transformer/config.json"
+    if ckpt.has("tokenizer"):
+        from .text import check_template
+
+        problems += check_template(ckpt.path("tokenizer"))
     if dit.extra_pos_embed_type is not None:
         problems.append(f"{where}: extra_pos_embed_type={dit.extra_pos_embed_type!r} is a Cosmos-1.0 model; "
                         f"{spec.id} needs null")
