@@ -111,11 +111,7 @@ def check_run(spec, run):
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:)")
     o = run.options
-    tpl = o.get("prompt_template")
-    if tpl is not None and tpl.count("{}") != 1:
-        problems.append("options.prompt_template must hold exactly one {} where the prompt goes")
-    if o.get("crop_start") is not None and int(o["crop_start"]) < 0:
-        problems.append(f"options.crop_start must be >= 0, got {o['crop_start']}")
+    problems += presets.template_problems(o.get("prompt_template"), o.get("crop_start"), _is_i2v(spec))
     if o.get("true_cfg_scale") is not None and float(o["true_cfg_scale"]) < 0:
         problems.append(f"options.true_cfg_scale must be >= 0 (1 = off), got {o['true_cfg_scale']}")
     if s.max_sequence_length < 1:

@@ -84,3 +84,29 @@ MODELS = [
         "options": I2V_OPTIONS,
     },
 ]
+
+
+def template_problems(template: str | None, crop_start: int | None, i2v: bool) -> list[str]:
+    """``options.prompt_template`` must be a str.format text with exactly one bare ``{}`` (literal braces doubled),
+    and ``options.crop_start`` must leave part of the text: it counts template tokens, and a token covers at
+    least one byte, so it is bounded by the template's length in bytes (a larger value only pads the encoder)."""
+    import string
+
+    problems = []
+    text = template if template is not None else (I2V_TEMPLATE if i2v else T2V_TEMPLATE)
+    if template is not None:
+        try:
+            fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template)
+                      if name is not None]
+        except ValueError as exc:
+            return [f"options.prompt_template is not a str.format text ({exc}): write literal braces as {{{{ and "
+                    "}}, and put one {} where the prompt goes"]
+        if fields != [("", "", None)]:
+            problems.append("options.prompt_template must hold exactly one bare {} where the prompt goes (no names, "
+                            "indices or format specs; literal braces as {{ and }})")
+    if crop_start is not None:
+        limit = len(text.replace("{}", "").encode("utf-8")) + 8  # a token is >= 1 byte; + BOS and special tokens
+        if not 0 <= crop_start <= limit:
+            problems.append(f"options.crop_start must be from 0 to {limit} (the template's tokens before the prompt; "
+                            f"it has at most that many), got {crop_start}")
+    return problems

@@ -264,9 +264,17 @@ def _check_conditions(run) -> list[str]:
         if not isinstance(c, dict) or len(media) != 1 or keys - {"image", "video", "frame_index", "strength"}:
             return [f"{where} must be {{image: PATH}} or {{video: PATH}}, optionally with frame_index and strength, "
                     f"got {c!r}"[:300]]
-        path = c[media.pop()]
+        kind = media.pop()
+        path = c[kind]
         if not isinstance(path, str) or not os.path.isfile(path):
             return [f"{where}: {path!r} is not a file"]
+        from vidax_core.errors import UserError
+        from vidax_core.io.media import check_medium
+
+        try:  # the same pre-run check as image: / video:
+            check_medium(path, video=kind == "video", where=f"{where}.{kind}")
+        except UserError as exc:
+            return [str(exc)]
         fi, st = c.get("frame_index", 0), c.get("strength", 1.0)
         if isinstance(fi, bool) or not isinstance(fi, int) or not 0 <= fi < n:
             return [f"{where}.frame_index must be an integer in [0, {n - 1}], got {fi!r}"]
