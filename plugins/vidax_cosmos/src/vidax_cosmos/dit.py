@@ -80,7 +80,7 @@ class CosmosDiTConfig:
             raise ValueError("image-context and ControlNet inputs (Cosmos-Transfer) are not supported")
         if any(d % 2 or d < 4 for d in self.rope_dims):
             raise ValueError(f"attention_head_dim={self.attention_head_dim} does not split into even t/h/w RoPE "
-                             "parts: fix or re-download transformer/config.json")
+                             "parts: fix or re-download the checkpoint")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "CosmosDiTConfig":

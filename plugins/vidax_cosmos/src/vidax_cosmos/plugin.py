@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from flax import nnx
 
+from vidax_core.errors import UserError
 from vidax_core.hookspecs import hookimpl
 from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
@@ -185,6 +186,8 @@ def check_checkpoint(spec, ckpt, run):
     problems: list[str] = []
     try:
         dit = _dit_config(ckpt)
+    except UserError as exc:  # names its own file (an original release has no transformer/config.json)
+        return [str(exc)]
     except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
         return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
     where = "transformer/config.json"

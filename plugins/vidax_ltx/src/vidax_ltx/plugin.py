@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
+from vidax_core.errors import UserError
 from vidax_core.hookspecs import hookimpl
 from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
@@ -268,7 +269,6 @@ def _check_conditions(run) -> list[str]:
         path = c[kind]
         if not isinstance(path, str) or not os.path.isfile(path):
             return [f"{where}: {path!r} is not a file"]
-        from vidax_core.errors import UserError
         from vidax_core.io.media import check_medium
 
         try:  # the same pre-run check as image: / video:
@@ -423,6 +423,8 @@ def check_checkpoint(spec, ckpt, run):
     problems: list[str] = []
     try:
         dit = _dit_config(ckpt)
+    except UserError as exc:  # names its own file (an original release has no transformer/config.json)
+        return [str(exc)]
     except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
         return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
     blocks = run.options.get("stg_skip_blocks") or []

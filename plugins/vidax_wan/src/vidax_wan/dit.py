@@ -93,7 +93,7 @@ class WanDiTConfig:
             object.__setattr__(self, "out_channels", self.in_channels)
         if self.attention_head_dim % 2 or any(d % 2 for d in self.rope_dims):
             raise ValueError(f"attention_head_dim={self.attention_head_dim} does not split into even t/h/w RoPE "
-                             "parts: fix or re-download transformer/config.json")
+                             "parts: fix or re-download the checkpoint")
         if self.pos_embed_seq_len is not None and self.image_dim is None:
             raise ValueError("pos_embed_seq_len (FLF2V image position embedding) needs image_dim")
 
