@@ -245,8 +245,23 @@ FAMILY_CASES = [
     ("yaml-1e308-in-scheduler", lambda t, c: [MODEL, CK(c), "sampling.scheduler={name: unipc, flow_shift: 1e308}"] + SMALL, "sampling.scheduler", True),
     ("tiling-list-value", lambda t, c: [MODEL, CK(c), "vae.tiling={tile_sample_min_height: [1]}"] + SMALL, "vae.tiling.tile_sample_min_height must be an integer", True),
     ("tiling-enabled-string", lambda t, c: [MODEL, CK(c), "vae.tiling={enabled: 'no'}"] + SMALL, "vae.tiling.enabled must be true/false", True),
+    ("relative-path-or-repo-offline", lambda t, c: [MODEL, "model.checkpoint=checkpoints/CogVideoX-2b"] + SMALL, "no local folder", True),
+    ("null-spelled-as-yaml", lambda t, c: [MODEL, CK(c), "vae.tiling=null"] + SMALL, "got null", True),
+    ("ltx-frames-hint", lambda t, c: [_fam(t, "ltx"), *FAM("ltx", "sampling.num_frames=4", "options.multiscale=false")(t)], "use 9", True),
+    ("cosmos-pt-corrupt-pickle", lambda t, c: [_cosmos_pt(t), "model.id=cosmos-predict2.5-2b", f"model.checkpoint={t / 'cosmos_pt'}", "sampling.num_steps=2"], "model_ema_bf16.pt has a corrupt", True),
     ("cogvideox-frames-hint", lambda t, c: [_fam(t, "cogvideox"), *FAM("cogvideox", "sampling.num_frames=4")(t)], "use 9", True),
 ]
+
+
+def _cosmos_pt(t):
+    """An original-layout Cosmos folder (a DiT .pt beside vae/, text_encoder/, tokenizer/) whose pickle is cut."""
+    root = t / "cosmos_pt"
+    shutil.copytree(_fam(t, "cosmos"), root)
+    shutil.rmtree(root / "transformer")
+    (root / "model_index.json").unlink()
+    with zipfile.ZipFile(root / "model_ema_bf16.pt", "w") as z:
+        z.writestr("archive/data.pkl", b"\x80\x02}q\x00(X\x03\x00\x00\x00net")
+        z.writestr("archive/byteorder", "little")
 
 
 def _w_dir(path):

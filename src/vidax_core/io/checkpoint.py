@@ -301,7 +301,15 @@ def resolve_checkpoint(
     if os.path.exists(path):
         raise UserError(f"checkpoint {value} is a file: model.checkpoint must be a diffusers-layout folder or a hub repo id")
     if looks_like_repo_id(value):
-        return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
+        parent = value.split("/")[0]
+        if os.path.isdir(parent):  # a path into an existing folder, not an organisation on the hub
+            raise UserError(f"checkpoint: there is no folder {value} (in {os.path.abspath(parent)}): check the path, "
+                            "or give a hub repo id (Org/Name) that is not also a local folder name")
+        try:
+            return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
+        except UserError as exc:
+            raise UserError(f"checkpoint {value}: no local folder {os.path.abspath(value)}, and as a hub repo id: "
+                            f"{str(exc).removeprefix(f'checkpoint {value} ')}") from None
     raise UserError(f"checkpoint {value} does not exist (expected a local folder or a hub repo id like Org/Name)")
 
 

@@ -122,7 +122,7 @@ def check_run(spec, run):
     problems = []
     step = 2 * TEMPORAL_FACTOR  # an odd latent frame count: the VAE decodes an even one into 3 extra frames
     if (s.num_frames - 1) % step:
-        k = max(round((s.num_frames - 1) / step), 0)
+        k = max(-(-(s.num_frames - 1) // step), 0)  # the nearest valid count above
         hint = " (CogVideoX1.5 is trained on 16N+1: 81)" if spec.id.startswith("cogvideox1.5") else ""
         problems.append(f"sampling.num_frames must be 8k+1 for CogVideoX (the VAE compresses time by 4 and decodes "
                         f"an odd latent frame count), got {s.num_frames}: use {step * k + 1}{hint}")

@@ -85,7 +85,7 @@ def check_run(spec, run):
     s = run.sampling
     problems = []
     if (s.num_frames - 1) % 4:
-        k = max(round((s.num_frames - 1) / 4), 0)
+        k = max(-(-(s.num_frames - 1) // 4), 0)  # the nearest valid count above
         problems.append(f"sampling.num_frames must be 4k+1 for Cosmos-Predict2.5 (the VAE compresses time by 4), "
                         f"got {s.num_frames}: use {4 * k + 1}")
     for key in ("height", "width"):

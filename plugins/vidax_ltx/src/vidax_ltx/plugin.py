@@ -163,7 +163,7 @@ def check_run(spec, run):
     s = run.sampling
     problems = []
     if (s.num_frames - 1) % 8:
-        k = max(round((s.num_frames - 1) / 8), 0)
+        k = max(-(-(s.num_frames - 1) // 8), 0)  # the nearest valid count above
         problems.append(f"sampling.num_frames must be 8k+1 for LTX-Video (the VAE compresses time by 8), got "
                         f"{s.num_frames}: use {8 * k + 1}")
     o = run.options
@@ -173,8 +173,8 @@ def check_run(spec, run):
         if v % 32:
             problems.append(f"sampling.{key} must be a multiple of 32 for LTX-Video (the VAE compresses space by 32), "
                             f"got {v}: use {max(32, v // 32 * 32)}")
-    if o.get("frame_rate") is not None and not float(o["frame_rate"]) > 0:
-        problems.append(f"options.frame_rate must be positive, got {o['frame_rate']}")
+    if o.get("frame_rate") is not None and not 0.01 <= float(o["frame_rate"]) <= 1000:
+        problems.append(f"options.frame_rate must be from 0.01 to 1000 frames per second, got {o['frame_rate']}")
     ts = o.get("timesteps")
     if ts is not None:
         if not ts or any(not 0.0 <= float(t) <= 1000.0 for t in ts) or any(a <= b for a, b in zip(ts, ts[1:])):

@@ -113,7 +113,7 @@ def check_run(spec, run):
     s = run.sampling
     problems = []
     if (s.num_frames - 1) % TEMPORAL_FACTOR:
-        k = max(round((s.num_frames - 1) / TEMPORAL_FACTOR), 0)
+        k = max(-(-(s.num_frames - 1) // TEMPORAL_FACTOR), 0)  # the nearest valid count above
         problems.append(
             f"sampling.num_frames must be 4k+1 for Wan (the VAE compresses time by 4), got {s.num_frames}: use {4 * k + 1}"
         )
