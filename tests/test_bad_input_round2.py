@@ -251,6 +251,8 @@ FAMILY_CASES = [
     ("null-spelled-as-yaml", lambda t, c: [MODEL, CK(c), "vae.tiling=null"] + SMALL, "got null", True),
     ("ltx-frames-hint", lambda t, c: [_fam(t, "ltx"), *FAM("ltx", "sampling.num_frames=4", "options.multiscale=false")(t)], "use 9", True),
     ("cosmos-pt-corrupt-pickle", lambda t, c: [_cosmos_pt(t), "model.id=cosmos-predict2.5-2b", f"model.checkpoint={t / 'cosmos_pt'}", "sampling.num_steps=2"], ("model_ema_bf16.pt has a corrupt", "transformer/config.json"), True),
+    ("cogvideox-tiling-stride-key", lambda t, c: [_fam(t, "cogvideox"), *FAM("cogvideox", "vae.tiling={tile_sample_stride_height: 100}")(t)], "vae.tiling.tile_sample_stride_height is not a tiling knob of this model's VAE", True),
+    ("hunyuan-tiling-framewise-type", lambda t, c: [_fam(t, "hunyuan"), *FAM("hunyuan", "vae.tiling={framewise: 'no'}")(t)], "vae.tiling.framewise must be true/false", True),
     ("cogvideox-frames-hint", lambda t, c: [_fam(t, "cogvideox"), *FAM("cogvideox", "sampling.num_frames=4")(t)], "use 9", True),
 ]
 

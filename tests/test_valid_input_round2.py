@@ -64,3 +64,11 @@ def test_ltx_frame_rate_in_exponent_notation(tmp_path, capsys):
                      "sampling.width=64", "sampling.num_frames=9", f"output.path={tmp_path / 'o.mp4'}", "--dry-run",
                      "--quiet"])
     assert code == 0, capsys.readouterr().err
+
+
+def test_hunyuan_documented_tiling_knobs_are_accepted(tmp_path, capsys):
+    """framewise and tile_sample_min_num_frames are HunyuanVideo's own knobs (its VAE's enable_tiling)."""
+    code = cli.main(["run", "model.id=hunyuanvideo-t2v-13b", "model.checkpoint=builtin:tiny-random",
+                     "vae.tiling={framewise: false, tile_sample_min_num_frames: 8, tile_sample_stride_num_frames: 4}",
+                     f"output.path={tmp_path / 'o.mp4'}", "--dry-run", "--quiet"])
+    assert code == 0, capsys.readouterr().err

@@ -62,6 +62,12 @@ def _preset() -> dict:
     }
 
 
+# AutoencoderKLHunyuanVideo.enable_tiling's knobs (vidax_hunyuan.vae.HunyuanTiling): spatial, and temporal above
+# tile_sample_min_num_frames (framewise)
+TILING = {"enabled": bool, "framewise": bool, "tile_sample_min_height": int, "tile_sample_min_width": int,
+          "tile_sample_min_num_frames": int, "tile_sample_stride_height": int, "tile_sample_stride_width": int,
+          "tile_sample_stride_num_frames": int}
+
 MODELS = [
     {
         "id": "hunyuanvideo-t2v-13b",
@@ -72,6 +78,7 @@ MODELS = [
                        "Llama-3 + CLIP-L text, embedded guidance",
         "preset": _preset(),
         "options": OPTIONS,
+        "tiling": TILING,
     },
     {
         "id": "hunyuanvideo-i2v-13b",
@@ -82,6 +89,7 @@ MODELS = [
                        "embedded guidance",
         "preset": _preset(),
         "options": I2V_OPTIONS,
+        "tiling": TILING,
     },
 ]
 
