@@ -72,3 +72,29 @@ def test_hunyuan_documented_tiling_knobs_are_accepted(tmp_path, capsys):
                      "vae.tiling={framewise: false, tile_sample_min_num_frames: 8, tile_sample_stride_num_frames: 4}",
                      f"output.path={tmp_path / 'o.mp4'}", "--dry-run", "--quiet"])
     assert code == 0, capsys.readouterr().err
+
+
+def test_shipped_configs_name_the_published_repository_or_say_how_to_assemble_the_folder():
+    """A shipped config names its model's published diffusers repository (ModelSpec.hub_repo) where one exists;
+    a local folder only where none does, with the comment saying the files are assembled by hand."""
+    import glob
+
+    from vidax_core.plugins import get_plugins
+
+    root = os.path.join(os.path.dirname(__file__), "..", "configs")
+    registry = get_plugins().registry
+    checked = 0
+    for path in sorted(glob.glob(os.path.join(root, "*.yaml"))):
+        text = open(path).read()
+        data = _yaml_text(text, path)
+        model = data.get("model") or {}
+        ckpt, mid = model.get("checkpoint"), model.get("id")
+        if not ckpt or str(ckpt).startswith("builtin:") or mid not in {s.id for s in registry}:
+            continue
+        spec = registry.get(mid)
+        if spec.hub_repo:
+            assert ckpt == spec.hub_repo, f"{path}: {ckpt} instead of the published {spec.hub_repo}"
+        else:
+            assert "assemble the folder by hand" in text, f"{path}: local folder {ckpt} without assembly notes"
+        checked += 1
+    assert checked >= 7
