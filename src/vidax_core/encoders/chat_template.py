@@ -89,10 +89,26 @@ def _environment():
     except ImportError as e:  # pragma: no cover - jinja2 is a dependency of vidax-core
         raise UserError("chat templates need jinja2: pip install 'jinja2>=3.1.6'") from e
 
-    class BoundedEnvironment(ImmutableSandboxedEnvironment):
-        """transformers' sandbox, with the size of ``*`` / ``**`` results bounded (``'x' * 10**9``)."""
+    from jinja2.compiler import CodeGenerator
 
-        intercepted_binops = frozenset({"*", "**"})
+    class BoundedCodeGenerator(CodeGenerator):
+        """``a ~ b`` joins through :func:`_bounded_join` (a macro doubling a string would otherwise grow it
+        without limit before any output is written)."""
+
+        def visit_Concat(self, node, frame):
+            self.write("environment.bounded_join((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
+
+    class BoundedEnvironment(ImmutableSandboxedEnvironment):
+        """transformers' sandbox, with the size of every value a template builds bounded: ``*`` / ``**`` / ``+``
+        results, ``~`` joins, and the width and count arguments of calls and filters (``'x' * 10**9``,
+        ``'x'.ljust(10**9)``, ``'x'|center(10**9)``)."""
+
+        code_generator_class = BoundedCodeGenerator
+        intercepted_binops = frozenset({"*", "**", "+"})
 
         def call_binop(self, context, operator, left, right):
             if operator == "**":
@@ -100,11 +116,31 @@ def _environment():
                         and abs(left) > 1:
                     raise TemplateFailure("a power too large to compute")
                 return left ** right
+            if operator == "+":
+                if hasattr(left, "__len__") and hasattr(right, "__len__") and len(left) + len(right) > MAX_REPEAT:
+                    raise TemplateFailure(f"a value longer than {MAX_REPEAT}")
+                return left + right
             if isinstance(left, int) and not isinstance(right, (int, float)):
                 left, right = right, left
             if isinstance(right, int) and hasattr(left, "__len__") and len(left) * max(right, 0) > MAX_REPEAT:
                 raise TemplateFailure(f"a repeated value longer than {MAX_REPEAT}")
             return left * right
+
+        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's signature
+            _check_sizes((getattr(__obj, "__self__", None), *args), kwargs)
+            return super().call(__context, __obj, *args, **kwargs)
+
+        def getattr(self, obj, attribute):
+            if isinstance(obj, str) and attribute in ("format", "format_map"):
+                _check_sizes((obj,), {})  # the sandbox wraps str.format: its widths are checked here
+            return super().getattr(obj, attribute)
+
+        @staticmethod
+        def bounded_join(parts):
+            text = "".join(map(str, parts))
+            if len(text) > MAX_REPEAT:
+                raise TemplateFailure(f"a joined value longer than {MAX_REPEAT}")
+            return text
 
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -114,9 +150,32 @@ def _environment():
 
     env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
+    env.filters = {name: _bounded_filter(f) for name, f in env.filters.items()}
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env
+
+
+def _check_sizes(args, kwargs) -> None:
+    """Integer arguments (widths, counts) and %-format widths a call or filter gets stay below ``MAX_REPEAT``."""
+    import re
+
+    for v in (*args, *kwargs.values()):
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_REPEAT:
+            raise TemplateFailure(f"an argument of {v} (at most {MAX_REPEAT})")
+        if isinstance(v, str) and len(v) < 4096 and any(int(w) > MAX_REPEAT for w in re.findall(r"[%{:<>^=]\D?(\d{7,})", v)):
+            raise TemplateFailure(f"a format width above {MAX_REPEAT}")
+
+
+def _bounded_filter(fn):
+    import functools as ft
+
+    @ft.wraps(fn)
+    def bounded(*args, **kwargs):
+        _check_sizes(args, kwargs)
+        return fn(*args, **kwargs)
+
+    return bounded
 
 
 @functools.lru_cache(maxsize=16)
