@@ -62,13 +62,15 @@ def dit_config(original: dict[str, Any], where: str) -> dict[str, Any]:
     missing = [k for k in ("num_attention_heads", "attention_head_dim", "num_layers") if k not in original]
     if missing:
         raise UserError(f"{where}: the transformer config lacks {', '.join(missing)}")
-    pos = original.get("positional_embedding_max_pos", [20, 2048, 2048])
-    theta = original.get("positional_embedding_theta", 10000.0)
+    from vidax_core.config.arch import config_value
+
+    pos = config_value(original, "positional_embedding_max_pos", tuple[int, ...], (20, 2048, 2048), where=where)
+    theta = config_value(original, "positional_embedding_theta", float, 10000.0, where=where)
     if list(pos) != [20, 2048, 2048] or float(theta) != 10000.0:
         raise UserError(f"{where}: positional_embedding_max_pos={pos} / theta={theta} is not an LTX-Video 0.9.x "
                         "configuration (expected [20, 2048, 2048] / 10000)")
     cfg = {k: original[k] for k in _DIT_KEYS if k in original}
-    qk = original.get("qk_norm", "rms_norm")
+    qk = config_value(original, "qk_norm", str, "rms_norm", where=where)
     cfg["qk_norm"] = "rms_norm_across_heads" if qk in ("rms_norm", "rms_norm_across_heads") else qk
     cfg.update(_class_name="LTXVideoTransformer3DModel", patch_size=1, patch_size_t=1)
     return cfg
