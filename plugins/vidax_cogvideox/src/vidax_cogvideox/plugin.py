@@ -174,10 +174,10 @@ def build_text_encoder(spec, ckpt, run, mesh):
 def encode_prompt(spec, encoder, prompts, run):
     """As ``CogVideoXPipeline._get_t5_prompt_embeds``: padded to ``max_sequence_length`` and encoded WITHOUT the
     attention mask (the DiT attends to the padding too)."""
-    import jax
+    from vidax_core.encoders.t5 import call_encoder
 
     ids, _ = encoder.tokenizer(list(prompts), int(run.sampling.max_sequence_length))
-    return np.asarray(jax.jit(lambda enc, i: enc(i))(encoder.encoder, ids), np.float32)
+    return np.asarray(call_encoder(encoder.encoder, ids), np.float32)
 
 
 def _patch_t(ckpt) -> int:

@@ -334,10 +334,10 @@ def build_text_encoder(spec, ckpt, run, mesh):
 def encode_prompt(spec, encoder, prompts, run):
     """As ``LTXPipeline._get_t5_prompt_embeds``: padded to ``max_sequence_length``, encoded WITHOUT the mask; the
     mask goes to the DiT's cross-attention."""
-    import jax
+    from vidax_core.encoders.t5 import call_encoder
 
     ids, mask = encoder.tokenizer(list(prompts), int(run.sampling.max_sequence_length))
-    hidden = jax.jit(lambda enc, i: enc(i))(encoder.encoder, ids)
+    hidden = call_encoder(encoder.encoder, ids)
     return {"hidden": np.asarray(hidden, np.float32), "mask": mask.astype(bool)}
 
 
