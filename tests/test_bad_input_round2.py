@@ -121,7 +121,7 @@ CASES = [
     # defect 3: cut / flipped headers, truncated and oversized .npz
     ("noise-header-cut", lambda t, c: [_cut(t / "n.npy", 40), MODEL, CK(c), NOISE(t, "n.npy")] + SMALL, "truncated header", True),
     ("noise-header-flipped", lambda t, c: [_flip(t / "n.npy", 10), MODEL, CK(c), NOISE(t, "n.npy")] + SMALL, "not a Python literal", True),
-    ("noise-header-flipped-quote", lambda t, c: [_flip(t / "n.npy", 11), MODEL, CK(c), NOISE(t, "n.npy")] + SMALL, "not a usable .npy file", True),
+    ("noise-header-flipped-quote", lambda t, c: [_flip(t / "n.npy", 11), MODEL, CK(c), NOISE(t, "n.npy")] + SMALL, "cannot be read as .npy", True),
     ("noise-data-cut", lambda t, c: [_cut(t / "n.npy", 200), MODEL, CK(c), NOISE(t, "n.npy")] + SMALL, "truncated: its header promises", True),
     ("noise-npz-truncated", lambda t, c: [_npz_truncated(t / "n.npz"), MODEL, CK(c), NOISE(t, "n.npz")] + SMALL, "not a readable .npz archive", True),
     # confusing message: a .npz for a single-stream model
@@ -218,7 +218,7 @@ FAMILY_CASES = [
     ("chunk-size-int-key", lambda t, c: [MODEL, CK(c), "offload.enabled=true", "offload.chunk_size={1: 2}"] + SMALL, "offload.chunk_size", True),
     # defect 6: checkpoint config values of the wrong type
     ("cosmos-dim-mult-scalar", lambda t, c: [_fam_json(t, "cosmos", "vae/config.json", dim_mult=1e308), *FAM("cosmos", "sampling.num_steps=2")(t)], "key dim_mult must be a list", True),
-    ("cogvideox-temporal-ratio-string", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "sampling.num_steps=2")(t)], "key temporal_compression_ratio must be a number", True),
+    ("cogvideox-temporal-ratio-string", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "sampling.num_steps=2")(t)], "key temporal_compression_ratio must be", True),
     ("cogvideox-temporal-ratio-string-dry-run", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "--dry-run")(t)], "key temporal_compression_ratio must be", True),
     ("hunyuan-spatial-ratio-list-dry-run", lambda t, c: [_fam_json(t, "hunyuan", "vae/config.json", spatial_compression_ratio=[8]), *FAM("hunyuan", "--dry-run")(t)], "key spatial_compression_ratio must be", True),
     ("cosmos-head-dim-3", lambda t, c: [_fam_json(t, "cosmos", "transformer/config.json", attention_head_dim=3), *FAM("cosmos", "sampling.num_steps=2")(t)], "attention_head_dim", True),

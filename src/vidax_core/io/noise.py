@@ -41,7 +41,7 @@ class NpyHeader:
 def read_header(f: BinaryIO, size: int, where: str) -> NpyHeader:
     """The checked header of the .npy stream ``f`` holding ``size`` bytes in all; raise :class:`UserError` if it
     is not one numpy.save writes for a real-valued array whose data fills the rest of the stream exactly."""
-    bad = lambda why: UserError(f"{where} is not a usable .npy file ({why}): {HOW}")  # noqa: E731
+    bad = lambda why: UserError(f"{where} cannot be read as .npy ({why}): {HOW}")  # noqa: E731
     head = f.read(10)
     if len(head) < 10 or head[:6] != MAGIC:
         raise bad("no .npy magic at its start")

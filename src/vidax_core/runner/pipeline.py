@@ -35,6 +35,7 @@ from vidax_core.runner.offload_step import OffloadedStep
 from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
+from vidax_core.runner.preflight import preflight  # noqa: F401 - part of this module's interface
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.registry import ModelSpec
 from vidax_core.schedulers import base as sched_base
