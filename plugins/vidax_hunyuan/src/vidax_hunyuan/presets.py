@@ -110,11 +110,13 @@ def template_problems(template: str | None, crop_start: int | None, i2v: bool) -
             return [f"options.prompt_template is not a str.format text ({exc}): write literal braces as {{{{ and "
                     "}}, and put one {} where the prompt goes"]
         if fields != [("", "", None)]:
-            problems.append("options.prompt_template must hold exactly one bare {} where the prompt goes (no names, "
-                            "indices or format specs; literal braces as {{ and }})")
+            problems.append("options.prompt_template must hold exactly one {} where the prompt goes (a bare {}: no "
+                            "names, indices or format specs; literal braces as {{ and }})")
     if crop_start is not None:
         limit = len(text.replace("{}", "").encode("utf-8")) + 8  # a token is >= 1 byte; + BOS and special tokens
-        if not 0 <= crop_start <= limit:
+        if crop_start < 0:
+            problems.append(f"options.crop_start must be >= 0, got {crop_start}")
+        elif crop_start > limit:
             problems.append(f"options.crop_start must be from 0 to {limit} (the template's tokens before the prompt; "
                             f"it has at most that many), got {crop_start}")
     return problems

@@ -258,6 +258,7 @@ def _check_conditions(run) -> list[str]:
     if not items:
         return []
     n = run.sampling.num_frames
+    media_items = []
     for k, c in enumerate(items):
         where = f"options.conditions[{k}]"
         keys = set(c) if isinstance(c, dict) else set()
@@ -269,17 +270,21 @@ def _check_conditions(run) -> list[str]:
         path = c[kind]
         if not isinstance(path, str) or not os.path.isfile(path):
             return [f"{where}: {path!r} is not a file"]
-        from vidax_core.io.media import check_medium
-
-        try:  # the same pre-run check as image: / video:
-            check_medium(path, video=kind == "video", where=f"{where}.{kind}")
-        except UserError as exc:
-            return [str(exc)]
+        media_items.append((where, kind, path))
         fi, st = c.get("frame_index", 0), c.get("strength", 1.0)
         if isinstance(fi, bool) or not isinstance(fi, int) or not 0 <= fi < n:
             return [f"{where}.frame_index must be an integer in [0, {n - 1}], got {fi!r}"]
         if isinstance(st, bool) or not isinstance(st, (int, float)) or not 0.0 <= float(st) <= 1.0:
             return [f"{where}.strength must be in [0, 1], got {st!r}"]
+    if not _condition(run):  # the items are not used: check_run says so
+        return []
+    from vidax_core.io.media import check_medium
+
+    for where, kind, path in media_items:
+        try:  # the same pre-run check as image: / video:
+            check_medium(path, video=kind == "video", where=f"{where}.{kind}")
+        except UserError as exc:
+            return [str(exc)]
     return []
 
 
