@@ -222,6 +222,7 @@ FAMILY_CASES = [
     ("cogvideox-temporal-ratio-string-dry-run", lambda t, c: [_fam_json(t, "cogvideox", "vae/config.json", temporal_compression_ratio="x"), *FAM("cogvideox", "--dry-run")(t)], "key temporal_compression_ratio must be", True),
     ("hunyuan-spatial-ratio-list-dry-run", lambda t, c: [_fam_json(t, "hunyuan", "vae/config.json", spatial_compression_ratio=[8]), *FAM("hunyuan", "--dry-run")(t)], "key spatial_compression_ratio must be", True),
     ("cosmos-head-dim-3", lambda t, c: [_fam_json(t, "cosmos", "transformer/config.json", attention_head_dim=3), *FAM("cosmos", "sampling.num_steps=2")(t)], "attention_head_dim", True),
+    ("ltx-original-metadata-latent-channels", lambda t, c: [_ltx_original(t, latent_channels={}), "model.id=ltx-video-2b-0.9.8-distilled", f"model.checkpoint={t / 'ltx_original'}", *LTX_SMALL], "key latent_channels must be an integer", True),
     # defect 7: the Cosmos chat template, rendered in the pre-run check
     *[(f"cosmos-chat-template-{k}", lambda t, c, tpl=tpl: [_fam(t, "cosmos"), _text(t / "cosmos" / CT, tpl), *FAM("cosmos", "sampling.num_steps=2")(t)], "chat_template.jinja", True)
       for k, tpl in [("undefined", "{{ nope.attr }}"), ("syntax", "{% for %}"), ("raise", "{{ raise_exception('no') }}"),
@@ -266,6 +267,26 @@ def _cosmos_pt(t):
     with zipfile.ZipFile(root / "model_ema_bf16.pt", "w") as z:
         z.writestr("archive/data.pkl", b"\x80\x02}q\x00(X\x03\x00\x00\x00net")
         z.writestr("archive/byteorder", "little")
+
+
+def _ltx_original(t, **vae_changes):
+    """An original-layout LTX folder: one release .safetensors whose metadata config holds the tiny model's
+    transformer and VAE configs (``vae_changes`` applied), beside text_encoder/ and tokenizer/."""
+    from safetensors.numpy import save_file
+
+    src = _fam(t, "ltx")
+    root = t / "ltx_original"
+    root.mkdir()
+    for comp in ("text_encoder", "tokenizer"):
+        shutil.copytree(src / comp, root / comp)
+    tcfg = json.loads((src / "transformer/config.json").read_text())
+    vcfg = {**json.loads((src / "vae/config.json").read_text()), **vae_changes}
+    meta = {"transformer": {k: tcfg[k] for k in ("num_attention_heads", "attention_head_dim", "num_layers",
+                                                 "in_channels", "out_channels", "cross_attention_dim",
+                                                 "caption_channels", "norm_eps")},
+            "vae": vcfg}
+    save_file({"vae.decoder.conv_in.conv.bias": np.zeros(2, np.float32)}, str(root / "ltxv-tiny.safetensors"),
+              metadata={"config": json.dumps(meta)})
 
 
 def _w_dir(path):
