@@ -171,6 +171,13 @@ def _fam_json(t, family, rel, **changes):
     path.write_text(json.dumps(data))
 
 
+def _fam_json_del(t, family, rel, key):
+    path = _fam(t, family) / rel
+    data = json.loads(path.read_text())
+    del data[key]
+    path.write_text(json.dumps(data))
+
+
 def _text(path, text: str | bytes):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -223,6 +230,7 @@ FAMILY_CASES = [
     ("hunyuan-spatial-ratio-list-dry-run", lambda t, c: [_fam_json(t, "hunyuan", "vae/config.json", spatial_compression_ratio=[8]), *FAM("hunyuan", "--dry-run")(t)], "key spatial_compression_ratio must be", True),
     ("cosmos-head-dim-3", lambda t, c: [_fam_json(t, "cosmos", "transformer/config.json", attention_head_dim=3), *FAM("cosmos", "sampling.num_steps=2")(t)], "attention_head_dim", True),
     ("ltx-original-metadata-latent-channels", lambda t, c: [_ltx_original(t, latent_channels={}), "model.id=ltx-video-2b-0.9.8-distilled", f"model.checkpoint={t / 'ltx_original'}", *LTX_SMALL], "key latent_channels must be an integer", True),
+    ("cosmos-vae-latents-mean-missing", lambda t, c: [_fam_json_del(t, "cosmos", "vae/config.json", "latents_mean"), *FAM("cosmos", "sampling.num_steps=2")(t)], "latents_mean/latents_std need z_dim=4 entries", True),
     # defect 7: the Cosmos chat template, rendered in the pre-run check
     *[(f"cosmos-chat-template-{k}", lambda t, c, tpl=tpl: [_fam(t, "cosmos"), _text(t / "cosmos" / CT, tpl), *FAM("cosmos", "sampling.num_steps=2")(t)], "chat_template.jinja", True)
       for k, tpl in [("undefined", "{{ nope.attr }}"), ("syntax", "{% for %}"), ("raise", "{{ raise_exception('no') }}"),

@@ -13,6 +13,7 @@ the module prints the outcome counts per surface and family.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import io
 import json
@@ -135,7 +136,7 @@ def mutate_json_value(draw, data):
         return "nothing"
     where = draw(st.sampled_from(paths))
     delete = draw(st.integers(0, 4)) == 0
-    value = draw(JUNK)
+    value = copy.deepcopy(draw(JUNK))  # the strategy's own list or dict must not end up in (and edited by) the file
     _set(data, where, value, delete=delete)
     return f"{'del' if delete else 'set'} {list(where)}={str(value)[:30]}"
 

@@ -37,6 +37,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.config.arch import from_config_dict
+from vidax_core.errors import UserError
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
 from .tiling import TilePlan, TilingOptions, run_tiled
@@ -93,9 +94,11 @@ class WanVAEConfig:
         if self.is_residual or self.patch_size is not None:
             raise NotImplementedError("this is the Wan 2.2 VAE (is_residual / patch_size): build wan22.WanVAE22")
         if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
-            raise ValueError(f"latents_mean/latents_std need z_dim={self.z_dim} entries")
+            raise UserError(f"vae/config.json: latents_mean/latents_std need z_dim={self.z_dim} entries, got "
+                            f"{len(self.latents_mean)}/{len(self.latents_std)}: fix or re-download it")
         if len(self.temperal_downsample) < len(self.dim_mult) - 1:
-            raise ValueError("temperal_downsample needs len(dim_mult) - 1 entries")
+            raise UserError("vae/config.json: temperal_downsample needs len(dim_mult) - 1 entries: fix or "
+                            "re-download it")
 
 
 # --------------------------------------------------------------------------------------------------------------
