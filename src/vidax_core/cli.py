@@ -5,6 +5,7 @@
   vidax plugins [--json]
   vidax show-config MODEL_ID
   vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2]
+  vidax serve CONFIG.yaml [key=value ...] [--host 127.0.0.1] [--port 8000] [--max-queue 64] [--output-dir DIR]
 
 User mistakes end with exit code 2 and one ``error:`` line (``--debug`` shows the traceback).
 """
@@ -36,7 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from vidax_core.runner.dry_run import describe_plan
 
-        print(describe_plan(cfg, plugins))
+        print(describe_plan(cfg, plugins, device=args.device))
         if entries is not None:
             print(f"batch:      {len(entries)} prompts, one load (each line is checked when the batch runs)")
         return 0
@@ -151,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     r.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=30 output.path=out/a.mp4")
     r.add_argument("--dry-run", action="store_true", help="validate and print the plan without loading weights")
+    r.add_argument("--device", default=None, metavar="NAME",
+                   help="with --dry-run: size and time the run for this device (h200, h100, a100, l40s, b200, "
+                        "tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e; default: this machine's)")
     r.add_argument("--prompts", metavar="FILE", help="a batch: one prompt a line (text) or one JSON object a line "
                    "(.jsonl, with per-line overrides); one load for all, numbered outputs")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines (the output path "
@@ -173,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vidax_core.bench.command import add_parser as add_bench_parser
 
     add_bench_parser(sub)
+    from vidax_core.serve.command import add_parser as add_serve_parser
+
+    add_serve_parser(sub)
     return p
 
 
@@ -225,7 +232,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     """Parse ``argv``; ``key=value`` overrides may sit anywhere after the command, the config file anywhere too."""
     args, extra = parser.parse_known_args(argv)
     # key=value overrides may follow options (`vidax run cfg.yaml --quiet a=b`): argparse leaves those over
-    takes_overrides = getattr(args, "command", None) in ("run", "bench")
+    takes_overrides = getattr(args, "command", None) in ("run", "bench", "serve")
     stray = [e for e in extra if e.startswith("-") or "=" not in e or not takes_overrides]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")

@@ -47,6 +47,9 @@ COLUMNS: list[tuple[str, str, float, str]] = [
     ("peak_rss_mb", "peak RSS MB", 1.0, "{:.0f}"),
     ("device_peak_bytes", "device peak MB", 2.0**-20, "{:.1f}"),
     ("peak_resident_weight_bytes", "DiT weights on device MB", 2.0**-20, "{:.1f}"),
+    ("flops_per_step", "TFLOP/step", 1e-12, "{:.4g}"),
+    ("mfu", "MFU %", 100.0, "{:.1f}"),
+    ("attention_backend", "attention", 1.0, "{}"),
 ]
 RATIO_KEYS = ("load_s", "encode_s", "compile_s", "per_step_s", "decode_s", "total_s", "peak_rss_mb", "device_peak_bytes")
 REFERENCES = ("diffusers",)
@@ -84,6 +87,16 @@ def add_parser(sub) -> None:
     d.add_argument("--vae-size", type=int, default=32, help="VAE decode height=width for the compile test (default 32)")
     d.add_argument("--repeats", type=int, default=3, help="timed DiT steps after the warm-up step (default 3)")
     d.add_argument("--skip", default="", help="comma list of parts to skip: step,compile,vae,reference")
+    r = b.add_argument_group("random full-width DiT (vidax bench --random-dit CONFIG model.checkpoint=<config-only "
+                             "folder>; see vidax_core.bench.random_dit)")
+    r.add_argument("--random-dit", action="store_true",
+                   help="time one DiT call of the run's architecture with random weights (no weights read)")
+    r.add_argument("--random-blocks", type=int, default=None, metavar="N",
+                   help="keep N blocks of every stacked group (default: all)")
+    r.add_argument("--attention", default="auto", help="comma list of attention backends to time (default auto)")
+    r.add_argument("--batch", type=int, default=2, help="model batch (default 2: the two CFG branches)")
+    r.add_argument("--offload", default="", metavar="CHUNKS",
+                   help="also stream the blocks from host memory at these chunk sizes, e.g. 1,2")
     b.set_defaults(func=cmd_bench)
 
 
@@ -328,6 +341,10 @@ def markdown(report: dict[str, Any]) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     from vidax_core.errors import UserError
 
+    if getattr(args, "random_dit", False):
+        from vidax_core.bench import random_dit
+
+        return random_dit.main(args)
     if args.dit_only:
         from vidax_core.bench import dit as bench_dit
 

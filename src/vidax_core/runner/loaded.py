@@ -74,7 +74,7 @@ def _media_stamp(path: str | None) -> Any:
         return path
 
 
-def prompt_key(cfg: RunConfig, text: str) -> str:
+def prompt_key(cfg: RunConfig, text: Any) -> str:
     """A prompt embedding depends on the text and the encoder's settings (text length, options, and for image
     encoders the image and size), not on the seed, steps or guidance."""
     d = to_dict(cfg)
@@ -234,24 +234,21 @@ class LoadedModel:
     # -- one call --------------------------------------------------------------------------------------------
 
     def _encode_call(self, plan: CallPlan) -> dict[str, Any]:
+        """The contexts of every prompt kind the call's guidance reads, from the embedding cache or the encoder.
+        All kinds are encoded together, as a run encodes them (a plugin may treat the prompt and the negative
+        prompt differently by position), so the cache holds them together too."""
         kinds = list(dict.fromkeys(k for g in plan.guides for k in g.prompts))
         cfg = plan.cfg
-        texts = {k: cfg.prompt if k == PROMPT else cfg.negative_prompt for k in kinds}
-        found = {k: self.encoders.lookup(prompt_key(cfg, texts[k])) for k in kinds}
-        missing = [k for k in kinds if found[k] is None]
+        key = prompt_key(cfg, tuple((k, cfg.prompt if k == PROMPT else cfg.negative_prompt) for k in kinds))
         t0 = time.perf_counter()
-        if missing:
+        found = self.encoders.lookup(key)
+        if found is None:
             encoder = self.encoders.acquire()
-            try:  # one prompt at a time, as the reference pipelines encode them: the shapes do not depend on
-                # which prompts the embedding cache already holds
-                got = {}
-                for k in missing:
-                    got.update(P.encode_with(self.spec, encoder, cfg, self.plugins, [k], self.mesh))
+            try:
+                found = P.encode_with(self.spec, encoder, cfg, self.plugins, kinds, self.mesh)
             finally:
                 self.encoders.release(final=self.single)
-            for k in missing:
-                self.encoders.store(prompt_key(cfg, texts[k]), got[k])
-                found[k] = got[k]
+            self.encoders.store(key, found)
         self._encoded = (cfg, found, time.perf_counter() - t0)
         return found
 

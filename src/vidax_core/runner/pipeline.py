@@ -35,6 +35,8 @@ from vidax_core.runner.offload_step import OffloadedStep
 from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
+from vidax_core import attention
+from vidax_core.runner import throughput
 from vidax_core.runner.preflight import preflight  # noqa: F401 - part of this module's interface
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.registry import ModelSpec
@@ -388,6 +390,7 @@ class PassResult:
     schedule: list[int]
     step_times: list[float]
     compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
+    contexts: Sequence[Any] = ()  # the prompt contexts its steps read (their lengths size the FLOPs)
 
 
 def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
@@ -415,7 +418,7 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
     offloaded = [e for e in experts if e.placement.offload_groups]
     placement0 = experts[0].placement
     p0 = placement0.plan
-    return {
+    metrics = {
         "model": spec.id,
         "load_s": timer.phases.get("load_s", 0.0),
         "encode_s": timer.phases.get("encode_s", 0.0),
@@ -452,6 +455,10 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
         "compiled_step": any(r.compiled for r in results),
         "prompt_cache_hits": model.encoders.hits,
     }
+    metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, plan.grids[-1],
+                                          last.contexts, metrics["per_step_s"], p0.size))
+    metrics["attention_calls"] = attention.calls()
+    return metrics
 
 
 def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporter, timer: Timer,
@@ -533,7 +540,7 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
                 experts[0].finalizers[key] = finalize
         x = finalize(x, cond_arrays)
     final = jax.tree.map(_to_host, x)
-    return PassResult(final, shapes, splan, guide, batches, schedule, step_times, compiled)
+    return PassResult(final, shapes, splan, guide, batches, schedule, step_times, compiled, contexts)
 
 
 def _follow(bar) -> Callable[[int, int], None]:

@@ -4,7 +4,8 @@
 
 * ``host``: after each use its arrays are copied to host memory and their device buffers freed; the next use
   puts them back with the same shardings (no file is read again). The default: on one accelerator an 11 GB
-  UMT5 and a 14B DiT need not fit together.
+  UMT5 and a 14B DiT need not fit together. Under ``jax.distributed`` an array spread over several processes'
+  devices stays on the devices.
 * ``device``: the encoder stays on the devices (fastest; needs memory for both).
 * ``reload``: the encoder is freed after each use and rebuilt from the checkpoint when next needed.
 
@@ -49,8 +50,10 @@ def _modules(obj: Any, depth: int = 0) -> list[tuple[Any, str, nnx.Module]]:
 
 
 def _movable(a: Any) -> bool:
-    """A device array of numbers (PRNG key arrays stay where they are)."""
-    return isinstance(a, jax.Array) and not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key)
+    """A device array of numbers this process holds whole. PRNG key arrays, and arrays spread over other
+    processes' devices (under ``jax.distributed``), stay where they are: parking those is ``device``."""
+    return (isinstance(a, jax.Array) and not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key)
+            and a.is_fully_addressable)
 
 
 class _Parked:

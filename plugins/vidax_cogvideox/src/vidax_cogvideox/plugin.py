@@ -21,6 +21,7 @@ from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
+from .flops import counter as _flops
 
 FAMILY = "cogvideox"
 SPATIAL_FACTOR, TEMPORAL_FACTOR = 8, 4
@@ -56,7 +57,7 @@ def build_dit(spec, ckpt, run):
 
     return DitBuild(ctor=lambda: CogVideoXDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.out_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=cfg.patch,
-                    block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes)
+                    block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes, flops=_flops(cfg))
 
 
 # Megatron TP over heads / FFN width; batch over dp; video tokens over sp (text tokens replicated).

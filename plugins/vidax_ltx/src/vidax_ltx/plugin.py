@@ -22,6 +22,7 @@ from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
+from .flops import counter as _flops
 
 FAMILY = "ltx"
 
@@ -55,7 +56,7 @@ def build_dit(spec, ckpt, run):
     # LTXConditionPipeline takes and returns unpacked latents (B, C, F, H, W): the core's default layout.
     return DitBuild(ctor=lambda: LTXDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=(pt, p, p),
-                    block_counts={"blocks": cfg.num_layers}, latent_shapes=None if _condition(run) else packed)
+                    block_counts={"blocks": cfg.num_layers}, latent_shapes=None if _condition(run) else packed, flops=_flops(cfg))
 
 
 def _condition(run) -> bool:
