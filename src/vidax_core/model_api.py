@@ -45,6 +45,19 @@ class DitBuild:
     t_min: float = float("-inf")
     t_max: float = float("inf")
 
+    @classmethod
+    def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":
+        """The build of ``module(config, rngs=nnx.Rngs(0))`` (flax imported only when it is constructed), with
+        ``param_dtype`` taken from ``config.dtype`` unless given."""
+
+        def ctor():
+            from flax import nnx
+
+            return module(config, rngs=nnx.Rngs(0))
+
+        fields.setdefault("param_dtype", getattr(config, "dtype", np.float32))
+        return cls(ctor=ctor, config=config, **fields)
+
     def active(self, t: float) -> bool:
         return self.t_min <= t < self.t_max
 

@@ -54,7 +54,7 @@ from vidax_core.attention.kernels import _common, blockwise
 from vidax_core.attention.kernels import cudnn as _cudnn
 from vidax_core.attention.kernels import pallas_tpu as _pallas_tpu
 from vidax_core.attention.kernels import per_head as _per_head
-from vidax_core.config import ATTENTION_BACKENDS
+from vidax_core.attention.backends import ATTENTION_BACKENDS
 from vidax_core.errors import UserError
 
 log = logging.getLogger("vidax.attention")

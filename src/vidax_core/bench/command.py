@@ -117,8 +117,10 @@ def offload_all_chunk(spec, ckpt, cfg, plugins) -> int:
 
     built = build_dit(spec, ckpt, cfg, plugins)
     builds = list(built) if isinstance(built, (list, tuple)) else [built]
-    groups = plugins.call("offload_block_groups", spec, model=None) or ()
-    counts = [n for b in builds for g, n in (b.block_counts or {}).items() if g in groups]
+    counts = []
+    for b in builds:
+        groups = plugins.call("offload_block_groups", spec, model=None, run=cfg) or list(b.block_counts or ())
+        counts += [n for g, n in (b.block_counts or {}).items() if g in groups]
     if not counts:
         raise UserError(f"--sweep offload=all: the plugin of {spec.id} reports no block groups to offload")
     return math.gcd(*counts)

@@ -126,7 +126,6 @@ class RunConfig:
     prompts: Any = None  # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
 
 
-ATTENTION_BACKENDS = ("auto", "xla", "cudnn", "pallas_tpu", "blockwise")
 DTYPES = ("float32", "bfloat16", "float16")
 
 # (key, predicate, requirement) range checks applied after type validation.
@@ -142,7 +141,6 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("parallel.sp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.dp", lambda v: v is None or v >= 1, "must be null (automatic) or at least 1"),
     ("output.fps", lambda v: v >= 1, "must be at least 1"),
-    ("attention.backend", lambda v: v in ATTENTION_BACKENDS, f"must be one of {', '.join(ATTENTION_BACKENDS)}"),
     ("model.dtype", lambda v: v is None or v in DTYPES, f"must be null or one of {', '.join(DTYPES)}"),
     ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
 )
@@ -293,6 +291,15 @@ def _get(cfg: RunConfig, dotted: str) -> Any:
     return obj
 
 
+def check_backend(name: str) -> None:
+    """``attention.backend`` names a backend the attention package knows (its list lives there)."""
+    from vidax_core.attention.backends import ATTENTION_BACKENDS
+
+    if name not in ATTENTION_BACKENDS:
+        raise UserError(f"config key attention.backend must be one of {', '.join(ATTENTION_BACKENDS)}, "
+                        f"got {short_repr(name)}")
+
+
 def validate(data: Mapping[str, Any]) -> RunConfig:
     """Validate a merged plain dict into a frozen :class:`RunConfig`."""
     cfg = _build(RunConfig, data, "")
@@ -303,6 +310,7 @@ def validate(data: Mapping[str, Any]) -> RunConfig:
         value = _get(cfg, key)
         if value is not None and not ok(value):
             raise UserError(f"config key {key} {requirement}, got {short_repr(value)}")
+    check_backend(cfg.attention.backend)
     check_chunk_size(cfg.offload.chunk_size)
     if not isinstance(cfg.vae.tiling, (bool, Mapping)):  # its knobs are the model's: checked by the pre-run check
         check_tiling(cfg.vae.tiling)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from vidax_core.config.arch import SOURCE_KEY  # Checkpoint.config records its file under this key
+from vidax_core.io.arch import SOURCE_KEY  # Checkpoint.config records its file under this key
 from vidax_core.errors import UserError
 from vidax_core.io.safetensors import SafetensorsFile
 
@@ -173,7 +173,7 @@ def read_json_file(path: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
 
     ``Infinity``, ``-Infinity`` and ``NaN`` are read as Python's json (and so diffusers) reads them: configs
     written by Python hold them (DPMSolverMultistepScheduler's ``lambda_min_clipped: -Infinity``). The typed
-    reads of :mod:`vidax_core.config.arch` refuse a non-finite value where it is meaningless, naming the key."""
+    reads of :mod:`vidax_core.io.arch` refuse a non-finite value where it is meaningless, naming the key."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):

@@ -368,3 +368,13 @@ class _Progress:
         self.done += 1
         if self.on_progress is not None:
             self.on_progress(self.done, self.total)
+
+
+def run(cfg: RunConfig, plugins: Any, reporter: Any = None) -> "P.RunResult":
+    """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
+    for one call (``vidax run``)."""
+    model = LoadedModel(cfg, plugins, reporter, single=True)
+    try:
+        return model.generate(cfg)
+    finally:
+        model.close()

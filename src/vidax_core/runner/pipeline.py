@@ -113,7 +113,7 @@ def load_dit(
     build = build or build_dit(spec, ckpt, cfg, plugins)[0]
     graphdef, abstract_state, flat = abstract_model(build.ctor)
     values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=ckpt.tensors(build.component),
-                          abstract=flat)
+                          abstract=flat, config=ckpt.config(build.component))
     if values is None:
         raise UserError(f"no installed plugin converts the {build.component} checkpoint of {spec.id}")
     return build, materialize(graphdef, abstract_state, values, put=put)
@@ -157,7 +157,7 @@ def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     """The groups to stream from the host, checked against the model: every stacked group must be one the model
     runs by name (``block_groups``), or offload would silently skip it."""
     model = nnx.eval_shape(build.ctor)
-    names = plugins.call("offload_block_groups", spec, model=model, run=cfg)
+    names = plugins.call("offload_block_groups", spec, model=model, run=cfg) or list(build.block_counts or ())
     if not names:
         raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
     runs = tuple(getattr(model, "block_groups", ()) or ())
@@ -391,18 +391,6 @@ class PassResult:
     step_times: list[float]
     compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
     contexts: Sequence[Any] = ()  # the prompt contexts its steps read (their lengths size the FLOPs)
-
-
-def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
-    """Generate one video as configured; returns latents, frames and metrics (outputs are written too).
-    A thin caller of the load-once model (:class:`vidax_core.runner.loaded.LoadedModel`)."""
-    from vidax_core.runner.loaded import LoadedModel
-
-    model = LoadedModel(cfg, plugins, reporter, single=True)
-    try:
-        return model.generate(cfg)
-    finally:
-        model.close()
 
 
 def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult"], timer: Timer,

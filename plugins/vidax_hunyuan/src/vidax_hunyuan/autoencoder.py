@@ -15,7 +15,7 @@ import numpy as np
 
 def latent_grid(config: Mapping[str, Any], num_frames: int, height: int, width: int) -> tuple[int, int, int]:
     """(latent frames, height, width) of a video from ``vae/config.json`` alone."""
-    from vidax_core.config.arch import config_value
+    from vidax_core.io.arch import config_value
 
     t = config_value(config, "temporal_compression_ratio", int, 4)
     s = config_value(config, "spatial_compression_ratio", int, 8)

@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any
 
-from vidax_core.config.arch import SOURCE_KEY
+from vidax_core.io.arch import SOURCE_KEY
 from vidax_core.errors import UserError
 from vidax_core.io.checkpoint import Checkpoint
 from vidax_core.io.renamed import RenamedTensors
@@ -62,7 +62,7 @@ def dit_config(original: dict[str, Any], where: str) -> dict[str, Any]:
     missing = [k for k in ("num_attention_heads", "attention_head_dim", "num_layers") if k not in original]
     if missing:
         raise UserError(f"{where}: the transformer config lacks {', '.join(missing)}")
-    from vidax_core.config.arch import config_value
+    from vidax_core.io.arch import config_value
 
     pos = config_value(original, "positional_embedding_max_pos", tuple[int, ...], (20, 2048, 2048), where=where)
     theta = config_value(original, "positional_embedding_theta", float, 10000.0, where=where)
