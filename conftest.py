@@ -1,10 +1,8 @@
-"""Repository-wide pytest setup: shared test helpers on sys.path, fp32 matmuls at full precision."""
+"""Repository-wide pytest setup: fp32 matmuls at full precision, one persistent compilation cache for the suite."""
 
-import os
-import sys
+import jax
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "testing"))
-
-import jax  # noqa: E402
+from vidax_core.testing.cache import use_suite_cache
 
 jax.config.update("jax_default_matmul_precision", "highest")
+use_suite_cache()

@@ -7,12 +7,10 @@ diffusers-layout Wan checkpoint. Needs the test extra (torch, diffusers, transfo
 
 import os
 import shutil
-import sys
+
+from vidax_core.testing.tiny.wan import save_tiny_wan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "testing"))
-
-from vidax_testing.tiny_wan import save_tiny_wan  # noqa: E402
 
 DEST = os.path.join(ROOT, "plugins", "vidax_wan", "src", "vidax_wan", "assets", "tiny-random")
 

@@ -89,7 +89,7 @@ def test_a_different_prompt_of_the_same_shape_compiles_nothing(monkeypatch, pipe
 
 
 def test_api_frames_equal_vidax_run(tmp_path, pipe):
-    from vidax_testing.cli import vidax as run_vidax
+    from vidax_core.testing.cli import vidax as run_vidax
 
     frames = tmp_path / "frames.npy"
     proc = run_vidax("run", DEMO, *FAST, "prompt=a lighthouse at dusk", "sampling.seed=7",
@@ -163,7 +163,7 @@ def test_frames_for_seconds_follows_the_frame_rule(pipe):
 
 
 def test_batch_numbers_outputs_resumes_and_reports_bad_lines(tmp_path):
-    from vidax_testing.cli import vidax as run_vidax
+    from vidax_core.testing.cli import vidax as run_vidax
 
     lines = tmp_path / "prompts.jsonl"
     lines.write_text(json.dumps({"prompt": "a fox", "seed": 1}) + "\n"

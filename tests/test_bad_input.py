@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from vidax_core import cli
+from vidax_core.testing.cache import suite_cache_dir
 
 MODEL = "model.id=wan2.1-t2v-1.3b"
 SMALL = ["sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "sampling.num_steps=2",
@@ -173,7 +174,7 @@ def test_bad_input(case, tmp_path, ckpt, capsys, monkeypatch):
         argv = ["run", args[0], *args[1:]]
     else:
         argv = ["run", *args]
-    argv += [f"runtime.compilation_cache_dir={tmp_path / 'jc'}"] if any(a.startswith("model.id") for a in argv) else []
+    argv += [f"runtime.compilation_cache_dir={suite_cache_dir()}"] if any(a.startswith("model.id") for a in argv) else []
     code = cli.main(argv + ["--quiet"])
     err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
     assert code == 2, err
@@ -355,7 +356,7 @@ def test_issue_12_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
     else:
         argv = ["run", *args]
     if not any(a.startswith("runtime.compilation_cache_dir") for a in argv):
-        argv += [f"runtime.compilation_cache_dir={tmp_path / 'jc'}"]
+        argv += [f"runtime.compilation_cache_dir={suite_cache_dir()}"]
     if not any(a.startswith("output.path") for a in argv):
         argv += [f"output.path={tmp_path / 'new' / 'folder' / 'o.mp4'}"]
     code = cli.main(argv + ["--quiet"])
@@ -422,7 +423,7 @@ def test_long_output_name_and_literal_prompt_run_to_a_decodable_video(tmp_path, 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / ("v" * 236 + ".mp4")
     code = cli.main(["run", MODEL, f"model.checkpoint={ckpt}", f"output.path={out}", "prompt=a ${b} c ${oc.env:HOME}",
-                     f"runtime.compilation_cache_dir={tmp_path / 'jc'}", *SMALL, "--quiet"])
+                     f"runtime.compilation_cache_dir={suite_cache_dir()}", *SMALL, "--quiet"])
     assert code == 0, capsys.readouterr().err
     assert out.stat().st_size > 0
     assert read_mp4(str(out)).shape == (5, 64, 64, 3)

@@ -110,7 +110,7 @@ def toy_plugins(monkeypatch, tmp_path):
     """The process-wide plugins replaced by the toy family only (a model with no bench_reference / bench_dit)."""
     from vidax_core import plugins as plugins_mod
     from vidax_core.plugins import Plugins
-    from vidax_testing.toy_groups import ToyGroupsPlugin, toy_checkpoint
+    from vidax_core.testing.toy_groups import ToyGroupsPlugin, toy_checkpoint
 
     p = Plugins()
     p.add(ToyGroupsPlugin(2, 1), "toy")
@@ -147,7 +147,7 @@ def test_dit_only_parts_come_from_the_wan_plugin():
 @pytest.fixture(scope="module")
 def a14b_dir(tmp_path_factory):
     pytest.importorskip("diffusers")
-    from vidax_testing.tiny_folders import save_tiny_wan_variant
+    from vidax_core.testing.tiny.folders import save_tiny_wan_variant
 
     folder, _ = save_tiny_wan_variant(tmp_path_factory.mktemp("a14b") / "ckpt", "wan2.2-t2v-a14b")
     return folder
@@ -173,7 +173,7 @@ def test_sweep_offload_all_on_two_experts(tmp_path, a14b_dir, monkeypatch):
 def test_offload_all_chunk_divides_every_group(tmp_path):
     from vidax_core import config as config_mod
     from vidax_core.plugins import Plugins
-    from vidax_testing.toy_groups import ToyGroupsPlugin, toy_checkpoint
+    from vidax_core.testing.toy_groups import ToyGroupsPlugin, toy_checkpoint
 
     p = Plugins()
     p.add(ToyGroupsPlugin(6, 4), "toy")

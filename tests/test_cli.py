@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from vidax_testing.cli import vidax as run_cli
+from vidax_core.testing.cli import vidax as run_cli
 
 
 def vidax(*args: str, cwd=None, env_extra=None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The run contract every family fits, exercised through a toy plugin (vidax_testing.contract_plugin).
+"""The run contract every family fits, exercised through a toy plugin (vidax_core.testing.contract_plugin).
 
 Each case runs the real pipeline (``vidax_core.runner.loaded.run``) and compares its final latents with the same
 generation written as a float64 numpy loop (``numpy_reference``): pytree text contexts with masks and per-prompt
@@ -23,7 +23,7 @@ from vidax_core.plugins import Plugins
 from vidax_core.runner import loaded, pipeline
 from vidax_core.runner.progress import Reporter
 from vidax_core.schedulers.flow_euler import FlowEulerSampler
-from vidax_testing import contract_plugin as toy
+from vidax_core.testing import contract_plugin as toy
 
 pytestmark = pytest.mark.xdist_group("contract")
 

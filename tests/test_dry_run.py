@@ -13,8 +13,8 @@ import pytest
 from vidax_core import config as config_mod
 from vidax_core.plugins import Plugins
 from vidax_core.runner.dry_run import _fmt_bytes, describe_plan
-from vidax_testing.cli import vidax
-from vidax_testing.toy_groups import ToyGroupsPlugin, expected_bytes, toy_checkpoint
+from vidax_core.testing.cli import vidax
+from vidax_core.testing.toy_groups import ToyGroupsPlugin, expected_bytes, toy_checkpoint
 
 SMALL = ["sampling.height=32", "sampling.width=32", "sampling.num_frames=5", "sampling.num_steps=2"]
 
@@ -34,7 +34,7 @@ def _toy_plan(tmp_path, double: int, single: int, *overrides: str) -> str:
 @pytest.fixture(scope="module")
 def a14b(tmp_path_factory):
     pytest.importorskip("diffusers")
-    from vidax_testing.tiny_folders import save_tiny_wan_variant, torch_param_bytes
+    from vidax_core.testing.tiny.folders import save_tiny_wan_variant, torch_param_bytes
 
     folder, pipe = save_tiny_wan_variant(tmp_path_factory.mktemp("a14b") / "ckpt", "wan2.2-t2v-a14b")
     sizes = {c: torch_param_bytes(getattr(pipe, c)) for c in ("transformer", "transformer_2")}

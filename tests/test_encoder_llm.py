@@ -19,12 +19,13 @@ import pytest
 from vidax_core.encoders import decoder_llm as dl
 from vidax_core.encoders.chat_template import load_chat_template, render_chat, special_tokens
 from vidax_core.io.convert import ConversionError
+from vidax_core.testing.parity import assert_fp32_parity, fp32_error
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 VOCAB, SEQ = 96, 12
-FP32_FACTOR = 4.0  # vidax fp32 vs reference fp64 may be this many times the reference's own fp32 error
+FP32_FACTOR = 4.0  # vidax fp32 vs reference fp64 may be this many times both implementations' own fp32 errors
 BF16_FACTOR = 2.0  # vidax bf16 vs reference fp32 may be this many times the reference's own bf16 error
 
 
@@ -134,17 +135,18 @@ def test_every_hidden_state_matches_transformers_fp32(reference, side):
     pos = _mrope_positions(mask) if name == "qwen" else None
     want64 = _valid(_torch_hidden(model, ids, mask, pos, torch.float64), mask)
     want32 = _valid(_torch_hidden(model, ids, mask, pos, torch.float32), mask)
-    enc = dl.load_decoder_llm(dl.DecoderLLMConfig.from_config(cfg_dict), sd)
-    got = np.asarray(dl.hidden_states(enc, ids, mask, pos))
+    cfg = dl.DecoderLLMConfig.from_config(cfg_dict)
+    got = np.asarray(dl.hidden_states(dl.load_decoder_llm(cfg, sd), ids, mask, pos))
     assert got.dtype == np.float32 and got.shape == (cfg_dict["num_hidden_layers"] + 1, 2, SEQ, 32)
     got = _valid(got, mask)
-    ref_err = np.abs(want32 - want64).max()
-    err = np.abs(got - want64).max()
-    scale = np.abs(want64).max()
-    print(f"{name} {side}-padded fp32: vidax vs fp64 max abs {err:.3e} (rel {err / scale:.3e}); "
-          f"reference fp32 vs fp64 {ref_err:.3e}; per hidden state "
+    print(f"{name} {side}-padded fp32 per hidden state vs fp64: "
           + " ".join(f"{np.abs(g - w).max():.1e}" for g, w in zip(got, want64)))
-    assert err <= FP32_FACTOR * ref_err, (err, ref_err)
+
+    def vidax(weights):
+        return _valid(np.asarray(dl.hidden_states(dl.load_decoder_llm(cfg, weights), ids, mask, pos)), mask)
+
+    assert_fp32_parity(f"{name} {side}-padded fp32", got, want32, want64, vidax_err=fp32_error(vidax, sd, base=got),
+                       factor=FP32_FACTOR)
 
 
 def test_bf16_within_reference_bf16_error(reference):

@@ -22,7 +22,7 @@ from vidax_core.encoders.t5 import (
 )
 from vidax_core.encoders.tokenizer import TextTokenizer
 from vidax_core.io.convert import ConversionError
-from vidax_testing.tiny_tokenizer import make_tiny_t5_tokenizer, tokenizer_vocab_size
+from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

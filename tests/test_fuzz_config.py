@@ -26,6 +26,7 @@ from test_fuzz_contract import Outcomes, check_contract, fuzz_settings
 from vidax_core import cli, config
 from vidax_core.plugins import get_plugins
 from vidax_core.runner.preflight import preflight
+from vidax_core.testing.cache import suite_cache_dir
 
 
 def _keys(cls, prefix=""):
@@ -162,7 +163,7 @@ def test_config_contract(tmp_path_factory, capfd, items, use_yaml, text, dry):
         outcome = check_contract(OUTCOMES, lambda: _resolve_and_check(path, items), label=repr(items)[:300])
         if dry == 0 and outcome == "ok":
             argv = ["run"] + ([path] if path else []) + items + ["model.checkpoint=builtin:tiny-random",
-                                                                 f"runtime.compilation_cache_dir={folder / 'jc'}"]
+                                                                 f"runtime.compilation_cache_dir={suite_cache_dir()}"]
             capfd.readouterr()
             check_contract(OUTCOMES, lambda: _dry_run(argv), label="dry run " + repr(argv)[:300])
             err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
@@ -210,7 +211,7 @@ def test_whole_runs_exit_0_only_with_decodable_outputs(tmp_path_factory, capfd, 
     os.environ["HOME"] = str(folder)
     try:
         capfd.readouterr()
-        code = cli.main(["run", *items, f"runtime.compilation_cache_dir={folder / 'jc'}", "--quiet"])
+        code = cli.main(["run", *items, f"runtime.compilation_cache_dir={suite_cache_dir()}", "--quiet"])
         err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
         cfg = config.resolve(None, items, _plugins().preset_for) if code == 0 else None
         if code == 0:

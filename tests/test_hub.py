@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from vidax_core.io.checkpoint import hub_allow_patterns
-from vidax_testing.cli import vidax as run_cli
+from vidax_core.testing.cli import vidax as run_cli
+from vidax_core.testing.cache import suite_cache_dir
 
 REPO = "vidax-test/Wan-Tiny-Diffusers"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -48,7 +49,7 @@ def test_offline_run_from_cache(tmp_path, revision):
     populate_cache(str(hf_home), revision or "main")
     args = ["run", "model.id=wan2.1-t2v-1.3b", f"model.checkpoint={REPO}", "sampling.height=32", "sampling.width=32",
             "sampling.num_frames=5", "sampling.num_steps=2", "sampling.max_sequence_length=8",
-            f"output.path={tmp_path / 'o.mp4'}", f"runtime.compilation_cache_dir={tmp_path / 'jc'}", "--quiet"]
+            f"output.path={tmp_path / 'o.mp4'}", f"runtime.compilation_cache_dir={suite_cache_dir()}", "--quiet"]
     if revision:
         args.append(f"model.revision={revision}")
     proc = vidax(*args, env=offline_env(hf_home, tmp_path))

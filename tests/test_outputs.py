@@ -15,6 +15,7 @@ import pytest
 from vidax_core.io import outputs
 from vidax_core.io import video
 from vidax_core.errors import UserError
+from vidax_core.testing.cache import suite_cache_dir
 
 
 def test_atomic_write_leaves_nothing_on_error(tmp_path):
@@ -58,7 +59,7 @@ def test_ctrl_c_during_sampling_exits_cleanly(tmp_path):
     out = tmp_path / "o.mp4"
     cmd = [exe, "run", "configs/demo.yaml", "sampling.num_steps=10000", f"output.path={out}",
            f"output.save_latents={tmp_path / 'l.npy'}", f"output.metrics={tmp_path / 'm.json'}",
-           f"runtime.compilation_cache_dir={tmp_path / 'jc'}"]
+           f"runtime.compilation_cache_dir={suite_cache_dir()}"]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # as from a terminal: SIGINT at its default disposition (a test runner's worker may have set it to ignored,
     # which a child inherits, and Python then never raises KeyboardInterrupt)

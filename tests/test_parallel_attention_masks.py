@@ -7,10 +7,13 @@ imported).
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
-from vidax_testing.fake_devices import run_script
+from vidax_core.testing.devices import run_script
+
+SCRIPTS = Path(__file__).parent / "parallel_scripts"
 
 CASES = ("self_causal_mask", "self_prefix_mask", "self_segments_lengths", "cross_lengths_segments",
          "joint_text_mask", "joint_mot", "joint_causal")
@@ -18,7 +21,7 @@ CASES = ("self_causal_mask", "self_prefix_mask", "self_segments_lengths", "cross
 
 @pytest.fixture(scope="module")
 def out():
-    return run_script("attention_masks.py", timeout=600)
+    return run_script(SCRIPTS / "attention_masks.py", timeout=600)
 
 
 @pytest.mark.parametrize("backend", ["xla", "blockwise"])

@@ -6,10 +6,13 @@ The tolerance is the unsharded forward's own fp32 noise floor (its output change
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
-from vidax_testing.fake_devices import run_script
+from vidax_core.testing.devices import run_script
+
+SCRIPTS = Path(__file__).parent / "parallel_scripts"
 
 ENCODERS = ["umt5", "t5_v1_1", "clip_text", "clip_vision", "siglip_vision"]
 MESHES = ["dp2_tp4", "dp1_tp2"]
@@ -17,7 +20,7 @@ MESHES = ["dp2_tp4", "dp1_tp2"]
 
 @pytest.fixture(scope="module")
 def out():
-    return run_script("encoders_tp.py", timeout=600)
+    return run_script(SCRIPTS / "encoders_tp.py", timeout=600)
 
 
 @pytest.mark.parametrize("mesh", MESHES)

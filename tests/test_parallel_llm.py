@@ -5,17 +5,20 @@ Runs tests/parallel_scripts/llm_tp.py in a subprocess (fake devices must be conf
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
-from vidax_testing.fake_devices import run_script
+from vidax_core.testing.devices import run_script
+
+SCRIPTS = Path(__file__).parent / "parallel_scripts"
 
 CASES = [f"{m}_dp{dp}_tp{tp}" for m in ("llama", "gemma") for dp, tp in ((1, 2), (1, 4), (2, 4))]
 
 
 @pytest.fixture(scope="module")
 def out():
-    return run_script("llm_tp.py", timeout=600)
+    return run_script(SCRIPTS / "llm_tp.py", timeout=600)
 
 
 @pytest.mark.parametrize("case", CASES)

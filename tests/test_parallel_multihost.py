@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from vidax_testing.tiny_wan import save_tiny_wan
+from vidax_core.testing.tiny.wan import save_tiny_wan
 
 ARGS = ["model.id=wan2.1-t2v-1.3b", "prompt=a small red fox runs in the snow", "negative_prompt=blurry",
         "sampling.num_steps=2", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5",

@@ -5,16 +5,18 @@ Runs tests/parallel_scripts/units.py in a subprocess (fake devices must be confi
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
-from vidax_testing.fake_devices import run_script
+from vidax_core.testing.devices import run_script
 
+SCRIPTS = Path(__file__).parent / "parallel_scripts"
 
 
 @pytest.fixture(scope="module")
 def out():
-    return run_script("units.py", timeout=600)
+    return run_script(SCRIPTS / "units.py", timeout=600)
 
 
 @pytest.mark.parametrize("mesh", ["dp1_sp4_tp1", "dp1_sp2_tp2", "dp2_sp2_tp2"])

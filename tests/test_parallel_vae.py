@@ -7,16 +7,18 @@ programs than one device does.
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
-from vidax_testing.fake_devices import run_script
+from vidax_core.testing.devices import run_script
 
+SCRIPTS = Path(__file__).parent / "parallel_scripts"
 
 
 @pytest.fixture(scope="module")
 def out():
-    return run_script("vae_mesh.py", timeout=1200)
+    return run_script(SCRIPTS / "vae_mesh.py", timeout=1200)
 
 
 @pytest.mark.parametrize("case,shape,units", [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
@@ -15,7 +14,6 @@ from test_schedulers_util import (
     initial_sample,
     noises,
     rel_err,
-    report,
     run_diffusers,
     run_vidax,
 )
@@ -364,9 +362,29 @@ def test_fifty_step_loop_compiles_once(sampler):
     assert UniPCSampler(solver_order=3).step_key() != UniPCSampler().step_key()
 
 
-def test_zz_report(capsys):
-    with capsys.disabled():
-        print("\n[worst trajectory rel. error]\n" + report(""))
+@pytest.mark.parametrize("bug", ["sign-flip", "sigma-1e-5"])
+def test_a_wrong_flow_sampler_fails(bug):
+    """The derived tolerance passes the right flow Euler trajectory and rejects a wrong one: the model output's sign
+    flipped, or one step's sigma off by 1e-5 relative."""
+    from dataclasses import replace
+
+    n, shift = 7, 3.0
+    sched = FlowMatchEulerDiscreteScheduler(shift=shift)
+    sched.set_timesteps(n)
+    sampler = get_sampler("flow_euler", shift=shift)
+    plan = sampler.plan(n)
+    x0 = initial_sample()
+    ref = run_diffusers(sched, x0)
+    check("flow_euler/right", run_vidax(sampler, plan, x0), ref)
+    model = denoiser
+    if bug == "sign-flip":
+        model = lambda x, t: -denoiser(x, t)  # noqa: E731
+    else:
+        sigmas = plan.sigmas.copy()
+        sigmas[n // 2] *= np.float32(1 + 1e-5)
+        plan = replace(plan, sigmas=sigmas)
+    with pytest.raises(AssertionError, match="tolerance"):
+        check("flow_euler/deliberately-wrong", run_vidax(sampler, plan, x0, model=model), ref)
 
 
 @pytest.mark.parametrize("timesteps, strength", [([1000.0, 909.0, 725.0, 421.0, 0.0], 0.999),

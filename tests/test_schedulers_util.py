@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 SHAPE = (1, 4, 2, 6, 6)
-WORST: dict[str, float] = {}
 
 
 def denoiser(x: np.ndarray, t: float, dtype=np.float32) -> np.ndarray:
@@ -195,13 +194,11 @@ def tolerance(ref_error: float) -> float:
 
 def check(key: str, ours, ref, upto=None) -> tuple[float, float]:
     """Assert vidax's worst step-wise relative errors (L2 and max-abs) against the float64 twin of ``ref`` stay
-    within :func:`tolerance` of the reference's own fp32 errors against it; record both."""
+    within :func:`tolerance` of the reference's own fp32 errors against it."""
     assert isinstance(ref, Trajectory), f"{key}: the reference needs its float64 twin (run_diffusers / Trajectory)"
     assert len(ours) == len(ref) == len(ref.f64), (len(ours), len(ref), len(ref.f64))
     e2, em = traj_err_l2(ours, ref.f64, upto), traj_err(ours, ref.f64, upto)
     r2, rm = traj_err_l2(ref, ref.f64, upto), traj_err(ref, ref.f64, upto)
-    a, b, c, d = WORST.get(key, (0.0, 0.0, 0.0, 0.0))
-    WORST[key] = (max(a, e2), max(b, em), max(c, e2 / tolerance(r2)), max(d, em / tolerance(rm)))
     assert e2 <= tolerance(r2) and em <= tolerance(rm), (
         f"{key}: vs float64 l2 {e2:.3e} max {em:.3e}; diffusers fp32 vs float64 l2 {r2:.3e} max {rm:.3e}; "
         f"tolerance {FACTOR:g}x + {FLOOR:.1e}")
@@ -234,8 +231,3 @@ def check_table(key: str, ours, ref32, ref64) -> None:
     :func:`tolerance` of the fp32 reference's own entry-wise relative error."""
     e, r = elementwise_rel(ours, ref64), elementwise_rel(ref32, ref64)
     assert e <= tolerance(r), f"{key}: vs float64 {e:.3e}; diffusers fp32 vs float64 {r:.3e}; tolerance {FACTOR:g}x + {FLOOR:.1e}"
-
-
-def report(prefix: str = "") -> str:
-    return "\n".join(f"{k}: vs float64 l2 {v[0]:.2e}  max {v[1]:.2e}  (used {v[2]:.2f} / {v[3]:.2f} of the tolerance)"
-                     for k, v in sorted(WORST.items()) if k.startswith(prefix))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vidax_core.encoders.tokenizer import TextTokenizer
-from vidax_testing.tiny_tokenizer import make_tiny_t5_tokenizer, tokenizer_vocab_size
+from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
 
 PROMPTS = [
     "A cat.",

@@ -13,7 +13,7 @@ from vidax_core.encoders.byte_tokenizer import ByteTokenizer
 from vidax_core.encoders.spiece_tokenizer import SpieceTokenizer
 from vidax_core.encoders.tokenizer import TextTokenizer
 from vidax_core.errors import UserError
-from vidax_testing.tiny_tokenizer import TINY_VOCAB_TARGET, _CORPUS, make_tiny_t5_tokenizer
+from vidax_core.testing.tokenizers import TINY_VOCAB_TARGET, _CORPUS, make_tiny_t5_tokenizer
 
 transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")

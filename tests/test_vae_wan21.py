@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_testing.vae_parity import check, random_wan_vae, run, tiles  # noqa: E402
+from vidax_core.testing.tiny.wan_vae_parity import check, random_wan_vae, run, tiles  # noqa: E402
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.vae import wan21 as vae_mod  # noqa: E402

@@ -122,7 +122,7 @@ class FamilyPlugin:
         package = type(self).__module__.rpartition(".")[0] or None
         return getattr(import_module(module, package), name)(ckpt_dir, run)
 
-    def bench_dit(self, spec, need_reference):
+    def bench_dit(self, spec, need_reference, config):
         return None
 
     def vae_latent_shape(self, spec, ckpt, run):

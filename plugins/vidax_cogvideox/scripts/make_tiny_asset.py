@@ -8,13 +8,11 @@ exactly the files and key names of a real diffusers-layout CogVideoX checkpoint.
 
 import os
 import shutil
-import sys
+
+from vidax_core.testing.tiny.cogvideox import save_tiny_cogvideox
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(ROOT, "testing"))
-
-from vidax_testing.tiny_cogvideox import save_tiny_cogvideox  # noqa: E402
 
 DEST = os.path.join(ROOT, "plugins", "vidax_cogvideox", "src", "vidax_cogvideox", "assets", "tiny-random")
 

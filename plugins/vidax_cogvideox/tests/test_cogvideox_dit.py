@@ -17,7 +17,7 @@ diffusers = pytest.importorskip("diffusers")
 from vidax_cogvideox.convert_dit import load_dit  # noqa: E402
 from vidax_cogvideox.dit import CogVideoXDiTConfig  # noqa: E402
 from vidax_core.io.convert import ConversionError  # noqa: E402
-from vidax_testing.tiny_cogvideox import dit_kwargs, random_cogvideox_dit  # noqa: E402
+from vidax_core.testing.tiny.cogvideox import dit_kwargs, random_cogvideox_dit  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cogvideox_dit")
 

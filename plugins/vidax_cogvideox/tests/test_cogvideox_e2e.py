@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_cogvideox import LATENT_CHANNELS, TEXT_LEN, build_tiny_cogvideox_pipeline, save_pipeline
+from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.cogvideox import LATENT_CHANNELS, TEXT_LEN, build_tiny_cogvideox_pipeline, save_pipeline
 
 pytestmark = pytest.mark.xdist_group("cogvideox_e2e")
 
@@ -47,7 +47,7 @@ def write_image(path) -> None:
     Image.fromarray(pixels).save(path)
 
 
-def reference(pipe, noise, guidance, dynamic, image):
+def reference(pipe, noise, guidance, dynamic, image, steps=STEPS):
     """The pipeline's decoded frames and its ``output_type="latent"`` result (the final latents, taken from the
     last step's callback so that one run gives both)."""
     import torch
@@ -60,7 +60,7 @@ def reference(pipe, noise, guidance, dynamic, image):
         return {}
 
     kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_frames=FRAMES,
-                  num_inference_steps=STEPS, guidance_scale=guidance, use_dynamic_cfg=dynamic,
+                  num_inference_steps=steps, guidance_scale=guidance, use_dynamic_cfg=dynamic,
                   max_sequence_length=TEXT_LEN, callback_on_step_end=grab)
     if image is not None:
         kwargs["image"] = Image.open(image).convert("RGB")
@@ -86,7 +86,6 @@ def test_cli_matches_diffusers(tmp_path, case):
     save_pipeline(pipe, ckpt)  # the hub layout: tokenizer/spiece.model, no tokenizer.json
     shape = (1, latent_frames(variant), LATENT_CHANNELS, SIZE // 8, SIZE // 8)
     noise = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    np.save(tmp_path / "noise.npy", noise)
     image = None
     if variant.endswith("i2v"):
         image = tmp_path / "input.png"
@@ -94,21 +93,62 @@ def test_cli_matches_diffusers(tmp_path, case):
 
     ref_latents, ref_frames = reference(pipe, noise, guidance, dynamic, image)
     args = [
-        "run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-        f"sampling.num_steps={STEPS}", f"sampling.height={SIZE}", f"sampling.width={SIZE}",
-        f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={guidance}",
-        f"sampling.max_sequence_length={TEXT_LEN}", f"sampling.initial_noise={tmp_path / 'noise.npy'}",
-        f"options.use_dynamic_cfg={str(dynamic).lower()}",
-        "vae.tiling={" + ", ".join(f"{k}: {v!r}" for k, v in TILES.items()) + "}" if tiled else "vae.tiling=false",
-        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
-        f"output.save_frames={tmp_path / 'frames.npy'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
-        "--quiet",
+        f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+        *overrides(sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, guidance_scale=guidance,
+                                 max_sequence_length=TEXT_LEN),
+                   options=dict(use_dynamic_cfg=dynamic), vae=dict(tiling=TILES if tiled else False)),
     ]
     if image is not None:
         args.append(f"image={image}")
-    proc = vidax(*args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    latents = np.load(tmp_path / "lat.npy")
-    got_frames = np.load(tmp_path / "frames.npy")
-    assert_run_matches(case, latents, got_frames, ref_latents, ref_frames, latent_shape=noise.shape,
+    run = run_e2e(tmp_path, *args, noise=noise)
+    assert_run_matches(case, run.latents, run.frames, ref_latents, ref_frames, latent_shape=noise.shape,
                        frame_shape=(1, FRAMES, SIZE, SIZE, 3))
+
+
+def vidax_step_noise(seed: int, steps: int, shape) -> list[np.ndarray]:
+    """The per-step noise a stochastic sampler gets in ``vidax run`` (the runner's seeded draw: key(seed) folded
+    with 1, then with the step index), so the reference can be fed the same draws."""
+    import jax
+
+    key = jax.random.fold_in(jax.random.key(seed), 1)
+    return [np.asarray(jax.random.normal(jax.random.fold_in(key, i), tuple(shape), np.float32)) for i in range(steps)]
+
+
+def test_dpm_with_dynamic_cfg_matches_diffusers(tmp_path, monkeypatch):
+    """The official 5B demo's sampler (CogVideoX DPM, stochastic, second order in the middle steps) with dynamic
+    guidance, against CogVideoXPipeline with the same scheduler config, fed vidax's own per-step noise (diffusers
+    draws twice in a second-order step and uses the second draw: both are this step's noise)."""
+    import torch
+    from diffusers import CogVideoXDPMScheduler
+    from diffusers.schedulers import scheduling_dpm_cogvideox as dpm_mod
+
+    steps, seed = 4, 0
+    torch.manual_seed(0)
+    pipe = build_tiny_cogvideox_pipeline("5b", seed=3)
+    pipe.scheduler = CogVideoXDPMScheduler.from_config(pipe.scheduler.config)
+    ckpt = tmp_path / "ckpt"
+    save_pipeline(pipe, ckpt)
+    shape = (1, latent_frames("5b"), LATENT_CHANNELS, SIZE // 8, SIZE // 8)
+    noise = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    draws = vidax_step_noise(seed, steps, shape)
+    index = {"i": -1}
+    step = pipe.scheduler.step
+
+    def counting_step(*a, **k):
+        index["i"] += 1
+        return step(*a, **k)
+
+    monkeypatch.setattr(pipe.scheduler, "step", counting_step)
+    monkeypatch.setattr(dpm_mod, "randn_tensor",
+                        lambda shape_, **k: torch.from_numpy(draws[index["i"]].copy()).reshape(shape_))
+    ref_latents, ref_frames = reference(pipe, noise, 6.0, True, None, steps)
+    assert index["i"] == steps - 1
+    run = run_e2e(tmp_path, "model.id=cogvideox-5b", f"model.checkpoint={ckpt}", f"prompt={PROMPT}",
+                  f"negative_prompt={NEGATIVE}",
+                  *overrides(sampling=dict(num_steps=steps, height=SIZE, width=SIZE, num_frames=FRAMES,
+                                           guidance_scale=6.0, max_sequence_length=TEXT_LEN, seed=seed),
+                             options=dict(use_dynamic_cfg=True, scheduler_class="CogVideoXDPMScheduler")),
+                  noise=noise)
+    assert run.metrics["sampler"] == "cogvideox_dpm" and run.metrics["num_steps"] == steps
+    assert_run_matches("5b-t2v-dpm-dynamic-cfg", run.latents, run.frames, ref_latents, ref_frames,
+                       latent_shape=shape, frame_shape=(1, FRAMES, SIZE, SIZE, 3))

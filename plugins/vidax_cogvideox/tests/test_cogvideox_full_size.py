@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -16,6 +15,7 @@ from flax import nnx  # noqa: E402
 
 from vidax_core.io.convert import convert  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import check_full_size, meta_tensors  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from published import DITS, T5_V1_1_XXL  # noqa: E402
@@ -25,11 +25,6 @@ pytestmark = pytest.mark.xdist_group("cogvideox_full_size")
 # DiT parameters of each published model (what diffusers builds from the same config).
 SIZES = {"cogvideox-2b": (1.6e9, 1.8e9), "cogvideox-5b": (5.4e9, 5.8e9), "cogvideox-5b-i2v": (5.4e9, 5.8e9),
          "cogvideox1.5-5b": (5.4e9, 5.8e9), "cogvideox1.5-5b-i2v": (5.4e9, 5.8e9)}
-
-
-def meta_shapes(module) -> dict[str, np.ndarray]:
-    zero = np.zeros((), np.float32)
-    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()}
 
 
 def test_every_registered_cogvideox_model_is_covered():
@@ -48,13 +43,11 @@ def test_full_size_dit(model_id):
     cfg = DITS[model_id]
     with torch.device("meta"):
         ref = CogVideoXTransformer3DModel.from_config(cfg)
-    tensors = meta_shapes(ref)
-    _, _, flat = abstract_model(lambda: CogVideoXDiT(CogVideoXDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)))
-    convert(tensors, DIT_RULES, flat, component="transformer", check_only=True)
-    n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
-    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
-    assert n_ref == n_vidax
-    print(f"{model_id}: {n_vidax / 1e9:.3f}B DiT parameters")
+    size = check_full_size(meta_tensors(ref), DIT_RULES,
+                           lambda: CogVideoXDiT(CogVideoXDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)),
+                           component="transformer", label=model_id)
+    assert size.reference_params == size.vidax_params
+    n_vidax = size.vidax_params
     lo, hi = SIZES[model_id]
     assert lo < n_vidax < hi
 
@@ -69,4 +62,4 @@ def test_full_size_t5_v1_1_xxl():
         ref = T5EncoderModel(hf)
     cfg = T5Config.from_config(T5_V1_1_XXL)
     _, _, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
-    convert(meta_shapes(ref), t5_rules(cfg), flat, component="text_encoder", check_only=True)
+    convert(meta_tensors(ref), t5_rules(cfg), flat, component="text_encoder", check_only=True)

@@ -2,7 +2,7 @@
 
 Decode and encode, untiled and tiled, over several frame batches (so the causal-conv cache crosses batches).
 Tolerances come from the reference's own fp32 error: the same diffusers model in float64 is the truth, and vidax may
-be at most ``FACTOR`` times as far from it as diffusers in fp32 is (``vidax_testing.vae_parity.check``).
+be at most ``FACTOR`` times as far from it as diffusers in fp32 is (``vidax_core.testing.tiny.wan_vae_parity.check``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_testing.vae_parity import check, errors  # noqa: E402
+from vidax_core.testing.tiny.wan_vae_parity import check, errors  # noqa: E402
 
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.checkpoint import Checkpoint  # noqa: E402

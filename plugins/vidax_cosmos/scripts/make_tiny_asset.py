@@ -8,13 +8,11 @@ files and key names of a real diffusers-layout Cosmos-Predict2.5 checkpoint. Nee
 
 import os
 import shutil
-import sys
+
+from vidax_core.testing.tiny.cosmos import save_tiny_cosmos
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(ROOT, "testing"))
-
-from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
 
 DEST = os.path.join(ROOT, "plugins", "vidax_cosmos", "src", "vidax_cosmos", "assets", "tiny-random")
 

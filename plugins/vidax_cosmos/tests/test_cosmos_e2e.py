@@ -1,7 +1,7 @@
 """End to end: a tiny diffusers Cosmos2_5_PredictBasePipeline and the real `vidax run` CLI, from the same noise.
 
 diffusers (PyTorch, fp32) is the reference, with its guardrail replaced by a no-op and torchvision's two calls
-stubbed (:mod:`vidax_testing.tiny_cosmos`). vidax runs in a subprocess exactly as a user would, from the folder the
+stubbed (:mod:`vidax_core.testing.tiny.cosmos`). vidax runs in a subprocess exactly as a user would, from the folder the
 reference saved with `save_pretrained`: text-to-world, image-to-world (an image of another size, nearest-resized
 as the pipeline does) and video-to-world (the last 5 frames of an mp4, two conditioning latent frames).
 """
@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_cosmos import save_tiny_cosmos, stub_torchvision
+from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.cosmos import save_tiny_cosmos
+from vidax_cosmos.bench_reference import stub_torchvision
 
 pytestmark = pytest.mark.xdist_group("cosmos_e2e")
 
@@ -51,7 +52,7 @@ def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE, **extra):
     from PIL import Image
 
     from vidax_core.io.clip import read_video
-    from vidax_testing.tiny_cosmos import NoGuardrail
+    from vidax_cosmos.bench_reference import NoGuardrail
 
     stub_torchvision()
     pipe = Cosmos2_5_PredictBasePipeline.from_pretrained(str(ckpt_dir), safety_checker=NoGuardrail())
@@ -72,35 +73,31 @@ def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE, **extra):
     return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
 
 
-def run_vidax(tmp_path, ckpt_dir, case, image, clip, model_id="cosmos-predict2.5-2b", extra=()):
+def run_vidax(tmp_path, ckpt_dir, case, image, clip, noise, model_id="cosmos-predict2.5-2b", extra=()):
     args = [
-        "run", f"model.id={model_id}", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
-        f"negative_prompt={NEGATIVE}", f"sampling.num_steps={STEPS}", f"sampling.height={H}", f"sampling.width={W}",
-        f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={GUIDANCE}", f"sampling.max_sequence_length={TEXT}",
-        f"sampling.initial_noise={tmp_path / 'noise.npy'}", f"output.path={tmp_path / 'out.mp4'}",
-        f"output.save_latents={tmp_path / 'lat.npy'}", f"output.save_frames={tmp_path / 'frames.npy'}",
-        f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}", "--quiet", *extra,
+        f"model.id={model_id}", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+        *overrides(sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES, guidance_scale=GUIDANCE,
+                                 max_sequence_length=TEXT)),
+        *extra,
     ]
     if case.startswith("i2w"):
         args.append(f"image={image}")
     if case == "v2w":
         args.append(f"video={clip}")
-    proc = vidax(*args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
+    run = run_e2e(tmp_path, *args, noise=noise)
+    return run.latents, run.frames
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_cli_matches_diffusers(tmp_path, ckpt, case):
     image, clip = write_inputs(tmp_path)
     noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
-    np.save(tmp_path / "noise.npy", noise)
     if case == "i2w-noguidance-cft-off":  # one pass; the conditioning frame gets the current sigma too
         ref_latents, ref_frames = reference(ckpt, case, noise, image, clip, guidance=1.0, conditional_frame_timestep=-1.0)
-        latents, frames = run_vidax(tmp_path, ckpt, case, image, clip, extra=(
+        latents, frames = run_vidax(tmp_path, ckpt, case, image, clip, noise, extra=(
             "sampling.guidance_scale=1.0", "options.conditional_frame_timestep=-1.0"))
     else:
         ref_latents, ref_frames = reference(ckpt, case, noise, image, clip)
-        latents, frames = run_vidax(tmp_path, ckpt, case, image, clip)
+        latents, frames = run_vidax(tmp_path, ckpt, case, image, clip, noise)
     assert_run_matches(case, latents, frames, ref_latents, ref_frames, latent_shape=noise.shape,
                        frame_shape=(1, FRAMES, H, W, 3))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vidax_core.testing.family import FamilyTests
-from vidax_testing.tiny_cosmos import save_tiny_cosmos
+from vidax_core.testing.tiny.cosmos import save_tiny_cosmos
 
 pytestmark = pytest.mark.xdist_group("cosmos_family")
 
@@ -32,6 +32,7 @@ class TestCosmosFamily(FamilyTests):
                  "sampling.height=32", "sampling.width=32", "sampling.num_frames=9", "sampling.guidance_scale=5.0",
                  "sampling.max_sequence_length=96", f"image={IMAGE}")
     golden = os.path.join(os.path.dirname(__file__), "golden", "cosmos_tiny_sharding.json")
+    tp2_weight_fraction = 0.7
     parallel_configs = {
         **FamilyTests.parallel_configs,
         "sp4": ("parallel.dp=1", "parallel.sp=4"),
@@ -45,13 +46,8 @@ class TestCosmosFamily(FamilyTests):
         torch.manual_seed(0)
         save_tiny_cosmos(folder, seed=3, dit={"num_attention_heads": 4, "num_layers": 4})
 
-    def test_tp_shards_the_weights_and_sp_does_not(self, family_runs):
-        full = family_runs["single"]["peak_resident_weight_bytes"]
-        assert family_runs["tp2"]["peak_resident_weight_bytes"] < 0.7 * full
-        assert family_runs["sp2"]["peak_resident_weight_bytes"] == full
-
     def test_mesh_axes_are_the_ones_asked_for(self, family_runs):
-        for name, (tp, sp) in {"tp2": (2, 1), "sp2": (1, 2), "tp2sp2": (2, 2), "sp4": (1, 4),
+        for name, (tp, sp) in {"tp2": (2, 1), "tp2sp2": (2, 2), "sp4": (1, 4),
                                "offload_sp2": (1, 2)}.items():
             p = family_runs[name]["parallel"]
             assert (p["dp"], p["tp"], p["sp"]) == (1, tp, sp), name

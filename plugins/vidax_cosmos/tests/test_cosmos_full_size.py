@@ -15,6 +15,7 @@ from flax import nnx  # noqa: E402
 
 from vidax_core.io.convert import convert  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import meta_tensors  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cosmos_full_size")
 
@@ -30,11 +31,6 @@ DITS = {
 QWEN_7B = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=128000,
                rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]})
-
-
-def meta_shapes(module) -> dict[str, np.ndarray]:
-    zero = np.zeros((), np.float32)
-    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()}
 
 
 def test_every_registered_cosmos_model_is_covered():
@@ -54,7 +50,7 @@ def test_full_size_dit(model_id):
     cfg = DITS[model_id]
     with torch.device("meta"):
         ref = CosmosTransformer3DModel(**cfg)
-    tensors = meta_shapes(ref)
+    tensors = meta_tensors(ref)
     _, _, flat = abstract_model(lambda: CosmosDiT(CosmosDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)))
     convert(tensors, DIT_RULES, flat, component="transformer", check_only=True)
     n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
@@ -76,5 +72,5 @@ def test_full_size_text_encoder():
         ref = Qwen2_5_VLForConditionalGeneration(hf)
     cfg = dl.DecoderLLMConfig.from_config(hf.to_dict())
     _, _, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    dl.convert_params(cfg, meta_shapes(ref), flat, component="text_encoder", check_only=True)
+    dl.convert_params(cfg, meta_tensors(ref), flat, component="text_encoder", check_only=True)
     assert cfg.hidden_size * cfg.num_hidden_layers == DITS["cosmos-predict2.5-2b"]["crossattn_proj_in_channels"]

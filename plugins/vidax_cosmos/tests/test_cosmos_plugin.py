@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from vidax_cosmos import text  # noqa: E402
 from vidax_cosmos.plugin import plugin  # noqa: E402
 from vidax_cosmos.conditioning import resize_nearest  # noqa: E402
-from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
+from vidax_core.testing.tiny.cosmos import save_tiny_cosmos  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cosmos_plugin")
 
@@ -37,7 +37,7 @@ def test_prompt_embeddings_match_the_pipeline(ckpt):
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
 
     from vidax_core.io.checkpoint import Checkpoint
-    from vidax_testing.tiny_cosmos import NoGuardrail
+    from vidax_cosmos.bench_reference import NoGuardrail
 
     pipe = Cosmos2_5_PredictBasePipeline.from_pretrained(str(ckpt), safety_checker=NoGuardrail())
     c = Checkpoint(str(ckpt))
@@ -108,7 +108,7 @@ def test_check_run_accepts_the_defaults():
 
 
 def test_cli_refuses_before_loading(tmp_path):
-    from vidax_testing.cli import vidax
+    from vidax_core.testing.cli import vidax
 
     proc = vidax("run", DEMO, "sampling.num_frames=16", f"output.path={tmp_path / 'x.mp4'}",
                  cwd=__import__("pathlib").Path(__file__).parents[3])

@@ -1,19 +1,17 @@
 """Regenerate the built-in tiny random HunyuanVideo checkpoint (``src/vidax_hunyuan/assets/tiny-random``).
 
 Run from the repository root with the test extra installed: ``python plugins/vidax_hunyuan/scripts/make_tiny_random.py``.
-It is diffusers' own ``save_pretrained`` of the tiny ``HunyuanVideoPipeline`` of ``vidax_testing.tiny_hunyuan``.
+It is diffusers' own ``save_pretrained`` of the tiny ``HunyuanVideoPipeline`` of ``vidax_core.testing.tiny.hunyuan``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
+
+from vidax_core.testing.tiny.hunyuan import save_tiny_hunyuan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "testing"))
-
-from vidax_testing.tiny_hunyuan import save_tiny_hunyuan  # noqa: E402
 
 OUT = os.path.join(ROOT, "plugins", "vidax_hunyuan", "src", "vidax_hunyuan", "assets", "tiny-random")
 

@@ -16,7 +16,7 @@ pytest.importorskip("diffusers")
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
-from vidax_core.testing.checks import fp32_tolerance  # noqa: E402
+from vidax_core.testing.parity import assert_fp32_parity, fp32_error  # noqa: E402
 from vidax_hunyuan.convert_dit import load_dit  # noqa: E402
 from vidax_hunyuan.dit import HunyuanDiT, HunyuanDiTConfig  # noqa: E402
 
@@ -107,15 +107,6 @@ def run_vidax(cfg, tensors, inputs, **ctx_over):
     return np.asarray(_FWD(model, jnp.asarray(latents), jnp.asarray(timestep), ctx, jnp.asarray(guidance)))
 
 
-def _check(name, got, want32, want64):
-    tol = fp32_tolerance(want32, want64)
-    rel = float(np.abs(got - want32).max() / np.abs(want32).max())
-    print(f"{name}: max_abs={np.abs(got - want32).max():.3e} rel(max)={rel:.3e} tol={tol:.3e} "
-          f"ref fp32-vs-fp64={np.abs(want32 - want64).max() / np.abs(want64).max():.3e}")
-    assert got.shape == want32.shape
-    assert rel <= tol, (rel, tol)
-
-
 @pytest.mark.parametrize("variant,guidance", [("t2v", "small"), ("t2v", "pipeline"), ("i2v", "small")])
 def test_parity_with_diffusers(variant, guidance, request):
     """``pipeline``: the embedded guidance the pipeline feeds (6000 = 6 * 1000), whose float32 sinusoid dominates
@@ -127,7 +118,8 @@ def test_parity_with_diffusers(variant, guidance, request):
     want32 = run_reference(model, inputs)
     want64 = run_reference(model, inputs, torch.float64)
     got = run_vidax(cfg, tensors, inputs)
-    _check(f"hunyuan dit {variant}", got, want32, want64)
+    own = fp32_error(lambda w, x: run_vidax(cfg, w, x), tensors, inputs, base=got)
+    assert_fp32_parity(f"hunyuan dit {variant} (guidance {guidance})", got, want32, want64, vidax_err=own)
 
 
 def test_mask_matters(t2v):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_hunyuan import save_tiny_hunyuan
+from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.hunyuan import save_tiny_hunyuan
 
 pytestmark = pytest.mark.xdist_group("hunyuan_e2e")
 
@@ -46,26 +46,20 @@ def reference(ckpt_dir, noise, true_cfg):
     return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
 
 
-def run_vidax(tmp_path, ckpt_dir, true_cfg, extra=()):
-    args = [
-        "run", "model.id=hunyuanvideo-t2v-13b", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
-        f"negative_prompt={NEGATIVE}", f"sampling.num_steps={STEPS}", f"sampling.height={H}", f"sampling.width={W}",
-        f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={GUIDANCE}", f"sampling.max_sequence_length={TEXT}",
-        f"options.true_cfg_scale={true_cfg}", f"sampling.initial_noise={tmp_path / 'noise.npy'}",
-        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
-        f"output.save_frames={tmp_path / 'frames.npy'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
-        "--quiet", *extra,
-    ]
-    proc = vidax(*args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
+def run_vidax(tmp_path, ckpt_dir, true_cfg, noise, extra=()):
+    run = run_e2e(tmp_path, "model.id=hunyuanvideo-t2v-13b", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
+                  f"negative_prompt={NEGATIVE}",
+                  *overrides(sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES,
+                                           guidance_scale=GUIDANCE, max_sequence_length=TEXT),
+                             options=dict(true_cfg_scale=true_cfg)),
+                  *extra, noise=noise)
+    return run.latents, run.frames
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_cli_matches_diffusers(tmp_path, ckpt, case):
     noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
-    np.save(tmp_path / "noise.npy", noise)
     ref_latents, ref_frames = reference(ckpt, noise, CASES[case])
-    latents, frames = run_vidax(tmp_path, ckpt, CASES[case])
+    latents, frames = run_vidax(tmp_path, ckpt, CASES[case], noise)
     assert_run_matches(case, latents, frames, ref_latents, ref_frames, latent_shape=noise.shape,
                        frame_shape=(1, FRAMES, H, W, 3))

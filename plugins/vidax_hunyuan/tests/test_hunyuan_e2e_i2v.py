@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_hunyuan import I2V_IMAGE, save_tiny_hunyuan_i2v
+from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.hunyuan import I2V_IMAGE, save_tiny_hunyuan_i2v
 
 pytestmark = pytest.mark.xdist_group("hunyuan_e2e_i2v")
 
@@ -69,27 +69,22 @@ def reference(ckpt_dir, noise, image, crop, start):
     return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
 
 
-def run_vidax(tmp_path, ckpt_dir, image, crop, start):
-    proc = vidax(
-        "run", "model.id=hunyuanvideo-i2v-13b", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
-        f"negative_prompt={NEGATIVE}", f"image={image}", f"sampling.num_steps={STEPS}", f"sampling.height={H}",
-        f"sampling.width={W}", f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={GUIDANCE}",
-        f"sampling.max_sequence_length={TEXT}", f"options.true_cfg_scale={TRUE_CFG}",
-        f"options.prompt_template='{TEMPLATE}'", f"options.crop_start={crop}", f"options.image_emb_start={start}",
-        f"options.image_emb_len={N_IMAGE}", f"sampling.initial_noise={tmp_path / 'noise.npy'}",
-        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
-        f"output.save_frames={tmp_path / 'frames.npy'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
-        "--quiet", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
+def run_vidax(tmp_path, ckpt_dir, image, crop, start, noise):
+    run = run_e2e(tmp_path, "model.id=hunyuanvideo-i2v-13b", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
+                  f"negative_prompt={NEGATIVE}", f"image={image}",
+                  *overrides(sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES,
+                                           guidance_scale=GUIDANCE, max_sequence_length=TEXT),
+                             options=dict(true_cfg_scale=TRUE_CFG, crop_start=crop, image_emb_start=start,
+                                          image_emb_len=N_IMAGE)),
+                  f"options.prompt_template='{TEMPLATE}'", noise=noise)
+    return run.latents, run.frames
 
 
 def test_cli_matches_diffusers_i2v(tmp_path, ckpt):
     image = write_image(tmp_path)
     crop, start = template_numbers(ckpt)
     noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
-    np.save(tmp_path / "noise.npy", noise)
     ref_latents, ref_frames = reference(ckpt, noise, image, crop, start)
-    latents, frames = run_vidax(tmp_path, ckpt, image, crop, start)
+    latents, frames = run_vidax(tmp_path, ckpt, image, crop, start, noise)
     assert_run_matches(f"i2v, crop_start {crop}, image at {start}", latents, frames, ref_latents, ref_frames, latent_shape=noise.shape,
                        frame_shape=(1, FRAMES, H, W, 3))

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from flax import nnx  # noqa: E402
 
 from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import meta_tensors  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan_full_size")
 
@@ -26,18 +27,6 @@ LLAMA_8B = dict(vocab_size=128320, hidden_size=4096, intermediate_size=14336, nu
                 rms_norm_eps=1e-5)
 CLIP_L = dict(vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
               max_position_embeddings=77, projection_dim=768, hidden_act="quick_gelu")
-
-
-class MetaShapes(dict):
-    """key -> zero-stride stand-in arrays, with ``shape(key)`` as the lazy readers have."""
-
-    def shape(self, key):
-        return self[key].shape
-
-
-def meta_shapes(module) -> MetaShapes:
-    zero = np.zeros((), np.float32)
-    return MetaShapes({k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()})
 
 
 def test_every_registered_hunyuan_model_is_covered():
@@ -58,7 +47,7 @@ def test_full_size_dit(variant):
     dit = dict(DIT, image_condition_type=variant)
     with torch.device("meta"):
         ref = HunyuanVideoTransformer3DModel(**dit)
-    tensors = meta_shapes(ref)
+    tensors = meta_tensors(ref)
     cfg = HunyuanDiTConfig.from_config(dit)
     _, _, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
     convert_dit(tensors, flat, check_only=True)
@@ -82,9 +71,9 @@ def test_full_size_text_encoders():
         clip = CLIPTextModel(CLIPTextConfig(**CLIP_L))
     cfg = dl.DecoderLLMConfig.from_config(hf.to_dict())
     _, _, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    dl.convert_params(cfg, meta_shapes(llama), flat, component="text_encoder", check_only=True)
+    dl.convert_params(cfg, meta_tensors(llama), flat, component="text_encoder", check_only=True)
     vcfg = ViTConfig.clip_text(CLIPTextConfig(**CLIP_L).to_dict())
     _, _, vflat = abstract_model(lambda: ViTEncoder(vcfg, rngs=nnx.Rngs(0)))
-    convert(meta_shapes(clip), vit_rules(vcfg), vflat, component="text_encoder_2", ignore=vit_ignore(vcfg),
+    convert(meta_tensors(clip), vit_rules(vcfg), vflat, component="text_encoder_2", ignore=vit_ignore(vcfg),
             check_only=True)
     assert cfg.hidden_size == DIT["text_embed_dim"] and vcfg.hidden_size == DIT["pooled_projection_dim"]

@@ -22,7 +22,7 @@ from vidax_core.nn.state import abstract_model, flat_state  # noqa: E402
 from vidax_hunyuan.convert_dit import convert_dit, load_dit  # noqa: E402
 from vidax_hunyuan.dit import HunyuanDiT, HunyuanDiTConfig  # noqa: E402
 from vidax_hunyuan.original_format import OriginalDiT, dit_config  # noqa: E402
-from vidax_testing.tiny_hunyuan import TINY_DIT, save_tiny_hunyuan  # noqa: E402
+from vidax_core.testing.tiny.hunyuan import TINY_DIT, save_tiny_hunyuan  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan_original")
 
@@ -103,7 +103,7 @@ def save_original(folder, sd):
 def diffusers_dit():
     from diffusers import HunyuanVideoTransformer3DModel
 
-    from vidax_testing.tiny_wan import randomize_
+    from vidax_core.testing.reference import randomize_
 
     model = HunyuanVideoTransformer3DModel(**TINY_DIT).eval().float()
     randomize_(model, 5, 0.2)
@@ -167,7 +167,7 @@ def make_release_folder(diffusers_dir, out):
 
 
 def test_release_folder_runs_like_its_diffusers_twin(tmp_path):
-    from vidax_testing.cli import vidax
+    from vidax_core.testing.cli import vidax
 
     save_tiny_hunyuan(tmp_path / "diffusers", seed=3)
     make_release_folder(str(tmp_path / "diffusers"), str(tmp_path / "release"))

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from vidax_hunyuan.plugin import plugin  # noqa: E402
-from vidax_testing.cli import vidax  # noqa: E402
-from vidax_testing.tiny_hunyuan import build_tiny_hunyuan_pipeline  # noqa: E402
+from vidax_core.testing.cli import vidax  # noqa: E402
+from vidax_core.testing.tiny.hunyuan import build_tiny_hunyuan_pipeline  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan_plugin")
 

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_testing.vae_parity import check  # noqa: E402
+from vidax_core.testing.tiny.wan_vae_parity import check  # noqa: E402
 
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.convert import ConversionError, convert  # noqa: E402

@@ -9,13 +9,11 @@ it has exactly the files and key names of a real diffusers-layout LTX-Video chec
 
 import os
 import shutil
-import sys
+
+from vidax_core.testing.tiny.ltx import random_ltx_upsampler, save_tiny_ltx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(ROOT, "testing"))
-
-from vidax_testing.tiny_ltx import random_ltx_upsampler, save_tiny_ltx  # noqa: E402
 
 DEST = os.path.join(ROOT, "plugins", "vidax_ltx", "src", "vidax_ltx", "assets", "tiny-random")
 

@@ -16,9 +16,9 @@ import jax
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline, random_ltx_upsampler
+from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline, random_ltx_upsampler
 
 pytestmark = pytest.mark.xdist_group("ltx_condition_e2e")
 
@@ -107,18 +107,14 @@ def make_checkpoint(tmp_path, upsampler: bool = False):
 
 def run_vidax(tmp_path, ckpt, model_id, sets: dict, image=None):
     """``vidax run`` with ``image=`` (or ``video=`` for a .mp4) -> (saved latents, saved frames)."""
-    args = ["run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}",
-            f"negative_prompt={NEGATIVE}", f"sampling.seed={SEED}", f"sampling.max_sequence_length={TOKENS}",
-            "sampling.scheduler=null", f"options.frame_rate={FPS}", f"options.decode_timestep={DECODE_T}",
-            "options.decode_noise_scale=0.0", f"output.path={tmp_path / 'out.mp4'}",
-            f"output.save_latents={tmp_path / 'lat.npy'}", f"output.save_frames={tmp_path / 'frames.npy'}",
-            f"output.metrics={tmp_path / 'metrics.json'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
-            "--quiet"] + [f"{k}={v}" for k, v in sets.items()]
+    args = [f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+            *overrides(sampling=dict(seed=SEED, max_sequence_length=TOKENS, scheduler=None),
+                       options=dict(frame_rate=FPS, decode_timestep=DECODE_T, decode_noise_scale=0.0)),
+            *(f"{k}={v}" for k, v in sets.items())]
     if image is not None:
         args.append(f"{'video' if str(image).endswith('.mp4') else 'image'}={image}")
-    proc = vidax(*args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    return np.load(tmp_path / "lat.npy"), np.load(tmp_path / "frames.npy")
+    run = run_e2e(tmp_path, *args)
+    return run.latents, run.frames
 
 
 def call(pipe, image, **kwargs):

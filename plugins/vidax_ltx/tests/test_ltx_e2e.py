@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.run_parity import assert_run_matches
-from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline
+from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline
 
 pytestmark = pytest.mark.xdist_group("ltx_e2e")
 
@@ -64,7 +64,6 @@ def test_cli_matches_diffusers(tmp_path, case):
     pipe.save_pretrained(str(ckpt), safe_serialization=True)
     tokens = ((FRAMES - 1) // 8 + 1) * (SIZE // 32) ** 2
     noise = np.random.default_rng(0).standard_normal((1, tokens, 8)).astype(np.float32)
-    np.save(tmp_path / "noise.npy", noise)
     image = None
     if kind == "i2v":
         image = tmp_path / "input.png"
@@ -72,22 +71,16 @@ def test_cli_matches_diffusers(tmp_path, case):
 
     ref_latents, ref_frames = reference(pipe, kind, noise, guidance, rescale, image)
     args = [
-        "run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-        f"sampling.num_steps={STEPS}", f"sampling.height={SIZE}", f"sampling.width={SIZE}",
-        f"sampling.num_frames={FRAMES}", f"sampling.guidance_scale={guidance}", "sampling.max_sequence_length=16",
-        f"sampling.initial_noise={tmp_path / 'noise.npy'}", "sampling.scheduler=null", "options.timesteps=null",
-        f"options.frame_rate={FPS}", f"options.guidance_rescale={rescale}", f"options.decode_timestep={DECODE_T}",
-        "options.decode_noise_scale=0.0", "options.pipeline=ltx", "options.multiscale=false",
-        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
-        f"output.save_frames={tmp_path / 'frames.npy'}", f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}",
-        "--quiet",
+        f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+        *overrides(sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, guidance_scale=guidance,
+                                 max_sequence_length=16, scheduler=None),
+                   options=dict(timesteps=None, frame_rate=FPS, guidance_rescale=rescale, decode_timestep=DECODE_T,
+                                decode_noise_scale=0.0, pipeline="ltx", multiscale=False)),
     ]
     if image is not None:
         args.append(f"image={image}")
-    proc = vidax(*args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    latents = np.load(tmp_path / "lat.npy")
-    got_frames = np.load(tmp_path / "frames.npy")
+    run = run_e2e(tmp_path, *args, noise=noise)
+    latents, got_frames = run.latents, run.frames
     assert_run_matches(case, latents, got_frames, ref_latents, ref_frames, latent_shape=noise.shape,
                        frame_shape=(1, FRAMES, SIZE, SIZE, 3))
     if kind == "i2v":  # the conditioning frame's tokens never move

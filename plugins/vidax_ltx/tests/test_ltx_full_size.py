@@ -14,6 +14,7 @@ from flax import nnx  # noqa: E402
 
 from vidax_core.io.convert import convert  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import meta_tensors  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_full_size")
 
@@ -33,11 +34,6 @@ T5_V1_1_XXL = dict(vocab_size=32128, d_model=4096, d_kv=64, d_ff=10240, num_laye
                    feed_forward_proj="gated-gelu", is_gated_act=True)
 
 
-def meta_shapes(module) -> dict[str, np.ndarray]:
-    zero = np.zeros((), np.float32)
-    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()}
-
-
 def test_every_registered_ltx_model_is_covered():
     from vidax_core.plugins import get_plugins
 
@@ -55,7 +51,7 @@ def test_full_size_dit(model_id):
     cfg = DITS[model_id]
     with torch.device("meta"):
         ref = LTXVideoTransformer3DModel(**cfg)
-    tensors = meta_shapes(ref)
+    tensors = meta_tensors(ref)
     _, _, flat = abstract_model(lambda: LTXDiT(LTXDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)))
     convert(tensors, DIT_RULES, flat, component="transformer", check_only=True)
     n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
@@ -82,4 +78,4 @@ def test_full_size_t5_v1_1_xxl():
         ref = T5EncoderModel(hf)
     cfg = T5Config.from_config(hf.to_dict())
     _, _, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
-    convert(meta_shapes(ref), t5_rules(cfg), flat, component="text_encoder", check_only=True)
+    convert(meta_tensors(ref), t5_rules(cfg), flat, component="text_encoder", check_only=True)

@@ -21,7 +21,7 @@ from vidax_core.plugins import get_plugins  # noqa: E402
 from vidax_ltx.convert_dit import load_dit  # noqa: E402
 from vidax_ltx.dit import LTXDiTConfig  # noqa: E402
 from vidax_ltx.original_format import LTX098_VAE_CONFIG, open_original  # noqa: E402
-from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline, random_ltx_upsampler  # noqa: E402
+from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline, random_ltx_upsampler  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_original")
 

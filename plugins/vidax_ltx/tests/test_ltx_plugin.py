@@ -12,7 +12,7 @@ from vidax_core.plugins import get_plugins
 from vidax_core.schedulers.base import sampler_from_scheduler_config
 from vidax_ltx import presets
 from vidax_ltx.plugin import plugin
-from vidax_testing.tiny_ltx import SCHEDULER
+from vidax_core.testing.tiny.ltx import SCHEDULER
 
 pytestmark = pytest.mark.xdist_group("ltx_plugin")
 
@@ -181,9 +181,9 @@ def test_text_encoding_matches_transformers(tmp_path):
     from vidax_core import T5Text
     from vidax_core.encoders.t5 import T5Config, load_t5
     from vidax_core.encoders.tokenizer import TextTokenizer
-    from vidax_testing.tiny_ltx import TINY_T5
-    from vidax_testing.tiny_tokenizer import make_tiny_t5_tokenizer, tokenizer_vocab_size
-    from vidax_testing.tiny_wan import randomize_
+    from vidax_core.testing.tiny.ltx import TINY_T5
+    from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
+    from vidax_core.testing.reference import randomize_
 
     tok_dir = make_tiny_t5_tokenizer(tmp_path / "tok")
     hf_cfg = HFT5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_T5)

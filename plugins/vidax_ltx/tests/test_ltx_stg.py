@@ -86,7 +86,7 @@ def test_skip_blocks_beyond_the_checkpoint_are_refused(tmp_path):
     spec = get_plugins().registry.get("ltx-video-13b-0.9.8-dev")
     folder = tmp_path / "ckpt"
     (folder / "transformer").mkdir(parents=True)
-    from vidax_testing.tiny_ltx import TINY_DIT_CONFIG
+    from vidax_core.testing.tiny.ltx import TINY_DIT_CONFIG
     import json
 
     (folder / "transformer" / "config.json").write_text(json.dumps(TINY_DIT_CONFIG))
@@ -97,7 +97,7 @@ def test_skip_blocks_beyond_the_checkpoint_are_refused(tmp_path):
 @pytest.fixture(scope="module")
 def stg_runs(tmp_path_factory):
     from vidax_core.testing.runs import run_many
-    from vidax_testing.tiny_ltx import save_tiny_ltx
+    from vidax_core.testing.tiny.ltx import save_tiny_ltx
 
     folder = str(tmp_path_factory.mktemp("ltx_stg"))
     save_tiny_ltx(folder, kind="t2v", seed=4, dit={"num_attention_heads": 4, "attention_head_dim": 8, "num_layers": 4})

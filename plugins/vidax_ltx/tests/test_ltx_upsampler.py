@@ -3,7 +3,7 @@ the core GroupNorm it uses against torch's.
 
 Tiny random models (every parameter randomised, GroupNorm gains included), saved with ``save_pretrained`` and read
 back with vidax's safetensors reader; vidax must be within 4x the reference's own fp32 error, both measured against
-the float64 reference (``vidax_testing.vae_parity.check``).
+the float64 reference (``vidax_core.testing.tiny.wan_vae_parity.check``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from vidax_core.io.safetensors import SafetensorsFile  # noqa: E402
 from vidax_core.nn.group_norm import GroupNorm  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_ltx import upsampler as up  # noqa: E402
-from vidax_testing.tiny_wan import randomize_  # noqa: E402
-from vidax_testing.vae_parity import check  # noqa: E402
+from vidax_core.testing.reference import randomize_  # noqa: E402
+from vidax_core.testing.tiny.wan_vae_parity import check  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
 diffusers.utils.logging.set_verbosity_error()

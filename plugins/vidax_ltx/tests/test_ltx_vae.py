@@ -3,7 +3,7 @@
 Tiny random models, every parameter randomised (norm gains, biases, scale-shift tables, per-channel latent
 statistics), saved with ``save_pretrained`` and read back with vidax's safetensors reader. Each comparison passes
 when vidax is within 4x the reference's own fp32 error, both measured against the float64 reference on the same
-inputs (``vidax_testing.vae_parity.check``).
+inputs (``vidax_core.testing.tiny.wan_vae_parity.check``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ diffusers = pytest.importorskip("diffusers")
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.safetensors import SafetensorsFile  # noqa: E402
 from vidax_ltx import vae as vae_lib  # noqa: E402
-from vidax_testing.tiny_wan import randomize_  # noqa: E402
-from vidax_testing.vae_parity import check, errors, tiles  # noqa: E402
+from vidax_core.testing.reference import randomize_  # noqa: E402
+from vidax_core.testing.tiny.wan_vae_parity import check, errors, tiles  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
 diffusers.utils.logging.set_verbosity_error()  # its dtype-cast notice on every .to(float64)

@@ -15,7 +15,7 @@ from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.nn.state import abstract_model, flat_state  # noqa: E402
 from vidax_wan.convert_dit import DIT_RULES, load_dit  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig, run_blocks  # noqa: E402
-from vidax_testing.tiny_wan import TINY_DIT_CONFIG  # noqa: E402
+from vidax_core.testing.tiny.wan import TINY_DIT_CONFIG  # noqa: E402
 
 TINY = dict(_class_name="WanTransformer3DModel", _diffusers_version="0.42.1", **TINY_DIT_CONFIG)
 

@@ -8,14 +8,15 @@ Wan2.2 TI2V in both modes (per-token timesteps, 48-channel-style VAE).
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import pytest
 
-from vidax_testing.cli import vidax
-from vidax_testing.tiny_wan import build_tiny_wan_pipeline, build_tiny_wan_variant
+from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.reference import save_pipeline
+from vidax_core.testing.tiny.wan import build_tiny_wan_pipeline, build_tiny_wan_variant
 
 PROMPT = "a small red fox runs in the snow"
 NEGATIVE = "blurry, static, low quality"
@@ -85,9 +86,8 @@ def test_cli_matches_diffusers(tmp_path, case):
     steps, frames = 4, 9
     pipe = build()
     ckpt = tmp_path / "ckpt"
-    pipe.save_pretrained(str(ckpt), safe_serialization=True)
+    save_pipeline(pipe, ckpt)
     noise = np.random.default_rng(0).standard_normal((1, channels, 3, size // spatial, size // spatial)).astype(np.float32)
-    np.save(tmp_path / "noise.npy", noise)
     image = tmp_path / "input.png" if needs_image else None
     if image is not None:
         write_image(image)
@@ -95,13 +95,9 @@ def test_cli_matches_diffusers(tmp_path, case):
     ref_latents, ref_frames = reference(pipe, noise, steps, size, frames, image, guidance_2, text_length(case))
 
     args = [
-        "run", f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-        f"sampling.num_steps={steps}", f"sampling.height={size}", f"sampling.width={size}",
-        f"sampling.num_frames={frames}", "sampling.guidance_scale=5.0", f"sampling.max_sequence_length={text_length(case)}",
-        f"sampling.initial_noise={tmp_path / 'noise.npy'}", "sampling.scheduler=null",
-        f"output.path={tmp_path / 'out.mp4'}", f"output.save_latents={tmp_path / 'lat.npy'}",
-        f"output.save_frames={tmp_path / 'frames.npy'}", f"output.metrics={tmp_path / 'm.json'}",
-        f"runtime.compilation_cache_dir={tmp_path / 'jaxcache'}", "--quiet",
+        f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+        *overrides(sampling=dict(num_steps=steps, height=size, width=size, num_frames=frames, guidance_scale=5.0,
+                                 max_sequence_length=text_length(case), scheduler=None)),
     ]
     if guidance_2 is not None:
         args.append(f"sampling.guidance_scale_2={guidance_2}")
@@ -109,20 +105,11 @@ def test_cli_matches_diffusers(tmp_path, case):
         args.append(f"image={image}")
     if case.endswith("-offload"):
         args += ["offload.enabled=true", "offload.chunk_size=1"]
-    proc = vidax(*args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    latents = np.load(tmp_path / "lat.npy")
-    got_frames = np.load(tmp_path / "frames.npy")
-    rel = float(np.linalg.norm(latents - ref_latents) / np.linalg.norm(ref_latents))
-    frame_err = float(np.abs(got_frames - ref_frames).max())
-    print(f"[{case}] latents rel err {rel:.3e} max abs {np.abs(latents - ref_latents).max():.3e}; "
-          f"frames max abs {frame_err:.3e}")
-    assert latents.shape == ref_latents.shape
-    assert rel <= 1e-4
-    assert got_frames.shape == ref_frames.shape == (1, frames, size, size, 3)
-    assert frame_err <= 1e-3
-    assert os.path.getsize(tmp_path / "out.mp4") > 0
-    metrics = json.loads((tmp_path / "m.json").read_text())
+    run = run_e2e(tmp_path, *args, noise=noise)
+    assert_run_matches(case, run.latents, run.frames, ref_latents, ref_frames, latent_shape=noise.shape,
+                       frame_shape=(1, frames, size, size, 3))
+    assert os.path.getsize(tmp_path / "run.mp4") > 0
+    metrics = run.metrics
     for key in ("load_s", "compile_s", "per_step_s", "decode_s", "total_s", "peak_rss_mb"):
         assert metrics[key] >= 0
     assert len(metrics["experts"]) == (2 if guidance_2 is not None else 1)

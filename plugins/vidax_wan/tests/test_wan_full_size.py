@@ -13,8 +13,7 @@ import pytest
 import torch
 from flax import nnx
 
-from vidax_core.io.convert import convert
-from vidax_core.nn.state import abstract_model
+from vidax_core.testing.reference import check_full_size, meta_tensors
 
 # Published configurations (config.json of the Wan-AI *-Diffusers repositories).
 WAN21_VAE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
@@ -47,16 +46,8 @@ COMPONENTS = {
 }
 
 
-def meta_shapes(module: torch.nn.Module) -> dict[str, np.ndarray]:
-    """key -> zero-stride float32 stand-in with the reference tensor's shape (no memory)."""
-    zero = np.zeros((), np.float32)
-    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()}
-
-
 def check(tensors, rules, ctor, component, ignore=()):
-    _, _, flat = abstract_model(ctor)
-    convert(tensors, rules, flat, component=component, ignore=ignore, check_only=True)
-    return len(flat)
+    return check_full_size(tensors, rules, ctor, component=component, ignore=ignore).vidax_leaves
 
 
 def test_every_registered_wan_model_is_covered():
@@ -76,7 +67,7 @@ def test_full_size_dit(model_id):
     cfg = COMPONENTS[model_id]["dit"]
     with torch.device("meta"):
         ref = WanTransformer3DModel(**cfg)
-    tensors = meta_shapes(ref)
+    tensors = meta_tensors(ref)
     n = check(tensors, DIT_RULES, lambda: WanDiT(WanDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)), "transformer")
     n_params = sum(int(np.prod(t.shape)) for t in tensors.values())
     print(f"{model_id}: {len(tensors)} reference tensors -> {n} stacked vidax params, {n_params / 1e9:.3f}B parameters")
@@ -95,7 +86,7 @@ def test_full_size_vae(vae):
     with torch.device("meta"):
         ref = AutoencoderKLWan(**config)
     cls, rules = (WanVAE, VAE_RULES) if vae == "wan2.1" else (WanVAE22, VAE22_RULES)
-    check(meta_shapes(ref), rules, lambda: cls(WanVAEConfig.from_config(config)), "vae")
+    check(meta_tensors(ref), rules, lambda: cls(WanVAEConfig.from_config(config)), "vae")
 
 
 def test_full_size_clip_vit_h():
@@ -105,7 +96,7 @@ def test_full_size_clip_vit_h():
 
     with torch.device("meta"):
         ref = CLIPVisionModel(CLIPVisionConfig(**CLIP_VIT_H))
-    check(meta_shapes(ref), CLIP_VISION_RULES, lambda: CLIPVisionEncoder(VC.from_config(CLIP_VIT_H), rngs=nnx.Rngs(0)),
+    check(meta_tensors(ref), CLIP_VISION_RULES, lambda: CLIPVisionEncoder(VC.from_config(CLIP_VIT_H), rngs=nnx.Rngs(0)),
           "image_encoder", ignore=CLIP_VISION_IGNORE)
 
 
@@ -116,5 +107,5 @@ def test_full_size_umt5_xxl():
 
     with torch.device("meta"):
         ref = UMT5EncoderModel(UMT5Config(**UMT5_XXL))
-    check(meta_shapes(ref), UMT5_RULES, lambda: UMT5Encoder(VidaxUMT5Config.from_config(UMT5_XXL, model_type="umt5"), rngs=nnx.Rngs(0)),
+    check(meta_tensors(ref), UMT5_RULES, lambda: UMT5Encoder(VidaxUMT5Config.from_config(UMT5_XXL, model_type="umt5"), rngs=nnx.Rngs(0)),
           "text_encoder", ignore=UMT5_IGNORE)

@@ -16,8 +16,8 @@ from safetensors.numpy import load_file
 
 from vidax_core.io.convert import ConversionError
 from vidax_core.nn.state import flat_state
-from vidax_testing.wan_original_keys import DIT_INV as _DIT_INV, T5_INV as _T5_INV
-from vidax_testing.wan_original_keys import inverse as _inverse, vae_inverse as _vae_inverse
+from vidax_core.testing.tiny.wan_original_keys import DIT_INV as _DIT_INV, T5_INV as _T5_INV
+from vidax_core.testing.tiny.wan_original_keys import inverse as _inverse, vae_inverse as _vae_inverse
 from vidax_wan import original_format as of
 
 ASSETS = Path(__file__).resolve().parents[1] / "src" / "vidax_wan" / "assets" / "tiny-random"

@@ -2,7 +2,7 @@
 
 The tiny built-in checkpoint is written out in the original layout (DiT safetensors in two shards with an index,
 ``Wan2.1_VAE.pth`` and ``models_t5_umt5-xxl-enc-bf16.pth`` via ``torch.save``, ``google/umt5-xxl/`` tokenizer,
-config.json with the original field names), using the inverse key maps of ``vidax_testing.wan_original_keys``.
+config.json with the original field names), using the inverse key maps of ``vidax_core.testing.tiny.wan_original_keys``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from vidax_testing.wan_original_keys import DIT_INV as _DIT_INV, T5_INV as _T5_INV
-from vidax_testing.wan_original_keys import inverse as _inverse, vae_inverse as _vae_inverse
-from vidax_testing.cli import vidax
+from vidax_core.testing.tiny.wan_original_keys import DIT_INV as _DIT_INV, T5_INV as _T5_INV
+from vidax_core.testing.tiny.wan_original_keys import inverse as _inverse, vae_inverse as _vae_inverse
+from vidax_core.testing.cli import vidax
+from vidax_core.testing.cache import suite_cache_dir
 
 ASSETS = Path(__file__).resolve().parents[1] / "src" / "vidax_wan" / "assets" / "tiny-random"
 SIZE, FRAMES, STEPS = 32, 5, 3
@@ -76,7 +77,7 @@ def _run(ckpt: Path, tmp: Path, tag: str, *extra: str):
         "negative_prompt=blurry", f"sampling.num_steps={STEPS}", f"sampling.height={SIZE}", f"sampling.width={SIZE}",
         f"sampling.num_frames={FRAMES}", "sampling.max_sequence_length=16",
         f"sampling.initial_noise={tmp / 'noise.npy'}", f"output.path={tmp / (tag + '.mp4')}",
-        f"output.save_latents={tmp / (tag + '.npy')}", f"runtime.compilation_cache_dir={tmp / 'jaxcache'}", "--quiet",
+        f"output.save_latents={tmp / (tag + '.npy')}", f"runtime.compilation_cache_dir={suite_cache_dir()}", "--quiet",
         *extra, cwd=tmp,
     )
 

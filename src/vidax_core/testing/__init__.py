@@ -1,13 +1,24 @@
-"""The test kit a family plugin uses: declare a tiny checkpoint, get the core's checks for free.
+"""The test kit a family plugin uses (``pip install "vidax-core[testing]"``): declare a tiny checkpoint, get the
+core's checks for free, and assert parity with the kit's tolerances.
 
-* :class:`vidax_core.testing.family.FamilyTests` — a pytest mixin: subclass it in your plugin's tests, give it a
-  model id and a function that writes a tiny checkpoint, and it checks that the converted checkpoint fills exactly
-  the model's abstract tree, that TP, SP, TP x SP and offload (alone and with SP) equal one device, and that the
-  plugin's sharding matches a golden table.
-* :func:`vidax_core.testing.runs.run_many` — run several configurations of one model in a subprocess with fake
-  CPU devices and compare their final latents with the first.
-* :mod:`vidax_core.testing.checks` — the same checks as plain functions, and tolerances derived from the
-  reference's own fp32 error.
+* :class:`vidax_core.testing.family.FamilyTests` — a pytest mixin: subclass it with a model id and a function that
+  writes a tiny checkpoint; it checks that the converted checkpoint fills exactly the model's abstract tree, that
+  TP, TP x SP and offload (alone and with SP) equal one device, that TP shards the weights and SP does not, and
+  that the plugin's sharding matches a golden table.
+* :mod:`~vidax_core.testing.runs` — several configurations of one model in one subprocess on fake CPU devices;
+  :mod:`~vidax_core.testing.devices` — any script on fake CPU devices.
+* :mod:`~vidax_core.testing.parity` — the end-to-end bound (latents and frames within 1e-4 relative L2) and the
+  fp32 component bound from both implementations' own fp32 errors (:func:`~vidax_core.testing.parity.fp32_error`).
+* :mod:`~vidax_core.testing.cli` — the real ``vidax`` command in a subprocess; ``run_e2e`` runs it with saved
+  latents, frames and metrics, ``overrides`` spells ``key=value`` lists.
+* :mod:`~vidax_core.testing.reference` — around the PyTorch reference: seeded random weights, saving a pipeline as
+  a checkpoint folder, the meta-device full-size check (``meta_tensors``, ``check_full_size``).
+* :mod:`~vidax_core.testing.tokenizers` — a tiny T5 (SentencePiece unigram) tokenizer trained in-process.
+* :mod:`~vidax_core.testing.cache` — one persistent compilation cache for a whole suite.
+* :mod:`~vidax_core.testing.tiny` — tiny reference pipelines of the built-in families (the core's own tests and
+  each plugin's); :mod:`~vidax_core.testing.contract_plugin` and :mod:`~vidax_core.testing.toy_groups` — toy
+  families for the run contract and the planners.
 
-Nothing here imports PyTorch; pytest is needed only by :mod:`vidax_core.testing.family`.
+Importing the kit imports neither PyTorch nor JAX; pytest is needed by :mod:`~vidax_core.testing.family`, the
+reference helpers and the tiny fixtures need the ``test`` extra (torch, diffusers, transformers).
 """

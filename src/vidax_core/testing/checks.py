@@ -8,6 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from vidax_core.testing.parity import fp32_tolerance  # noqa: F401 - kept importable from here
+
 
 def resolve(plugins: Any, overrides: Sequence[str]):
     from vidax_core import config as config_mod
@@ -73,12 +75,3 @@ def check_golden(table: dict, path: str) -> None:
         want = json.load(f)
     diff = sorted(k for k in set(want) | set(table) if want.get(k) != table.get(k))
     assert not diff, f"sharding differs from {path} at {diff[:10]} (VIDAX_UPDATE_GOLDEN=1 after an intended change)"
-
-
-def fp32_tolerance(ref32: Any, ref64: Any, *, factor: float = 8.0, floor: float = 1e-7) -> float:
-    """A relative tolerance for comparing vidax with a reference in fp32: ``factor`` times the reference's own
-    fp32-vs-float64 relative error on the same inputs (never below ``floor``), so the bound follows the case's
-    conditioning and holds on any CPU while a real regression still fails."""
-    a, b = np.asarray(ref32, np.float64), np.asarray(ref64, np.float64)
-    own = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-    return max(factor * own, floor)

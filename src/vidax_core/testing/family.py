@@ -35,9 +35,11 @@ class FamilyTests:
     plugin_modules: ClassVar[Sequence[str]] = ()  # test-only plugins with register(plugins)
     golden: ClassVar[str | None] = None
     tolerance: ClassVar[float] = 1e-5
+    tp2_weight_fraction: ClassVar[float] = 1.0  # tp=2 must hold less than this share of the weights per device
+    # TP alone, and TP x SP: the resident SP path with tp=1 is the same code (Ulysses all-to-alls over sp, heads over
+    # tp); SP without TP also runs under offload (offload_sp2), and a family adds sp-only layouts it needs (sp3, sp4)
     parallel_configs: ClassVar[Mapping[str, Sequence[str]]] = {
         "tp2": ("parallel.dp=1", "parallel.tp=2"),
-        "sp2": ("parallel.dp=1", "parallel.sp=2"),
         "tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2"),
     }
     offload_configs: ClassVar[Mapping[str, Sequence[str]]] = {
@@ -50,6 +52,7 @@ class FamilyTests:
         raise NotImplementedError("write a tiny checkpoint of your model into `folder`")
 
     # more configurations to run in the same subprocess, for the family's own assertions on ``family_runs``
+    # (``check_matches_single_device`` for those that must equal one device, the ``error`` of those refused)
     extra_configs: ClassVar[Mapping[str, Sequence[str]]] = {}
 
     @classmethod
@@ -84,7 +87,9 @@ class FamilyTests:
         problems = checks.converted_tree_problems(self.plugins(), self.base_overrides(checkpoint))
         assert not problems, "\n".join(problems[:20])
 
-    def _check(self, runs: dict, names) -> None:
+    def check_matches_single_device(self, runs: dict, names) -> None:
+        """Each of ``names`` (keys of ``family_runs``: a parallel, offload or extra configuration) ran and its final
+        latents are within ``tolerance`` of the one-device run's; use it for an ``extra_configs`` entry too."""
         bad = {}
         for name in names:
             r = runs[name]
@@ -94,12 +99,22 @@ class FamilyTests:
         assert not bad, bad
 
     def test_parallel_equals_single_device(self, family_runs):
-        self._check(family_runs, self.parallel_configs)
+        self.check_matches_single_device(family_runs, self.parallel_configs)
 
     def test_offload_equals_resident(self, family_runs):
-        self._check(family_runs, self.offload_configs)
+        self.check_matches_single_device(family_runs, self.offload_configs)
         for name in self.offload_configs:
             assert family_runs[name]["offload"]["enabled"], name
+
+    def test_tp_shards_the_weights_and_sp_does_not(self, family_runs):
+        """TP 2 holds less than ``tp2_weight_fraction`` of the one-device weights per device; adding SP 2 on top
+        holds exactly what TP 2 alone does."""
+        if not {"tp2", "tp2sp2"} <= set(family_runs):
+            pytest.skip("needs the tp2 and tp2sp2 layouts")
+        full = family_runs["single"]["peak_resident_weight_bytes"]
+        tp2 = family_runs["tp2"]["peak_resident_weight_bytes"]
+        assert tp2 < self.tp2_weight_fraction * full, (tp2, full)
+        assert family_runs["tp2sp2"]["peak_resident_weight_bytes"] == tp2
 
     def test_golden_sharding(self, checkpoint):
         assert self.golden, "declare `golden = <path of a JSON file>`: the first run writes the table there"

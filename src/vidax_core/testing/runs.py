@@ -3,7 +3,8 @@
     python -m vidax_core.testing.runs SPEC.json      (prints one JSON line)
 
 Multi-device runs need ``--xla_force_host_platform_device_count`` set before JAX is imported, hence the
-subprocess. Every configuration uses the same seed, so all draw the same initial noise; a configuration the core
+subprocess. The runs use the persistent compilation cache (:mod:`vidax_core.testing.cache`), so a layout another
+test class already compiled loads instead of compiling. Every configuration uses the same seed, so all draw the same initial noise; a configuration the core
 refuses reports its one-line error instead of a result.
 """
 
@@ -25,9 +26,9 @@ def run_many(base: Sequence[str], configs: Mapping[str, Sequence[str]], *, devic
     ``{name: {"rel": relative L2 error of the final latents vs the first, "metrics": ...} | {"error": msg}}``."""
     spec = {"base": list(base), "configs": {k: list(v) for k, v in configs.items()}, "plugins": list(plugin_modules)}
     # the subprocess sees what the caller imports (e.g. a plugin's src/ folder that is not installed)
-    path = os.pathsep.join([p for p in sys.path if p and os.path.isdir(p)] + [os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
-               JAX_DEFAULT_MATMUL_PRECISION="highest", PYTHONPATH=path.rstrip(os.pathsep))
+    from vidax_core.testing.devices import fake_device_env
+
+    env = fake_device_env(devices)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "spec.json")
         with open(path, "w") as f:
@@ -67,7 +68,7 @@ def _main(path: str) -> int:
     results: dict[str, Any] = {"devices": jax.device_count()}
     for name, extra in spec["configs"].items():
         overrides = list(spec["base"]) + [f"output.path={os.path.join(spec['work'], name + '.mp4')}",
-                                          "output.overwrite=true", "runtime.compilation_cache=false"] + list(extra)
+                                          "output.overwrite=true"] + list(extra)
         try:
             cfg = config_mod.resolve(None, overrides, plugins.preset_for)
             res = loaded.run(cfg, plugins, Reporter(quiet=True))

@@ -111,11 +111,12 @@ class WanPlugin(FamilyPlugin):
 
         return open_original(spec, path)
 
-    def bench_dit(self, spec, need_reference):
-        """``vidax bench --dit-only``: a Wan2.1-1.3B-width DiT in vidax and diffusers, and the Wan2.1 VAE."""
+    def bench_dit(self, spec, need_reference, config):
+        """``vidax bench --dit-only``: a Wan DiT (the checkpoint's architecture, default Wan2.1-1.3B's) in vidax and
+        diffusers, and the Wan2.1 VAE."""
         from .bench_reference import WanDitBench
 
-        return WanDitBench(need_reference)
+        return WanDitBench(need_reference, config)
 
 
 plugin = WanPlugin()

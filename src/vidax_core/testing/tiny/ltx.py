@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .tiny_tokenizer import make_tiny_t5_tokenizer, tokenizer_vocab_size
-from .tiny_wan import randomize_
+from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
+from vidax_core.testing.reference import randomize_
 
 # heads x head_dim = 32: 32 % 6 = 2 exercises the RoPE padding pair.
 TINY_DIT = dict(in_channels=8, out_channels=8, patch_size=1, patch_size_t=1, num_attention_heads=2,

@@ -13,8 +13,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from .tiny_tokenizer import make_tiny_t5_tokenizer
-from .tiny_wan import randomize_
+from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer
+from vidax_core.testing.reference import randomize_
 
 TINY_VAE = dict(latent_channels=4, block_out_channels=[8, 8, 16, 16], layers_per_block=1, norm_num_groups=4)
 TINY_LLAMA = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=4, num_attention_heads=2,

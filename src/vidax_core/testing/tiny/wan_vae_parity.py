@@ -1,12 +1,11 @@
 """Shared pieces of the VAE parity tests: a randomised diffusers AutoencoderKLWan, its decode/encode with tiling as
-given, and the check "vidax within FACTOR x the reference's own fp32 error, both against the float64 reference"."""
+given, and the kit's fp32 parity check (vidax within FACTOR x the fp32 errors, against the float64 reference)."""
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-FACTOR = 4.0
+from vidax_core.testing.parity import FP32_FACTOR as FACTOR, assert_fp32_parity
 
 
 def errors(ours, ref) -> tuple[float, float]:
@@ -14,20 +13,17 @@ def errors(ours, ref) -> tuple[float, float]:
     return float(np.abs(diff).max()), float(np.linalg.norm(diff) / np.linalg.norm(ref))
 
 
-def check(label: str, got, ref32, ref64) -> None:
-    """vidax within FACTOR x the reference's own fp32 error (both measured against the float64 reference)."""
-    got, ref32, ref64 = (np.asarray(a, np.float64) for a in (got, ref32, ref64))
-    assert got.shape == ref64.shape, (got.shape, ref64.shape)
-    ours, _ = errors(got, ref64)
-    floor, _ = errors(ref32, ref64)
-    print(f"{label}: max abs vs fp64 {ours:.3e} (diffusers fp32: {floor:.3e}), vs diffusers fp32 "
-          f"{errors(got, ref32)[0]:.3e}, rel {errors(got, ref32)[1]:.3e}")
-    assert 0 < floor < 1e-3  # the fp64 run really ran in fp64, on a model with O(1) outputs
-    assert ours <= FACTOR * floor
+def check(label: str, got, ref32, ref64, vidax_err: float = 0.0) -> None:
+    """:func:`vidax_core.testing.parity.assert_fp32_parity` (``vidax_err``: vidax's own fp32 error where the test
+    measured it with ``parity.fp32_error``), on a model with O(1) outputs (the reference's fp32 error below 1e-3)."""
+    assert errors(ref32, ref64)[0] < 1e-3
+    assert_fp32_parity(label, got, ref32, ref64, vidax_err=vidax_err, factor=FACTOR)
 
 
 def run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray:
     """diffusers ``decode`` / ``encode`` (latent mean) with tiling as given; float64 when the model is."""
+    import torch
+
     model.disable_tiling()
     if tiling:
         model.enable_tiling(**tiling)
@@ -46,6 +42,7 @@ def tiles(th: int, tw: int, sh: int, sw: int) -> dict:
 
 def random_wan_vae(config: dict):
     """diffusers AutoencoderKLWan(**config) with every parameter random and activations kept O(1)."""
+    import torch
     from diffusers import AutoencoderKLWan
 
     torch.manual_seed(0)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .tiny_tokenizer import _CORPUS, TINY_VOCAB_TARGET
-from .tiny_wan import randomize_
+from vidax_core.testing.tokenizers import _CORPUS, TINY_VOCAB_TARGET
+from vidax_core.testing.reference import randomize_
 
 LATENT_CHANNELS = 4
 TEXT_LEN = 12  # tokens in the tiny runs (the learned table of the I2V variant is sized for it)

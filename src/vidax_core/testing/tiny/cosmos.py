@@ -13,10 +13,9 @@ import json
 import os
 from pathlib import Path
 
-from vidax_cosmos.bench_reference import NoGuardrail, stub_torchvision  # noqa: F401 - re-exported for tests
-
-from .tiny_tokenizer import make_tiny_t5_tokenizer
-from .tiny_wan import TINY_VAE, randomize_
+from vidax_core.testing.reference import randomize_
+from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer
+from vidax_core.testing.tiny.wan import TINY_VAE
 
 # heads x head_dim = 32; head_dim 16 -> RoPE (t, h, w) dims (8, 4, 4); rope_scale exercises NTK on every axis.
 TINY_QWEN = dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
@@ -64,9 +63,10 @@ def make_tiny_qwen_tokenizer(out_dir: str | os.PathLike) -> Path:
 
 def random_cosmos_dit(seed: int = 0, **overrides):
     """A random-weight fp32 ``CosmosTransformer3DModel`` of :data:`TINY_DIT` (with ``overrides``)."""
-    from diffusers import CosmosTransformer3DModel
+    from vidax_cosmos.bench_reference import stub_torchvision
 
     stub_torchvision()
+    from diffusers import CosmosTransformer3DModel
 
     model = CosmosTransformer3DModel(**{**TINY_DIT, **overrides}).eval().float()
     randomize_(model, seed, 0.15)
@@ -94,6 +94,7 @@ def build_tiny_cosmos_pipeline(seed: int = 0, dit: dict | None = None):
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
     from transformers import AutoTokenizer
+    from vidax_cosmos.bench_reference import NoGuardrail
 
     tok_dir = make_tiny_qwen_tokenizer(tempfile.mkdtemp(prefix="vidax-qwen-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))

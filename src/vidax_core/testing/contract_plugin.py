@@ -1,4 +1,5 @@
-"""A toy model family that exercises every point of the run contract (test-only; never shipped).
+"""A toy model family that exercises every point of the run contract (part of the test kit; tests/test_contract.py
+runs it).
 
 Model id ``contract-toy``. Its denoiser is a per-token MLP whose modulation reads a pytree text context (hidden
 states + key-padding mask, possibly of a different length per prompt), an embedded guidance input, a per-branch

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .tiny_tokenizer import make_tiny_t5_tokenizer, tokenizer_vocab_size
+from vidax_core.testing.reference import randomize_  # noqa: F401 - the family fixtures' shared randomiser
+from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
 
 TINY_DIT = dict(
     patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=4, out_channels=4,
@@ -26,18 +27,6 @@ TINY_VAE = dict(
 )
 TINY_UMT5 = dict(d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
                  relative_attention_max_distance=16, feed_forward_proj="gated-gelu")
-
-
-def randomize_(module, seed: int, std: float = 0.1) -> None:
-    """Overwrite every parameter of a torch module with seeded normal noise (norm gains around 1)."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in sorted(module.named_parameters()):
-            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * std
-            is_gain = p.ndim <= 1 and ("norm" in name or name.endswith("gamma")) and "bias" not in name
-            p.copy_((1.0 + noise) if is_gain else noise)
 
 
 def build_tiny_wan_pipeline(seed: int = 0, flow_shift: float = 3.0, scheduler: str = "unipc", dit: dict | None = None):

@@ -1,0 +1,68 @@
+"""Run the real ``vidax`` command line in a subprocess, as a user would (the venv's console script), and the
+end-to-end run every family's parity test makes (:func:`run_e2e`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def vidax_command() -> list[str]:
+    exe = os.path.join(os.path.dirname(sys.executable), "vidax")
+    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
+
+
+def vidax(*args: str, cwd=None, env: dict | None = None, replace_env: bool = False, timeout: int = 600):
+    """``vidax ARGS`` on the CPU with full-precision matmuls; ``env`` adds to (or replaces) the environment."""
+    base = {} if replace_env else dict(os.environ, JAX_PLATFORMS="cpu", JAX_DEFAULT_MATMUL_PRECISION="highest")
+    return subprocess.run(vidax_command() + [str(a) for a in args], capture_output=True, text=True, cwd=cwd,
+                          env={**base, **(env or {})}, timeout=timeout)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if v is None:
+        return "null"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{k}: {_value(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def overrides(**sections: Mapping[str, Any]) -> list[str]:
+    """``overrides(sampling={"num_steps": 2}, options={"use_dynamic_cfg": True})`` ->
+    ``["sampling.num_steps=2", "options.use_dynamic_cfg=true"]`` (booleans, None and mappings in YAML spelling)."""
+    return [f"{section}.{k}={_value(v)}" for section, keys in sections.items() for k, v in keys.items()]
+
+
+@dataclass
+class E2ERun:
+    latents: np.ndarray
+    frames: np.ndarray
+    metrics: dict
+    stderr: str
+
+
+def run_e2e(folder: str | os.PathLike, *args: str, noise: np.ndarray | None = None, tag: str = "run",
+            env: dict | None = None, timeout: int = 600) -> E2ERun:
+    """``vidax run ARGS`` writing its latents, frames and metrics under ``folder`` (and reading ``noise`` as
+    ``sampling.initial_noise`` when given); assert it succeeded and return what it saved."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npy", "frames.npy", "json")}
+    extra = [f"output.path={out['mp4']}", f"output.save_latents={out['lat.npy']}",
+             f"output.save_frames={out['frames.npy']}", f"output.metrics={out['json']}", "output.overwrite=true"]
+    if noise is not None:
+        np.save(folder / f"{tag}.noise.npy", np.asarray(noise, np.float32))
+        extra.append(f"sampling.initial_noise={folder / f'{tag}.noise.npy'}")
+    proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return E2ERun(np.load(out["lat.npy"]), np.load(out["frames.npy"]), json.loads(out["json"].read_text()),
+                  proc.stderr)

@@ -1,0 +1,131 @@
+"""Docs that stay true: every repository path a doc names exists, and the hook tables of the README and the plugin
+tutorial list exactly the hooks of ``src/vidax_core/hookspecs.py`` (both sides read from the files)."""
+
+from __future__ import annotations
+
+import ast
+import glob
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "src" / "vidax_core"
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+TOP = {p.name for p in ROOT.iterdir() if not p.name.startswith(".")}
+CORE_DIRS = {p.name for p in CORE.iterdir() if p.is_dir() and not p.name.startswith("_")}
+PACKAGES = [CORE, *sorted(p for p in ROOT.glob("plugins/*/src/*") if p.is_dir() and not p.name.endswith(".egg-info"))]
+PACKAGE_NAMES = {p.name for p in PACKAGES}
+
+
+def _expand(token: str) -> list[str]:
+    """``a/{b,c}.py`` -> ``a/b.py``, ``a/c.py`` (then globbed)."""
+    parts = re.split(r"\{([^{}]*)\}", token)
+    choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
+    return ["".join(c) for c in itertools.product(*choices)]
+
+
+def _exists(base: Path, token: str) -> bool:
+    return all(glob.glob(str(base / t)) for t in _expand(token))
+
+
+OTHER_PROJECTS = re.compile(r"(diffusers|transformers|torch|PyTorch)'?\s*$")
+
+
+def _strip_code(text: str) -> str:
+    return re.sub(r"`[^`]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+
+
+def named_paths(doc: Path) -> list[tuple[str, list[Path]]]:
+    """(token, folders it may be relative to) for each repository path the doc names: backticked paths whose first
+    part is a top-level entry of the repository (relative to the root; a family page may also mean its plugin's
+    folder), a package (``vidax_core/...``, relative to ``src/``), a core subpackage's code (``runner/step.py``,
+    relative to ``src/vidax_core`` as docs/architecture.md writes them), any other backticked ``.py`` path, and
+    relative links. A path right after another project's name (diffusers' ``scripts/...``) is that project's."""
+    text = doc.read_text(encoding="utf-8")
+    plugin = ROOT / "plugins" / f"vidax_{doc.stem}"
+    out = []
+    for m in re.finditer(r"`([^`\s]+)`", text):
+        token = m.group(1).rstrip(".,;:")
+        if "/" not in token or not re.fullmatch(r"[\w.\-/*{},]+", token) or token.startswith(("/", "..")):
+            continue
+        if OTHER_PROJECTS.search(text[max(0, m.start() - 40): m.start()]):
+            continue
+        first = token.split("/")[0]
+        if first in TOP:
+            out.append((token, [ROOT, plugin] if plugin.is_dir() else [ROOT]))
+        elif first in PACKAGE_NAMES:
+            out.append((token, [p.parent for p in PACKAGES]))
+        elif first in CORE_DIRS and (token.endswith(".py") or token.endswith("/")):
+            out.append((token, [CORE]))
+        elif token.endswith(".py"):
+            out.append((token, [ROOT, *PACKAGES]))
+    for target in set(re.findall(r"\]\(([\w.\-/]+)(?:#[^)]*)?\)", _strip_code(text))):
+        out.append((target, [doc.parent]))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_path_a_doc_names_exists(doc):
+    missing = [token for token, bases in named_paths(doc) if not any(_exists(b, token) for b in bases)]
+    assert not missing, f"{doc.relative_to(ROOT)} names paths that do not exist: {missing}"
+
+
+def test_the_path_check_sees_paths():
+    """The extraction finds the paths these docs are known to name (so an empty list cannot pass silently)."""
+    readme = {t for t, _ in named_paths(ROOT / "README.md")}
+    assert {"src/vidax_core/hookspecs.py", "docs/writing-a-plugin.md"} <= readme
+    arch = {t for t, _ in named_paths(ROOT / "docs" / "architecture.md")}
+    assert "runner/pipeline.py" in arch
+    assert not _exists(ROOT, "src/vidax_core/no_such_module.py")
+
+
+def hookspec_names() -> set[str]:
+    """Functions of hookspecs.py decorated with ``@hookspec`` / ``@hookspec(...)``."""
+    tree = ast.parse((CORE / "hookspecs.py").read_text(encoding="utf-8"))
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if isinstance(target, ast.Name) and target.id == "hookspec":
+                    names.add(node.name)
+    return names
+
+
+def readme_hook_names() -> set[str]:
+    """The hooks the README lists where it points at ``src/vidax_core/hookspecs.py``: up to the next section, the
+    first cells of a hook table (rows ``| `name(...)` |``) and the bare backticked identifiers of the pointing
+    paragraph (a prose list; the entry-point group `vidax` aside)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("`src/vidax_core/hookspecs.py`")
+    start = text.rfind("\n\n", 0, start) + 2
+    end = text.find("\n## ", start)
+    section = text[start: end if end > 0 else len(text)]
+    paragraph = section.split("\n\n")[0]
+    return table_hooks(section) | (set(re.findall(r"`([a-z][a-z0-9_]*)`", paragraph)) - {"vidax"})
+
+
+def table_hooks(text: str) -> set[str]:
+    """The hooks named in the first cells of a hook table: rows starting ``| `name(...)```, a cell possibly naming
+    several (``| `a(...)`, `b(...)` |``)."""
+    cells = [row.split(" | ")[0] for row in re.findall(r"^\| `[a-z][a-z0-9_]*\(.*$", text, flags=re.M)]
+    return {name for cell in cells for name in re.findall(r"`([a-z][a-z0-9_]*)\(", cell)}
+
+
+def tutorial_hook_names() -> set[str]:
+    return table_hooks((ROOT / "docs" / "writing-a-plugin.md").read_text(encoding="utf-8"))
+
+
+def test_hookspecs_are_found():
+    names = hookspec_names()
+    assert {"register_models", "build_dit", "sampling_passes"} <= names and len(names) >= 15
+
+
+@pytest.mark.parametrize("where", ["README.md", "docs/writing-a-plugin.md"])
+def test_hook_tables_list_exactly_the_hookspecs(where):
+    listed = readme_hook_names() if where == "README.md" else tutorial_hook_names()
+    want = hookspec_names()
+    assert listed == want, f"{where}: missing {sorted(want - listed)}, not hooks {sorted(listed - want)}"

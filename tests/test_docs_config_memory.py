@@ -1,0 +1,118 @@
+"""Every memory claim in a shipped config's comments is what ``vidax run CONFIG --dry-run`` prints.
+
+A config comment about fitting (resident, offload, GiB, fits) must be one checkable line::
+
+    # Dry run (OVERRIDES): ~W GiB of DiT weights + ~A GiB of activations per device -> fits N GB, not M GB.
+
+(continued on the next ``#`` lines while it has not reached its full stop). The test builds the published checkpoint's config-only folder with the family's
+``plugins/vidax_<family>/scripts/published_config_folders.py`` (no weights), runs the dry run with the overrides on
+as many fake CPU devices as the mesh needs, and compares both figures; "fits N GB" means weights + activations
+stay within N * 10^9 bytes, "not M GB" that they do not.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vidax_core.testing.cli import vidax
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.xdist_group("config_memory")
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+ABOUT_MEMORY = re.compile(r"resident|offload|GiB|\bfits?\b", re.I)
+CLAIM = re.compile(r"# Dry run \(([^)]*)\): ~([\d.]+) GiB of DiT weights \+ ~([\d.]+) GiB of activations per "
+                   r"device -> (.+)\.$")
+
+
+def comment_lines(config: Path) -> list[str]:
+    """The config's comment lines, a ``# Dry run`` claim joined with the ``#`` lines continuing it (up to its ``.``)."""
+    out: list[str] = []
+    for line in config.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line.startswith("#"):
+            continue
+        if out and out[-1].startswith("# Dry run") and not out[-1].endswith("."):
+            out[-1] += " " + line.lstrip("# ")
+        else:
+            out.append(line)
+    return out
+
+
+def claims(config: Path) -> list[tuple[list[str], float, float, list[str]]]:
+    """The config's claim lines; any other comment line about memory fails here (it cannot be checked)."""
+    out = []
+    for line in comment_lines(config):
+        if not ABOUT_MEMORY.search(line):
+            continue
+        if "docs/models/" in line and "GiB" not in line:
+            continue  # a pointer to the family page, no claim
+        m = CLAIM.match(line)
+        assert m, f"{config.name}: a memory comment the dry run cannot check (write it as '{CLAIM.pattern}'): {line}"
+        out.append((m[1].split(), float(m[2]), float(m[3]), [c.strip() for c in m[4].split(",")]))
+    return out
+
+
+CASES = [(c, i) for c in CONFIGS for i in range(len(claims(c)))]
+
+
+def test_the_claims_are_found():
+    names = {c.name for c, _ in CASES}
+    assert {"wan21_14b_720p.yaml", "cosmos_predict25_14b_720p.yaml"} <= names
+
+
+@pytest.fixture(scope="session")
+def config_folders(tmp_path_factory):
+    """family -> folder of config-only checkpoints (one subfolder per model id), built on first use."""
+    made: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in made:
+            out = tmp_path_factory.mktemp(f"published-{family}")
+            script = ROOT / "plugins" / f"vidax_{family}" / "scripts" / "published_config_folders.py"
+            proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True,
+                                  timeout=600)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            made[family] = out
+        return made[family]
+
+    return get
+
+
+def _gib(out: str, prefix: str) -> float:
+    m = re.search(rf"^{prefix} ~?([\d.]+) (GiB|MiB)", out, re.M)
+    assert m, f"no '{prefix}' line in the dry run:\n{out[-2000:]}"
+    return float(m[1]) / (1024 if m[2] == "MiB" else 1)
+
+
+@pytest.mark.parametrize("config,index", CASES, ids=[f"{c.stem}-{i}" for c, i in CASES])
+def test_config_memory_comment_is_the_dry_run(config, index, config_folders, tmp_path):
+    from vidax_core.plugins import get_plugins
+
+    overrides, weights, activations, fits = claims(config)[index]
+    model_id = yaml.safe_load(config.read_text())["model"]["id"]
+    family = get_plugins().registry.get(model_id).family
+    checkpoint = config_folders(family) / model_id
+    mesh = {k: 1 for k in ("dp", "tp", "sp")}
+    for o in overrides:
+        key, _, value = o.partition("=")
+        if key.startswith("parallel.") and value.isdigit():
+            mesh[key.split(".")[1]] = int(value)
+    devices = mesh["dp"] * mesh["tp"] * mesh["sp"]
+    proc = vidax("run", str(config), f"model.checkpoint={checkpoint}", *overrides, "--dry-run", cwd=tmp_path,
+                 env={"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert (_gib(out, "per device:"), _gib(out, "activations:")) == (weights, activations), out[-2000:]
+    total = (weights + activations) * 2**30
+    for claim in fits:
+        m = re.fullmatch(r"(fits|not) (\d+) GB", claim)
+        assert m, f"{config.name}: cannot read '{claim}' (write 'fits N GB' or 'not N GB')"
+        assert (total <= int(m[2]) * 1e9) == (m[1] == "fits"), (config.name, claim, total / 2**30)

@@ -1,0 +1,48 @@
+"""The shipped test kit: its core parts import without PyTorch or JAX (a third-party plugin may use them with
+neither), and its parity helpers measure what they say."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vidax_core.testing import parity
+
+CORE_PARTS = ["vidax_core.testing", "vidax_core.testing.parity", "vidax_core.testing.cli", "vidax_core.testing.devices",
+              "vidax_core.testing.runs", "vidax_core.testing.checks", "vidax_core.testing.cache",
+              "vidax_core.testing.reference", "vidax_core.testing.tokenizers", "vidax_core.testing.tiny.wan"]
+
+
+def test_core_parts_import_without_torch_or_jax():
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in CORE_PARTS)
+            + "print(sorted(m for m in ('torch', 'jax', 'diffusers', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
+def test_fp32_error_is_the_one_ulp_sensitivity():
+    """For y = 1e4 * x the output moves by 1e4 x one ulp of x; integer inputs and nested containers pass through."""
+    x = np.full(4, 1.0, np.float32)
+    err = parity.fp32_error(lambda d: 1e4 * d["x"].astype(np.float64) + d["n"], {"x": x, "n": np.arange(4)})
+    assert err == pytest.approx(1e4 * float(np.spacing(np.float32(1.0))), rel=0.51)
+
+
+def test_assert_fp32_parity_passes_within_and_fails_beyond_the_bound():
+    ref64 = np.linspace(-1, 1, 64)
+    ref32 = ref64 + 1e-7
+    parity.assert_fp32_parity("within", ref64 + 3e-7, ref32, ref64, vidax_err=1e-7)  # 3e-7 <= 4 x 2e-7
+    with pytest.raises(AssertionError):
+        parity.assert_fp32_parity("beyond", ref64 + 1e-5, ref32, ref64, vidax_err=1e-7)
+    with pytest.raises(AssertionError, match="did not run in float64"):
+        parity.assert_fp32_parity("no fp64", ref64, ref64, ref64, vidax_err=1e-7)
+
+
+def test_overrides_spell_yaml_values():
+    from vidax_core.testing.cli import overrides
+
+    assert overrides(sampling={"num_steps": 2, "scheduler": None}, options={"flag": True, "tiles": {"a": 1}}) == [
+        "sampling.num_steps=2", "sampling.scheduler=null", "options.flag=true", "options.tiles={a: 1}"]
