@@ -23,12 +23,16 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
 
-# Long fuzz campaign (issue 12): FUZZ_EXAMPLES inputs per surface (config, checkpoint folder, .pth); prints the
-# counts per outcome of each surface and fails on any internal error, hang or memory blow-up.
-FUZZ_EXAMPLES ?= 10000
+# Long fuzz campaign (issues 12, 29): FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config, checkpoint
+# folder, .pth) and FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat
+# templates, prompt templates, original-release metadata) and of initial-noise files; prints the counts per outcome
+# of each surface (and family) and fails on any internal error, hang or memory blow-up.
+FUZZ_EXAMPLES ?= 2000
+FUZZ_FAMILY_EXAMPLES ?= 2000
 .PHONY: fuzz
 fuzz: install-test
-	VIDAX_FUZZ_CAMPAIGN=1 VIDAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+	VIDAX_FUZZ_CAMPAIGN=1 VIDAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VIDAX_FUZZ_FAMILY_EXAMPLES=$(FUZZ_FAMILY_EXAMPLES) \
+		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_fuzz_families.py \
 		tests/test_fuzz_config.py tests/test_fuzz_checkpoint.py tests/test_fuzz_pth.py
 
 clean:

@@ -221,7 +221,7 @@ def test_hooks_reach_only_the_owning_plugin(plugins):
     (["video=clip.mp4"], "model wan2.1-t2v-1.3b takes no conditioning video"),
     (["sampling.height=null"], "config key sampling.height is not set"),
     (["offload.chunk_size={blocks: 0}"], "offload.chunk_size must map block groups to integers >= 1"),
-    (["vae.tiling={tile_sample_min_height: 0}"], "config key vae.tiling: VAE tiling: tile_sample_min_height must be positive"),
+    (["vae.tiling={tile_sample_min_height: 0}"], "vae.tiling.tile_sample_min_height must be an integer from 1 to 65536, got 0"),
     (["vae.tiling={tile_size: 64}"], "config key vae.tiling: unknown VAE tiling option"),
     (["vae.tiling=3"], "config key vae.tiling must be true/false or a mapping"),
 ])

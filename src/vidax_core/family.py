@@ -129,8 +129,12 @@ class FamilyPlugin:
         return None
 
     def check_checkpoint(self, spec, ckpt, run):
+        from vidax_core.errors import UserError
+
         try:
             self.dit_config(ckpt)
+        except UserError as exc:  # names its own file (an original release has no transformer/config.json)
+            return [str(exc)]
         except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
             return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
         return []

@@ -26,7 +26,8 @@ class ModelSpec:
     """What the core knows about a model id before loading anything.
 
     ``preset`` holds config defaults for this model (same keys as the run config, e.g. sampling steps);
-    ``default_config`` names the YAML under configs/ users start from; ``hub_repo`` the published diffusers repo.
+    ``default_config`` names the YAML under configs/ users start from; ``hub_repo`` the published diffusers repo;
+    ``tiling`` the knobs its VAE's ``vae.tiling`` takes.
     """
 
     id: str
@@ -40,6 +41,9 @@ class ModelSpec:
     description: str = ""
     preset: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Option] = field(default_factory=dict)
+    #: The VAE's ``vae.tiling`` knobs, name -> bool / int / float (a fraction), as its diffusers ``enable_tiling``
+    #: names them; None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`. Checked once, before loading.
+    tiling: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.options:  # the declared options' defaults become part of the preset (shown by show-config)

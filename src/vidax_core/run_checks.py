@@ -11,7 +11,7 @@ def frame_count_problems(num_frames: int, step: int, who: str, why: str, hint: s
     count, then ``hint``."""
     if not (num_frames - 1) % step:
         return []
-    k = max(round((num_frames - 1) / step), 0)
+    k = max(-(-(num_frames - 1) // step), 0)  # the nearest valid count above
     return [f"sampling.num_frames must be {step}k+1 for {who} ({why}), got {num_frames}: use {step * k + 1}{hint}"]
 
 

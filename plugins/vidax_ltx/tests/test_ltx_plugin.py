@@ -99,7 +99,7 @@ def test_distilled_timestep_lists_are_exact(config, timesteps):
     ({"sampling": {"width": 700}}, "sampling.width must be a multiple of 32"),
     ({"options": {"timesteps": [500.0, 900.0]}}, "strictly decreasing"),
     ({"options": {"timesteps": [1200.0, 10.0]}}, "in [0, 1000]"),
-    ({"options": {"frame_rate": 0.0}}, "frame_rate must be positive"),
+    ({"options": {"frame_rate": 0.0}}, "frame_rate must be from 0.01 to 1000"),
     ({"options": {"decode_noise_scale": 1.5}}, "decode_noise_scale must be in [0, 1]"),
     ({"video": "clip.mp4"}, "video: conditioning belongs to LTXConditionPipeline"),
 ])

@@ -161,16 +161,26 @@ def check_chunk_size(value: Any) -> None:
         raise UserError(f"config key offload.chunk_size must be an integer >= 1 or {{group: integer}}, got {short_repr(value)}")
 
 
-def check_tiling(value: Any) -> None:
-    """``vae.tiling``: true/false or a mapping of diffusers' tile knobs (positive, stride <= tile)."""
-    from vidax_core.vae.tiling import TilingOptions
+def check_tiling(value: Any, knobs: Mapping[str, Any] | None = None) -> None:
+    """``vae.tiling``: true/false or a mapping of the model's VAE tile knobs (``ModelSpec.tiling``: name -> type;
+    None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`, positive sizes, stride <= tile)."""
+    from vidax_core.vae.tiling import TilingOptions, knob
 
     if not isinstance(value, (bool, Mapping)):
         raise UserError(f"config key vae.tiling must be true/false or a mapping of tile sizes, got {short_repr(value)}")
     try:
-        TilingOptions.coerce(value).check()
+        if knobs is None:
+            TilingOptions.coerce(value).check()
+        elif isinstance(value, Mapping):
+            unknown = sorted(str(k) for k in value if k not in knobs)
+            if unknown:
+                raise ValueError(f"vae.tiling.{unknown[0]} is not a tiling knob of this model's VAE; its knobs: "
+                                 f"{', '.join(knobs)}")
+            for k, v in value.items():
+                knob(k, v, knobs[k])
     except (ValueError, TypeError) as exc:
-        raise UserError(f"config key vae.tiling: {str(exc).splitlines()[0]}") from None
+        text = str(exc).splitlines()[0]
+        raise UserError(text if text.startswith("vae.tiling") else f"config key vae.tiling: {text}") from None
 
 
 def check_options(options: Mapping[str, Any], declared: Mapping[str, Any], model_id: str) -> None:
@@ -302,7 +312,8 @@ def validate(data: Mapping[str, Any]) -> RunConfig:
             raise UserError(f"config key {key} {requirement}, got {short_repr(value)}")
     check_backend(cfg.attention.backend)
     check_chunk_size(cfg.offload.chunk_size)
-    check_tiling(cfg.vae.tiling)
+    if not isinstance(cfg.vae.tiling, (bool, Mapping)):  # its knobs are the model's: checked by the pre-run check
+        check_tiling(cfg.vae.tiling)
     if not isinstance(cfg.options, Mapping):
         raise UserError(f"config key options must be a mapping of the model's options, got {short_repr(cfg.options)}")
     if cfg.model.id in ("", "???"):

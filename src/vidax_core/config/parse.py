@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 import reprlib
 import types
 import typing
@@ -24,7 +25,17 @@ MAX_CONFIG_BYTES = 1 << 20  # a run config is a few hundred bytes; anything near
 MAX_NODES = 10_000  # containers + scalars in one config (counted through YAML aliases)
 MAX_DEPTH = 32
 
-_short = reprlib.Repr()
+class _YamlRepr(reprlib.Repr):
+    """reprlib's short reprs, with YAML's spelling of the values a user writes: null, true, false."""
+
+    def repr_NoneType(self, value: Any, level: int) -> str:  # noqa: N802 - reprlib's naming
+        return "null"
+
+    def repr_bool(self, value: Any, level: int) -> str:
+        return "true" if value else "false"
+
+
+_short = _YamlRepr()
 _short.maxstring, _short.maxother, _short.maxlist, _short.maxdict, _short.maxlevel = 60, 60, 6, 6, 3
 _short.maxlong = 40
 
@@ -60,9 +71,22 @@ def check_size(data: Any, what: str) -> None:
     walk(data, 0)
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's float syntax: YAML 1.1 needs a dot and a signed exponent, so
+    ``1e-300`` and ``1e308`` were read as strings; here they are the numbers a user means."""
+
+
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+
+                  |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?)$""", re.X),
+    list("-+0123456789."))
+
+
 def _yaml_text(text: str, what: str) -> Any:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise UserError(f"{what} is not valid YAML: {one_line(exc)}") from None
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:

@@ -127,3 +127,17 @@ def from_config_dict(cls: type[T], config: Mapping[str, Any], **overrides: Any) 
         if isinstance(exc, UserError):
             raise
         raise UserError(f"{where or f'the {cls.__name__} config'}: {' '.join(str(exc).split())}") from None
+
+
+def config_value(config: Mapping[str, Any], key: str, tp: Any, default: Any = None, *, where: str | None = None) -> Any:
+    """One value of a checkpoint config read outside a dataclass (``config[key]``, ``default`` when absent or
+    null), checked as :func:`from_config_dict` checks a field annotated ``tp``: a family reading a compression
+    ratio or a channel count gets a number it can compute with, or one :class:`UserError` naming file and key."""
+    value = config.get(key) if isinstance(config, Mapping) else None
+    if value is None:
+        return default
+    try:
+        return _check(key, value, tp, default)
+    except _Bad as exc:
+        place = where or (config.get(SOURCE_KEY) if isinstance(config, Mapping) else None) or "the checkpoint config"
+        raise UserError(f"{place}: key {key} {exc}") from None

@@ -167,20 +167,13 @@ class Checkpoint:
 MAX_JSON_BYTES = 512 << 20  # the largest tokenizer.json files are tens of MiB
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} is out of range")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def read_json_file(path: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
-    """The JSON value in ``path``, read with bounds: a regular file of at most ``max_bytes``, UTF-8, finite
-    numbers, bounded nesting. Every failure is one :class:`UserError` line naming the file."""
+    """The JSON value in ``path``, read with bounds: a regular file of at most ``max_bytes``, UTF-8, bounded
+    nesting. Every failure is one :class:`UserError` line naming the file.
+
+    ``Infinity``, ``-Infinity`` and ``NaN`` are read as Python's json (and so diffusers) reads them: configs
+    written by Python hold them (DPMSolverMultistepScheduler's ``lambda_min_clipped: -Infinity``). The typed
+    reads of :mod:`vidax_core.io.arch` refuse a non-finite value where it is meaningless, naming the key."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -198,7 +191,7 @@ def read_json_file(path: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
     except UnicodeDecodeError as exc:
         raise UserError(f"{path} is not valid JSON (not UTF-8 text at byte {exc.start}): fix or re-download it") from None
     try:
-        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path} is not valid JSON (line {exc.lineno}): fix or re-download it") from None
     except RecursionError:
@@ -214,10 +207,17 @@ def _read_json(path: str) -> dict[str, Any]:
     return data
 
 
+# scheduler fields where diffusers gives an infinite value a meaning (no clipping)
+NON_FINITE_OK = frozenset({"lambda_min_clipped"})
+
+
 def _check_scheduler_config(path: str, data: Mapping[str, Any]) -> None:
     """The scheduler config must give a working sampler: built and planned here, so a junk value is one line
     naming the file now, not a crash after the weights loaded. An unsupported scheduler class is left to the
     run's sampler choice (the user may name another sampler)."""
+    for key, value in data.items():
+        if isinstance(value, float) and not math.isfinite(value) and key not in NON_FINITE_OK:
+            raise UserError(f"{path}: {key} must be a finite number, got {value}: fix or re-download it")
     steps = data.get("num_train_timesteps", 1000)
     if type(steps) is not int or not 1 <= steps <= 1_000_000:
         raise UserError(f"{path}: num_train_timesteps must be an integer from 1 to 1000000, got {str(steps)[:40]}")
@@ -314,7 +314,15 @@ def resolve_checkpoint(
     if os.path.exists(path):
         raise UserError(f"checkpoint {value} is a file: model.checkpoint must be a diffusers-layout folder or a hub repo id")
     if looks_like_repo_id(value):
-        return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
+        parent = value.split("/")[0]
+        if os.path.isdir(parent):  # a path into an existing folder, not an organisation on the hub
+            raise UserError(f"checkpoint: there is no folder {value} (in {os.path.abspath(parent)}): check the path, "
+                            "or give a hub repo id (Org/Name) that is not also a local folder name")
+        try:
+            return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
+        except UserError as exc:
+            raise UserError(f"checkpoint {value}: no local folder {os.path.abspath(value)}, and as a hub repo id: "
+                            f"{str(exc).removeprefix(f'checkpoint {value} ')}") from None
     raise UserError(f"checkpoint {value} does not exist (expected a local folder or a hub repo id like Org/Name)")
 
 

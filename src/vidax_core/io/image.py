@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -27,8 +28,13 @@ def load_image(path: str | os.PathLike) -> Any:
     if not os.path.isfile(path):
         raise UserError(f"image not found: {os.fspath(path)!r} — give the path of a png or jpg file")
     try:
-        with Image.open(path) as img:
-            return ImageOps.exif_transpose(img).convert("RGB")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as img:
+                return ImageOps.exif_transpose(img).convert("RGB")
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise UserError(f"image {os.fspath(path)!r} claims more pixels than PIL's limit of {Image.MAX_IMAGE_PIXELS} "
+                        "(a decompression bomb or a damaged header): give a png or jpg of video size") from None
     except (UnidentifiedImageError, OSError, ValueError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UserError(f"cannot read image {os.fspath(path)!r} ({reason}) — expected a png or jpg file") from None

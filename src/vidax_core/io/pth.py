@@ -286,6 +286,28 @@ def _resolve(module: str, name: str) -> Any:
     raise _Refused(module, name)
 
 
+def _prescan(data: bytes) -> None:
+    """Walk the pickle's opcodes before unpickling: CPython's unpickler allocates what a length or memo index
+    says before reading it (a corrupt ``BINBYTES8`` or ``LONG_BINPUT`` asked for tens of GiB), so every length
+    must fit in the bytes that remain and every memo index below the pickle's own size."""
+    import pickletools
+
+    limit = len(data)
+    try:
+        for op, arg, _pos in pickletools.genops(data):
+            if op.name in ("BINPUT", "LONG_BINPUT", "PUT", "BINGET", "LONG_BINGET", "GET"):
+                index = int(arg) if not isinstance(arg, int) else arg
+                if not 0 <= index <= limit:
+                    raise _Corrupt(f"memo index {index} beyond the pickle's {limit} bytes")
+            if op.name == "STOP":
+                return
+    except _Corrupt:
+        raise
+    except (ValueError, TypeError, OverflowError, UnicodeDecodeError, struct.error, IndexError) as exc:
+        raise _Corrupt(" ".join(str(exc).split())[:120] or type(exc).__name__) from None
+    raise _Corrupt("the pickle has no STOP opcode")
+
+
 class _RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         return _resolve(str(module), str(name))
@@ -419,6 +441,7 @@ class PthFile(Mapping[str, np.ndarray]):
 
         unpickler = _RestrictedUnpickler(data_pkl)
         try:
+            _prescan(data_pkl)
             obj = unpickler.load()
         except _Refused as exc:
             raise UserError(

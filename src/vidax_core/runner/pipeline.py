@@ -26,6 +26,7 @@ from vidax_core.parallel import offload as offloadlib
 from vidax_core.io import outputs
 from vidax_core.parallel import sharding
 from vidax_core.io.checkpoint import Checkpoint
+from vidax_core.io.noise import checked_noise, load_initial_noise, load_npz_noise  # noqa: F401 - importable here
 from vidax_core.config import RunConfig
 from vidax_core.errors import UserError
 from vidax_core.guidance import PROMPT, Guidance, default_guidance
@@ -89,28 +90,6 @@ def select_sampler(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: P
     except (ValueError, TypeError) as exc:
         where = "sampling.scheduler" if choice is not None else f"{ckpt.source}/scheduler/scheduler_config.json"
         raise UserError(f"{where}: {str(exc).splitlines()[0]}") from exc
-
-
-def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
-    """A .npy array of exactly ``shape``, real numbers, all finite; memory-mapped until its shape is checked."""
-    try:
-        noise = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise UserError(f"sampling.initial_noise {path} cannot be read as .npy (save a float32 array with numpy.save)") from exc
-    return checked_noise(noise, shape, f"sampling.initial_noise {path}")
-
-
-def checked_noise(noise: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
-    """``noise`` as float32 if it is a real-valued array of exactly ``shape`` with every entry finite."""
-    if not isinstance(noise, np.ndarray) or noise.dtype.kind not in "fiu":
-        raise UserError(f"{where} must hold a real-valued numeric array (save a float32 array)")
-    if tuple(noise.shape) != tuple(shape):
-        raise UserError(f"{where} has shape {tuple(noise.shape)}, this run needs {tuple(shape)} (the layout the "
-                        "family's diffusers pipeline takes as latents=)")
-    out = np.asarray(noise, dtype=np.float32)
-    if not np.isfinite(out).all():
-        raise UserError(f"{where} holds NaN or infinite values: every entry must be finite")
-    return out
 
 
 def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> list[DitBuild]:
@@ -190,7 +169,7 @@ def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
                         f"({', '.join(runs) or 'none'}); set offload.enabled=false (plugin bug: report it)")
     chunk = cfg.offload.chunk_size
     if isinstance(chunk, dict):
-        unknown = sorted(set(chunk) - set(runs))
+        unknown = sorted(map(str, set(chunk) - set(runs)))
         if unknown:
             raise UserError(f"offload.chunk_size names {', '.join(unknown)}, not a block group of {spec.id} "
                             f"(groups: {', '.join(runs)})")
@@ -353,16 +332,7 @@ def initial_latents(cfg: RunConfig, shapes: Any) -> Any:
         return _draw_noise(jax.random.key(cfg.sampling.seed), shapes)
     if not isinstance(shapes, dict):
         return load_initial_noise(path, shapes)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.asarray(data[k]) for k in data.files}
-    except (OSError, ValueError, AttributeError, TypeError, EOFError) as exc:
-        raise UserError(f"sampling.initial_noise {path}: this model's latents are several arrays "
-                        f"({', '.join(sorted(shapes))}): give a .npz holding each (numpy.savez)") from exc
-    if sorted(arrays) != sorted(shapes):
-        raise UserError(f"sampling.initial_noise {path} holds {', '.join(sorted(arrays)) or 'nothing'}, this model needs "
-                        f"{', '.join(sorted(shapes))}")
-    return {k: checked_noise(arrays[k], s, f"sampling.initial_noise {path}: {k}") for k, s in shapes.items()}
+    return load_npz_noise(path, shapes)
 
 
 def save_latents(path: str, final: Any) -> None:

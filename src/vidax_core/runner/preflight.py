@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import tempfile
 
-from vidax_core.io import outputs
-from vidax_core.config import RunConfig, check_options
+from vidax_core.io import noise, outputs
+from vidax_core.io.media import check_image, check_video
+from vidax_core.config import RunConfig, check_options, check_tiling
 from vidax_core.errors import UserError
 from vidax_core.plugins import Plugins
 from vidax_core.registry import ModelSpec
@@ -18,6 +19,7 @@ VIDEO_TASKS = ("v2v",)
 def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_outputs: bool = True) -> None:
     """Raise a :class:`UserError` for the first problem found with ``cfg`` for model ``spec``."""
     check_options(cfg.options, spec.options, spec.id)
+    check_tiling(cfg.vae.tiling, spec.tiling)
     problems = plugins.call("check_run", spec, run=cfg) or []
     if problems:
         raise UserError(problems[0])
@@ -33,8 +35,11 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
                             "remove the `video` key")
         if not os.path.isfile(cfg.video):
             raise UserError(f"video {cfg.video} does not exist")
+        check_video(cfg.video)
     if cfg.sampling.initial_noise and not os.path.isfile(cfg.sampling.initial_noise):
         raise UserError(f"sampling.initial_noise {cfg.sampling.initial_noise} does not exist")
+    if cfg.sampling.initial_noise:
+        noise.check_noise_file(cfg.sampling.initial_noise)
     check_sampler(cfg)
     if check_outputs:
         out = cfg.output
@@ -61,20 +66,6 @@ def check_sampler(cfg: RunConfig) -> None:
         raise UserError(f"sampling.scheduler: {detail}") from None
     if not sched_base.plan_values_ok(arrays):
         raise UserError(f"sampling.scheduler: these options give {name} non-finite timesteps or sigmas")
-
-
-def check_image(path: str) -> None:
-    """The image's header must decode (PIL reads only the header and verifies the file's structure)."""
-    try:
-        from PIL import Image
-    except ImportError:  # the plugin that reads images reports it
-        return
-    try:
-        with Image.open(path) as img:
-            img.verify()
-    except Exception as exc:  # noqa: BLE001 - any failure of a foreign file is "cannot read"
-        reason = " ".join(str(exc).split())[:120] or type(exc).__name__
-        raise UserError(f"cannot read image {path!r} ({reason}) — expected a png or jpg file") from None
 
 
 def check_cache_dir(cfg: RunConfig) -> None:

@@ -51,26 +51,61 @@ class TilingOptions:
             return cls(enabled=True)
         if isinstance(value, cls):
             return value
-        kw = dict(value)
-        unknown = set(kw) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown VAE tiling option(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
-        return replace(cls(enabled=True), **kw)
+        return parse_knobs(cls, value)
 
     def check(self) -> None:
         for name in ("tile_sample_min_height", "tile_sample_min_width", "tile_sample_stride_height",
                      "tile_sample_stride_width"):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"VAE tiling: {name} must be positive")
+            knob(name, getattr(self, name), int)
         for name in ("tile_overlap_factor_height", "tile_overlap_factor_width"):
-            f = getattr(self, name)
-            if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 1):
-                raise ValueError(f"VAE tiling: {name} must be a number in [0, 1)")
+            knob(name, getattr(self, name), float | None)
         by_factor = self.tile_overlap_factor_height is not None or self.tile_overlap_factor_width is not None
         if not by_factor and (self.tile_sample_stride_height > self.tile_sample_min_height
                               or self.tile_sample_stride_width > self.tile_sample_min_width):
             raise ValueError("VAE tiling: a tile stride larger than the tile leaves gaps; lower the stride "
                              "(CogVideoX: set tile_overlap_factor_height/width instead)")
+
+
+MAX_TILE = 1 << 16  # pixels or frames: larger tiles than any video
+
+
+def knob(name: str, value: Any, tp: Any) -> Any:
+    """``vae.tiling.<name>`` checked against its declared type: true/false, a positive integer (sizes, strides,
+    frame counts, at most ``MAX_TILE``) or a fraction in [0, 1) (overlap factors); ValueError naming the key."""
+    key = f"vae.tiling.{name}"
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be true/false, got {value!r:.40}")
+        return value
+    if value is None and tp != int:
+        return None
+    if tp is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TILE:
+            raise ValueError(f"{key} must be an integer from 1 to {MAX_TILE}, got {value!r:.40}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{key} must be a number in [0, 1), got {value!r:.40}")
+    return float(value)
+
+
+def parse_knobs(cls: type, value: Mapping[str, Any]) -> Any:
+    """A mapping of tiling knobs -> ``cls(**knobs)`` (a frozen dataclass declaring a VAE's knobs and their types;
+    ``enabled`` defaults to true for a mapping). Unknown keys and wrong types are one ValueError naming the key."""
+    import dataclasses
+    import typing
+
+    if not isinstance(value, Mapping):
+        raise ValueError(f"vae.tiling must be true/false or a mapping of tile knobs, got {value!r:.60}")
+    hints = typing.get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(str(k) for k in value if k not in known)
+    if unknown:
+        raise ValueError(f"unknown VAE tiling option(s) {unknown}; this VAE's knobs: {known}")
+    kw = {k: knob(k, v, hints[k]) for k, v in value.items()}
+    kw.setdefault("enabled", True)
+    return cls(**kw)
 
 
 @dataclass(frozen=True)

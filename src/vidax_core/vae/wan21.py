@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.errors import UserError
 from vidax_core.io.arch import from_config_dict
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
@@ -82,7 +83,7 @@ class WanVAEConfig:
         """Build from a diffusers config.json dict; unknown keys (``_class_name``...) are ignored."""
         kw = {**dict(config), **overrides}
         for k in ("dim_mult", "attn_scales", "temperal_downsample", "latents_mean", "latents_std"):
-            if kw.get(k) is not None:
+            if isinstance(kw.get(k), list):  # a scalar or a mapping is refused by the field check, naming the key
                 kw[k] = tuple(kw[k])
         return from_config_dict(cls, kw)
 
@@ -94,9 +95,11 @@ class WanVAEConfig:
         if self.is_residual or self.patch_size is not None:
             raise NotImplementedError("this is the Wan 2.2 VAE (is_residual / patch_size): build wan22.WanVAE22")
         if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
-            raise ValueError(f"latents_mean/latents_std need z_dim={self.z_dim} entries")
+            raise UserError(f"vae/config.json: latents_mean/latents_std need z_dim={self.z_dim} entries, got "
+                            f"{len(self.latents_mean)}/{len(self.latents_std)}: fix or re-download it")
         if len(self.temperal_downsample) < len(self.dim_mult) - 1:
-            raise ValueError("temperal_downsample needs len(dim_mult) - 1 entries")
+            raise UserError("vae/config.json: temperal_downsample needs len(dim_mult) - 1 entries: fix or "
+                            "re-download it")
 
 
 # --------------------------------------------------------------------------------------------------------------

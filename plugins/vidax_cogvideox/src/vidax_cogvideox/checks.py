@@ -106,8 +106,13 @@ def run_problems(spec, run) -> list[str]:
 def vae_factors(config: dict) -> tuple[int, int]:
     """(temporal, spatial) compression of an ``AutoencoderKLCogVideoX`` config."""
     blocks = config.get("block_out_channels") or (128, 256, 256, 512)
-    return int(config.get("temporal_compression_ratio") or TEMPORAL), 2 ** (len(blocks) - 1)
+    from vidax_core.io.arch import config_value
+
+    blocks = config_value(config, "block_out_channels", tuple[int, ...], (128, 256, 256, 512))
+    return config_value(config, "temporal_compression_ratio", int, TEMPORAL), 2 ** (len(blocks) - 1)
 
 
 def patch_t(ckpt) -> int:
-    return int(ckpt.config("transformer").get("patch_size_t") or 1)
+    from vidax_core.io.arch import config_value
+
+    return config_value(ckpt.config("transformer"), "patch_size_t", int, 1)

@@ -34,6 +34,10 @@ def _preset(height: int, width: int, frames: int, fps: int) -> dict:
     }
 
 
+# AutoencoderKLCogVideoX.enable_tiling's knobs: its tiles overlap by a fraction of the tile, not by a stride
+TILING = {"enabled": bool, "tile_sample_min_height": int, "tile_sample_min_width": int,
+          "tile_overlap_factor_height": float, "tile_overlap_factor_width": float}
+
 MODELS = [
     {
         "id": "cogvideox-2b",
@@ -42,6 +46,7 @@ MODELS = [
         "default_config": "configs/cogvideox_2b_480p.yaml",
         "description": "CogVideoX 2B (30 blocks, width 1920, 3-D sin-cos positions), text-to-video at 720x480",
         "preset": _preset(480, 720, FRAMES_1_0, 8),
+        "tiling": TILING,
     },
     {
         "id": "cogvideox-5b",
@@ -50,6 +55,7 @@ MODELS = [
         "default_config": "configs/cogvideox_5b_480p.yaml",
         "description": "CogVideoX 5B (42 blocks, width 3072, 3-D RoPE), text-to-video at 720x480",
         "preset": _preset(480, 720, FRAMES_1_0, 8),
+        "tiling": TILING,
     },
     {
         "id": "cogvideox-5b-i2v",
@@ -58,6 +64,7 @@ MODELS = [
         "default_config": "configs/cogvideox_5b_i2v_480p.yaml",
         "description": "CogVideoX 5B image-to-video (3-D RoPE + learned positions: 720x480 only)",
         "preset": _preset(480, 720, FRAMES_1_0, 8),
+        "tiling": TILING,
     },
     {
         "id": "cogvideox1.5-5b",
@@ -66,6 +73,7 @@ MODELS = [
         "default_config": "configs/cogvideox1.5_5b_768p.yaml",
         "description": "CogVideoX1.5 5B (temporal patch 2, 3-D RoPE), text-to-video at 1360x768",
         "preset": _preset(768, 1360, FRAMES_1_5_T2V, 16),
+        "tiling": TILING,
     },
     {
         "id": "cogvideox1.5-5b-i2v",
@@ -74,5 +82,6 @@ MODELS = [
         "default_config": "configs/cogvideox1.5_5b_i2v_768p.yaml",
         "description": "CogVideoX1.5 5B image-to-video (ofs embedding), 1360x768",
         "preset": _preset(768, 1360, FRAMES_1_5_I2V, 16),
+        "tiling": TILING,
     },
 ]

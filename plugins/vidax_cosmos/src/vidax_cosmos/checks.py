@@ -36,6 +36,10 @@ def checkpoint_problems(spec, ckpt, dit) -> list[str]:
     """The DiT config must be a Cosmos-Predict2.5 one and fit the VAE; read from config files only."""
     problems: list[str] = []
     where = "transformer/config.json"
+    if ckpt.has("tokenizer"):
+        from .text import check_template
+
+        problems += check_template(ckpt.path("tokenizer"))
     if dit.extra_pos_embed_type is not None:
         problems.append(f"{where}: extra_pos_embed_type={dit.extra_pos_embed_type!r} is a Cosmos-1.0 model; "
                         f"{spec.id} needs null")

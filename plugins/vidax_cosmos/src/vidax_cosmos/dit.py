@@ -74,6 +74,14 @@ class CosmosDiTConfig:
         object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
         object.__setattr__(self, "max_size", tuple(int(p) for p in self.max_size))
         object.__setattr__(self, "rope_scale", tuple(float(p) for p in self.rope_scale))
+        if self.extra_pos_embed_type is not None:
+            raise ValueError("extra_pos_embed_type must be null for Cosmos-Predict2.5 (learnable positions are "
+                             "Cosmos-1.0's)")
+        if self.img_context_dim_in or self.controlnet_block_every_n:
+            raise ValueError("image-context and ControlNet inputs (Cosmos-Transfer) are not supported")
+        if any(d % 2 or d < 4 for d in self.rope_dims):
+            raise ValueError(f"attention_head_dim={self.attention_head_dim} does not split into even t/h/w RoPE "
+                             "parts: fix or re-download the checkpoint")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "CosmosDiTConfig":
@@ -147,13 +155,6 @@ class CosmosDiT(nnx.Module):
     block_groups = ("blocks",)
 
     def __init__(self, cfg: CosmosDiTConfig, *, rngs: nnx.Rngs):
-        if cfg.extra_pos_embed_type is not None:
-            raise ValueError("extra_pos_embed_type must be null for Cosmos-Predict2.5 (learnable positions are "
-                             "Cosmos-1.0's)")
-        if cfg.img_context_dim_in or cfg.controlnet_block_every_n:
-            raise ValueError("image-context and ControlNet inputs (Cosmos-Transfer) are not supported")
-        if any(d % 2 or d < 4 for d in cfg.rope_dims):
-            raise ValueError(f"attention_head_dim={cfg.attention_head_dim} does not split into even t/h/w RoPE parts")
         self.cfg = cfg
         dim, dt = cfg.dim, cfg.dtype
         pt, ph, pw = cfg.patch_size

@@ -33,11 +33,34 @@ class CosmosTextEncoder:
     model: dl.DecoderLLM
 
 
-def chat_text(encoder: CosmosTextEncoder, prompt: str) -> str:
-    messages = [
+def check_template(tokenizer_dir: str) -> list[str]:
+    """Before any weight loads: the checkpoint's chat template loads and renders a prompt (within the core's
+    bounds), so a broken template is one line now rather than an error after the text encoder loaded."""
+    import os
+
+    from vidax_core.errors import UserError
+
+    try:
+        template = load_chat_template(tokenizer_dir)
+        where = os.path.join(tokenizer_dir, "chat_template.jinja")
+        if not os.path.isfile(where):
+            where = os.path.join(tokenizer_dir, "tokenizer_config.json") + " chat_template"
+        render_chat(template, _messages("a test prompt"), add_generation_prompt=False, special={},
+                    add_vision_id=False, where=where)
+    except UserError as exc:
+        return [str(exc)]
+    return []
+
+
+def _messages(prompt: str) -> list[dict]:
+    return [
         {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
         {"role": "user", "content": [{"type": "text", "text": prompt}]},
     ]
+
+
+def chat_text(encoder: CosmosTextEncoder, prompt: str) -> str:
+    messages = _messages(prompt)
     return render_chat(encoder.template, messages, add_generation_prompt=False, special=encoder.special,
                        add_vision_id=False)
 

@@ -15,8 +15,10 @@ import numpy as np
 
 def latent_grid(config: Mapping[str, Any], num_frames: int, height: int, width: int) -> tuple[int, int, int]:
     """(latent frames, height, width) of a video from ``vae/config.json`` alone."""
-    t = int(config.get("temporal_compression_ratio", 4))
-    s = int(config.get("spatial_compression_ratio", 8))
+    from vidax_core.io.arch import config_value
+
+    t = config_value(config, "temporal_compression_ratio", int, 4)
+    s = config_value(config, "spatial_compression_ratio", int, 8)
     return (num_frames - 1) // t + 1, height // s, width // s
 
 

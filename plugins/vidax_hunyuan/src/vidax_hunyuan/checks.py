@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from vidax_core.run_checks import frame_count_problems, size_problems
 
+from . import presets
+
 
 def run_problems(spec, run) -> list[str]:
     """Frame count, size, the task's inputs and the prompt options, before any weight loads."""
@@ -18,11 +20,7 @@ def run_problems(spec, run) -> list[str]:
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:)")
     o = run.options
-    tpl = o.get("prompt_template")
-    if tpl is not None and tpl.count("{}") != 1:
-        problems.append("options.prompt_template must hold exactly one {} where the prompt goes")
-    if o.get("crop_start") is not None and int(o["crop_start"]) < 0:
-        problems.append(f"options.crop_start must be >= 0, got {o['crop_start']}")
+    problems += presets.template_problems(o.get("prompt_template"), o.get("crop_start"), "i2v" in spec.tasks)
     if o.get("true_cfg_scale") is not None and float(o["true_cfg_scale"]) < 0:
         problems.append(f"options.true_cfg_scale must be >= 0 (1 = off), got {o['true_cfg_scale']}")
     if s.max_sequence_length < 1:

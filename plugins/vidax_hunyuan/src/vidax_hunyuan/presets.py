@@ -62,6 +62,12 @@ def _preset() -> dict:
     }
 
 
+# AutoencoderKLHunyuanVideo.enable_tiling's knobs (vidax_hunyuan.vae.HunyuanTiling): spatial, and temporal above
+# tile_sample_min_num_frames (framewise)
+TILING = {"enabled": bool, "framewise": bool, "tile_sample_min_height": int, "tile_sample_min_width": int,
+          "tile_sample_min_num_frames": int, "tile_sample_stride_height": int, "tile_sample_stride_width": int,
+          "tile_sample_stride_num_frames": int}
+
 MODELS = [
     {
         "id": "hunyuanvideo-t2v-13b",
@@ -72,6 +78,7 @@ MODELS = [
                        "Llama-3 + CLIP-L text, embedded guidance",
         "preset": _preset(),
         "options": OPTIONS,
+        "tiling": TILING,
     },
     {
         "id": "hunyuanvideo-i2v-13b",
@@ -82,5 +89,34 @@ MODELS = [
                        "embedded guidance",
         "preset": _preset(),
         "options": I2V_OPTIONS,
+        "tiling": TILING,
     },
 ]
+
+
+def template_problems(template: str | None, crop_start: int | None, i2v: bool) -> list[str]:
+    """``options.prompt_template`` must be a str.format text with exactly one bare ``{}`` (literal braces doubled),
+    and ``options.crop_start`` must leave part of the text: it counts template tokens, and a token covers at
+    least one byte, so it is bounded by the template's length in bytes (a larger value only pads the encoder)."""
+    import string
+
+    problems = []
+    text = template if template is not None else (I2V_TEMPLATE if i2v else T2V_TEMPLATE)
+    if template is not None:
+        try:
+            fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template)
+                      if name is not None]
+        except ValueError as exc:
+            return [f"options.prompt_template is not a str.format text ({exc}): write literal braces as {{{{ and "
+                    "}}, and put one {} where the prompt goes"]
+        if fields != [("", "", None)]:
+            problems.append("options.prompt_template must hold exactly one {} where the prompt goes (a bare {}: no "
+                            "names, indices or format specs; literal braces as {{ and }})")
+    if crop_start is not None:
+        limit = len(text.replace("{}", "").encode("utf-8")) + 8  # a token is >= 1 byte; + BOS and special tokens
+        if crop_start < 0:
+            problems.append(f"options.crop_start must be >= 0, got {crop_start}")
+        elif crop_start > limit:
+            problems.append(f"options.crop_start must be from 0 to {limit} (the template's tokens before the prompt; "
+                            f"it has at most that many), got {crop_start}")
+    return problems

@@ -17,8 +17,8 @@ def run_problems(spec, run) -> list[str]:
     problems += _check_recipe(run)
     if not o.get("multiscale"):
         problems += size_problems(s, 32, "LTX-Video (the VAE compresses space by 32)")
-    if o.get("frame_rate") is not None and not float(o["frame_rate"]) > 0:
-        problems.append(f"options.frame_rate must be positive, got {o['frame_rate']}")
+    if o.get("frame_rate") is not None and not 0.01 <= float(o["frame_rate"]) <= 1000:
+        problems.append(f"options.frame_rate must be from 0.01 to 1000 frames per second, got {o['frame_rate']}")
     ts = o.get("timesteps")
     if ts is not None:
         if not ts or any(not 0.0 <= float(t) <= 1000.0 for t in ts) or any(a <= b for a, b in zip(ts, ts[1:])):
@@ -102,6 +102,7 @@ def _check_conditions(run) -> list[str]:
     if not items:
         return []
     n = run.sampling.num_frames
+    media_items = []
     for k, c in enumerate(items):
         where = f"options.conditions[{k}]"
         keys = set(c) if isinstance(c, dict) else set()
@@ -109,14 +110,26 @@ def _check_conditions(run) -> list[str]:
         if not isinstance(c, dict) or len(media) != 1 or keys - {"image", "video", "frame_index", "strength"}:
             return [f"{where} must be {{image: PATH}} or {{video: PATH}}, optionally with frame_index and strength, "
                     f"got {c!r}"[:300]]
-        path = c[media.pop()]
+        kind = media.pop()
+        path = c[kind]
         if not isinstance(path, str) or not os.path.isfile(path):
             return [f"{where}: {path!r} is not a file"]
+        media_items.append((where, kind, path))
         fi, st = c.get("frame_index", 0), c.get("strength", 1.0)
         if isinstance(fi, bool) or not isinstance(fi, int) or not 0 <= fi < n:
             return [f"{where}.frame_index must be an integer in [0, {n - 1}], got {fi!r}"]
         if isinstance(st, bool) or not isinstance(st, (int, float)) or not 0.0 <= float(st) <= 1.0:
             return [f"{where}.strength must be in [0, 1], got {st!r}"]
+    if not uses_condition_pipeline(run):  # the items are not used: the run checks say so
+        return []
+    from vidax_core.errors import UserError
+    from vidax_core.io.media import check_medium
+
+    for where, kind, path in media_items:
+        try:  # the same pre-run check as image: / video:
+            check_medium(path, video=kind == "video", where=f"{where}.{kind}")
+        except UserError as exc:
+            return [str(exc)]
     return []
 
 
@@ -164,7 +177,9 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
         problems += check_upsampler(ckpt, dict(run.options))
     if ckpt.has("vae"):
         vae = ckpt.config("vae")
-        c = vae.get("latent_channels", 128)
+        from vidax_core.io.arch import config_value
+
+        c = config_value(vae, "latent_channels", int, 128)
         if dit.in_channels != c * dit.patch_size_t * dit.patch_size**2:
             problems.append(f"transformer/config.json: in_channels={dit.in_channels} does not match latent_channels={c} "
                             "of vae/config.json")

@@ -60,6 +60,12 @@ def check_upsampler(ckpt: Any, options: dict) -> list[str]:
                 "options.multiscale=false for one pass at the requested size"]
     if not os.path.exists(path):
         return [f"options.spatial_upsampler {path} does not exist"]
+    from .upsampler import check_upsampler_file
+
+    try:  # opened and checked now: a broken file would otherwise cost the whole first pass
+        check_upsampler_file(path)
+    except UserError as exc:
+        return [str(exc)]
     return []
 
 

@@ -62,13 +62,15 @@ def dit_config(original: dict[str, Any], where: str) -> dict[str, Any]:
     missing = [k for k in ("num_attention_heads", "attention_head_dim", "num_layers") if k not in original]
     if missing:
         raise UserError(f"{where}: the transformer config lacks {', '.join(missing)}")
-    pos = original.get("positional_embedding_max_pos", [20, 2048, 2048])
-    theta = original.get("positional_embedding_theta", 10000.0)
+    from vidax_core.io.arch import config_value
+
+    pos = config_value(original, "positional_embedding_max_pos", tuple[int, ...], (20, 2048, 2048), where=where)
+    theta = config_value(original, "positional_embedding_theta", float, 10000.0, where=where)
     if list(pos) != [20, 2048, 2048] or float(theta) != 10000.0:
         raise UserError(f"{where}: positional_embedding_max_pos={pos} / theta={theta} is not an LTX-Video 0.9.x "
                         "configuration (expected [20, 2048, 2048] / 10000)")
     cfg = {k: original[k] for k in _DIT_KEYS if k in original}
-    qk = original.get("qk_norm", "rms_norm")
+    qk = config_value(original, "qk_norm", str, "rms_norm", where=where)
     cfg["qk_norm"] = "rms_norm_across_heads" if qk in ("rms_norm", "rms_norm_across_heads") else qk
     cfg.update(_class_name="LTXVideoTransformer3DModel", patch_size=1, patch_size_t=1)
     return cfg
@@ -142,7 +144,7 @@ class LTXOriginalCheckpoint(Checkpoint):
         if component == "vae":
             vae = self._meta.get("vae")
             if isinstance(vae, dict) and vae.get("_class_name") == "AutoencoderKLLTXVideo":
-                return dict(vae)
+                return {**vae, SOURCE_KEY: f"{self._where} vae"}
             return dict(LTX098_VAE_CONFIG)
         if component == "scheduler" and not super().has("scheduler"):
             return dict(LTX_SCHEDULER_CONFIG)

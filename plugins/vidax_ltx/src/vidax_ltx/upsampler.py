@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch import SOURCE_KEY, from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, conv, convert
 from vidax_core.nn.group_norm import GroupNorm
@@ -158,11 +158,24 @@ def load_upsampler(cfg: LTXUpsamplerConfig, tensors: Mapping[str, Any], *, put=N
     return materialize(graphdef, abstract, values, put=put)
 
 
+def check_upsampler_file(path: str) -> None:
+    """Before anything loads: the upscaler at ``path`` opens (safetensors header, config) and its tensor names and
+    shapes are those of the model its config builds; nothing is materialized."""
+    cfg, tensors = _open_files(path)
+    _, _, flat = abstract_model(lambda: LTXUpsampler(cfg))
+    convert(tensors, UPSAMPLER_RULES, flat, component="latent_upsampler", check_only=True)
+
+
 def open_upsampler(path: str, *, put=None) -> LTXUpsampler:
     """Load the upscaler users download: a diffusers folder (``config.json`` + ``diffusion_pytorch_model.safetensors``,
     e.g. ``latent_upsampler/``) or the original single file (``ltxv-spatial-upscaler-0.9.8.safetensors``: diffusers'
     tensor names, its config as JSON under the ``config`` key of the safetensors metadata; without one, the class
     defaults, which are the published configuration)."""
+    cfg, tensors = _open_files(path)
+    return load_upsampler(cfg, tensors, put=put)
+
+
+def _open_files(path: str) -> tuple[LTXUpsamplerConfig, Any]:
     import json
     import os
 
@@ -185,7 +198,8 @@ def open_upsampler(path: str, *, put=None) -> LTXUpsampler:
             raise UserError(f"{path}: the config in its metadata is not valid JSON; re-download the file") from None
     if not isinstance(config, dict):
         raise UserError(f"{path}: the latent upsampler config must be a JSON object")
-    return load_upsampler(LTXUpsamplerConfig.from_config(config), tensors, put=put)
+    return LTXUpsamplerConfig.from_config({**config, SOURCE_KEY: os.path.join(path, "config.json")
+                                           if os.path.isdir(path) else f"{path} (metadata 'config')"}), tensors
 
 
 def _forward_impl(graphdef, state, x):

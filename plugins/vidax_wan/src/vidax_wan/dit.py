@@ -92,6 +92,11 @@ class WanDiTConfig:
         object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
         if self.out_channels is None:  # diffusers: out_channels = out_channels or in_channels
             object.__setattr__(self, "out_channels", self.in_channels)
+        if self.attention_head_dim % 2 or any(d % 2 for d in self.rope_dims):
+            raise ValueError(f"attention_head_dim={self.attention_head_dim} does not split into even t/h/w RoPE "
+                             "parts: fix or re-download the checkpoint")
+        if self.pos_embed_seq_len is not None and self.image_dim is None:
+            raise ValueError("pos_embed_seq_len (FLF2V image position embedding) needs image_dim")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "WanDiTConfig":
@@ -222,10 +227,6 @@ class WanDiT(nnx.Module):
     """
 
     def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
-        if cfg.attention_head_dim % 2 or any(d % 2 for d in cfg.rope_dims):
-            raise ValueError(f"attention_head_dim={cfg.attention_head_dim} does not split into even t/h/w RoPE parts")
-        if cfg.pos_embed_seq_len is not None and cfg.image_dim is None:
-            raise ValueError("pos_embed_seq_len (FLF2V image position embedding) needs image_dim")
         self.cfg = cfg
         dim, dt = cfg.dim, cfg.dtype
         pt, ph, pw = cfg.patch_size

@@ -1,0 +1,230 @@
+"""``sampling.initial_noise``: a .npy (one latent stream) or a .npz (one array per stream), read defensively.
+
+numpy trusts a file's header: a zero item size makes ``np.load(mmap_mode="r")`` divide by zero (SIGFPE), a cut
+header raises tokenizer errors, and a .npz is decompressed whole before its names are seen. So the header is
+parsed here first (magic, version, a literal dict, dtype kind and item size, shape, byte count against the file
+size), and only then is the data mapped (.npy) or read, exactly the bytes the model needs (.npz member).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import zipfile
+import zlib
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from vidax_core.errors import UserError
+
+MAGIC = b"\x93NUMPY"
+MAX_HEADER = 10000  # numpy's own default limit (np.lib.format's max_header_size)
+MAX_MEMBERS = 64
+HOW = "save a float32 array with numpy.save"
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fortran: bool
+    offset: int  # where the data starts
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def read_header(f: BinaryIO, size: int, where: str) -> NpyHeader:
+    """The checked header of the .npy stream ``f`` holding ``size`` bytes in all; raise :class:`UserError` if it
+    is not one numpy.save writes for a real-valued array whose data fills the rest of the stream exactly."""
+    bad = lambda why: UserError(f"{where} cannot be read as .npy ({why}): {HOW}")  # noqa: E731
+    head = f.read(10)
+    if len(head) < 10 or head[:6] != MAGIC:
+        raise bad("no .npy magic at its start")
+    major = head[6]
+    if major == 1:
+        n, start = int.from_bytes(head[8:10], "little"), 10
+    elif major in (2, 3):
+        more = f.read(2)
+        if len(more) < 2:
+            raise bad("truncated header")
+        n, start = int.from_bytes(head[8:10] + more, "little"), 12
+    else:
+        raise bad(f"format version {major}")
+    if n > MAX_HEADER:
+        raise bad(f"a {n}-byte header, numpy writes at most {MAX_HEADER}")
+    raw = f.read(n)
+    if len(raw) < n:
+        raise bad("truncated header")
+    try:
+        text = raw.decode("utf-8" if major == 3 else "latin1")
+        d = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError, TypeError):
+        raise bad("its header is not a Python literal") from None
+    if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
+        raise bad("its header lacks descr, fortran_order and shape")
+    descr, fortran, shape = d["descr"], d["fortran_order"], d["shape"]
+    if not isinstance(descr, str):
+        raise bad(f"dtype {descr!r} is not a plain number type")
+    try:
+        dtype = np.dtype(descr)
+    except (TypeError, ValueError):
+        raise bad(f"unknown dtype {descr!r}") from None
+    if dtype.kind not in "fiu" or dtype.itemsize <= 0 or dtype.itemsize > 16:
+        raise UserError(f"{where} holds dtype {descr!r}: it must hold a real-valued numeric array ({HOW})")
+    if not isinstance(fortran, bool):
+        raise bad("fortran_order is not true/false")
+    if (not isinstance(shape, tuple) or len(shape) > 32
+            or not all(type(s) is int and 0 <= s < 2**62 for s in shape)):
+        raise bad(f"shape {shape!r} is not a tuple of non-negative integers")
+    header = NpyHeader(dtype, tuple(shape), fortran, start + n)
+    data = size - header.offset
+    if header.nbytes > data:
+        raise bad(f"truncated: its header promises {header.nbytes} data bytes, the file holds {max(data, 0)}")
+    if header.nbytes < data:
+        raise bad(f"{data - header.nbytes} bytes follow the data its header describes")
+    return header
+
+
+def check_shape(header: NpyHeader, shape: tuple[int, ...], where: str) -> None:
+    if header.shape != tuple(shape):
+        raise UserError(f"{where} has shape {header.shape}, this run needs {tuple(shape)} (the layout the "
+                        "family's diffusers pipeline takes as latents=)")
+
+
+def finite32(noise: np.ndarray, where: str) -> np.ndarray:
+    out = np.asarray(noise, dtype=np.float32)
+    if not np.isfinite(out).all():
+        raise UserError(f"{where} holds NaN or infinite values: every entry must be finite")
+    return out
+
+
+def checked_noise(noise: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """``noise`` as float32 if it is a real-valued array of exactly ``shape`` with every entry finite."""
+    if not isinstance(noise, np.ndarray) or noise.dtype.kind not in "fiu":
+        raise UserError(f"{where} must hold a real-valued numeric array (save a float32 array)")
+    if tuple(noise.shape) != tuple(shape):
+        raise UserError(f"{where} has shape {tuple(noise.shape)}, this run needs {tuple(shape)} (the layout the "
+                        "family's diffusers pipeline takes as latents=)")
+    return finite32(noise, where)
+
+
+def is_zip(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def _open(path: str, where: str) -> BinaryIO:
+    if not os.path.isfile(path):
+        raise UserError(f"{where} does not exist or is not a regular file")
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise UserError(f"{where} cannot be read ({exc.strerror or exc})") from None
+
+
+def npy_header(path: str, where: str) -> NpyHeader:
+    with _open(path, where) as f:
+        return read_header(f, os.fstat(f.fileno()).st_size, where)
+
+
+def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A .npy array of exactly ``shape``, real numbers, all finite; mapped only after its header is checked."""
+    where = f"sampling.initial_noise {path}"
+    if is_zip(path):
+        raise UserError(f"{where} is a .npz archive, but this model's latents are one array of shape "
+                        f"{tuple(shape)}: save it alone with numpy.save (.npy)")
+    h = npy_header(path, where)
+    check_shape(h, shape, where)
+    try:
+        noise = np.memmap(path, dtype=h.dtype, mode="r", offset=h.offset, shape=h.shape,
+                          order="F" if h.fortran else "C")
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{where} cannot be mapped ({' '.join(str(exc).split())[:120]}): {HOW}") from None
+    return finite32(noise, where)
+
+
+# ---- .npz ------------------------------------------------------------------------------------------------------
+
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, OSError, EOFError, NotImplementedError,
+              RuntimeError, ValueError, KeyError, OverflowError)
+
+
+def _npz_where(path: str) -> str:
+    return f"sampling.initial_noise {path}"
+
+
+def _members(z: zipfile.ZipFile, path: str) -> dict[str, zipfile.ZipInfo]:
+    """Array name -> zip entry, from the central directory alone (nothing is decompressed)."""
+    infos = z.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise UserError(f"{_npz_where(path)} holds {len(infos)} entries: a latents .npz holds one array per stream")
+    out: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if name in out:
+            raise UserError(f"{_npz_where(path)} holds {name!r} twice: write it with numpy.savez")
+        out[name] = info
+    return out
+
+
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple[int, ...], where: str) -> np.ndarray:
+    with z.open(info) as f:
+        h = read_header(f, info.file_size, where)
+        check_shape(h, shape, where)
+        raw = f.read(h.nbytes)
+    if len(raw) != h.nbytes:
+        raise UserError(f"{where} is truncated inside the archive: {HOW} and numpy.savez")
+    arr = np.frombuffer(raw, dtype=h.dtype)
+    arr = arr.reshape(h.shape, order="F" if h.fortran else "C")
+    return finite32(arr, where)
+
+
+def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """One checked float32 array per latent stream of ``shapes`` from the .npz ``path``: the member names and
+    headers are checked first, and only the bytes of the wanted shapes are decompressed."""
+    where = _npz_where(path)
+    need = ", ".join(sorted(shapes))
+    how = f"this model's latents are several arrays ({need}): give a .npz holding each (numpy.savez)"
+    with _open(path, where) as f:
+        try:
+            z = zipfile.ZipFile(f)
+        except ZIP_ERRORS:
+            raise UserError(f"{where} is not a readable .npz archive: {how}") from None
+        with z:
+            found = _members(z, path)
+            if sorted(found) != sorted(shapes):
+                raise UserError(f"{where} holds {', '.join(sorted(found)) or 'nothing'}, this model needs {need}")
+            try:
+                return {k: _read_member(z, found[k], tuple(s), f"{where}: {k}") for k, s in shapes.items()}
+            except UserError:
+                raise
+            except ZIP_ERRORS as exc:
+                raise UserError(f"{where} is a damaged .npz archive ({type(exc).__name__}): {how}") from None
+
+
+def check_noise_file(path: str) -> None:
+    """The pre-run check of ``sampling.initial_noise``: a .npy with a usable header, or a .npz whose members all
+    have one (the shapes are checked once the model's latent grid is known)."""
+    where = _npz_where(path)
+    if not is_zip(path):
+        npy_header(path, where)
+        return
+    with _open(path, where) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                for name, info in _members(z, path).items():
+                    with z.open(info) as m:
+                        read_header(m, info.file_size, f"{where}: {name}")
+        except UserError:
+            raise
+        except ZIP_ERRORS as exc:
+            raise UserError(f"{where} is not a readable .npz archive ({type(exc).__name__}): write it with "
+                            "numpy.savez") from None
