@@ -339,3 +339,21 @@ def test_original_layout_loads_to_the_diffusers_params(variant, request):
     got = flat_state(load_dit15(cfg, OriginalDiT15(swapped)))
     assert not np.array_equal(np.asarray(got[("norm_out", "linear", "kernel")]),
                               np.asarray(want[("norm_out", "linear", "kernel")]))
+
+
+def test_staged_forward_in_slices(meanflow):
+    """pre -> one-layer slices of ``double_blocks`` -> post (what the offload executor runs) is the whole call."""
+    _, tensors, cfg = meanflow
+    inp = make_inputs("i2v", timestep_r=True)
+    model = load_dit15(cfg, tensors)
+    ctx = {k: jnp.asarray(inp[k]) for k in ("hidden", "mask", "hidden_2", "mask_2", "image")}
+    args = (jnp.asarray(inp["latents"]), jnp.asarray(inp["timestep"]), ctx, jnp.asarray(inp["timestep_r"]))
+    whole = np.asarray(model(*args))
+    x, aux = model.pre(*args)
+    graphdef, state = nnx.split(model.double_blocks)
+    for lo in range(cfg.num_layers):
+        x = HunyuanDiT15.run_block_group("double_blocks", graphdef, jax.tree.map(lambda a: a[lo:lo + 1], state), x, aux)
+    staged = np.asarray(model.post(x, aux, inp["latents"].shape))
+    np.testing.assert_allclose(staged, whole, rtol=0, atol=1e-6 * np.abs(whole).max())
+    with pytest.raises(KeyError):
+        HunyuanDiT15.run_block_group("single_blocks", graphdef, state, x, aux)
