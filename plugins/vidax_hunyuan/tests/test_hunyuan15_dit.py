@@ -322,7 +322,8 @@ def test_original_layout_loads_to_the_diffusers_params(variant, request):
     """The release's layout, through :class:`OriginalDiT15`, fills every parameter with exactly the values the
     diffusers twin gives (split refiner q/k/v, (shift, scale) final AdaLN, renamed embedders)."""
     from vidax_core.nn.state import flat_state
-    from vidax_hunyuan.original_dit15 import OriginalDiT15
+    from vidax_core.errors import UserError
+    from vidax_hunyuan.original_dit15 import OriginalDiT15, dit15_config
 
     _, tensors, cfg = request.getfixturevalue(variant)
     original = to_original(tensors)
@@ -333,6 +334,10 @@ def test_original_layout_loads_to_the_diffusers_params(variant, request):
     assert set(got) == set(want)
     for path in want:
         np.testing.assert_array_equal(np.asarray(got[path]), np.asarray(want[path]), err_msg=str(path))
+    over = {"rope_axes_dim": list(cfg.rope_axes_dim)}  # the release's are fixed at [16, 56, 56]
+    assert HunyuanDiT15Config.from_config(dit15_config(OriginalDiT15(original), "480p_i2v", over)) == cfg
+    with pytest.raises(UserError, match="480p"):
+        dit15_config(OriginalDiT15(original), "1080p_t2v")
     swapped = dict(original)
     w = swapped["final_layer.adaLN_modulation.1.weight"]
     swapped["final_layer.adaLN_modulation.1.weight"] = np.concatenate(np.split(w, 2)[::-1])  # no swap: differs

@@ -42,7 +42,7 @@ def test_full_size_dit15(name):
 
     from vidax_hunyuan.convert_dit15 import convert_dit15
     from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config
-    from vidax_hunyuan.original_dit15 import OriginalDiT15
+    from vidax_hunyuan.original_dit15 import OriginalDiT15, dit15_config
 
     dit = CONFIGS[name]
     with torch.device("meta"):
@@ -57,4 +57,6 @@ def test_full_size_dit15(name):
     assert n_ref == n_vidax and 8.2e9 < n_vidax < 8.5e9  # the model card's 8.3B
     assert flat[("double_blocks", "img", "q", "kernel")].shape == (54, 2048, 2048)
     assert flat[("patch_kernel",)].shape == (1, 1, 1, 65, 2048)
-    convert_dit15(OriginalDiT15(to_original(tensors)), flat, check_only=True)
+    original = OriginalDiT15(to_original(tensors))
+    convert_dit15(original, flat, check_only=True)
+    assert HunyuanDiT15Config.from_config(dit15_config(original, name)) == cfg
