@@ -23,7 +23,7 @@ _S = r"single_transformer_blocks\.(\d+)\."
 _R = r"context_embedder\.token_refiner\.refiner_blocks\.(\d+)\."
 
 
-def _double_rules() -> list[KeyRule]:
+def double_rules() -> list[KeyRule]:
     rules = [*linear_rules(_D + r"norm1\.linear", "double_blocks/norm1/linear", 1),
              *linear_rules(_D + r"norm1_context\.linear", "double_blocks/norm1_context/linear", 1)]
     for src, dst in (("to_q", "img/q"), ("to_k", "img/k"), ("to_v", "img/v"), ("add_q_proj", "txt/q"),
@@ -50,7 +50,7 @@ def _single_rules() -> list[KeyRule]:
     return rules
 
 
-def _refiner_rules() -> list[KeyRule]:
+def refiner_rules() -> list[KeyRule]:
     rules = attention_rules(_R + "attn", "refiner/blocks/{1}", qk_norm=None)
     for n in ("norm1", "norm2"):
         rules += norm_rules(_R + n, f"refiner/blocks/{{1}}/{n}")
@@ -59,7 +59,7 @@ def _refiner_rules() -> list[KeyRule]:
     return rules
 
 
-def _embedder(src: str, dst: str) -> list[KeyRule]:
+def embedder_rules(src: str, dst: str) -> list[KeyRule]:
     return [*linear_rules(src + r"\.linear_1", dst + "/linear_1"),
             *linear_rules(src + r"\.linear_2", dst + "/linear_2")]
 
@@ -67,14 +67,14 @@ def _embedder(src: str, dst: str) -> list[KeyRule]:
 DIT_RULES: list[KeyRule] = [
     KeyRule(r"x_embedder\.proj\.weight", "patch_kernel", conv),
     KeyRule(r"x_embedder\.proj\.bias", "patch_bias"),
-    *_embedder(r"context_embedder\.time_text_embed\.timestep_embedder", "refiner/timestep_embedder"),
-    *_embedder(r"context_embedder\.time_text_embed\.text_embedder", "refiner/text_embedder"),
+    *embedder_rules(r"context_embedder\.time_text_embed\.timestep_embedder", "refiner/timestep_embedder"),
+    *embedder_rules(r"context_embedder\.time_text_embed\.text_embedder", "refiner/text_embedder"),
     *linear_rules(r"context_embedder\.proj_in", "refiner/proj_in"),
-    *_refiner_rules(),
-    *_embedder(r"time_text_embed\.timestep_embedder", "timestep_embedder"),
-    *_embedder(r"time_text_embed\.text_embedder", "text_embedder"),
-    *_embedder(r"time_text_embed\.guidance_embedder", "guidance_embedder"),
-    *_double_rules(),
+    *refiner_rules(),
+    *embedder_rules(r"time_text_embed\.timestep_embedder", "timestep_embedder"),
+    *embedder_rules(r"time_text_embed\.text_embedder", "text_embedder"),
+    *embedder_rules(r"time_text_embed\.guidance_embedder", "guidance_embedder"),
+    *double_rules(),
     *_single_rules(),
     *linear_rules(r"norm_out\.linear", "norm_out/linear"),
     *linear_rules(r"proj_out", "proj_out"),

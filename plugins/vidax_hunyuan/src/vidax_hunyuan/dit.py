@@ -157,11 +157,15 @@ class RefinerBlock(nnx.Module):
 
 class TokenRefiner(nnx.Module):
     """diffusers ``HunyuanVideoTokenRefiner``: masked mean + timestep -> per-sample embedding, input projection,
-    refiner blocks. ``mask`` (B, L) is the text attention mask (nonzero = valid)."""
+    refiner blocks. ``mask`` (B, L) is the text attention mask (nonzero = valid).
 
-    def __init__(self, cfg: HunyuanDiTConfig, *, rngs: nnx.Rngs):
+    ``first_key_visible``: HunyuanVideo 1.0 lets every query see key 0 even when it is padding; 1.5's refiner
+    masks padded keys only (its padded rows are discarded by the caller)."""
+
+    def __init__(self, cfg: HunyuanDiTConfig, *, rngs: nnx.Rngs, first_key_visible: bool = True):
         dim = cfg.dim
         self.dtype = cfg.dtype
+        self.first_key_visible = first_key_visible
         self.timestep_embedder = TimestepEmbedding(256, dim, rngs=rngs)
         self.text_embedder = TimestepEmbedding(cfg.text_embed_dim, dim, rngs=rngs)
         self.proj_in = Linear(cfg.text_embed_dim, dim, (None, EMBED), dtype=cfg.dtype, rngs=rngs)
@@ -173,7 +177,9 @@ class TokenRefiner(nnx.Module):
         t = timestep_embedding(timestep, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
         temb = self.timestep_embedder(t) + self.text_embedder(pooled)
         x = self.proj_in(text.astype(self.dtype)).astype(jnp.float32)
-        kv_mask = (mask != 0) | (jnp.arange(mask.shape[1]) == 0)[None]
+        kv_mask = mask != 0
+        if self.first_key_visible:
+            kv_mask = kv_mask | (jnp.arange(mask.shape[1]) == 0)[None]
         for block in self.blocks:
             x = block(x, temb, kv_mask)
         return x
@@ -310,6 +316,32 @@ class SingleBlock(nnx.Module):
         return constrain(vid, (BATCH, SEQ, EMBED)), txt
 
 
+def embed_patches(model: nnx.Module, latents: jax.Array) -> tuple[jax.Array, tuple[int, int, int]]:
+    """The conv3d patch embedding (stride == kernel) of ``model.patch_kernel`` / ``patch_bias``: latents
+    (B, C, F, H, W) -> float32 video tokens (B, S, dim) in (f, h, w) order, and the token grid."""
+    cfg = model.cfg
+    _, c, f, hh, ww = latents.shape
+    if c != cfg.in_channels:
+        raise ValueError(f"latents have {c} channels but the HunyuanVideo DiT config has in_channels={cfg.in_channels}")
+    pt, ph, pw = cfg.patch
+    if f % pt or hh % ph or ww % pw:
+        raise ValueError(f"latent shape {(f, hh, ww)} is not divisible by the patch size {cfg.patch}")
+    p, _ = patchify(latents, cfg.patch, order="thwc")
+    k = model.patch_kernel[...]
+    vid = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
+    return constrain(vid + model.patch_bias[...].astype(jnp.float32), (BATCH, SEQ, EMBED)), (f // pt, hh // ph, ww // pw)
+
+
+def output_head(model: nnx.Module, vid: jax.Array, temb: jax.Array, latent_shape: Sequence[int]) -> jax.Array:
+    """``model.norm_out`` (AdaLN-continuous on ``temb``) and ``proj_out``, unpatchified in (c, t, h, w) order to
+    float32 (B, out_C, F, H, W)."""
+    cfg = model.cfg
+    pt, ph, pw = cfg.patch
+    f, hh, ww = latent_shape[-3:]
+    y = model.proj_out(model.norm_out(vid, temb).astype(cfg.dtype)).astype(jnp.float32)
+    return unpatchify(y, (f // pt, hh // ph, ww // pw), cfg.patch, order="cthw")
+
+
 def _scan(graphdef, state, carry, aux):
     return scan_blocks(graphdef, state, carry, aux)
 
@@ -349,18 +381,8 @@ class HunyuanDiT(nnx.Module):
     def pre(self, latents: jax.Array, timestep: jax.Array, context: Mapping[str, jax.Array],
             guidance: jax.Array | None = None) -> tuple[tuple[jax.Array, jax.Array], dict]:
         cfg = self.cfg
-        b, c, f, hh, ww = latents.shape
-        if c != cfg.in_channels:
-            raise ValueError(f"latents have {c} channels but the HunyuanVideo DiT config has in_channels={cfg.in_channels}")
-        pt, ph, pw = cfg.patch
-        if f % pt or hh % ph or ww % pw:
-            raise ValueError(f"latent shape {(f, hh, ww)} is not divisible by the patch size {cfg.patch}")
-        grid = (f // pt, hh // ph, ww // pw)
-        p, _ = patchify(latents, cfg.patch, order="thwc")
-        k = self.patch_kernel[...]
-        vid = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
-        vid = constrain(vid + self.patch_bias[...].astype(jnp.float32), (BATCH, SEQ, EMBED))
-
+        b = latents.shape[0]
+        vid, grid = embed_patches(self, latents)
         timestep = jnp.broadcast_to(jnp.asarray(timestep, jnp.float32).reshape(-1), (b,))
         sin = lambda t: timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
         pooled = self.text_embedder(context["pooled"].astype(jnp.float32))
@@ -390,13 +412,7 @@ class HunyuanDiT(nnx.Module):
         return _scan(graphdef, state, x, aux)
 
     def post(self, x, aux: dict, latent_shape: Sequence[int]) -> jax.Array:
-        cfg = self.cfg
-        vid, _ = x
-        pt, ph, pw = cfg.patch
-        f, hh, ww = latent_shape[-3:]
-        h = self.norm_out(vid, aux["temb"])
-        y = self.proj_out(h.astype(cfg.dtype)).astype(jnp.float32)
-        return unpatchify(y, (f // pt, hh // ph, ww // pw), cfg.patch, order="cthw")
+        return output_head(self, x[0], aux["temb"], latent_shape)
 
     def __call__(self, latents: jax.Array, timestep: jax.Array, context: Mapping[str, jax.Array],
                  guidance: jax.Array | None = None) -> jax.Array:

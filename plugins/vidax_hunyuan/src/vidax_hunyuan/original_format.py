@@ -80,12 +80,19 @@ FINAL_ADALN = re.compile(r"final_layer\.adaLN_modulation\.1\.(weight|bias)")
 
 class OriginalDiT(Mapping[str, Any]):
     """diffusers-named zero-argument loaders over an original HunyuanVideo DiT state dict: nothing is read up
-    front, and :meth:`shape` answers from the file's metadata."""
+    front, and :meth:`shape` answers from the file's metadata.
+
+    The tables are class attributes, so a later release with other names (HunyuanVideo-1.5) is a subclass that
+    states its own ``RENAMES`` / ``QKV_SPLITS`` (and ``LINEAR1 = None`` without single-stream blocks)."""
+
+    RENAMES: list[tuple[str, str]] = RENAMES
+    QKV_SPLITS: list[tuple[str, tuple[str, ...]]] = QKV_SPLITS
+    LINEAR1: re.Pattern | None = LINEAR1
+    WHAT = "HunyuanVideo transformer (mp_rank_00_model_states.pt)"
 
     def __init__(self, source: Mapping[str, Any]) -> None:
         if "img_in.proj.weight" not in source:
-            raise UserError("the original HunyuanVideo DiT file has no img_in.proj.weight: not a HunyuanVideo "
-                            "transformer (mp_rank_00_model_states.pt)")
+            raise UserError(f"the original DiT file has no img_in.proj.weight: not a {self.WHAT}")
         self.source = source
         hidden = int(self._src_shape("img_in.proj.weight")[0])
         # name -> (source key, row slice (start, stop) | "swap" | None)
@@ -100,9 +107,8 @@ class OriginalDiT(Mapping[str, Any]):
         src = self.source
         return tuple(src.shape(key)) if hasattr(src, "shape") else tuple(np.shape(src[key]))
 
-    @staticmethod
-    def _parts(key: str, hidden: int) -> list[tuple[str, Any]]:
-        m = LINEAR1.fullmatch(key)
+    def _parts(self, key: str, hidden: int) -> list[tuple[str, Any]]:
+        m = self.LINEAR1.fullmatch(key) if self.LINEAR1 is not None else None
         if m:
             b, kind = m.group(1), m.group(2)
             pre = f"single_transformer_blocks.{b}."
@@ -111,12 +117,12 @@ class OriginalDiT(Mapping[str, Any]):
         m = FINAL_ADALN.fullmatch(key)
         if m:
             return [(f"norm_out.linear.{m.group(1)}", "swap")]
-        for pattern, targets in QKV_SPLITS:
+        for pattern, targets in self.QKV_SPLITS:
             m = re.match(pattern, key)
             if m:
                 rest = key[m.end():]
                 return [(m.expand(t) + rest, (i * hidden, (i + 1) * hidden)) for i, t in enumerate(targets)]
-        for pattern, target in RENAMES:
+        for pattern, target in self.RENAMES:
             m = re.match(pattern, key)
             if m:
                 return [(m.expand(target) + key[m.end():], None)]
