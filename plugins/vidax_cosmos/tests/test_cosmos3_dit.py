@@ -204,3 +204,44 @@ def test_conversion_reports_every_problem(case):
         load_cosmos3_dit(Cosmos3DiTConfig.from_config(CASES[kind][0]), broken)
     msg = str(e.value)
     assert "proj_in" in msg and "to_k" in msg and "extra.weight" in msg
+
+
+def test_staged_forward_by_single_blocks_is_the_whole(case, results):
+    """``pre`` -> ``run_block_group`` on one-layer slices (what the offload executor does) -> ``post`` gives the
+    resident forward."""
+    from flax import nnx
+
+    kind, model_t, tensors, latents, fps, cond, step = case
+    got, *_ = results
+    model, _ = _runner(kind, tensors)
+    x, ids, lens, noisy = _batch(latents, cond)
+    h, aux = model.pre(jnp.asarray(x), jnp.full((2,), step), jnp.asarray(ids), text_lengths=jnp.asarray(lens),
+                       noisy_frames=jnp.asarray(noisy), fps=fps)
+    graphdef, state = nnx.split(model.blocks)
+    for i in range(CASES[kind][0]["num_hidden_layers"]):
+        h = type(model).run_block_group("blocks", graphdef, jax.tree.map(lambda a: a[i:i + 1], state), h, aux)
+    staged = np.asarray(model.post(h, aux, x.shape), np.float64)
+    np.testing.assert_allclose(staged, got, rtol=1e-5, atol=1e-6 * np.abs(got).max())
+
+
+def test_bf16_policy_keeps_norms_and_time_embedder_fp32(case, results):
+    """bf16 weights: matmul weights and the embedding bf16; norm gains and the time embedder (the reference's
+    _keep_in_fp32_modules) float32; the output stays within bf16 rounding of the fp32 result."""
+    from vidax_core.nn.state import flat_state
+
+    kind, model_t, tensors, latents, fps, cond, step = case
+    got, *_ = results
+    cfg = Cosmos3DiTConfig.from_config({**CASES[kind][0], "dtype": jnp.bfloat16})
+    model = load_cosmos3_dit(cfg, tensors)
+    flat = flat_state(model)
+    assert flat[("embed_tokens",)].dtype == jnp.bfloat16
+    assert flat[("blocks", "self_attn", "add_q_proj", "kernel")].dtype == jnp.bfloat16
+    assert flat[("blocks", "self_attn", "norm_added_q", "scale")].dtype == jnp.float32
+    assert flat[("time_embedder", "linear_1", "kernel")].dtype == jnp.float32
+    x, ids, lens, noisy = _batch(latents, cond)
+    half = np.asarray(jax.jit(lambda m, *a: m(*a[:3], text_lengths=a[3], noisy_frames=a[4], fps=fps))(
+        model, jnp.asarray(x), jnp.full((2,), step), jnp.asarray(ids), jnp.asarray(lens), jnp.asarray(noisy)),
+        np.float64)
+    rel = float(np.linalg.norm(half - got) / np.linalg.norm(got))
+    print(f"cosmos3 {kind} bf16 vs fp32: rel {rel:.2e}")
+    assert np.isfinite(half).all() and rel < 5e-2
