@@ -99,3 +99,23 @@ def test_numpy_fp8_arrays_are_seen_too():
 
     tensors = {"layers.0.mlp.up_proj.weight": np.zeros((4, 4), ml_dtypes.float8_e4m3fn)}
     assert fp8_signs(tensors) == ["1 float8 tensors (e.g. layers.0.mlp.up_proj.weight)"]
+
+
+def test_config_from_a_hub_style_config_json():
+    """A transformer config.json as published (class name, backbone tag, storage dtype, sound/action keys): the
+    fields vidax uses are read, the storage dtype does not become the parameter dtype, the mRoPE sections come
+    from rope_scaling, and a bad section split is one UserError."""
+    import jax.numpy as jnp
+
+    edge = {"_class_name": "Cosmos3OmniTransformer", "backbone_type": "cosmos3_edge_nemotron_dense",
+            "dtype": "bfloat16", "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 8,
+            "num_hidden_layers": 28, "intermediate_size": 9216, "hidden_act": "relu2", "qk_norm_for_text": False,
+            "use_und_k_norm_for_gen": True, "rope_scaling": {"mrope_section": [24, 20, 20]}, "action_gen": True,
+            "action_dim": 64, "sound_gen": False, "sound_dim": None, "base_fps": 24, "vocab_size": 131072}
+    cfg = Cosmos3DiTConfig.from_config(edge)
+    assert cfg.dtype == jnp.float32 and cfg.rope_axes_dim == (24, 20, 20) and cfg.has_k_norm_und_for_gen
+    assert Cosmos3DiTConfig.from_config(edge, dtype=jnp.bfloat16).dtype == jnp.bfloat16
+    with pytest.raises(UserError, match="rope_axes_dim"):
+        Cosmos3DiTConfig.from_config({**edge, "rope_scaling": {"mrope_section": [24, 20, 24]}})
+    with pytest.raises(UserError, match="hidden_act"):
+        Cosmos3DiTConfig.from_config({**edge, "hidden_act": "gelu"})

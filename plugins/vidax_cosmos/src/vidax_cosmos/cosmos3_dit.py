@@ -102,7 +102,9 @@ class Cosmos3DiTConfig:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "Cosmos3DiTConfig":
-        return from_config_dict(cls, config, **overrides)
+        """From the transformer's ``config.json``; its ``dtype`` entry (the storage dtype diffusers' loader reads)
+        is not the parameter-dtype policy, so only ``overrides`` set ``dtype``."""
+        return from_config_dict(cls, {k: v for k, v in config.items() if k != "dtype"}, **overrides)
 
     @property
     def q_dim(self) -> int:
