@@ -119,3 +119,28 @@ def test_config_from_a_hub_style_config_json():
         Cosmos3DiTConfig.from_config({**edge, "rope_scaling": {"mrope_section": [24, 20, 24]}})
     with pytest.raises(UserError, match="hidden_act"):
         Cosmos3DiTConfig.from_config({**edge, "hidden_act": "gelu"})
+
+
+@pytest.mark.parametrize("act", ["silu", "relu2"])
+def test_every_parameter_has_logical_axes(act):
+    """Every parameter names each of its axes (stacked blocks lead with ``layers``); the key/value projections are
+    split over ``heads`` like the queries (which is why TP must divide the key/value heads)."""
+    from flax import nnx
+
+    from vidax_core.nn.state import abstract_model
+    from vidax_core.parallel.sharding import param_names
+    from vidax_cosmos.cosmos3_dit import Cosmos3DiT
+
+    cfg = Cosmos3DiTConfig(hidden_size=32, head_dim=8, num_attention_heads=4, num_key_value_heads=2,
+                           num_hidden_layers=2, intermediate_size=40, vocab_size=16, latent_channel=4,
+                           patch_latent_dim=16, rope_axes_dim=(2, 1, 1), hidden_act=act, qk_norm_for_text=act == "silu",
+                           use_und_k_norm_for_gen=act == "relu2")
+    _, state, flat = abstract_model(lambda: Cosmos3DiT(cfg, rngs=nnx.Rngs(0)))
+    names = param_names(state)
+    assert set(names) == set(flat)
+    for path, n in names.items():
+        assert n is not None and len(n) == len(flat[path].shape), path
+        assert (n[0] == "layers") == (path[0] == "blocks"), path
+    for proj in ("to_k", "to_v", "add_k_proj", "add_v_proj"):
+        assert names[("blocks", "self_attn", proj, "kernel")] == ("layers", "embed", "heads")
+    assert names[("embed_tokens",)] == ("vocab", "embed")
