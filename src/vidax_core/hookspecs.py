@@ -181,9 +181,12 @@ def bench_reference(spec, engine, ckpt_dir, run):
 
 
 @hookspec(firstresult=True)
-def bench_dit(spec, need_reference):
+def bench_dit(spec, need_reference, config):
     """Return the model parts of ``vidax bench --dit-only`` for ``spec``'s family (random weights, no
-    checkpoint), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):
+    checkpoint weights read), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):
+
+    ``config``: the denoiser's ``config.json`` dict from the user's ``model.checkpoint`` (a config-only folder is
+    enough), so any published width can be timed; None when no checkpoint was given (the plugin's default shape).
 
     * ``label`` (str), ``latent_shape`` ((C, F, H, W) of one sample), ``context_shape`` ((L, D) text tokens),
       ``video_tokens`` (int), ``flow_shift`` (float, of the UniPC sampler both sides use);

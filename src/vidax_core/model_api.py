@@ -22,6 +22,12 @@ class DitBuild:
     family's diffusers pipeline (what it takes as ``latents=``): a tuple, or a dict of tuples for several latent
     streams (e.g. ``{"video": ..., "audio": ...}``). None means ``(batch, in_channels, f, h, w)``.
 
+    ``flops(batch, grid, text_tokens, blocks=None)``: FLOPs of one model call (multiply-add = 2) at latent grid
+    ``(f, h, w)`` (before patching) and prompt length ``text_tokens``; ``blocks`` ({group: n}) counts only n blocks
+    of a stacked group (``vidax bench --random-dit --blocks``). From the family's shapes (:mod:`vidax_core.flops`); it
+    feeds the FLOPs per step and MFU of the run metrics, ``vidax bench`` and ``vidax run --dry-run``. None = not
+    stated (those figures are then left out).
+
     A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
     ``t_min <= t < t_max``.
     """
@@ -35,6 +41,7 @@ class DitBuild:
     patch_size: tuple[int, int, int] | None = None
     block_counts: dict[str, int] | None = None
     latent_shapes: Callable[[int, tuple[int, int, int]], Any] | None = None
+    flops: Callable[..., float] | None = None
     t_min: float = float("-inf")
     t_max: float = float("inf")
 

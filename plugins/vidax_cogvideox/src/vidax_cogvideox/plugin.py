@@ -21,6 +21,7 @@ from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
+from .flops import counter as _flops
 
 FAMILY = "cogvideox"
 SPATIAL_FACTOR, TEMPORAL_FACTOR = 8, 4
@@ -56,7 +57,7 @@ def build_dit(spec, ckpt, run):
 
     return DitBuild(ctor=lambda: CogVideoXDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.out_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=cfg.patch,
-                    block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes)
+                    block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes, flops=_flops(cfg))
 
 
 # Megatron TP over heads / FFN width; batch over dp; video tokens over sp (text tokens replicated).
@@ -174,10 +175,10 @@ def build_text_encoder(spec, ckpt, run, mesh):
 def encode_prompt(spec, encoder, prompts, run):
     """As ``CogVideoXPipeline._get_t5_prompt_embeds``: padded to ``max_sequence_length`` and encoded WITHOUT the
     attention mask (the DiT attends to the padding too)."""
-    import jax
+    from vidax_core.encoders.t5 import call_encoder
 
     ids, _ = encoder.tokenizer(list(prompts), int(run.sampling.max_sequence_length))
-    return np.asarray(jax.jit(lambda enc, i: enc(i))(encoder.encoder, ids), np.float32)
+    return np.asarray(call_encoder(encoder.encoder, ids), np.float32)
 
 
 def _patch_t(ckpt) -> int:

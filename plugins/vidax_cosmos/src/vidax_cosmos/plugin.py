@@ -15,6 +15,7 @@ from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
+from .flops import counter as _flops
 
 FAMILY = "cosmos"
 
@@ -41,7 +42,7 @@ def build_dit(spec, ckpt, run):
     cfg = _dit_config(ckpt, dtype=dit_weight_dtype(run))
     return DitBuild(ctor=lambda: CosmosDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.out_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=cfg.patch_size,
-                    block_counts={"blocks": cfg.num_layers})
+                    block_counts={"blocks": cfg.num_layers}, flops=_flops(cfg))
 
 
 # Megatron TP over heads / MLP width; batch over dp; video tokens over sp.

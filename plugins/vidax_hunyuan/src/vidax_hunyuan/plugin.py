@@ -16,6 +16,7 @@ from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
+from .flops import counter as _flops
 
 FAMILY = "hunyuan"
 
@@ -45,7 +46,7 @@ def build_dit(spec, ckpt, run):
     cfg = _dit_config(ckpt, dtype=dit_weight_dtype(run))
     return DitBuild(ctor=lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=cfg.patch,
-                    block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers})
+                    block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers}, flops=_flops(cfg))
 
 
 # Megatron TP over heads / MLP width / the blocks' modulation outputs; batch over dp; video tokens over sp.

@@ -21,6 +21,7 @@ from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
+from .flops import counter as _flops
 
 FAMILY = "ltx"
 
@@ -54,7 +55,7 @@ def build_dit(spec, ckpt, run):
     # LTXConditionPipeline takes and returns unpacked latents (B, C, F, H, W): the core's default layout.
     return DitBuild(ctor=lambda: LTXDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.in_channels,
                     param_dtype=cfg.dtype, heads=cfg.num_attention_heads, patch_size=(pt, p, p),
-                    block_counts={"blocks": cfg.num_layers}, latent_shapes=None if _condition(run) else packed)
+                    block_counts={"blocks": cfg.num_layers}, latent_shapes=None if _condition(run) else packed, flops=_flops(cfg))
 
 
 def _condition(run) -> bool:
@@ -326,10 +327,10 @@ def build_text_encoder(spec, ckpt, run, mesh):
 def encode_prompt(spec, encoder, prompts, run):
     """As ``LTXPipeline._get_t5_prompt_embeds``: padded to ``max_sequence_length``, encoded WITHOUT the mask; the
     mask goes to the DiT's cross-attention."""
-    import jax
+    from vidax_core.encoders.t5 import call_encoder
 
     ids, mask = encoder.tokenizer(list(prompts), int(run.sampling.max_sequence_length))
-    hidden = jax.jit(lambda enc, i: enc(i))(encoder.encoder, ids)
+    hidden = call_encoder(encoder.encoder, ids)
     return {"hidden": np.asarray(hidden, np.float32), "mask": mask.astype(bool)}
 
 

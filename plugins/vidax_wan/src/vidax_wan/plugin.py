@@ -16,6 +16,7 @@ from vidax_core.model_api import DitBuild, dit_weight_dtype
 from vidax_core.registry import ModelSpec
 
 from . import presets
+from .flops import counter as _flops
 
 FAMILY = "wan"
 SPATIAL_FACTOR = 8  # VAE spatial compression
@@ -38,7 +39,7 @@ def build_dit(spec, ckpt, run):
         cfg = WanDiTConfig.from_config({**ckpt.config(component), "dtype": dit_weight_dtype(run)})
         return DitBuild(ctor=lambda: WanDiT(cfg, rngs=nnx.Rngs(0)), config=cfg, in_channels=cfg.out_channels,
                         component=component, param_dtype=cfg.dtype, heads=cfg.num_attention_heads,
-                        patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, **expert)
+                        patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=_flops(cfg), **expert)
 
     if not _has_component(ckpt, "transformer_2"):
         return one("transformer")
@@ -212,11 +213,12 @@ def bench_reference(spec, engine, ckpt_dir, run):
 
 
 @hookimpl
-def bench_dit(spec, need_reference):
-    """``vidax bench --dit-only``: a Wan2.1-1.3B-width DiT in vidax and diffusers, and the Wan2.1 VAE."""
+def bench_dit(spec, need_reference, config):
+    """``vidax bench --dit-only``: a Wan DiT (the checkpoint's architecture, default Wan2.1-1.3B's) in vidax and
+    diffusers, and the Wan2.1 VAE."""
     from .bench_reference import WanDitBench
 
-    return WanDitBench(need_reference)
+    return WanDitBench(need_reference, config)
 
 
 @hookimpl
