@@ -231,7 +231,7 @@ def test_bf16_policy_keeps_norms_and_time_embedder_fp32(case, results):
 
     kind, model_t, tensors, latents, fps, cond, step = case
     got, *_ = results
-    cfg = Cosmos3DiTConfig.from_config({**CASES[kind][0], "dtype": jnp.bfloat16})
+    cfg = Cosmos3DiTConfig.from_config(CASES[kind][0], dtype=jnp.bfloat16)
     model = load_cosmos3_dit(cfg, tensors)
     flat = flat_state(model)
     assert flat[("embed_tokens",)].dtype == jnp.bfloat16
