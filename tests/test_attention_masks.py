@@ -325,3 +325,26 @@ def test_cudnn_dispatch_never_builds_a_long_dense_mask(monkeypatch):
     ran.clear()
     call(long_, "auto", mask="pad")
     assert ran == ["cudnn"]
+
+
+def test_replicated_attention_causal():
+    """``replicated_attention(causal=True)`` (the causal text stream of a mixture-of-transformers DiT) is causal
+    softmax attention, combined with a key mask; without ``causal`` it is not."""
+    from vidax_core.attention import ulysses
+
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((2, 6, 3, 8)).astype(np.float32) for _ in range(3))
+    mask = np.ones((2, 6), bool)
+    mask[1, 4:] = False
+    logits = np.einsum("bqhd,bkhd->bhqk", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(8)
+    vis = np.tril(np.ones((6, 6), bool))[None, None] & mask[:, None, None, :]
+    logits = np.where(vis, logits, -np.inf)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    want = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    with jax.default_matmul_precision("highest"):
+        got = np.asarray(ulysses.replicated_attention(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v),
+                                                      kv_mask=jnp.asarray(mask), causal=True))
+        full = np.asarray(ulysses.replicated_attention(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v),
+                                                       kv_mask=jnp.asarray(mask)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.abs(full - want).max() > 1e-2

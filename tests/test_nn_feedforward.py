@@ -85,3 +85,38 @@ def test_unknown_activation_and_unexpected_bias_are_refused():
     ref = _reference("gelu", True, seed=5)
     with pytest.raises(UserError, match="bias"):
         _load(ref, "gelu", bias=False)  # the checkpoint's biases have nowhere to go
+
+
+@pytest.mark.parametrize("act", ["silu", "relu2"])
+def test_gated_and_relu2_mlps_match_diffusers_cosmos3_mlp(act):
+    """``GatedFeedForward`` (SwiGLU) and ``FeedForward(activation="relu2")`` against diffusers' Cosmos3 MLP
+    (``gate_proj``/``up_proj``/``down_proj``; relu^2 has no gate), every weight randomised."""
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3VLTextMLP
+
+    from vidax_core.io.convert import KeyRule, linear
+    from vidax_core.nn.feedforward import GatedFeedForward
+
+    ref = Cosmos3VLTextMLP(D, HIDDEN, hidden_act=act)
+    g = torch.Generator().manual_seed(6)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    tensors = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
+    if act == "silu":
+        make = lambda: GatedFeedForward(D, HIDDEN, dtype=np.float32, rngs=nnx.Rngs(0))  # noqa: E731
+        rules = [KeyRule(rf"({n})\.weight", "{1}/kernel", linear) for n in ("gate_proj", "up_proj", "down_proj")]
+    else:
+        make = lambda: FeedForward(D, HIDDEN, dtype=np.float32, rngs=nnx.Rngs(0), bias=False,  # noqa: E731
+                                   activation="relu2")
+        rules = [KeyRule(r"up_proj\.weight", "proj_in/kernel", linear),
+                 KeyRule(r"down_proj\.weight", "proj_out/kernel", linear)]
+    ours = load_model(make, tensors, rules, component="mlp")
+    x = np.random.default_rng(7).standard_normal((2, 5, D)).astype(np.float32)
+    with torch.no_grad():
+        r32 = ref(torch.from_numpy(x)).numpy()
+        r64 = copy.deepcopy(ref).double()(torch.from_numpy(x).double()).numpy()
+    with jax.default_matmul_precision("highest"):
+        got = np.asarray(ours(x), np.float64)
+    noise, err = np.abs(r32 - r64).max(), np.abs(got - r64).max()
+    print(f"mlp {act}: max_abs={err:.3e} (reference fp32 vs fp64 {noise:.3e})")
+    assert err <= 4 * noise + EPS32 * np.abs(r64).max(), (err, noise)

@@ -181,18 +181,21 @@ def joint_attention(
     )(*args)
 
 
-def replicated_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: jax.Array | None = None) -> jax.Array:
+def replicated_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: jax.Array | None = None,
+                         causal: bool = False) -> jax.Array:
     """Attention over a short sequence held whole on every sp rank (text refiners, text encoders inside the DiT's
-    program): heads stay split over tp, every sp rank computes its copy. Runs the backend inside ``shard_map`` on
-    local shapes, like the functions above, so kernels that cannot be auto-partitioned still run under TP."""
+    program, the causal text stream of a mixture-of-transformers DiT): heads stay split over tp, every sp rank
+    computes its copy. Runs the backend inside ``shard_map`` on local shapes, like the functions above, so kernels
+    that cannot be auto-partitioned still run under TP. ``causal``: query i sees keys j <= i."""
+    flags = dict(causal=True) if causal else {}
     ctx = sharding.active()
     if ctx is None:
-        return attention(q, k, v, kv_mask=kv_mask)
+        return attention(q, k, v, kv_mask=kv_mask, **flags)
     spec = _specs(ctx, False)
     m_specs = () if kv_mask is None else (_mask_spec(ctx),)
 
     def local(q, k, v, *m):
-        return attention(q, k, v, kv_mask=m[0] if m else None)
+        return attention(q, k, v, kv_mask=m[0] if m else None, **flags)
 
     args = (q, k, v) + (() if kv_mask is None else (kv_mask,))
     return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec,) * 3 + m_specs, out_specs=spec, check_vma=False)(*args)
