@@ -5,6 +5,7 @@ against its float64 run on the same inputs)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -125,13 +126,19 @@ def _call_reference(m, ref, inp, cast, cross_timestep, isolate, kw):
     return v.double().numpy(), a.double().numpy()
 
 
+@functools.cache
+def _forward(cross_timestep: bool):
+    """One jitted forward per cross-timestep convention (a model of another config retraces it)."""
+    return jax.jit(lambda m, lat, t, ta, ctx, vp, ap, km, cm: m(
+        lat, t, ctx, video_positions=vp, audio_positions=ap, audio_timestep=ta, sigma=t, audio_sigma=ta,
+        use_cross_timestep=cross_timestep, cross_modal=cm, video_keyframes_mask=km))
+
+
 def _vidax(model, inp, cross_timestep, cross_modal=None):
     cfg = model.cfg
     vp = np.broadcast_to(video_positions(cfg, GRID, FPS), (B, int(np.prod(GRID)), 3))
     ap = np.broadcast_to(audio_positions(cfg, AUDIO_FRAMES), (B, AUDIO_FRAMES, 1))
-    fwd = jax.jit(lambda m, lat, t, ta, ctx, vp, ap, km, cm: m(
-        lat, t, ctx, video_positions=vp, audio_positions=ap, audio_timestep=ta, sigma=t, audio_sigma=ta,
-        use_cross_timestep=cross_timestep, cross_modal=cm, video_keyframes_mask=km))
+    fwd = _forward(cross_timestep)
     j = jnp.asarray
     out = fwd(model, {"video": j(inp["video"]), "audio": j(inp["audio"])}, j(inp["t"]), j(inp["ta"]),
               {"video": j(inp["ctx"]), "audio": j(inp["actx"]), "mask": j(inp["mask"])}, j(vp), j(ap),
