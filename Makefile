@@ -15,6 +15,7 @@ install: $(BIN)/python
 
 install-test: install
 	$(BIN)/pip install -q -e ".[test]"
+	bash scripts/install_browser.sh
 
 demo: install
 	$(BIN)/vidax run configs/demo.yaml output.overwrite=true

@@ -47,6 +47,10 @@ def test_bench_writes_json_and_markdown(tmp_path, cache_dir, capsys):
     assert report["config"]["output"]["path"] == ""  # the bench writes no video
     assert "| base | vidax |" in md and "per-step s" in md and "n/a" in md
     assert md in capsys.readouterr().out
+    # FLOPs per step and the attention backend per call site come with every case (MFU: n/a without a known peak)
+    assert m["flops_per_step"] > 0 and m["achieved_flops_per_s"] == m["flops_per_step"] / m["per_step_s"]
+    assert m["mfu"] is None and {v["backend"] for v in m["attention_calls"].values()} == {"xla"}
+    assert "TFLOP/step" in md and "| xla |" in md
 
 
 def test_bench_reference_diffusers_ratio(tmp_path, cache_dir):
@@ -179,3 +183,22 @@ def test_offload_all_chunk_divides_every_group(tmp_path):
 
     spec = p.registry.get("toy-groups")
     assert bench.offload_all_chunk(spec, checkpoint_for_run(cfg, spec, p), cfg, p) == 2  # divides 6 and 4
+
+
+def test_dit_only_takes_the_architecture_of_the_given_checkpoint(tmp_path):
+    from vidax_core.bench.dit import dit_parts
+
+    folder = tmp_path / "ckpt"
+    (folder / "transformer").mkdir(parents=True)
+    wide = {"_class_name": "WanTransformer3DModel", "patch_size": [1, 2, 2], "num_attention_heads": 40,
+            "attention_head_dim": 128, "in_channels": 16, "out_channels": 16, "text_dim": 4096, "freq_dim": 256,
+            "ffn_dim": 13824, "num_layers": 40, "cross_attn_norm": True, "qk_norm": "rms_norm_across_heads",
+            "eps": 1e-6, "rope_max_seq_len": 1024}  # Wan2.1-T2V-14B's published transformer config
+    (folder / "transformer" / "config.json").write_text(json.dumps(wide))
+    (folder / "model_index.json").write_text("{}")
+    spec, parts = dit_parts(["model.id=wan2.1-t2v-14b", f"model.checkpoint={folder}"], need_reference=False)
+    assert parts.label == "Wan width 5120" and parts.context_shape == (512, 4096)
+    from flax import nnx
+
+    model = nnx.eval_shape(parts.abstract_dit(2))
+    assert model.cfg.dim == 5120 and model.cfg.ffn_dim == 13824 and model.cfg.num_layers == 2

@@ -1,6 +1,6 @@
 """The run contract every family fits, exercised through a toy plugin (vidax_testing.contract_plugin).
 
-Each case runs the real pipeline (``vidax_core.runner.pipeline.run``) and compares its final latents with the same
+Each case runs the real pipeline (``vidax_core.runner.loaded.run``) and compares its final latents with the same
 generation written as a float64 numpy loop (``numpy_reference``): pytree text contexts with masks and per-prompt
 lengths, every guidance strategy (two formulas, per-step scales, rescale, a three-branch one, embedded guidance
 with and without true CFG), pytree latents with an audio stream muxed into the mp4, an explicit sigma list,
@@ -20,7 +20,7 @@ from vidax_core import config as config_mod
 from vidax_core.errors import UserError
 from vidax_core.io.audio import audio_stream_count
 from vidax_core.plugins import Plugins
-from vidax_core.runner import pipeline
+from vidax_core.runner import loaded, pipeline
 from vidax_core.runner.progress import Reporter
 from vidax_core.schedulers.flow_euler import FlowEulerSampler
 from vidax_testing import contract_plugin as toy
@@ -67,7 +67,7 @@ def run_and_reference(plugins, ckpt, tmp, video_feat=None, **over):
         path = os.path.join(tmp, "noise.npy")
         np.save(path, noise)
     cfg = make_cfg(plugins, ckpt, tmp, **over, **{"sampling.initial_noise": path})
-    result = pipeline.run(cfg, plugins, Reporter(quiet=True))
+    result = loaded.run(cfg, plugins, Reporter(quiet=True))
     ref = toy.numpy_reference(ckpt, cfg, noise, plan_sigmas(cfg), video_feat)
     return cfg, result, ref
 
@@ -167,7 +167,7 @@ def test_vae_tiling_reaches_the_decoder(plugins, ckpt, tmp_path, monkeypatch):
 
     monkeypatch.setattr(toy.ToyVAE, "decode_video", spy)
     cfg = make_cfg(plugins, ckpt, str(tmp_path), **{"vae.tiling": "{tile_sample_min_height: 64, tile_sample_stride_height: 48}"})
-    pipeline.run(cfg, plugins, Reporter(quiet=True))
+    loaded.run(cfg, plugins, Reporter(quiet=True))
     assert seen["tiling"] == {"tile_sample_min_height": 64, "tile_sample_stride_height": 48}
 
 
@@ -195,7 +195,7 @@ def test_two_group_offload_equals_resident(plugins, ckpt, tmp_path, over):
 def test_offload_refuses_a_model_that_hides_a_stacked_group(plugins, ckpt, tmp_path):
     cfg = make_cfg(plugins, ckpt, str(tmp_path), **{"offload.enabled": True, "options.declare_all_groups": False})
     with pytest.raises(UserError, match="blocks_b .*not in the model's block_groups"):
-        pipeline.run(cfg, plugins, Reporter(quiet=True))
+        loaded.run(cfg, plugins, Reporter(quiet=True))
 
 
 def test_hooks_reach_only_the_owning_plugin(plugins):

@@ -69,6 +69,8 @@ def test_install_list_run_uninstall(tmp_path):
             "--quiet", env=with_plugin, cwd=work,
         )
         assert run.returncode == 0, run.stdout + run.stderr
+        assert f"wrote {out}" in run.stderr.splitlines(), run.stderr  # --quiet keeps the line naming the output
+        assert "model example-tiny" not in run.stderr and "step/s" not in run.stderr, run.stderr  # no status or bars
         assert out.is_file() and out.stat().st_size > 0
         frames = np.load(frames_npy)
         assert frames.shape == (1, 4, 32, 32, 3) and frames.dtype == np.float32

@@ -2,7 +2,12 @@
 
 A family plugin imports what it needs from here, not from deep paths::
 
-    from vidax_core import hookimpl, ModelSpec, Option, DitBuild, Conditioning, UserError, KeyRule, convert
+    from vidax_core import FamilyPlugin, Option, DitBuild, Conditioning, UserError, KeyRule, convert
+
+This is the whole public plugin API: the plugin object and what its hooks return, checkpoint reading and
+conversion, layers and stacked blocks (a group's carry may be any pytree; several groups run in
+``block_groups`` order), attention (self, cross, joint/dual-stream, sequence-parallel), RoPE (interleaved and
+rotate-half), the shared encoders (T5, tokenizers), VAE blocks (group norm, causal conv) and sharding.
 
 Names resolve lazily (the first access imports the defining module), so ``vidax list-models`` and plugin
 registration do not import JAX.
@@ -18,33 +23,43 @@ except _metadata.PackageNotFoundError:  # running from a source tree
 
 # public name -> defining module (relative to vidax_core)
 _EXPORTS = {
-    # hooks and the model registry
-    "hookimpl": "hookspecs", "hookspec": "hookspecs",
+    # the plugin object, hooks and the model registry
+    "FamilyPlugin": "family", "hookimpl": "hookspecs", "hookspec": "hookspecs",
     "ModelSpec": "registry", "Option": "registry",
-    "UserError": "errors",
+    "UserError": "errors", "frame_count_problems": "run_checks", "size_problems": "run_checks",
     # what hooks return
     "DitBuild": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
-    "VideoAutoencoder": "model_api", "OffloadableDit": "model_api",
+    "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
     "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
     "SpatioTemporal": "guidance", "Embedded": "guidance", "default_guidance": "guidance",
     # checkpoints and conversion
     "Checkpoint": "io.checkpoint", "KeyRule": "io.convert", "convert": "io.convert", "linear": "io.convert",
-    "conv": "io.convert", "read_video": "io.clip",
-    "from_config_dict": "config.arch", "RunConfig": "config",
+    "conv": "io.convert", "read_video": "io.clip", "load_image": "io.image", "preprocess_image": "io.image",
+    "from_config_dict": "io.arch", "SOURCE_KEY": "io.arch", "RunConfig": "config",
     # layers and model state
     "param": "nn.layers", "Linear": "nn.layers", "stacked": "nn.layers", "scan_blocks": "nn.layers",
     "LAYERS": "nn.layers", "abstract_model": "nn.state", "materialize": "nn.state",
     "layer_norm": "nn.norms", "rms_norm": "nn.norms", "LayerNorm": "nn.norms", "RMSNorm": "nn.norms",
     "timestep_embedding": "nn.timestep", "TimestepEmbedding": "nn.timestep", "modulate": "nn.adaln",
     "gate": "nn.adaln", "patchify": "nn.patchify", "unpatchify": "nn.patchify",
+    "rope": "nn.rope", "apply_rope": "nn.rope", "apply_interleaved": "nn.rope", "apply_rotate_half": "nn.rope",
+    "inv_freq": "nn.rope", "grid_angles": "nn.rope", "cos_sin": "nn.rope",
+    # shared encoders and VAE blocks
+    "T5Config": "encoders.t5", "load_t5": "encoders.t5", "encode_text": "encoders.t5",
+    "T5Text": "encoders.t5_text", "load_t5_text": "encoders.t5_text", "encode_unmasked": "encoders.t5_text",
+    "TextTokenizer": "encoders.tokenizer", "group_norm": "nn.group_norm", "GroupNorm": "nn.group_norm",
+    "CausalConv3d": "vae.causal_conv", "FeatureCache": "vae.causal_conv",
     # parallelism and attention
-    "constrain": "parallel.sharding", "attention": "attention",
+    "constrain": "parallel.sharding", "DEFAULT_RULES": "parallel.sharding", "attention": "attention",
+    "replicated_attention": "attention.ulysses",
     "self_attention": "attention.ulysses", "cross_attention": "attention.ulysses",
     "joint_attention": "attention.ulysses",
     # built-in checkpoints generated on first use
     "generated_checkpoint": "io.builtin", "write_diffusers": "io.builtin", "random_weights": "io.builtin",
     "packaged_checkpoint": "io.builtin", "dit_weight_dtype": "model_api",
 }
+
+_RENAMED = {"apply_rope": "apply", "rope": None}  # public name -> name in its module (None: the module)
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
@@ -54,6 +69,7 @@ def __getattr__(name: str):
     if module is None:
         raise AttributeError(f"module 'vidax_core' has no attribute {name!r}")
     mod = _import_module(f"vidax_core.{module}")
-    value = mod if name == module else getattr(mod, name)
+    attr = _RENAMED.get(name, name)
+    value = mod if name == module or attr is None else getattr(mod, attr)
     globals()[name] = value
     return value

@@ -1,10 +1,11 @@
 """The ``vidax`` command line.
 
-  vidax run CONFIG.yaml [key=value ...] [--dry-run] [--quiet] [--debug]
+  vidax run CONFIG.yaml [key=value ...] [--prompts FILE] [--dry-run] [--quiet] [--debug]
   vidax list-models [--json]
   vidax plugins [--json]
   vidax show-config MODEL_ID
   vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2]
+  vidax serve CONFIG.yaml [key=value ...] [--host 127.0.0.1] [--port 8000] [--max-queue 64] [--output-dir DIR]
 
 User mistakes end with exit code 2 and one ``error:`` line (``--debug`` shows the traceback).
 """
@@ -32,18 +33,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     plugins = get_plugins()
     cfg = config_mod.resolve(args.config, args.overrides, plugins.preset_for)
     reporter = Reporter(quiet=args.quiet)
+    entries = _batch_entries(cfg, args.prompts)
     if args.dry_run:
         from vidax_core.runner.dry_run import describe_plan
 
-        print(describe_plan(cfg, plugins))
+        print(describe_plan(cfg, plugins, device=args.device))
+        if entries is not None:
+            print(f"batch:      {len(entries)} prompts, one load (each line is checked when the batch runs)")
         return 0
-    from vidax_core.runner import pipeline
+    if entries is not None:
+        from vidax_core.runner.batch import run_batch
 
-    result = pipeline.run(cfg, plugins, reporter)
+        made = run_batch(cfg, entries, plugins, reporter)
+        print(f"made {len(made)} of {len(entries)} videos", file=sys.stderr)
+        return 0
+    from vidax_core.runner import loaded, pipeline
+
+    result = loaded.run(cfg, plugins, reporter)
     reporter.log(pipeline.summary(result.metrics))
     if cfg.output.path:
-        reporter.log(f"wrote {cfg.output.path}")
+        print(f"wrote {cfg.output.path}", file=sys.stderr)  # even with --quiet: the one line naming the result
     return 0
+
+
+def _batch_entries(cfg, prompts_file: str | None):
+    """The batch's (where, entry) list from ``--prompts FILE`` or the config's ``prompts:``, or None."""
+    from vidax_core.runner import batch
+
+    if prompts_file and cfg.prompts is not None:
+        raise UserError("both --prompts and a prompts: list in the config: give one of them")
+    if prompts_file:
+        return batch.read_prompts_file(prompts_file)
+    if cfg.prompts is not None:
+        return batch.entries_from_config(cfg.prompts)
+    return None
 
 
 def cmd_list_models(args: argparse.Namespace) -> int:
@@ -129,7 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     r.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=30 output.path=out/a.mp4")
     r.add_argument("--dry-run", action="store_true", help="validate and print the plan without loading weights")
-    r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines")
+    r.add_argument("--device", default=None, metavar="NAME",
+                   help="with --dry-run: size and time the run for this device (h200, h100, a100, l40s, b200, "
+                        "tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e; default: this machine's)")
+    r.add_argument("--prompts", metavar="FILE", help="a batch: one prompt a line (text) or one JSON object a line "
+                   "(.jsonl, with per-line overrides); one load for all, numbered outputs")
+    r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines (the output path "
+                   "is still printed)")
     r.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     r.set_defaults(func=cmd_run)
 
@@ -148,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vidax_core.bench.command import add_parser as add_bench_parser
 
     add_bench_parser(sub)
+    from vidax_core.serve.command import add_parser as add_serve_parser
+
+    add_serve_parser(sub)
     return p
 
 
@@ -200,7 +232,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     """Parse ``argv``; ``key=value`` overrides may sit anywhere after the command, the config file anywhere too."""
     args, extra = parser.parse_known_args(argv)
     # key=value overrides may follow options (`vidax run cfg.yaml --quiet a=b`): argparse leaves those over
-    takes_overrides = getattr(args, "command", None) in ("run", "bench")
+    takes_overrides = getattr(args, "command", None) in ("run", "bench", "serve")
     stray = [e for e in extra if e.startswith("-") or "=" not in e or not takes_overrides]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")

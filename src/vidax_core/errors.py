@@ -6,3 +6,7 @@ class UserError(ValueError):
 
     A ValueError, so library callers that catch ValueError keep working.
     """
+
+
+class Cancelled(Exception):
+    """A generation stopped between steps because its caller asked (the server's DELETE, a cancel event)."""

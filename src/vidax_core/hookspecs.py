@@ -1,5 +1,9 @@
 """The hooks a model-family plugin implements.
 
+A family implements them as the methods of one :class:`vidax_core.family.FamilyPlugin` subclass, which holds the
+core's default for each, so it overrides only what differs (a module of ``@hookimpl`` functions named as below
+still works).
+
 Every per-model hook takes the :class:`~vidax_core.registry.ModelSpec` first and is called only on the plugin that
 registered that model id (:meth:`vidax_core.plugins.Plugins.call`), so several families coexist and no plugin needs
 an "is this my model" guard; returning ``None`` means "use the core's default" where a hook has one.
@@ -44,9 +48,10 @@ def build_dit(spec, ckpt, run):
 
 
 @hookspec(firstresult=True)
-def convert_checkpoint(spec, component, tensors, abstract):
+def convert_checkpoint(spec, component, tensors, abstract, config):
     """Convert ``tensors`` (source key -> lazy array) of ``component`` (e.g. "transformer") onto ``abstract``
-    (flat path -> ShapeDtypeStruct of the model built by ``build_dit``) and return path -> numpy array. Use
+    (flat path -> ShapeDtypeStruct of the model built by ``build_dit``) and return path -> numpy array. ``config``
+    is the component's parsed config.json (layer counts and widths without guessing from key names). Use
     :func:`vidax_core.io.convert.convert` with a declarative key table so every problem is reported at once.
     Return None to decline."""
 
@@ -56,7 +61,8 @@ def shard_rules(spec):
     """Return a sequence of ``(logical_axis_name, mesh_axis_or_None)`` pairs mapping the DiT's logical parameter
     and activation axes (``embed``, ``heads``, ``mlp``, ``layers`` ...) onto mesh axes (``tp``, ``sp``, ``dp``).
     They are layered over :data:`vidax_core.parallel.sharding.DEFAULT_RULES` (batch -> dp, seq -> sp, heads and mlp
-    -> tp, the rest replicated), so a plugin names only what it adds or changes; None keeps those defaults."""
+    -> tp, the rest replicated), so a plugin names only what it adds or changes; None keeps those defaults (it
+    does not replicate everything)."""
 
 
 @hookspec(firstresult=True)
@@ -65,7 +71,8 @@ def offload_block_groups(spec, model, run):
     ``offload.enabled`` (e.g. ``["blocks"]``, or ``["double_blocks", "single_blocks"]``). ``model`` is the
     denoiser built shape-only (``nnx.eval_shape``: attributes and shapes, no memory); ``run`` the run config.
     Groups not named here stay resident but still run: the executor runs every group the model lists in its
-    ``block_groups``, and refuses a model with stacked groups missing from that list. Return None to decline."""
+    ``block_groups``, and refuses a model with stacked groups missing from that list. Return None for the default:
+    every group named in ``DitBuild.block_counts``."""
 
 
 @hookspec(firstresult=True)
@@ -101,7 +108,7 @@ def build_vae(spec, ckpt, run):
 def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     """Return a :class:`vidax_core.model_api.Conditioning` with what the denoiser needs beyond the prompt,
     computed once before sampling: image or video conditioning (``run.image``, ``run.video``; read a clip with
-    :func:`vidax_core.io.video.read_video`), per-token timesteps, per-branch inputs, what to do after each model
+    :func:`vidax_core.io.clip.read_video`), per-token timesteps, per-branch inputs, what to do after each model
     call and after each sampler update. It may serve text-to-video too (e.g. a padding-mask input the model always
     takes). Arrays named in ``model_kwargs`` are passed as keyword arguments to the denoiser's ``__call__`` and,
     under offload, to its ``pre``. ``latent_shape`` is (frames, height, width) of the latents. Return None when
@@ -181,9 +188,12 @@ def bench_reference(spec, engine, ckpt_dir, run):
 
 
 @hookspec(firstresult=True)
-def bench_dit(spec, need_reference):
+def bench_dit(spec, need_reference, config):
     """Return the model parts of ``vidax bench --dit-only`` for ``spec``'s family (random weights, no
-    checkpoint), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):
+    checkpoint weights read), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):
+
+    ``config``: the denoiser's ``config.json`` dict from the user's ``model.checkpoint`` (a config-only folder is
+    enough), so any published width can be timed; None when no checkpoint was given (the plugin's default shape).
 
     * ``label`` (str), ``latent_shape`` ((C, F, H, W) of one sample), ``context_shape`` ((L, D) text tokens),
       ``video_tokens`` (int), ``flow_shift`` (float, of the UniPC sampler both sides use);

@@ -22,6 +22,12 @@ class DitBuild:
     family's diffusers pipeline (what it takes as ``latents=``): a tuple, or a dict of tuples for several latent
     streams (e.g. ``{"video": ..., "audio": ...}``). None means ``(batch, in_channels, f, h, w)``.
 
+    ``flops(batch, grid, text_tokens, blocks=None)``: FLOPs of one model call (multiply-add = 2) at latent grid
+    ``(f, h, w)`` (before patching) and prompt length ``text_tokens``; ``blocks`` ({group: n}) counts only n blocks
+    of a stacked group (``vidax bench --random-dit --blocks``). From the family's shapes (:mod:`vidax_core.flops`); it
+    feeds the FLOPs per step and MFU of the run metrics, ``vidax bench`` and ``vidax run --dry-run``. None = not
+    stated (those figures are then left out).
+
     A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
     ``t_min <= t < t_max``.
     """
@@ -35,8 +41,22 @@ class DitBuild:
     patch_size: tuple[int, int, int] | None = None
     block_counts: dict[str, int] | None = None
     latent_shapes: Callable[[int, tuple[int, int, int]], Any] | None = None
+    flops: Callable[..., float] | None = None
     t_min: float = float("-inf")
     t_max: float = float("inf")
+
+    @classmethod
+    def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":
+        """The build of ``module(config, rngs=nnx.Rngs(0))`` (flax imported only when it is constructed), with
+        ``param_dtype`` taken from ``config.dtype`` unless given."""
+
+        def ctor():
+            from flax import nnx
+
+            return module(config, rngs=nnx.Rngs(0))
+
+        fields.setdefault("param_dtype", getattr(config, "dtype", np.float32))
+        return cls(ctor=ctor, config=config, **fields)
 
     def active(self, t: float) -> bool:
         return self.t_min <= t < self.t_max

@@ -1,5 +1,9 @@
 """Plugin loading: every family (built-in or third-party) arrives through the entry-point group ``vidax``.
 
+An entry point names a :class:`vidax_core.family.FamilyPlugin` (subclass or instance, or a module exposing one as
+``plugin``): its methods are the hooks, with the core's defaults. A module of ``@hookimpl`` functions (the older
+form) still registers as it is.
+
 ``VIDAX_LOAD_PLUGINS`` (comma-separated entry-point names) restricts which plugins load; an empty value loads
 none. A plugin that fails to import costs one warning line on stderr, never the CLI. Hook implementations with
 misspelled names fail loudly through ``check_pending``.
@@ -7,6 +11,7 @@ misspelled names fail loudly through ``check_pending``.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from dataclasses import dataclass
@@ -17,6 +22,7 @@ from typing import Any
 import pluggy
 
 from vidax_core import hookspecs
+from vidax_core.family import FamilyPlugin, as_plugin_object, hook_names, stray_methods
 from vidax_core.registry import ModelSpec, Registry
 
 GROUP = "vidax"
@@ -32,11 +38,20 @@ class PluginInfo:
     error: str | None = None
 
 
+class _Manager(pluggy.PluginManager):
+    """pluggy's manager, taking every hook method of a :class:`FamilyPlugin` as a hook implementation."""
+
+    def parse_hookimpl_opts(self, plugin, name):
+        if isinstance(plugin, FamilyPlugin):
+            return {} if name in hook_names() else None
+        return super().parse_hookimpl_opts(plugin, name)
+
+
 class Plugins:
     """The plugin manager plus the model registry it fills."""
 
     def __init__(self) -> None:
-        self.pm = pluggy.PluginManager(GROUP)
+        self.pm = _Manager(GROUP)
         self.pm.add_hookspecs(hookspecs)
         self.infos: list[PluginInfo] = []
         self._registry: Registry | None = None
@@ -48,6 +63,14 @@ class Plugins:
 
     def add(self, module: ModuleType | Any, name: str, distribution: str = "", version: str = "") -> None:
         """Register a plugin object/module (used for entry points and by tests)."""
+        module = as_plugin_object(module)
+        if isinstance(module, FamilyPlugin):
+            stray = stray_methods(module)
+            if stray:
+                close = difflib.get_close_matches(stray[0], sorted(hook_names()), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise pluggy.PluginValidationError(module, f"plugin {name!r}: method {stray[0]!r} is not a vidax hook"
+                                                   f"{hint}; name helper methods with a leading underscore")
         self.pm.register(module, name=name)
         self.pm.check_pending()
         hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
@@ -109,21 +132,30 @@ class Plugins:
 
         A family's hooks therefore never see another family's models: no plugin needs an "is this mine" guard,
         and a plugin that forgets one cannot answer for a model it does not own. A spec registered by no plugin
-        (built by hand in a test) goes to every plugin, first answer wins.
+        (built by hand in a test) goes to every plugin (a family object: of its family), first answer wins.
         """
         caller = getattr(self.pm.hook, hook_name)
         owner = self.owner(spec)
-        if owner is None:
-            return caller(spec=spec, **kwargs)
         args = {"spec": spec, **kwargs}
-        for impl in caller.get_hookimpls():
-            if impl.plugin_name == owner:
-                return impl.function(**{name: args[name] for name in impl.argnames})
+        for impl in reversed(caller.get_hookimpls()):  # pluggy's order: the last registered answers first
+            if not _may_answer(impl, owner, spec):
+                continue
+            out = impl.function(**{name: args[name] for name in impl.argnames})
+            if out is not None or owner is not None:
+                return out
         return None
 
     def preset_for(self, model_id: str) -> dict:
         """The registered preset (config defaults) of ``model_id``."""
         return dict(self.registry.get(model_id).preset)
+
+
+def _may_answer(impl: Any, owner: str | None, spec: ModelSpec) -> bool:
+    """The owner answers for its models; for a spec no plugin registered, every plugin may, except that a family
+    object answers only for its own family (its defaults would otherwise answer for any model)."""
+    if owner is not None:
+        return impl.plugin_name == owner
+    return not isinstance(impl.plugin, FamilyPlugin) or impl.plugin.family == getattr(spec, "family", None)
 
 
 _DEFAULT: Plugins | None = None

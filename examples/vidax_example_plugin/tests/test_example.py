@@ -44,7 +44,7 @@ def test_dit_forward_and_logical_axes(plugins, ckpt):
     build = plugins.call("build_dit", spec, ckpt=ckpt, run=run)
     graphdef, state, flat = abstract_model(build.ctor)
     values = plugins.call("convert_checkpoint", spec, component="transformer", tensors=ckpt.tensors("transformer"),
-                          abstract=flat)
+                          abstract=flat, config=ckpt.config("transformer"))
     model = materialize(graphdef, state, values)
     axes = {tuple(p): v.get_metadata().get("out_sharding") for p, v in nnx.to_flat_state(nnx.state(model))}
     assert axes[("blocks", "to_q", "kernel")] == ("layers", "embed", "heads")
@@ -72,7 +72,8 @@ def test_conversion_reports_every_problem(plugins, ckpt):
     del tensors["proj_out.bias"]
     tensors["extra.weight"] = np.zeros(3, np.float32)
     with pytest.raises(ConversionError) as err:
-        plugins.call("convert_checkpoint", spec, component="transformer", tensors=tensors, abstract=flat)
+        plugins.call("convert_checkpoint", spec, component="transformer", tensors=tensors, abstract=flat,
+                     config=ckpt.config("transformer"))
     assert err.value.missing == ["proj_out/bias"] and err.value.unexpected == ["extra.weight"]
 
 

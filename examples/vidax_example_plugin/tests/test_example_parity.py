@@ -87,7 +87,8 @@ def test_dit_matches_the_torch_reference(tmp_path):
     build = p.call("build_dit", spec, ckpt=ckpt, run=run)
     graphdef, state, flat = abstract_model(build.ctor)
     model = materialize(graphdef, state, p.call("convert_checkpoint", spec, component="transformer",
-                                                tensors=ckpt.tensors("transformer"), abstract=flat))
+                                                tensors=ckpt.tensors("transformer"), abstract=flat,
+                                                config=ckpt.config("transformer")))
     ref = TorchExampleDiT(ckpt.config("transformer"))
     weights = load_file(f"{folder}/transformer/diffusion_pytorch_model.safetensors")
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=True)

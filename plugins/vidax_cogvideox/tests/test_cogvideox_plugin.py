@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vidax_cogvideox import plugin
+from vidax_cogvideox.plugin import plugin
 from vidax_cogvideox.checks import checkpoint_problems
 from vidax_core.plugins import get_plugins
 from vidax_testing.cli import vidax
@@ -201,6 +201,7 @@ def test_t5_text_matches_transformers(tmp_path):
     from transformers import AutoTokenizer, T5Config, T5EncoderModel
 
     from vidax_core.encoders.t5 import T5Config as VT5Config, load_t5
+    from vidax_core import T5Text
     from vidax_core.encoders.tokenizer import TextTokenizer
     from vidax_testing.tiny_cogvideox import TINY_T5, write_spiece_tokenizer
     from vidax_testing.tiny_wan import randomize_
@@ -214,7 +215,7 @@ def test_t5_text_matches_transformers(tmp_path):
               return_tensors="pt").input_ids
     with torch.no_grad():
         want = ref(ids)[0].numpy()
-    enc = plugin.CogVideoXTextEncoder(TextTokenizer.from_dir(str(tok_dir)), load_t5(
+    enc = T5Text(TextTokenizer.from_dir(str(tok_dir)), load_t5(
         VT5Config.from_config(ref.config.to_dict()), {k: v.numpy() for k, v in ref.state_dict().items()}))
     got = plugin.encode_prompt(None, enc, prompts, _run(sampling=dict(max_sequence_length=16)))
     assert got.shape == want.shape == (2, 16, TINY_T5["d_model"])

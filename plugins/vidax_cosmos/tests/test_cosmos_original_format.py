@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.checkpoint import Checkpoint  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
-from vidax_cosmos import plugin  # noqa: E402
+from vidax_cosmos.plugin import plugin  # noqa: E402
 from vidax_cosmos.original_format import RENAMES, OriginalCosmosCheckpoint, diffusers_key, open_original  # noqa: E402
 from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
 from vidax_testing.wan_original_keys import vae_inverse  # noqa: E402
@@ -73,7 +73,8 @@ def _converted(ckpt):
     run = SimpleNamespace(model=SimpleNamespace(dtype="float32"))
     build = plugin.build_dit(None, ckpt, run)
     _, _, flat = abstract_model(build.ctor)
-    return build.config, plugin.convert_checkpoint(None, "transformer", ckpt.tensors("transformer"), flat)
+    return build.config, plugin.convert_checkpoint(None, "transformer", ckpt.tensors("transformer"), flat,
+                                                     ckpt.config("transformer"))
 
 
 def test_original_loads_to_the_diffusers_params(folders):

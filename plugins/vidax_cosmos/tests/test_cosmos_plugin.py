@@ -13,7 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vidax_cosmos import plugin, text  # noqa: E402
+from vidax_cosmos import text  # noqa: E402
+from vidax_cosmos.plugin import plugin  # noqa: E402
 from vidax_cosmos.conditioning import resize_nearest  # noqa: E402
 from vidax_testing.tiny_cosmos import save_tiny_cosmos  # noqa: E402
 

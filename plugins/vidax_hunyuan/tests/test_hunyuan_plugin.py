@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vidax_hunyuan import plugin  # noqa: E402
+from vidax_hunyuan.plugin import plugin  # noqa: E402
 from vidax_testing.cli import vidax  # noqa: E402
 from vidax_testing.tiny_hunyuan import build_tiny_hunyuan_pipeline  # noqa: E402
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from vidax_core.io.checkpoint import Checkpoint  # noqa: E402
 from vidax_core.plugins import get_plugins  # noqa: E402
-from vidax_ltx import plugin  # noqa: E402
+from vidax_ltx.plugin import plugin  # noqa: E402
 from vidax_testing.tiny_ltx import build_tiny_ltx_pipeline  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_conditioning")

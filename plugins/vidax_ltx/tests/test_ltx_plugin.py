@@ -10,7 +10,8 @@ import pytest
 
 from vidax_core.plugins import get_plugins
 from vidax_core.schedulers.base import sampler_from_scheduler_config
-from vidax_ltx import plugin, presets
+from vidax_ltx import presets
+from vidax_ltx.plugin import plugin
 from vidax_testing.tiny_ltx import SCHEDULER
 
 pytestmark = pytest.mark.xdist_group("ltx_plugin")
@@ -177,6 +178,7 @@ def test_text_encoding_matches_transformers(tmp_path):
     import torch
     from transformers import AutoTokenizer, T5Config as HFT5Config, T5EncoderModel
 
+    from vidax_core import T5Text
     from vidax_core.encoders.t5 import T5Config, load_t5
     from vidax_core.encoders.tokenizer import TextTokenizer
     from vidax_testing.tiny_ltx import TINY_T5
@@ -193,9 +195,8 @@ def test_text_encoding_matches_transformers(tmp_path):
                     return_tensors="pt")
     with torch.no_grad():
         want = model(inputs.input_ids)[0].numpy()
-    enc = plugin.LTXTextEncoder(TextTokenizer.from_dir(tok_dir),
-                                load_t5(T5Config.from_config(hf_cfg.to_dict()),
-                                        {k: v.numpy() for k, v in model.state_dict().items()}))
+    enc = T5Text(TextTokenizer.from_dir(tok_dir), load_t5(T5Config.from_config(hf_cfg.to_dict()),
+                                                          {k: v.numpy() for k, v in model.state_dict().items()}))
     out = plugin.encode_prompt(None, enc, prompts, _run(sampling={"max_sequence_length": 16}))
     np.testing.assert_array_equal(out["mask"], inputs.attention_mask.numpy().astype(bool))
     err = float(np.abs(out["hidden"] - want).max())

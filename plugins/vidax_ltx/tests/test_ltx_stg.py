@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vidax_core.plugins import get_plugins
-from vidax_ltx import plugin
+from vidax_ltx.plugin import plugin
 from vidax_ltx.stg import PerStepSTG, step_index
 
 pytestmark = pytest.mark.xdist_group("ltx_stg")

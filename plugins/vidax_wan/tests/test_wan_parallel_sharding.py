@@ -14,7 +14,7 @@ from flax import nnx
 
 from vidax_core.parallel import sharding
 from vidax_wan.dit import WanDiT, WanDiTConfig
-from vidax_wan.plugin import WAN_SHARD_RULES, shard_rules
+from vidax_wan.plugin import plugin
 
 GOLDEN = Path(__file__).parent / "golden" / "wan_tp_sharding.json"
 # Wan2.1-T2V-1.3B architecture (12 heads x 128, ffn 8960, 30 layers); eval_shape only, no memory.
@@ -24,7 +24,7 @@ CFG = WanDiTConfig(num_attention_heads=12, attention_head_dim=128, ffn_dim=8960,
 
 def table() -> dict:
     _, abstract = nnx.split(nnx.eval_shape(lambda: WanDiT(CFG, rngs=nnx.Rngs(0))))
-    return sharding.spec_table(sharding.param_specs(abstract, sharding.make_rules(WAN_SHARD_RULES)))
+    return sharding.spec_table(sharding.param_specs(abstract, sharding.make_rules(plugin.shard_rules(None))))
 
 
 def test_golden_table():
@@ -49,7 +49,5 @@ def test_megatron_layout(attn):
     assert t["blocks/ffn/proj_out/bias"] == []
 
 
-def test_hook_returns_the_rules():
-    from types import SimpleNamespace
-
-    assert shard_rules(SimpleNamespace(family="wan")) == WAN_SHARD_RULES
+def test_wan_uses_the_core_default_rules():
+    assert sharding.make_rules(plugin.shard_rules(None)) == dict(sharding.DEFAULT_RULES)

@@ -32,6 +32,9 @@ Masks travel as these O(S) pieces (lengths, (B, S) masks and segment ids, a flag
 its padding and causal masks (a dense mask only for segment ids and for a causal mask combined with
 ``kv_mask``, logged), and ``xla`` holds (Sq, Sk) logits by design.
 
+Each call site records the backend it ran (:func:`calls`, cleared by :func:`set_backend`): the run metrics and
+``vidax bench`` report it as ``attention_calls``.
+
 Until :func:`set_backend` is called the process uses ``xla`` (the original behaviour, so code that calls
 models directly, e.g. tests and converters, is unaffected). The backend is read when a function is traced:
 set it before jit-compiling anything that calls :func:`attention`.
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from typing import Callable, Iterator
 
 import jax
@@ -50,7 +54,7 @@ from vidax_core.attention.kernels import _common, blockwise
 from vidax_core.attention.kernels import cudnn as _cudnn
 from vidax_core.attention.kernels import pallas_tpu as _pallas_tpu
 from vidax_core.attention.kernels import per_head as _per_head
-from vidax_core.config import ATTENTION_BACKENDS
+from vidax_core.attention.backends import ATTENTION_BACKENDS
 from vidax_core.errors import UserError
 
 log = logging.getLogger("vidax.attention")
@@ -61,6 +65,29 @@ DEFAULT_BACKEND = "xla"
 _requested = DEFAULT_BACKEND  # what the config asked for ("auto" or a concrete name)
 _resolved = DEFAULT_BACKEND  # the concrete backend attention() runs
 _fallbacks_logged: set[str] = set()
+_calls: dict[str, dict] = {}  # call site -> what ran there (filled while tracing; see calls())
+
+
+def _call_site() -> str:
+    """``module:function:line`` of the first caller outside the attention package (the model's attention)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("vidax_core.attention"):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{frame.f_globals.get('__name__', '?')}:{frame.f_code.co_name}:{frame.f_lineno}"
+
+
+def _record(backend: str, q: jax.Array, k: jax.Array) -> None:
+    _calls[_call_site()] = {"backend": backend, "q_len": int(q.shape[1]), "kv_len": int(k.shape[1]),
+                            "heads": int(q.shape[2]), "head_dim": int(q.shape[3]), "dtype": str(q.dtype)}
+
+
+def calls() -> dict[str, dict]:
+    """The backend each attention call site ran since the last :func:`set_backend`: ``{"module:function:line":
+    {backend, q_len, kv_len, heads, head_dim, dtype}}`` (local shapes, as the backend saw them). Recorded when the
+    call is traced, so a program reused from JAX's cache adds nothing."""
+    return {k: dict(v) for k, v in _calls.items()}
 
 
 def xla_attention(
@@ -161,6 +188,7 @@ def set_backend(name: str) -> str:
     global _requested, _resolved
     resolved = resolve_backend(name)
     _requested, _resolved = name, resolved
+    _calls.clear()
     return resolved
 
 
@@ -223,4 +251,5 @@ def attention(
     kw = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
     if causal or causal_prefix is not None:  # only then, so that a backend without these keywords still runs
         kw.update(causal=causal, causal_prefix=causal_prefix)
+    _record(backend, q, k)
     return IMPLEMENTATIONS[backend](q, k, v, **kw)

@@ -1,7 +1,8 @@
 """``vidax bench --dit-only``: the DiT-step and compile-time microbenchmarks, with random weights (no checkpoint).
 
 The model comes from the plugin of ``model.id=...`` (default: the first registered model whose plugin answers
-the ``bench_dit`` hook); the core only times. Parts:
+the ``bench_dit`` hook) at the architecture of ``model.checkpoint=...`` when given (a config-only folder is
+enough: e.g. Wan2.1-14B's width), else the plugin's default shape; the core only times. Parts:
 
 ``step``      one guided denoising step (batch 2 = conditional + unconditional) of a ``--blocks``-block DiT at the
               plugin's latent and text shapes, fp32, in vidax (the pipeline's own jitted step: model, guidance,
@@ -80,10 +81,16 @@ def dit_parts(overrides, need_reference: bool):
     from vidax_core.plugins import get_plugins
 
     plugins = get_plugins()
-    wanted = (parse_overrides(list(overrides or [])).get("model") or {}).get("id")
+    model = parse_overrides(list(overrides or [])).get("model") or {}
+    wanted = model.get("id")
+    config = None
+    if model.get("checkpoint"):  # time the architecture of this checkpoint (its JSON files only)
+        from vidax_core.io.checkpoint import resolve_checkpoint
+
+        config = resolve_checkpoint(str(model["checkpoint"]), configs_only=True).config("transformer")
     specs = [plugins.registry.get(str(wanted))] if wanted else list(plugins.registry)
     for spec in specs:
-        parts = plugins.call("bench_dit", spec, need_reference=need_reference)
+        parts = plugins.call("bench_dit", spec, need_reference=need_reference, config=config)
         if parts is not None:
             return spec, parts
     which = f"the plugin of {wanted} provides no" if wanted else "no installed plugin provides"

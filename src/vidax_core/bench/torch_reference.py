@@ -1,6 +1,6 @@
 """What every family's diffusers reference for ``vidax bench --reference diffusers`` shares: importing torch and
 diffusers lazily (their absence is one line naming the extra), and timing a pipeline phase by phase the way
-:func:`vidax_core.runner.pipeline.run` times vidax, so the two rows divide.
+:func:`vidax_core.runner.loaded.run` times vidax, so the two rows divide.
 
 * ``load_s``, ``encode_s``, ``decode_s``: :meth:`TorchClock.phase` around ``from_pretrained`` + move, the prompt
   encoding, and the pipeline's own decode (each ends with a device synchronise);

@@ -70,7 +70,7 @@ class OffloadConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    path: str = "out/video.mp4"
+    path: str | None = "out/video.mp4"  # null: write no mp4 (the Python API returns the frames)
     fps: int | None = None  # null = the model preset's frame rate
     overwrite: bool = False
     save_latents: str | None = None
@@ -88,8 +88,13 @@ class VaeConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
+    """``text_encoder``: where a loaded pipe keeps its prompt encoder between calls (``host``: parked in host
+    memory, ``device``: kept on the devices, ``reload``: rebuilt from the checkpoint when needed); a single
+    ``vidax run`` frees it after its one use whatever the setting."""
+
     compilation_cache: bool = True
     compilation_cache_dir: str = "~/.cache/vidax/jax"
+    text_encoder: str = "host"
 
 
 @dataclass(frozen=True)
@@ -118,9 +123,9 @@ class RunConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     options: Any = field(default_factory=dict)  # family knobs the model's plugin declares (ModelSpec.options)
+    prompts: Any = None  # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
 
 
-ATTENTION_BACKENDS = ("auto", "xla", "cudnn", "pallas_tpu", "blockwise")
 DTYPES = ("float32", "bfloat16", "float16")
 
 # (key, predicate, requirement) range checks applied after type validation.
@@ -136,8 +141,8 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("parallel.sp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.dp", lambda v: v is None or v >= 1, "must be null (automatic) or at least 1"),
     ("output.fps", lambda v: v >= 1, "must be at least 1"),
-    ("attention.backend", lambda v: v in ATTENTION_BACKENDS, f"must be one of {', '.join(ATTENTION_BACKENDS)}"),
     ("model.dtype", lambda v: v is None or v in DTYPES, f"must be null or one of {', '.join(DTYPES)}"),
+    ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
 )
 
 
@@ -276,6 +281,15 @@ def _get(cfg: RunConfig, dotted: str) -> Any:
     return obj
 
 
+def check_backend(name: str) -> None:
+    """``attention.backend`` names a backend the attention package knows (its list lives there)."""
+    from vidax_core.attention.backends import ATTENTION_BACKENDS
+
+    if name not in ATTENTION_BACKENDS:
+        raise UserError(f"config key attention.backend must be one of {', '.join(ATTENTION_BACKENDS)}, "
+                        f"got {short_repr(name)}")
+
+
 def validate(data: Mapping[str, Any]) -> RunConfig:
     """Validate a merged plain dict into a frozen :class:`RunConfig`."""
     cfg = _build(RunConfig, data, "")
@@ -286,12 +300,15 @@ def validate(data: Mapping[str, Any]) -> RunConfig:
         value = _get(cfg, key)
         if value is not None and not ok(value):
             raise UserError(f"config key {key} {requirement}, got {short_repr(value)}")
+    check_backend(cfg.attention.backend)
     check_chunk_size(cfg.offload.chunk_size)
     check_tiling(cfg.vae.tiling)
     if not isinstance(cfg.options, Mapping):
         raise UserError(f"config key options must be a mapping of the model's options, got {short_repr(cfg.options)}")
     if cfg.model.id in ("", "???"):
         raise UserError("no model chosen: set model.id (see `vidax list-models`)")
+    if cfg.prompts is not None and (not isinstance(cfg.prompts, Sequence) or isinstance(cfg.prompts, (str, bytes))):
+        raise UserError("config key prompts must be a list of prompts (strings or {prompt: ..., seed: ...} mappings)")
     sched = cfg.sampling.scheduler
     if sched is not None and not isinstance(sched, (str, Mapping)):
         raise UserError("config key sampling.scheduler must be null, a sampler name, or {name: ..., <options>}")
@@ -326,7 +343,11 @@ def model_id_of(*layers: Mapping[str, Any]) -> str | None:
 
 def resolve(user_yaml: str | None, overrides: Sequence[str], preset_for: Any) -> RunConfig:
     """Full config resolution: ``preset_for(model_id)`` returns the model's preset dict (or raises UserError)."""
-    user = load_yaml(user_yaml) if user_yaml else {}
+    return resolve_layers(load_yaml(user_yaml) if user_yaml else {}, overrides, preset_for)
+
+
+def resolve_layers(user: Mapping[str, Any], overrides: Sequence[str], preset_for: Any) -> RunConfig:
+    """:func:`resolve` with the user's layer given as a dict (the Python API)."""
     cli = parse_overrides(overrides)
     model_id = model_id_of(user, cli)
     if model_id is None:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.encoders.vit import ACTIVATIONS, VISION_RULES, ViTConfig, ViTEncoder, vit_ignore
 from vidax_core.io.convert import KeyRule, convert
 from vidax_core.nn.state import abstract_model, materialize

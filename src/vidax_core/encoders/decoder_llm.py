@@ -44,7 +44,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import attention
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn import rope

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
@@ -318,7 +318,7 @@ class T5Encoder(nnx.Module):
         return self.final_norm(x)
 
 
-def encode_text(
+def _encode_text(
     encoder: T5Encoder, input_ids: jax.Array, attention_mask: jax.Array, max_sequence_length: int
 ) -> jax.Array:
     """Wan's prompt embeddings: (B, max_sequence_length, d_model) float32.
@@ -398,3 +398,16 @@ def load_t5(cfg: T5Config, tensors: Mapping[str, Any], *, put: Any = None, mesh:
 
         put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
     return materialize(graphdef, state, values, put=put)
+
+
+# Jitted once per process: a loaded pipe calls the encoder for many prompts, and a fresh trace per call would
+# compile it again every time.
+encode_text = jax.jit(_encode_text, static_argnames=("max_sequence_length",))
+encode_text.__doc__ = _encode_text.__doc__
+
+
+@jax.jit
+def call_encoder(encoder: T5Encoder, input_ids: jax.Array) -> jax.Array:
+    """The encoder's hidden states for ``input_ids`` without a mask (CogVideoX's and LTX's pipelines), jitted once."""
+    return encoder(input_ids)
+

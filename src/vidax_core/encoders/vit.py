@@ -39,7 +39,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import attention
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.io.convert import KeyRule, conv, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import LayerNorm as CoreLayerNorm

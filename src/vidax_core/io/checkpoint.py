@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from vidax_core.config.arch import SOURCE_KEY  # Checkpoint.config records its file under this key
+from vidax_core.io.arch import SOURCE_KEY  # Checkpoint.config records its file under this key
 from vidax_core.errors import UserError
 from vidax_core.io.safetensors import SafetensorsFile
 
@@ -142,13 +142,26 @@ class Checkpoint:
         """The component's tensors (key -> lazily read array); layouts other than diffusers override this."""
         return TensorSource(self.weight_files(component))
 
+    # a loaded pipe keeps each component's tensor source open, so rebuilding a part reads no file header again
+    keep_open: bool = False
+
     def tensors(self, component: str) -> Mapping[str, np.ndarray]:
         """:meth:`read_tensors`, reporting bytes read to ``self.progress`` when one is attached."""
-        source = self.read_tensors(component)
+        if self.keep_open:
+            sources = self.__dict__.setdefault("_open_sources", {})
+            if component not in sources:
+                sources[component] = self.read_tensors(component)
+            source = sources[component]
+        else:
+            source = self.read_tensors(component)
         if self.progress is None:
             return source
         total = sum(source.nbytes(k) for k in source) if hasattr(source, "nbytes") else None
         return ProgressTensors(source, self.progress(component, total))
+
+    def close(self) -> None:
+        """Drop the tensor sources kept open for a loaded pipe."""
+        self.__dict__.pop("_open_sources", None)
 
 
 MAX_JSON_BYTES = 512 << 20  # the largest tokenizer.json files are tens of MiB

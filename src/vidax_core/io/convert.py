@@ -59,13 +59,17 @@ class KeyRule:
 
     ``target`` is a '/'-separated parameter path; ``{1}``, ``{2}``... substitute regex groups, and purely numeric
     path parts become integer keys (list indices in NNX state). ``layer_group`` names the regex group holding the
-    index into a stacked leading layer axis of the target. ``transform`` reshapes the source tensor.
+    index into a stacked leading layer axis of the target. ``layer_offset`` is subtracted from that index, and a
+    rule with an offset matches only source indices ``>= layer_offset``: a checkpoint's block N filling layer 0 of
+    a second stack (rules are tried in order, so put it before the rule of the first stack). ``transform``
+    reshapes the source tensor.
     """
 
     source: str
     target: str
     transform: Transform | None = None
     layer_group: int | None = None
+    layer_offset: int = 0
     _regex: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -77,8 +81,10 @@ class KeyRule:
             return None
         target = self.target.format(None, *m.groups())
         path = tuple(int(p) if p.isdigit() else p for p in target.split("/"))
-        layer = int(m.group(self.layer_group)) if self.layer_group is not None else None
-        return path, layer
+        if self.layer_group is None:
+            return path, None
+        layer = int(m.group(self.layer_group)) - self.layer_offset
+        return (path, layer) if layer >= 0 else None
 
 
 class ConversionError(UserError):

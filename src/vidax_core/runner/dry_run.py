@@ -104,7 +104,51 @@ def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any
             f"MLP {widths.mlp}; fp32 residual in and out + the larger of Ulysses q/k/v/out and the MLP hidden)")
 
 
-def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
+def target_device(cfg: RunConfig, device: str | None) -> tuple[RunConfig, Any, str]:
+    """(the run as it would be on the target device, its peak-table entry or None, a label).
+
+    ``device`` names an entry of :data:`vidax_core.runner.throughput.PEAKS` (``--device h200``); None = the
+    device this process would run on. Weights are then sized at that device's dtype policy (bf16 on GPU/TPU)
+    unless ``model.dtype`` is set: a dry run on a CPU laptop for an H200 sizes what the H200 would hold."""
+    from vidax_core.runner import throughput
+
+    if device is None:
+        peak = throughput.local_peak()
+        label = peak.name if peak is not None else f"this {jax.default_backend()} device (no peak known)"
+        return cfg, peak, label
+    peak = throughput.named(device)
+    if cfg.model.dtype is None:
+        cfg = replace(cfg, model=replace(cfg.model, dtype=peak.policy))
+    return cfg, peak, peak.name
+
+
+def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckpt: Any, latent: Any, peak: Any,
+                  label: str, devices: int) -> str:
+    """The ``compute:`` line: FLOPs of one denoising step (every guidance branch) and its ideal time."""
+    from vidax_core.flops import human, step_flops
+    from vidax_core.runner import throughput
+    from vidax_core.runner.pipeline import select_guidance
+
+    if latent is None or builds[0].flops is None:
+        return "not estimated (no latent grid or the denoiser states no FLOP count)"
+    guide = select_guidance(spec, ckpt, cfg, plugins)
+    batches = [tuple(b.name for b in guide.branches)]  # the branches of one step, as one batch
+    text = int(cfg.sampling.max_sequence_length or 0)
+    flops = step_flops(builds[0], batches, latent, text)
+    line = (f"{human(flops)} per denoising step ({len(guide.branches)} guidance branch"
+            f"{'es' if len(guide.branches) != 1 else ''}, {text} text tokens)")
+    if peak is None:
+        return line + f"; ideal step time not known on {label} (name one: --device h200)"
+    dtype = cfg.model.weight_dtype if getattr(cfg.model, "weight_dtype", None) else builds[0].param_dtype
+    ideal = throughput.ideal_step_s(flops, peak, dtype, devices)
+    return line + (f"; ideal {ideal:.3g} s/step on {devices} x {label} at 100% of its "
+                   f"{throughput.peak_flops(peak, dtype)[0] / 1e12:.0f} TFLOP/s peak "
+                   f"({ideal * cfg.sampling.num_steps:.3g} s for {cfg.sampling.num_steps} steps)")
+
+
+
+def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -> str:
+    cfg, peak, label = target_device(cfg, device)
     from vidax_core.runner.pipeline import (build_dit, expected_batch, place_passes, plan_placement,
                                             sampling_passes, sampling_plan, select_guidance, select_sampler,
                                             video_tokens)
@@ -169,12 +213,15 @@ def describe_plan(cfg: RunConfig, plugins: Plugins) -> str:
         f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
         *([f"passes:     {'; '.join(pass_steps)} (the largest pass is sized below)"] if pass_steps else []),
         f"tokens:     {tokens}",
+        f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"
+        + (" (the device's policy)" if device and cfg.model.dtype == getattr(peak, "policy", None) else ""),
         f"mesh:       dp={mesh_plan.dp} tp={mesh_plan.tp} sp={mesh_plan.sp} over {jax.device_count()} "
         f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",
         f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
+        f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",
         "resolved config:",

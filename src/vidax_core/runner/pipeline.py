@@ -21,24 +21,22 @@ import numpy as np
 import psutil
 from flax import nnx
 
-from vidax_core.parallel import distributed
-from vidax_core import attention
 from vidax_core.parallel import mesh as meshlib
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.io import outputs
 from vidax_core.parallel import sharding
-from vidax_core.io import video
-from vidax_core.io.checkpoint import Checkpoint, checkpoint_for_run
+from vidax_core.io.checkpoint import Checkpoint
 from vidax_core.config import RunConfig
 from vidax_core.errors import UserError
 from vidax_core.guidance import PROMPT, Guidance, default_guidance
-from vidax_core.io import audio
 from vidax_core.model_api import Conditioning, Decoded, DitBuild, SamplingPass
 from vidax_core.runner.offload_step import OffloadedStep
 from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
-from vidax_core.runner.preflight import preflight
+from vidax_core import attention
+from vidax_core.runner import throughput
+from vidax_core.runner.preflight import preflight  # noqa: F401 - part of this module's interface
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.registry import ModelSpec
 from vidax_core.schedulers import base as sched_base
@@ -49,6 +47,8 @@ class RunResult:
     latents: np.ndarray
     frames: np.ndarray | None
     metrics: dict[str, Any] = field(default_factory=dict)
+    audio: np.ndarray | None = None
+    sample_rate: int | None = None
 
 
 def peak_rss_mb() -> float:
@@ -134,7 +134,7 @@ def load_dit(
     build = build or build_dit(spec, ckpt, cfg, plugins)[0]
     graphdef, abstract_state, flat = abstract_model(build.ctor)
     values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=ckpt.tensors(build.component),
-                          abstract=flat)
+                          abstract=flat, config=ckpt.config(build.component))
     if values is None:
         raise UserError(f"no installed plugin converts the {build.component} checkpoint of {spec.id}")
     return build, materialize(graphdef, abstract_state, values, put=put)
@@ -178,7 +178,7 @@ def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     """The groups to stream from the host, checked against the model: every stacked group must be one the model
     runs by name (``block_groups``), or offload would silently skip it."""
     model = nnx.eval_shape(build.ctor)
-    names = plugins.call("offload_block_groups", spec, model=model, run=cfg)
+    names = plugins.call("offload_block_groups", spec, model=model, run=cfg) or list(build.block_counts or ())
     if not names:
         raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
     runs = tuple(getattr(model, "block_groups", ()) or ())
@@ -230,7 +230,7 @@ def expected_batch(guide: Guidance) -> int:
 @dataclass
 class Expert:
     """One loaded denoiser (a model has one, Wan2.2 A14B has two switched by timestep). Its weights are placed
-    once; each sampling pass compiles its own step over them (:meth:`make_step`)."""
+    once; each distinct call structure compiles its own step over them (:meth:`make_step`), kept for reuse."""
 
     build: DitBuild
     placement: Placement
@@ -238,17 +238,42 @@ class Expert:
     graphdef: Any = None
     params: Any = None
     step: Any = None
+    steps: dict = field(default_factory=dict)
+    finalizers: dict = field(default_factory=dict)
+    rest_counted: bool = False
 
-    def make_step(self, plan: StepPlan, cfg: RunConfig, tracker: offloadlib.ResidentTracker) -> None:
+    def make_step(self, plan: StepPlan, cfg: RunConfig, tracker: offloadlib.ResidentTracker,
+                  key: Any = None) -> bool:
+        """Select the step for ``plan``: the one compiled for ``key`` earlier, or a new one. True when new."""
+        if key is not None and key in self.steps:
+            self.step = self.steps[key]
+            return False
         pl = self.placement
         if self.model is not None:
             self.step = OffloadedStep(self.model, plan, pl, pl.offload_groups, cfg.offload.chunk_size, tracker)
         else:
             self.step = make_step(self.graphdef, plan, pl.mesh, pl.rules)
+        if key is not None:
+            if len(self.steps) >= 8:
+                old = self.steps.pop(next(iter(self.steps)))
+                if old is not self.step and self.model is not None:
+                    old.release()
+            self.steps[key] = self.step
+        return True
 
     def release(self) -> None:
         if self.model is not None and self.step is not None:
             self.step.release()
+
+    def close(self) -> None:
+        """Free this expert's device arrays and compiled steps."""
+        self.release()
+        for st in self.steps.values():
+            if self.model is not None:
+                st.release()
+        self.steps.clear()
+        self.finalizers.clear()
+        self.step = self.params = self.model = None
 
 
 def select_guidance(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> Guidance:
@@ -281,11 +306,17 @@ def encode(spec, ckpt, cfg: RunConfig, plugins: Plugins, prompts: Sequence[str],
     encoder = plugins.call("build_text_encoder", spec, ckpt=ckpt, run=cfg, mesh=mesh)
     if encoder is None:
         raise UserError(f"the plugin of {spec.id} provides no text encoder")
+    out = encode_with(spec, encoder, cfg, plugins, prompts, mesh)
+    del encoder
+    gc.collect()
+    return out
+
+
+def encode_with(spec, encoder, cfg: RunConfig, plugins: Plugins, prompts: Sequence[str], mesh) -> dict[str, Any]:
+    """:func:`encode` with a given encoder (a loaded pipe keeps its encoder between calls)."""
     texts = [cfg.prompt if p == PROMPT else cfg.negative_prompt for p in prompts]
     with sharding.activate(mesh, dict(sharding.ENCODER_RULES)):
         out = plugins.call("encode_prompt", spec, encoder=encoder, prompts=texts, run=cfg)
-    del encoder
-    gc.collect()
     if isinstance(out, (list, tuple)):  # one context per prompt, each with batch 1 (lengths may differ)
         if len(out) != len(texts):
             raise ValueError(f"encode_prompt returned {len(out)} contexts for {len(texts)} prompts")
@@ -388,106 +419,23 @@ class PassResult:
     batches: Any
     schedule: list[int]
     step_times: list[float]
+    compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
+    contexts: Sequence[Any] = ()  # the prompt contexts its steps read (their lengths size the FLOPs)
 
 
-def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> RunResult:
-    """Generate one video as configured; returns latents, frames and metrics (outputs are written too)."""
-    reporter = reporter or Reporter()
-    timer = Timer()
-    spec = plugins.registry.get(cfg.model.id)
-    preflight(cfg, spec, plugins)
-    out = cfg.output
-    distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
-    setup_runtime(cfg)
-    backend = attention.set_backend(cfg.attention.backend)  # before anything that attends is traced
-
-    t0 = time.perf_counter()
-    ckpt = checkpoint_for_run(cfg, spec, plugins)
-    ckpt.progress = reporter.byte_progress
-    reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {backend}")
-    passes = sampling_passes(spec, ckpt, cfg, plugins)
-    samplers = [select_sampler(spec, ckpt, p.run, plugins) for p in passes]
-    guides = [select_guidance(spec, ckpt, p.run, plugins) for p in passes]
-    vae = plugins.call("build_vae", spec, ckpt=ckpt, run=passes[-1].run)
-    if vae is None:
-        raise UserError(f"the plugin of {spec.id} provides no VAE")
-    grids = [tuple(vae.latent_shape(p.run.sampling.num_frames, p.run.sampling.height, p.run.sampling.width))
-             for p in passes]
-    tracker = offloadlib.ResidentTracker()
-    # Every parallel/offload divisibility rule is checked here, for every pass, before any weight is read.
-    builds = build_dit(spec, ckpt, cfg, plugins)
-    placements = place_passes(spec, builds, passes, grids, guides, plugins)[0]
-    p0 = placements[0].plan
-    guide = guides[0]
-    reporter.log(f"mesh dp={p0.dp} tp={p0.tp} sp={p0.sp} over {p0.size} of {jax.device_count()} devices"
-                 + (f", offloading {', '.join(placements[0].offload_groups)}" if placements[0].offload_groups else "")
-                 + (f"; {len(builds)} experts switched by timestep" if len(builds) > 1 else "")
-                 + f"; guidance {guide.describe()} ({len(guide.branches)} branch{'es' if len(guide.branches) > 1 else ''})"
-                 + (f"; {len(passes)} passes: " + ", ".join(f"{p.run.sampling.width}x{p.run.sampling.height}"
-                                                           for p in passes) if len(passes) > 1 else ""))
-    timer.add("load_s", time.perf_counter() - t0)
-
-    # The prompt encoder runs first and is freed before the denoiser is placed: both need not fit at once.
-    t0 = time.perf_counter()
-    kinds = list(dict.fromkeys(k for g in guides for k in g.prompts))
-    by_kind = encode(spec, ckpt, cfg, plugins, kinds, placements[0].mesh)
-    timer.add("encode_s", time.perf_counter() - t0)
-
-    t0 = time.perf_counter()
-    experts: list[Expert] = []
-    for build, placement in zip(builds, placements):
-        build, model = load_dit(spec, ckpt, cfg, plugins, reporter, build=build, put=placement.put)
-        if placement.offload_groups:
-            experts.append(Expert(build, placement, model))
-        else:
-            graphdef, params = nnx.split(model)
-            experts.append(Expert(build, placement, None, graphdef, params))
-            tracker.base += sharding.per_device_bytes(params)
-        del model
-    timer.add("load_s", time.perf_counter() - t0)
-
-    results: list[PassResult] = []
-    for k, (p, sampler, guide, grid) in enumerate(zip(passes, samplers, guides, grids)):
-        given = None
-        if k == 0 and cfg.sampling.initial_noise:
-            given = initial_latents(cfg, experts[0].build.latent_shape(1, grid))
-        elif p.carry is not None and results:
-            reporter.log(f"{p.name}: carrying the latents over")
-            given = p.carry(results[-1].final, vae)
-        results.append(sample_pass(spec, ckpt, p, plugins, reporter, timer, experts, tracker, vae, sampler, guide,
-                                   grid, [by_kind[kind] for kind in guide.prompts], given,
-                                   first=(k == 0), label=p.name if len(passes) > 1 else "sampling"))
+def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult"], timer: Timer,
+                decoded: Decoded) -> dict[str, Any]:
+    """The metrics record of one generated video (``output.metrics``)."""
+    spec, experts, tracker = model.spec, model.experts, model.tracker
+    passes, samplers = plan.passes, plan.samplers
     last = results[-1]
-    final = last.final
-    writer = distributed.is_writer()  # under jax.distributed only process 0 writes
-    if out.save_latents and writer:
-        save_latents(out.save_latents, final)
-
-    t0 = time.perf_counter()
-    dbar = reporter.bar(None, "decoding", unit="chunk")
-    decoded = vae.decode_video(final, on_chunk=_follow(dbar), tiling=cfg.vae.tiling)
-    dbar.close()
-    if not isinstance(decoded, Decoded):
-        decoded = Decoded(np.asarray(decoded))
-    frames = decoded.frames
-    if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
-        reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
-                     f"{cfg.sampling.width}x{cfg.sampling.height}")
-        frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
-    timer.add("decode_s", time.perf_counter() - t0)
-    if out.save_frames and writer:
-        outputs.save_npy(out.save_frames, frames.astype(np.float32))
-    if out.path and writer:
-        video.write_mp4(out.path, frames[0], out.fps)
-        if decoded.audio is not None:
-            audio.mux_audio(out.path, decoded.audio[0], int(decoded.sample_rate or 16000))
-
     step_times = [t for r in results for t in r.step_times]
     compile_s = sum(max(r.step_times[0] - _steady(r.step_times), 0.0) for r in results)
     timer.add("compile_s", compile_s)
     timer.add("sampling_s", float(sum(step_times)))
     offloaded = [e for e in experts if e.placement.offload_groups]
     placement0 = experts[0].placement
+    p0 = placement0.plan
     metrics = {
         "model": spec.id,
         "load_s": timer.phases.get("load_s", 0.0),
@@ -508,7 +456,7 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         "experts": [e.build.component for e in experts],
         "expert_per_step": [experts[k].build.component for r in results for k in r.schedule],
         "backend": jax.default_backend(),
-        "attention_backend": backend,
+        "attention_backend": model.backend,
         "parallel": {"dp": p0.dp, "tp": p0.tp, "sp": p0.sp, "devices": p0.size, "processes": jax.process_count()},
         "offload": {"enabled": bool(offloaded), "chunk_size": cfg.offload.chunk_size,
                     "groups": list(placement0.offload_groups),
@@ -522,17 +470,23 @@ def run(cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None) -> R
         "passes": [{"name": p.name, "height": p.run.sampling.height, "width": p.run.sampling.width,
                     "num_steps": r.splan.num_steps, "latent_shape": _shape_list(r.shapes),
                     "per_step_s": _steady(r.step_times)} for p, r in zip(passes, results)],
+        "compiled_step": any(r.compiled for r in results),
+        "prompt_cache_hits": model.encoders.hits,
     }
-    if out.metrics and writer:
-        outputs.save_json(out.metrics, metrics)
-    return RunResult(final, frames, metrics)
+    metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, plan.grids[-1],
+                                          last.contexts, metrics["per_step_s"], p0.size))
+    metrics["attention_calls"] = attention.calls()
+    return metrics
 
 
 def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporter, timer: Timer,
                 experts: list[Expert], tracker, vae, sampler, guide: Guidance, grid, contexts: list[Any], given: Any,
-                *, first: bool, label: str) -> PassResult:
+                *, first: bool, label: str, splan: Any = None, progress: Any = None,
+                step_key: Any = None) -> PassResult:
     """One denoising pass over the loaded experts: conditioning, plan, the step loop; the final latents on the
-    host (after the conditioning's ``finalize``)."""
+    host (after the conditioning's ``finalize``). ``step_key`` names the call structure: a step compiled for the
+    same key (and the same grouping of guidance branches) is reused; ``progress`` is told of every step and may
+    cancel between steps."""
     cfg = p.run
     batches, prompt_index = plan_batches(guide, contexts)
     dp = experts[0].placement.plan.dp
@@ -545,16 +499,19 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
                                              latent_shape=grid)
     _check_per_token(sampler, cond)
     plan = StepPlan(sampler, guide, cond, batches, prompt_index)
+    key = None if step_key is None else (step_key, batches)
+    compiled = False
     for e in experts:
-        e.make_step(plan, cfg, tracker)
-        if first and e.model is not None:
+        compiled |= e.make_step(plan, cfg, tracker, key)
+        if e.model is not None and not e.rest_counted:
             tracker.base += sharding.per_device_bytes(e.step.rest)
+            e.rest_counted = True
     tracker.peak = max(tracker.peak, tracker.base)
     timer.add("load_s", time.perf_counter() - t0)
 
     build0, placement0 = experts[0].build, experts[0].placement
     shapes = build0.latent_shape(1, grid)
-    splan = sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
+    splan = splan if splan is not None else sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
     latents = start_latents(cfg, sampler, cond, shapes, splan, given)
     repl = placement0.replicated()
     put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
@@ -574,6 +531,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     bar = reporter.bar(splan.num_steps, label, unit="step")
     active = None
     for i in range(splan.num_steps):
+        if progress is not None:
+            progress.check()
         t_step = time.perf_counter()
         e = experts[schedule[i]]
         if active is not None and active is not e:
@@ -586,13 +545,20 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
         jax.block_until_ready(x)
         step_times.append(time.perf_counter() - t_step)
         bar.update(1)
+        if progress is not None:
+            progress.step()
     bar.close()
     for e in experts:
         e.release()
     if cond is not None and cond.finalize is not None:
-        x = jax.jit(cond.finalize)(x, cond_arrays)
+        finalize = experts[0].finalizers.get(key) if key is not None else None
+        if finalize is None:
+            finalize = jax.jit(cond.finalize)
+            if key is not None:
+                experts[0].finalizers[key] = finalize
+        x = finalize(x, cond_arrays)
     final = jax.tree.map(_to_host, x)
-    return PassResult(final, shapes, splan, guide, batches, schedule, step_times)
+    return PassResult(final, shapes, splan, guide, batches, schedule, step_times, compiled, contexts)
 
 
 def _follow(bar) -> Callable[[int, int], None]:

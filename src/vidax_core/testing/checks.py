@@ -29,7 +29,8 @@ def converted_tree_problems(plugins: Any, overrides: Sequence[str]) -> list[str]
     for build in build_dit(spec, ckpt, cfg, plugins):
         _, _, flat = abstract_model(build.ctor)
         values = plugins.call("convert_checkpoint", spec, component=build.component,
-                              tensors=ckpt.tensors(build.component), abstract=flat)
+                              tensors=ckpt.tensors(build.component), abstract=flat,
+                              config=ckpt.config(build.component))
         for path in sorted(set(flat) | set(values), key=str):
             where = f"{build.component}: {'/'.join(map(str, path))}"
             if path not in values:

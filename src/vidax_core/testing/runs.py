@@ -55,7 +55,7 @@ def _main(path: str) -> int:
     from vidax_core import config as config_mod
     from vidax_core.errors import UserError
     from vidax_core.plugins import get_plugins
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import loaded
     from vidax_core.runner.progress import Reporter
 
     with open(path) as f:
@@ -70,7 +70,7 @@ def _main(path: str) -> int:
                                           "output.overwrite=true", "runtime.compilation_cache=false"] + list(extra)
         try:
             cfg = config_mod.resolve(None, overrides, plugins.preset_for)
-            res = pipeline.run(cfg, plugins, Reporter(quiet=True))
+            res = loaded.run(cfg, plugins, Reporter(quiet=True))
         except UserError as exc:
             results[name] = {"error": str(exc)}
             continue

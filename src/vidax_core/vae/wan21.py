@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
 from .chunks import chunk_runner

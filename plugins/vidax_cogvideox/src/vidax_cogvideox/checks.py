@@ -1,4 +1,5 @@
-"""Checkpoint-dependent run checks (hook ``check_checkpoint``): config files only, before any weight loads.
+"""CogVideoX's run checks (hook ``check_run``) and checkpoint-dependent ones (hook ``check_checkpoint``): config files
+only, before any weight loads.
 
 * an original SAT folder is refused with one line naming the diffusers repo;
 * the denoiser must fit the task: image-to-video DiTs take the noise and the image latents (in = 2 x out),
@@ -11,12 +12,14 @@
 
 from __future__ import annotations
 
+from vidax_core.run_checks import frame_count_problems, size_problems
+
 import os
 from typing import Any
 
-from vidax_core.config.arch import SOURCE_KEY
+from vidax_core.io.arch import SOURCE_KEY
 
-SPATIAL = 8
+SPATIAL, TEMPORAL = 8, 4  # VAE compression
 I2V_15_MIN_SIDE, I2V_15_MAX_SIDE = 768, 1360
 
 
@@ -69,3 +72,42 @@ def checkpoint_problems(spec: Any, ckpt: Any, run: Any) -> list[str]:
                             f"{I2V_15_MAX_SIDE} (a multiple of 16), got {s.width}x{s.height}: use e.g. "
                             "sampling.height=768 sampling.width=1360")
     return problems
+
+
+def run_problems(spec, run) -> list[str]:
+    """Frame count, size, the task's inputs and the VAE tiling knobs, before any weight loads."""
+    s = run.sampling
+    problems = []
+    step = 2 * TEMPORAL  # an odd latent frame count: the VAE decodes an even one into 3 extra frames
+    hint = " (CogVideoX1.5 is trained on 16N+1: 81)" if spec.id.startswith("cogvideox1.5") else ""
+    problems += frame_count_problems(s.num_frames, step, "CogVideoX", "the VAE compresses time by 4 and decodes an "
+                                     "odd latent frame count", hint)
+    problems += size_problems(s, SPATIAL * 2, "CogVideoX")  # VAE factor x the DiT's 2x2 patch
+    if "i2v" in spec.tasks and run.image is None:
+        problems.append(f"{spec.id} is an image-to-video model: set image: <path to a png or jpg>")
+    if not "i2v" in spec.tasks and run.image is not None:
+        problems.append(f"{spec.id} is a text-to-video model and takes no image: drop image: or use "
+                        f"{spec.id}-i2v")
+    if run.video is not None:
+        problems.append(f"{spec.id} takes no video input (video:)")
+    tiling = getattr(getattr(run, "vae", None), "tiling", False)
+    if tiling:  # diffusers' enable_tiling knobs, checked by the VAE module before anything loads
+        from vidax_core.errors import UserError
+
+        from .vae import check_tiling
+
+        try:
+            check_tiling(tiling)
+        except UserError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def vae_factors(config: dict) -> tuple[int, int]:
+    """(temporal, spatial) compression of an ``AutoencoderKLCogVideoX`` config."""
+    blocks = config.get("block_out_channels") or (128, 256, 256, 512)
+    return int(config.get("temporal_compression_ratio") or TEMPORAL), 2 ** (len(blocks) - 1)
+
+
+def patch_t(ckpt) -> int:
+    return int(ckpt.config("transformer").get("patch_size_t") or 1)

@@ -31,7 +31,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import ulysses as sequence_parallel
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import gate, modulate
 from vidax_core.nn.attention_block import Attention

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.vae.causal_conv import FeatureCache
 from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior

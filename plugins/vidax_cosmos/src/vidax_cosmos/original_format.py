@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vidax_core.config.arch import SOURCE_KEY
+from vidax_core.io.arch import SOURCE_KEY
 from vidax_core.errors import UserError
 from vidax_core.io.checkpoint import Checkpoint
 from vidax_core.io.renamed import RenamedTensors

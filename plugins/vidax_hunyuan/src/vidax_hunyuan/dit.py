@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vidax_core.attention import ulysses
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLayerNormContinuous, gate, modulate
 from vidax_core.nn.attention_block import project_heads, rotate, split_heads

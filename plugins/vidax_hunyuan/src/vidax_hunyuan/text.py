@@ -180,3 +180,38 @@ def encode_i2v(encoder: HunyuanI2VTextEncoder, prompt: str, image: Any, *, tpl: 
     return {"hidden": np.concatenate([img, text])[None].astype(np.float32),
             "mask": np.concatenate([img_mask, text_mask.astype(np.int32)])[None],
             "pooled": np.asarray(pooled, np.float32)}
+
+
+def encode_for_run(encoder: Any, prompts: Sequence[str], run: Any, i2v: bool):
+    """The run's prompts with its options (template, crop) for text-to-video, or with its image for I2V."""
+    from . import presets
+
+    o = run.options
+    if i2v:
+        return _encode_i2v(encoder, prompts, run)
+    template = o.get("prompt_template") or presets.T2V_TEMPLATE
+    crop = o.get("crop_start")
+    crop = presets.T2V_CROP_START if crop is None else int(crop)
+    return encode(encoder, prompts, template=template, crop_start=crop, max_length=int(run.sampling.max_sequence_length))
+
+
+def _encode_i2v(encoder, prompts, run):
+    """The prompt with the run's image (``image_embed_interleave``), the negative prompt with a black image of the
+    run's size and interleave 2, as the pipeline; one context per prompt (their lengths differ)."""
+    from PIL import Image
+
+    from vidax_core.io.image import load_image
+
+    from . import presets
+
+    o, s = run.options, run.sampling
+    start, end, length = presets.I2V_IMAGE_EMB
+    start = start if o.get("image_emb_start") is None else int(o["image_emb_start"])
+    length = length if o.get("image_emb_len") is None else int(o["image_emb_len"])
+    tpl = I2VTemplate(o.get("prompt_template") or presets.I2V_TEMPLATE,
+                      presets.I2V_CROP_START if o.get("crop_start") is None else int(o["crop_start"]),
+                      start, start + length, length)
+    images = [load_image(run.image), Image.new("RGB", (s.width, s.height), 0)]
+    interleave = [int(o.get("image_embed_interleave") or 4), 2]
+    return [encode_i2v(encoder, p, images[i], tpl=tpl, max_length=int(s.max_sequence_length),
+                       interleave=interleave[i]) for i, p in enumerate(prompts)]

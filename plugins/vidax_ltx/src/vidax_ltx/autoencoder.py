@@ -95,7 +95,7 @@ class LTXVideoAutoencoder:
         import jax
 
         from . import vae as vae_lib
-        from .condition import item_key
+        from .seeds import item_key
 
         mean_z, logvar = (np.asarray(a, np.float32) for a in vae_lib.encode(self.vae, pixels))
         key = item_key(seed, 3, item)

@@ -39,6 +39,7 @@ from vidax_core.errors import UserError
 from vidax_core.model_api import Conditioning
 
 from .autoencoder import pack
+from .seeds import item_key
 from .dit import BASE_HEIGHT, BASE_NUM_FRAMES, BASE_WIDTH, LTXDiTConfig
 
 
@@ -116,15 +117,6 @@ def lerp(start: np.ndarray, end: np.ndarray, weight: np.float32) -> np.ndarray:
     """``torch.lerp`` with a scalar weight, its two formulas included (exact ends at weight 0 and 1)."""
     diff = end - start
     return start + weight * diff if weight < 0.5 else end - diff * (np.float32(1.0) - weight)
-
-
-def item_key(seed: int, salt: int, item: int):
-    """The key of conditioning item ``item``'s draw ``salt`` (3: its posterior sample, 4: its extra tokens' noise):
-    ``fold_in(key(seed), salt)``, folded with the item's index for every item after the first."""
-    import jax
-
-    key = jax.random.fold_in(jax.random.key(seed), salt)
-    return key if item == 0 else jax.random.fold_in(key, item)
 
 
 def keyframe_noise(seed: int, shape: Sequence[int], item: int = 0) -> np.ndarray:

@@ -41,7 +41,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import ulysses
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.nn.adaln import AdaLayerNormSingle, gate, modulate, split_modulation
 from vidax_core.nn.attention_block import merge_heads, project_heads, rotate
 from vidax_core.nn.feedforward import FeedForward

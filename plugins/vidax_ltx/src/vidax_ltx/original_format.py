@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any
 
-from vidax_core.config.arch import SOURCE_KEY
+from vidax_core.io.arch import SOURCE_KEY
 from vidax_core.errors import UserError
 from vidax_core.io.checkpoint import Checkpoint
 from vidax_core.io.renamed import RenamedTensors

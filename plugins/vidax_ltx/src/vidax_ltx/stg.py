@@ -60,3 +60,11 @@ class PerStepSTG(Guidance):
 
     def describe(self) -> str:
         return "PerStepSTG"
+
+
+def per_step_guidance(options, num_layers: int) -> PerStepSTG:
+    """The dev recipe's guidance from ``options``' five per-step lists (checked by ``check_run``)."""
+    o = options
+    return PerStepSTG(tuple(float(v) for v in o["guidance_timesteps"]), tuple(float(v) for v in o["guidance_scales"]),
+                      tuple(float(v) for v in o["stg_scales"]), tuple(float(v) for v in o["guidance_rescales"]),
+                      tuple(tuple(int(b) for b in blocks) for blocks in o["stg_skip_blocks"]), num_layers)

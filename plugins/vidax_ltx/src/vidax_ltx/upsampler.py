@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, conv, convert
 from vidax_core.nn.group_norm import GroupNorm

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.nn.norms import LayerNorm, rms_norm
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding

@@ -109,30 +109,36 @@ class WanDiffusersReference:
 # --------------------------------------------------------------------------------------------------------------
 # vidax bench --dit-only
 
+# The default architecture when no checkpoint is given: Wan2.1-T2V-1.3B's published transformer config.
 WAN13B = dict(
     patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16, out_channels=16,
     text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30, cross_attn_norm=True,
     qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024,
 )
+ARCH_KEYS = tuple(WAN13B) + ("image_dim", "added_kv_proj_dim", "pos_embed_seq_len")
 
 
 class WanDitBench:
-    """The model parts of ``vidax bench --dit-only`` at Wan2.1-1.3B block width (see :mod:`vidax_core.bench.dit`).
+    """The model parts of ``vidax bench --dit-only`` (see :mod:`vidax_core.bench.dit`) at the architecture of
+    ``config`` (a ``WanTransformer3DModel`` config dict: any published width), default Wan2.1-1.3B's.
 
-    One guided step at 17 frames x 256 x 256 (latent 16 x 5 x 32 x 32 -> 1280 video tokens), text 512 x 4096;
+    One guided step at 17 frames x 256 x 256 (latent C x 5 x 32 x 32 -> 1280 video tokens), text 512 x text_dim;
     the reference step is ``WanPipeline``'s (two batch-1 transformer calls, guidance, UniPC ``scheduler.step``)
     or one batch-2 transformer call.
     """
 
-    label = "Wan2.1-1.3B width"
-    latent_shape = (16, 5, 32, 32)
-    context_shape = (512, 4096)
     video_tokens = 5 * 16 * 16
     flow_shift = 3.0
 
-    def __init__(self, need_reference: bool) -> None:
+    def __init__(self, need_reference: bool, config: dict | None = None) -> None:
         if need_reference:
             _imports()
+        self.arch = dict(WAN13B) if config is None else {k: config[k] for k in ARCH_KEYS if k in config}
+        self.arch["patch_size"] = tuple(self.arch.get("patch_size", (1, 2, 2)))
+        width = self.arch["num_attention_heads"] * self.arch["attention_head_dim"]
+        self.label = "Wan2.1-1.3B width" if config is None else f"Wan width {width}"
+        self.latent_shape = (int(self.arch["in_channels"]), 5, 32, 32)
+        self.context_shape = (512, int(self.arch["text_dim"]))
 
     def abstract_dit(self, blocks: int) -> Callable[[], Any]:
         """A constructor of the vidax DiT with ``blocks`` blocks (called under ``nnx.eval_shape``)."""
@@ -140,7 +146,7 @@ class WanDitBench:
 
         from .dit import WanDiT, WanDiTConfig
 
-        cfg = WanDiTConfig.from_config({**WAN13B, "num_layers": blocks})
+        cfg = WanDiTConfig.from_config({**self.arch, "num_layers": blocks})
         return lambda: WanDiT(cfg, rngs=nnx.Rngs(0))
 
     def paired_dits(self, blocks: int, seed: int = 0) -> tuple[Any, Any, int]:
@@ -150,9 +156,9 @@ class WanDitBench:
         from .dit import WanDiTConfig
 
         torch.manual_seed(seed)
-        ref = diffusers.WanTransformer3DModel(**{**WAN13B, "num_layers": blocks}).eval().float()
+        ref = diffusers.WanTransformer3DModel(**{**self.arch, "num_layers": blocks}).eval().float()
         tensors = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
-        model = load_dit(WanDiTConfig.from_config({**WAN13B, "num_layers": blocks}), tensors)
+        model = load_dit(WanDiTConfig.from_config({**self.arch, "num_layers": blocks}), tensors)
         return model, ref, int(sum(v.size for v in tensors.values()))
 
     def reference_steps(self, ref: Any, latents: np.ndarray, context: np.ndarray, guidance: float,

@@ -93,3 +93,18 @@ def prepare(run, vae: Any, latent_shape, dit_cfg, model_index: dict, clip: Any =
         arrays["image_context"] = clip_image_context(clip, processor_config or {}, image)
         kwargs = ("image_context",)
     return Conditioning(arrays=arrays, model_kwargs=kwargs, prepare=_concat_condition)
+
+
+def prepare_for_run(run, ckpt, vae: Any, latent_shape) -> Conditioning:
+    """The image conditioning of ``run`` from the checkpoint: Wan2.1 I2V adds CLIP image tokens for its extra
+    cross-attention (a DiT config with ``image_dim``), Wan2.2 only the first-frame latents."""
+    from .dit import WanDiTConfig
+
+    dit_cfg = WanDiTConfig.from_config(ckpt.config("transformer"))
+    clip = processor = None
+    if dit_cfg.image_dim is not None:
+        from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
+
+        clip = load_clip_vision(CLIPVisionConfig.from_config(ckpt.config("image_encoder")), ckpt.tensors("image_encoder"))
+        processor = ckpt.config("image_processor")
+    return prepare(run, vae, latent_shape, dit_cfg, ckpt.model_index, clip, processor)

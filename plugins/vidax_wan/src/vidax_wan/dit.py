@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import gate, modulate
 from vidax_core.nn.attention_block import Attention

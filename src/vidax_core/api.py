@@ -1,0 +1,191 @@
+"""The Python API: load a model once, generate many videos.
+
+    import vidax
+    with vidax.load("configs/wan21_1_3b_480p.yaml", "model.checkpoint=/data/Wan2.1-T2V-1.3B-Diffusers") as pipe:
+        out = pipe(prompt="A corgi surfing", seed=3, num_steps=30)
+        out.save("out/corgi.mp4")
+
+``load`` takes what ``vidax run`` takes (a config file or a model id, then ``key=value`` overrides) and makes
+every check the CLI makes before loading, with the same one-line :class:`UserError` messages. A call may change
+the prompts, media, options and ``sampling.*`` keys; the model, parallel layout, offload and attention settings
+belong to the load. ``vidax run``, batches and ``vidax serve`` are callers of this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from vidax_core.errors import Cancelled, UserError
+
+__all__ = ["load", "Pipe", "Output", "UserError", "Cancelled", "SAMPLING_KEYS", "CALL_ARGUMENTS"]
+
+SAMPLING_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "width", "num_frames", "seed",
+                 "max_sequence_length", "initial_noise", "scheduler")
+TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", "vae")
+CALL_ARGUMENTS = TOP_KEYS + SAMPLING_KEYS
+LOAD_ONLY = ("model", "parallel", "attention", "offload", "runtime", "distributed", "checkpoint", "dtype", "dp", "tp",
+             "sp")
+NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "metrics": None}
+
+
+@dataclass
+class Output:
+    """One generated video: ``frames`` float32 (batch, frames, height, width, 3) in [0, 1], the final
+    ``latents`` (what ``output.save_latents`` writes), ``audio`` / ``sample_rate`` for models with sound, and the
+    ``metrics`` record of ``vidax run``."""
+
+    frames: np.ndarray
+    latents: Any
+    metrics: dict = field(default_factory=dict)
+    audio: np.ndarray | None = None
+    sample_rate: int | None = None
+    fps: int = 16
+
+    def save(self, path: str, fps: int | None = None) -> str:
+        """Write the mp4 (with the audio track when there is one); returns the path."""
+        from vidax_core.runner.loaded import write_video
+
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        write_video(path, self.frames[0], int(fps or self.fps), self.audio, self.sample_rate)
+        return path
+
+
+def resolve_config(config: Any, overrides: Sequence[str] = (), plugins: Any = None):
+    """A run config from a YAML path, a model id, a dict or a RunConfig, plus ``key=value`` overrides."""
+    from vidax_core import config as config_mod
+    from vidax_core.plugins import get_plugins
+
+    plugins = plugins or get_plugins()
+    if isinstance(config, config_mod.RunConfig):
+        if not overrides:
+            return config
+        config = config_mod.to_dict(config)
+    if isinstance(config, Mapping):
+        return config_mod.resolve_layers(dict(config), list(overrides), plugins.preset_for)
+    if not isinstance(config, str) or not config:
+        raise UserError("vidax.load takes a config file path, a model id, a dict or a RunConfig")
+    if config.endswith((".yaml", ".yml")) or os.path.isfile(config):
+        return config_mod.resolve(config, list(overrides), plugins.preset_for)
+    return config_mod.resolve(None, [f"model.id={config}", *overrides], plugins.preset_for)
+
+
+class Pipe:
+    """A loaded model: call it to generate (one call at a time), :meth:`close` it to free device memory."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.spec = model.spec
+        self.config = model.base
+
+    @property
+    def fps(self) -> int:
+        return int(self.config.output.fps)
+
+    @property
+    def closed(self) -> bool:
+        return self._model.closed
+
+    def resolve(self, **kwargs: Any):
+        """The call config of these arguments, checked as a run checks it (no sampling): raises UserError."""
+        cfg = self._call_config(kwargs)
+        self._model.plan_call(cfg, build_vae=False)
+        return cfg
+
+    def frames_for_seconds(self, seconds: float) -> int:
+        """The smallest frame count this model accepts that lasts at least ``seconds`` at the preset's fps."""
+        try:
+            seconds = float(seconds)
+        except (TypeError, ValueError):
+            raise UserError(f"seconds must be a number, got {seconds!r}") from None
+        if not 0 < seconds < 3600:
+            raise UserError(f"seconds must be between 0 and 3600, got {seconds}")
+        start = max(int(np.ceil(seconds * self.fps - 1e-9)), 1)
+        last: UserError | None = None
+        for n in range(start, start + 129):
+            try:
+                return self._check_frames(n)
+            except UserError as exc:
+                last = exc
+        raise UserError(f"no frame count from {start} to {start + 128} suits {self.spec.id}: {last}")
+
+    def _check_frames(self, n: int) -> int:
+        cfg = self._call_config({"num_frames": n})
+        problems = self._model.plugins.call("check_run", self.spec, run=cfg) or []
+        if problems:
+            raise UserError(problems[0])
+        return n
+
+    def __call__(self, *, on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
+                 **kwargs: Any) -> Output:
+        cfg = self._call_config(kwargs)
+        result = self._model.generate(cfg, on_progress=on_progress, cancel=cancel)
+        return Output(result.frames, result.latents, result.metrics, result.audio, result.sample_rate,
+                      int(cfg.output.fps))
+
+    def generate_config(self, cfg, **kw) -> Any:
+        """Generate from a full call config (the batch runner's path: its outputs are written as configured)."""
+        return self._model.generate(cfg, **kw)
+
+    def _call_config(self, kwargs: Mapping[str, Any]):
+        if self._model.closed:
+            raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
+        changes: dict[str, Any] = {"output": dict(NO_OUTPUT)}
+        for key, value in kwargs.items():
+            if key in SAMPLING_KEYS:
+                changes.setdefault("sampling", {})[key] = value
+            elif key == "options":
+                if not isinstance(value, Mapping):
+                    raise UserError(f"options must be a mapping of the model's options, got {type(value).__name__}")
+                changes["options"] = {**dict(self.config.options), **dict(value)}
+            elif key in ("output", "vae"):
+                if not isinstance(value, Mapping):
+                    raise UserError(f"{key} must be a mapping of {key}.* keys, got {type(value).__name__}")
+                changes[key] = {**(changes.get(key) or {}), **dict(value)}
+            elif key in TOP_KEYS:
+                changes[key] = value
+            elif key in LOAD_ONLY:
+                raise UserError(f"{key} cannot change between calls of a loaded pipe (it is fixed when the model "
+                                f"loads): load again with {key}.…=… to change it")
+            else:
+                import difflib
+
+                close = difflib.get_close_matches(key, CALL_ARGUMENTS, n=1)
+                hint = f" — did you mean {close[0]}?" if close else f" (takes: {', '.join(CALL_ARGUMENTS)})"
+                raise UserError(f"unknown argument {key!r}{hint}")
+        if "output" in kwargs and "fps" not in kwargs["output"]:
+            changes["output"].setdefault("fps", self.config.output.fps)
+        return self._model.call_config(**changes)
+
+    def close(self) -> None:
+        """Free the device memory the model holds; later calls raise UserError."""
+        self._model.close()
+
+    def __enter__(self) -> "Pipe":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "loaded"
+        return f"<vidax.Pipe {self.spec.id} ({state})>"
+
+
+def load(config: Any, *overrides: str, reporter: Any = None, quiet: bool = True, plugins: Any = None) -> Pipe:
+    """Load a model once for many calls: ``config`` is a YAML path, a model id, a dict or a RunConfig; then
+    ``key=value`` overrides as the CLI takes them. Raises :class:`UserError` for anything ``vidax run`` refuses."""
+    from vidax_core.plugins import get_plugins
+    from vidax_core.runner.loaded import LoadedModel
+    from vidax_core.runner.progress import Reporter
+
+    plugins = plugins or get_plugins()
+    cfg = resolve_config(config, overrides, plugins)
+    cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, **NO_OUTPUT))
+    model = LoadedModel(cfg, plugins, reporter or Reporter(quiet=quiet))
+    return Pipe(model)

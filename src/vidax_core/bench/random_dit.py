@@ -1,0 +1,253 @@
+"""``vidax bench --random-dit``: one DiT call of a published architecture with random weights, no weights read.
+
+The architecture is the run's own: ``model.id`` + ``model.checkpoint`` (a config-only folder or a hub id: only
+the JSON files are read) + the sampling sizes give the denoiser (``build_dit``) and its latent grid, exactly as
+``vidax run`` would build them. ``--blocks N`` keeps N blocks of every stacked group at full width (the step time
+of the full model is then about ``per-block x blocks``). Weights: ``model.dtype`` (default the device's policy:
+bf16 on GPU/TPU), drawn on the device. Attention: each backend of ``--attention`` in turn.
+
+Measured per backend: compile time of the batch-``--batch`` call (one guided step's model work, CFG = 2), the
+median call time over ``--repeats``, FLOPs (the family's count), achieved FLOP/s and MFU. With
+``--offload CHUNKS`` (e.g. ``1,2``) the block groups are streamed from host memory (``pinned_host`` where the
+backend has it, else pageable numpy; the kind used is reported) ``chunk`` blocks at a time with the next
+chunk's transfer issued before this chunk's compute, as the offload executor does; reported: the streamed call
+time, the same staged program with every chunk already on the device (``resident_s``), the host-to-device
+time per chunk alone, and the hidden fraction of the transfer, ``1 - (streamed - resident) / transfer`` clipped
+to [0, 1].
+
+Denoisers whose text context is one array (Wan, Cosmos, CogVideoX) are supported; others raise a one-line
+error. Results: ``OUT/NAME.json`` + ``OUT/NAME.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+from typing import Any
+
+from vidax_core.errors import UserError
+
+
+def _context_width(cfg: Any) -> int:
+    for name in ("text_dim", "context_dim", "text_embed_dim"):
+        if isinstance(getattr(cfg, name, None), int):
+            return int(getattr(cfg, name))
+    raise UserError(f"--random-dit: {type(cfg).__name__} takes a structured text context; "
+                    "only denoisers with one context array (Wan, Cosmos, CogVideoX) are benchmarked so far")
+
+
+def _random_state(abstract: Any, groups: dict[str, int], blocks: int | None, seed: int = 0) -> Any:
+    """Random device arrays for an abstract state, the stacked groups cut to ``blocks`` (std 0.02)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    @functools.partial(jax.jit, static_argnums=(1, 2))
+    def make(k, shape, dtype):
+        return (0.02 * jax.random.normal(k, shape, jnp.float32)).astype(dtype)
+
+    key = jax.random.key(seed)
+    out = []
+    for i, (path, var) in enumerate(nnx.to_flat_state(abstract)):
+        leaf = var.get_value() if hasattr(var, "get_value") else var
+        shape = tuple(leaf.shape)
+        if blocks and path and str(path[0]) in groups and shape:
+            shape = (min(blocks, shape[0]),) + shape[1:]
+        value = make(jax.random.fold_in(key, i), shape, jnp.dtype(leaf.dtype))  # one program per shape
+        out.append((path, var.replace(value) if hasattr(var, "replace") else value))
+    return nnx.from_flat_state(out)
+
+
+def _median_time(fn, repeats: int) -> tuple[float, float]:
+    """(first call s, median of ``repeats`` further calls s); ``fn`` must block until done."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(max(repeats, 1)):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return first, statistics.median(times)
+
+
+def _host_kind() -> str:
+    """``pinned_host`` where this backend's devices have that memory, else ``numpy`` (pageable)."""
+    import jax
+
+    try:
+        kinds = {m.kind for m in jax.devices()[0].addressable_memories()}
+    except Exception:  # noqa: BLE001 - old runtimes have no memory API
+        return "numpy"
+    return "pinned_host" if "pinned_host" in kinds and jax.default_backend() != "cpu" else "numpy"
+
+
+def _to_host(tree: Any, kind: str) -> Any:
+    import jax
+    import numpy as np
+
+    if kind == "pinned_host":
+        dev = jax.devices()[0]
+        s = jax.sharding.SingleDeviceSharding(dev, memory_kind="pinned_host")
+        return jax.tree.map(lambda a: jax.device_put(a, s), tree)
+    return jax.tree.map(np.asarray, tree)
+
+
+def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t, ctx, kind: str, repeats: int):
+    """Time the staged forward with every group streamed ``chunk`` blocks at a time (next chunk prefetched)."""
+    import jax
+    from flax import nnx
+
+    dev = jax.devices()[0]
+    pre = jax.jit(lambda s, x, t, c: nnx.merge(graphdef, s).pre(x, t, c))
+    post = jax.jit(lambda s, h, aux: nnx.merge(graphdef, s).post(h, aux, x.shape))
+    runs, host = {}, {}
+    for name, (gdef, st) in group_states.items():
+        n = jax.tree.leaves(st)[0].shape[0]
+        host[name] = [_to_host(jax.tree.map(lambda a: a[i:i + chunk], st), kind) for i in range(0, n, chunk)]
+        runs[name] = jax.jit(lambda s, h, aux, name=name, gdef=gdef: model_parts.run_block_group(name, gdef, s, h, aux))
+    target = jax.sharding.SingleDeviceSharding(dev, memory_kind="device") if kind == "pinned_host" else dev
+    put = lambda tree: jax.device_put(tree, target)  # noqa: E731 - host (pinned or numpy) -> device memory
+    chunks = [(name, c) for name in group_states for c in host[name]]
+
+    def call():
+        h, aux = pre(rest_state, x, t, ctx)
+        nxt = put(chunks[0][1])
+        for i, (name, _) in enumerate(chunks):
+            cur, nxt = nxt, (put(chunks[i + 1][1]) if i + 1 < len(chunks) else None)
+            h = runs[name](cur, h, aux)
+        jax.block_until_ready(post(rest_state, h, aux))
+
+    def transfer_only():
+        jax.block_until_ready([put(c) for _, c in chunks])
+
+    _, streamed = _median_time(call, repeats)
+    _, h2d = _median_time(transfer_only, repeats)
+    dev_chunks = [(name, put(c)) for name, c in chunks]
+
+    def compute_only():  # the same program with every chunk already on the device
+        h, aux = pre(rest_state, x, t, ctx)
+        for name, c in dev_chunks:
+            h = runs[name](c, h, aux)
+        jax.block_until_ready(post(rest_state, h, aux))
+
+    _, compute = _median_time(compute_only, repeats)
+    n = len(chunks)
+    hidden = 1.0 - max(streamed - compute, 0.0) / h2d if h2d > 0 else 1.0
+    return {"chunk": chunk, "chunks": n, "host_memory": kind, "streamed_s": streamed,
+            "resident_s": compute, "h2d_s_per_chunk": h2d / n,
+            "hidden_fraction": min(max(hidden, 0.0), 1.0)}
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+
+    from vidax_core import attention
+    from vidax_core import config as config_mod
+    from vidax_core.flops import step_flops
+    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.plugins import get_plugins
+    from vidax_core.runner import throughput
+    from vidax_core.runner.pipeline import build_dit
+
+    plugins = get_plugins()
+    cfg = config_mod.resolve(args.config, list(args.overrides or []), plugins.preset_for)
+    spec = plugins.registry.get(cfg.model.id)
+    ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
+    build = build_dit(spec, ckpt, cfg, plugins)[0]
+    grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
+    if grid is None:
+        raise UserError(f"--random-dit: the plugin of {spec.id} gives no latent grid without its VAE weights")
+    grid = tuple(int(v) for v in grid)
+    batch, text = int(args.batch), int(cfg.sampling.max_sequence_length or 512)
+    groups = dict(build.block_counts or {})
+    blocks = args.random_blocks
+    module = nnx.eval_shape(build.ctor)
+    graphdef, abstract = nnx.split(module)
+    width = _context_width(build.config)
+    state = _random_state(abstract, groups, blocks)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal(build.latent_shape(batch, grid)).astype(np.float32))
+    t = jnp.full((batch,), 500.0, jnp.float32)
+    ctx = jnp.asarray(rng.standard_normal((batch, text, width)), build.param_dtype)
+    kept = {g: min(blocks or n, n) for g, n in groups.items()}
+    flops = step_flops(build, [tuple(range(batch))], grid, text, blocks=kept)
+    peak = throughput.local_peak()
+    rows = []
+    for name in [b.strip() for b in args.attention.split(",") if b.strip()]:
+        row: dict[str, Any] = {"attention": name}
+        try:
+            with attention.use_backend(name):
+                fn = jax.jit(lambda s, x, t, c: nnx.merge(graphdef, s)(x, t, c))
+                t0 = time.perf_counter()
+                compiled = fn.lower(state, x, t, ctx).compile()
+                row["compile_s"] = time.perf_counter() - t0
+                row["attention_calls"] = attention.calls()
+                _, row["call_s"] = _median_time(lambda: jax.block_until_ready(compiled(state, x, t, ctx)),
+                                                args.repeats)
+                row.update(throughput.utilisation(flops, row["call_s"], 1, build.param_dtype, peak))
+                for chunk in [int(c) for c in str(args.offload or "").split(",") if c.strip()]:
+                    rest, group_states = _split_groups(graphdef, state, groups)
+                    row.setdefault("offload", []).append(
+                        _streamed(nnx.merge(graphdef, state), graphdef, rest, group_states, chunk, x, t, ctx,
+                                  _host_kind(), args.repeats))
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot run here (e.g. out of memory) is a result
+            row["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        rows.append(row)
+        jax.clear_caches()
+    return {"model": spec.id, "grid": list(grid), "batch": batch, "text_tokens": text,
+            "video_tokens": None if not build.patch_size else int(np.prod(grid) // np.prod(build.patch_size)),
+            "blocks": kept, "dtype": np.dtype(build.param_dtype).name, "backend": jax.default_backend(),
+            "device": getattr(jax.devices()[0], "device_kind", ""), "peak": peak.name if peak else None,
+            "flops_per_call": flops, "rows": rows}
+
+
+def _split_groups(graphdef, state, groups):
+    """(state without the stacked groups, {group: (graphdef of one block, stacked state)})."""
+    from flax import nnx
+
+    model = nnx.merge(graphdef, state)
+    out = {}
+    for g in groups:
+        gdef, st = nnx.split(getattr(model, g))
+        out[g] = (gdef, st)
+    return nnx.split(model)[1], out
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    from vidax_core.flops import human
+
+    blocks = ", ".join(f"{g} {n}" for g, n in rep["blocks"].items())
+    lines = [f"random {rep['model']} DiT (blocks: {blocks}), {rep['dtype']}, batch {rep['batch']}, latent grid "
+             f"{'x'.join(map(str, rep['grid']))} ({rep['video_tokens']} video + {rep['text_tokens']} text tokens) "
+             f"on {rep['backend']} {rep['device']}; {human(rep['flops_per_call'] or 0)} per call", "",
+             "| attention | compile s | call s | TFLOP/s | MFU | offload chunk: streamed s, same program resident s, h2d s/chunk, hidden |",
+             "|---|---|---|---|---|---|"]
+    for r in rep["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['attention']} | error: {r['error']} | | | | |")
+            continue
+        off = "; ".join(f"{o['chunk']}: {o['streamed_s']:.3f}, {o['resident_s']:.3f}, {o['h2d_s_per_chunk']:.4f}, "
+                        f"{o['hidden_fraction']:.0%} ({o['host_memory']})"
+                        for o in r.get("offload", [])) or "-"
+        rate = r.get("achieved_flops_per_s")
+        mfu = r.get("mfu")
+        lines.append(f"| {r['attention']} | {r['compile_s']:.2f} | {r['call_s']:.4f} | "
+                     f"{rate / 1e12 if rate else 0:.3g} | {f'{mfu:.1%}' if mfu is not None else 'n/a'} | {off} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    from vidax_core.bench.report import machine_info, write_report
+
+    rep = bench(args)
+    rep["machine"] = machine_info()
+    rep["markdown"] = markdown(rep)
+    jpath, mpath = write_report(rep, args.out, args.name or "random_dit")
+    print(rep["markdown"], end="")
+    return 0

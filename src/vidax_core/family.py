@@ -1,0 +1,169 @@
+"""The plugin object a model family registers: one subclass of :class:`FamilyPlugin`, overriding only what differs.
+
+Every per-model hook of :mod:`vidax_core.hookspecs` is a method here with the core's default behaviour, so a
+family states what is its own (its models, its DiT build, its key table, its checks) and inherits the rest:
+
+* ``register_models`` registers one :class:`ModelSpec` per entry of ``models`` (with ``family``,
+  ``checkpoint_formats`` and ``options``);
+* ``shard_rules`` and ``offload_block_groups`` return None: the core's default rules and every group of
+  ``DitBuild.block_counts``;
+* ``convert_checkpoint`` applies ``conversion_rules()`` to the components in ``dit_components``;
+* ``builtin_checkpoint`` serves ``assets/<name>`` beside the subclass's module;
+* ``bench_reference`` builds ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called
+  with ``(ckpt_dir, run)``) for ``--reference diffusers``;
+* ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse;
+* every other hook returns None ("use the core's default").
+
+Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
+``conversion_ignore``): any other public method is refused when the plugin loads, so a misspelled hook fails
+loudly. Name private helpers with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from importlib import import_module
+from types import ModuleType
+from typing import Any, Mapping, Sequence
+
+from vidax_core.registry import ModelSpec, Option
+
+
+class FamilyPlugin:
+    """Base class of a family's plugin object (see the module docstring for the defaults)."""
+
+    family: str = ""
+    models: Sequence[Mapping[str, Any]] = ()  # ModelSpec keyword arguments (id, tasks, preset, ...), one per id
+    options: Mapping[str, Option] = {}
+    checkpoint_formats: tuple[str, ...] = ("diffusers",)
+    dit_components: tuple[str, ...] = ("transformer",)  # checkpoint folders converted with conversion_rules()
+    diffusers_reference: str | None = None  # ".bench_reference:FamilyDiffusersReference"
+
+    # ---- helpers a family overrides (not hooks) ----
+
+    def dit_config(self, ckpt: Any, **overrides: Any) -> Any:
+        """The family's DiT config parsed from ``ckpt``'s transformer config.json (None: the family has none)."""
+        return None
+
+    def conversion_rules(self, component: str) -> Sequence[Any] | None:
+        """The :class:`vidax_core.io.convert.KeyRule` table converting ``component`` (None: no default
+        conversion)."""
+        return None
+
+    def conversion_ignore(self, component: str) -> Sequence[str]:
+        """Regexes of ``component``'s source keys that are known and dropped on purpose."""
+        return ()
+
+    # ---- hooks ----
+
+    def register_models(self, register):
+        for m in self.models:
+            register(ModelSpec(**{"family": self.family, "checkpoint_formats": self.checkpoint_formats,
+                                  "options": dict(self.options), **m}))  # a model's own entries win
+
+    def build_dit(self, spec, ckpt, run):
+        return None
+
+    def convert_checkpoint(self, spec, component, tensors, abstract, config):
+        rules = self.conversion_rules(component) if component in self.dit_components else None
+        if rules is None:
+            return None
+        from vidax_core.io.convert import convert
+
+        return convert(tensors, rules, abstract, component=f"{self.family} DiT ({component})",
+                       ignore=self.conversion_ignore(component))
+
+    def shard_rules(self, spec):
+        return None
+
+    def offload_block_groups(self, spec, model, run):
+        return None
+
+    def build_text_encoder(self, spec, ckpt, run, mesh):
+        return None
+
+    def encode_prompt(self, spec, encoder, prompts, run):
+        return None
+
+    def build_vae(self, spec, ckpt, run):
+        return None
+
+    def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
+        return None
+
+    def scheduler(self, spec, ckpt, run):
+        return None
+
+    def guidance(self, spec, ckpt, run):
+        return None
+
+    def sampling_plan(self, spec, ckpt, run, sampler, latent_shape):
+        return None
+
+    def sampling_passes(self, spec, ckpt, run):
+        return None
+
+    def check_run(self, spec, run):
+        return None
+
+    def builtin_checkpoint(self, spec, name):
+        from vidax_core.io.builtin import packaged_checkpoint
+
+        return packaged_checkpoint(sys.modules[type(self).__module__].__file__, name)
+
+    def open_checkpoint(self, spec, path):
+        return None
+
+    def bench_reference(self, spec, engine, ckpt_dir, run):
+        if engine != "diffusers" or not self.diffusers_reference:
+            return None
+        module, _, name = self.diffusers_reference.partition(":")
+        package = type(self).__module__.rpartition(".")[0] or None
+        return getattr(import_module(module, package), name)(ckpt_dir, run)
+
+    def bench_dit(self, spec, need_reference):
+        return None
+
+    def vae_latent_shape(self, spec, ckpt, run):
+        return None
+
+    def check_checkpoint(self, spec, ckpt, run):
+        try:
+            self.dit_config(ckpt)
+        except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
+            return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
+        return []
+
+
+@functools.cache
+def hook_names() -> frozenset[str]:
+    """Every hook the core declares."""
+    from vidax_core import hookspecs
+
+    return frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "vidax_spec"))
+
+
+HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore"})
+
+
+def stray_methods(plugin: FamilyPlugin) -> list[str]:
+    """Public methods of ``plugin``'s class that are neither hooks nor base helpers (misspelled hooks)."""
+    allowed = hook_names() | HELPERS
+    out = []
+    for cls in type(plugin).__mro__:
+        if cls in (FamilyPlugin, object):
+            continue
+        out += [n for n, v in vars(cls).items() if callable(v) and not n.startswith("_") and n not in allowed
+                and not isinstance(v, type)]
+    return sorted(set(out))
+
+
+def as_plugin_object(loaded: Any) -> Any:
+    """The object to register for what an entry point loaded: a FamilyPlugin subclass is instantiated; a module
+    exposing a FamilyPlugin (instance or subclass) as ``plugin`` registers that; anything else (a module of
+    ``@hookimpl`` functions, the older form) registers as it is."""
+    obj = getattr(loaded, "plugin", loaded) if isinstance(loaded, ModuleType) else loaded
+    if isinstance(obj, type) and issubclass(obj, FamilyPlugin):
+        obj = obj()
+    return obj if isinstance(obj, FamilyPlugin) else loaded

@@ -1,0 +1,380 @@
+"""A model loaded once and called many times: the weights stay placed, compiled steps are reused per shape.
+
+:class:`LoadedModel` is the run split in two. Construction checks the base config, opens the checkpoint and
+builds the denoisers (and, with ``load_weights``, places their weights); :meth:`LoadedModel.generate` makes one
+video from a per-call config with the same model, parallel layout and offload settings. ``vidax run``, the Python
+API (:mod:`vidax_core.api`), batches and ``vidax serve`` all go through it.
+
+What stays between calls: the placed DiT weights (or their host pools when offloaded), the compiled step of each
+distinct call structure (a new shape compiles once), the VAE per conditioning structure, the prompt encoder as
+``runtime.text_encoder`` says (:mod:`.text_encoders`) and a cache of prompt embeddings. The checkpoint's tensor
+sources stay open, so a rebuilt VAE reads no file again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from flax import nnx
+
+from vidax_core import attention
+from vidax_core.config import RunConfig, to_dict
+from vidax_core.errors import Cancelled, UserError
+from vidax_core.guidance import PROMPT
+from vidax_core.io import audio, outputs, video
+from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.model_api import Decoded
+from vidax_core.parallel import distributed
+from vidax_core.parallel import offload as offloadlib
+from vidax_core.parallel import sharding
+from vidax_core.plugins import Plugins
+from vidax_core.runner import pipeline as P
+from vidax_core.runner.preflight import preflight
+from vidax_core.runner.progress import Reporter, Timer
+from vidax_core.runner.text_encoders import TextEncoders
+
+# Run keys a call may change; everything else (model, parallel layout, offload, attention, runtime) is the load's.
+CALL_KEYS = ("prompt", "negative_prompt", "image", "video", "sampling", "options", "output", "vae")
+
+
+def structure_key(cfg: RunConfig, *extra: Any) -> str:
+    """What decides a compiled step's program: the call's settings without its prompts, seed, noise file,
+    outputs and the contents of its media (those arrive as arrays)."""
+    d = to_dict(cfg)
+    for k in ("prompt", "negative_prompt", "output"):
+        d.pop(k, None)
+    d["image"], d["video"] = d["image"] is not None, d["video"] is not None
+    d["sampling"] = {k: v for k, v in d["sampling"].items() if k not in ("seed", "initial_noise")}
+    return repr((d, extra))
+
+
+def vae_key(cfg: RunConfig) -> str:
+    """What a family's ``build_vae`` may read from the run: everything but the prompts, outputs and step recipe."""
+    d = to_dict(cfg)
+    for k in ("prompt", "negative_prompt", "output"):
+        d.pop(k, None)
+    d["sampling"] = {k: v for k, v in d["sampling"].items()
+                     if k not in ("num_steps", "guidance_scale", "guidance_scale_2", "scheduler", "max_sequence_length")}
+    return repr(d)
+
+
+def _media_stamp(path: str | None) -> Any:
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+        return (path, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return path
+
+
+def prompt_key(cfg: RunConfig, text: Any) -> str:
+    """A prompt embedding depends on the text and the encoder's settings (text length, options, and for image
+    encoders the image and size), not on the seed, steps or guidance."""
+    d = to_dict(cfg)
+    for k in ("prompt", "negative_prompt", "output"):
+        d.pop(k, None)
+    d["image"], d["video"] = _media_stamp(cfg.image), _media_stamp(cfg.video)
+    d["sampling"] = {k: v for k, v in d["sampling"].items()
+                     if k not in ("seed", "initial_noise", "num_steps", "guidance_scale", "guidance_scale_2",
+                                  "scheduler")}
+    return repr((text, d))
+
+
+@dataclasses.dataclass
+class CallPlan:
+    """A call's passes with their samplers, guidance, latent grids and sampling plans, checked for placement."""
+
+    cfg: RunConfig
+    passes: list
+    samplers: list
+    guides: list
+    grids: list
+    splans: list
+
+    @property
+    def total_steps(self) -> int:
+        return int(sum(s.num_steps for s in self.splans))
+
+
+class LoadedModel:
+    """One model, loaded for many calls. ``load_weights=False`` stops after every check that reads no weight
+    (a batch validates its lines, then calls :meth:`load_weights`)."""
+
+    def __init__(self, cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None, *,
+                 single: bool = False, load_weights: bool = True) -> None:
+        self.reporter = reporter or Reporter()
+        self.plugins = plugins
+        self.base = cfg
+        self.single = single
+        self.closed = False
+        self._lock = threading.Lock()
+        t0 = time.perf_counter()
+        self.spec = spec = plugins.registry.get(cfg.model.id)
+        preflight(cfg, spec, plugins)
+        distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
+        P.setup_runtime(cfg)
+        self.backend = attention.set_backend(cfg.attention.backend)  # before anything that attends is traced
+        self.ckpt = ckpt = checkpoint_for_run(cfg, spec, plugins)
+        ckpt.progress = self.reporter.byte_progress
+        ckpt.keep_open = True
+        self.reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {self.backend}")
+        self.builds = P.build_dit(spec, ckpt, cfg, plugins)
+        self.tracker = offloadlib.ResidentTracker()
+        self.experts: list[P.Expert] = []
+        self._vaes: dict[str, Any] = {}
+        self.encoders = TextEncoders(self._build_encoder, getattr(cfg.runtime, "text_encoder", "host"))
+        self._mesh = None
+        self.load_s = time.perf_counter() - t0
+        self.first_plan = self.plan_call(cfg, build_vae=False)
+        if load_weights:
+            self.load_weights()
+
+    # -- loading ---------------------------------------------------------------------------------------------
+
+    def load_weights(self) -> None:
+        """Place every expert's weights with the base config's placement (already checked)."""
+        if self.experts:
+            return
+        t0 = time.perf_counter()
+        cfg = self.base
+        plan = self.plan_call(cfg)
+        placements = P.place_passes(self.spec, self.builds, plan.passes, plan.grids, plan.guides, self.plugins)[0]
+        self._mesh = placements[0].mesh
+        p0, guide, passes = placements[0].plan, plan.guides[0], plan.passes
+        self.reporter.log(
+            f"mesh dp={p0.dp} tp={p0.tp} sp={p0.sp} over {p0.size} of {jax.device_count()} devices"
+            + (f", offloading {', '.join(placements[0].offload_groups)}" if placements[0].offload_groups else "")
+            + (f"; {len(self.builds)} experts switched by timestep" if len(self.builds) > 1 else "")
+            + f"; guidance {guide.describe()} ({len(guide.branches)} branch{'es' if len(guide.branches) > 1 else ''})"
+            + (f"; {len(passes)} passes: " + ", ".join(f"{p.run.sampling.width}x{p.run.sampling.height}"
+                                                       for p in passes) if len(passes) > 1 else ""))
+        if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
+            self._encode_call(plan)
+            t0 += self._encoded[2]  # counted as the call's encode time, not as loading
+        for build, placement in zip(self.builds, placements):
+            build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
+                                      put=placement.put)
+            if placement.offload_groups:
+                self.experts.append(P.Expert(build, placement, model))
+            else:
+                graphdef, params = nnx.split(model)
+                self.experts.append(P.Expert(build, placement, None, graphdef, params))
+                self.tracker.base += sharding.per_device_bytes(params)
+            del model
+        self.load_s += time.perf_counter() - t0
+
+    def _build_encoder(self) -> Any:
+        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=self.mesh)
+        if encoder is None:
+            raise UserError(f"the plugin of {self.spec.id} provides no text encoder")
+        return encoder
+
+    @property
+    def mesh(self):
+        if self._mesh is None:
+            self._mesh = P.plan_placement(self.spec, self.builds[0], self.base, self.plugins,
+                                          self.first_plan.grids[0] or (0, 0, 0),
+                                          batch=P.expected_batch(self.first_plan.guides[0])).mesh
+        return self._mesh
+
+    def vae(self, cfg: RunConfig) -> Any:
+        key = vae_key(cfg)
+        if key not in self._vaes:
+            vae = self.plugins.call("build_vae", self.spec, ckpt=self.ckpt, run=cfg)
+            if vae is None:
+                raise UserError(f"the plugin of {self.spec.id} provides no VAE")
+            if len(self._vaes) >= 4:
+                self._vaes.pop(next(iter(self._vaes)))
+            self._vaes[key] = vae
+        return self._vaes[key]
+
+    # -- checking a call -------------------------------------------------------------------------------------
+
+    def call_config(self, **changes: Any) -> RunConfig:
+        """The base config with a call's changes (already validated values), checked as a run checks it."""
+        from vidax_core import config as config_mod
+
+        data = to_dict(self.base)
+        data = config_mod.merge(data, changes)
+        cfg = config_mod.validate(data)
+        return cfg
+
+    def plan_call(self, cfg: RunConfig, *, build_vae: bool = True) -> CallPlan:
+        """Every check a run makes for ``cfg`` before sampling; with ``build_vae=False`` the latent grid comes
+        from the plugin's ``vae_latent_shape`` (no weight read) and a grid it cannot give skips the token rule."""
+        spec, ckpt, plugins = self.spec, self.ckpt, self.plugins
+        if cfg is not self.base:
+            preflight(cfg, spec, plugins)
+        passes = P.sampling_passes(spec, ckpt, cfg, plugins)
+        samplers = [P.select_sampler(spec, ckpt, p.run, plugins) for p in passes]
+        guides = [P.select_guidance(spec, ckpt, p.run, plugins) for p in passes]
+        if build_vae:
+            vae = self.vae(passes[-1].run)
+            grids = [tuple(vae.latent_shape(p.run.sampling.num_frames, p.run.sampling.height, p.run.sampling.width))
+                     for p in passes]
+        else:
+            grids = []
+            for p in passes:
+                g = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
+                grids.append(tuple(int(v) for v in g) if g is not None else None)
+        for p, grid, guide in zip(passes, grids, guides):
+            builds = self.builds if grid is not None else [dataclasses.replace(b, patch_size=None) for b in self.builds]
+            P.place_passes(spec, builds, [p], [grid or (0, 0, 0)], [guide], plugins)
+        splans = [P.sampling_plan(spec, ckpt, p.run, plugins, s, g) if g is not None else None
+                  for p, s, g in zip(passes, samplers, grids)]
+        return CallPlan(cfg, passes, samplers, guides, grids, splans)
+
+    # -- one call --------------------------------------------------------------------------------------------
+
+    def _encode_call(self, plan: CallPlan) -> dict[str, Any]:
+        """The contexts of every prompt kind the call's guidance reads, from the embedding cache or the encoder.
+        All kinds are encoded together, as a run encodes them (a plugin may treat the prompt and the negative
+        prompt differently by position), so the cache holds them together too."""
+        kinds = list(dict.fromkeys(k for g in plan.guides for k in g.prompts))
+        cfg = plan.cfg
+        key = prompt_key(cfg, tuple((k, cfg.prompt if k == PROMPT else cfg.negative_prompt) for k in kinds))
+        t0 = time.perf_counter()
+        found = self.encoders.lookup(key)
+        if found is None:
+            encoder = self.encoders.acquire()
+            try:
+                found = P.encode_with(self.spec, encoder, cfg, self.plugins, kinds, self.mesh)
+            finally:
+                self.encoders.release(final=self.single)
+            self.encoders.store(key, found)
+        self._encoded = (cfg, found, time.perf_counter() - t0)
+        return found
+
+    def generate(self, cfg: RunConfig | None = None, *, on_progress: Callable[[int, int], None] | None = None,
+                 cancel: Any = None, write_outputs: bool = True) -> P.RunResult:
+        """One video from ``cfg`` (a call config of this model; default: the base config)."""
+        if self.closed:
+            raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
+        with self._lock:
+            return self._generate(cfg or self.base, on_progress, cancel, write_outputs)
+
+    def _generate(self, cfg: RunConfig, on_progress, cancel, write_outputs: bool) -> P.RunResult:
+        timer = Timer()
+        reporter = self.reporter
+        first_call = not getattr(self, "_called", False)
+        self._called = True
+        if first_call:  # the first video's times include the load that preceded it
+            timer.add("load_s", self.load_s)
+            timer.start -= self.load_s
+        t0 = time.perf_counter()
+        plan = self.plan_call(cfg)
+        self.load_weights()
+        vae = self.vae(plan.passes[-1].run)
+        timer.add("load_s", time.perf_counter() - t0)
+
+        pre = getattr(self, "_encoded", None)
+        if pre is None or pre[0] is not cfg:
+            self._encode_call(plan)
+        else:  # encoded during the load, before this call's clock started
+            timer.start -= pre[2]
+        _, by_kind, encode_s = self._encoded
+        self._encoded = None
+        timer.add("encode_s", encode_s)
+
+        progress = _Progress(plan.total_steps, on_progress, cancel)
+        results: list[P.PassResult] = []
+        passes = plan.passes
+        for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
+                                                               plan.splans)):
+            given = None
+            if k == 0 and cfg.sampling.initial_noise:
+                given = P.initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
+            elif p.carry is not None and results:
+                reporter.log(f"{p.name}: carrying the latents over")
+                given = p.carry(results[-1].final, vae)
+            results.append(P.sample_pass(
+                self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
+                guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
+                label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
+                step_key=structure_key(p.run, k, p.name)))
+        last = results[-1]
+        final = last.final
+        out = cfg.output
+        writer = distributed.is_writer() and write_outputs  # under jax.distributed only process 0 writes
+        if out.save_latents and writer:
+            P.save_latents(out.save_latents, final)
+
+        t0 = time.perf_counter()
+        dbar = reporter.bar(None, "decoding", unit="chunk")
+        decoded = vae.decode_video(final, on_chunk=P._follow(dbar), tiling=cfg.vae.tiling)
+        dbar.close()
+        if not isinstance(decoded, Decoded):
+            decoded = Decoded(np.asarray(decoded))
+        frames = decoded.frames
+        if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
+            reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
+                         f"{cfg.sampling.width}x{cfg.sampling.height}")
+            frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
+        timer.add("decode_s", time.perf_counter() - t0)
+        if out.save_frames and writer:
+            outputs.save_npy(out.save_frames, frames.astype(np.float32))
+        if out.path and writer:
+            write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
+        metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
+        if out.metrics and writer:
+            outputs.save_json(out.metrics, metrics)
+        return P.RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+
+    def close(self) -> None:
+        """Free the device memory this model holds; later calls are refused."""
+        if self.closed:
+            return
+        with self._lock:
+            self.closed = True
+            for e in self.experts:
+                e.close()
+            self.experts = []
+            self._vaes.clear()
+            self.encoders.close()
+            if hasattr(self.ckpt, "close"):
+                self.ckpt.close()
+            import gc
+
+            gc.collect()
+
+
+def write_video(path: str, frames: np.ndarray, fps: int, wave: Any = None, sample_rate: Any = None) -> None:
+    """The mp4 of one video (with its audio track when the model makes sound)."""
+    video.write_mp4(path, frames, fps)
+    if wave is not None:
+        audio.mux_audio(path, wave[0], int(sample_rate or 16000))
+
+
+class _Progress:
+    """Step progress over every pass of a call, and the cancel check between steps."""
+
+    def __init__(self, total: int, on_progress, cancel) -> None:
+        self.total, self.done = total, 0
+        self.on_progress, self.cancel = on_progress, cancel
+
+    def check(self) -> None:
+        c = self.cancel
+        if c is not None and (c.is_set() if hasattr(c, "is_set") else c()):
+            raise Cancelled("the generation was cancelled")
+
+    def step(self) -> None:
+        self.done += 1
+        if self.on_progress is not None:
+            self.on_progress(self.done, self.total)
+
+
+def run(cfg: RunConfig, plugins: Any, reporter: Any = None) -> "P.RunResult":
+    """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
+    for one call (``vidax run``)."""
+    model = LoadedModel(cfg, plugins, reporter, single=True)
+    try:
+        return model.generate(cfg)
+    finally:
+        model.close()

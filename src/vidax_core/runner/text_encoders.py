@@ -1,0 +1,146 @@
+"""Where a loaded pipe keeps its prompt encoder between calls, and the cache of prompt embeddings.
+
+``runtime.text_encoder`` says where the encoder's weights live between calls of one loaded pipe:
+
+* ``host``: after each use its arrays are copied to host memory and their device buffers freed; the next use
+  puts them back with the same shardings (no file is read again). The default: on one accelerator an 11 GB
+  UMT5 and a 14B DiT need not fit together. Under ``jax.distributed`` an array spread over several processes'
+  devices stays on the devices.
+* ``device``: the encoder stays on the devices (fastest; needs memory for both).
+* ``reload``: the encoder is freed after each use and rebuilt from the checkpoint when next needed.
+
+A single ``vidax run`` uses the encoder once and frees it whatever the setting. Embeddings are cached per prompt
+text and encoding-relevant settings (a few dozen entries), so a repeated prompt does not run the encoder at all.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+import jax
+import numpy as np
+from flax import nnx
+
+ENCODER_PLACEMENTS = ("host", "device", "reload")
+
+
+def _modules(obj: Any, depth: int = 0) -> list[tuple[Any, str, nnx.Module]]:
+    """(owner, attribute, module) for every nnx module reachable from ``obj`` through plain attributes, lists,
+    tuples and dicts (encoders are small dataclasses holding tokenizers and one or two towers)."""
+    found: list[tuple[Any, str, nnx.Module]] = []
+    if depth > 3:
+        return found
+    items: list[tuple[Any, Any]]
+    if isinstance(obj, dict):
+        items = list(obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = list(enumerate(obj))
+    elif hasattr(obj, "__dict__") and not isinstance(obj, nnx.Module):
+        items = list(vars(obj).items())
+    else:
+        return found
+    for key, value in items:
+        if isinstance(value, nnx.Module):
+            found.append((obj, key, value))
+        elif isinstance(value, (dict, list)) or (hasattr(value, "__dict__") and not callable(value)):
+            found.extend(_modules(value, depth + 1))
+    return found
+
+
+def _movable(a: Any) -> bool:
+    """A device array of numbers this process holds whole. PRNG key arrays, and arrays spread over other
+    processes' devices (under ``jax.distributed``), stay where they are: parking those is ``device``."""
+    return (isinstance(a, jax.Array) and not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key)
+            and a.is_fully_addressable)
+
+
+class _Parked:
+    """An encoder whose modules' arrays were moved to the host; :meth:`restore` puts them back."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+        self.saved = []
+        for owner, key, module in _modules(encoder):
+            graphdef, state = nnx.split(module)
+            # an array placed without a sharding goes back the same way (committed arrays compile anew)
+            shardings = jax.tree.map(lambda a: (a.sharding if getattr(a, "_committed", True) else "default")
+                                     if _movable(a) else None, state)
+            host = jax.tree.map(lambda a: np.asarray(a) if _movable(a) else a, state)
+            for a in jax.tree.leaves(state):
+                if _movable(a):
+                    a.delete()
+            self.saved.append((owner, key, graphdef, host, shardings))
+            self._set(owner, key, None)
+
+    @staticmethod
+    def _set(owner: Any, key: Any, value: Any) -> None:
+        if isinstance(owner, (dict, list)):
+            owner[key] = value
+        else:
+            object.__setattr__(owner, key, value)
+
+    def restore(self) -> Any:
+        for owner, key, graphdef, host, shardings in self.saved:
+            state = jax.tree.map(lambda a, s: a if s is None else jax.device_put(a) if s == "default"
+                                 else jax.device_put(a, s), host, shardings)
+            self._set(owner, key, nnx.merge(graphdef, state))
+        self.saved = []
+        return self.encoder
+
+
+class TextEncoders:
+    """The prompt encoder of one loaded pipe: built on first use, kept per ``placement``, with an embedding cache."""
+
+    def __init__(self, build: Callable[[], Any], placement: str = "host", cache_size: int = 32) -> None:
+        if placement not in ENCODER_PLACEMENTS:
+            raise ValueError(f"text encoder placement must be one of {', '.join(ENCODER_PLACEMENTS)}")
+        self._build = build
+        self.placement = placement
+        self._encoder: Any = None
+        self._parked: _Parked | None = None
+        self._cache: OrderedDict[Hashable, Any] = OrderedDict()
+        self.cache_size = cache_size
+        self.hits = 0
+        self.builds = 0
+
+    def lookup(self, key: Hashable) -> Any | None:
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            self.hits += 1
+            return self._cache[key]
+        return None
+
+    def store(self, key: Hashable, value: Any) -> None:
+        self._cache[key] = value
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def acquire(self) -> Any:
+        """The encoder, on the devices."""
+        if self._parked is not None:
+            self._encoder = self._parked.restore()
+            self._parked = None
+        if self._encoder is None:
+            self._encoder = self._build()
+            self.builds += 1
+        return self._encoder
+
+    def release(self, *, final: bool = False) -> None:
+        """After a use: keep, park on the host, or free the encoder (``final``: the pipe makes no more calls)."""
+        if self._encoder is None:
+            return
+        if final or self.placement == "reload":
+            self._encoder = None
+            gc.collect()
+        elif self.placement == "host":
+            self._parked = _Parked(self._encoder)
+            self._encoder = None
+
+    def close(self) -> None:
+        self._encoder = None
+        self._parked = None
+        self._cache.clear()
+        gc.collect()

@@ -1,0 +1,182 @@
+"""Wiring: one loaded pipe, its job queue, the limits and the output folder behind a ThreadingHTTPServer.
+
+The server writes only inside its output folder, and only files named after job ids it made itself
+(``<id>.mp4``, ``<id>.input.<ext>``); nothing a request says becomes part of a path.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+from http.server import ThreadingHTTPServer
+from typing import Any, Callable
+
+from vidax_core.errors import UserError
+from vidax_core.io.outputs import write_atomic
+from vidax_core.serve import jobs as jobsmod
+from vidax_core.serve import request as reqmod
+from vidax_core.serve.handler import Handler
+from vidax_core.serve.jobs import Job, JobQueue, QueueFull
+from vidax_core.serve.limits import Limits
+
+
+def run_locally(pipe: Any) -> Callable[[Job, Callable[[int, int], None]], None]:
+    """A job's work on one process: the pipe call, then the mp4 write."""
+
+    def run(job: Job, on_progress: Callable[[int, int], None]) -> None:
+        out = pipe(**job.plan.kwargs, on_progress=on_progress, cancel=job.cancel)
+        out.save(job.video_path)
+
+    return run
+
+
+class App:
+    """What the handlers share: the pipe's description, the queue, the limits, the output folder."""
+
+    def __init__(self, pipe: Any, output_dir: str, limits: Limits, runner=None, quiet: bool = False,
+                 log_requests: bool = False) -> None:
+        self.pipe = pipe
+        self.model_id = str(pipe.spec.id)
+        self.output_dir = os.path.abspath(output_dir)
+        os.makedirs(self.output_dir, exist_ok=True)
+        self.limits = limits
+        self.quiet, self._log_requests = quiet, log_requests
+        self._resolve_lock = threading.Lock()
+        runner = runner or run_locally(pipe)
+        self.jobs = JobQueue(runner, limits.max_queue, limits.max_jobs_kept, jobsmod.cancelled_types(), self.log,
+                             idle=getattr(runner, "idle", None), on_stop=getattr(runner, "stop", None))
+        self._page_info = page_info(pipe, limits)
+
+    def create(self, req: reqmod.VideoRequest) -> Job:
+        """Check ``req``, queue its job and return it (UserError / QueueFull for the handler to answer)."""
+        if self.jobs.counts()["queued"] >= self.limits.max_queue:
+            raise QueueFull(f"the queue is full ({self.limits.max_queue} jobs waiting); retry later")
+        job_id = jobsmod.new_id()
+        image_path = None
+        try:
+            if req.image is not None:
+                image_path = os.path.join(self.output_dir, f"{job_id}.input.{req.image.ext}")
+                write_atomic(image_path, lambda tmp: _write_bytes(tmp, req.image.data))
+            with self._resolve_lock:
+                plan = reqmod.plan(req, self.pipe, self.limits, image_path, self.model_id)
+            job = Job(job_id, self.model_id, plan, os.path.join(self.output_dir, f"{job_id}.mp4"), image_path)
+            self.jobs.submit(job)
+            return job
+        except BaseException:
+            jobsmod._remove(image_path)
+            raise
+
+    def page_info(self) -> dict[str, Any]:
+        return self._page_info
+
+    def log(self, message: str) -> None:
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    def log_request(self, message: str) -> None:
+        if self._log_requests:
+            self.log(message)
+
+    def close(self) -> None:
+        self.jobs.stop()
+
+
+def page_info(pipe: Any, limits: Limits) -> dict[str, Any]:
+    """What the page offers: the config's defaults, a size step and the frame counts the model accepts (found by
+    asking ``pipe.resolve``), within the server's limits."""
+    base = pipe.config
+    s = base.sampling
+    fps = int(base.output.fps or pipe.fps)
+    defaults = {"prompt": base.prompt, "width": s.width, "height": s.height, "num_frames": s.num_frames,
+                "num_steps": s.num_steps, "seed": s.seed}
+
+    def valid(**kwargs: Any) -> bool:
+        try:
+            pipe.resolve(**kwargs)
+            return True
+        except UserError:
+            return False
+
+    size_step = next((k for k in (1, 2, 4, 8, 16, 32, 64, 128)
+                      if valid(width=s.width + k, height=s.height + k)), 16)
+    top = min(limits.max_frames, max(4 * s.num_frames, 33), 257)
+    frames = [n for n in range(1, top + 1) if valid(num_frames=n)] or [s.num_frames]
+    max_side = max(size_step, 2 * math.isqrt(limits.max_pixels) // size_step * size_step)
+    return {"model": str(pipe.spec.id), "fps": fps, "defaults": defaults, "size_step": size_step,
+            "frame_choices": frames, "max_side": max_side, "max_steps": limits.max_steps,
+            "max_prompt_chars": limits.max_prompt_chars}
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that breaks outside a route (a reset while reading the request line): that client's
+        business only; anything else is logged in one line instead of socketserver's traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        self.app.log(f"connection from {client_address[0]} failed: {type(exc).__name__}: {exc}")
+
+
+class Server:
+    """``vidax serve`` in-process: ``Server(pipe).start()`` serves on a background thread, ``close()`` ends it.
+
+    ``port=0`` takes a free port (see ``.port`` / ``.url``). The output folder defaults to the folder of the
+    pipe's ``output.path``, or ``out`` when the pipe has none (``vidax.load`` clears it: calls write nothing).
+    """
+
+    def __init__(self, pipe: Any, *, host: str = "127.0.0.1", port: int = 8000, output_dir: str | None = None,
+                 limits: Limits | None = None, runner=None, quiet: bool = False, log_requests: bool = False) -> None:
+        if output_dir is None:
+            path = pipe.config.output.path
+            output_dir = (os.path.dirname(str(path)) or ".") if path else "out"
+        self.app = App(pipe, output_dir, limits or Limits(), runner, quiet, log_requests)
+        try:
+            self.httpd = _HTTPServer((host, port), Handler)
+        except OSError as exc:
+            self.app.close()
+            raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or "
+                            "--host") from None
+        self.httpd.app = self.app
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = self.httpd.server_address[0]
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    def start(self) -> "Server":
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="vidax-serve-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever(poll_interval=0.5)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self.httpd.shutdown()
+            self._thread.join(10)
+        self.httpd.server_close()
+        self.app.close()
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,42 @@
+"""benchmarks/accelerator.sh runs end to end on CPU (--cpu-check) and refuses without an accelerator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script(*args, env=None):
+    env = {**os.environ, "PYTHON": sys.executable, **(env or {})}
+    return subprocess.run(["bash", str(ROOT / "benchmarks" / "accelerator.sh"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_refuses_without_an_accelerator(tmp_path):
+    proc = _script(str(tmp_path / "out"), env={"JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: JAX sees no accelerator")
+
+
+def test_cpu_check_runs_every_case(tmp_path):
+    out = tmp_path / "out"
+    proc = _script(str(out), "--cpu-check")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((out / "accelerator.json").read_text())
+    cases = {c["case"]: c for c in report["cases"]}
+    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b"]
+    assert all(c["exit"] == 0 for c in cases.values())
+    attn = cases["attn_480p"]["result"]
+    assert [r["attention"] for r in attn["rows"]] == ["xla", "blockwise"]
+    assert all(r["call_s"] > 0 and r["flops_per_step"] == attn["flops_per_call"] > 0 for r in attn["rows"])
+    off = cases["offload_480p"]["result"]["rows"][0]["offload"]
+    assert [o["chunk"] for o in off] == [1, 2] and all(0.0 <= o["hidden_fraction"] <= 1.0 for o in off)
+    row = cases["pipeline_13b"]["result"]["rows"][0]
+    assert row["vidax"]["flops_per_step"] > 0 and row["vidax"]["attention_calls"] and row["reference"]
+    assert "| pipeline_13b | 0 |" in (out / "accelerator.md").read_text()

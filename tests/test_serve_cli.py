@@ -1,0 +1,57 @@
+"""``vidax serve`` as a command: bad arguments end with one ``error:`` line and exit 2 before anything loads; on
+the tiny model it loads, announces its address, serves a job, and stops cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from serve_stub import TINY, post_json, request, wait_done
+from vidax_core.cli import main
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["serve", "configs/demo.yaml", "--max-queue", "0"], "--max-queue must be at least 1"),
+    (["serve", "configs/demo.yaml", "--port", "70000"], "--port must be from 0 to 65535"),
+    (["serve", "configs/demo.yaml", "--port", "x"], "invalid int value"),
+])
+def test_bad_arguments(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and words in err[0], err
+
+
+def test_serve_command(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "vidax")
+    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
+    proc = subprocess.Popen(cmd + ["serve", "configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY,
+                                   f"output.path={tmp_path}/x.mp4", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url, lines, end = None, [], time.monotonic() + 240
+        while url is None and time.monotonic() < end:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"serving \S+ on (http://127\.0\.0\.1:\d+)", line)
+            url = m.group(1) if m else None
+        assert url, "".join(lines)[-3000:]
+        assert json.loads(request(url, "GET", "/health")[2])["status"] == "ok"
+        status, job = post_json(url, {"prompt": "from the command", "num_steps": 2})
+        assert status == 200, job
+        assert wait_done(url, job["id"])["status"] == "completed"
+        assert os.listdir(tmp_path) == [f"{job['id']}.mp4"]  # the folder of output.path, nothing else
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
