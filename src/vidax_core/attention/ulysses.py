@@ -199,3 +199,28 @@ def replicated_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: j
 
     args = (q, k, v) + (() if kv_mask is None else (kv_mask,))
     return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec,) * 3 + m_specs, out_specs=spec, check_vma=False)(*args)
+
+
+def gathered_kv_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: jax.Array | None = None
+                          ) -> jax.Array:
+    """Replicated queries against sequence-sharded keys/values (LTX-2's video-to-audio attention: the short
+    audio stream, held whole on every sp rank, attends to the sp-sharded video tokens).
+
+    Each device gathers the key/value shards over ``sp`` (an all-gather of K and V only, the queries never move),
+    then runs the backend on its tp heads; the output is replicated over sp like the queries. ``kv_mask`` (B, Sk)
+    is global, as everywhere in this module."""
+    ctx = sharding.active()
+    if ctx is None:
+        return attention(q, k, v, kv_mask=kv_mask)
+    sp = ctx.axis("seq")
+    q_spec, kv_spec = _specs(ctx, False), _specs(ctx, True)
+    m_specs = () if kv_mask is None else (_mask_spec(ctx),)
+
+    def local(q, k, v, *m):
+        if sp is not None:
+            k, v = (jax.lax.all_gather(t, sp, axis=1, tiled=True) for t in (k, v))
+        return attention(q, k, v, kv_mask=m[0] if m else None)
+
+    args = (q, k, v) + (() if kv_mask is None else (kv_mask,))
+    return jax.shard_map(local, mesh=ctx.mesh, in_specs=(q_spec, kv_spec, kv_spec) + m_specs, out_specs=q_spec,
+                         check_vma=False)(*args)
