@@ -6,16 +6,20 @@ Runs tests/parallel_scripts/gathered_kv.py in a subprocess (fake devices must be
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from vidax_testing.fake_devices import run_script
+from vidax_core.testing.devices import run_script
+
+SCRIPTS = Path(__file__).parent / "parallel_scripts"
 
 MESHES = ("dp1_sp4_tp1", "dp1_sp2_tp2", "dp2_sp2_tp2", "dp1_sp8_tp1")
 
 
 @pytest.fixture(scope="module")
 def out():
-    return run_script("gathered_kv.py", timeout=300)
+    return run_script(SCRIPTS / "gathered_kv.py", timeout=300)
 
 
 @pytest.mark.parametrize("mesh", MESHES)

@@ -23,7 +23,7 @@ from vidax_core.io.convert import ConversionError, convert  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_ltx.convert_ltx2 import LTX2_DIT_RULES, load_ltx2_dit  # noqa: E402
 from vidax_ltx.ltx2_dit import LTX2DiT, LTX2DiTConfig, audio_positions, video_positions  # noqa: E402
-from vidax_testing.tiny_wan import randomize_  # noqa: E402
+from vidax_core.testing.reference import randomize_  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx2_dit")
 
