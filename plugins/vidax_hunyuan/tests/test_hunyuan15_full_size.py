@@ -14,7 +14,7 @@ pytest.importorskip("diffusers")
 from flax import nnx  # noqa: E402
 
 from test_hunyuan15_dit import to_original  # noqa: E402
-from test_hunyuan_full_size import meta_shapes  # noqa: E402
+from vidax_core.testing.reference import meta_tensors  # noqa: E402
 
 from vidax_core.nn.state import abstract_model  # noqa: E402
 
@@ -47,7 +47,7 @@ def test_full_size_dit15(name):
     dit = CONFIGS[name]
     with torch.device("meta"):
         ref = HunyuanVideo15Transformer3DModel(**dit)
-    tensors = meta_shapes(ref)
+    tensors = meta_tensors(ref)
     cfg = HunyuanDiT15Config.from_config(dit)
     _, _, flat = abstract_model(lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0)))
     convert_dit15(tensors, flat, check_only=True)

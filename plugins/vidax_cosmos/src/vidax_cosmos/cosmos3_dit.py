@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vidax_core.attention import ulysses
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.nn.attention_block import merge_heads, project_heads, rotate
 from vidax_core.nn.feedforward import FeedForward, GatedFeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.config.arch import from_config_dict
+from vidax_core.io.arch import from_config_dict
 from vidax_core.nn.adaln import AdaLayerNormContinuous
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import LayerNorm
