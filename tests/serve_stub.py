@@ -8,6 +8,8 @@ pre-load checks of ``vidax run`` on the demo config; its call sleeps ``step_s`` 
 
 from __future__ import annotations
 
+import os
+
 import threading
 import time
 from dataclasses import dataclass
@@ -94,6 +96,9 @@ import io  # noqa: E402
 import json  # noqa: E402
 import urllib.parse  # noqa: E402
 
+# the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
+DEMO_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "demo.yaml")
+
 TINY = ("sampling.height=32", "sampling.width=32", "sampling.num_frames=5", "sampling.num_steps=2",
         "sampling.max_sequence_length=16")
 
@@ -134,7 +139,7 @@ def load_pipe(*overrides: str):
     """The pipe the serve tests run: ``vidax.load`` on the built-in tiny model, a short recipe."""
     import vidax
 
-    return vidax.load("configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY, *overrides)
+    return vidax.load(DEMO_CONFIG, "model.checkpoint=builtin:tiny-random", *TINY, *overrides)
 
 
 def form(fields: dict, files: dict | None = None) -> tuple[bytes, str]:

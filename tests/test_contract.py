@@ -225,11 +225,11 @@ def test_hooks_reach_only_the_owning_plugin(plugins):
     (["vae.tiling={tile_size: 64}"], "config key vae.tiling: unknown VAE tiling option"),
     (["vae.tiling=3"], "config key vae.tiling must be true/false or a mapping"),
 ])
-def test_contract_mistakes_are_one_line_errors(tmp_path, capsys, args, message):
+def test_contract_mistakes_are_one_line_errors(tmp_path, capsys, monkeypatch, args, message):
     """Through the CLI: the new contract keys fail before anything loads, exit 2, one line."""
     from vidax_core import cli
 
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     open("clip.mp4", "wb").close()
     code = cli.main(["run", "model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", *args,
                      "output.path=out.mp4"])

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import re
 
 import pytest
 
 from vidax_core.cli import main
 
-TINY = ["configs/demo.yaml", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "--dry-run"]
+# the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
+DEMO_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "demo.yaml")
+
+TINY = [DEMO_CONFIG, "sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "--dry-run"]
 
 
 def _plan(capsys, *extra) -> str:

@@ -33,9 +33,12 @@ from test_fuzz_contract import Outcomes, check_contract, fuzz_settings
 from vidax_core import config
 from vidax_core.plugins import get_plugins
 
+# the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
+DEMO_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "demo.yaml")
+
 PER_FAMILY = int(os.environ.get("VIDAX_FUZZ_FAMILY_EXAMPLES", 6))
 FAMILIES = {  # family -> (t2v model id, image model id, the demo config)
-    "wan": ("wan2.1-t2v-1.3b", "wan2.1-i2v-14b-480p", "configs/demo.yaml"),
+    "wan": ("wan2.1-t2v-1.3b", "wan2.1-i2v-14b-480p", DEMO_CONFIG),
     "cosmos": ("cosmos-predict2.5-2b", "cosmos-predict2.5-2b", "configs/cosmos_demo.yaml"),
     "cogvideox": ("cogvideox-5b", "cogvideox-5b-i2v", "configs/cogvideox_demo.yaml"),
     "ltx": ("ltx-video-2b-0.9.8-distilled", "ltx-video-2b-0.9.8-distilled", "configs/ltx_demo.yaml"),

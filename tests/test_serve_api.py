@@ -14,6 +14,9 @@ from serve_stub import StubPipe, TINY, form, load_pipe, png, post_json, request,
 from vidax_core.errors import UserError
 from vidax_core.serve import Limits, Server
 
+# the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
+DEMO_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "demo.yaml")
+
 ID_FILE = re.compile(r"^video_[0-9a-f]{32}(\.mp4|\.input\.(png|jpg|webp|bmp|gif))$")
 
 
@@ -236,7 +239,7 @@ def test_a_failing_job_does_not_take_the_server_down(tmp_path):
                 raise UserError("the prompt encoder refuses this\n  prompt")
             return super().__call__(**kw)
 
-    with Server(Flaky("configs/demo.yaml", *TINY), port=0, output_dir=str(tmp_path), quiet=True) as srv:
+    with Server(Flaky(DEMO_CONFIG, *TINY), port=0, output_dir=str(tmp_path), quiet=True) as srv:
         ids = [post_json(srv.url, {"prompt": p})[1]["id"] for p in ("crash", "refuse", "fine")]
         crash, refuse, fine = (wait_done(srv.url, i) for i in ids)
     assert crash["status"] == "failed" and crash["error"] == {

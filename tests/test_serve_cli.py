@@ -16,11 +16,14 @@ import pytest
 from serve_stub import TINY, post_json, request, wait_done
 from vidax_core.cli import main
 
+# the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
+DEMO_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "demo.yaml")
+
 
 @pytest.mark.parametrize("argv,words", [
-    (["serve", "configs/demo.yaml", "--max-queue", "0"], "--max-queue must be at least 1"),
-    (["serve", "configs/demo.yaml", "--port", "70000"], "--port must be from 0 to 65535"),
-    (["serve", "configs/demo.yaml", "--port", "x"], "invalid int value"),
+    (["serve", DEMO_CONFIG, "--max-queue", "0"], "--max-queue must be at least 1"),
+    (["serve", DEMO_CONFIG, "--port", "70000"], "--port must be from 0 to 65535"),
+    (["serve", DEMO_CONFIG, "--port", "x"], "invalid int value"),
 ])
 def test_bad_arguments(argv, words, capsys):
     assert main(argv) == 2
@@ -31,7 +34,7 @@ def test_bad_arguments(argv, words, capsys):
 def test_serve_command(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "vidax")
     cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
-    proc = subprocess.Popen(cmd + ["serve", "configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY,
+    proc = subprocess.Popen(cmd + ["serve", DEMO_CONFIG, "model.checkpoint=builtin:tiny-random", *TINY,
                                    f"output.path={tmp_path}/x.mp4", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -9,6 +9,9 @@ import socket
 import subprocess
 import sys
 
+# the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
+DEMO_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "demo.yaml")
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_scripts", "serve_multihost.py")
 
 
@@ -56,7 +59,7 @@ def test_vidax_serve_on_two_processes(tmp_path):
     for pid in range(2):
         env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
                    JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(pid))
-        args = ["serve", "configs/demo.yaml", "model.checkpoint=builtin:tiny-random", *TINY, "parallel.tp=2",
+        args = ["serve", DEMO_CONFIG, "model.checkpoint=builtin:tiny-random", *TINY, "parallel.tp=2",
                 "runtime.compilation_cache=false",
                 f"output.path={tmp_path / f'out{pid}' / 'x.mp4'}", "--port", "0", "--quiet"]
         procs.append(subprocess.Popen(cmd + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

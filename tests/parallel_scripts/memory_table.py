@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "plugins"
 from vidax_core.parallel import sharding  # noqa: E402
 from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
-from vidax_wan.plugin import WAN_SHARD_RULES  # noqa: E402
+from vidax_wan.plugin import plugin as wan_plugin  # noqa: E402
 
 CONFIGS = {
     # tiny test model (4 heads x 12, ffn 32, 4 blocks), 64x64x9 video -> 48 tokens
@@ -44,7 +44,7 @@ def main(which: str) -> None:
     kw, lat_shape, text_len = CONFIGS[which]
     cfg = WanDiTConfig(**kw)
     graphdef, abstract = nnx.split(nnx.eval_shape(lambda: WanDiT(cfg, rngs=nnx.Rngs(0))))
-    rules = sharding.make_rules(WAN_SHARD_RULES)
+    rules = sharding.make_rules(wan_plugin.shard_rules(None))  # Wan keeps the core's default rules
     flat = {tuple(p): v.get_value() for p, v in nnx.to_flat_state(abstract)}
     tokens = int(np.prod(lat_shape[1:])) // 4
     print(f"### {which}: dim {cfg.dim}, {cfg.num_attention_heads} heads, ffn {cfg.ffn_dim}, {cfg.num_layers} blocks, "

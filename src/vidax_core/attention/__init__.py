@@ -68,10 +68,15 @@ _fallbacks_logged: set[str] = set()
 _calls: dict[str, dict] = {}  # call site -> what ran there (filled while tracing; see calls())
 
 
+# Frames skipped when naming a call site: the dispatch itself and the shared attention block every DiT calls.
+_SITE_SKIP = ("vidax_core.attention", "vidax_core.nn.attention_block")
+
+
 def _call_site() -> str:
-    """``module:function:line`` of the first caller outside the attention package (the model's attention)."""
+    """``module:function:line`` of the first caller outside the attention package and the shared attention block
+    (the model's own attention)."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("vidax_core.attention"):
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(_SITE_SKIP):
         frame = frame.f_back
     if frame is None:
         return "?"

@@ -21,7 +21,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 from vidax_core.parallel import sharding  # noqa: E402
 from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
-from vidax_wan.plugin import WAN_SHARD_RULES  # noqa: E402
+from vidax_wan.plugin import plugin as wan_plugin  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     img = jnp.asarray(rng.standard_normal((2, 5, 16)).astype(np.float32))  # 5 image tokens: not divisible by sp
     ref = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))(state, lat, t, ctx, img)
 
-    rules = sharding.make_rules(WAN_SHARD_RULES)
+    rules = sharding.make_rules(wan_plugin.shard_rules(None))  # Wan keeps the core's default rules
     _, abstract = nnx.split(nnx.eval_shape(lambda: WanDiT(cfg, rngs=nnx.Rngs(0))))
     mesh = make_mesh(MeshPlan(dp=1, tp=2, sp=2))
     specs = sharding.param_specs(abstract, rules, mesh)
