@@ -18,7 +18,7 @@ from flax import nnx
 from vidax_core.parallel import sharding
 from vidax_core.parallel.mesh import MeshPlan, make_mesh
 from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config
-from vidax_hunyuan.plugin import HUNYUAN_SHARD_RULES
+from vidax_hunyuan.plugin import plugin as hunyuan_plugin
 
 cfg = HunyuanDiT15Config(in_channels=5, out_channels=2, num_attention_heads=4, attention_head_dim=16, num_layers=2,
                          mlp_ratio=2.0, text_embed_dim=12, text_embed_2_dim=10, image_embed_dim=8,
@@ -35,7 +35,7 @@ image = np.array(f32(2, 5, 8)); image[1] = 0  # sample 1 is text-to-video
 ctx = dict(hidden=f32(2, 7, 12), mask=jnp.asarray(mask), hidden_2=f32(2, 6, 10), mask_2=jnp.asarray(mask_2),
            image=jnp.asarray(image))
 ref = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))(state, lat, t, ctx, tr)
-rules = sharding.make_rules(HUNYUAN_SHARD_RULES)
+rules = sharding.make_rules(hunyuan_plugin.shard_rules(None))
 _, abstract = nnx.split(nnx.eval_shape(lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0))))
 out = {"devices": jax.device_count()}
 for dp, sp, tp in ((2, 2, 2), (1, 4, 1)):
