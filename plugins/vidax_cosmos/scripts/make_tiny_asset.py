@@ -9,7 +9,7 @@ files and key names of a real diffusers-layout Cosmos-Predict2.5 checkpoint. Nee
 import os
 import shutil
 
-from vidax_core.testing.tiny.cosmos import save_tiny_cosmos
+from vidax_cosmos.tiny import save_tiny_cosmos
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))

@@ -14,7 +14,7 @@ pytest.importorskip("diffusers")
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_cosmos.convert_dit import load_dit  # noqa: E402
 from vidax_cosmos.dit import CosmosDiTConfig  # noqa: E402
-from vidax_core.testing.tiny.cosmos import TINY_DIT, random_cosmos_dit  # noqa: E402
+from vidax_cosmos.tiny import TINY_DIT, random_cosmos_dit  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cosmos_dit")
 

@@ -1,7 +1,7 @@
 """End to end: a tiny diffusers Cosmos2_5_PredictBasePipeline and the real `vidax run` CLI, from the same noise.
 
 diffusers (PyTorch, fp32) is the reference, with its guardrail replaced by a no-op and torchvision's two calls
-stubbed (:mod:`vidax_core.testing.tiny.cosmos`). vidax runs in a subprocess exactly as a user would, from the folder the
+stubbed (:mod:`vidax_cosmos.tiny`). vidax runs in a subprocess exactly as a user would, from the folder the
 reference saved with `save_pretrained`: text-to-world, image-to-world (an image of another size, nearest-resized
 as the pipeline does) and video-to-world (the last 5 frames of an mp4, two conditioning latent frames).
 """
@@ -13,7 +13,7 @@ import pytest
 
 from vidax_core.testing.cli import overrides, run_e2e
 from vidax_core.testing.parity import assert_run_matches
-from vidax_core.testing.tiny.cosmos import save_tiny_cosmos
+from vidax_cosmos.tiny import save_tiny_cosmos
 from vidax_cosmos.bench_reference import stub_torchvision
 
 pytestmark = pytest.mark.xdist_group("cosmos_e2e")

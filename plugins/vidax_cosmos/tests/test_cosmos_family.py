@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vidax_core.testing.family import FamilyTests
-from vidax_core.testing.tiny.cosmos import save_tiny_cosmos
+from vidax_cosmos.tiny import save_tiny_cosmos
 
 pytestmark = pytest.mark.xdist_group("cosmos_family")
 

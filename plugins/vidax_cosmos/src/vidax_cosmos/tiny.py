@@ -1,4 +1,5 @@
-"""Tiny random Cosmos-Predict2.5 pipelines built with diffusers (the PyTorch reference), for parity tests.
+"""Tiny random Cosmos-Predict2.5 pipelines built with diffusers (the PyTorch reference), for parity tests and the
+built-in checkpoint. It lives with the family (it uses its bench stubs); torch and diffusers load only when called.
 
 Every parameter, biases and norm gains included, is drawn from a seeded normal. The text encoder is a tiny
 Qwen2.5-VL (text tower with mRoPE; a minimal vision tower the pipeline never runs) with the trained tiny tokenizer
@@ -63,7 +64,7 @@ def make_tiny_qwen_tokenizer(out_dir: str | os.PathLike) -> Path:
 
 def random_cosmos_dit(seed: int = 0, **overrides):
     """A random-weight fp32 ``CosmosTransformer3DModel`` of :data:`TINY_DIT` (with ``overrides``)."""
-    from vidax_cosmos.bench_reference import stub_torchvision
+    from .bench_reference import stub_torchvision
 
     stub_torchvision()
     from diffusers import CosmosTransformer3DModel
@@ -94,7 +95,7 @@ def build_tiny_cosmos_pipeline(seed: int = 0, dit: dict | None = None):
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
     from transformers import AutoTokenizer
-    from vidax_cosmos.bench_reference import NoGuardrail
+    from .bench_reference import NoGuardrail
 
     tok_dir = make_tiny_qwen_tokenizer(tempfile.mkdtemp(prefix="vidax-qwen-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
