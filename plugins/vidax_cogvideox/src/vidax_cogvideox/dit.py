@@ -31,7 +31,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import ulysses as sequence_parallel
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import gate, modulate
 from vidax_core.nn.attention_block import Attention
@@ -50,7 +50,7 @@ ORDER = "cthw"  # patch features channel-first (the 1.0 conv kernel and the 1.5 
 
 
 @dataclasses.dataclass(frozen=True)
-class CogVideoXDiTConfig:
+class CogVideoXDiTConfig(TransformerConfig):
     """Field names match diffusers' ``config.json`` for ``CogVideoXTransformer3DModel``; ``dtype`` is the weight
     dtype."""
 
@@ -86,8 +86,7 @@ class CogVideoXDiTConfig:
     residual_dtype: Any = jnp.float32
 
     def __post_init__(self) -> None:
-        if self.out_channels is None:
-            object.__setattr__(self, "out_channels", self.in_channels)
+        super().__post_init__()
         if self.activation_fn != "gelu-approximate":
             raise ValueError(f"activation_fn={self.activation_fn!r}: CogVideoX uses 'gelu-approximate'")
         if self.timestep_activation_fn != "silu":
@@ -96,14 +95,6 @@ class CogVideoXDiTConfig:
             raise ValueError("norm_elementwise_affine=false is not a CogVideoX configuration")
         if self.use_learned_positional_embeddings and not self.use_rotary_positional_embeddings:
             raise ValueError("learned positional embeddings without rotary embeddings is not a CogVideoX configuration")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "CogVideoXDiTConfig":
-        return from_config_dict(cls, config, **overrides)
-
-    @property
-    def dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
 
     @property
     def patch(self) -> tuple[int, int, int]:

@@ -23,13 +23,13 @@ Blocks live in ONE stacked tree (leading ``layers`` axis) run with ``lax.scan``;
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLNLoRA, gate
 from vidax_core.nn.attention_block import Attention
@@ -45,7 +45,7 @@ BATCH, SEQ = "batch", "seq"
 
 
 @dataclasses.dataclass(frozen=True)
-class CosmosDiTConfig:
+class CosmosDiTConfig(TransformerConfig):
     """Field names match diffusers' ``config.json`` for ``CosmosTransformer3DModel``; ``dtype`` is the param dtype.
 
     ``in_channels`` counts the condition-mask channel (17 for 16 latent channels), as the diffusers config does."""
@@ -82,14 +82,6 @@ class CosmosDiTConfig:
         if any(d % 2 or d < 4 for d in self.rope_dims):
             raise ValueError(f"attention_head_dim={self.attention_head_dim} does not split into even t/h/w RoPE "
                              "parts: fix or re-download the checkpoint")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "CosmosDiTConfig":
-        return from_config_dict(cls, config, **overrides)
-
-    @property
-    def dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
 
     @property
     def ffn_dim(self) -> int:

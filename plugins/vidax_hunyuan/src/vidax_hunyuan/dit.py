@@ -28,14 +28,14 @@ streamed one after the other by the offload executor. The text and video streams
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from vidax_core.attention import ulysses
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLayerNormContinuous, gate, modulate
 from vidax_core.nn.attention_block import project_heads, rotate, split_heads
@@ -52,8 +52,31 @@ BATCH, SEQ = "batch", "seq"
 EPS = 1e-6
 
 
+class HunyuanDims(TransformerConfig):
+    """What the 1.0 and 1.5 DiT configs share: the MLP width, the (t, h, w) patch and the checks of the q/k norm and
+    the RoPE split (``family`` names the model in the message)."""
+
+    family: ClassVar[str] = "HunyuanVideo"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "rope_axes_dim", tuple(int(d) for d in self.rope_axes_dim))
+        if self.qk_norm != "rms_norm":
+            raise ValueError(f"{self.family} DiT: qk_norm={self.qk_norm!r} is not supported (expected 'rms_norm')")
+        if sum(self.rope_axes_dim) != self.attention_head_dim:
+            raise ValueError(f"rope_axes_dim {self.rope_axes_dim} must sum to attention_head_dim={self.attention_head_dim}")
+
+    @property
+    def mlp_dim(self) -> int:
+        return int(self.dim * self.mlp_ratio)
+
+    @property
+    def patch(self) -> tuple[int, int, int]:
+        return (self.patch_size_t, self.patch_size, self.patch_size)
+
+
 @dataclasses.dataclass(frozen=True)
-class HunyuanDiTConfig:
+class HunyuanDiTConfig(HunyuanDims):
     """Field names match diffusers' ``config.json``; ``dtype`` is the parameter dtype."""
 
     in_channels: int = 16
@@ -76,31 +99,9 @@ class HunyuanDiTConfig:
     dtype: Any = jnp.float32
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rope_axes_dim", tuple(int(d) for d in self.rope_axes_dim))
-        if self.out_channels is None:
-            object.__setattr__(self, "out_channels", self.in_channels)
-        if self.qk_norm != "rms_norm":
-            raise ValueError(f"HunyuanVideo DiT: qk_norm={self.qk_norm!r} is not supported (expected 'rms_norm')")
+        super().__post_init__()
         if self.image_condition_type not in (None, "latent_concat", "token_replace"):
             raise ValueError(f"image_condition_type={self.image_condition_type!r}: expected latent_concat or token_replace")
-        if sum(self.rope_axes_dim) != self.attention_head_dim:
-            raise ValueError(f"rope_axes_dim {self.rope_axes_dim} must sum to attention_head_dim={self.attention_head_dim}")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "HunyuanDiTConfig":
-        return from_config_dict(cls, config, **overrides)
-
-    @property
-    def dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
-
-    @property
-    def mlp_dim(self) -> int:
-        return int(self.dim * self.mlp_ratio)
-
-    @property
-    def patch(self) -> tuple[int, int, int]:
-        return (self.patch_size_t, self.patch_size, self.patch_size)
 
     @property
     def token_replace(self) -> bool:

@@ -24,20 +24,19 @@ reach a video token, so the video output is the same.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.io.arch import from_config_dict
 from vidax_core.nn.adaln import AdaLayerNormContinuous
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import LayerNorm
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
-from .dit import BATCH, EMBED, EPS, MLP, SEQ, DoubleBlock, TokenRefiner, embed_patches, output_head, rope_tables
+from .dit import BATCH, EMBED, EPS, MLP, SEQ, DoubleBlock, HunyuanDims, TokenRefiner, embed_patches, output_head, rope_tables
 
 BYT5_HIDDEN = 2048  # diffusers' ``HunyuanVideo15ByT5TextProjection`` width (fixed, not in config.json)
 PROJ_EPS = 1e-5  # torch LayerNorm default, used by the byT5 and image projections
@@ -45,7 +44,7 @@ TYPE_QWEN, TYPE_BYT5, TYPE_IMAGE = 0, 1, 2
 
 
 @dataclasses.dataclass(frozen=True)
-class HunyuanDiT15Config:
+class HunyuanDiT15Config(HunyuanDims):
     """Field names match diffusers' ``config.json``; ``dtype`` is the parameter dtype. ``target_size`` and
     ``task_type`` are pipeline facts the checkpoint carries (kept so ``from_config`` reads the file whole)."""
 
@@ -69,30 +68,7 @@ class HunyuanDiT15Config:
     use_meanflow: bool = False
     dtype: Any = jnp.float32
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rope_axes_dim", tuple(int(d) for d in self.rope_axes_dim))
-        if self.out_channels is None:
-            object.__setattr__(self, "out_channels", self.in_channels)
-        if self.qk_norm != "rms_norm":
-            raise ValueError(f"HunyuanVideo-1.5 DiT: qk_norm={self.qk_norm!r} is not supported (expected 'rms_norm')")
-        if sum(self.rope_axes_dim) != self.attention_head_dim:
-            raise ValueError(f"rope_axes_dim {self.rope_axes_dim} must sum to attention_head_dim={self.attention_head_dim}")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "HunyuanDiT15Config":
-        return from_config_dict(cls, config, **overrides)
-
-    @property
-    def dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
-
-    @property
-    def mlp_dim(self) -> int:
-        return int(self.dim * self.mlp_ratio)
-
-    @property
-    def patch(self) -> tuple[int, int, int]:
-        return (self.patch_size_t, self.patch_size, self.patch_size)
+    family: ClassVar[str] = "HunyuanVideo-1.5"
 
 
 class ByT5Projection(nnx.Module):

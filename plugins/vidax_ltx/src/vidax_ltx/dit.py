@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import AdaLayerNormSingle, gate, modulate, split_modulation
 from vidax_core.nn.attention_block import Attention
@@ -45,7 +45,7 @@ BASE_NUM_FRAMES, BASE_HEIGHT, BASE_WIDTH = 20, 2048, 2048  # the reference's RoP
 
 
 @dataclasses.dataclass(frozen=True)
-class LTXDiTConfig:
+class LTXDiTConfig(TransformerConfig):
     """Field names match diffusers' ``config.json`` for ``LTXVideoTransformer3DModel``; ``dtype`` is the weight
     dtype."""
 
@@ -68,8 +68,7 @@ class LTXDiTConfig:
     residual_dtype: Any = jnp.float32
 
     def __post_init__(self) -> None:
-        if self.out_channels is None:
-            object.__setattr__(self, "out_channels", self.in_channels)
+        super().__post_init__()
         if self.qk_norm != "rms_norm_across_heads":
             raise ValueError(f"qk_norm={self.qk_norm!r}: LTX-Video supports only 'rms_norm_across_heads'")
         if self.activation_fn != "gelu-approximate":
@@ -79,14 +78,6 @@ class LTXDiTConfig:
         if self.cross_attention_dim != self.dim:
             raise ValueError(f"cross_attention_dim={self.cross_attention_dim} must equal heads x head_dim={self.dim} "
                              "(the caption projection outputs the model width)")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "LTXDiTConfig":
-        return from_config_dict(cls, config, **overrides)
-
-    @property
-    def dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
 
 
 def video_coords(grid: Sequence[int], frame_rate: float, *, temporal_factor: int = 8, spatial_factor: int = 32,

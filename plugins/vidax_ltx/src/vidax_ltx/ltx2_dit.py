@@ -41,7 +41,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import ulysses
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn.adaln import AdaLayerNormSingle, gate, modulate, split_modulation
 from vidax_core.nn.attention_block import merge_heads, project_heads, rotate
 from vidax_core.nn.feedforward import FeedForward
@@ -56,7 +56,7 @@ Rope = tuple[jax.Array, jax.Array]
 
 
 @dataclasses.dataclass(frozen=True)
-class LTX2DiTConfig:
+class LTX2DiTConfig(TransformerConfig):
     """Field names and defaults are diffusers' ``LTX2VideoTransformer3DModel`` config.json keys; ``dtype`` is the
     weight dtype."""
 
@@ -110,8 +110,7 @@ class LTX2DiTConfig:
     residual_dtype: Any = jnp.float32
 
     def __post_init__(self) -> None:
-        if self.out_channels is None:
-            object.__setattr__(self, "out_channels", self.in_channels)
+        super().__post_init__()
         if self.audio_out_channels is None:
             object.__setattr__(self, "audio_out_channels", self.audio_in_channels)
         object.__setattr__(self, "vae_scale_factors", tuple(int(v) for v in self.vae_scale_factors))
@@ -136,14 +135,6 @@ class LTX2DiTConfig:
                                            or self.audio_cross_attention_dim != self.audio_dim):
             raise ValueError("with use_prompt_embeddings the caption projections output the stream widths: "
                              "cross_attention_dim and audio_cross_attention_dim must equal them")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "LTX2DiTConfig":
-        return from_config_dict(cls, config, **overrides)
-
-    @property
-    def dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
 
     @property
     def audio_dim(self) -> int:

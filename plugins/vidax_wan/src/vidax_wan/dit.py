@@ -37,13 +37,13 @@ width), ``'heads'`` (attention inner width), ``'mlp'`` (FFN hidden) and ``'layer
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.adaln import gate, modulate
 from vidax_core.nn.attention_block import Attention
@@ -64,7 +64,7 @@ BATCH, SEQ = "batch", "seq"  # activation-only logical axes
 
 
 @dataclasses.dataclass(frozen=True)
-class WanDiTConfig:
+class WanDiTConfig(TransformerConfig):
     """Field names match diffusers' ``config.json`` for ``WanTransformer3DModel``; ``dtype`` is the param dtype."""
 
     patch_size: tuple[int, int, int] = (1, 2, 2)
@@ -90,22 +90,12 @@ class WanDiTConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
-        if self.out_channels is None:  # diffusers: out_channels = out_channels or in_channels
-            object.__setattr__(self, "out_channels", self.in_channels)
+        super().__post_init__()
         if self.attention_head_dim % 2 or any(d % 2 for d in self.rope_dims):
             raise ValueError(f"attention_head_dim={self.attention_head_dim} does not split into even t/h/w RoPE "
                              "parts: fix or re-download the checkpoint")
         if self.pos_embed_seq_len is not None and self.image_dim is None:
             raise ValueError("pos_embed_seq_len (FLF2V image position embedding) needs image_dim")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "WanDiTConfig":
-        """Build from a diffusers config dict; unknown keys (``_class_name``, ``_diffusers_version``...) are ignored."""
-        return from_config_dict(cls, config, **overrides)
-
-    @property
-    def dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
 
     @property
     def rope_dims(self) -> tuple[int, int, int]:

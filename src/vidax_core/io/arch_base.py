@@ -1,0 +1,50 @@
+"""The bases of a family's architecture config: what every frozen config dataclass read from a config.json shares.
+
+A family's config subclasses :class:`ArchConfig` (a transformer's :class:`TransformerConfig`) and declares only its
+own fields and checks: ``from_config`` parses the checkpoint's dict with :func:`~vidax_core.io.arch.from_config_dict`
+(every value checked), ``__post_init__`` gives an ``out_channels`` of None the value of ``in_channels`` (diffusers'
+``out_channels or in_channels``; a subclass calls ``super().__post_init__()`` before its own checks), and
+:class:`CheckedConfig` runs the family's ``check_supported()`` in ``from_config``. The bases declare no fields: a
+config's fields, and so what it reads from config.json, stay its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Self
+
+from vidax_core.io.arch import from_config_dict
+
+
+class ArchConfig:
+    """Mixin for a frozen dataclass named after a reference's config.json."""
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        """Build from a checkpoint config dict; keys that are not fields (``_class_name``...) are ignored."""
+        return from_config_dict(cls, config, **overrides)
+
+    def __post_init__(self) -> None:
+        if getattr(self, "out_channels", 0) is None:
+            object.__setattr__(self, "out_channels", self.in_channels)
+
+
+class CheckedConfig(ArchConfig):
+    """An :class:`ArchConfig` whose ``from_config`` also runs the subclass's ``check_supported()``: a layout the
+    family does not build is one ``error:`` line when the checkpoint is read, not a shape error later."""
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        cfg = super().from_config(config, **overrides)
+        cfg.check_supported()
+        return cfg
+
+    def check_supported(self) -> None:
+        """Raise :class:`~vidax_core.errors.UserError` naming every unsupported setting (nothing by default)."""
+
+
+class TransformerConfig(ArchConfig):
+    """An attention model's config with diffusers' ``num_attention_heads`` x ``attention_head_dim`` width."""
+
+    @property
+    def dim(self) -> int:
+        return self.num_attention_heads * self.attention_head_dim
