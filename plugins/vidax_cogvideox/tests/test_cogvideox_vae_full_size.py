@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from flax import nnx
 
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_core.io.convert import convert  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import check_full_size  # noqa: E402
 from vidax_core.vae.causal_conv import FeatureCache  # noqa: E402
 from vidax_cogvideox import vae as V  # noqa: E402
 from vidax_cogvideox.vae_convert import DECODE_ONLY_IGNORE, DECODER_RULES, VAE_RULES  # noqa: E402
@@ -56,28 +55,17 @@ VARIANTS = {
 }
 
 
-def _meta_shapes(config: dict) -> dict[str, np.ndarray]:
-    """diffusers' key -> zero-stride float32 stand-in of the reference tensor's shape."""
-    kwargs = {k: v for k, v in config.items() if not k.startswith("_")}
-    with torch.device("meta"):
-        ref = diffusers.AutoencoderKLCogVideoX(**kwargs)
-    zero = np.zeros((), np.float32)
-    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in ref.state_dict().items()}
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_full_size_keys_and_shapes(variant):
     config = VARIANTS[variant]
     cfg = V.CogVideoXVAEConfig.from_config(config)
     assert cfg.invert_scale_latents == (variant == "cogvideox1.5-5b")
-    tensors = _meta_shapes(config)
-    _, _, flat = abstract_model(lambda: V.CogVideoXVAE(cfg, with_encoder=True))
-    convert(tensors, VAE_RULES, flat, component="vae", check_only=True)
-    assert len(flat) == len(tensors) == 436
-    n_params = sum(int(np.prod(leaf.shape)) for leaf in flat.values())
-    assert n_params == sum(int(np.prod(t.shape)) for t in tensors.values())
-    _, _, dec = abstract_model(lambda: V.CogVideoXVAE(cfg, with_encoder=False))
-    convert(tensors, DECODER_RULES, dec, component="vae", ignore=DECODE_ONLY_IGNORE, check_only=True)
+    kwargs = {k: v for k, v in config.items() if not k.startswith("_")}
+    size = check_full_size(lambda: diffusers.AutoencoderKLCogVideoX(**kwargs), VAE_RULES,
+                           lambda: V.CogVideoXVAE(cfg, with_encoder=True), component="vae")
+    assert size.vidax_leaves == size.reference_tensors == 436
+    check_full_size(size.tensors, DECODER_RULES, lambda: V.CogVideoXVAE(cfg, with_encoder=False), component="vae",
+                    ignore=DECODE_ONLY_IGNORE, label="vae decoder")
 
 
 def test_full_size_decode_and_encode_shapes():

@@ -13,9 +13,6 @@ second-hand copies of the hub files, which are not reachable from here.
 
 from __future__ import annotations
 
-import re
-
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -23,8 +20,7 @@ pytest.importorskip("diffusers")
 
 from flax import nnx  # noqa: E402
 
-from vidax_core.io.convert import convert  # noqa: E402
-from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import check_full_size  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cosmos3_full_size")
 
@@ -44,11 +40,6 @@ CONFIGS = {
 }
 
 
-def meta_shapes(module) -> dict[str, np.ndarray]:
-    zero = np.zeros((), np.float32)
-    return {k: np.broadcast_to(zero, tuple(v.shape)) for k, v in module.state_dict().items()}
-
-
 @pytest.mark.parametrize("model_id", sorted(CONFIGS))
 def test_full_size_dit(model_id):
     from diffusers import Cosmos3OmniTransformer
@@ -57,20 +48,14 @@ def test_full_size_dit(model_id):
     from vidax_cosmos.cosmos3_dit import Cosmos3DiT, Cosmos3DiTConfig
 
     cfg_dict = CONFIGS[model_id]
-    with torch.device("meta"):
-        ref = Cosmos3OmniTransformer(**cfg_dict)
-    tensors = meta_shapes(ref)
     cfg = Cosmos3DiTConfig.from_config(cfg_dict)
-    _, _, flat = abstract_model(lambda: Cosmos3DiT(cfg, rngs=nnx.Rngs(0)))
-    convert(tensors, dit_rules(cfg), flat, component="transformer", ignore=IGNORED, check_only=True)
-    dropped = [k for k in tensors if any(re.fullmatch(p, k) for p in IGNORED)]
-    n_ref = sum(int(np.prod(v.shape)) for k, v in tensors.items() if k not in dropped)
-    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
-    assert n_ref == n_vidax
+    size = check_full_size(lambda: Cosmos3OmniTransformer(**cfg_dict), dit_rules(cfg),
+                           lambda: Cosmos3DiT(cfg, rngs=nnx.Rngs(0)), ignore=IGNORED, label=model_id)
+    dropped, n_vidax = size.dropped, size.vidax_params
     # what is dropped: the LM head, the text stream's final norm and the sound/action heads, nothing else
     assert "lm_head.weight" in dropped and "norm.weight" in dropped
     assert all(k in ("lm_head.weight", "norm.weight") or k.startswith(("audio_", "action_")) for k in dropped)
-    print(f"{model_id}: {n_vidax / 1e9:.2f}B DiT parameters ({len(flat)} tensors; {len(dropped)} keys dropped)")
+    print(f"{model_id}: {len(dropped)} keys dropped")
     if model_id == "cosmos3-nano":
         assert cfg.num_attention_heads == 32 and cfg.num_key_value_heads == 8 and cfg.hidden_act == "silu"
         assert 14.0e9 < n_vidax < 15.0e9  # two 36-layer 4096-wide towers (13.9B) + the 151936-token embedding

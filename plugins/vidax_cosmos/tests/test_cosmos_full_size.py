@@ -6,16 +6,13 @@ layout's shapes give the same config."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from flax import nnx  # noqa: E402
 
-from vidax_core.io.convert import convert  # noqa: E402
-from vidax_core.nn.state import abstract_model  # noqa: E402
-from vidax_core.testing.reference import meta_tensors  # noqa: E402
+from vidax_core.testing.reference import check_full_size, registered_models  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("cosmos_full_size")
 
@@ -34,9 +31,7 @@ QWEN_7B = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num
 
 
 def test_every_registered_cosmos_model_is_covered():
-    from vidax_core.plugins import get_plugins
-
-    assert {s.id for s in get_plugins().registry if s.family == "cosmos"} == set(DITS)
+    assert registered_models("cosmos") == set(DITS)
 
 
 @pytest.mark.parametrize("model_id", sorted(DITS))
@@ -48,18 +43,11 @@ def test_full_size_dit(model_id):
     from vidax_cosmos.original_format import dit_config
 
     cfg = DITS[model_id]
-    with torch.device("meta"):
-        ref = CosmosTransformer3DModel(**cfg)
-    tensors = meta_tensors(ref)
-    _, _, flat = abstract_model(lambda: CosmosDiT(CosmosDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)))
-    convert(tensors, DIT_RULES, flat, component="transformer", check_only=True)
-    n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
-    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
-    assert n_ref == n_vidax
-    print(f"{model_id}: {n_vidax / 1e9:.2f}B DiT parameters")
-    assert (1.8e9 < n_vidax < 2.4e9) if "2b" in model_id else (13.0e9 < n_vidax < 15.0e9)
+    size = check_full_size(lambda: CosmosTransformer3DModel(**cfg), DIT_RULES,
+                           lambda: CosmosDiT(CosmosDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)), label=model_id,
+                           params=(1.8e9, 2.4e9) if "2b" in model_id else (13.0e9, 15.0e9))
     # the original release's shapes (same tensors under diffusers names) give the same config
-    assert CosmosDiTConfig.from_config(dit_config(tensors)) == CosmosDiTConfig.from_config(cfg)
+    assert CosmosDiTConfig.from_config(dit_config(size.tensors)) == CosmosDiTConfig.from_config(cfg)
 
 
 def test_full_size_text_encoder():
@@ -68,9 +56,8 @@ def test_full_size_text_encoder():
     from vidax_core.encoders import decoder_llm as dl
 
     hf = Qwen2_5_VLConfig(text_config=QWEN_7B, vocab_size=QWEN_7B["vocab_size"])
-    with torch.device("meta"):
-        ref = Qwen2_5_VLForConditionalGeneration(hf)
     cfg = dl.DecoderLLMConfig.from_config(hf.to_dict())
-    _, _, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    dl.convert_params(cfg, meta_tensors(ref), flat, component="text_encoder", check_only=True)
+    check_full_size(lambda: Qwen2_5_VLForConditionalGeneration(hf),
+                    lambda t, flat: dl.convert_params(cfg, t, flat, component="text_encoder", check_only=True),
+                    lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)), component="text_encoder", ignore=dl.IGNORE)
     assert cfg.hidden_size * cfg.num_hidden_layers == DITS["cosmos-predict2.5-2b"]["crossattn_proj_in_channels"]

@@ -5,7 +5,6 @@ the ``eval_shape`` tree of the full-size vidax model."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -14,9 +13,7 @@ pytest.importorskip("diffusers")
 from flax import nnx  # noqa: E402
 
 from test_hunyuan15_dit import to_original  # noqa: E402
-from vidax_core.testing.reference import meta_tensors  # noqa: E402
-
-from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import check_full_size  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan15_full_size")
 
@@ -45,16 +42,12 @@ def test_full_size_dit15(name):
     from vidax_hunyuan.original_dit15 import OriginalDiT15, dit15_config
 
     dit = CONFIGS[name]
-    with torch.device("meta"):
-        ref = HunyuanVideo15Transformer3DModel(**dit)
-    tensors = meta_tensors(ref)
     cfg = HunyuanDiT15Config.from_config(dit)
-    _, _, flat = abstract_model(lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0)))
-    convert_dit15(tensors, flat, check_only=True)
-    n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
-    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
-    print(f"hunyuanvideo-1.5 {name}: {n_vidax / 1e9:.3f}B DiT parameters")
-    assert n_ref == n_vidax and 8.2e9 < n_vidax < 8.5e9  # the model card's 8.3B
+    size = check_full_size(lambda: HunyuanVideo15Transformer3DModel(**dit),
+                           lambda t, flat: convert_dit15(t, flat, check_only=True),
+                           lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0)), label=f"hunyuanvideo-1.5 {name}",
+                           params=(8.2e9, 8.5e9))  # the model card's 8.3B
+    tensors, flat = size.tensors, size.flat
     assert flat[("double_blocks", "img", "q", "kernel")].shape == (54, 2048, 2048)
     assert flat[("patch_kernel",)].shape == (1, 1, 1, 65, 2048)
     original = OriginalDiT15(to_original(tensors))

@@ -6,15 +6,13 @@ the published config."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from flax import nnx  # noqa: E402
 
-from vidax_core.nn.state import abstract_model  # noqa: E402
-from vidax_core.testing.reference import meta_tensors  # noqa: E402
+from vidax_core.testing.reference import check_full_size, registered_models  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan_full_size")
 
@@ -30,10 +28,7 @@ CLIP_L = dict(vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hid
 
 
 def test_every_registered_hunyuan_model_is_covered():
-    from vidax_core.plugins import get_plugins
-
-    assert {s.id for s in get_plugins().registry if s.family == "hunyuan"} == {"hunyuanvideo-t2v-13b",
-                                                                             "hunyuanvideo-i2v-13b"}
+    assert registered_models("hunyuan") == {"hunyuanvideo-t2v-13b", "hunyuanvideo-i2v-13b"}
 
 
 @pytest.mark.parametrize("variant", [None, "token_replace"])
@@ -45,17 +40,11 @@ def test_full_size_dit(variant):
     from vidax_hunyuan.original_format import dit_config
 
     dit = dict(DIT, image_condition_type=variant)
-    with torch.device("meta"):
-        ref = HunyuanVideoTransformer3DModel(**dit)
-    tensors = meta_tensors(ref)
     cfg = HunyuanDiTConfig.from_config(dit)
-    _, _, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
-    convert_dit(tensors, flat, check_only=True)
-    n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
-    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
-    print(f"hunyuanvideo-t2v-13b: {n_vidax / 1e9:.2f}B DiT parameters")
-    assert n_ref == n_vidax and 12.5e9 < n_vidax < 13.5e9
-    assert HunyuanDiTConfig.from_config(dit_config(tensors, {"image_condition_type": variant})) == cfg
+    size = check_full_size(lambda: HunyuanVideoTransformer3DModel(**dit),
+                           lambda t, flat: convert_dit(t, flat, check_only=True),
+                           lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)), label="hunyuanvideo-13b", params=(12.5e9, 13.5e9))
+    assert HunyuanDiTConfig.from_config(dit_config(size.tensors, {"image_condition_type": variant})) == cfg
 
 
 def test_full_size_text_encoders():
@@ -63,17 +52,13 @@ def test_full_size_text_encoders():
 
     from vidax_core.encoders import decoder_llm as dl
     from vidax_core.encoders.vit import ViTConfig, ViTEncoder, vit_ignore, vit_rules
-    from vidax_core.io.convert import convert
 
     hf = LlamaConfig(**LLAMA_8B)
-    with torch.device("meta"):
-        llama = LlamaModel(hf)
-        clip = CLIPTextModel(CLIPTextConfig(**CLIP_L))
     cfg = dl.DecoderLLMConfig.from_config(hf.to_dict())
-    _, _, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    dl.convert_params(cfg, meta_tensors(llama), flat, component="text_encoder", check_only=True)
+    check_full_size(lambda: LlamaModel(hf),
+                    lambda t, flat: dl.convert_params(cfg, t, flat, component="text_encoder", check_only=True),
+                    lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)), component="text_encoder", ignore=dl.IGNORE)
     vcfg = ViTConfig.clip_text(CLIPTextConfig(**CLIP_L).to_dict())
-    _, _, vflat = abstract_model(lambda: ViTEncoder(vcfg, rngs=nnx.Rngs(0)))
-    convert(meta_tensors(clip), vit_rules(vcfg), vflat, component="text_encoder_2", ignore=vit_ignore(vcfg),
-            check_only=True)
+    check_full_size(lambda: CLIPTextModel(CLIPTextConfig(**CLIP_L)), vit_rules(vcfg),
+                    lambda: ViTEncoder(vcfg, rngs=nnx.Rngs(0)), component="text_encoder_2", ignore=vit_ignore(vcfg))
     assert cfg.hidden_size == DIT["text_embed_dim"] and vcfg.hidden_size == DIT["pooled_projection_dim"]

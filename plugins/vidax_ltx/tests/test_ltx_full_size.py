@@ -5,16 +5,13 @@ full-size vidax model. The 13B config is also read the way the original single f
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from flax import nnx  # noqa: E402
 
-from vidax_core.io.convert import convert  # noqa: E402
-from vidax_core.nn.state import abstract_model  # noqa: E402
-from vidax_core.testing.reference import meta_tensors  # noqa: E402
+from vidax_core.testing.reference import check_full_size, registered_models  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_full_size")
 
@@ -35,10 +32,7 @@ T5_V1_1_XXL = dict(vocab_size=32128, d_model=4096, d_kv=64, d_ff=10240, num_laye
 
 
 def test_every_registered_ltx_model_is_covered():
-    from vidax_core.plugins import get_plugins
-
-    ids = {s.id for s in get_plugins().registry if s.family == "ltx"}
-    assert ids == set(DITS)
+    assert registered_models("ltx") == set(DITS)
 
 
 @pytest.mark.parametrize("model_id", sorted(DITS))
@@ -49,16 +43,9 @@ def test_full_size_dit(model_id):
     from vidax_ltx.dit import LTXDiT, LTXDiTConfig
 
     cfg = DITS[model_id]
-    with torch.device("meta"):
-        ref = LTXVideoTransformer3DModel(**cfg)
-    tensors = meta_tensors(ref)
-    _, _, flat = abstract_model(lambda: LTXDiT(LTXDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)))
-    convert(tensors, DIT_RULES, flat, component="transformer", check_only=True)
-    n_ref = sum(int(np.prod(v.shape)) for v in tensors.values())
-    n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
-    assert n_ref == n_vidax
-    print(f"{model_id}: {n_vidax / 1e9:.2f}B DiT parameters")
-    assert (1.8e9 < n_vidax < 2.2e9) if "2b" in model_id else (12.5e9 < n_vidax < 14.0e9)
+    check_full_size(lambda: LTXVideoTransformer3DModel(**cfg), DIT_RULES,
+                    lambda: LTXDiT(LTXDiTConfig.from_config(cfg), rngs=nnx.Rngs(0)), label=model_id,
+                    params=(1.8e9, 2.2e9) if "2b" in model_id else (12.5e9, 14.0e9))
 
 
 def test_original_metadata_config_gives_the_13b_dit():
@@ -74,8 +61,6 @@ def test_full_size_t5_v1_1_xxl():
     from vidax_core.encoders.t5 import T5Config, T5Encoder, t5_rules
 
     hf = HFConfig(**T5_V1_1_XXL)
-    with torch.device("meta"):
-        ref = T5EncoderModel(hf)
     cfg = T5Config.from_config(hf.to_dict())
-    _, _, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
-    convert(meta_tensors(ref), t5_rules(cfg), flat, component="text_encoder", check_only=True)
+    check_full_size(lambda: T5EncoderModel(hf), t5_rules(cfg), lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)),
+                    component="text_encoder")

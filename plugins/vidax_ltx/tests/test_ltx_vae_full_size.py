@@ -10,44 +10,34 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_core.io.convert import convert  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.reference import check_full_size, meta_tensors  # noqa: E402
 from vidax_ltx.vae import PUBLISHED_VAE_CONFIG, LTXVAE, LTXVAEConfig  # noqa: E402
 from vidax_ltx.vae_convert import DECODER_IGNORE, STATS_KEYS, original_vae_tensors, vae_rules  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
 
 
-def _meta_shapes() -> dict[str, tuple[int, ...]]:
-    with torch.device("meta"):
-        ref = diffusers.AutoencoderKLLTXVideo(**PUBLISHED_VAE_CONFIG)
-    return {k: tuple(v.shape) for k, v in ref.state_dict().items()}
-
-
-def _stand_ins(shapes):
-    return {k: np.broadcast_to(np.zeros((), np.float32), s) for k, s in shapes.items()}
+def _reference():
+    return diffusers.AutoencoderKLLTXVideo(**PUBLISHED_VAE_CONFIG)
 
 
 @pytest.mark.parametrize("with_encoder", [True, False])
 def test_published_vae_layout(with_encoder):
-    shapes = _meta_shapes()
     cfg = LTXVAEConfig.from_config(PUBLISHED_VAE_CONFIG)
-    _, _, flat = abstract_model(lambda: LTXVAE(cfg, with_encoder=with_encoder))
     ignore = list(STATS_KEYS) + ([] if with_encoder else DECODER_IGNORE)
-    out = convert(_stand_ins(shapes), vae_rules(with_encoder), flat, component="vae", ignore=ignore, check_only=True)
-    assert len(out) == len(flat)
-    n = sum(int(np.prod(s)) for k, s in shapes.items() if k not in STATS_KEYS and (with_encoder or k.startswith("decoder.")))
-    assert sum(int(np.prod(v.shape)) for v in flat.values()) == n
-    if with_encoder:
-        print(f"published VAE: {len(flat)} tensors, {n / 1e6:.1f}M parameters")
+    size = check_full_size(_reference, vae_rules(with_encoder), lambda: LTXVAE(cfg, with_encoder=with_encoder),
+                           component="vae", ignore=ignore, label=f"published VAE (encoder: {with_encoder})")
+    kept = {k for k in size.tensors if k not in STATS_KEYS and (with_encoder or k.startswith("decoder."))}
+    assert set(size.tensors) - set(size.dropped) == kept
 
 
 def test_published_vae_original_names():
     from test_ltx_vae import original_state_dict  # the independent inverse, checked against diffusers there
 
-    shapes = _meta_shapes()
-    renamed = original_vae_tensors(original_state_dict(_stand_ins(shapes), down_blocks=9))
-    assert sorted(renamed) == sorted(shapes)
+    tensors = meta_tensors(_reference)
+    renamed = original_vae_tensors(original_state_dict(tensors, down_blocks=9))
+    assert sorted(renamed) == sorted(tensors)
 
 
 def test_published_vae_traces_the_reference_resolution():
