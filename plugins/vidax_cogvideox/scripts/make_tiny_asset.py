@@ -6,17 +6,8 @@ exactly the files and key names of a real diffusers-layout CogVideoX checkpoint.
     python plugins/vidax_cogvideox/scripts/make_tiny_asset.py
 """
 
-import os
-import shutil
-
+from vidax_core.testing.assets import regenerate_asset
 from vidax_core.testing.tiny.cogvideox import save_tiny_cogvideox
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-
-DEST = os.path.join(ROOT, "plugins", "vidax_cogvideox", "src", "vidax_cogvideox", "assets", "tiny-random")
-
 if __name__ == "__main__":
-    shutil.rmtree(DEST, ignore_errors=True)
-    save_tiny_cogvideox(DEST, variant="5b", seed=0)
-    print(f"wrote {DEST}")
+    regenerate_asset("vidax_cogvideox", lambda dest: save_tiny_cogvideox(dest, variant="5b", seed=0))

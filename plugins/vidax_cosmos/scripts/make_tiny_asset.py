@@ -9,18 +9,15 @@ files and key names of a real diffusers-layout Cosmos-Predict2.5 checkpoint. Nee
 import os
 import shutil
 
+from vidax_core.testing.assets import regenerate_asset
 from vidax_cosmos.tiny import save_tiny_cosmos
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-
-DEST = os.path.join(ROOT, "plugins", "vidax_cosmos", "src", "vidax_cosmos", "assets", "tiny-random")
 
 if __name__ == "__main__":
     import torch
 
-    shutil.rmtree(DEST, ignore_errors=True)
-    torch.manual_seed(0)
-    save_tiny_cosmos(DEST, seed=0)
-    shutil.rmtree(os.path.join(DEST, "tokenizer", "_base"), ignore_errors=True)
-    print(f"wrote {DEST}")
+    def write(dest: str) -> None:
+        torch.manual_seed(0)
+        save_tiny_cosmos(dest, seed=0)
+        shutil.rmtree(os.path.join(dest, "tokenizer", "_base"), ignore_errors=True)
+
+    regenerate_asset("vidax_cosmos", write)

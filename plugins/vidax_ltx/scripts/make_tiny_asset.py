@@ -8,17 +8,13 @@ it has exactly the files and key names of a real diffusers-layout LTX-Video chec
 """
 
 import os
-import shutil
 
+from vidax_core.testing.assets import regenerate_asset
 from vidax_core.testing.tiny.ltx import random_ltx_upsampler, save_tiny_ltx
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-
-DEST = os.path.join(ROOT, "plugins", "vidax_ltx", "src", "vidax_ltx", "assets", "tiny-random")
-
 if __name__ == "__main__":
-    shutil.rmtree(DEST, ignore_errors=True)
-    save_tiny_ltx(DEST, kind="condition", seed=0)
-    random_ltx_upsampler(seed=11).save_pretrained(os.path.join(DEST, "latent_upsampler"), safe_serialization=True)
-    print(f"wrote {DEST}")
+    def write(dest: str) -> None:
+        save_tiny_ltx(dest, kind="condition", seed=0)
+        random_ltx_upsampler(seed=11).save_pretrained(os.path.join(dest, "latent_upsampler"), safe_serialization=True)
+
+    regenerate_asset("vidax_ltx", write)
