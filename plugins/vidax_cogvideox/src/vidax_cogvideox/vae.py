@@ -29,12 +29,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import CheckedConfig
 from vidax_core.errors import UserError
 from vidax_core.vae.causal_conv import FeatureCache
 from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
 from vidax_core.vae.config_checks import block_problems
-from vidax_core.vae.loader import load_vae as core_load_vae
+from vidax_core.vae.loader import vae_loader
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled
 
 from .vae_blocks import Decoder, Encoder
@@ -50,7 +50,7 @@ _UP = "CogVideoXUpBlock3D"
 
 
 @dataclass(frozen=True)
-class CogVideoXVAEConfig:
+class CogVideoXVAEConfig(CheckedConfig):
     """The fields of diffusers' ``AutoencoderKLCogVideoX`` config.json, under their names."""
 
     in_channels: int = 3
@@ -75,14 +75,6 @@ class CogVideoXVAEConfig:
     use_post_quant_conv: bool = False
     invert_scale_latents: bool = False
     dtype: Any = jnp.float32
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "CogVideoXVAEConfig":
-        """From a diffusers vae/config.json dict (bookkeeping keys ignored); checks the architecture is one vidax
-        builds, with one ``error:`` line otherwise."""
-        cfg = from_config_dict(cls, config, **overrides)
-        cfg.check_supported()
-        return cfg
 
     @property
     def spatial_ratio(self) -> int:
@@ -122,13 +114,10 @@ class CogVideoXVAE(nnx.Module):
         self.encoder = Encoder(in_channels=cfg.in_channels, **common) if with_encoder else None
 
 
-def load_vae(cfg: CogVideoXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: bool = True,
-             put=None) -> CogVideoXVAE:
-    """A diffusers ``AutoencoderKLCogVideoX`` state dict (key -> array or lazy loader) as a live
-    :class:`CogVideoXVAE`; every missing, unexpected or mis-shaped tensor is reported at once. ``with_encoder=False``
-    builds the decoder only and skips the encoder's tensors."""
-    return core_load_vae(lambda enc: CogVideoXVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
-                         rules=VAE_RULES, decoder_rules=DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, put=put)
+load_vae = vae_loader(CogVideoXVAE, VAE_RULES, DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, doc="""\
+``load_vae(cfg, tensors, *, with_encoder=True, put=None)``: a diffusers ``AutoencoderKLCogVideoX`` state dict
+(key -> array or lazy loader) as a live :class:`CogVideoXVAE`; every missing, unexpected or mis-shaped tensor is
+reported at once. ``with_encoder=False`` builds the decoder only and skips the encoder's tensors.""")
 
 
 # --------------------------------------------------------------------------------------------------------------

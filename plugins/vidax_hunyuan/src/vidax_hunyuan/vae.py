@@ -27,11 +27,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.io.arch import from_config_dict
+from vidax_core.io.arch_base import CheckedConfig
 from vidax_core.errors import UserError
 from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
 from vidax_core.vae.config_checks import block_problems
-from vidax_core.vae.loader import load_vae as core_load_vae
+from vidax_core.vae.loader import vae_loader
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 from vidax_core.vae.time_tiling import run_time_tiles
 
@@ -43,7 +43,7 @@ _UP = "HunyuanVideoUpBlock3D"
 
 
 @dataclass(frozen=True)
-class HunyuanVAEConfig:
+class HunyuanVAEConfig(CheckedConfig):
     """The fields of diffusers' ``AutoencoderKLHunyuanVideo`` config.json, under their names."""
 
     in_channels: int = 3
@@ -60,14 +60,6 @@ class HunyuanVAEConfig:
     temporal_compression_ratio: int = 4
     mid_block_add_attention: bool = True
     dtype: Any = jnp.float32
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "HunyuanVAEConfig":
-        """From a diffusers vae/config.json dict (bookkeeping keys ignored); checks the architecture is one vidax
-        builds, with one ``error:`` line otherwise."""
-        cfg = from_config_dict(cls, config, **overrides)
-        cfg.check_supported()
-        return cfg
 
     def check_supported(self) -> None:
         n = len(self.block_out_channels)
@@ -100,13 +92,11 @@ class HunyuanVAE(nnx.Module):
         self.quant_conv = PointwiseConv3d(2 * c, 2 * c, dtype=dtype) if with_encoder else None
 
 
-def load_vae(cfg: HunyuanVAEConfig, tensors: Mapping[str, Any], *, with_encoder: bool = True,
-             put=None) -> HunyuanVAE:
-    """A diffusers ``AutoencoderKLHunyuanVideo`` state dict (key -> array or lazy loader; the original ``.pt``
-    through :func:`vidax_hunyuan.vae_convert.open_original_vae`) as a live :class:`HunyuanVAE`; every missing,
-    unexpected or mis-shaped tensor is reported at once. ``with_encoder=False`` skips the encoder's tensors."""
-    return core_load_vae(lambda enc: HunyuanVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
-                         rules=VAE_RULES, decoder_rules=DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, put=put)
+load_vae = vae_loader(HunyuanVAE, VAE_RULES, DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, doc="""\
+``load_vae(cfg, tensors, *, with_encoder=True, put=None)``: a diffusers ``AutoencoderKLHunyuanVideo`` state dict
+(key -> array or lazy loader; the original ``.pt`` through :func:`vidax_hunyuan.vae_convert.open_original_vae`) as a
+live :class:`HunyuanVAE`; every missing, unexpected or mis-shaped tensor is reported at once. ``with_encoder=False``
+skips the encoder's tensors.""")
 
 
 # --------------------------------------------------------------------------------------------------------------

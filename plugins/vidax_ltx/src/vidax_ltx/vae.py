@@ -40,7 +40,7 @@ from vidax_core.nn.norms import LayerNorm, rms_norm
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.vae.causal_conv import CausalConv3d
 from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
-from vidax_core.vae.loader import load_vae as core_load_vae
+from vidax_core.vae.loader import vae_loader
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 from .vae_convert import DECODER_IGNORE, STATS_KEYS, original_vae_tensors, vae_rules
@@ -434,9 +434,11 @@ def load_vae(cfg: LTXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: boo
             raise UserError(f"vae checkpoint: {key} has {arr.size} entries, expected latent_channels={c}")
         stats[key] = tuple(float(a) for a in arr)
     cfg.latents_mean, cfg.latents_std = stats["latents_mean"], stats["latents_std"]
-    return core_load_vae(lambda enc: LTXVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder,
-                         rules=vae_rules(True), decoder_rules=vae_rules(False), ignore=STATS_KEYS,
-                         decode_only_ignore=DECODER_IGNORE, put=put)
+    return _load_tables(cfg, tensors, with_encoder=with_encoder, put=put)
+
+
+_load_tables = vae_loader(LTXVAE, vae_rules(True), vae_rules(False), ignore=STATS_KEYS,
+                          decode_only_ignore=DECODER_IGNORE)
 
 
 # --------------------------------------------------------------------------------------------------------------
