@@ -27,6 +27,14 @@ class ArchConfig:
         if getattr(self, "out_channels", 0) is None:
             object.__setattr__(self, "out_channels", self.in_channels)
 
+    def require(self, family: str, **expected: Any) -> None:
+        """Raise ValueError at the first field that is not its ``expected`` value: the config.json settings a
+        family's implementation has one way of (``activation_fn="gelu-approximate"``...)."""
+        for name, want in expected.items():
+            got = getattr(self, name)
+            if got != want:
+                raise ValueError(f"{name}={got!r}: {family} supports only {want!r}")
+
 
 class CheckedConfig(ArchConfig):
     """An :class:`ArchConfig` whose ``from_config`` also runs the subclass's ``check_supported()``: a layout the

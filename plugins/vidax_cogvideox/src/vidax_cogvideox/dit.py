@@ -87,12 +87,8 @@ class CogVideoXDiTConfig(TransformerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.activation_fn != "gelu-approximate":
-            raise ValueError(f"activation_fn={self.activation_fn!r}: CogVideoX uses 'gelu-approximate'")
-        if self.timestep_activation_fn != "silu":
-            raise ValueError(f"timestep_activation_fn={self.timestep_activation_fn!r}: CogVideoX uses 'silu'")
-        if not self.norm_elementwise_affine:
-            raise ValueError("norm_elementwise_affine=false is not a CogVideoX configuration")
+        self.require("CogVideoX", activation_fn="gelu-approximate", timestep_activation_fn="silu",
+                     norm_elementwise_affine=True)
         if self.use_learned_positional_embeddings and not self.use_rotary_positional_embeddings:
             raise ValueError("learned positional embeddings without rotary embeddings is not a CogVideoX configuration")
 

@@ -69,12 +69,8 @@ class LTXDiTConfig(TransformerConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.qk_norm != "rms_norm_across_heads":
-            raise ValueError(f"qk_norm={self.qk_norm!r}: LTX-Video supports only 'rms_norm_across_heads'")
-        if self.activation_fn != "gelu-approximate":
-            raise ValueError(f"activation_fn={self.activation_fn!r}: LTX-Video uses 'gelu-approximate'")
-        if self.norm_elementwise_affine:
-            raise ValueError("norm_elementwise_affine=true is not an LTX-Video configuration")
+        self.require("LTX-Video", qk_norm="rms_norm_across_heads", activation_fn="gelu-approximate",
+                     norm_elementwise_affine=False)
         if self.cross_attention_dim != self.dim:
             raise ValueError(f"cross_attention_dim={self.cross_attention_dim} must equal heads x head_dim={self.dim} "
                              "(the caption projection outputs the model width)")

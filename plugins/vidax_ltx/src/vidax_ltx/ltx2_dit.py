@@ -114,12 +114,8 @@ class LTX2DiTConfig(TransformerConfig):
         if self.audio_out_channels is None:
             object.__setattr__(self, "audio_out_channels", self.audio_in_channels)
         object.__setattr__(self, "vae_scale_factors", tuple(int(v) for v in self.vae_scale_factors))
-        if self.qk_norm != "rms_norm_across_heads":
-            raise ValueError(f"qk_norm={self.qk_norm!r}: LTX-2 supports only 'rms_norm_across_heads'")
-        if self.activation_fn != "gelu-approximate":
-            raise ValueError(f"activation_fn={self.activation_fn!r}: LTX-2 uses 'gelu-approximate'")
-        if self.norm_elementwise_affine:
-            raise ValueError("norm_elementwise_affine=true is not an LTX-2 configuration")
+        self.require("LTX-2", qk_norm="rms_norm_across_heads", activation_fn="gelu-approximate",
+                     norm_elementwise_affine=False)
         if self.rope_type not in ("interleaved", "split"):
             raise ValueError(f"rope_type={self.rope_type!r}: expected 'interleaved' or 'split'")
         if self.patch_size != 1 or self.patch_size_t != 1 or self.audio_patch_size != 1 \
