@@ -28,6 +28,7 @@ streamed one after the other by the offload executor. The text and video streams
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar, Mapping, Sequence
 
 import jax
@@ -61,8 +62,7 @@ class HunyuanDims(TransformerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "rope_axes_dim", tuple(int(d) for d in self.rope_axes_dim))
-        if self.qk_norm != "rms_norm":
-            raise ValueError(f"{self.family} DiT: qk_norm={self.qk_norm!r} is not supported (expected 'rms_norm')")
+        self.require(f"the {self.family} DiT", qk_norm="rms_norm")
         if sum(self.rope_axes_dim) != self.attention_head_dim:
             raise ValueError(f"rope_axes_dim {self.rope_axes_dim} must sum to attention_head_dim={self.attention_head_dim}")
 
@@ -343,8 +343,43 @@ def output_head(model: nnx.Module, vid: jax.Array, temb: jax.Array, latent_shape
     return unpatchify(y, (f // pt, hh // ph, ww // pw), cfg.patch, order="cthw")
 
 
-def _scan(graphdef, state, carry, aux):
-    return scan_blocks(graphdef, state, carry, aux)
+class HunyuanStack:
+    """What the 1.0 and 1.5 DiTs share around their stacked block groups (the carry is (video, conditioning)):
+    one group's slice, the output head, and the resident run of ``pre`` -> every group -> ``post`` (the offload
+    executor streams the same groups)."""
+
+    family: ClassVar[str] = "HunyuanVideo"
+    block_groups: ClassVar[tuple[str, ...]] = ()
+
+    def init_patch_embed(self, cfg: HunyuanDims, rngs: nnx.Rngs) -> None:
+        """The conv3d patch embedding (kernel == stride) as a (pt, ph, pw, C, D) kernel and a bias."""
+        init = nnx.initializers.lecun_normal(in_axis=(0, 1, 2, 3), out_axis=4)
+        self.patch_kernel = param(init(rngs.params(), (*cfg.patch, cfg.in_channels, cfg.dim), cfg.dtype),
+                                  (None, None, None, None, EMBED))
+        self.patch_bias = param(jnp.zeros((cfg.dim,), cfg.dtype), (EMBED,))
+
+    def init_output_head(self, cfg: HunyuanDims, rngs: nnx.Rngs) -> None:
+        """AdaLN-continuous (scale, shift) and the projection back to patch pixels (see :func:`output_head`)."""
+        dim, dt = cfg.dim, cfg.dtype
+        self.norm_out = AdaLayerNormContinuous(dim, dim, eps=EPS, affine=False, dtype=dt, rngs=rngs)
+        self.proj_out = Linear(dim, cfg.out_channels * math.prod(cfg.patch), (EMBED, None), dtype=dt, rngs=rngs)
+
+    @classmethod
+    def run_block_group(cls, name: str, graphdef: nnx.GraphDef, state: nnx.State, x, aux: dict):
+        """Run any slice of one of ``block_groups``."""
+        if name not in cls.block_groups:
+            raise KeyError(f"{cls.family} has no block group {name!r}")
+        return scan_blocks(graphdef, state, x, aux)
+
+    def post(self, x, aux: dict, latent_shape: Sequence[int]) -> jax.Array:
+        return output_head(self, x[0], aux["temb"], latent_shape)
+
+    def run(self, latents: jax.Array, *inputs: Any) -> jax.Array:
+        x, aux = self.pre(latents, *inputs)
+        for name in self.block_groups:
+            graphdef, state = nnx.split(getattr(self, name))
+            x = self.run_block_group(name, graphdef, state, x, aux)
+        return self.post(x, aux, latents.shape)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -352,7 +387,7 @@ def _scan(graphdef, state, carry, aux):
 # --------------------------------------------------------------------------------------------------------------
 
 
-class HunyuanDiT(nnx.Module):
+class HunyuanDiT(HunyuanStack, nnx.Module):
     """``__call__(latents, timestep, context, guidance=None)``: latents (B, C, F, H, W); timestep (B,); context a
     dict ``{"hidden": (B, L, text_embed_dim), "mask": (B, L), "pooled": (B, pooled_projection_dim)}``; guidance
     (B,) the embedded guidance value the reference feeds (``guidance_scale * 1000``). Returns (B, out_C, F, H, W)
@@ -362,20 +397,15 @@ class HunyuanDiT(nnx.Module):
 
     def __init__(self, cfg: HunyuanDiTConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
-        dim, dt = cfg.dim, cfg.dtype
-        pt, ph, pw = cfg.patch
-        init = nnx.initializers.lecun_normal(in_axis=(0, 1, 2, 3), out_axis=4)
-        self.patch_kernel = param(init(rngs.params(), (pt, ph, pw, cfg.in_channels, dim), dt),
-                                  (None, None, None, None, EMBED))
-        self.patch_bias = param(jnp.zeros((dim,), dt), (EMBED,))
+        dim = cfg.dim
+        self.init_patch_embed(cfg, rngs)
         self.refiner = TokenRefiner(cfg, rngs=rngs)
         self.timestep_embedder = TimestepEmbedding(256, dim, rngs=rngs)
         self.text_embedder = TimestepEmbedding(cfg.pooled_projection_dim, dim, rngs=rngs)
         self.guidance_embedder = TimestepEmbedding(256, dim, rngs=rngs) if cfg.guidance_embeds else None
         self.double_blocks = stacked(lambda r: DoubleBlock(cfg, rngs=r), cfg.num_layers, rngs)
         self.single_blocks = stacked(lambda r: SingleBlock(cfg, rngs=r), cfg.num_single_layers, rngs)
-        self.norm_out = AdaLayerNormContinuous(dim, dim, eps=EPS, affine=False, dtype=dt, rngs=rngs)
-        self.proj_out = Linear(dim, cfg.out_channels * pt * ph * pw, (EMBED, None), dtype=dt, rngs=rngs)
+        self.init_output_head(cfg, rngs)
 
     # -- staged forward: pre -> double_blocks -> single_blocks -> post -----------------------------------------
 
@@ -405,20 +435,6 @@ class HunyuanDiT(nnx.Module):
         aux["rope"] = (constrain(cos, (SEQ, None)), constrain(sin_, (SEQ, None)))
         return (vid, constrain(txt, (BATCH, None, EMBED))), aux
 
-    @staticmethod
-    def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x, aux: dict):
-        """Run any slice of ``double_blocks`` or ``single_blocks``; the carry is (video, text)."""
-        if name not in HunyuanDiT.block_groups:
-            raise KeyError(f"HunyuanVideo has no block group {name!r}")
-        return _scan(graphdef, state, x, aux)
-
-    def post(self, x, aux: dict, latent_shape: Sequence[int]) -> jax.Array:
-        return output_head(self, x[0], aux["temb"], latent_shape)
-
     def __call__(self, latents: jax.Array, timestep: jax.Array, context: Mapping[str, jax.Array],
                  guidance: jax.Array | None = None) -> jax.Array:
-        x, aux = self.pre(latents, timestep, context, guidance)
-        for name in self.block_groups:
-            graphdef, state = nnx.split(getattr(self, name))
-            x = self.run_block_group(name, graphdef, state, x, aux)
-        return self.post(x, aux, latents.shape)
+        return self.run(latents, timestep, context, guidance)

@@ -24,19 +24,19 @@ reach a video token, so the video output is the same.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax_core.nn.adaln import AdaLayerNormContinuous
-from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
+from vidax_core.nn.layers import Linear, param, stacked
 from vidax_core.nn.norms import LayerNorm
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
-from .dit import BATCH, EMBED, EPS, MLP, SEQ, DoubleBlock, HunyuanDims, TokenRefiner, embed_patches, output_head, rope_tables
+from .dit import (BATCH, EMBED, MLP, SEQ, DoubleBlock, HunyuanDims, HunyuanStack, TokenRefiner, embed_patches,
+                  rope_tables)
 
 BYT5_HIDDEN = 2048  # diffusers' ``HunyuanVideo15ByT5TextProjection`` width (fixed, not in config.json)
 PROJ_EPS = 1e-5  # torch LayerNorm default, used by the byT5 and image projections
@@ -111,7 +111,7 @@ def valid_first(tokens: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Arr
     return tokens, jnp.arange(valid.shape[1])[None, :] < n[:, None]
 
 
-class HunyuanDiT15(nnx.Module):
+class HunyuanDiT15(HunyuanStack, nnx.Module):
     """``__call__(latents, timestep, context, timestep_r=None)``: latents (B, C, F, H, W); timestep (B,) float;
     context a dict ``{"hidden": (B, L, text_embed_dim) Qwen states, "mask": (B, L), "hidden_2": (B, L2,
     text_embed_2_dim) byT5 states, "mask_2": (B, L2), "image": (B, N, image_embed_dim) SigLIP tokens (optional;
@@ -119,15 +119,12 @@ class HunyuanDiT15(nnx.Module):
     only; None embeds ``timestep`` alone, as the reference). Returns (B, out_C, F, H, W) float32."""
 
     block_groups = ("double_blocks",)
+    family = "HunyuanVideo-1.5"
 
     def __init__(self, cfg: HunyuanDiT15Config, *, rngs: nnx.Rngs):
         self.cfg = cfg
-        dim, dt = cfg.dim, cfg.dtype
-        pt, ph, pw = cfg.patch
-        init = nnx.initializers.lecun_normal(in_axis=(0, 1, 2, 3), out_axis=4)
-        self.patch_kernel = param(init(rngs.params(), (pt, ph, pw, cfg.in_channels, dim), dt),
-                                  (None, None, None, None, EMBED))
-        self.patch_bias = param(jnp.zeros((dim,), dt), (EMBED,))
+        dim = cfg.dim
+        self.init_patch_embed(cfg, rngs)
         self.image_embedder = ImageProjection(cfg, rngs=rngs)
         self.refiner = TokenRefiner(cfg, rngs=rngs, first_key_visible=False)
         self.byt5_embedder = ByT5Projection(cfg, rngs=rngs)
@@ -135,8 +132,7 @@ class HunyuanDiT15(nnx.Module):
         self.timestep_embedder_r = TimestepEmbedding(256, dim, rngs=rngs) if cfg.use_meanflow else None
         self.cond_type_embed = param(jax.random.normal(rngs.params(), (3, dim), jnp.float32), (None, EMBED))
         self.double_blocks = stacked(lambda r: DoubleBlock(cfg, rngs=r), cfg.num_layers, rngs)
-        self.norm_out = AdaLayerNormContinuous(dim, dim, eps=EPS, affine=False, dtype=dt, rngs=rngs)
-        self.proj_out = Linear(dim, cfg.out_channels * pt * ph * pw, (EMBED, None), dtype=dt, rngs=rngs)
+        self.init_output_head(cfg, rngs)
 
     # -- conditioning ------------------------------------------------------------------------------------------
 
@@ -181,20 +177,6 @@ class HunyuanDiT15(nnx.Module):
                "rope": (constrain(cos, (SEQ, None)), constrain(sin, (SEQ, None)))}
         return (vid, txt), aux
 
-    @staticmethod
-    def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x, aux: dict):
-        """Run any slice of ``double_blocks``; the carry is (video, conditioning)."""
-        if name not in HunyuanDiT15.block_groups:
-            raise KeyError(f"HunyuanVideo-1.5 has no block group {name!r}")
-        return scan_blocks(graphdef, state, x, aux)
-
-    def post(self, x, aux: dict, latent_shape: Sequence[int]) -> jax.Array:
-        return output_head(self, x[0], aux["temb"], latent_shape)
-
     def __call__(self, latents: jax.Array, timestep: jax.Array, context: Mapping[str, jax.Array],
                  timestep_r: jax.Array | None = None) -> jax.Array:
-        x, aux = self.pre(latents, timestep, context, timestep_r)
-        for name in self.block_groups:
-            graphdef, state = nnx.split(getattr(self, name))
-            x = self.run_block_group(name, graphdef, state, x, aux)
-        return self.post(x, aux, latents.shape)
+        return self.run(latents, timestep, context, timestep_r)

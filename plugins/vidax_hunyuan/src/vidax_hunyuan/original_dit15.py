@@ -13,13 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-import numpy as np
-
 from vidax_core.errors import UserError
 
 from .original_format import QKV_SPLITS as QKV_SPLITS_10
 from .original_format import RENAMES as RENAMES_10
-from .original_format import OriginalDiT
+from .original_format import OriginalDiT, common_dit_config, tensor_shape
 
 _D = r"double_blocks\.(\d+)\."
 _T = r"transformer_blocks.\1."
@@ -65,26 +63,10 @@ def dit15_config(tensors: Mapping[str, Any], variant: str, overrides: Mapping[st
         raise UserError(f"HunyuanVideo-1.5 transformer folder {variant!r}: expected <480p|720p>_<t2v|i2v>[_...] "
                         "as tencent/HunyuanVideo-1.5 names them (transformer/480p_t2v/)")
 
-    def shape(k: str) -> tuple[int, ...]:
-        if hasattr(tensors, "shape"):
-            return tuple(tensors.shape(k))
-        v = tensors[k]
-        return tuple(np.shape(v() if callable(v) else v))
-
-    keys = list(tensors)
-    kernel = shape("x_embedder.proj.weight")
-    hidden, in_ch, pt, p = kernel[0], kernel[1], kernel[2], kernel[3]
-    head_dim = shape("transformer_blocks.0.attn.norm_q.weight")[0]
-    count = lambda pat: len({g.group(1) for k in keys if (g := re.match(pat, k))})
     cfg = dict(
-        _class_name="HunyuanVideo15Transformer3DModel", in_channels=in_ch,
-        out_channels=shape("proj_out.weight")[0] // (pt * p * p), num_attention_heads=hidden // head_dim,
-        attention_head_dim=head_dim, num_layers=count(r"transformer_blocks\.(\d+)\."),
-        num_refiner_layers=count(r"context_embedder\.token_refiner\.refiner_blocks\.(\d+)\."),
-        mlp_ratio=shape("transformer_blocks.0.ff.net.0.proj.weight")[0] / hidden, patch_size=p, patch_size_t=pt,
-        qk_norm="rms_norm", text_embed_dim=shape("context_embedder.proj_in.weight")[1],
-        text_embed_2_dim=shape("context_embedder_2.norm.weight")[0],
-        image_embed_dim=shape("image_embedder.norm_in.weight")[0], rope_theta=256.0, rope_axes_dim=[16, 56, 56],
+        common_dit_config(tensors), _class_name="HunyuanVideo15Transformer3DModel",
+        text_embed_2_dim=tensor_shape(tensors, "context_embedder_2.norm.weight")[0],
+        image_embed_dim=tensor_shape(tensors, "image_embedder.norm_in.weight")[0],
         target_size=640 if m.group(1) == "480" else 960, task_type=m.group(2),
         use_meanflow="time_embed.timestep_embedder_r.linear_1.weight" in tensors,
     )

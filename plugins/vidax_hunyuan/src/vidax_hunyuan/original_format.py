@@ -155,30 +155,46 @@ class OriginalDiT(Mapping[str, Any]):
         return len(self.entries)
 
 
+def tensor_shape(tensors: Mapping[str, Any], key: str) -> tuple[int, ...]:
+    """The shape of one tensor of a lazy reader (``shape(key)``) or a dict of arrays / zero-arg loaders."""
+    if hasattr(tensors, "shape"):
+        return tuple(tensors.shape(key))
+    v = tensors[key]
+    return tuple(np.shape(v() if callable(v) else v))
+
+
+def common_dit_config(tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """The config keys the 1.0 and 1.5 DiTs read off the same (diffusers-named) shapes: patch embedding, heads,
+    double-block and refiner counts, MLP ratio, text width; RoPE axes and theta are the releases' fixed
+    [16, 56, 56] and 256."""
+    shape = lambda k: tensor_shape(tensors, k)
+    hidden, in_ch, pt, p = shape("x_embedder.proj.weight")[:4]
+    head_dim = shape("transformer_blocks.0.attn.norm_q.weight")[0]
+    return dict(
+        in_channels=in_ch, out_channels=shape("proj_out.weight")[0] // (pt * p * p),
+        num_attention_heads=hidden // head_dim, attention_head_dim=head_dim,
+        num_layers=count_blocks(tensors, r"transformer_blocks\.(\d+)\."),
+        num_refiner_layers=count_blocks(tensors, r"context_embedder\.token_refiner\.refiner_blocks\.(\d+)\."),
+        mlp_ratio=shape("transformer_blocks.0.ff.net.0.proj.weight")[0] / hidden, patch_size=p, patch_size_t=pt,
+        qk_norm="rms_norm", text_embed_dim=shape("context_embedder.proj_in.weight")[1], rope_theta=256.0,
+        rope_axes_dim=[16, 56, 56],
+    )
+
+
+def count_blocks(tensors: Mapping[str, Any], pattern: str) -> int:
+    """How many distinct block indices (``pattern``'s group 1, matched at the key's start) the keys hold."""
+    return len({m.group(1) for k in tensors if (m := re.match(pattern, k))})
+
+
 def dit_config(tensors: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The diffusers ``transformer/config.json`` of an original DiT, from its (diffusers-named) shapes; RoPE axes
     are the release's fixed [16, 56, 56] unless ``overrides`` say otherwise."""
-    def shape(k):
-        if hasattr(tensors, "shape"):
-            return tuple(tensors.shape(k))
-        return tuple(np.shape(tensors[k]() if callable(tensors[k]) else tensors[k]))
-
-    keys = list(tensors)
-    kernel = shape("x_embedder.proj.weight")
-    hidden, in_ch, pt, p = kernel[0], kernel[1], kernel[2], kernel[3]
-    head_dim = shape("transformer_blocks.0.attn.norm_q.weight")[0]
-    count = lambda pat: len({m.group(1) for k in keys if (m := re.match(pat, k))})
     cfg = dict(
-        _class_name="HunyuanVideoTransformer3DModel", in_channels=in_ch,
-        out_channels=shape("proj_out.weight")[0] // (pt * p * p), num_attention_heads=hidden // head_dim,
-        attention_head_dim=head_dim, num_layers=count(r"transformer_blocks\.(\d+)\."),
-        num_single_layers=count(r"single_transformer_blocks\.(\d+)\."),
-        num_refiner_layers=count(r"context_embedder\.token_refiner\.refiner_blocks\.(\d+)\."),
-        mlp_ratio=shape("transformer_blocks.0.ff.net.0.proj.weight")[0] / hidden, patch_size=p, patch_size_t=pt,
-        qk_norm="rms_norm", guidance_embeds="time_text_embed.guidance_embedder.linear_1.weight" in tensors,
-        text_embed_dim=shape("context_embedder.proj_in.weight")[1],
-        pooled_projection_dim=shape("time_text_embed.text_embedder.linear_1.weight")[1],
-        rope_theta=256.0, rope_axes_dim=[16, 56, 56], image_condition_type=None,
+        common_dit_config(tensors), _class_name="HunyuanVideoTransformer3DModel",
+        num_single_layers=count_blocks(tensors, r"single_transformer_blocks\.(\d+)\."),
+        guidance_embeds="time_text_embed.guidance_embedder.linear_1.weight" in tensors,
+        pooled_projection_dim=tensor_shape(tensors, "time_text_embed.text_embedder.linear_1.weight")[1],
+        image_condition_type=None,
     )
     cfg.update(overrides or {})
     return cfg
