@@ -181,23 +181,15 @@ class WanBlock(nnx.Module):
         return constrain((x.astype(jnp.float32) + gate(f, c_gate)).astype(rt), (BATCH, SEQ, EMBED))
 
 
-def run_blocks(
-    block_graphdef: nnx.GraphDef,
-    stacked_block_state: nnx.State,
-    x: jax.Array,
-    ctx: jax.Array,
-    tproj: jax.Array,
-    rope: tuple[jax.Array, jax.Array],
-    img_ctx: jax.Array | None = None,
-) -> jax.Array:
-    """Run the blocks whose params are stacked on the leading axis of ``stacked_block_state`` with ``lax.scan``.
+def run_blocks(block_graphdef: nnx.GraphDef, stacked_block_state: nnx.State, x: jax.Array, *inputs: Any) -> jax.Array:
+    """Run the blocks whose params are stacked on the leading axis of ``stacked_block_state`` with ``lax.scan``;
+    ``inputs`` are :meth:`WanBlock.__call__`'s after ``x`` (``ctx, tproj, rope[, img_ctx]``), the same every layer.
 
     ``stacked_block_state`` may be any slice ``[i:j]`` of the model's stacked block state (offload executors run a
     few layers at a time). ``block_graphdef`` is the graphdef of a single ``WanBlock``
     (see :meth:`WanDiT.split_blocks`).
     """
-
-    return scan_blocks(block_graphdef, stacked_block_state, x, ctx, tproj, rope, img_ctx)
+    return scan_blocks(block_graphdef, stacked_block_state, x, *inputs)
 
 
 # --------------------------------------------------------------------------------------------------------------
