@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
+from vidax_core.testing.reference import state_arrays  # noqa: E402
 from vidax_cosmos.convert_dit import load_dit  # noqa: E402
 from vidax_cosmos.dit import CosmosDiTConfig  # noqa: E402
 from vidax_cosmos.tiny import TINY_DIT, random_cosmos_dit  # noqa: E402
@@ -25,7 +26,7 @@ C = TINY_DIT["out_channels"]
 @pytest.fixture(scope="module")
 def reference():
     model = random_cosmos_dit(seed=0)
-    return model, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    return model, state_arrays(model)
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,10 @@ from flax import nnx
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-from test_hunyuan_dit import _sinusoid64  # noqa: E402
-
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_core.testing.checks import fp32_tolerance  # noqa: E402
+from vidax_core.testing.reference import reference_in  # noqa: E402
 from vidax_hunyuan.convert_dit15 import load_dit15  # noqa: E402
 from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config  # noqa: E402
 
@@ -95,22 +94,12 @@ def make_inputs(task="t2v", batch=2, frames=3, size=4, length=7, length_2=6, n_i
 
 def run_reference(model, inp, dtype=torch.float32):
     """The reference output; in float64 (sinusoids included) to measure the fp32 reference's own error."""
-    import diffusers.models.embeddings as emb
-
-    m = model.to(dtype)
     t = lambda a: torch.from_numpy(a).to(dtype)
-    saved = emb.get_timestep_embedding
-    if dtype == torch.float64:
-        emb.get_timestep_embedding = _sinusoid64
-    try:
-        with torch.no_grad():
-            out = m(t(inp["latents"]), t(inp["timestep"]), t(inp["hidden"]), torch.from_numpy(inp["mask"]),
-                    timestep_r=t(inp["timestep_r"]) if "timestep_r" in inp else None,
-                    encoder_hidden_states_2=t(inp["hidden_2"]), encoder_attention_mask_2=torch.from_numpy(inp["mask_2"]),
-                    image_embeds=t(inp["image"]), return_dict=False)[0]
-    finally:
-        emb.get_timestep_embedding = saved
-        model.float()
+    with reference_in(model, dtype) as m:
+        out = m(t(inp["latents"]), t(inp["timestep"]), t(inp["hidden"]), torch.from_numpy(inp["mask"]),
+                timestep_r=t(inp["timestep_r"]) if "timestep_r" in inp else None,
+                encoder_hidden_states_2=t(inp["hidden_2"]), encoder_attention_mask_2=torch.from_numpy(inp["mask_2"]),
+                image_embeds=t(inp["image"]), return_dict=False)[0]
     return out.double().numpy()
 
 

@@ -3,8 +3,6 @@ video with a padded text mask, and the image-to-video token_replace variant; con
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +15,7 @@ pytest.importorskip("diffusers")
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_core.testing.parity import assert_fp32_parity, fp32_error  # noqa: E402
+from vidax_core.testing.reference import reference_in, state_arrays  # noqa: E402
 from vidax_hunyuan.convert_dit import load_dit  # noqa: E402
 from vidax_hunyuan.dit import HunyuanDiT, HunyuanDiTConfig  # noqa: E402
 
@@ -39,7 +38,7 @@ def make_reference(**over):
             p.normal_(0.0, 0.15)
             if "norm" in name and name.endswith("weight") and p.ndim == 1:
                 p.add_(1.0)
-    tensors = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    tensors = state_arrays(model)
     return model, tensors, HunyuanDiTConfig.from_config(cfg)
 
 
@@ -65,34 +64,14 @@ def make_inputs(batch=2, frames=3, size=8, length=7):
     return latents, timestep, hidden, mask, pooled, guidance
 
 
-def _sinusoid64(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
-                max_period=10000):
-    """diffusers' timestep sinusoid in float64 (it always computes in float32, whose rounding of the embedded
-    guidance ``6000 * f`` is part of the reference's own fp32 error)."""
-    half = embedding_dim // 2
-    exponent = -math.log(max_period) * torch.arange(half, dtype=torch.float64) / (half - downscale_freq_shift)
-    emb = scale * timesteps[:, None].double() * torch.exp(exponent)[None]
-    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
-    return torch.cat([emb[:, half:], emb[:, :half]], dim=-1) if flip_sin_to_cos else emb
-
-
 def run_reference(model, inputs, dtype=torch.float32):
-    """The reference output; in float64 (sinusoids included) to measure the fp32 reference's own error."""
-    import diffusers.models.embeddings as emb
-
+    """The reference output; in float64 (sinusoids included: the float32 rounding of the embedded guidance
+    ``6000 * f`` is part of the reference's own fp32 error) to measure the fp32 reference's own error."""
     latents, timestep, hidden, mask, pooled, guidance = inputs
-    m = model.to(dtype)
     t = lambda a: torch.from_numpy(a).to(dtype)
-    saved = emb.get_timestep_embedding
-    if dtype == torch.float64:
-        emb.get_timestep_embedding = _sinusoid64
-    try:
-        with torch.no_grad():
-            out = m(t(latents), t(timestep), t(hidden), torch.from_numpy(mask), t(pooled), guidance=t(guidance),
-                    return_dict=False)[0]
-    finally:
-        emb.get_timestep_embedding = saved
-        model.float()
+    with reference_in(model, dtype) as m:
+        out = m(t(latents), t(timestep), t(hidden), torch.from_numpy(mask), t(pooled), guidance=t(guidance),
+                return_dict=False)[0]
     return out.double().numpy()
 
 

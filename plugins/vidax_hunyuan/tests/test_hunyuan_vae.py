@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
+from vidax_core.testing.reference import randomize_scaled_  # noqa: E402
 from vidax_core.testing.tiny.wan_vae_parity import check  # noqa: E402
 
 from vidax_core.errors import UserError  # noqa: E402
@@ -49,14 +50,7 @@ def random_hunyuan_vae(config: dict):
 
     torch.manual_seed(0)
     ref = AutoencoderKLHunyuanVideo(**config).eval()
-    with torch.no_grad():
-        for name, p in ref.named_parameters():
-            if p.ndim == 1 and name.endswith("weight"):
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) / p[0].numel() ** 0.5)
+    randomize_scaled_(ref)
     return ref
 
 

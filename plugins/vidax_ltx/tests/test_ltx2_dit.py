@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +22,7 @@ from vidax_core.io.convert import ConversionError, convert  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_ltx.convert_ltx2 import LTX2_DIT_RULES, load_ltx2_dit  # noqa: E402
 from vidax_ltx.ltx2_dit import LTX2DiT, LTX2DiTConfig, audio_positions, video_positions  # noqa: E402
-from vidax_core.testing.reference import randomize_  # noqa: E402
+from vidax_core.testing.reference import randomize_, reference_in  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx2_dit")
 
@@ -81,37 +80,16 @@ def case(request, tmp_path_factory):
     return name, ref, model, inputs
 
 
-def _timestep_embedding_f64(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
-                            max_period=10000):
-    """diffusers' ``get_timestep_embedding`` carried out in float64 (the library casts the timesteps to float32)."""
-    half = embedding_dim // 2
-    exponent = -math.log(max_period) * torch.arange(half, dtype=torch.float64) / (half - downscale_freq_shift)
-    emb = scale * timesteps[:, None].double() * torch.exp(exponent)[None, :]
-    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
-    if flip_sin_to_cos:
-        emb = torch.cat([emb[:, half:], emb[:, :half]], dim=-1)
-    return emb
-
-
 def _reference(ref, inp, dtype, cross_timestep, isolate=False):
     """The reference in ``dtype``; in float64 its timestep sinusoids are float64 too, so the float64 run is a true
     oracle: a timestep of ~1000 turns one float32 ulp of a frequency into ~1e-5 rad of phase, an error every float32
     implementation has and the tolerance must see."""
-    import diffusers.models.embeddings as emb
-
     cast = lambda a: torch.from_numpy(np.asarray(a)).to(dtype)  # noqa: E731
-    m = ref.to(dtype)
     kw = {}
     if ref.config.use_keyframes_abs_pos_embedding:
         kw["video_keyframes_mask"] = cast(inp["keyframes"])
-    saved = emb.get_timestep_embedding
-    if dtype == torch.float64:
-        emb.get_timestep_embedding = _timestep_embedding_f64
-    try:
+    with reference_in(ref, dtype) as m:
         return _call_reference(m, ref, inp, cast, cross_timestep, isolate, kw)
-    finally:
-        emb.get_timestep_embedding = saved
-        ref.to(torch.float32)
 
 
 def _call_reference(m, ref, inp, cast, cross_timestep, isolate, kw):

@@ -15,6 +15,7 @@ from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_ltx.convert_dit import load_dit  # noqa: E402
 from vidax_ltx.dit import LTXDiTConfig, video_coords  # noqa: E402
 from vidax_core.testing.parity import assert_fp32_parity, fp32_error  # noqa: E402
+from vidax_core.testing.reference import state_arrays  # noqa: E402
 from vidax_core.testing.tiny.ltx import TINY_DIT_CONFIG, random_ltx_dit  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_dit")
@@ -26,7 +27,7 @@ FPS = 25
 @pytest.fixture(scope="module")
 def reference():
     model = random_ltx_dit(seed=0)
-    return model, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    return model, state_arrays(model)
 
 
 @pytest.fixture(scope="module")

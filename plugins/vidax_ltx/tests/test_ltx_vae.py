@@ -75,8 +75,9 @@ def tiny(tmp_path_factory):
     return model, vae
 
 
-def _decode_ref(model, z: np.ndarray, t, tiling=None) -> tuple[np.ndarray, np.ndarray]:
-    """diffusers ``decode(z, temb).sample`` in fp32 and in float64."""
+def _fp32_and_fp64(model, run, tiling=None) -> list:
+    """``run(model, dtype)`` on the reference in fp32 then in float64, with diffusers' tiling as given (off
+    otherwise); the model is fp32 and untiled again afterwards."""
     outs = []
     model.disable_tiling()
     if tiling:
@@ -84,25 +85,30 @@ def _decode_ref(model, z: np.ndarray, t, tiling=None) -> tuple[np.ndarray, np.nd
     for dtype in (torch.float32, torch.float64):
         m = model.to(dtype)
         with torch.no_grad():
-            temb = None if t is None else torch.tensor(np.asarray(t, np.float64).reshape(-1), dtype=dtype)
-            outs.append(m.decode(torch.from_numpy(z).to(dtype), temb).sample.numpy())
+            outs.append(run(m, dtype))
     model.to(torch.float32).disable_tiling()
-    return outs[0], outs[1]
+    return outs
+
+
+def _decode_ref(model, z: np.ndarray, t, tiling=None) -> tuple[np.ndarray, np.ndarray]:
+    """diffusers ``decode(z, temb).sample`` in fp32 and in float64."""
+
+    def run(m, dtype):
+        temb = None if t is None else torch.tensor(np.asarray(t, np.float64).reshape(-1), dtype=dtype)
+        return m.decode(torch.from_numpy(z).to(dtype), temb).sample.numpy()
+
+    ref32, ref64 = _fp32_and_fp64(model, run, tiling)
+    return ref32, ref64
 
 
 def _encode_ref(model, x: np.ndarray, tiling=None):
     """diffusers ``encode(x).latent_dist`` (mean, logvar) in fp32 and in float64."""
-    outs = []
-    model.disable_tiling()
-    if tiling:
-        model.enable_tiling(**tiling)
-    for dtype in (torch.float32, torch.float64):
-        m = model.to(dtype)
-        with torch.no_grad():
-            d = m.encode(torch.from_numpy(x).to(dtype)).latent_dist
-            outs.append((d.mean.numpy(), d.logvar.numpy()))
-    model.to(torch.float32).disable_tiling()
-    return outs
+
+    def run(m, dtype):
+        d = m.encode(torch.from_numpy(x).to(dtype)).latent_dist
+        return d.mean.numpy(), d.logvar.numpy()
+
+    return _fp32_and_fp64(model, run, tiling)
 
 
 def _latents(shape, seed=0):

@@ -1,6 +1,8 @@
 """Helpers around the PyTorch reference (needs the ``test`` extra: torch, diffusers, transformers).
 
-* :func:`randomize_` — every parameter of a reference module drawn from a seeded normal (norm gains around 1), so
+* :func:`reference_outputs` — a reference pipeline's final latents and frames from given initial latents;
+  :func:`write_test_image` — the conditioning image of the image-to-video end-to-end tests.
+* :func:`randomize_` (and :func:`randomize_scaled_`, fan-in scaled for deep VAEs) — every parameter of a reference module drawn from a seeded normal (norm gains around 1), so
   no term of a parity check is trivially zero; :func:`save_pipeline` writes a pipeline as a checkpoint folder.
 * :func:`meta_tensors` and :func:`check_full_size` — a model's full published architecture checked without weights:
   the reference module built on the meta device gives key -> shape, zero-stride stand-ins carry the shapes, and the
@@ -12,10 +14,12 @@ torch is imported inside the functions, so importing this module costs nothing.
 
 from __future__ import annotations
 
+import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -32,10 +36,103 @@ def randomize_(module, seed: int, std: float = 0.1) -> None:
             p.copy_((1.0 + noise) if is_gain else noise)
 
 
+def randomize_scaled_(module) -> None:
+    """Overwrite every parameter of a torch module from torch's global generator so activations stay O(1) through
+    deep conv stacks: 1-D ``weight`` gains ``1 + 0.1 n``, biases ``0.1 n``, other weights ``n / sqrt(fan_in)``
+    (seed the generator before building the module: its own init draws come first)."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.ndim == 1 and name.endswith("weight"):  # norm gains
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+            else:
+                p.copy_(torch.randn_like(p) / p[0].numel() ** 0.5)
+
+
+def timestep_embedding_f64(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
+                           max_period=10000):
+    """diffusers' ``get_timestep_embedding`` carried out in float64 (the library computes it in float32 whatever the
+    model's dtype: at a timestep near 1000 one float32 ulp of a frequency is ~1e-5 rad of phase)."""
+    import torch
+
+    half = embedding_dim // 2
+    exponent = -math.log(max_period) * torch.arange(half, dtype=torch.float64) / (half - downscale_freq_shift)
+    emb = scale * timesteps[:, None].double() * torch.exp(exponent)[None, :]
+    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
+    if flip_sin_to_cos:
+        emb = torch.cat([emb[:, half:], emb[:, :half]], dim=-1)
+    return emb
+
+
+@contextmanager
+def reference_in(module, dtype) -> Iterator[Any]:
+    """The reference ``module`` cast to ``dtype`` (a torch dtype) under ``no_grad``; in float64 diffusers' timestep
+    sinusoid is float64 too (:func:`timestep_embedding_f64`), so the float64 run is a true oracle. The module is
+    float32 again, and the sinusoid diffusers' own, on the way out."""
+    import diffusers.models.embeddings as emb
+    import torch
+
+    saved = emb.get_timestep_embedding
+    if dtype == torch.float64:
+        emb.get_timestep_embedding = timestep_embedding_f64
+    try:
+        with torch.no_grad():
+            yield module.to(dtype)
+    finally:
+        emb.get_timestep_embedding = saved
+        module.to(torch.float32)
+
+
+def state_arrays(module) -> dict[str, np.ndarray]:
+    """A torch module's state dict as numpy arrays under diffusers' names: the tensors a vidax loader converts."""
+    return {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
+
+
 def save_pipeline(pipe, folder: str | os.PathLike) -> Path:
     """``save_pretrained`` a diffusers pipeline (safetensors) into ``folder``: a checkpoint vidax loads as a user's."""
     pipe.save_pretrained(str(folder), safe_serialization=True)
     return Path(folder)
+
+
+def write_test_image(path: str | os.PathLike, *, seed: int = 1, size: tuple[int, int] = (40, 56)) -> Path:
+    """A small random RGB PNG (``size`` = (height, width)) whose top half is darker and lifted, so resizing and
+    cropping change it: the conditioning image of the image-to-video end-to-end tests."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    pixels = (rng.random((*size, 3)) * 255).astype(np.uint8)
+    pixels[: size[0] // 2] = pixels[: size[0] // 2] // 2 + 100
+    Image.fromarray(pixels).save(path)
+    return Path(path)
+
+
+def reference_outputs(pipe, noise: np.ndarray, *, final_latents: str = "callback",
+                      **kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A diffusers pipeline run from the given initial latents ``noise`` (its ``latents=``) with ``kwargs``: its final
+    latents and its decoded frames (``output_type="np"``), both float32 numpy.
+
+    ``final_latents="callback"`` takes the latents of the last step's ``callback_on_step_end`` (one run);
+    ``"output"`` runs the pipeline again with ``output_type="latent"`` (the latents as it hands them to its VAE,
+    after any substitution it makes past the loop, such as Wan2.2 TI2V's first frame)."""
+    import torch
+
+    seen: dict[str, Any] = {}
+
+    def grab(p, i, t, kw):
+        seen["latents"] = kw["latents"].detach().clone()
+        return {}
+
+    if final_latents == "callback":
+        kwargs["callback_on_step_end"] = grab
+    elif final_latents == "output":
+        seen["latents"] = pipe(latents=torch.from_numpy(noise), output_type="latent", **kwargs).frames
+    else:
+        raise ValueError(f"final_latents must be 'callback' or 'output', got {final_latents!r}")
+    frames = pipe(latents=torch.from_numpy(noise), output_type="np", **kwargs).frames
+    return np.asarray(seen["latents"], np.float32), np.asarray(frames, np.float32)
 
 
 def torch_param_bytes(module) -> int:
