@@ -26,6 +26,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 
 from vidax_core.parallel import sharding  # noqa: E402
 from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
+from vidax_core.testing.sharded import place_state, under_mesh  # noqa: E402
 from vidax_cosmos.cosmos3_dit import Cosmos3DiT, Cosmos3DiTConfig  # noqa: E402
 
 _COMMON = dict(head_dim=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, latent_channel=4,
@@ -71,16 +72,8 @@ def check(kind: str, out: dict) -> None:
     rules = sharding.make_rules(None)
     for dp, sp, tp in MESHES:
         mesh = make_mesh(MeshPlan(dp=dp, tp=tp, sp=sp))
-        specs = sharding.param_specs(abstract, rules, mesh)
-        placed = nnx.from_flat_state([
-            (tuple(p), v.replace(jax.device_put(v.get_value(), jax.sharding.NamedSharding(mesh, specs[tuple(p)]))))
-            for p, v in nnx.to_flat_state(state)])
-
-        def sharded(s, *a):
-            with sharding.activate(mesh, rules):
-                return fwd(s, *a)
-
-        compiled = jax.jit(sharded).lower(placed, *args).compile()
+        placed, specs = place_state(state, abstract, rules, mesh)
+        compiled = jax.jit(under_mesh(fwd, mesh, rules)).lower(placed, *args).compile()
         got = compiled(placed, *args)
         hlo = compiled.as_text()
         out[f"{kind}_dp{dp}_sp{sp}_tp{tp}"] = {

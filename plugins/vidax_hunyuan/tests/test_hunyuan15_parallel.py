@@ -17,6 +17,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 from flax import nnx
 from vidax_core.parallel import sharding
 from vidax_core.parallel.mesh import MeshPlan, make_mesh
+from vidax_core.testing.sharded import place_state, under_mesh
 from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config
 from vidax_hunyuan.plugin import plugin as hunyuan_plugin
 
@@ -40,16 +41,9 @@ _, abstract = nnx.split(nnx.eval_shape(lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0
 out = {"devices": jax.device_count()}
 for dp, sp, tp in ((2, 2, 2), (1, 4, 1)):
     mesh = make_mesh(MeshPlan(dp=dp, tp=tp, sp=sp))
-    specs = sharding.param_specs(abstract, rules, mesh)
-    placed = nnx.from_flat_state([
-        (tuple(p), v.replace(jax.device_put(v.get_value(), jax.sharding.NamedSharding(mesh, specs[tuple(p)]))))
-        for p, v in nnx.to_flat_state(state)])
-
-    def fwd(s, *a):
-        with sharding.activate(mesh, rules):
-            return nnx.merge(graphdef, s)(sharding.constrain(a[0], ("batch",)), *a[1:])
-
-    f = jax.jit(fwd)
+    placed, _ = place_state(state, abstract, rules, mesh)
+    fwd = lambda s, x, *a: nnx.merge(graphdef, s)(sharding.constrain(x, ("batch",)), *a)
+    f = jax.jit(under_mesh(fwd, mesh, rules))
     got = f(placed, lat, t, ctx, tr)
     hlo = f.lower(placed, lat, t, ctx, tr).compile().as_text()
     out[f"dp{dp}_sp{sp}_tp{tp}"] = dict(

@@ -20,6 +20,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 
 from vidax_core.parallel import sharding  # noqa: E402
 from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
+from vidax_core.testing.sharded import place_state, under_mesh  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
 from vidax_wan.plugin import plugin as wan_plugin  # noqa: E402
 
@@ -42,17 +43,9 @@ def main() -> None:
     rules = sharding.make_rules(wan_plugin.shard_rules(None))  # Wan keeps the core's default rules
     _, abstract = nnx.split(nnx.eval_shape(lambda: WanDiT(cfg, rngs=nnx.Rngs(0))))
     mesh = make_mesh(MeshPlan(dp=1, tp=2, sp=2))
-    specs = sharding.param_specs(abstract, rules, mesh)
-    placed = nnx.from_flat_state([
-        (tuple(p), v.replace(jax.device_put(v.get_value(), jax.sharding.NamedSharding(mesh, specs[tuple(p)]))))
-        for p, v in nnx.to_flat_state(state)])
-
-    def fwd(s, a, b, c, d):
-        with sharding.activate(mesh, rules):
-            a = sharding.constrain(a, ("batch",))
-            return nnx.merge(graphdef, s)(a, b, c, d)
-
-    f = jax.jit(fwd)
+    placed, _ = place_state(state, abstract, rules, mesh)
+    f = jax.jit(under_mesh(lambda s, a, b, c, d: nnx.merge(graphdef, s)(sharding.constrain(a, ("batch",)), b, c, d),
+                           mesh, rules))
     got = f(placed, lat, t, ctx, img)
     hlo = f.lower(placed, lat, t, ctx, img).compile().as_text()
     a, b = np.asarray(got, np.float64), np.asarray(ref, np.float64)
