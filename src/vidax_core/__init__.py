@@ -36,6 +36,7 @@ _EXPORTS = {
     "Checkpoint": "io.checkpoint", "KeyRule": "io.convert", "convert": "io.convert", "linear": "io.convert",
     "conv": "io.convert", "read_video": "io.clip", "load_image": "io.image", "preprocess_image": "io.image",
     "from_config_dict": "io.arch", "SOURCE_KEY": "io.arch", "RunConfig": "config",
+    "ArchConfig": "io.arch_base", "TransformerConfig": "io.arch_base", "CheckedConfig": "io.arch_base",
     # layers and model state
     "param": "nn.layers", "Linear": "nn.layers", "stacked": "nn.layers", "scan_blocks": "nn.layers",
     "LAYERS": "nn.layers", "abstract_model": "nn.state", "materialize": "nn.state",
@@ -48,7 +49,7 @@ _EXPORTS = {
     "T5Config": "encoders.t5", "load_t5": "encoders.t5", "encode_text": "encoders.t5",
     "T5Text": "encoders.t5_text", "load_t5_text": "encoders.t5_text", "encode_unmasked": "encoders.t5_text",
     "TextTokenizer": "encoders.tokenizer", "group_norm": "nn.group_norm", "GroupNorm": "nn.group_norm",
-    "CausalConv3d": "vae.causal_conv", "FeatureCache": "vae.causal_conv",
+    "CausalConv3d": "vae.causal_conv", "FeatureCache": "vae.causal_conv", "vae_loader": "vae.loader",
     # parallelism and attention
     "constrain": "parallel.sharding", "DEFAULT_RULES": "parallel.sharding", "attention": "attention",
     "replicated_attention": "attention.ulysses",

@@ -6,13 +6,17 @@ core's checks for free, and assert parity with the kit's tolerances.
   TP, TP x SP and offload (alone and with SP) equal one device, that TP shards the weights and SP does not, and
   that the plugin's sharding matches a golden table.
 * :mod:`~vidax_core.testing.runs` — several configurations of one model in one subprocess on fake CPU devices;
-  :mod:`~vidax_core.testing.devices` — any script on fake CPU devices.
+  :mod:`~vidax_core.testing.devices` — any script on fake CPU devices; :mod:`~vidax_core.testing.sharded` — inside
+  such a script, a model's weights placed by the plugin's rules and a function run under the mesh.
 * :mod:`~vidax_core.testing.parity` — the end-to-end bound (latents and frames within 1e-4 relative L2) and the
   fp32 component bound from both implementations' own fp32 errors (:func:`~vidax_core.testing.parity.fp32_error`).
 * :mod:`~vidax_core.testing.cli` — the real ``vidax`` command in a subprocess; ``run_e2e`` runs it with saved
-  latents, frames and metrics, ``overrides`` spells ``key=value`` lists.
-* :mod:`~vidax_core.testing.reference` — around the PyTorch reference: seeded random weights, saving a pipeline as
-  a checkpoint folder, the meta-device full-size check (``meta_tensors``, ``check_full_size``).
+  latents, frames and metrics, ``run_args`` gives a case's arguments, ``overrides`` spells ``key=value`` lists.
+* :mod:`~vidax_core.testing.reference` — around the PyTorch reference: seeded random weights, the state dict as
+  arrays, the reference in float64 (``reference_in``), a pipeline's final latents and frames
+  (``reference_outputs``), the e2e conditioning image, saving a pipeline as a checkpoint folder, the meta-device
+  full-size check (``meta_tensors``, ``check_full_size``, ``registered_models``).
+* :mod:`~vidax_core.testing.assets` — regenerating the tiny checkpoint a plugin ships (``regenerate_asset``).
 * :mod:`~vidax_core.testing.tokenizers` — a tiny T5 (SentencePiece unigram) tokenizer trained in-process.
 * :mod:`~vidax_core.testing.cache` — one persistent compilation cache for a whole suite.
 * :mod:`~vidax_core.testing.tiny` — tiny reference pipelines of the built-in families (the core's own tests and
