@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.reference import reference_outputs, write_test_image
 from vidax_core.testing.tiny.cogvideox import LATENT_CHANNELS, TEXT_LEN, build_tiny_cogvideox_pipeline, save_pipeline
 
 pytestmark = pytest.mark.xdist_group("cogvideox_e2e")
@@ -38,34 +39,17 @@ CASES = {
 }
 
 
-def write_image(path) -> None:
-    from PIL import Image
-
-    rng = np.random.default_rng(1)
-    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
-    pixels[:20] = pixels[:20] // 2 + 100
-    Image.fromarray(pixels).save(path)
-
-
 def reference(pipe, noise, guidance, dynamic, image, steps=STEPS):
     """The pipeline's decoded frames and its ``output_type="latent"`` result (the final latents, taken from the
     last step's callback so that one run gives both)."""
-    import torch
     from PIL import Image
-
-    seen = {}
-
-    def grab(p, i, t, kw):
-        seen["latents"] = kw["latents"].detach().clone()
-        return {}
 
     kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_frames=FRAMES,
                   num_inference_steps=steps, guidance_scale=guidance, use_dynamic_cfg=dynamic,
-                  max_sequence_length=TEXT_LEN, callback_on_step_end=grab)
+                  max_sequence_length=TEXT_LEN)
     if image is not None:
         kwargs["image"] = Image.open(image).convert("RGB")
-    frames = pipe(latents=torch.from_numpy(noise), output_type="np", **kwargs).frames
-    return seen["latents"].numpy().astype(np.float32), np.asarray(frames, np.float32)
+    return reference_outputs(pipe, noise, **kwargs)
 
 
 def latent_frames(variant: str) -> int:
@@ -86,20 +70,13 @@ def test_cli_matches_diffusers(tmp_path, case):
     save_pipeline(pipe, ckpt)  # the hub layout: tokenizer/spiece.model, no tokenizer.json
     shape = (1, latent_frames(variant), LATENT_CHANNELS, SIZE // 8, SIZE // 8)
     noise = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    image = None
-    if variant.endswith("i2v"):
-        image = tmp_path / "input.png"
-        write_image(image)
+    image = write_test_image(tmp_path / "input.png") if variant.endswith("i2v") else None
 
     ref_latents, ref_frames = reference(pipe, noise, guidance, dynamic, image)
-    args = [
-        f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-        *overrides(sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, guidance_scale=guidance,
-                                 max_sequence_length=TEXT_LEN),
-                   options=dict(use_dynamic_cfg=dynamic), vae=dict(tiling=TILES if tiled else False)),
-    ]
-    if image is not None:
-        args.append(f"image={image}")
+    args = run_args(model_id, ckpt, PROMPT, NEGATIVE, image=image,
+                    sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, guidance_scale=guidance,
+                                  max_sequence_length=TEXT_LEN),
+                    options=dict(use_dynamic_cfg=dynamic), vae=dict(tiling=TILES if tiled else False))
     run = run_e2e(tmp_path, *args, noise=noise)
     assert_run_matches(case, run.latents, run.frames, ref_latents, ref_frames, latent_shape=noise.shape,
                        frame_shape=(1, FRAMES, SIZE, SIZE, 3))
@@ -143,11 +120,10 @@ def test_dpm_with_dynamic_cfg_matches_diffusers(tmp_path, monkeypatch):
                         lambda shape_, **k: torch.from_numpy(draws[index["i"]].copy()).reshape(shape_))
     ref_latents, ref_frames = reference(pipe, noise, 6.0, True, None, steps)
     assert index["i"] == steps - 1
-    run = run_e2e(tmp_path, "model.id=cogvideox-5b", f"model.checkpoint={ckpt}", f"prompt={PROMPT}",
-                  f"negative_prompt={NEGATIVE}",
-                  *overrides(sampling=dict(num_steps=steps, height=SIZE, width=SIZE, num_frames=FRAMES,
-                                           guidance_scale=6.0, max_sequence_length=TEXT_LEN, seed=seed),
-                             options=dict(use_dynamic_cfg=True, scheduler_class="CogVideoXDPMScheduler")),
+    run = run_e2e(tmp_path, *run_args("cogvideox-5b", ckpt, PROMPT, NEGATIVE,
+                                      sampling=dict(num_steps=steps, height=SIZE, width=SIZE, num_frames=FRAMES,
+                                                    guidance_scale=6.0, max_sequence_length=TEXT_LEN, seed=seed),
+                                      options=dict(use_dynamic_cfg=True, scheduler_class="CogVideoXDPMScheduler")),
                   noise=noise)
     assert run.metrics["sampler"] == "cogvideox_dpm" and run.metrics["num_steps"] == steps
     assert_run_matches("5b-t2v-dpm-dynamic-cfg", run.latents, run.frames, ref_latents, ref_frames,

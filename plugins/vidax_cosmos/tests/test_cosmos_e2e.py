@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.reference import reference_outputs
 from vidax_cosmos.tiny import save_tiny_cosmos
 from vidax_cosmos.bench_reference import stub_torchvision
 
@@ -47,7 +48,6 @@ def write_inputs(folder):
 
 
 def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE, **extra):
-    import torch
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
     from PIL import Image
 
@@ -63,25 +63,14 @@ def reference(ckpt_dir, case, noise, image, clip, guidance=GUIDANCE, **extra):
     if case == "v2w":
         frames = np.round(read_video(str(clip)) * 255).astype(np.uint8)
         kwargs["video"] = [Image.fromarray(f) for f in frames]
-    seen = {}
-
-    def grab(p, i, t, kw):
-        seen["latents"] = kw["latents"].detach().clone()
-        return {}
-
-    out = pipe(latents=torch.from_numpy(noise), output_type="np", callback_on_step_end=grab, **kwargs).frames
-    return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
+    return reference_outputs(pipe, noise, **kwargs)
 
 
 def run_vidax(tmp_path, ckpt_dir, case, image, clip, noise, model_id="cosmos-predict2.5-2b", extra=()):
-    args = [
-        f"model.id={model_id}", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-        *overrides(sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES, guidance_scale=GUIDANCE,
-                                 max_sequence_length=TEXT)),
-        *extra,
-    ]
-    if case.startswith("i2w"):
-        args.append(f"image={image}")
+    args = run_args(model_id, ckpt_dir, PROMPT, NEGATIVE, image=image if case.startswith("i2w") else None,
+                    sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES, guidance_scale=GUIDANCE,
+                                  max_sequence_length=TEXT))
+    args += extra
     if case == "v2w":
         args.append(f"video={clip}")
     run = run_e2e(tmp_path, *args, noise=noise)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.reference import reference_outputs
 from vidax_core.testing.tiny.hunyuan import save_tiny_hunyuan
 
 pytestmark = pytest.mark.xdist_group("hunyuan_e2e")
@@ -29,29 +30,19 @@ def ckpt(tmp_path_factory):
 
 
 def reference(ckpt_dir, noise, true_cfg):
-    import torch
     from diffusers import HunyuanVideoPipeline
 
     pipe = HunyuanVideoPipeline.from_pretrained(str(ckpt_dir))
-    seen = {}
-
-    def grab(p, i, t, kw):
-        seen["latents"] = kw["latents"].detach().clone()
-        return {}
-
-    out = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W, num_frames=FRAMES,
-               num_inference_steps=STEPS, guidance_scale=GUIDANCE, true_cfg_scale=true_cfg,
-               max_sequence_length=TEXT, latents=torch.from_numpy(noise), output_type="np",
-               callback_on_step_end=grab).frames
-    return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
+    return reference_outputs(pipe, noise, prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W,
+                             num_frames=FRAMES, num_inference_steps=STEPS, guidance_scale=GUIDANCE,
+                             true_cfg_scale=true_cfg, max_sequence_length=TEXT)
 
 
 def run_vidax(tmp_path, ckpt_dir, true_cfg, noise, extra=()):
-    run = run_e2e(tmp_path, "model.id=hunyuanvideo-t2v-13b", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
-                  f"negative_prompt={NEGATIVE}",
-                  *overrides(sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES,
-                                           guidance_scale=GUIDANCE, max_sequence_length=TEXT),
-                             options=dict(true_cfg_scale=true_cfg)),
+    run = run_e2e(tmp_path, *run_args("hunyuanvideo-t2v-13b", ckpt_dir, PROMPT, NEGATIVE,
+                                      sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES,
+                                                    guidance_scale=GUIDANCE, max_sequence_length=TEXT),
+                                      options=dict(true_cfg_scale=true_cfg)),
                   *extra, noise=noise)
     return run.latents, run.frames
 

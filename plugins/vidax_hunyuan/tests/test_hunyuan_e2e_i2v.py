@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.reference import reference_outputs, write_test_image
 from vidax_core.testing.tiny.hunyuan import I2V_IMAGE, save_tiny_hunyuan_i2v
 
 pytestmark = pytest.mark.xdist_group("hunyuan_e2e_i2v")
@@ -38,50 +39,31 @@ def template_numbers(ckpt_dir):
     return len(ids), ids.index(tok.convert_tokens_to_ids("<image>"))
 
 
-def write_image(folder):
-    from PIL import Image
-
-    rng = np.random.default_rng(1)
-    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
-    pixels[:20] = pixels[:20] // 2 + 100
-    Image.fromarray(pixels).save(folder / "input.png")
-    return folder / "input.png"
-
-
 def reference(ckpt_dir, noise, image, crop, start):
-    import torch
     from diffusers import HunyuanVideoImageToVideoPipeline
     from PIL import Image
 
     pipe = HunyuanVideoImageToVideoPipeline.from_pretrained(str(ckpt_dir))
-    seen = {}
-
-    def grab(p, i, t, kw):
-        seen["latents"] = kw["latents"].detach().clone()
-        return {}
-
     tpl = {"template": TEMPLATE, "crop_start": crop, "image_emb_start": start, "image_emb_end": start + N_IMAGE,
            "image_emb_len": N_IMAGE}
-    out = pipe(image=Image.open(image).convert("RGB"), prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W,
-               num_frames=FRAMES, num_inference_steps=STEPS, guidance_scale=GUIDANCE, true_cfg_scale=TRUE_CFG,
-               max_sequence_length=TEXT, prompt_template=tpl, latents=torch.from_numpy(noise), output_type="np",
-               callback_on_step_end=grab).frames
-    return seen["latents"].numpy().astype(np.float32), np.asarray(out, np.float32)
+    return reference_outputs(pipe, noise, image=Image.open(image).convert("RGB"), prompt=PROMPT,
+                             negative_prompt=NEGATIVE, height=H, width=W, num_frames=FRAMES, num_inference_steps=STEPS,
+                             guidance_scale=GUIDANCE, true_cfg_scale=TRUE_CFG, max_sequence_length=TEXT,
+                             prompt_template=tpl)
 
 
 def run_vidax(tmp_path, ckpt_dir, image, crop, start, noise):
-    run = run_e2e(tmp_path, "model.id=hunyuanvideo-i2v-13b", f"model.checkpoint={ckpt_dir}", f"prompt={PROMPT}",
-                  f"negative_prompt={NEGATIVE}", f"image={image}",
-                  *overrides(sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES,
-                                           guidance_scale=GUIDANCE, max_sequence_length=TEXT),
-                             options=dict(true_cfg_scale=TRUE_CFG, crop_start=crop, image_emb_start=start,
-                                          image_emb_len=N_IMAGE)),
+    run = run_e2e(tmp_path, *run_args("hunyuanvideo-i2v-13b", ckpt_dir, PROMPT, NEGATIVE, image=image,
+                                      sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES,
+                                                    guidance_scale=GUIDANCE, max_sequence_length=TEXT),
+                                      options=dict(true_cfg_scale=TRUE_CFG, crop_start=crop, image_emb_start=start,
+                                                   image_emb_len=N_IMAGE)),
                   f"options.prompt_template='{TEMPLATE}'", noise=noise)
     return run.latents, run.frames
 
 
 def test_cli_matches_diffusers_i2v(tmp_path, ckpt):
-    image = write_image(tmp_path)
+    image = write_test_image(tmp_path / "input.png")
     crop, start = template_numbers(ckpt)
     noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
     ref_latents, ref_frames = reference(ckpt, noise, image, crop, start)

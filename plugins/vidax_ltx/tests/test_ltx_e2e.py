@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.reference import reference_outputs, write_test_image
 from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline
 
 pytestmark = pytest.mark.xdist_group("ltx_e2e")
@@ -30,17 +31,7 @@ CASES = {
 }
 
 
-def write_image(path) -> None:
-    from PIL import Image
-
-    rng = np.random.default_rng(1)
-    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
-    pixels[:20] = pixels[:20] // 2 + 100
-    Image.fromarray(pixels).save(path)
-
-
 def reference(pipe, kind, noise, guidance, rescale, image):
-    import torch
     from PIL import Image
 
     kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_frames=FRAMES,
@@ -48,9 +39,7 @@ def reference(pipe, kind, noise, guidance, rescale, image):
                   decode_timestep=DECODE_T, decode_noise_scale=0.0, max_sequence_length=16)
     if kind == "i2v":
         kwargs["image"] = Image.open(image).convert("RGB")
-    latents = pipe(latents=torch.from_numpy(noise), output_type="latent", **kwargs).frames
-    frames = pipe(latents=torch.from_numpy(noise), output_type="np", **kwargs).frames
-    return np.asarray(latents, np.float32), np.asarray(frames, np.float32)
+    return reference_outputs(pipe, noise, final_latents="output", **kwargs)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -64,21 +53,14 @@ def test_cli_matches_diffusers(tmp_path, case):
     pipe.save_pretrained(str(ckpt), safe_serialization=True)
     tokens = ((FRAMES - 1) // 8 + 1) * (SIZE // 32) ** 2
     noise = np.random.default_rng(0).standard_normal((1, tokens, 8)).astype(np.float32)
-    image = None
-    if kind == "i2v":
-        image = tmp_path / "input.png"
-        write_image(image)
+    image = write_test_image(tmp_path / "input.png") if kind == "i2v" else None
 
     ref_latents, ref_frames = reference(pipe, kind, noise, guidance, rescale, image)
-    args = [
-        f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-        *overrides(sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, guidance_scale=guidance,
-                                 max_sequence_length=16, scheduler=None),
-                   options=dict(timesteps=None, frame_rate=FPS, guidance_rescale=rescale, decode_timestep=DECODE_T,
-                                decode_noise_scale=0.0, pipeline="ltx", multiscale=False)),
-    ]
-    if image is not None:
-        args.append(f"image={image}")
+    args = run_args(model_id, ckpt, PROMPT, NEGATIVE, image=image,
+                    sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, guidance_scale=guidance,
+                                  max_sequence_length=16, scheduler=None),
+                    options=dict(timesteps=None, frame_rate=FPS, guidance_rescale=rescale, decode_timestep=DECODE_T,
+                                 decode_noise_scale=0.0, pipeline="ltx", multiscale=False))
     run = run_e2e(tmp_path, *args, noise=noise)
     latents, got_frames = run.latents, run.frames
     assert_run_matches(case, latents, got_frames, ref_latents, ref_frames, latent_shape=noise.shape,

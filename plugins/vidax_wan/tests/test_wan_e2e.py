@@ -13,9 +13,9 @@ import os
 import numpy as np
 import pytest
 
-from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
-from vidax_core.testing.reference import save_pipeline
+from vidax_core.testing.reference import reference_outputs, save_pipeline, write_test_image
 from vidax_core.testing.tiny.wan import build_tiny_wan_pipeline, build_tiny_wan_variant
 
 PROMPT = "a small red fox runs in the snow"
@@ -38,15 +38,6 @@ CASES = {
 }
 
 
-def write_image(path) -> None:
-    from PIL import Image
-
-    rng = np.random.default_rng(1)
-    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
-    pixels[:20] = pixels[:20] // 2 + 100  # some structure so resizing matters
-    Image.fromarray(pixels).save(path)
-
-
 def text_length(case: str) -> int:
     return 512 if case == "wan2.1-i2v" else 16
 
@@ -54,7 +45,6 @@ def text_length(case: str) -> int:
 def reference(pipe, noise, steps, size, frames, image, guidance_2, max_len):
     import types
 
-    import torch
     from diffusers.pipelines.wan import pipeline_wan_i2v
     from PIL import Image
 
@@ -72,9 +62,7 @@ def reference(pipe, noise, steps, size, frames, image, guidance_2, max_len):
     if image is not None:
         kwargs["image"] = Image.open(image).convert("RGB")
     # Final latents as the reference hands them to its VAE (after TI2V's first-frame substitution), then frames.
-    latents = pipe(latents=torch.from_numpy(noise), output_type="latent", **kwargs).frames
-    frames = pipe(latents=torch.from_numpy(noise), output_type="np", **kwargs).frames
-    return np.asarray(latents, np.float32), np.asarray(frames, np.float32)
+    return reference_outputs(pipe, noise, final_latents="output", **kwargs)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -88,21 +76,15 @@ def test_cli_matches_diffusers(tmp_path, case):
     ckpt = tmp_path / "ckpt"
     save_pipeline(pipe, ckpt)
     noise = np.random.default_rng(0).standard_normal((1, channels, 3, size // spatial, size // spatial)).astype(np.float32)
-    image = tmp_path / "input.png" if needs_image else None
-    if image is not None:
-        write_image(image)
+    image = write_test_image(tmp_path / "input.png") if needs_image else None
 
     ref_latents, ref_frames = reference(pipe, noise, steps, size, frames, image, guidance_2, text_length(case))
 
-    args = [
-        f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-        *overrides(sampling=dict(num_steps=steps, height=size, width=size, num_frames=frames, guidance_scale=5.0,
-                                 max_sequence_length=text_length(case), scheduler=None)),
-    ]
+    sampling = dict(num_steps=steps, height=size, width=size, num_frames=frames, guidance_scale=5.0,
+                    max_sequence_length=text_length(case), scheduler=None)
     if guidance_2 is not None:
-        args.append(f"sampling.guidance_scale_2={guidance_2}")
-    if image is not None:
-        args.append(f"image={image}")
+        sampling["guidance_scale_2"] = guidance_2
+    args = run_args(model_id, ckpt, PROMPT, NEGATIVE, image=image, sampling=sampling)
     if case.endswith("-offload"):
         args += ["offload.enabled=true", "offload.chunk_size=1"]
     run = run_e2e(tmp_path, *args, noise=noise)

@@ -1,5 +1,5 @@
 """Run the real ``vidax`` command line in a subprocess, as a user would (the venv's console script), and the
-end-to-end run every family's parity test makes (:func:`run_e2e`)."""
+end-to-end run every family's parity test makes (:func:`run_e2e`, its arguments from :func:`run_args`)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,18 @@ def overrides(**sections: Mapping[str, Any]) -> list[str]:
     """``overrides(sampling={"num_steps": 2}, options={"use_dynamic_cfg": True})`` ->
     ``["sampling.num_steps=2", "options.use_dynamic_cfg=true"]`` (booleans, None and mappings in YAML spelling)."""
     return [f"{section}.{k}={_value(v)}" for section, keys in sections.items() for k, v in keys.items()]
+
+
+def run_args(model_id: str, checkpoint: str | os.PathLike, prompt: str, negative_prompt: str | None = None, *,
+             image: str | os.PathLike | None = None, **sections: Mapping[str, Any]) -> list[str]:
+    """The ``vidax run`` arguments of an end-to-end case: model id and checkpoint, the prompts, the conditioning
+    image when given, then ``sections`` as :func:`overrides` spells them."""
+    args = [f"model.id={model_id}", f"model.checkpoint={checkpoint}", f"prompt={prompt}"]
+    if negative_prompt is not None:
+        args.append(f"negative_prompt={negative_prompt}")
+    if image is not None:
+        args.append(f"image={image}")
+    return args + overrides(**sections)
 
 
 @dataclass
