@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
-from vidax_core.testing.reference import state_arrays  # noqa: E402
+from vidax_core.testing.reference import reference_fixture  # noqa: E402
 from vidax_cosmos.convert_dit import load_dit  # noqa: E402
 from vidax_cosmos.dit import CosmosDiTConfig  # noqa: E402
 from vidax_cosmos.tiny import TINY_DIT, random_cosmos_dit  # noqa: E402
@@ -23,10 +23,7 @@ B, F, H, W, L = 2, 3, 4, 6, 7
 C = TINY_DIT["out_channels"]
 
 
-@pytest.fixture(scope="module")
-def reference():
-    model = random_cosmos_dit(seed=0)
-    return model, state_arrays(model)
+reference = reference_fixture(random_cosmos_dit, seed=0)
 
 
 @pytest.fixture(scope="module")

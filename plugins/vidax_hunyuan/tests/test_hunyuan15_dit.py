@@ -18,8 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
-from vidax_core.nn.state import abstract_model  # noqa: E402
-from vidax_core.testing.checks import fp32_tolerance  # noqa: E402
+from vidax_core.testing.checks import fp32_tolerance, logical_axes  # noqa: E402
 from vidax_core.testing.reference import reference_in  # noqa: E402
 from vidax_hunyuan.convert_dit15 import load_dit15  # noqa: E402
 from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config  # noqa: E402
@@ -224,8 +223,7 @@ def test_conversion_reports_problems(meanflow):
 
 def test_structure_and_logical_axes(meanflow):
     _, _, cfg = meanflow
-    _, state, flat = abstract_model(lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0)))
-    specs = {tuple(p): v.get_metadata().get("out_sharding") for p, v in nnx.to_flat_state(state)}
+    specs, flat = logical_axes(lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0)))
     assert specs[("double_blocks", "img", "q", "kernel")] == ("layers", "embed", "heads")
     assert specs[("double_blocks", "txt_out", "kernel")] == ("layers", "heads", "embed")
     assert specs[("double_blocks", "ff", "proj_in", "kernel")] == ("layers", "embed", "mlp")

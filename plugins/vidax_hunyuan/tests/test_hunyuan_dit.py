@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
-from vidax_core.nn.state import abstract_model  # noqa: E402
+from vidax_core.testing.checks import logical_axes  # noqa: E402
 from vidax_core.testing.parity import assert_fp32_parity, fp32_error  # noqa: E402
 from vidax_core.testing.reference import reference_in, state_arrays  # noqa: E402
 from vidax_hunyuan.convert_dit import load_dit  # noqa: E402
@@ -133,8 +133,7 @@ def test_conversion_reports_problems(t2v):
 
 def test_structure_and_logical_axes(t2v):
     _, _, cfg = t2v
-    _, state, flat = abstract_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
-    specs = {tuple(p): v.get_metadata().get("out_sharding") for p, v in nnx.to_flat_state(state)}
+    specs, flat = logical_axes(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)))
     assert specs[("double_blocks", "img", "q", "kernel")] == ("layers", "embed", "heads")
     assert specs[("double_blocks", "txt_out", "kernel")] == ("layers", "heads", "embed")
     assert specs[("single_blocks", "out_mlp", "kernel")] == ("layers", "mlp", "embed")

@@ -15,7 +15,7 @@ from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_ltx.convert_dit import load_dit  # noqa: E402
 from vidax_ltx.dit import LTXDiTConfig, video_coords  # noqa: E402
 from vidax_core.testing.parity import assert_fp32_parity, fp32_error  # noqa: E402
-from vidax_core.testing.reference import state_arrays  # noqa: E402
+from vidax_core.testing.reference import reference_fixture  # noqa: E402
 from vidax_core.testing.tiny.ltx import TINY_DIT_CONFIG, random_ltx_dit  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_dit")
@@ -24,10 +24,7 @@ GRID = (3, 4, 4)
 FPS = 25
 
 
-@pytest.fixture(scope="module")
-def reference():
-    model = random_ltx_dit(seed=0)
-    return model, state_arrays(model)
+reference = reference_fixture(random_ltx_dit, seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -64,6 +64,16 @@ def sharding_table(plugins: Any, overrides: Sequence[str]) -> dict[str, list]:
     return sharding.spec_table(sharding.param_specs(abstract, rules))
 
 
+def logical_axes(ctor) -> tuple[dict, dict]:
+    """The ``eval_shape`` tree of ``ctor()`` as the shard rules see it: path -> logical axis names of every
+    parameter, and path -> shape-only leaf."""
+    from vidax_core.nn.state import abstract_model
+    from vidax_core.parallel.sharding import param_names
+
+    _, state, flat = abstract_model(ctor)
+    return param_names(state), flat
+
+
 def check_golden(table: dict, path: str) -> None:
     """Compare ``table`` with the JSON at ``path``; ``VIDAX_UPDATE_GOLDEN=1`` rewrites it (after an intended change)."""
     if os.environ.get("VIDAX_UPDATE_GOLDEN") or not os.path.exists(path):

@@ -91,6 +91,19 @@ def state_arrays(module) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
 
 
+def reference_fixture(build: Callable[..., Any], **kwargs: Any):
+    """A module-scoped pytest fixture giving ``(module, state_arrays(module))`` for the reference ``build(**kwargs)``
+    (``reference = reference_fixture(random_ltx_dit, seed=0)`` at a test module's top level)."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def reference():
+        module = build(**kwargs)
+        return module, state_arrays(module)
+
+    return reference
+
+
 def save_pipeline(pipe, folder: str | os.PathLike) -> Path:
     """``save_pretrained`` a diffusers pipeline (safetensors) into ``folder``: a checkpoint vidax loads as a user's."""
     pipe.save_pretrained(str(folder), safe_serialization=True)
