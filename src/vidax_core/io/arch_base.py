@@ -10,8 +10,9 @@ config's fields, and so what it reads from config.json, stay its own.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Self
+from typing import Any, ClassVar, Mapping, Self
 
+from vidax_core.errors import UserError
 from vidax_core.io.arch import from_config_dict
 
 
@@ -37,8 +38,11 @@ class ArchConfig:
 
 
 class CheckedConfig(ArchConfig):
-    """An :class:`ArchConfig` whose ``from_config`` also runs the subclass's ``check_supported()``: a layout the
-    family does not build is one ``error:`` line when the checkpoint is read, not a shape error later."""
+    """An :class:`ArchConfig` whose ``from_config`` also runs ``check_supported()``: a layout the family does not
+    build is one ``error:`` line when the checkpoint is read, not a shape error later. A subclass lists what it
+    cannot build in ``problems()`` and names itself in ``label`` (``"the CogVideoX VAE config"``)."""
+
+    label: ClassVar[str] = "the config"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -46,8 +50,16 @@ class CheckedConfig(ArchConfig):
         cfg.check_supported()
         return cfg
 
+    def problems(self) -> list[str]:
+        """Every setting this implementation does not build, one phrase each (none by default)."""
+        return []
+
     def check_supported(self) -> None:
-        """Raise :class:`~vidax_core.errors.UserError` naming every unsupported setting (nothing by default)."""
+        """Raise one :class:`~vidax_core.errors.UserError` naming every problem (the module's constructor calls it
+        too, for configs built in code)."""
+        problems = self.problems()
+        if problems:
+            raise UserError(f"{self.label}: " + "; ".join(problems))
 
 
 class TransformerConfig(ArchConfig):

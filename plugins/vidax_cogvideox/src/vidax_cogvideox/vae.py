@@ -85,10 +85,12 @@ class CogVideoXVAEConfig(CheckedConfig):
         """How many blocks halve time (diffusers ``int(log2(temporal_compression_ratio))``)."""
         return int(np.log2(self.temporal_compression_ratio))
 
-    def check_supported(self) -> None:
+    label = "the CogVideoX VAE config"
+
+    def problems(self) -> list[str]:
         n = len(self.block_out_channels)
         if n == 0:
-            raise UserError("the CogVideoX VAE config: block_out_channels must not be empty")
+            return ["block_out_channels must not be empty"]
         problems = block_problems(self, _DOWN, _UP, "CogVideoX")
         if self.use_quant_conv or self.use_post_quant_conv:
             problems.append("use_quant_conv / use_post_quant_conv are not supported (no CogVideoX VAE has them)")
@@ -96,8 +98,7 @@ class CogVideoXVAEConfig(CheckedConfig):
         if r < 1 or 2 ** self.time_levels != r or self.time_levels > n - 1:
             problems.append(f"temporal_compression_ratio {self.temporal_compression_ratio} must be a power of 2 "
                             f"of at most {2 ** (n - 1)}")
-        if problems:
-            raise UserError("the CogVideoX VAE config: " + "; ".join(problems))
+        return problems
 
 
 class CogVideoXVAE(nnx.Module):

@@ -61,7 +61,9 @@ class HunyuanVAEConfig(CheckedConfig):
     mid_block_add_attention: bool = True
     dtype: Any = jnp.float32
 
-    def check_supported(self) -> None:
+    label = "the HunyuanVideo VAE config"
+
+    def problems(self) -> list[str]:
         n = len(self.block_out_channels)
         problems = block_problems(self, _DOWN, _UP, "HunyuanVideo")
         if self.temporal_compression_ratio != 4 or n < 3:
@@ -70,8 +72,7 @@ class HunyuanVAEConfig(CheckedConfig):
         s = self.spatial_compression_ratio
         if s < 1 or s & (s - 1) or s > 2 ** n:
             problems.append(f"spatial_compression_ratio {s} must be a power of 2 of at most {2 ** n}")
-        if problems:
-            raise UserError("the HunyuanVideo VAE config: " + "; ".join(problems))
+        return problems
 
 
 class HunyuanVAE(nnx.Module):
