@@ -16,8 +16,9 @@ import jax
 import numpy as np
 import pytest
 
-from vidax_core.testing.cli import overrides, run_e2e
+from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
+from vidax_core.testing.reference import write_test_image
 from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline, random_ltx_upsampler
 
 pytestmark = pytest.mark.xdist_group("ltx_condition_e2e")
@@ -82,15 +83,6 @@ def clip_frames(path):
     return [Image.fromarray(np.round(f * 255).astype(np.uint8)) for f in read_video(str(path))]
 
 
-def write_image(path) -> None:
-    from PIL import Image
-
-    rng = np.random.default_rng(1)
-    pixels = (rng.random((40, 56, 3)) * 255).astype(np.uint8)
-    pixels[:20] = pixels[:20] // 2 + 100
-    Image.fromarray(pixels).save(path)
-
-
 def make_checkpoint(tmp_path, upsampler: bool = False):
     import torch
 
@@ -107,9 +99,9 @@ def make_checkpoint(tmp_path, upsampler: bool = False):
 
 def run_vidax(tmp_path, ckpt, model_id, sets: dict, image=None):
     """``vidax run`` with ``image=`` (or ``video=`` for a .mp4) -> (saved latents, saved frames)."""
-    args = [f"model.id={model_id}", f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
-            *overrides(sampling=dict(seed=SEED, max_sequence_length=TOKENS, scheduler=None),
-                       options=dict(frame_rate=FPS, decode_timestep=DECODE_T, decode_noise_scale=0.0)),
+    args = [*run_args(model_id, ckpt, PROMPT, NEGATIVE, sampling=dict(seed=SEED, max_sequence_length=TOKENS,
+                                                                       scheduler=None),
+                      options=dict(frame_rate=FPS, decode_timestep=DECODE_T, decode_noise_scale=0.0)),
             *(f"{k}={v}" for k, v in sets.items())]
     if image is not None:
         args.append(f"{'video' if str(image).endswith('.mp4') else 'image'}={image}")
@@ -177,7 +169,7 @@ def test_condition_pipeline_matches_diffusers(tmp_path, monkeypatch, case):
     image = None
     if item == "image":
         image = tmp_path / "input.png"
-        write_image(image)
+        write_test_image(image)
     elif item == "video":
         image = tmp_path / "input.mp4"
         write_video(image)
@@ -207,7 +199,7 @@ def test_several_items_first_and_last_frame(tmp_path, monkeypatch):
     vidax_draws(monkeypatch, (frames_out - 1) // 8 + 1)
     pipe, _, ckpt = make_checkpoint(tmp_path)
     first, last, clip = tmp_path / "first.png", tmp_path / "last.png", tmp_path / "clip.mp4"
-    write_image(first)
+    write_test_image(first)
     Image.fromarray(np.asarray(Image.open(first))[::-1].copy()).save(last)
     write_video(clip)
     conds = [LTXVideoCondition(image=Image.open(first).convert("RGB"), frame_index=0),
@@ -252,7 +244,7 @@ def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
     image = None
     if with_image:
         image = tmp_path / "input.png"
-        write_image(image)
+        write_test_image(image)
     h1 = int(MS_SIZE * 2 / 3) - int(MS_SIZE * 2 / 3) % 32
     low, _ = call(pipe, image, height=h1, width=h1, num_frames=MS_FRAMES, **first)
     upsample = LTXLatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=up)
@@ -285,11 +277,10 @@ def test_conditioned_recipe_is_the_same_parallel_and_offloaded(tmp_path):
     from vidax_core.testing.runs import run_many
 
     image = tmp_path / "input.png"
-    write_image(image)
-    base = ["model.id=ltx-video-13b-0.9.8-dev", "model.checkpoint=builtin:tiny-random", f"prompt={PROMPT}",
-            f"negative_prompt={NEGATIVE}", f"image={image}", "sampling.num_steps=3", "sampling.height=96",
-            "sampling.width=96", "sampling.num_frames=9", f"sampling.max_sequence_length={TOKENS}", "parallel.dp=1",
-            "options.second_pass_steps=2", "options.second_pass_denoise_strength=0.5"]
+    write_test_image(image)
+    base = run_args("ltx-video-13b-0.9.8-dev", "builtin:tiny-random", PROMPT, NEGATIVE, image=image,
+                    sampling=dict(num_steps=3, height=96, width=96, num_frames=9, max_sequence_length=TOKENS),
+                    parallel=dict(dp=1), options=dict(second_pass_steps=2, second_pass_denoise_strength=0.5))
     cases = {"noise": ("options.image_cond_noise_scale=0.15",),
              "keyframe": ("options.frame_index=8", "options.strength=0.9")}
     for name, extra in cases.items():
