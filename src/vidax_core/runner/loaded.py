@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vidax_core import attention
+from vidax_core import attention, lora
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
@@ -126,6 +126,9 @@ class LoadedModel:
         ckpt.keep_open = True
         self.reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {self.backend}")
         self.builds = P.build_dit(spec, ckpt, cfg, plugins)
+        self.adapters = lora.prepare(cfg, spec, ckpt, self.builds, plugins)  # checked before any weight is read
+        for s in self.adapters.summaries:
+            self.reporter.log(s.line() + " (fused at load)")
         self.tracker = offloadlib.ResidentTracker()
         self.experts: list[P.Expert] = []
         self._vaes: dict[str, Any] = {}
@@ -160,7 +163,7 @@ class LoadedModel:
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading
         for build, placement in zip(self.builds, placements):
             build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
-                                      put=placement.put)
+                                      put=placement.put, adapters=self.adapters)
             if placement.offload_groups:
                 self.experts.append(P.Expert(build, placement, model))
             else:

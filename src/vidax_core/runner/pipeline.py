@@ -108,11 +108,20 @@ def load_dit(
     reporter: Reporter,
     build: DitBuild | None = None,
     put: Callable[[tuple, np.ndarray], Any] | None = None,
+    adapters: Any = None,
 ) -> tuple[DitBuild, nnx.Module]:
-    """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``."""
+    """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``.
+    ``adapters`` (:func:`vidax_core.lora.prepare`, checked earlier) are fused into the tensors before conversion."""
     build = build or build_dit(spec, ckpt, cfg, plugins)[0]
     graphdef, abstract_state, flat = abstract_model(build.ctor)
-    values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=ckpt.tensors(build.component),
+    if adapters is None and getattr(cfg, "lora", None):
+        from vidax_core import lora
+
+        adapters = lora.prepare(cfg, spec, ckpt, [build], plugins)
+    tensors = ckpt.tensors(build.component)
+    if adapters is not None:
+        tensors = adapters.fused(build.component, tensors)
+    values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=tensors,
                           abstract=flat, config=ckpt.config(build.component))
     if values is None:
         raise UserError(f"no installed plugin converts the {build.component} checkpoint of {spec.id}")
