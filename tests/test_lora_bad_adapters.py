@@ -165,3 +165,21 @@ def test_dry_run_describes_a_good_adapter(tmp_path, capfd):
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("lora:"))
     assert "original layout, 1 modules of transformer, rank 4, alpha 8, scale 0.5" in line, line
+
+
+def test_lora_inspect(tmp_path, capfd):
+    """``vidax lora inspect`` names the layout, each module's checkpoint name, rank, alpha and factor; with
+    ``--checkpoint`` it resolves kohya names and refuses a bad adapter as a run does."""
+    good = save(tmp_path / "k.safetensors", {
+        "lora_unet_blocks_1_cross_attn_o.lora_down.weight": np.ones((2, DIM)),
+        "lora_unet_blocks_1_cross_attn_o.lora_up.weight": np.ones((DIM, 2)),
+        "lora_unet_blocks_1_cross_attn_o.alpha": np.float32(1)})
+    assert cli.main(["lora", "inspect", good, "wan2.1-t2v-1.3b", f"--checkpoint={tiny_ckpt()}"]) == 0
+    out, _ = capfd.readouterr()
+    assert "kohya / musubi-tuner" in out
+    row = next(x for x in out.splitlines() if x.startswith("blocks_1_cross_attn_o"))
+    assert row.split()[:5] == ["blocks_1_cross_attn_o", "blocks.1.attn2.to_out.0", "2", "1", "0.5"], row
+    bad = save(tmp_path / "b.safetensors", pair("blocks.0.self_attn.q", up=(DIM, 3)))
+    assert cli.main(["lora", "inspect", bad, "wan2.1-t2v-1.3b"]) == 2
+    _, err = capfd.readouterr()
+    assert err.count("\n") == 1 and "rank 4 but its up matrix" in err, err
