@@ -13,7 +13,7 @@ import gc
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -78,7 +78,7 @@ def select_sampler(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: P
         if choice is not None:
             if isinstance(choice, str):
                 return sched_base.get_sampler(choice)
-            opts = dict(choice)
+            opts, _ = sched_base.split_plan_lists(choice)  # the lists go to the plan (sampling_plan)
             name = opts.pop("name", None)
             if not name:
                 raise UserError("sampling.scheduler needs a name, e.g. {name: unipc, flow_shift: 3.0}")
@@ -274,9 +274,13 @@ def sampling_plan(spec, ckpt, cfg: RunConfig, plugins: Plugins, sampler, latent_
     kwargs = dict(plugins.call("sampling_plan", spec, ckpt=ckpt, run=cfg, sampler=sampler,
                                latent_shape=latent_shape) or {})
     strength = float(kwargs.pop("denoise_strength", 1.0))
-    steps = None if ("sigmas" in kwargs or "timesteps" in kwargs) else cfg.sampling.num_steps
+    choice = cfg.sampling.scheduler
+    lists = sched_base.split_plan_lists(choice)[1] if isinstance(choice, Mapping) else {}
+    steps = None if ("sigmas" in kwargs or "timesteps" in kwargs) and not lists else cfg.sampling.num_steps
     try:
-        plan = sampler.plan(steps, **kwargs) if kwargs else sampler.plan(steps)
+        if lists:  # the user's explicit lists replace the plugin's
+            kwargs = {k: v for k, v in kwargs.items() if k not in sched_base.PLAN_LISTS}
+        plan = sched_base.plan_with_lists(sampler, steps, lists, **kwargs)
         if strength < 1.0:  # diffusers' get_timesteps: the last int(N * strength) steps
             kept = min(int(plan.num_steps * strength), plan.num_steps)
             if kept < 1:
