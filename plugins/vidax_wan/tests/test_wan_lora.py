@@ -26,7 +26,7 @@ I2V = dict(image_dim=16, added_kv_proj_dim=DIM)
 
 
 def key_map(layout):
-    return plugin.lora_key_map(layout)
+    return plugin.lora_key_map(None, layout)
 
 
 def block_modules(i2v: bool = False) -> dict[str, tuple[int, int]]:

@@ -45,7 +45,9 @@ class Prepared:
 def family_lora(plugins: Any, spec: Any) -> tuple[Any, Mapping[str, str]]:
     """(the family's ``lora_key_map``, its expert name -> component map) from its plugin object."""
     obj = plugins.family_object(spec) if hasattr(plugins, "family_object") else None
-    return getattr(obj, "lora_key_map", None), dict(getattr(obj, "lora_experts", {}) or {})
+    fn = getattr(obj, "lora_key_map", None)
+    key_map = (lambda layout: fn(spec, layout)) if fn is not None else None
+    return key_map, dict(getattr(obj, "lora_experts", {}) or {})
 
 
 def component_for(entry: Any, where: str, spec: Any, components: Sequence[str], experts: Mapping[str, str]) -> str:

@@ -59,3 +59,25 @@ def max_diff(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> float:
     """Largest absolute difference over the keys of ``a`` (every one must be in ``b`` with its shape)."""
     return max(float(np.max(np.abs(np.asarray(a[k], np.float64) - np.asarray(b[k], np.float64)).reshape(-1),
                                initial=0.0)) for k in a)
+
+
+def random_lora(state: Mapping[str, np.ndarray], *, prefix: str = "transformer.", include: str = r".*",
+                rank: int = 4, seed: int = 0, parts: tuple[str, str] = ("lora_A", "lora_B"),
+                alpha: float | None = None, std: float = 0.3) -> dict[str, np.ndarray]:
+    """A random adapter for every 2-D ``*.weight`` of ``state`` whose module name matches ``include`` (a regex),
+    keyed ``<prefix><module>.<parts[0]>.weight`` / ``<parts[1]>.weight`` (+ ``.alpha``)."""
+    import re
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for key in sorted(state):
+        w = state[key]
+        if not key.endswith(".weight") or np.ndim(w) != 2 or not re.fullmatch(include, key[: -len(".weight")]):
+            continue
+        module = key[: -len(".weight")]
+        o, i = np.shape(w)
+        out[f"{prefix}{module}.{parts[0]}.weight"] = rng.normal(0, std, (rank, i)).astype(np.float32)
+        out[f"{prefix}{module}.{parts[1]}.weight"] = rng.normal(0, std, (o, rank)).astype(np.float32)
+        if alpha is not None:
+            out[f"{prefix}{module}.alpha"] = np.float32(alpha)
+    return out

@@ -36,7 +36,7 @@ class WanPlugin(FamilyPlugin):
 
         return DIT_IGNORE
 
-    def lora_key_map(self, layout):
+    def lora_key_map(self, spec, layout):
         """Original (ComfyUI / lightx2v / kohya) module names -> diffusers names: the original checkpoint's rename."""
         if layout != "original":
             return None
