@@ -9,7 +9,7 @@ weight of the denoiser is read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,13 +21,19 @@ SHOWN = 8
 
 @dataclass(frozen=True)
 class Target:
-    """One module's delta: the checkpoint tensors it adds to and the record (with its ``factor``) it comes from."""
+    """One module's delta (or one piece of it): the checkpoint tensors it adds to, the record (with its
+    ``factor``) it comes from and, for a piece of a split module, which of the record's output rows (``src``) land
+    on which rows of the tensors (``dst``); None: all of them."""
 
     module: str
     weight_key: str | None
     bias_key: str | None
     record: Record
     factor: float
+    src: tuple[int, int] | None = None
+    dst: tuple[int, int] | None = None
+    weight_shape: tuple[int, ...] | None = None
+    bias_shape: tuple[int, ...] | None = None
 
 
 def _finite(a: np.ndarray) -> bool:
@@ -68,7 +74,34 @@ def _delta_shape(rec: Record) -> tuple[int, ...] | None:
     return (int(up.shape[0]), *map(int, down.shape[1:]))
 
 
-def targets(adapter: Adapter, mapped: dict[str, str | None], keys: set[str], shape: Callable[[str], tuple],
+def _out_rows(rec: Record) -> int | None:
+    for part in ("up", "diff", "diff_b", "up_bias"):
+        if part in rec.parts and np.ndim(rec.parts[part]) >= 1:
+            return int(np.shape(rec.parts[part])[0])
+    return None
+
+
+def _pieces(rec: Record, mapped: Any, keys: set[str], shape: Callable[[str], tuple],
+            problems: list[str]) -> list[tuple[str, tuple[int, int] | None, tuple[int, int] | None]]:
+    """(module, source rows, destination rows) of each piece a record's delta goes to."""
+    if isinstance(mapped, str):
+        return [(mapped, None, None)]
+    out, pos = [], 0
+    for module, i, n in mapped:
+        weight = module if module in keys else f"{module}.weight"
+        rows = int(shape(weight)[0]) if weight in keys else 0
+        size = rows // n
+        out.append((module, (pos, pos + size), (i * size, (i + 1) * size)))
+        pos += size
+    total = _out_rows(rec)
+    if total is not None and total != pos:
+        first = next(iter(rec.keys.values()))
+        problems.append(f"{first}: {total} output rows, but its parts "
+                        f"{', '.join(m for m, _, _ in mapped)} have {pos}")
+    return out
+
+
+def targets(adapter: Adapter, mapped: dict[str, Any], keys: set[str], shape: Callable[[str], tuple],
             *, where: str, model: str) -> list[Target]:
     """The checked targets of ``adapter`` (module names already ``mapped`` into the checkpoint's), or one error."""
     problems = list(adapter.problems)
@@ -77,30 +110,39 @@ def targets(adapter: Adapter, mapped: dict[str, str | None], keys: set[str], sha
     for name, rec in adapter.records.items():
         own = record_problems(rec)
         problems += own
-        module = mapped.get(name)
-        if module is None:
+        if mapped.get(name) is None:
             continue
-        weight = module if module in keys else f"{module}.weight" if f"{module}.weight" in keys else None
-        bias = f"{module}.bias" if f"{module}.bias" in keys else None
         first = next(iter(rec.keys.values()))
-        want = shape(weight) if weight else None
-        got = _delta_shape(rec)
-        if got is not None and want is not None and not own:
-            if got != tuple(want):
-                problems.append(f"{rec.keys['down']}: delta up @ down {got} does not fit {weight} {tuple(want)}")
-        if "diff" in rec.parts and want is not None and tuple(rec.parts["diff"].shape) != tuple(want):
-            problems.append(f"{rec.keys['diff']}: {tuple(rec.parts['diff'].shape)} does not fit {weight} {tuple(want)}")
-        if (got is not None or "diff" in rec.parts) and weight is None:
-            problems.append(f"{first}: {module} has no weight tensor")
-        for part in ("diff_b", "up_bias"):
-            if part not in rec.parts:
-                continue
-            if bias is None:
-                problems.append(f"{rec.keys[part]}: {module} has no bias")
-            elif tuple(rec.parts[part].shape) != tuple(shape(bias)):
-                problems.append(f"{rec.keys[part]}: {tuple(rec.parts[part].shape)} does not fit {bias} "
-                                f"{tuple(shape(bias))}")
-        out.append(Target(module, weight, bias, rec, adapter.factor(rec)))
+        pieces = _pieces(rec, mapped[name], keys, shape, problems)
+        for module, src, dst in pieces:
+            weight = module if module in keys else f"{module}.weight" if f"{module}.weight" in keys else None
+            bias = f"{module}.bias" if f"{module}.bias" in keys else None
+            want = tuple(shape(weight)) if weight else None
+            part_want = want if want is None or dst is None else (dst[1] - dst[0], *want[1:])
+            got = _delta_shape(rec)
+            if got is not None and src is not None:
+                got = (src[1] - src[0], *got[1:])
+            if got is not None and part_want is not None and not own and got != part_want:
+                problems.append(f"{rec.keys['down']}: delta up @ down {got} does not fit {weight} {part_want}")
+            if "diff" in rec.parts and part_want is not None:
+                d = tuple(rec.parts["diff"].shape)
+                d = d if src is None else (src[1] - src[0], *d[1:])
+                if d != part_want:
+                    problems.append(f"{rec.keys['diff']}: {d} does not fit {weight} {part_want}")
+            if (got is not None or "diff" in rec.parts) and weight is None:
+                problems.append(f"{first}: {module} has no weight tensor")
+            bshape = tuple(shape(bias)) if bias else None
+            for part in ("diff_b", "up_bias"):
+                if part not in rec.parts:
+                    continue
+                b = tuple(rec.parts[part].shape)
+                b = b if src is None else (src[1] - src[0], *b[1:])
+                bwant = bshape if bshape is None or dst is None else (dst[1] - dst[0], *bshape[1:])
+                if bias is None:
+                    problems.append(f"{rec.keys[part]}: {module} has no bias")
+                elif b != bwant:
+                    problems.append(f"{rec.keys[part]}: {b} does not fit {bias} {bwant}")
+            out.append(Target(module, weight, bias, rec, adapter.factor(rec), src, dst, want, bshape))
     if unmapped and not out:
         eg = ", ".join(next(iter(r.keys.values())) for r in unmapped[:3])
         raise UserError(f"{where} ({adapter.path}): none of its {len(unmapped)} modules maps to a parameter of "

@@ -17,8 +17,21 @@ from vidax_core.lora.check import Target
 Delta = Callable[[], np.ndarray]
 
 
+def _place(t: Target, delta: np.ndarray | None, shape: tuple[int, ...] | None) -> np.ndarray | None:
+    """A piece of a split module: rows ``src`` of the record's delta, at rows ``dst`` of a zero tensor."""
+    if delta is None or t.src is None:
+        return delta
+    out = np.zeros(shape, np.float32)
+    out[t.dst[0]:t.dst[1]] = delta[t.src[0]:t.src[1]]
+    return out
+
+
 def weight_delta(t: Target) -> np.ndarray:
     """``factor * up @ down`` (+ ``diff``) in the weight's shape, fp32 (conv LoRAs: up's kernel dims are 1)."""
+    return _place(t, _record_weight_delta(t), t.weight_shape)
+
+
+def _record_weight_delta(t: Target) -> np.ndarray:
     p = t.record.parts
     out = None
     if "down" in p:
@@ -35,6 +48,10 @@ def weight_delta(t: Target) -> np.ndarray:
 
 def bias_delta(t: Target) -> np.ndarray:
     """A peft ``lora_B.bias`` (scaled by ``factor``, as peft scales lora_B's output) plus a ``diff_b``."""
+    return _place(t, _record_bias_delta(t), t.bias_shape)
+
+
+def _record_bias_delta(t: Target) -> np.ndarray:
     p = t.record.parts
     out = None
     if "up_bias" in p:

@@ -39,6 +39,11 @@ def _groups(modules: list[str]) -> str:
     return ", ".join(parts + sorted(rest)) or "none"
 
 
+def _name(target: Any) -> str:
+    """A rename's answer as text: the module, or its pieces joined with ``+``."""
+    return target if isinstance(target, str) else "+".join(dict.fromkeys(t[0] for t in target))
+
+
 def describe(path: str, model_id: str, *, checkpoint: str | None = None, expert: str | None = None,
              weight_name: str | None = None) -> str:
     from vidax_core.plugins import get_plugins
@@ -61,7 +66,9 @@ def describe(path: str, model_id: str, *, checkpoint: str | None = None, expert:
         entry = config_mod.LoraEntry(path=path, expert=expert)
         comp = plan.component_for(entry, "--expert" if expert else where, spec, comps, experts)
         _, targets = plan.read_adapter(path, weight_name, where, key_map, ckpt.read_tensors(comp), spec.id)
-        target = {t.record.name: t.module for t in targets}
+        target = {}
+        for t in targets:
+            target[t.record.name] = f"{target[t.record.name]}+{t.module}" if t.record.name in target else t.module
         checked = f"checked against {ckpt.source} ({comp}): every module fits"
     else:
         problems = adapter.problems + [p for r in adapter.records.values() for p in check.record_problems(r)]
@@ -69,7 +76,7 @@ def describe(path: str, model_id: str, *, checkpoint: str | None = None, expert:
             raise UserError(f"{where} ({adapter.path}): {len(problems)} problems: " + "; ".join(problems[:check.SHOWN]))
         layout = adapter.layout if adapter.layout != "kohya" else "original"
         rename = names.renamer("diffusers" if layout == "plain" else layout, key_map)
-        target = {n: (rename(n) if adapter.layout != "kohya" else None) for n in adapter.records}
+        target = {n: (_name(rename(n)) if adapter.layout != "kohya" else None) for n in adapter.records}
         checked = "not checked against a checkpoint (give --checkpoint to check every module as a run does)"
     recs = list(adapter.records.values())
     ranks = sorted({r.rank for r in recs if r.rank})

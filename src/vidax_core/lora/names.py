@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Union
 
-Rename = Callable[[str], str]
+#: A rename gives one checkpoint module name, or for a module the checkpoint holds split (a fused qkv, a swapped
+#: table) the pieces ``[(name, i, n)]``: the source's output rows, in order, fill the ``i``-th of ``n`` equal row
+#: chunks of module ``name`` (``n = 1``: all of it).
+Target = Union[str, list]
+Rename = Callable[[str], Target]
 
 _MAX_UNDERSCORES = 12
 
@@ -49,7 +53,7 @@ class KohyaNames:
         if n > _MAX_UNDERSCORES:
             return None
         hits = [mask for mask in itertools.product((True, False), repeat=n)
-                if self.original(_join(parts, mask)) in self.modules]
+                if known(self.original(_join(parts, mask)), self.modules)]
         return hits[0] if len(hits) == 1 else None
 
 
@@ -58,6 +62,13 @@ def _join(parts: list[str], dots: Iterable[bool]) -> str:
     for p, dot in zip(parts[1:], dots):
         out += ("." if dot else "_") + p
     return out
+
+
+def known(target: Target, modules: set[str]) -> bool:
+    """Every module ``target`` names is in ``modules``."""
+    if isinstance(target, str):
+        return target in modules
+    return bool(target) and all(t[0] in modules for t in target)
 
 
 def modules_of(keys: Iterable[str]) -> set[str]:
@@ -82,10 +93,10 @@ def resolve(layout: str, names: Iterable[str], modules: set[str],
         best = None
         for candidate in ("diffusers", "original"):
             fn = renamer(candidate, key_map)
-            mapped = {n: fn(n) if fn(n) in modules else None for n in names}
+            mapped = {n: fn(n) if known(fn(n), modules) else None for n in names}
             hits = sum(v is not None for v in mapped.values())
             if best is None or hits > best[0]:
                 best = (hits, candidate, mapped)
         return best[1], best[2]
     fn = renamer(layout, key_map)
-    return layout, {n: (fn(n) if fn(n) in modules else None) for n in names}
+    return layout, {n: (fn(n) if known(fn(n), modules) else None) for n in names}

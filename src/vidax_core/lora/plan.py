@@ -114,9 +114,9 @@ def prepare(cfg: Any, spec: Any, ckpt: Any, builds: Sequence[Any], plugins: Any,
         adapter, targets = read_adapter(entry.path, entry.weight_name, where, key_map, sources[comp], spec.id)
         for key, items in fuse.terms(targets, float(entry.scale)).items():
             out.deltas.setdefault(comp, {}).setdefault(key, []).extend(items)
-        recs = [t.record for t in targets]
+        recs = list({id(t.record): t.record for t in targets}.values())
         out.summaries.append(Summary(
-            i, adapter.path, adapter.layout, comp, float(entry.scale), len(targets),
+            i, adapter.path, adapter.layout, comp, float(entry.scale), len(recs),
             tuple(sorted({r.rank for r in recs if r.rank})), tuple(sorted({r.alpha for r in recs if r.alpha is not None}))))
     return out
 
