@@ -192,15 +192,19 @@ def test_i2v_model(tmp_path, kind):
 
 
 def test_full_deltas_diffusers_drops_are_applied(tmp_path):
-    """A ``.diff`` on a block's linear (diffusers drops these with a log line) is added whole: W + scale * diff."""
+    """A ``.diff`` on a block's linear and a ``.diff_m`` of its modulation table (diffusers drops both with a log
+    line) are added whole: W + scale * diff."""
     rng = np.random.default_rng(3)
     diff = rng.normal(0, 0.1, (DIM, DIM)).astype(np.float32)
-    path = save_adapter(tmp_path / "d.safetensors", {"diffusion_model.blocks.1.self_attn.o.diff": diff})
+    mod = rng.normal(0, 0.1, (1, 6, DIM)).astype(np.float32)
+    path = save_adapter(tmp_path / "d.safetensors", {"diffusion_model.blocks.1.self_attn.o.diff": diff,
+                                                      "diffusion_model.blocks.0.diff_m": mod})
     base = state(pipeline())
     ours = vidax_fused(base, [(path, 0.5)], key_map)
-    np.testing.assert_allclose(ours["blocks.1.attn1.to_out.0.weight"], base["blocks.1.attn1.to_out.0.weight"] + 0.5 * diff,
-                               rtol=0, atol=1e-6)
-    assert max_diff({k: v for k, v in ours.items() if k != "blocks.1.attn1.to_out.0.weight"}, base) == 0.0
+    want = {"blocks.1.attn1.to_out.0.weight": diff, "blocks.0.scale_shift_table": mod}  # diff_m: the modulation
+    for k, d in want.items():
+        np.testing.assert_allclose(ours[k], base[k] + 0.5 * d, rtol=0, atol=1e-6)
+    assert max_diff({k: v for k, v in ours.items() if k not in want}, base) == 0.0
 
 
 def test_two_experts_take_one_adapter_each(tmp_path):

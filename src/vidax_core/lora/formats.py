@@ -88,6 +88,8 @@ class Adapter:
 
 
 def _split(key: str) -> tuple[str, str] | None:
+    if key.endswith(".diff_m") and len(key) > 7:  # lightx2v: the full delta of the module's ``modulation`` table
+        return key[:-7] + ".modulation", "diff"
     for suffix, part in SUFFIXES:
         if key.endswith(suffix) and len(key) > len(suffix):
             return key[: -len(suffix)], part
