@@ -163,7 +163,7 @@ def test_dry_run_describes_a_good_adapter(tmp_path, capfd):
                      "--dry-run"])
     out, _ = capfd.readouterr()
     assert code == 0
-    line = next(x for x in out.splitlines() if x.startswith("lora:"))
+    line = next(x for x in out.splitlines() if x.startswith("lora:  "))
     assert "original layout, 1 modules of transformer, rank 4, alpha 8, scale 0.5" in line, line
 
 
@@ -183,3 +183,18 @@ def test_lora_inspect(tmp_path, capfd):
     assert cli.main(["lora", "inspect", bad, "wan2.1-t2v-1.3b"]) == 2
     _, err = capfd.readouterr()
     assert err.count("\n") == 1 and "rank 4 but its up matrix" in err, err
+
+
+def test_dry_run_routes_adapters_to_experts(tmp_path, capfd):
+    """On a two-expert model each adapter goes to the denoiser its ``expert`` names."""
+    a = save(tmp_path / "high.safetensors", GOOD)
+    b = save(tmp_path / "low.safetensors", pair("blocks.1.ffn.2", down=(2, FFN), up=(DIM, 2)))
+    code = cli.main(["run", *SMALL, "model.id=wan2.2-t2v-a14b", f"model.checkpoint={two_experts(tmp_path)}",
+                     lora({"path": a, "expert": "high_noise"}, {"path": b, "expert": "low_noise", "scale": 0.3}),
+                     "--dry-run"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    lines = [x for x in out.splitlines() if x.startswith("lora:  ")]
+    assert len(lines) == 2
+    assert "1 modules of transformer, rank 4" in lines[0] and "1 modules of transformer_2, rank 2" in lines[1], lines
+    assert "scale 0.3" in lines[1]
