@@ -110,3 +110,4 @@ def test_shipped_recipe(name):
         from vidax_wan.experts import boundary
 
         assert [t >= boundary(ckpt) for t in plan.timesteps] == [True, True, False, False]
+        assert cfg.sampling.boundary_step_index == 2

@@ -48,6 +48,7 @@ class SamplingConfig:
     max_sequence_length: int | None = None
     initial_noise: str | None = None
     scheduler: Any = None  # null | "name" | {name: ..., <options>}
+    boundary_step_index: int | None = None  # two experts: the first step of the second (null: by timestep)
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("sampling.num_frames", lambda v: v >= 1, "must be at least 1"),
     ("sampling.max_sequence_length", lambda v: v >= 1, "must be at least 1"),
     ("sampling.seed", lambda v: v >= 0, "must be >= 0"),
+    ("sampling.boundary_step_index", lambda v: v >= 0, "must be >= 0 (the first step of the second expert)"),
     ("parallel.tp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.sp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.dp", lambda v: v is None or v >= 1, "must be null (automatic) or at least 1"),

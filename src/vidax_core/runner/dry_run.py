@@ -160,6 +160,9 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     from vidax_core import lora
 
     adapters = lora.prepare(cfg, spec, ckpt, builds, plugins, weights_optional=True).summaries
+    from vidax_core.runner.experts import check_switch_step
+
+    check_switch_step(cfg.sampling.boundary_step_index, builds, cfg.sampling.num_steps, spec.id)
     batch = expected_batch(select_guidance(spec, ckpt, cfg, plugins))
     latent = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
     passes = sampling_passes(spec, ckpt, cfg, plugins)

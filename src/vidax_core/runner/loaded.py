@@ -37,6 +37,7 @@ from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
+from vidax_core.runner.experts import check_switch_step
 from vidax_core.runner.preflight import preflight
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.text_encoders import TextEncoders
@@ -236,6 +237,8 @@ class LoadedModel:
             P.place_passes(spec, builds, [p], [grid or (0, 0, 0)], [guide], plugins)
         splans = [P.sampling_plan(spec, ckpt, p.run, plugins, s, g) if g is not None else None
                   for p, s, g in zip(passes, samplers, grids)]
+        for p, sp in zip(passes, splans):
+            check_switch_step(p.run.sampling.boundary_step_index, self.builds, sp.num_steps if sp else None, spec.id)
         return CallPlan(cfg, passes, samplers, guides, grids, splans)
 
     # -- one call --------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
 from vidax_core import attention
+from vidax_core.runner import experts as expert_plan
 from vidax_core.runner import throughput
 from vidax_core.runner.preflight import preflight  # noqa: F401 - part of this module's interface
 from vidax_core.runner.progress import Reporter, Timer
@@ -505,7 +506,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     repl = placement0.replicated()
     put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
     plan_arrays = put(splan.arrays())
-    scales = put(guide.scales(np.asarray(splan.timesteps)))
+    schedule = expert_plan.schedule([e.build for e in experts], splan.timesteps, cfg.sampling.boundary_step_index)
+    scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
     branch_arrays = put({k: dict(v) for k, v in cond.branch_arrays.items()}) if cond is not None else {}
     x = put(latents)
@@ -514,7 +516,6 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     noise_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 1)
     cond_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 5)
     step_noise = cond.step_noise_shape if cond is not None else None
-    schedule = [_expert_for(experts, float(t)) for t in np.asarray(splan.timesteps)]
 
     step_times: list[float] = []
     bar = reporter.bar(splan.num_steps, label, unit="step")
@@ -568,13 +569,6 @@ def _steady(times: list[float]) -> float:
 
 def _shape_list(shapes: Any) -> Any:
     return jax.tree.map(list, shapes, is_leaf=lambda v: isinstance(v, tuple))
-
-
-def _expert_for(experts: list[Expert], t: float) -> int:
-    for k, e in enumerate(experts):
-        if e.build.active(t):
-            return k
-    raise UserError(f"no denoiser of this model covers timestep {t}: check the checkpoint's boundary_ratio")
 
 
 def _to_host(x: jax.Array) -> np.ndarray:
