@@ -198,3 +198,21 @@ def test_dry_run_routes_adapters_to_experts(tmp_path, capfd):
     assert len(lines) == 2
     assert "1 modules of transformer, rank 4" in lines[0] and "1 modules of transformer_2, rank 2" in lines[1], lines
     assert "scale 0.3" in lines[1]
+
+
+def test_adapter_paths(tmp_path, monkeypatch):
+    """A folder gives its ``pytorch_lora_weights.safetensors`` (diffusers' name), its only file, or the
+    ``weight_name`` file; a hub repo id that cannot be fetched is one line naming the file."""
+    from vidax_core.errors import UserError
+    from vidax_core.lora.files import locate
+
+    (tmp_path / "d").mkdir()
+    want = save(tmp_path / "d" / "pytorch_lora_weights.safetensors", GOOD)
+    save(tmp_path / "d" / "other.safetensors", GOOD)
+    assert locate(str(tmp_path / "d"), None, "lora[0]") == want
+    assert locate(str(tmp_path / "d"), "other.safetensors", "lora[0]") == str(tmp_path / "d" / "other.safetensors")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError) as err:
+        locate("SomeOrg/some-lora", "x/y.safetensors", "lora[1]")
+    assert "lora[1]: cannot fetch x/y.safetensors from hub repo SomeOrg/some-lora" in str(err.value)
+    assert "\n" not in str(err.value)
