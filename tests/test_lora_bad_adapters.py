@@ -53,8 +53,8 @@ def two_experts(t) -> str:
 
 def truncated(path):
     save(path, GOOD)
-    raw = open(path, "rb").read()
-    open(path, "wb").write(raw[:-40])
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-40])
     return str(path)
 
 
@@ -135,7 +135,7 @@ def test_bad_adapter_is_one_error_line_before_weights(case, tmp_path, capfd, mon
 
     monkeypatch.setattr(pipeline, "load_dit", tripwire)
     monkeypatch.chdir(tmp_path)
-    name, setup, fragment = case
+    _, setup, fragment = case
     extra = [str(a) for a in setup(tmp_path)]
     args = [*SMALL, f"model.checkpoint={tiny_ckpt()}", *extra] if not any("checkpoint" in a for a in extra) else [
         *SMALL, *extra]
@@ -149,7 +149,7 @@ def test_bad_adapter_is_one_error_line_before_weights(case, tmp_path, capfd, mon
 @pytest.mark.parametrize("case", [c for c in CASES if c[0] in ("unknown-keys", "dora", "expert-missing", "nan")],
                          ids=lambda c: c[0])
 def test_dry_run_finds_bad_adapters(case, tmp_path, capfd):
-    name, setup, fragment = case
+    _, setup, fragment = case
     extra = [str(a) for a in setup(tmp_path)]
     args = [*SMALL, f"model.checkpoint={tiny_ckpt()}", *extra] if not any("checkpoint" in a for a in extra) else [
         *SMALL, *extra]

@@ -35,7 +35,7 @@ def block_modules(i2v: bool = False) -> dict[str, tuple[int, int]]:
     for b in range(TINY_DIT["num_layers"]):
         for attn in ("self_attn", "cross_attn"):
             for p in ("q", "k", "v", "o"):
-                out[f"blocks.{b}.{attn}.{p}"] = (DIM, DIM if attn == "self_attn" or p in "qo" else DIM)
+                out[f"blocks.{b}.{attn}.{p}"] = (DIM, DIM)  # text is projected to DIM first
         if i2v:
             out[f"blocks.{b}.cross_attn.k_img"] = (DIM, DIM)
             out[f"blocks.{b}.cross_attn.v_img"] = (DIM, DIM)

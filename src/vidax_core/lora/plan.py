@@ -71,7 +71,7 @@ def shape_of(src: Mapping[str, Any]):
         if hasattr(src, "shape"):
             return tuple(src.shape(key))
         value = src[key]
-        return tuple(getattr(value, "shape", None) or getattr(value(), "shape"))
+        return tuple(getattr(value, "shape", None) or value().shape)
 
     return shape
 
