@@ -30,9 +30,8 @@ class HunyuanPlugin(FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
-        from .flops import counter as dit_flops
-
         from .dit import HunyuanDiT, example_inputs
+        from .flops import counter as dit_flops
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         return DitBuild.of(HunyuanDiT, cfg, in_channels=cfg.in_channels, heads=cfg.num_attention_heads,

@@ -48,9 +48,8 @@ class LTXPlugin(FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
-        from .flops import counter as dit_flops
-
         from .dit import LTXDiT, example_inputs
+        from .flops import counter as dit_flops
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         p, pt = cfg.patch_size, cfg.patch_size_t
