@@ -63,8 +63,10 @@ def describe(path: str, model_id: str, *, checkpoint: str | None = None, expert:
         cfg = config_mod.resolve_layers({"model": {"id": model_id, "checkpoint": checkpoint}}, [], plugins.preset_for)
         ckpt = checkpoint_for_run(cfg, spec, plugins)
         comps = [b.component for b in build_dit(spec, ckpt, cfg, plugins)]
-        entry = config_mod.LoraEntry(path=path, expert=expert)
-        comp = plan.component_for(entry, "--expert" if expert else where, spec, comps, experts)
+        if len(comps) > 1 and expert is None:
+            raise UserError(f"{spec.id} has {len(comps)} experts ({', '.join(experts) or ', '.join(comps)}): "
+                            "pass --expert NAME (the one this adapter is for)")
+        comp = plan.component_for(config_mod.LoraEntry(path=path, expert=expert), "lora", spec, comps, experts)
         _, targets = plan.read_adapter(path, weight_name, where, key_map, ckpt.read_tensors(comp), spec.id)
         target = {}
         for t in targets:
