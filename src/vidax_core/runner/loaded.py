@@ -40,7 +40,7 @@ from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.text_encoders import TextEncoders
 
 # Run keys a call may change; everything else (model, parallel layout, offload, attention, runtime) is the load's.
-CALL_KEYS = ("prompt", "negative_prompt", "image", "video", "sampling", "options", "output", "vae")
+CALL_KEYS = ("prompt", "negative_prompt", "image", "video", "sampling", "options", "output", "vae", "cache")
 
 
 def structure_key(cfg: RunConfig, *extra: Any) -> str:
