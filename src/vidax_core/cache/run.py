@@ -80,3 +80,28 @@ def initial_states(plan: CachePlan, experts: Sequence[Any], step_plan: Any, num_
 
 def pass_report(plan: CachePlan, states: Sequence[Any], schedule: Sequence[int], branches: Sequence[str]) -> dict:
     return report(plan, states, schedule, branches)
+
+
+def calibration_path(cfg: Any) -> str | None:
+    """Where ``calibrate: true`` writes the ratios: beside ``output.metrics`` (else beside ``output.path``) as
+    ``<name>.mag_ratios.json``; None when the run writes neither."""
+    import os
+
+    base = cfg.output.metrics or cfg.output.path
+    return None if not base else os.path.splitext(base)[0] + ".mag_ratios.json"
+
+
+def write_calibration(cfg: Any, metrics: dict) -> None:
+    """Write a calibration run's ratios to :func:`calibration_path` (a file ``cache.mag_ratios`` can name) and
+    say where in the metrics."""
+    cache = metrics.get("cache")
+    if not isinstance(cache, dict) or "mag_ratios" not in cache:
+        return
+    path = calibration_path(cfg)
+    if path is None:
+        return
+    from vidax_core.io import outputs
+
+    outputs.save_json(path, {"model": metrics.get("model"), "num_inference_steps": metrics.get("num_steps"),
+                             "mag_ratios": cache["mag_ratios"]})
+    cache["mag_ratios_file"] = path

@@ -323,6 +323,10 @@ class LoadedModel:
         if out.path and writer:
             write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
         metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
+        if writer:
+            from vidax_core.cache.run import write_calibration
+
+            write_calibration(cfg, metrics)
         if out.metrics and writer:
             outputs.save_json(out.metrics, metrics)
         return P.RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)

@@ -1,0 +1,161 @@
+"""Step caching on tiny Wan2.1 with classifier-free guidance, against diffusers' own cached runs.
+
+diffusers runs ``pipe.transformer.enable_cache(FirstBlockCacheConfig(...))`` / ``MagCacheConfig(...)`` with its
+Wan pipeline (a cache context per guidance branch); its hooks are wrapped to record which branch skipped which
+step. vidax runs the same checkpoint, noise and cache config in one loaded pipe. The first-block threshold sits
+between the two branches' statistics at step 3, so the branches skip different steps (each keeps its own state,
+as diffusers' contexts do) and the test can tell per-branch state from a shared one. Latents match within 1e-4
+relative, the skip lists are equal, and each cached run is far (> 10x the tolerance) from the uncached one.
+MagCache's calibration mode gives diffusers' ratios and a file a later run's ``mag_ratios`` can name.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vidax_core.testing.parity import rel_l2
+from vidax_core.testing.reference import save_pipeline
+from vidax_core.testing.tiny.wan import build_tiny_wan_pipeline
+
+PROMPT = "a small red fox runs in the snow"
+NEGATIVE = "blurry, static"
+STEPS = 8
+FBC_THRESHOLD = 0.0428  # the branches' head-residual changes at step 3 are 0.0432 (cond) and 0.0424 (uncond)
+MAG_RATIOS = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 0.97]
+TOL = 1e-4
+
+
+class Recorder:
+    """Which (context, step) pairs diffusers' cache hooks skipped, and MagCache's calibration ratios."""
+
+    def __init__(self, monkeypatch) -> None:
+        from diffusers.hooks import first_block_cache as fbc, mag_cache as mag
+
+        self.calls: list[tuple[str, bool]] = []
+        self.ratios: dict[str, list[float]] = {}
+        should = fbc.FBCHeadBlockHook._should_compute_remaining_blocks
+
+        def fbc_decide(hook, residual):
+            out = should(hook, residual)
+            self.calls.append((hook.state_manager._context.name, out))
+            return out
+
+        head = mag.MagCacheHeadHook.new_forward
+
+        def mag_forward(hook, module, *args, **kwargs):
+            out = head(hook, module, *args, **kwargs)
+            self.calls.append((hook.state_manager._context.name, hook.state_manager.get_state().should_compute))
+            return out
+
+        calibrate = mag.MagCacheBlockHook._perform_calibration_step
+
+        def mag_calibrate(hook, state, residual):
+            calibrate(hook, state, residual)
+            self.ratios.setdefault(hook.state_manager._context.name, []).append(state.calibration_ratios[-1])
+
+        monkeypatch.setattr(fbc.FBCHeadBlockHook, "_should_compute_remaining_blocks", fbc_decide)
+        monkeypatch.setattr(mag.MagCacheHeadHook, "new_forward", mag_forward)
+        monkeypatch.setattr(mag.MagCacheBlockHook, "_perform_calibration_step", mag_calibrate)
+
+    def skipped(self, name: str) -> list[int]:
+        return [k for k, (_, c) in enumerate([x for x in self.calls if x[0] == name]) if not c]
+
+
+def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
+    import torch
+    from diffusers.hooks import FirstBlockCacheConfig, MagCacheConfig
+
+    import vidax
+
+    torch.manual_seed(0)
+    pipe = build_tiny_wan_pipeline(seed=3, scheduler="unipc")
+    ckpt = save_pipeline(pipe, tmp_path / "ckpt")
+    noise = np.random.default_rng(0).standard_normal((1, 4, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "noise.npy", noise)
+    rec = Recorder(monkeypatch)
+
+    def reference(config):
+        rec.calls.clear()
+        if config is not None:
+            pipe.transformer.enable_cache(config)
+        out = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=64, width=64, num_frames=9, guidance_scale=5.0,
+                   num_inference_steps=STEPS, max_sequence_length=16, latents=torch.from_numpy(noise),
+                   output_type="latent").frames
+        if config is not None:
+            pipe.transformer.disable_cache()
+        return np.asarray(out, np.float32), {n: rec.skipped(n) for n in ("cond", "uncond")}
+
+    plain, _ = reference(None)
+    fbc_ref, fbc_skips = reference(FirstBlockCacheConfig(threshold=FBC_THRESHOLD))
+    mag_ref, mag_skips = reference(MagCacheConfig(threshold=0.06, max_skip_steps=3, retention_ratio=0.2,
+                                                  num_inference_steps=STEPS, mag_ratios=MAG_RATIOS))
+    _, _ = reference(MagCacheConfig(num_inference_steps=STEPS, calibrate=True))
+    assert fbc_skips["cond"] != fbc_skips["uncond"] and all(fbc_skips.values())  # the case is not degenerate
+    assert all(mag_skips.values())
+
+    args = [f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}", "sampling.scheduler=null",
+            f"sampling.num_steps={STEPS}", "sampling.height=64", "sampling.width=64", "sampling.num_frames=9",
+            "sampling.guidance_scale=5.0", "sampling.max_sequence_length=16",
+            f"sampling.initial_noise={tmp_path / 'noise.npy'}", "output.path=null"]
+    with vidax.load("wan2.1-t2v-1.3b", *args) as p:
+        cases = {"first_block": (p(cache={"method": "first_block", "threshold": FBC_THRESHOLD}), fbc_ref, fbc_skips),
+                 "mag": (p(cache={"method": "mag", "mag_ratios": MAG_RATIOS}), mag_ref, mag_skips)}
+        calib = p(cache={"method": "mag", "calibrate": True},
+                  output={"metrics": str(tmp_path / "calib.json")})
+    for name, (out, ref, skips) in cases.items():
+        err, moved = rel_l2(out.latents, ref), rel_l2(ref, plain)
+        assert err < TOL, (name, err)
+        assert moved > 10 * TOL, (name, moved)  # the cache really changed the result
+        report = out.metrics["cache"]
+        assert report["method"] == name
+        for branch in ("cond", "uncond"):
+            assert report["branches"][branch]["skipped_steps"] == skips[branch], (name, branch, report)
+        both = sorted(set(skips["cond"]) & set(skips["uncond"]))
+        assert report["skipped_steps"] == both and report["computed_steps"] == sorted(set(range(STEPS)) - set(both))
+
+    # calibration: nothing skipped, diffusers' per-context ratios, and a file mag_ratios can name
+    ratios = calib.metrics["cache"]["mag_ratios"]
+    assert calib.metrics["cache"]["skipped_steps"] == []
+    for branch in ("cond", "uncond"):
+        np.testing.assert_allclose(ratios[branch], rec.ratios[branch], rtol=1e-4, atol=1e-5)
+    written = json.loads((tmp_path / "calib.mag_ratios.json").read_text())
+    assert written["mag_ratios"] == ratios
+
+
+@pytest.mark.parametrize("steps", [8, 50])
+def test_shipped_wan_ratios_give_magcache4wan_schedule(steps):
+    """The shipped MagCache4Wan2.1 table (T2V 1.3B) through vidax's schedule equals diffusers' hook logic run on
+    the same per-branch ratios (its state machine driven directly, no model)."""
+    import torch
+    from diffusers.hooks import mag_cache as mag
+
+    from vidax_core.cache import schedule, tables
+
+    for branch, ratios in tables.MAG_RATIOS["wan2.1-t2v-1.3b"].items():
+        config = mag.MagCacheConfig(num_inference_steps=steps, mag_ratios=ratios)
+        got = schedule.mag_flags(ratios, steps, threshold=config.threshold, max_skip_steps=config.max_skip_steps,
+                                 retention_ratio=config.retention_ratio)
+        state = mag.MagCacheState()
+        want = []
+        hook = mag.MagCacheHeadHook(None, config)
+        for k in range(steps):  # the decision part of MagCacheHeadHook.new_forward, step by step
+            compute = True
+            scale = float(config.mag_ratios[k])
+            if k >= int(config.retention_ratio * steps + 0.5):
+                state.accumulated_ratio *= scale
+                state.accumulated_steps += 1
+                state.accumulated_err += abs(1.0 - state.accumulated_ratio)
+                if (state.previous_residual is not None and state.accumulated_err <= config.threshold
+                        and state.accumulated_steps <= config.max_skip_steps):
+                    compute = False
+                else:
+                    state.accumulated_ratio, state.accumulated_steps, state.accumulated_err = 1.0, 0, 0.0
+            if compute:
+                state.previous_residual = torch.zeros(1)
+            want.append(compute)
+        del hook
+        assert list(got) == want, branch
+        assert not all(want)  # the published ratios do skip steps
