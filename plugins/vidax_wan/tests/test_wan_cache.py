@@ -26,6 +26,44 @@ STEPS = 8
 FBC_THRESHOLD = 0.0428  # the branches' head-residual changes at step 3 are 0.0432 (cond) and 0.0424 (uncond)
 MAG_RATIOS = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 0.97]
 TOL = 1e-4
+# The published Wan2.1 polynomials are fitted to real checkpoints; on a random tiny model their inputs fall far
+# outside the fitted range, so the rule is exercised with a quadratic of its own (a run key like any other).
+TEA = {"coefficients": [1.0, 0.5, 0.0], "threshold": 1.5}
+
+
+def teacache_reference(transformer, timesteps, coefficients, threshold, use_ret_steps):
+    """TeaCache4Wan2.1's ``teacache_forward`` decision, re-implemented in float64 from the diffusers model's
+    weights: per call (cond even, uncond odd) the rescaled relative L1 change of ``e0`` (retention steps) or
+    ``e`` accumulates until it reaches the threshold. Returns {branch: skipped steps}."""
+    ce = transformer.condition_embedder
+    lin = lambda layer, x: x @ layer.weight.detach().double().numpy().T + layer.bias.detach().double().numpy()
+    silu = lambda x: x / (1 + np.exp(-x))
+    half = transformer.config.freq_dim // 2
+
+    def modulated(t):
+        angles = t * np.exp(-np.log(10000.0) * np.arange(half) / half)
+        e = lin(ce.time_embedder.linear_2, silu(lin(ce.time_embedder.linear_1,
+                                                    np.concatenate([np.cos(angles), np.sin(angles)]))))
+        return lin(ce.time_proj, silu(e)) if use_ret_steps else e
+
+    n = len(timesteps)
+    ret, cutoff = (5 * 2, n * 2) if use_ret_steps else (1 * 2, n * 2 - 2)
+    poly = np.poly1d(coefficients)
+    acc, prev, skipped, cnt = [0.0, 0.0], [None, None], {"cond": [], "uncond": []}, 0
+    for k, t in enumerate(timesteps):
+        for b, name in enumerate(("cond", "uncond")):
+            m = modulated(float(t))
+            if cnt < ret or cnt >= cutoff:
+                acc[b] = 0.0
+            else:
+                acc[b] += poly(np.abs(m - prev[b]).mean() / np.abs(prev[b]).mean())
+                if acc[b] < threshold:
+                    skipped[name].append(k)
+                else:
+                    acc[b] = 0.0
+            prev[b] = m
+            cnt += 1
+    return skipped
 
 
 class Recorder:
@@ -105,6 +143,12 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
                  "mag": (p(cache={"method": "mag", "mag_ratios": MAG_RATIOS}), mag_ref, mag_skips)}
         calib = p(cache={"method": "mag", "calibrate": True},
                   output={"metrics": str(tmp_path / "calib.json")})
+        tea = p(cache={"method": "teacache", "use_ret_steps": False, **TEA})
+        timesteps = np.asarray(pipe.scheduler.timesteps, np.float64)  # the schedule the reference runs just used
+        from vidax_core.cache import run as cache_run, schedule
+
+        signal = cache_run.teacache_signal(p._model.experts[0], timesteps)
+        ret_flags = schedule.teacache_flags(signal(True), TEA["coefficients"], threshold=0.2, use_ret_steps=True)
     for name, (out, ref, skips) in cases.items():
         err, moved = rel_l2(out.latents, ref), rel_l2(ref, plain)
         assert err < TOL, (name, err)
@@ -123,6 +167,14 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
         np.testing.assert_allclose(ratios[branch], rec.ratios[branch], rtol=1e-4, atol=1e-5)
     written = json.loads((tmp_path / "calib.mag_ratios.json").read_text())
     assert written["mag_ratios"] == ratios
+
+    # TeaCache: the precomputed schedule is the float64 reference rule's, in both modes
+    want = teacache_reference(pipe.transformer, timesteps, TEA["coefficients"], TEA["threshold"], False)
+    assert want["cond"] == want["uncond"] and 0 < len(want["cond"]) < STEPS - 2
+    assert tea.metrics["cache"]["skipped_steps"] == want["cond"]
+    assert rel_l2(tea.latents, plain) > 10 * TOL
+    want_ret = teacache_reference(pipe.transformer, timesteps, TEA["coefficients"], 0.2, True)
+    assert [k for k in range(STEPS) if not ret_flags[k]] == want_ret["cond"] != []
 
 
 @pytest.mark.parametrize("steps", [8, 50])
