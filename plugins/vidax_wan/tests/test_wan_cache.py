@@ -18,6 +18,7 @@ import pytest
 
 from vidax_core.testing.parity import rel_l2
 from vidax_core.testing.reference import save_pipeline
+from vidax_core.testing.step_cache import Recorder
 from vidax_core.testing.tiny.wan import build_tiny_wan_pipeline
 
 PROMPT = "a small red fox runs in the snow"
@@ -64,42 +65,6 @@ def teacache_reference(transformer, timesteps, coefficients, threshold, use_ret_
             prev[b] = m
             cnt += 1
     return skipped
-
-
-class Recorder:
-    """Which (context, step) pairs diffusers' cache hooks skipped, and MagCache's calibration ratios."""
-
-    def __init__(self, monkeypatch) -> None:
-        from diffusers.hooks import first_block_cache as fbc, mag_cache as mag
-
-        self.calls: list[tuple[str, bool]] = []
-        self.ratios: dict[str, list[float]] = {}
-        should = fbc.FBCHeadBlockHook._should_compute_remaining_blocks
-
-        def fbc_decide(hook, residual):
-            out = should(hook, residual)
-            self.calls.append((hook.state_manager._context.name, out))
-            return out
-
-        head = mag.MagCacheHeadHook.new_forward
-
-        def mag_forward(hook, module, *args, **kwargs):
-            out = head(hook, module, *args, **kwargs)
-            self.calls.append((hook.state_manager._context.name, hook.state_manager.get_state().should_compute))
-            return out
-
-        calibrate = mag.MagCacheBlockHook._perform_calibration_step
-
-        def mag_calibrate(hook, state, residual):
-            calibrate(hook, state, residual)
-            self.ratios.setdefault(hook.state_manager._context.name, []).append(state.calibration_ratios[-1])
-
-        monkeypatch.setattr(fbc.FBCHeadBlockHook, "_should_compute_remaining_blocks", fbc_decide)
-        monkeypatch.setattr(mag.MagCacheHeadHook, "new_forward", mag_forward)
-        monkeypatch.setattr(mag.MagCacheBlockHook, "_perform_calibration_step", mag_calibrate)
-
-    def skipped(self, name: str) -> list[int]:
-        return [k for k, (_, c) in enumerate([x for x in self.calls if x[0] == name]) if not c]
 
 
 def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
