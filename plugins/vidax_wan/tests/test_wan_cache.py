@@ -114,6 +114,21 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
 
         signal = cache_run.teacache_signal(p._model.experts[0], timesteps)
         ret_flags = schedule.teacache_flags(signal(True), TEA["coefficients"], threshold=0.2, use_ret_steps=True)
+    # offload: the same MagCache run with the blocks streamed chunk by chunk; a skipped step streams none
+    from vidax_core.parallel import offload
+
+    puts = []
+    real_put = offload.BlockPool._put
+    monkeypatch.setattr(offload.BlockPool, "_put", lambda pool, k: puts.append(k) or real_put(pool, k))
+    with vidax.load("wan2.1-t2v-1.3b", *args, "offload.enabled=true", "offload.chunk_size=1") as p:
+        streamed = p(cache={"method": "mag", "mag_ratios": MAG_RATIOS})
+    computed = streamed.metrics["cache"]["computed_steps"]
+    assert rel_l2(streamed.latents, mag_ref) < TOL
+    assert streamed.metrics["cache"]["skipped_steps"] == cases["mag"][0].metrics["cache"]["skipped_steps"]
+    # two one-block chunks per computed step and none for a skipped one, plus the first chunk the last computed
+    # step prefetches for a next step that then skips (an uncached run streams 2 * STEPS)
+    assert len(puts) == 2 * len(computed) + 1 < 2 * STEPS, (puts, computed)
+
     for name, (out, ref, skips) in cases.items():
         err, moved = rel_l2(out.latents, ref), rel_l2(ref, plain)
         assert err < TOL, (name, err)

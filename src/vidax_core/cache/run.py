@@ -20,6 +20,11 @@ def _model_of(expert: Any) -> Any:
     return expert.model if expert.model is not None else nnx.merge(expert.graphdef, expert.params)
 
 
+def host_flags(plan: CachePlan, expert: int, step: int) -> np.ndarray:
+    """This step's schedule row on the host (an offloaded expert streams its blocks only when a context computes)."""
+    return np.asarray(plan.schedule[expert][step])
+
+
 def check_model(spec: Any, model_cls: type, cfg: Any) -> None:
     """Refuse, in one line, a model the cache cannot run exactly."""
     missing = [n for n in ("pre", "post", "run_block_group", "block_groups") if not hasattr(model_cls, n)]
@@ -28,8 +33,9 @@ def check_model(spec: Any, model_cls: type, cfg: Any) -> None:
     if hasattr(model_cls, "between_groups"):
         raise UserError(f"cache: {spec.id} changes its carry between block groups, which the step cache does not "
                         "handle yet: set cache=null")
-    if cfg.offload.enabled:
-        raise UserError("cache with offload.enabled=true is not supported yet: set offload.enabled=false or cache=null")
+    if cfg.offload.enabled and cfg.cache["method"] == "first_block":
+        raise UserError("cache.method=first_block decides on the device after the head block, so streamed blocks "
+                        "would wait for the host every step: with offload.enabled=true use cache.method=mag or teacache")
 
 
 def teacache_signal(expert: Any, plan_timesteps: np.ndarray, batch: int = 1):

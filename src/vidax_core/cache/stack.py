@@ -108,27 +108,35 @@ def _ctx_mean(cc: CallCache, x: jax.Array) -> jax.Array:
     return jnp.stack([jnp.mean(x[a:b]) for a, b in cc.rows])
 
 
+def residual_combine(layout: CacheLayout, cc: CallCache, carry: Any, out_full: Any, st: dict[str, Any],
+                     compute: jax.Array) -> tuple[Any, dict[str, Any], jax.Array, jax.Array]:
+    """MagCache / TeaCache after the stack ran (or not, when no context computes: ``out_full`` is then unused):
+    each context's rows take the computed output or input + cached residual; the residuals of the computing
+    contexts are renewed (and, calibrating, their magnitude ratio to the previous one measured)."""
+    h_in = layout.get(carry)
+    res_new = layout.get(out_full) - h_in
+    ratio = jnp.ones((len(cc.rows),), jnp.float32)
+    if cc.calibrate:
+        cur = jnp.linalg.norm(res_new.astype(jnp.float32), axis=-1)
+        prev = jnp.linalg.norm(st["res"].astype(jnp.float32), axis=-1)
+        ratio = jnp.where(st["has"], _ctx_mean(cc, cur / (prev + 1e-8)), 1.0)
+    rows = row_mask(cc, compute, _batch(carry))
+    out = select(rows, out_full, layout.put(carry, h_in + st["res"]))
+    new = {"has": st["has"] | compute, "res": select(rows, res_new, st["res"])}
+    return out, new, compute, ratio
+
+
 def cached_blocks(model: Any, layout: CacheLayout, cc: CallCache, carry: Any, aux: Any, st: dict[str, Any],
                   flags: jax.Array | None) -> tuple[Any, dict[str, Any], jax.Array, jax.Array]:
     """The stack with caching: (output carry, new state, (contexts,) computed, (contexts,) MagCache ratio).
 
     ``flags`` (contexts,) bool says which contexts compute (``residual``; None for ``first_block``)."""
-    batch = _batch(carry)
-    ones = jnp.ones((len(cc.rows),), jnp.float32)
     if cc.kind == "residual":
-        h_in = layout.get(carry)
         compute = flags | ~st["has"]
         out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux), lambda c: c, carry)
-        res_new = layout.get(out_full) - h_in
-        ratio = ones
-        if cc.calibrate:
-            cur = jnp.linalg.norm(res_new.astype(jnp.float32), axis=-1)
-            prev = jnp.linalg.norm(st["res"].astype(jnp.float32), axis=-1)
-            ratio = jnp.where(st["has"], _ctx_mean(cc, cur / (prev + 1e-8)), 1.0)
-        rows = row_mask(cc, compute, batch)
-        out = select(rows, out_full, layout.put(carry, h_in + st["res"]))
-        new = {"has": st["has"] | compute, "res": select(rows, res_new, st["res"])}
-        return out, new, compute, ratio
+        return residual_combine(layout, cc, carry, out_full, st, compute)
+    batch = _batch(carry)
+    ones = jnp.ones((len(cc.rows),), jnp.float32)
     head_out = run_head(model, carry, aux)
     r = layout.get(head_out) - layout.get(carry)
     prev = st["head"]

@@ -522,8 +522,11 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
             x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i,
                               branch_arrays)
         else:
-            x, both = e.step(e.params, x, {"sampler": state, "cache": caches[schedule[i]]}, np.int32(i), ctxs,
-                             plan_arrays, scales, noise, arrays_i, branch_arrays)
+            carried = {"sampler": state, "cache": caches[schedule[i]]}
+            if e.model is not None:
+                carried["host_flags"] = cache_run.host_flags(cache_plan, schedule[i], i)
+            x, both = e.step(e.params, x, carried, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i,
+                             branch_arrays)
             state, caches[schedule[i]] = both["sampler"], both["cache"]
         jax.block_until_ready(x)
         step_times.append(time.perf_counter() - t_step)
