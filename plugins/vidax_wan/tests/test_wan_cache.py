@@ -27,6 +27,7 @@ STEPS = 8
 FBC_THRESHOLD = 0.0428  # the branches' head-residual changes at step 3 are 0.0432 (cond) and 0.0424 (uncond)
 MAG_RATIOS = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 0.97]
 TOL = 1e-4
+TWO_EXPERT_FBC = 0.05
 # The published Wan2.1 polynomials are fitted to real checkpoints; on a random tiny model their inputs fall far
 # outside the fitted range, so the rule is exercised with a quadratic of its own (a run key like any other).
 TEA = {"coefficients": [1.0, 0.5, 0.0], "threshold": 1.5}
@@ -201,3 +202,55 @@ def test_shipped_wan_ratios_give_magcache4wan_schedule(steps):
         del hook
         assert list(got) == want, branch
         assert not all(want)  # the published ratios do skip steps
+
+
+def test_wan22_two_experts_keep_a_cache_each(tmp_path, monkeypatch):
+    """Wan2.2 A14B: diffusers hooks each transformer separately (``enable_cache`` on both), so each expert has its
+    own residuals and counts only its own steps (MagCache's retention and ratios index the expert's calls)."""
+    import torch
+    from diffusers.hooks import FirstBlockCacheConfig, MagCacheConfig
+
+    import vidax
+    from vidax_core.testing.tiny.wan import build_tiny_wan_variant
+
+    torch.manual_seed(0)
+    pipe = build_tiny_wan_variant("wan2.2-t2v-a14b", seed=5)
+    ckpt = save_pipeline(pipe, tmp_path / "ckpt")
+    noise = np.random.default_rng(0).standard_normal((1, 4, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "noise.npy", noise)
+    rec = Recorder(monkeypatch)
+
+    def reference(config):
+        rec.calls.clear()
+        rec.diffs.clear()
+        if config is not None:
+            pipe.transformer.enable_cache(config)
+            pipe.transformer_2.enable_cache(config)
+        out = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=64, width=64, num_frames=9, guidance_scale=5.0,
+                   guidance_scale_2=3.0, num_inference_steps=STEPS, max_sequence_length=16,
+                   latents=torch.from_numpy(noise), output_type="latent").frames
+        if config is not None:
+            pipe.transformer.disable_cache()
+            pipe.transformer_2.disable_cache()
+        return np.asarray(out, np.float32), {n: rec.skipped(n) for n in ("cond", "uncond")}
+
+    plain, _ = reference(None)
+    fbc_ref, fbc_skips = reference(FirstBlockCacheConfig(threshold=TWO_EXPERT_FBC))
+    diffs = list(rec.diffs)
+    mag_ref, mag_skips = reference(MagCacheConfig(num_inference_steps=STEPS, mag_ratios=MAG_RATIOS))
+    assert all(fbc_skips.values()) and all(mag_skips.values()), (fbc_skips, mag_skips, diffs)
+    assert all(abs(d - TWO_EXPERT_FBC) > 1e-3 for _, d in diffs if d is not None), diffs
+
+    args = [f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}", "sampling.scheduler=null",
+            f"sampling.num_steps={STEPS}", "sampling.height=64", "sampling.width=64", "sampling.num_frames=9",
+            "sampling.guidance_scale=5.0", "sampling.guidance_scale_2=3.0", "sampling.max_sequence_length=16",
+            f"sampling.initial_noise={tmp_path / 'noise.npy'}", "output.path=null"]
+    with vidax.load("wan2.2-t2v-a14b", *args) as p:
+        cases = {"first_block": (p(cache={"method": "first_block", "threshold": TWO_EXPERT_FBC}), fbc_ref, fbc_skips),
+                 "mag": (p(cache={"method": "mag", "mag_ratios": MAG_RATIOS}), mag_ref, mag_skips)}
+    for name, (out, ref, skips) in cases.items():
+        assert len(set(out.metrics["expert_per_step"])) == 2
+        assert rel_l2(out.latents, ref) < TOL, name
+        assert rel_l2(ref, plain) > 10 * TOL, name
+        for branch in ("cond", "uncond"):
+            assert out.metrics["cache"]["branches"][branch]["skipped_steps"] == skips[branch], (name, branch)
