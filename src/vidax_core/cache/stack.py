@@ -11,7 +11,8 @@ rows take either the computed output or their cached one, as diffusers' hooks gi
 * ``first_block`` (FirstBlockCache): the head block always runs; a context computes when
   ``mean|r - r_prev| / mean|r_prev| > threshold`` for the head block's residual ``r`` on the hidden states
   (``r_prev`` from its last computed step), else its output is the head output plus the cached
-  ``output - head output`` of every carry part. The statistic is a mean over the sharded sequence: under sequence
+  ``output - head output`` of every carry part. A computing step runs the whole stack from its input (the head
+  block twice: one block's cost, cheaper than copying the other blocks' weights out of the stack). The statistic is a mean over the sharded sequence: under sequence
   parallelism it is all-reduced, so the predicate is one replicated scalar.
 """
 
@@ -142,8 +143,9 @@ def cached_blocks(model: Any, layout: CacheLayout, cc: CallCache, carry: Any, au
     prev = st["head"]
     diff = _ctx_mean(cc, jnp.abs(r - prev)) / _ctx_mean(cc, jnp.abs(prev))
     compute = ~st["has"] | (diff > cc.threshold)
-    out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux, skip_first=1), lambda c: c,
-                            head_out)
+    # the full stack from the stack input (the head block runs again: slicing the other blocks out of the stacked
+    # weights would copy them every step, which costs more than one block)
+    out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux), lambda c: head_out, carry)
     rows = row_mask(cc, compute, batch)
     cached = jax.tree.map(lambda h, t: h + t if jnp.ndim(h) else h, head_out, st["tail"])
     out = select(rows, out_full, cached)
