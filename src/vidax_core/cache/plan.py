@@ -145,6 +145,10 @@ def init_carried(plan: CachePlan, expert: int, call_names, carry_shapes, num_ste
     """The cache state one expert's step carries: per call its residuals, plus the step record."""
     calls = []
     for j, (names, shape) in enumerate(zip(call_names, carry_shapes)):
+        hidden = plan.layout.get(shape) if plan.layout.hidden is None or isinstance(shape, (tuple, list)) else None
+        if not isinstance(hidden, jax.ShapeDtypeStruct) or len(hidden.shape) != 3:
+            raise UserError("cache: this model's block stack carries no single (batch, tokens, width) hidden state "
+                            "and its plugin declares no cache_layout saying which part is: set cache=null")
         batch = next(s.shape[0] for s in jax.tree.leaves(shape) if len(s.shape))
         calls.append(init_state(plan.call_cache(j, names, batch), plan.layout, shape))
     n_ctx = len(plan.contexts)
