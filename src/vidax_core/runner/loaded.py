@@ -202,6 +202,8 @@ class LoadedModel:
         from vidax_core import config as config_mod
 
         data = to_dict(self.base)
+        if "cache" in changes:  # a call's cache config replaces the load's whole (its fields depend on the method)
+            data["cache"] = None
         data = config_mod.merge(data, changes)
         cfg = config_mod.validate(data)
         return cfg
