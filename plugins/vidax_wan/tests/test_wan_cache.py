@@ -68,6 +68,42 @@ def teacache_reference(transformer, timesteps, coefficients, threshold, use_ret_
     return skipped
 
 
+def count_host_reads(monkeypatch) -> list[int]:
+    """Counts every read of a device array's value on the host (``np.asarray``, ``bool``, ``float``, ``.item()``
+    of a ``jax.Array``) made while a denoising step runs: [reads]. A cache deciding on the host would read one
+    per step."""
+    from jax._src import array as jax_array
+
+    from vidax_core.runner import pipeline
+
+    reads, inside = [0], [False]
+    value = jax_array.ArrayImpl._value
+
+    def counted(arr):
+        reads[0] += inside[0]
+        return value.fget(arr)
+
+    monkeypatch.setattr(jax_array.ArrayImpl, "_value", property(counted))
+    make = pipeline.Expert.make_step
+
+    def guarded(expert, *args, **kwargs):
+        new = make(expert, *args, **kwargs)
+        step = expert.step
+
+        def run(*a):
+            inside[0] = True
+            try:
+                return step(*a)
+            finally:
+                inside[0] = False
+
+        expert.step = run
+        return new
+
+    monkeypatch.setattr(pipeline.Expert, "make_step", guarded)
+    return reads
+
+
 def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
     import torch
     from diffusers.hooks import FirstBlockCacheConfig, MagCacheConfig
@@ -104,17 +140,20 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
             f"sampling.num_steps={STEPS}", "sampling.height=64", "sampling.width=64", "sampling.num_frames=9",
             "sampling.guidance_scale=5.0", "sampling.max_sequence_length=16",
             f"sampling.initial_noise={tmp_path / 'noise.npy'}", "output.path=null"]
-    with vidax.load("wan2.1-t2v-1.3b", *args) as p:
-        cases = {"first_block": (p(cache={"method": "first_block", "threshold": FBC_THRESHOLD}), fbc_ref, fbc_skips),
-                 "mag": (p(cache={"method": "mag", "mag_ratios": MAG_RATIOS}), mag_ref, mag_skips)}
-        calib = p(cache={"method": "mag", "calibrate": True},
-                  output={"metrics": str(tmp_path / "calib.json")})
-        tea = p(cache={"method": "teacache", "use_ret_steps": False, **TEA})
-        timesteps = np.asarray(pipe.scheduler.timesteps, np.float64)  # the schedule the reference runs just used
-        from vidax_core.cache import run as cache_run, schedule
+    with monkeypatch.context() as m:
+        reads = count_host_reads(m)
+        with vidax.load("wan2.1-t2v-1.3b", *args) as p:
+            cases = {"first_block": (p(cache={"method": "first_block", "threshold": FBC_THRESHOLD}), fbc_ref, fbc_skips),
+                     "mag": (p(cache={"method": "mag", "mag_ratios": MAG_RATIOS}), mag_ref, mag_skips)}
+            calib = p(cache={"method": "mag", "calibrate": True},
+                      output={"metrics": str(tmp_path / "calib.json")})
+            tea = p(cache={"method": "teacache", "use_ret_steps": False, **TEA})
+            assert reads[0] == 0  # no step of the four cached runs read a device value back
+            timesteps = np.asarray(pipe.scheduler.timesteps, np.float64)  # the schedule the reference just ran
+            from vidax_core.cache import run as cache_run, schedule
 
-        signal = cache_run.teacache_signal(p._model.experts[0], timesteps)
-        ret_flags = schedule.teacache_flags(signal(True), TEA["coefficients"], threshold=0.2, use_ret_steps=True)
+            signal = cache_run.teacache_signal(p._model.experts[0], timesteps)
+            ret_flags = schedule.teacache_flags(signal(True), TEA["coefficients"], threshold=0.2, use_ret_steps=True)
     # sequence parallel: the first-block decision over sequence shards (all-reduced) gives the one-device run
     from vidax_core.testing.runs import run_many
 
