@@ -154,15 +154,17 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
 
             signal = cache_run.teacache_signal(p._model.experts[0], timesteps)
             ret_flags = schedule.teacache_flags(signal(True), TEA["coefficients"], threshold=0.2, use_ret_steps=True)
-    # sequence parallel: the first-block decision over sequence shards (all-reduced) gives the one-device run
+    # sequence / tensor parallel: the first-block decision over sequence shards (all-reduced) and with
+    # head-sharded blocks gives the one-device run
     from vidax_core.testing.runs import run_many
 
     fbc = f"cache={{method: first_block, threshold: {FBC_THRESHOLD}}}"
-    runs = run_many([f"model.id=wan2.1-t2v-1.3b", *args[:-1]], {"one": (fbc,), "sp2": (fbc, "parallel.sp=2")},
-                    devices=2)
-    assert runs["sp2"]["parallel"]["sp"] == 2 and runs["sp2"]["rel"] < TOL, runs
-    assert runs["sp2"]["cache"]["branches"] == runs["one"]["cache"]["branches"] == \
-        cases["first_block"][0].metrics["cache"]["branches"]
+    runs = run_many([f"model.id=wan2.1-t2v-1.3b", *args[:-1]],
+                    {"one": (fbc,), "sp2": (fbc, "parallel.sp=2"), "tp2": (fbc, "parallel.tp=2")}, devices=2)
+    for layout in ("sp2", "tp2"):
+        assert runs[layout]["parallel"][layout[:2]] == 2 and runs[layout]["rel"] < TOL, runs
+        assert runs[layout]["cache"]["branches"] == runs["one"]["cache"]["branches"] == \
+            cases["first_block"][0].metrics["cache"]["branches"]
 
     # offload: the same MagCache run with the blocks streamed chunk by chunk; a skipped step streams none
     from vidax_core.parallel import offload
