@@ -29,6 +29,10 @@ class RenamedTensors(Mapping[str, np.ndarray]):
         src = self.source
         return src.nbytes(self.original[key]) if hasattr(src, "nbytes") else int(np.asarray(src[self.original[key]]).nbytes)
 
+    def shape(self, key: str) -> tuple[int, ...]:
+        src = self.source
+        return tuple(src.shape(self.original[key])) if hasattr(src, "shape") else tuple(np.shape(src[self.original[key]]))
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.original)
 

@@ -39,6 +39,15 @@ class HunyuanPlugin(FamilyPlugin):
                            block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers},
                            flops=dit_flops(cfg), example_inputs=functools.partial(example_inputs, cfg))
 
+    def lora_key_map(self, spec, layout):
+        """Original-name LoRAs (``diffusion_model.double_blocks.0.img_attn_qkv``...): the original checkpoint's own
+        renames and splits (fused qkv and ``linear1`` split on the output rows, the final AdaLN's shift/scale swap)."""
+        if layout != "original":
+            return None
+        from .original_format import OriginalDiT
+
+        return OriginalDiT.lora_targets
+
     def shard_rules(self, spec):
         return (("mod", "tp"),)  # the blocks' modulation outputs split like the heads; the rest as the defaults
 

@@ -39,6 +39,15 @@ class LTXPlugin(FamilyPlugin):
 
         return DIT_RULES
 
+    def lora_key_map(self, spec, layout):
+        """``diffusion_model.``-prefixed LoRAs (LTX-Video): the original release's renames (``patchify_proj`` ->
+        ``proj_in``, ``adaln_single`` -> ``time_embed``, ``q_norm`` -> ``norm_q``); diffusers names pass unchanged."""
+        if layout != "original":
+            return None
+        from .original_format import dit_key
+
+        return dit_key
+
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
