@@ -26,7 +26,7 @@ __all__ = ["load", "Pipe", "Output", "UserError", "Cancelled", "SAMPLING_KEYS", 
 
 SAMPLING_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "width", "num_frames", "seed",
                  "max_sequence_length", "initial_noise", "scheduler")
-TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", "vae")
+TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", "vae", "cache")
 CALL_ARGUMENTS = TOP_KEYS + SAMPLING_KEYS
 LOAD_ONLY = ("model", "parallel", "attention", "offload", "runtime", "distributed", "checkpoint", "dtype", "dp", "tp",
              "sp", "lora")

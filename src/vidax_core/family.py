@@ -39,6 +39,7 @@ class FamilyPlugin:
     checkpoint_formats: tuple[str, ...] = ("diffusers",)
     dit_components: tuple[str, ...] = ("transformer",)  # checkpoint folders converted with conversion_rules()
     diffusers_reference: str | None = None  # ".bench_reference:FamilyDiffusersReference"
+    cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
     lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
 
     # ---- helpers a family overrides (not hooks) ----

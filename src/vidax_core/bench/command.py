@@ -44,6 +44,8 @@ COLUMNS: list[tuple[str, str, float, str]] = [
     ("decode_s", "decode s", 1.0, "{:.2f}"),
     ("total_s", "total s", 1.0, "{:.2f}"),
     ("second_video_total_s", "2nd video s (loaded)", 1.0, "{:.2f}"),
+    ("second_video_sampling_s", "2nd video sampling s", 1.0, "{:.2f}"),
+    ("cache_skipped_steps", "cache-skipped steps", 1.0, "{}"),
     ("peak_rss_mb", "peak RSS MB", 1.0, "{:.0f}"),
     ("device_peak_bytes", "device peak MB", 2.0**-20, "{:.1f}"),
     ("peak_resident_weight_bytes", "DiT weights on device MB", 2.0**-20, "{:.1f}"),
@@ -144,6 +146,8 @@ def sweep_overrides(key: str, value: str, block_count: Any = None) -> list[str]:
     """The key=value overrides of one sweep point (``offload=off|N|all`` is a shorthand)."""
     from vidax_core.errors import UserError
 
+    if key == "cache" and value in ("off", "none", "null", "false"):
+        return ["cache=null"]
     if key != "offload":
         return [f"{key}={value}"]
     if value in ("off", "false", "none", "0"):
@@ -212,6 +216,9 @@ def run_vidax_case(cfg_dict: dict, profile_dir: str | None = None, quiet: bool =
     m = dict(result.metrics)
     m["second_video_total_s"] = second["total_s"]
     m["second_video_per_step_s"] = second["per_step_s"]
+    m["second_video_sampling_s"] = second["sampling_s"]  # every step of a loaded model's video, compile excluded
+    cache = second.get("cache")
+    m["cache_skipped_steps"] = len(cache["skipped_steps"]) if isinstance(cache, dict) else 0
     m["second_over_first"] = second["total_s"] / m["total_s"] if m["total_s"] else None
     m.update(_device_memory())
     m["engine"] = "vidax"
@@ -303,7 +310,8 @@ def markdown(report: dict[str, Any]) -> str:
     rows = report["rows"]
     ref_name = report.get("reference")
     sweeping = len(rows) > 1
-    head = ["case", "engine"] + [h for _, h, _, _ in COLUMNS] + (["per-step / first case"] if sweeping else [])
+    head = ["case", "engine"] + [h for _, h, _, _ in COLUMNS] + (
+        ["per-step / first case", "2nd video sampling / first case"] if sweeping else [])
     lines = [
         f"<!-- {report['command']} -->",
         f"vidax bench, {report['created']}; backend {report['machine'].get('jax_backend', '?')} "
@@ -314,21 +322,24 @@ def markdown(report: dict[str, Any]) -> str:
         "|" + "|".join("---" for _ in head) + "|",
     ]
     first_step = rows[0]["vidax"].get("per_step_s") if rows else None
+    first_sampling = rows[0]["vidax"].get("second_video_sampling_s") if rows else None
     for row in rows:
         v = row["vidax"]
         cells = [row["label"], "vidax"] + [_cell(v.get(k), s, f) for k, _, s, f in COLUMNS]
         if sweeping:
             ps = v.get("per_step_s")
             cells.append(f"{ps / first_step:.2f}×" if ps and first_step else "n/a")
+            sv = v.get("second_video_sampling_s")
+            cells.append(f"{sv / first_sampling:.2f}×" if sv and first_sampling else "n/a")
         lines.append("| " + " | ".join(cells) + " |")
         if row.get("reference") is not None:
             r = row["reference"]
-            cells = [row["label"], ref_name] + [_cell(r.get(k), s, f) for k, _, s, f in COLUMNS] + ([""] if sweeping else [])
+            cells = [row["label"], ref_name] + [_cell(r.get(k), s, f) for k, _, s, f in COLUMNS] + (["", ""] if sweeping else [])
             lines.append("| " + " | ".join(cells) + " |")
             rt = row["ratio"]
             cells = [row["label"], f"vidax/{ref_name}"] + [
                 (f"{rt[k]:.3g}×" if rt.get(k) is not None else "n/a") if k in RATIO_KEYS else ""
-                for k, _, _, _ in COLUMNS] + ([""] if sweeping else [])
+                for k, _, _, _ in COLUMNS] + (["", ""] if sweeping else [])
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("per-step = median of steps 2..N (the first, compiling/warm-up step excluded, for both engines); "

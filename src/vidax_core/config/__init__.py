@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import OmegaConf
 
+from vidax_core.config import cache as cache_key
 from vidax_core.config import parse
 from vidax_core.config.checks import check_paths, check_scheduler_options
 from vidax_core.config.parse import short_repr
@@ -138,6 +139,7 @@ class RunConfig:
     options: Any = field(default_factory=dict)  # family knobs the model's plugin declares (ModelSpec.options)
     lora: Any = field(default_factory=list)  # [LoraEntry] after validation (see check_lora)
     prompts: Any = None  # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
+    cache: Any = None  # step caching: null | {method: mag | first_block | teacache, ...} (vidax_core.config.cache)
 
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -360,6 +362,7 @@ def validate(data: Mapping[str, Any]) -> RunConfig:
     if sched is not None and not isinstance(sched, (str, Mapping)):
         raise UserError("config key sampling.scheduler must be null, a sampler name, or {name: ..., <options>}")
     check_scheduler_options(sched)
+    cfg = dataclasses.replace(cfg, cache=cache_key.as_dict(cache_key.parse_cache(cfg.cache, cfg.sampling.num_steps)))
     cfg = dataclasses.replace(cfg, lora=check_lora(cfg.lora))
     return check_paths(cfg)
 

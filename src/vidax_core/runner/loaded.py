@@ -43,7 +43,7 @@ from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.text_encoders import TextEncoders
 
 # Run keys a call may change; everything else (model, parallel layout, offload, attention, runtime) is the load's.
-CALL_KEYS = ("prompt", "negative_prompt", "image", "video", "sampling", "options", "output", "vae")
+CALL_KEYS = ("prompt", "negative_prompt", "image", "video", "sampling", "options", "output", "vae", "cache")
 
 
 def structure_key(cfg: RunConfig, *extra: Any) -> str:
@@ -210,6 +210,8 @@ class LoadedModel:
         from vidax_core import config as config_mod
 
         data = to_dict(self.base)
+        if "cache" in changes:  # a call's cache config replaces the load's whole (its fields depend on the method)
+            data["cache"] = None
         data = config_mod.merge(data, changes)
         cfg = config_mod.validate(data)
         return cfg
@@ -333,6 +335,10 @@ class LoadedModel:
         if out.path and writer:
             write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
         metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
+        if writer:
+            from vidax_core.cache.run import write_calibration
+
+            write_calibration(cfg, metrics)
         if out.metrics and writer:
             outputs.save_json(out.metrics, metrics)
         return P.RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)

@@ -106,22 +106,62 @@ class OffloadedStep:
             self._between = jax.jit(between, static_argnums=(1, 2))
         self._pre = jax.jit(pre)
         self._post = jax.jit(post, donate_argnums=(3, 4))
+        self.cache = plan.cache
+        self._batches = plan.batches
+        if plan.cache is not None:
+            from vidax_core.cache.stack import residual_combine
+
+            cache = plan.cache
+
+            def combine(call, cst, h_in, h_full, i):
+                names = plan.batches[call]
+                batch = next(a.shape[0] for a in jax.tree.leaves(h_in) if a.ndim)
+                cc = cache.call_cache(call, names, batch)
+                cols = jax.numpy.asarray(cc.columns)
+                st = cst["calls"][call]
+                compute = cst["flags"][i][cols] | ~st["has"]
+                with sharding.activate(mesh, rules):
+                    out, st, did, r = residual_combine(cache.layout, cc, h_in, h_full, st, compute)
+                calls = list(cst["calls"])
+                calls[call] = st
+                new = dict(cst, calls=calls, computed=cst["computed"].at[i, cols].set(did))
+                if "ratio" in cst:
+                    new["ratio"] = cst["ratio"].at[i, cols].set(r)
+                return out, new
+
+            self._combine = jax.jit(combine, static_argnums=(0,))
 
     def __call__(self, params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays, branch_arrays):
+        cst = None
+        if self.cache is not None:  # MagCache / TeaCache: the host knows this step's schedule, so a call whose
+            host, cst, state = state["host_flags"], state["cache"], state["sampler"]  # contexts all skip streams
         outs = self._pre(self.rest, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays)
         hs, auxs = [], []
         first_pool = self.pools[0] if self.pools else None
         for b, (h, aux) in enumerate(outs):
+            h_in = None
+            if cst is not None:
+                batch = next(a.shape[0] for a in jax.tree.leaves(h) if a.ndim)
+                cols = list(self.cache.call_cache(b, self._batches[b], batch).columns)
+                h_in = jax.tree.map(lambda a: a.copy(), h)  # the groups donate their input
+                if not bool(host[cols].any()):
+                    h, cst = self._combine(b, cst, h_in, h_in, i)  # no block runs, none is streamed
+                    hs.append(h)
+                    auxs.append(aux)
+                    continue
             for k, group in enumerate(self.groups):
                 if k and self._between is not None:
                     h = self._between(self.rest, self.group_names[k - 1], self.group_names[k], h, aux)
                 later = [g for g in self.groups[k + 1:] if isinstance(g, offloadlib.BlockPool)]
                 nxt = later[0] if later else first_pool  # the next streamed group, or the first one again
                 h = group.run(h, aux, prefetch_after=nxt)
+            if cst is not None:
+                h, cst = self._combine(b, cst, h_in, h, i)
             hs.append(h)
             auxs.append(aux)
-        return self._post(self.rest, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays,
-                          branch_arrays)
+        out = self._post(self.rest, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays,
+                         branch_arrays)
+        return out if cst is None else (out[0], {"sampler": out[1], "cache": cst})
 
     def release(self) -> None:
         for g in self.groups:

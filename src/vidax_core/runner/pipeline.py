@@ -21,6 +21,7 @@ import numpy as np
 import psutil
 from flax import nnx
 
+from vidax_core.cache import run as cache_run
 from vidax_core.parallel import mesh as meshlib
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.io import outputs
@@ -407,6 +408,7 @@ class PassResult:
     step_times: list[float]
     compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
     contexts: Sequence[Any] = ()  # the prompt contexts its steps read (their lengths size the FLOPs)
+    cache: dict | None = None  # the step cache's report (vidax_core.cache.plan.report)
 
 
 def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult"], timer: Timer,
@@ -466,6 +468,8 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
     metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, plan.grids[-1],
                                           last.contexts, metrics["per_step_s"], p0.size))
     metrics["attention_calls"] = attention.calls()
+    if any(r.cache is not None for r in results):
+        metrics["cache"] = results[-1].cache if len(results) == 1 else [r.cache for r in results]
     return metrics
 
 
@@ -488,7 +492,10 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     cond: Conditioning | None = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae,
                                              latent_shape=grid)
     _check_per_token(sampler, cond)
-    plan = StepPlan(sampler, guide, cond, batches, prompt_index)
+    splan = splan if splan is not None else sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
+    schedule = expert_plan.schedule([e.build for e in experts], splan.timesteps, cfg.sampling.boundary_step_index)
+    cache_plan = cache_run.pass_plan(spec, plugins, cfg, experts, batches, schedule, np.asarray(splan.timesteps))
+    plan = StepPlan(sampler, guide, cond, batches, prompt_index, cache_plan)
     key = None if step_key is None else (step_key, batches)
     compiled = False
     for e in experts:
@@ -501,12 +508,10 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
 
     build0, placement0 = experts[0].build, experts[0].placement
     shapes = build0.latent_shape(1, grid)
-    splan = splan if splan is not None else sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
     latents = start_latents(cfg, sampler, cond, shapes, splan, given)
     repl = placement0.replicated()
     put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
     plan_arrays = put(splan.arrays())
-    schedule = expert_plan.schedule([e.build for e in experts], splan.timesteps, cfg.sampling.boundary_step_index)
     scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
     branch_arrays = put({k: dict(v) for k, v in cond.branch_arrays.items()}) if cond is not None else {}
@@ -516,6 +521,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     noise_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 1)
     cond_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 5)
     step_noise = cond.step_noise_shape if cond is not None else None
+    caches = cache_run.initial_states(cache_plan, experts, plan, splan.num_steps, (
+        x, np.int32(0), ctxs, plan_arrays, scales, cond_arrays, branch_arrays)) if cache_plan is not None else None
 
     step_times: list[float] = []
     bar = reporter.bar(splan.num_steps, label, unit="step")
@@ -531,7 +538,16 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
         noise = put(_draw_noise(jax.random.fold_in(noise_key, i), shapes)) if sampler.needs_noise else None
         arrays_i = cond_arrays if step_noise is None else {
             **cond_arrays, "step_noise": put(_draw_noise(jax.random.fold_in(cond_key, i), step_noise))}
-        x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i, branch_arrays)
+        if caches is None:
+            x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i,
+                              branch_arrays)
+        else:
+            carried = {"sampler": state, "cache": caches[schedule[i]]}
+            if e.model is not None:
+                carried["host_flags"] = cache_run.host_flags(cache_plan, schedule[i], i)
+            x, both = e.step(e.params, x, carried, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i,
+                             branch_arrays)
+            state, caches[schedule[i]] = both["sampler"], both["cache"]
         jax.block_until_ready(x)
         step_times.append(time.perf_counter() - t_step)
         bar.update(1)
@@ -548,7 +564,9 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
                 experts[0].finalizers[key] = finalize
         x = finalize(x, cond_arrays)
     final = jax.tree.map(_to_host, x)
-    return PassResult(final, shapes, splan, guide, batches, schedule, step_times, compiled, contexts)
+    cache_report = cache_run.pass_report(cache_plan, caches, schedule, [b.name for b in guide.branches]) \
+        if cache_plan is not None else None
+    return PassResult(final, shapes, splan, guide, batches, schedule, step_times, compiled, contexts, cache_report)
 
 
 def _follow(bar) -> Callable[[int, int], None]:

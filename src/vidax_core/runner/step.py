@@ -35,6 +35,7 @@ class StepPlan:
     cond: Conditioning | None
     batches: tuple[tuple[str, ...], ...]
     prompt_index: Mapping[str, int] = field(default_factory=dict)
+    cache: Any = None  # a vidax_core.cache.plan.CachePlan: the state is then {"sampler": ..., "cache": ...}
 
 
 def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
@@ -171,10 +172,33 @@ def make_step(graphdef: nnx.GraphDef, plan: StepPlan, mesh=None, rules=None):
             latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
             inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
             calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, s_i)
-            preds = [model(x, t, ctx, **kw) for x, t, ctx, kw in calls]
-            return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, branch_arrays, s_i, inputs, preds)
+            if plan.cache is None:
+                preds = [model(x, t, ctx, **kw) for x, t, ctx, kw in calls]
+                return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, branch_arrays, s_i, inputs,
+                              preds)
+            from vidax_core.cache.plan import step_calls
+
+            preds, cache = step_calls(model, plan.cache, plan.batches, calls, state["cache"], i)
+            new, sampler_state = finish(plan, plan_arrays, i, latents, state["sampler"], noise, cond_arrays,
+                                        branch_arrays, s_i, inputs, preds)
+            return new, {"sampler": sampler_state, "cache": cache}
 
     return jax.jit(step, donate_argnums=(1, 2))
+
+
+def call_carries(model_fn, plan: StepPlan, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays):
+    """Shapes of each model call's block-stack carry (``model.pre``'s first output), traced only: what the step
+    cache's state is shaped like. ``model_fn()`` gives the model inside the trace."""
+
+    def carries(latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays):
+        model = model_fn()
+        s_i = _scales_at(scales, i)
+        latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
+        inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
+        calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, s_i)
+        return [model.pre(x, t, ctx, **kw)[0] for x, t, ctx, kw in calls]
+
+    return jax.eval_shape(carries, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays)
 
 
 def init_state(sampler: sched_base.Sampler, sampler_plan, latents: Any) -> Any:

@@ -79,7 +79,7 @@ def _main(path: str) -> int:
         m = res.metrics
         results[name] = {"rel": _rel(res.latents, ref), "parallel": m["parallel"], "offload": m["offload"],
                          "peak_resident_weight_bytes": m["peak_resident_weight_bytes"],
-                         "per_step_s": m["per_step_s"], "compile_s": m["compile_s"]}
+                         "per_step_s": m["per_step_s"], "compile_s": m["compile_s"], "cache": m.get("cache")}
         print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
     print(json.dumps(results))
     return 0

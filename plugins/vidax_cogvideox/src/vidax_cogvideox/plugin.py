@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.cache.layout import CacheLayout
 
 from . import presets
 
@@ -28,6 +29,8 @@ class CogVideoXPlugin(FamilyPlugin):
     models = presets.MODELS
     options = presets.OPTIONS
     diffusers_reference = ".bench_reference:CogVideoXDiffusersReference"
+    # the blocks carry (text, video); CogVideoXPipeline batches both guidance branches in one "cond_uncond" context
+    cache_layout = CacheLayout(hidden=1, contexts="call")
 
     def dit_config(self, ckpt, **overrides):
         from .dit import CogVideoXDiTConfig

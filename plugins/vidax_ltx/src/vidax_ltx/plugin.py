@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.cache.layout import CacheLayout
 
 from . import presets
 from .recipe import uses_condition_pipeline
@@ -25,6 +26,8 @@ class LTXPlugin(FamilyPlugin):
     options = presets.OPTIONS
     checkpoint_formats = ("diffusers", "ltx-original")
     diffusers_reference = ".bench_reference:LTXDiffusersReference"
+    # LTXPipeline runs both guidance branches as one batched call in one cache context ("cond_uncond")
+    cache_layout = CacheLayout(contexts="call")
 
     def dit_config(self, ckpt, **overrides):
         from .dit import LTXDiTConfig

@@ -343,6 +343,16 @@ class WanDiT(nnx.Module):
         y = self.proj_out(h).astype(jnp.float32)
         return unpatchify(y, grid, cfg.patch_size, order="thwc")
 
+    def teacache_signal(self, timestep: jax.Array, use_ret_steps: bool) -> jax.Array:
+        """TeaCache4Wan2.1's modulated input for (B,) timesteps, in float32: the time projection ``e0``
+        (B, 6 * dim) with retention steps, the time embedding ``e`` (B, dim) without."""
+        cfg = self.cfg
+        t_freq = timestep_embedding(timestep, cfg.freq_dim, flip_sin_to_cos=True, downscale_freq_shift=0)
+        temb = self.time_linear_2(jax.nn.silu(self.time_linear_1(t_freq))).astype(jnp.float32)
+        if not use_ret_steps:
+            return temb
+        return self.time_proj(jax.nn.silu(temb.astype(cfg.dtype))).astype(jnp.float32)
+
     # -- the staged forward an offload executor drives: pre -> block groups -> post ----------------------------
 
     block_groups = ("blocks",)

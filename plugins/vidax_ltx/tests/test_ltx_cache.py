@@ -1,0 +1,79 @@
+"""Step caching on tiny LTX-Video (LTXPipeline, classifier-free guidance) against diffusers' own cached runs.
+
+LTXPipeline batches the negative and positive branch into one transformer call in one cache context
+(``"cond_uncond"``), so its cache statistics span both branches and both skip together: vidax's LTX layout
+declares the same (``CacheLayout(contexts="call")``). Latents within 1e-4 relative, equal skip lists, and each
+cached run far from the uncached one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vidax_core.testing.cli import overrides
+from vidax_core.testing.parity import rel_l2
+from vidax_core.testing.step_cache import Recorder
+from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline
+
+PROMPT = "a small red fox runs in the snow"
+NEGATIVE = "blurry, static, low quality"
+SIZE, FRAMES, STEPS, FPS = 64, 17, 6, 24
+FBC_THRESHOLD = 0.35
+MAG_RATIOS = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]
+TOL = 1e-4
+
+
+def test_ltx_cache_matches_diffusers(tmp_path, monkeypatch):
+    import torch
+    from diffusers.hooks import FirstBlockCacheConfig, MagCacheConfig
+
+    import vidax
+
+    torch.manual_seed(0)
+    pipe = build_tiny_ltx_pipeline("t2v", seed=3)
+    ckpt = tmp_path / "ckpt"
+    pipe.save_pretrained(str(ckpt), safe_serialization=True)
+    tokens = ((FRAMES - 1) // 8 + 1) * (SIZE // 32) ** 2
+    noise = np.random.default_rng(0).standard_normal((1, tokens, 8)).astype(np.float32)
+    np.save(tmp_path / "noise.npy", noise)
+    rec = Recorder(monkeypatch)
+
+    def reference(config):
+        rec.calls.clear()
+        rec.diffs.clear()
+        if config is not None:
+            pipe.transformer.enable_cache(config)
+        out = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_frames=FRAMES,
+                   num_inference_steps=STEPS, guidance_scale=3.0, guidance_rescale=0.0, frame_rate=FPS,
+                   decode_timestep=0.05, decode_noise_scale=0.0, max_sequence_length=16,
+                   latents=torch.from_numpy(noise), output_type="latent").frames
+        if config is not None:
+            pipe.transformer.disable_cache()
+        return np.asarray(out, np.float32), rec.skipped("cond_uncond")
+
+    plain, _ = reference(None)
+    fbc_ref, fbc_skips = reference(FirstBlockCacheConfig(threshold=FBC_THRESHOLD))
+    diffs = list(rec.diffs)
+    mag_ref, mag_skips = reference(MagCacheConfig(threshold=0.06, max_skip_steps=3, retention_ratio=0.2,
+                                                  num_inference_steps=STEPS, mag_ratios=MAG_RATIOS))
+    assert fbc_skips and len(fbc_skips) < STEPS - 1, diffs
+    assert all(abs(d - FBC_THRESHOLD) > 2e-3 for _, d in diffs if d is not None), diffs  # no knife-edge step
+    assert mag_skips
+
+    args = [f"model.checkpoint={ckpt}", f"prompt={PROMPT}", f"negative_prompt={NEGATIVE}",
+            *overrides(sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, guidance_scale=3.0,
+                                     max_sequence_length=16, scheduler=None),
+                       options=dict(timesteps=None, frame_rate=FPS, guidance_rescale=0.0, decode_timestep=0.05,
+                                    decode_noise_scale=0.0, pipeline="ltx", multiscale=False)),
+            f"sampling.initial_noise={tmp_path / 'noise.npy'}", "output.path=null"]
+    with vidax.load("ltx-video-13b-0.9.8-dev", *args) as p:
+        cases = {"first_block": (p(cache={"method": "first_block", "threshold": FBC_THRESHOLD}), fbc_ref, fbc_skips),
+                 "mag": (p(cache={"method": "mag", "mag_ratios": MAG_RATIOS}), mag_ref, mag_skips)}
+    for name, (out, ref, skips) in cases.items():
+        err, moved = rel_l2(out.latents, ref), rel_l2(ref, plain)
+        assert err < TOL, (name, err)
+        assert moved > 10 * TOL, (name, moved)
+        report = out.metrics["cache"]
+        assert report["contexts"] == ["cond+uncond"]
+        assert report["skipped_steps"] == skips, (name, report)
+        assert report["branches"]["cond"]["skipped_steps"] == report["branches"]["uncond"]["skipped_steps"] == skips

@@ -1,0 +1,154 @@
+"""The block stack of one model call with step caching, traced inside the jitted step.
+
+A call batches one or more cache contexts (row ranges of its batch: one per guidance branch, or the whole call;
+see :mod:`.layout`). Each context has its own cached residuals and its own decision; the stack runs (under a
+``lax.cond``, so a step where every context skips costs no block) when any context computes, and each context's
+rows take either the computed output or their cached one, as diffusers' hooks give per cache context:
+
+* ``residual`` (MagCache, TeaCache): the decision is data (the host's schedule for this step). A skipped
+  context's output is its stack input plus the residual ``output - input`` of its last computed step, on the
+  hidden states; the rest of the carry passes through (the head block is skipped too).
+* ``first_block`` (FirstBlockCache): the head block always runs; a context computes when
+  ``mean|r - r_prev| / mean|r_prev| > threshold`` for the head block's residual ``r`` on the hidden states
+  (``r_prev`` from its last computed step), else its output is the head output plus the cached
+  ``output - head output`` of every carry part. A computing step runs the whole stack from its input (the head
+  block twice: one block's cost, cheaper than copying the other blocks' weights out of the stack). The statistic is a mean over the sharded sequence: under sequence
+  parallelism it is all-reduced, so the predicate is one replicated scalar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vidax_core.cache.layout import CacheLayout
+
+
+@dataclass(frozen=True)
+class CallCache:
+    """Static: the method kind, each context's rows ``(start, stop)`` in the call and its column in the run's
+    per-step tables, the first-block threshold, and whether MagCache calibrates."""
+
+    kind: str  # "residual" | "first_block"
+    rows: tuple[tuple[int, int], ...]
+    columns: tuple[int, ...]
+    threshold: float = 0.0
+    calibrate: bool = False
+
+
+def _groups(model: Any) -> tuple[str, ...]:
+    return tuple(model.block_groups)
+
+
+def run_groups(model: Any, carry: Any, aux: Any, *, skip_first: int = 0) -> Any:
+    """Every block group in order on the resident model (``between_groups`` between two), the first
+    ``skip_first`` blocks of the first group left out."""
+    prev = None
+    for k, name in enumerate(_groups(model)):
+        if prev is not None and hasattr(model, "between_groups"):
+            carry = model.between_groups(prev, name, carry, aux)
+        gdef, st = nnx.split(getattr(model, name))
+        if k == 0 and skip_first:
+            st = jax.tree.map(lambda a: a[skip_first:], st)
+        if jax.tree.leaves(st)[0].shape[0]:
+            carry = type(model).run_block_group(name, gdef, st, carry, aux)
+        prev = name
+    return carry
+
+
+def run_head(model: Any, carry: Any, aux: Any) -> Any:
+    """The first block of the first group."""
+    name = _groups(model)[0]
+    gdef, st = nnx.split(getattr(model, name))
+    return type(model).run_block_group(name, gdef, jax.tree.map(lambda a: a[:1], st), carry, aux)
+
+
+def row_mask(cc: CallCache, flags: jax.Array, batch: int) -> jax.Array:
+    """(batch,) bool: each row takes its context's flag."""
+    parts, at = [], 0
+    for (a, b), f in zip(cc.rows, [flags[k] for k in range(len(cc.rows))]):
+        if a > at:
+            parts.append(jnp.zeros((a - at,), bool))
+        parts.append(jnp.broadcast_to(f, (b - a,)))
+        at = b
+    if batch > at:
+        parts.append(jnp.zeros((batch - at,), bool))
+    return jnp.concatenate(parts)
+
+
+def select(mask: jax.Array, yes: Any, no: Any) -> Any:
+    def one(y, n):
+        if jnp.ndim(y) == 0:
+            return y
+        return jnp.where(mask.reshape((-1,) + (1,) * (y.ndim - 1)), y, n)
+
+    return jax.tree.map(one, yes, no)
+
+
+def _batch(carry: Any) -> int:
+    return next(a.shape[0] for a in jax.tree.leaves(carry) if jnp.ndim(a))
+
+
+def init_state(cc: CallCache, layout: CacheLayout, carry_shape: Any) -> dict[str, Any]:
+    """Zeros shaped like the call's carry (from ``jax.eval_shape``) and no context holding a residual yet."""
+    zeros = lambda s: jnp.zeros(s.shape, s.dtype)  # noqa: E731
+    st = {"has": jnp.zeros((len(cc.rows),), bool)}
+    if cc.kind == "residual":
+        st["res"] = zeros(layout.get(carry_shape))
+    else:
+        st["head"] = zeros(layout.get(carry_shape))
+        st["tail"] = jax.tree.map(lambda s: zeros(s) if len(s.shape) else jnp.zeros((), s.dtype), carry_shape)
+    return st
+
+
+def _ctx_mean(cc: CallCache, x: jax.Array) -> jax.Array:
+    return jnp.stack([jnp.mean(x[a:b]) for a, b in cc.rows])
+
+
+def residual_combine(layout: CacheLayout, cc: CallCache, carry: Any, out_full: Any, st: dict[str, Any],
+                     compute: jax.Array) -> tuple[Any, dict[str, Any], jax.Array, jax.Array]:
+    """MagCache / TeaCache after the stack ran (or not, when no context computes: ``out_full`` is then unused):
+    each context's rows take the computed output or input + cached residual; the residuals of the computing
+    contexts are renewed (and, calibrating, their magnitude ratio to the previous one measured)."""
+    h_in = layout.get(carry)
+    res_new = layout.get(out_full) - h_in
+    ratio = jnp.ones((len(cc.rows),), jnp.float32)
+    if cc.calibrate:
+        cur = jnp.linalg.norm(res_new.astype(jnp.float32), axis=-1)
+        prev = jnp.linalg.norm(st["res"].astype(jnp.float32), axis=-1)
+        ratio = jnp.where(st["has"], _ctx_mean(cc, cur / (prev + 1e-8)), 1.0)
+    rows = row_mask(cc, compute, _batch(carry))
+    out = select(rows, out_full, layout.put(carry, h_in + st["res"]))
+    new = {"has": st["has"] | compute, "res": select(rows, res_new, st["res"])}
+    return out, new, compute, ratio
+
+
+def cached_blocks(model: Any, layout: CacheLayout, cc: CallCache, carry: Any, aux: Any, st: dict[str, Any],
+                  flags: jax.Array | None) -> tuple[Any, dict[str, Any], jax.Array, jax.Array]:
+    """The stack with caching: (output carry, new state, (contexts,) computed, (contexts,) MagCache ratio).
+
+    ``flags`` (contexts,) bool says which contexts compute (``residual``; None for ``first_block``)."""
+    if cc.kind == "residual":
+        compute = flags | ~st["has"]
+        out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux), lambda c: c, carry)
+        return residual_combine(layout, cc, carry, out_full, st, compute)
+    batch = _batch(carry)
+    ones = jnp.ones((len(cc.rows),), jnp.float32)
+    head_out = run_head(model, carry, aux)
+    r = layout.get(head_out) - layout.get(carry)
+    prev = st["head"]
+    diff = _ctx_mean(cc, jnp.abs(r - prev)) / _ctx_mean(cc, jnp.abs(prev))
+    compute = ~st["has"] | (diff > cc.threshold)
+    # the full stack from the stack input (the head block runs again: slicing the other blocks out of the stacked
+    # weights would copy them every step, which costs more than one block)
+    out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux), lambda c: head_out, carry)
+    rows = row_mask(cc, compute, batch)
+    cached = jax.tree.map(lambda h, t: h + t if jnp.ndim(h) else h, head_out, st["tail"])
+    out = select(rows, out_full, cached)
+    tail = jax.tree.map(lambda o, h: o - h if jnp.ndim(o) else o, out_full, head_out)
+    new = {"has": st["has"] | compute, "head": select(rows, r, prev), "tail": select(rows, tail, st["tail"])}
+    return out, new, compute, ones
