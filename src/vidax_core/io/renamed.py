@@ -29,6 +29,16 @@ class RenamedTensors(Mapping[str, np.ndarray]):
         src = self.source
         return src.nbytes(self.original[key]) if hasattr(src, "nbytes") else int(np.asarray(src[self.original[key]]).nbytes)
 
+    def dtype(self, key: str) -> np.dtype:
+        from vidax_core.quant.source import dtype_of
+
+        return dtype_of(self.source, self.original[key])
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        from vidax_core.quant.source import shape_of
+
+        return shape_of(self.source, self.original[key])
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.original)
 

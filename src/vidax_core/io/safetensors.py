@@ -82,6 +82,9 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
     def shape(self, name: str) -> tuple[int, ...]:
         return self._entries[name][1]
 
+    def dtype(self, name: str) -> np.dtype:
+        return self._entries[name][0]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 

@@ -97,7 +97,10 @@ def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugin
     build = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
     if build is None:
         raise UserError(f"no installed plugin builds the denoiser of {spec.id}")
-    return list(build) if isinstance(build, (list, tuple)) else [build]
+    from vidax_core.quant import policy as quant_policy  # 8-bit block weights (model.weight_dtype or the file's)
+
+    return quant_policy.builds_for_run(list(build) if isinstance(build, (list, tuple)) else [build], spec, ckpt, cfg,
+                                       plugins)
 
 
 def load_dit(
@@ -112,7 +115,11 @@ def load_dit(
     """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``."""
     build = build or build_dit(spec, ckpt, cfg, plugins)[0]
     graphdef, abstract_state, flat = abstract_model(build.ctor)
-    values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=ckpt.tensors(build.component),
+    from vidax_core.quant import policy as quant_policy  # scales of an 8-bit file folded into their weights
+
+    tensors = quant_policy.tensors_for_load(ckpt.tensors(build.component), f"{ckpt.source} ({build.component})",
+                                            reporter.log)
+    values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=tensors,
                           abstract=flat, config=ckpt.config(build.component))
     if values is None:
         raise UserError(f"no installed plugin converts the {build.component} checkpoint of {spec.id}")
