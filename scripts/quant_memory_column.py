@@ -30,6 +30,13 @@ ROW = re.compile(r"^\| `([^`]+)` \| `([^`]+)` \| ([^|]+) \| ([^|]+) \|")
 def dry_run_weights(config: str, checkpoint: str, overrides: list[str]) -> str:
     from vidax_core import cli
 
+    import yaml
+    from PIL import Image
+
+    for key in ("image",):  # a conditioning image the preflight wants to exist: a stand-in in the working folder
+        name = (yaml.safe_load(open(os.path.join(ROOT, "configs", config + ".yaml"))) or {}).get(key)
+        if name and not os.path.exists(name):
+            Image.new("RGB", (64, 64)).save(name)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["run", os.path.join(ROOT, "configs", config + ".yaml"), f"model.checkpoint={checkpoint}",
@@ -83,4 +90,6 @@ def main(docs: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    docs = [os.path.abspath(d) for d in sys.argv[1:]]
+    os.chdir(tempfile.mkdtemp(prefix="quant-column-"))
+    main(docs)
