@@ -240,3 +240,53 @@ def test_requantize_recomputes_scales():
         assert np.all(s2 > s)
         step = s2 if mode == "int8" else s2 * 2 ** -3 * 2  # one int8 step / e4m3 spacing near the top
         assert np.all(np.abs(modes.dequantize(q2, s2) - want) <= np.abs(want) * 2 ** -3 + step)
+
+
+COG_BLOCK_LINEAR = re.compile(r"transformer_blocks\.\d+\.(attn1\.(to_[qkv]|to_out\.0)|ff\.net\.(0\.proj|2))\.weight")
+
+
+@pytest.mark.parametrize("mode", ["lightx2v-int8", "at-load-float8_e4m3fn"])
+def test_second_family_cogvideox(mode, tmp_path):
+    """CogVideoX-2B (tiny): a LightX2V int8 file against diffusers with the dequantised weights, and at-load fp8
+    against diffusers with the round-tripped weights; the AdaLN projections inside its blocks stay full precision."""
+    from vidax_cogvideox.convert_dit import DIT_RULES as COG_RULES
+    from vidax_cogvideox.dit import CogVideoXDiT, CogVideoXDiTConfig
+    from vidax_core.testing.tiny.cogvideox import dit_kwargs, random_cogvideox_dit
+
+    model_t = random_cogvideox_dit("2b", seed=1)
+    tensors = {k: v.detach().numpy() for k, v in model_t.state_dict().items()}
+    out, deq = dict(tensors), {}
+    for k, w in tensors.items():
+        if COG_BLOCK_LINEAR.fullmatch(k):
+            if mode == "lightx2v-int8":
+                q, s = _rows(w, 127.0, np.int8)
+                out[k], out[k[:-7] + ".weight_scale"] = q, s
+                deq[k] = q.astype(np.float32) * s
+            else:
+                qk, s = modes.quantize(w.T, "float8_e4m3fn")
+                deq[k] = modes.dequantize(qk, s).T
+    path = str(tmp_path / "dit.safetensors")
+    save_file(out, path)
+    source = TensorSource([path])
+    lay = read_layout(source)
+    want_mode = "int8" if mode == "lightx2v-int8" else "float8_e4m3fn"
+    assert lay.mode == (want_mode if mode == "lightx2v-int8" else None)
+    cfg = CogVideoXDiTConfig.from_config(dit_kwargs("2b"))
+    build = policy.apply(DitBuild.of(CogVideoXDiT, cfg, in_channels=cfg.in_channels), want_mode, DEFAULT_KEEP)
+    graphdef, state, flat = abstract_model(build.ctor)
+    assert ("blocks", "attn1", "to_q", "kernel_scale") in flat
+    assert ("blocks", "norm1", "linear", "kernel_scale") not in flat  # AdaLN modulation: full precision
+    model = materialize(graphdef, state, convert(policy.tensors_for_load(source, "tiny"), COG_RULES, flat))
+    rng = np.random.default_rng(0)
+    latents = rng.standard_normal((2, 3, cfg.in_channels, 4, 4)).astype(np.float32)
+    context = (rng.standard_normal((2, 12, cfg.text_embed_dim)) * 3).astype(np.float32)
+    t = np.array([999.0, 250.0], np.float32)
+    got = np.asarray(jax.jit(lambda m, *a: m(*a))(model, jnp.asarray(latents), jnp.asarray(t), jnp.asarray(context)))
+    saved = {k: v.clone() for k, v in model_t.state_dict().items()}
+    model_t.load_state_dict({**saved, **{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in deq.items()}})
+    with torch.no_grad():
+        want = model_t(hidden_states=torch.from_numpy(latents), encoder_hidden_states=torch.from_numpy(context),
+                       timestep=torch.from_numpy(t), return_dict=False)[0].numpy()
+    rel = _rel(got, want)
+    print(f"cogvideox {mode}: rel {rel:.2e}")
+    assert rel <= 1e-4, rel
