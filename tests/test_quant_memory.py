@@ -57,6 +57,7 @@ def _rel(a, b):
 def test_resident_bytes_halved(runs):
     full, eight = runs["bf16"][0]["peak_resident_weight_bytes"], runs["int8"][0]["peak_resident_weight_bytes"]
     print(f"resident: int8 {eight} B / bf16 {full} B = {eight / full:.3f}")
+    assert runs["int8"][0]["weight_storage"] == ["int8"] and runs["bf16"][0]["weight_storage"] == [None]
     assert eight <= 0.55 * full
     assert _rel(runs["int8"][1], runs["bf16"][1]) < 5e-2  # the same video, up to 8-bit rounding
 

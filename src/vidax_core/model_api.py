@@ -44,6 +44,7 @@ class DitBuild:
     flops: Callable[..., float] | None = None
     t_min: float = float("-inf")
     t_max: float = float("inf")
+    weight_storage: str | None = None  # "int8" / "float8_e4m3fn": the block weights are 8-bit (vidax_core.quant)
 
     @classmethod
     def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":

@@ -47,7 +47,7 @@ def apply(build: Any, mode: str | None, keep: Sequence[str]) -> Any:
         quantize_model(model, mode, keep)
         return model
 
-    return dataclasses.replace(build, ctor=ctor)
+    return dataclasses.replace(build, ctor=ctor, weight_storage=mode)
 
 
 def builds_for_run(builds: list, spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> list:

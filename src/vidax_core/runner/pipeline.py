@@ -443,6 +443,7 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
         # Largest per-device bytes of DiT weights resident on devices at any time during sampling (non-block
         # params + the at most two streamed chunks with offload; all params without).
         "peak_resident_weight_bytes": int(tracker.peak),
+        "weight_storage": [e.build.weight_storage for e in experts],  # 8-bit block weights per expert, or None
         "audio": decoded.audio is not None,
         "passes": [{"name": p.name, "height": p.run.sampling.height, "width": p.run.sampling.width,
                     "num_steps": r.splan.num_steps, "latent_shape": _shape_list(r.shapes),
