@@ -1,8 +1,16 @@
-"""Repository-wide pytest setup: fp32 matmuls at full precision, one persistent compilation cache for the suite."""
+"""Repository-wide pytest setup: fp32 matmuls at full precision, one persistent compilation cache for the suite,
+and a module's shared fixtures kept on one xdist worker."""
 
 import jax
+import pytest
 
 from vidax_core.testing.cache import use_suite_cache
+from vidax_core.testing.grouping import group_shared_fixture_modules
 
 jax.config.update("jax_default_matmul_precision", "highest")
 use_suite_cache()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    group_shared_fixture_modules(items)

@@ -28,6 +28,13 @@ class DitBuild:
     feeds the FLOPs per step and MFU of the run metrics, ``vidax bench`` and ``vidax run --dry-run``. None = not
     stated (those figures are then left out).
 
+    ``example_inputs(batch, grid, text_tokens)``: ``(latents, context, kwargs)`` of one model call at latent grid
+    ``(f, h, w)``, as pytrees whose leaves are ``(shape, dtype)`` pairs (drawn at random) or arrays (used as given):
+    the latents as the DiT takes them (None: ``latent_shape``), the text context ``encode_prompt`` gives and the
+    extra keyword inputs (HunyuanVideo's ``guidance``, LTX-Video's RoPE coordinates); ``vidax bench --random-dit``
+    uses them. None = ``latent_shape`` latents, one context array ``(batch, text_tokens, width)`` of the config's
+    ``text_dim`` / ``context_dim`` / ``text_embed_dim`` and no keyword inputs.
+
     A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
     ``t_min <= t < t_max``.
     """
@@ -42,6 +49,7 @@ class DitBuild:
     block_counts: dict[str, int] | None = None
     latent_shapes: Callable[[int, tuple[int, int, int]], Any] | None = None
     flops: Callable[..., float] | None = None
+    example_inputs: Callable[[int, tuple[int, int, int], int], tuple[Any, Any, dict]] | None = None
     t_min: float = float("-inf")
     t_max: float = float("inf")
     weight_storage: str | None = None  # "int8" / "float8_e4m3fn": the block weights are 8-bit (vidax_core.quant)

@@ -15,8 +15,9 @@ time, the same staged program with every chunk already on the device (``resident
 time per chunk alone, and the hidden fraction of the transfer, ``1 - (streamed - resident) / transfer`` clipped
 to [0, 1].
 
-Denoisers whose text context is one array (Wan, Cosmos, CogVideoX) are supported; others raise a one-line
-error. Results: ``OUT/NAME.json`` + ``OUT/NAME.md``.
+The text context and any extra model inputs are drawn from the build's ``example_inputs`` (structured contexts:
+LTX-Video's hidden states + mask, HunyuanVideo's hidden + mask + pooled and its guidance input), or one context
+array of the config's text width. Results: ``OUT/NAME.json`` + ``OUT/NAME.md``.
 """
 
 from __future__ import annotations
@@ -30,12 +31,49 @@ from typing import Any
 from vidax_core.errors import UserError
 
 
-def _context_width(cfg: Any) -> int:
+def _example_inputs(build: Any, batch: int, grid: tuple[int, int, int], text: int) -> tuple[Any, Any, dict]:
+    """(latents, context, kwargs) of one model call: the build's own, or the sampler's latents and one context
+    array of the config's width."""
+    latents = (tuple(build.latent_shape(batch, grid)), "float32")
+    if build.example_inputs is not None:
+        x, ctx, kw = build.example_inputs(batch, grid, text)
+        return (latents if x is None else x), ctx, kw
     for name in ("text_dim", "context_dim", "text_embed_dim"):
-        if isinstance(getattr(cfg, name, None), int):
-            return int(getattr(cfg, name))
-    raise UserError(f"--random-dit: {type(cfg).__name__} takes a structured text context; "
-                    "only denoisers with one context array (Wan, Cosmos, CogVideoX) are benchmarked so far")
+        width = getattr(build.config, name, None)
+        if isinstance(width, int):
+            return latents, ((batch, text, width), build.param_dtype), {}
+    raise UserError(f"--random-dit: {type(build.config).__name__} states no text context shape "
+                    "(its plugin's DitBuild gives no example_inputs): report it to the plugin's authors")
+
+
+def _draw(shapes: Any, rng) -> Any:
+    """Arrays for a pytree of (shape, dtype) pairs (normal floats, all-valid (ones) masks and integers) and arrays
+    (kept)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    def one(sd):
+        shape, dtype = sd
+        if np.issubdtype(np.dtype(dtype), np.floating) or dtype == jnp.bfloat16:
+            return jnp.asarray(rng.standard_normal(shape), dtype)
+        return jnp.ones(shape, dtype)
+
+    return _map_pairs(one, shapes)
+
+
+def _map_pairs(fn, tree: Any) -> Any:
+    """Map ``fn`` over the ``(shape, dtype)`` pairs of a nested dict/list/tuple."""
+    if isinstance(tree, dict):
+        return {k: _map_pairs(fn, v) for k, v in tree.items()}
+    if isinstance(tree, tuple) and len(tree) == 2 and isinstance(tree[0], tuple):
+        return fn(tree)
+    if hasattr(tree, "shape") and hasattr(tree, "dtype"):
+        import jax.numpy as jnp
+
+        return jnp.asarray(tree)
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_map_pairs(fn, v) for v in tree)
+    raise TypeError(f"example_inputs: expected (shape, dtype) pairs, got {tree!r}")
 
 
 def _random_state(abstract: Any, groups: dict[str, int], blocks: int | None, seed: int = 0) -> Any:
@@ -73,15 +111,11 @@ def _median_time(fn, repeats: int) -> tuple[float, float]:
     return first, statistics.median(times)
 
 
-def _host_kind() -> str:
-    """``pinned_host`` where this backend's devices have that memory, else ``numpy`` (pageable)."""
+def _one_device_mesh():
     import jax
+    import numpy as np
 
-    try:
-        kinds = {m.kind for m in jax.devices()[0].addressable_memories()}
-    except Exception:  # noqa: BLE001 - old runtimes have no memory API
-        return "numpy"
-    return "pinned_host" if "pinned_host" in kinds and jax.default_backend() != "cpu" else "numpy"
+    return jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ("_",))
 
 
 def _to_host(tree: Any, kind: str) -> Any:
@@ -95,13 +129,14 @@ def _to_host(tree: Any, kind: str) -> Any:
     return jax.tree.map(np.asarray, tree)
 
 
-def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t, ctx, kind: str, repeats: int):
+def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t, ctx, kw, kind: str,
+              repeats: int):
     """Time the staged forward with every group streamed ``chunk`` blocks at a time (next chunk prefetched)."""
     import jax
     from flax import nnx
 
     dev = jax.devices()[0]
-    pre = jax.jit(lambda s, x, t, c: nnx.merge(graphdef, s).pre(x, t, c))
+    pre = jax.jit(lambda s, x, t, c, kw: nnx.merge(graphdef, s).pre(x, t, c, **kw))
     post = jax.jit(lambda s, h, aux: nnx.merge(graphdef, s).post(h, aux, x.shape))
     runs, host = {}, {}
     for name, (gdef, st) in group_states.items():
@@ -113,7 +148,7 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
     chunks = [(name, c) for name in group_states for c in host[name]]
 
     def call():
-        h, aux = pre(rest_state, x, t, ctx)
+        h, aux = pre(rest_state, x, t, ctx, kw)
         nxt = put(chunks[0][1])
         for i, (name, _) in enumerate(chunks):
             cur, nxt = nxt, (put(chunks[i + 1][1]) if i + 1 < len(chunks) else None)
@@ -128,7 +163,7 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
     dev_chunks = [(name, put(c)) for name, c in chunks]
 
     def compute_only():  # the same program with every chunk already on the device
-        h, aux = pre(rest_state, x, t, ctx)
+        h, aux = pre(rest_state, x, t, ctx, kw)
         for name, c in dev_chunks:
             h = runs[name](c, h, aux)
         jax.block_until_ready(post(rest_state, h, aux))
@@ -153,6 +188,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     from vidax_core.io.checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
     from vidax_core.runner import throughput
+    from vidax_core.parallel.host_chunks import host_memory_kind
     from vidax_core.runner.pipeline import build_dit
 
     plugins = get_plugins()
@@ -169,12 +205,11 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     blocks = args.random_blocks
     module = nnx.eval_shape(build.ctor)
     graphdef, abstract = nnx.split(module)
-    width = _context_width(build.config)
+    x, ctx, kw = _example_inputs(build, batch, grid, text)
     state = _random_state(abstract, groups, blocks)
     rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal(build.latent_shape(batch, grid)).astype(np.float32))
+    x, ctx, kw = _draw(x, rng), _draw(ctx, rng), _draw(kw, rng)
     t = jnp.full((batch,), 500.0, jnp.float32)
-    ctx = jnp.asarray(rng.standard_normal((batch, text, width)), build.param_dtype)
     kept = {g: min(blocks or n, n) for g, n in groups.items()}
     flops = step_flops(build, [tuple(range(batch))], grid, text, blocks=kept)
     peak = throughput.local_peak()
@@ -183,19 +218,19 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         row: dict[str, Any] = {"attention": name}
         try:
             with attention.use_backend(name):
-                fn = jax.jit(lambda s, x, t, c: nnx.merge(graphdef, s)(x, t, c))
+                fn = jax.jit(lambda s, x, t, c, kw: nnx.merge(graphdef, s)(x, t, c, **kw))
                 t0 = time.perf_counter()
-                compiled = fn.lower(state, x, t, ctx).compile()
+                compiled = fn.lower(state, x, t, ctx, kw).compile()
                 row["compile_s"] = time.perf_counter() - t0
                 row["attention_calls"] = attention.calls()
-                _, row["call_s"] = _median_time(lambda: jax.block_until_ready(compiled(state, x, t, ctx)),
+                _, row["call_s"] = _median_time(lambda: jax.block_until_ready(compiled(state, x, t, ctx, kw)),
                                                 args.repeats)
                 row.update(throughput.utilisation(flops, row["call_s"], 1, build.param_dtype, peak))
                 for chunk in [int(c) for c in str(args.offload or "").split(",") if c.strip()]:
                     rest, group_states = _split_groups(graphdef, state, groups)
                     row.setdefault("offload", []).append(
-                        _streamed(nnx.merge(graphdef, state), graphdef, rest, group_states, chunk, x, t, ctx,
-                                  _host_kind(), args.repeats))
+                        _streamed(nnx.merge(graphdef, state), graphdef, rest, group_states, chunk, x, t, ctx, kw,
+                                  host_memory_kind(_one_device_mesh()), args.repeats))
         except Exception as exc:  # noqa: BLE001 - a backend that cannot run here (e.g. out of memory) is a result
             row["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         rows.append(row)

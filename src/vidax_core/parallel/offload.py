@@ -2,9 +2,10 @@
 
 Every block group (Wan: ``blocks``; HunyuanVideo: double and single stream) gets one :class:`BlockPool`:
 
-* the group's weights stay on the host as stacked numpy arrays (layer axis first); a chunk is the view
-  ``[i : i + chunk_size]``, transferred with one sharded ``device_put`` per array (tensor-parallel layouts apply,
-  so offload composes with TP, and the activations keep their dp/sp layouts, so it composes with SP);
+* the group's weights stay on the host, split at load into chunks of ``chunk_size`` layers in pinned host memory
+  where the backend has it (:mod:`vidax_core.parallel.host_chunks`); a chunk is transferred with one sharded
+  ``device_put`` per array (tensor-parallel layouts apply, so offload composes with TP, and the activations keep
+  their dp/sp layouts, so it composes with SP);
 * the chunk program (``run_block_group`` on one chunk) is jitted once and reused for every chunk and every step:
   all chunks have the same shapes and shardings;
 * double buffering: chunk i+1's transfer is issued before chunk i's compute is dispatched, so the copy overlaps
@@ -18,27 +19,15 @@ The pool also keeps the resident-bytes accounting that ``output.metrics.peak_res
 
 from __future__ import annotations
 
+import time
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
 
-from vidax_core.parallel import sharding as shd
-
-
-def _key_path(path) -> tuple:
-    out = []
-    for k in path:
-        if isinstance(k, jax.tree_util.DictKey):
-            out.append(k.key)
-        elif isinstance(k, jax.tree_util.SequenceKey):
-            out.append(k.idx)
-        elif isinstance(k, jax.tree_util.GetAttrKey):
-            if k.name != "value":
-                out.append(k.name)
-    return tuple(out)
+from vidax_core.parallel.host_chunks import HostChunks
 
 
 class ResidentTracker:
@@ -58,44 +47,23 @@ class ResidentTracker:
 
 
 class BlockPool:
-    """One stacked block group streamed from the host in chunks of ``chunk_size`` blocks."""
+    """One stacked block group streamed from the host (its :class:`HostChunks`) a chunk at a time.
 
-    def __init__(
-        self,
-        name: str,
-        graphdef: Any,
-        host_state: Any,
-        chunk_size: int,
-        run_group: Callable[..., Any],
-        specs: Mapping[tuple, Any] | None = None,
-        mesh=None,
-        path_prefix: tuple = (),
-        tracker: ResidentTracker | None = None,
-    ) -> None:
-        leaves = jax.tree.leaves(host_state)
-        self.name = name
-        self.num_blocks = int(leaves[0].shape[0])
-        if self.num_blocks % chunk_size:
-            raise ValueError(f"offload chunk_size {chunk_size} does not divide the {self.num_blocks} blocks of {name}")
-        self.chunk_size = chunk_size
-        self.num_chunks = self.num_blocks // chunk_size
-        self.host = jax.tree.map(np.asarray, host_state)
+    It also measures how much of the transfer the compute hides (:attr:`overlap`): on its second run (the first
+    compiles) one chunk's transfer and one chunk's compute are timed alone, and every later run's time per chunk
+    is compared with them."""
+
+    def __init__(self, name: str, graphdef: Any, host: HostChunks, run_group: Callable[..., Any],
+                 tracker: ResidentTracker | None = None) -> None:
+        self.name, self.host = name, host
+        self.num_blocks, self.chunk_size, self.num_chunks = host.num_blocks, host.chunk_size, len(host)
         self.tracker = tracker or ResidentTracker()
 
-        if mesh is None:
-            mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ("_",))
-
-        def chunk_sharding(path, leaf):
-            spec = (specs or {}).get(path_prefix + _key_path(path))
-            return NamedSharding(mesh, spec if spec is not None else jax.sharding.PartitionSpec())
-
-        self.shardings = jax.tree_util.tree_map_with_path(chunk_sharding, self.host)
-
         def shard_bytes(a, s):
-            shape = s.shard_shape((chunk_size,) + a.shape[1:])
-            return int(np.prod(shape, dtype=np.int64)) * a.dtype.itemsize
+            shape = s.shard_shape((host.chunk_size,) + tuple(a.shape[1:]))
+            return int(np.prod(shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
 
-        self.chunk_bytes = sum(jax.tree.leaves(jax.tree.map(shard_bytes, self.host, self.shardings)))
+        self.chunk_bytes = sum(jax.tree.leaves(jax.tree.map(shard_bytes, host.abstract, host.shardings)))
 
         def run_chunk(chunk_state, x, aux):
             return run_group(name, graphdef, chunk_state, x, aux)
@@ -103,13 +71,14 @@ class BlockPool:
         self._fn = jax.jit(run_chunk, donate_argnums=(1,))
         self._next: tuple[int, Any] | None = None
         self._resident: Any = None  # a group that is one chunk is transferred once and kept
+        self._runs = 0
+        self._alone: tuple[float, float] | None = None  # (transfer, compute) seconds of one chunk, timed apart
+        self._streamed: list[float] = []  # seconds per chunk of each measured run
 
     # -- transfers ----------------------------------------------------------------------------------------------
 
     def _put(self, i: int) -> Any:
-        lo = i * self.chunk_size
-        chunk = jax.tree.map(lambda a: a[lo : lo + self.chunk_size], self.host)
-        dev = jax.tree.map(shd.put, chunk, self.shardings)
+        dev = self.host.put(i)
         self.tracker.add(id(dev), self.chunk_bytes)
         return dev
 
@@ -131,14 +100,42 @@ class BlockPool:
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
             return self._fn(chunk, x, aux)
 
+    def _time_alone(self, x: Any, aux: Any) -> None:
+        """One chunk's transfer with nothing else running, then its compute with the chunk already there."""
+        jax.block_until_ready(x)
+        t0 = time.perf_counter()
+        dev = jax.block_until_ready(self._put(self.num_chunks - 1))
+        t1 = time.perf_counter()
+        jax.block_until_ready(self._run_chunk(dev, jax.tree.map(jnp.copy, x), aux))
+        t2 = time.perf_counter()
+        self._free(dev)
+        self._alone = (t1 - t0, t2 - t1)
+
+    @property
+    def overlap(self) -> dict[str, Any] | None:
+        """Seconds per chunk of the transfer alone, the compute alone and the two streamed together, and the share
+        of the transfer hidden behind compute (1: fully hidden); None before a measured run."""
+        if self.num_chunks == 1 or self._alone is None or not self._streamed:
+            return None
+        h2d, compute = self._alone
+        streamed = float(np.median(self._streamed))
+        hidden = 1.0 - max(streamed - compute, 0.0) / h2d if h2d > 0 else 1.0
+        return {"h2d_s_per_chunk": h2d, "compute_s_per_chunk": compute, "streamed_s_per_chunk": streamed,
+                "hidden_fraction": min(max(hidden, 0.0), 1.0)}
+
     def run(self, x: jax.Array, aux: Any, *, prefetch_after: "BlockPool | None" = None) -> jax.Array:
         """All chunks of this group over ``x``; ``prefetch_after`` (the next group, or this one for the next step)
         gets its first chunk issued while this group's last chunk computes."""
-        self.prefetch()
+        self._runs += 1
         if self.num_chunks == 1:  # all blocks fit in one chunk: keep them, re-sending them every step is waste
+            self.prefetch()
             if prefetch_after is not None and prefetch_after is not self:
                 prefetch_after.prefetch()
             return self._run_chunk(self._resident, x, aux)
+        if self._runs == 2:
+            self._time_alone(x, aux)
+        self.prefetch()
+        t0 = time.perf_counter()
         prev = None
         for i in range(self.num_chunks):
             _, cur = self._next
@@ -153,6 +150,8 @@ class BlockPool:
             x = self._run_chunk(cur, x, aux)
             prev = cur
         jax.block_until_ready(x)
+        if self._runs > 2:
+            self._streamed.append((time.perf_counter() - t0) / self.num_chunks)
         self._free(prev)
         return x
 

@@ -33,6 +33,8 @@ from vidax_core.model_api import Decoded
 from vidax_core.parallel import distributed
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.parallel import sharding
+from vidax_core.parallel.host_chunks import pin_groups
+from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
 from vidax_core.runner.preflight import preflight
@@ -162,7 +164,9 @@ class LoadedModel:
             build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
                                       put=placement.put)
             if placement.offload_groups:
-                self.experts.append(P.Expert(build, placement, model))
+                host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
+                                  placement.specs, placement.mesh)
+                self.experts.append(P.Expert(build, placement, model, host=host))
             else:
                 graphdef, params = nnx.split(model)
                 self.experts.append(P.Expert(build, placement, None, graphdef, params))

@@ -17,7 +17,7 @@ from flax import nnx
 
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.parallel import sharding
-from vidax_core.parallel.mesh import chunk_size_of
+from vidax_core.parallel.host_chunks import HostChunks
 from vidax_core.runner.step import StepPlan, _scales_at, batch_call_inputs, before_step, branch_inputs, finish
 
 
@@ -46,10 +46,11 @@ class ResidentGroup:
 
 
 class OffloadedStep:
-    """Same call signature as the resident step; ``streamed`` names the groups kept on the host."""
+    """Same call signature as the resident step; ``host`` holds the chunks of the groups kept on the host (the
+    module's arrays of those groups are shapes only)."""
 
-    def __init__(self, model: nnx.Module, plan: StepPlan, placement: Any, streamed: tuple[str, ...],
-                 chunk_size: int | Mapping[str, int], tracker: offloadlib.ResidentTracker) -> None:
+    def __init__(self, model: nnx.Module, plan: StepPlan, placement: Any, host: Mapping[str, HostChunks],
+                 tracker: offloadlib.ResidentTracker) -> None:
         groups = tuple(model.block_groups)
         mesh, rules = placement.mesh, placement.rules
         graphdef, *parts = nnx.split(model, *[_top_level(g) for g in groups], ...)
@@ -65,10 +66,8 @@ class OffloadedStep:
         self.groups: list[Any] = []
         for name, st in zip(groups, group_states):
             gdef, _ = nnx.split(getattr(model, name))
-            if name in streamed:
-                self.groups.append(offloadlib.BlockPool(
-                    name, gdef, st[name], chunk_size_of(chunk_size, name), in_mesh,
-                    specs=placement.specs, mesh=mesh, path_prefix=(name,), tracker=tracker))
+            if name in host:
+                self.groups.append(offloadlib.BlockPool(name, gdef, host[name], in_mesh, tracker=tracker))
             else:
                 self.groups.append(ResidentGroup(name, gdef, st[name], in_mesh))
         self.pools = [g for g in self.groups if isinstance(g, offloadlib.BlockPool)]

@@ -227,6 +227,7 @@ class Expert:
     steps: dict = field(default_factory=dict)
     finalizers: dict = field(default_factory=dict)
     rest_counted: bool = False
+    host: dict = field(default_factory=dict)  # streamed group -> its HostChunks
 
     def make_step(self, plan: StepPlan, cfg: RunConfig, tracker: offloadlib.ResidentTracker,
                   key: Any = None) -> bool:
@@ -236,7 +237,7 @@ class Expert:
             return False
         pl = self.placement
         if self.model is not None:
-            self.step = OffloadedStep(self.model, plan, pl, pl.offload_groups, cfg.offload.chunk_size, tracker)
+            self.step = OffloadedStep(self.model, plan, pl, self.host, tracker)
         else:
             self.step = make_step(self.graphdef, plan, pl.mesh, pl.rules)
         if key is not None:
@@ -260,6 +261,7 @@ class Expert:
         self.steps.clear()
         self.finalizers.clear()
         self.step = self.params = self.model = None
+        self.host = {}
 
 
 def select_guidance(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> Guidance:
@@ -439,7 +441,11 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
                     "groups": list(placement0.offload_groups),
                     "non_block_weight_bytes": int(tracker.base) if offloaded else None,
                     "chunk_weight_bytes": {pl.name: int(pl.chunk_bytes) for pl in offloaded[0].step.pools}
-                    if offloaded else None},
+                    if offloaded else None,
+                    # where the streamed chunks live (pinned_host: DMA-able) and, per group from its later steps,
+                    # one chunk's transfer and compute timed apart vs streamed together, and the share hidden
+                    "host_memory": offloaded[0].step.pools[0].host.memory if offloaded else None,
+                    "overlap": {pl.name: pl.overlap for pl in offloaded[0].step.pools} if offloaded else None},
         # Largest per-device bytes of DiT weights resident on devices at any time during sampling (non-block
         # params + the at most two streamed chunks with offload; all params without).
         "peak_resident_weight_bytes": int(tracker.peak),

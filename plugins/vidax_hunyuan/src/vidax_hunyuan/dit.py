@@ -107,6 +107,14 @@ class HunyuanDiTConfig:
         return self.image_condition_type == "token_replace"
 
 
+def example_inputs(cfg: HunyuanDiTConfig, batch: int, _grid: Sequence[int], text: int) -> tuple[None, dict, dict]:
+    """``DitBuild.example_inputs``: the text context (hidden states, key mask, pooled CLIP vector) and, with
+    ``guidance_embeds``, the embedded guidance scale."""
+    context = {"hidden": ((batch, text, cfg.text_embed_dim), cfg.dtype), "mask": ((batch, text), "int32"),
+               "pooled": ((batch, cfg.pooled_projection_dim), cfg.dtype)}
+    return None, context, ({"guidance": ((batch,), "float32")} if cfg.guidance_embeds else {})
+
+
 def rope_tables(cfg: HunyuanDiTConfig, grid: Sequence[int]) -> tuple[jax.Array, jax.Array]:
     """cos/sin (S, head_dim / 2) of the video token grid (angles in float64 on the host, as the reference)."""
     return rope_lib.cos_sin(rope_lib.grid_angles(list(grid), cfg.rope_axes_dim, cfg.rope_theta))

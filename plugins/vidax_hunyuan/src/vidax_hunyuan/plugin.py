@@ -9,6 +9,8 @@ Registering imports no JAX.
 
 from __future__ import annotations
 
+import functools
+
 from vidax_core import FamilyPlugin, dit_weight_dtype
 
 from . import presets
@@ -30,13 +32,13 @@ class HunyuanPlugin(FamilyPlugin):
 
         from .flops import counter as dit_flops
 
-        from .dit import HunyuanDiT
+        from .dit import HunyuanDiT, example_inputs
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         return DitBuild.of(HunyuanDiT, cfg, in_channels=cfg.in_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch,
                            block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers},
-                           flops=dit_flops(cfg))
+                           flops=dit_flops(cfg), example_inputs=functools.partial(example_inputs, cfg))
 
     def shard_rules(self, spec):
         return (("mod", "tp"),)  # the blocks' modulation outputs split like the heads; the rest as the defaults

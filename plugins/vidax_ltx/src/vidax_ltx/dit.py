@@ -104,6 +104,16 @@ def video_coords(grid: Sequence[int], frame_rate: float, *, temporal_factor: int
     return np.stack([gf, gh, gw], axis=-1).reshape(-1, 3).astype(np.float32)
 
 
+def example_inputs(cfg: "LTXDiTConfig", batch: int, grid: Sequence[int], text: int) -> tuple[Any, dict, dict]:
+    """``DitBuild.example_inputs``: packed latents (B, S, C), the text context (hidden states + key mask) and the
+    RoPE coordinates of the token grid at 25 fps with the 0.9.x VAE's factors."""
+    tokens = (grid[0] // cfg.patch_size_t, grid[1] // cfg.patch_size, grid[2] // cfg.patch_size)
+    coords = video_coords(tokens, 25.0, patch_size=cfg.patch_size, patch_size_t=cfg.patch_size_t)
+    return (((batch, len(coords), cfg.in_channels), "float32"),
+            {"hidden": ((batch, text, cfg.caption_channels), cfg.dtype), "mask": ((batch, text), bool)},
+            {"rope_coords": np.broadcast_to(coords, (batch,) + coords.shape)})
+
+
 class LTXBlock(nnx.Module):
     """One LTX-Video block (diffusers ``LTXVideoTransformerBlock``)."""
 

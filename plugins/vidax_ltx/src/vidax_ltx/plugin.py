@@ -11,6 +11,8 @@ VAE decode. Registering imports no JAX.
 
 from __future__ import annotations
 
+import functools
+
 from vidax_core import FamilyPlugin, dit_weight_dtype
 
 from . import presets
@@ -39,7 +41,7 @@ class LTXPlugin(FamilyPlugin):
 
         from .flops import counter as dit_flops
 
-        from .dit import LTXDiT
+        from .dit import LTXDiT, example_inputs
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         p, pt = cfg.patch_size, cfg.patch_size_t
@@ -51,7 +53,8 @@ class LTXPlugin(FamilyPlugin):
         # LTXConditionPipeline takes and returns unpacked latents (B, C, F, H, W): the core's default layout.
         return DitBuild.of(LTXDiT, cfg, in_channels=cfg.in_channels, heads=cfg.num_attention_heads,
                            patch_size=(pt, p, p), block_counts={"blocks": cfg.num_layers},
-                           latent_shapes=None if uses_condition_pipeline(run) else packed, flops=dit_flops(cfg))
+                           latent_shapes=None if uses_condition_pipeline(run) else packed, flops=dit_flops(cfg),
+                           example_inputs=functools.partial(example_inputs, cfg))
 
     def guidance(self, spec, ckpt, run):
         """Classifier-free guidance with rescale (LTXPipeline); with ``options.guidance_timesteps`` the dev
