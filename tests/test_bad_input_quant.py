@@ -115,3 +115,29 @@ def test_bad_weight_dtype_key(value, tmp_path, capfd):
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith("error: config key model.weight_dtype must be null") and "int8" in lines[0], lines
+
+
+def _dry(argv, capfd):
+    code = cli.main(["run", *SMALL, *argv, "--dry-run"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    return out + err
+
+
+def test_dry_run_prints_8bit_bytes(tmp_path, ckpt, capfd):
+    """``--dry-run`` sizes the 8-bit leaves: an ``8-bit:`` line and fewer per-device bytes, from the run key or
+    from an 8-bit checkpoint's own tensors (no key)."""
+    import re
+
+    def per_device(text):
+        m = re.search(r"^per device: ~([\d.]+) (KiB|MiB)", text, re.M)
+        return float(m[1]) * (1024 if m[2] == "MiB" else 1)
+
+    base = _dry(["model.checkpoint=builtin:tiny-random"], capfd)
+    keyed = _dry(["model.checkpoint=builtin:tiny-random", "model.weight_dtype=float8_e4m3fn"], capfd)
+    assert "8-bit:" not in base
+    assert re.search(r"^8-bit: .* of float8_e4m3fn weights in \d+ block Linear kernels \+ .* of fp32 scales", keyed, re.M)
+    assert per_device(keyed) < per_device(base)
+    _rewrite(ckpt, lambda t: _int8(t))  # one LightX2V-style int8 layer: the run detects int8 storage
+    found = _dry([f"model.checkpoint={ckpt}"], capfd)
+    assert re.search(r"^8-bit: .* of int8 weights", found, re.M), found
