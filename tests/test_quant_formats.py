@@ -290,3 +290,13 @@ def test_second_family_cogvideox(mode, tmp_path):
     rel = _rel(got, want)
     print(f"cogvideox {mode}: rel {rel:.2e}")
     assert rel <= 1e-4, rel
+
+
+def test_layout_reads_no_lazy_tensor():
+    """Recognising the layout reads headers only: a source of lazy loaders (HunyuanVideo's original .pt view) is
+    never called, and is taken as holding no 8-bit weights."""
+    def boom():
+        raise AssertionError("read a tensor")
+
+    lay = read_layout({"blocks.0.attn1.to_q.weight": boom, "proj_out.weight": boom})
+    assert lay.name is None and lay.mode is None

@@ -29,6 +29,8 @@ def mode_of_dtype(dtype: Any) -> str | None:
 
 
 def is_8bit(dtype: Any) -> bool:
+    if dtype is None:
+        return False
     try:
         return np.dtype(dtype).itemsize == 1
     except TypeError:

@@ -31,12 +31,16 @@ class Quantized:
         return np.asarray(self.data() if callable(self.data) else self.data)
 
 
-def dtype_of(source: Mapping[str, Any], key: str) -> np.dtype:
-    """A tensor's dtype, from the file header where the source can say it (no data read)."""
+def dtype_of(source: Mapping[str, Any], key: str) -> np.dtype | None:
+    """A tensor's dtype, from the file header where the source can say it (no data read); None when only reading
+    the tensor would tell (a lazy loader: such a source is taken as holding no 8-bit weights)."""
     if hasattr(source, "dtype"):
-        return np.dtype(source.dtype(key))
+        d = source.dtype(key)
+        return None if d is None else np.dtype(d)
     v = source[key]
-    return np.dtype(v.dtype) if hasattr(v, "dtype") else np.asarray(v() if callable(v) else v).dtype
+    if hasattr(v, "dtype"):
+        return np.dtype(v.dtype)
+    return None if callable(v) else np.asarray(v).dtype
 
 
 def shape_of(source: Mapping[str, Any], key: str) -> tuple[int, ...]:
@@ -113,7 +117,8 @@ def read_layout(source: Mapping[str, Any], where: str = "checkpoint") -> Layout:
                          f"{formats.INPUT_SCALE_SUFFIXES[1]}) ignored: weight-only 8-bit runs its matmuls in the "
                          "compute dtype")
     lay.hidden |= set(markers) | set(tags.values()) | set(lay.scales.values())
-    eight = {k: dtype_of(source, k) for k in keys if k.endswith(".weight") and modes.is_8bit(dtype_of(source, k))}
+    dtypes = {k: dtype_of(source, k) for k in keys if k.endswith(".weight")}
+    eight = {k: dt for k, dt in dtypes.items() if dt is not None and modes.is_8bit(dt)}
     if markers and not any(v.endswith(".scale_weight") for v in lay.scales.values()):
         raise UserError(f"{where} has the scaled_fp8 marker but no <layer>.scale_weight tensors: re-download it")
     for k, dt in eight.items():
