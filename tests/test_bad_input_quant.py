@@ -141,3 +141,14 @@ def test_dry_run_prints_8bit_bytes(tmp_path, ckpt, capfd):
     _rewrite(ckpt, lambda t: _int8(t))  # one LightX2V-style int8 layer: the run detects int8 storage
     found = _dry([f"model.checkpoint={ckpt}"], capfd)
     assert re.search(r"^8-bit: .* of int8 weights", found, re.M), found
+
+
+def test_8bit_checkpoint_runs_without_key(tmp_path, ckpt, capfd):
+    """A LightX2V-style int8 checkpoint runs end to end with no key set, its storage reported in the metrics."""
+    _rewrite(ckpt, lambda t: _int8(t))
+    m = tmp_path / "m.json"
+    code = cli.main(["run", *SMALL, f"model.checkpoint={ckpt}", "output.path=null", f"output.metrics={m}",
+                     f"runtime.compilation_cache_dir={tmp_path / 'jc'}", "--quiet"])
+    capfd.readouterr()
+    assert code == 0
+    assert json.loads(m.read_text())["weight_storage"] == ["int8"]
