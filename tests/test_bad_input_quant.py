@@ -152,3 +152,16 @@ def test_8bit_checkpoint_runs_without_key(tmp_path, ckpt, capfd):
     capfd.readouterr()
     assert code == 0
     assert json.loads(m.read_text())["weight_storage"] == ["int8"]
+
+
+def test_misshaped_weight_under_at_load_quantization(tmp_path, ckpt, capfd):
+    """A block weight of the wrong shape is the conversion's one line, also when it would be quantized at load."""
+    def edit(t):
+        t[Q + ".weight"] = t[Q + ".weight"][:-1].copy()  # one output channel short
+
+    _rewrite(ckpt, edit)
+    code = cli.main(["run", *SMALL, f"model.checkpoint={ckpt}", "model.weight_dtype=int8",
+                     f"output.path={tmp_path / 'new' / 'o.mp4'}", "--quiet"])
+    _, err = capfd.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "mis-shaped" in lines[0] and Q in lines[0], lines

@@ -160,7 +160,8 @@ def convert(
         want_dtype = np.dtype(leaf.dtype) if sp is not None or dtype is None else np.dtype(dtype)
         per_layer = (lambda shape: tuple(shape)[1:]) if layer is not None else tuple
         arr, scale = quant_leaf.prepare(tensors[key], rule.transform, want_dtype,
-                                        per_layer(abstract[sp].shape) if sp is not None else None, check_only)
+                                        per_layer(abstract[sp].shape) if sp is not None else None, check_only,
+                                        per_layer(full_shape))
         if layer is None:
             if arr.shape != full_shape:
                 mismatched.append(f"{key} {tuple(arr.shape)} vs expected {full_shape} at {path_str(path)}")

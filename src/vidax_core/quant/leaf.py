@@ -59,12 +59,13 @@ def _reduce_to(scale_full: np.ndarray, want: tuple[int, ...], key: str) -> np.nd
 
 
 def prepare(value: Any, transform: Callable | None, target_dtype: Any, scale_shape: tuple[int, ...] | None,
-            check_only: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+            check_only: bool = False, want_shape: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """(array for the parameter, its scale or None) from one source ``value`` (array, loader or Quantized).
 
     ``scale_shape``: the per-layer shape of the parameter's scale when it is 8-bit (None: full precision);
-    ``target_dtype``: the parameter's dtype. The array is returned in the parameter's dtype for 8-bit targets;
-    full-precision targets get a float array the caller casts."""
+    ``target_dtype``: the parameter's dtype; ``want_shape``: the parameter's (per-layer) shape, a tensor of another
+    shape is returned as it is for the caller to report. The array is returned in the parameter's dtype for 8-bit
+    targets; full-precision targets get a float array the caller casts."""
     data, scale, key = _source(value)
     t = transform(data) if transform is not None else data
     if check_only:
@@ -77,7 +78,7 @@ def prepare(value: Any, transform: Callable | None, target_dtype: Any, scale_sha
         if st is None:
             return t, None
         return modes.dequantize(t, st), None
-    if t.ndim != len(scale_shape):
+    if t.ndim != len(scale_shape) or (want_shape is not None and tuple(t.shape) != tuple(want_shape)):
         return t, None  # mis-shaped: the caller reports it
     mode = modes.mode_of_dtype(target_dtype)
     if st is not None and np.dtype(t.dtype) == np.dtype(target_dtype) and st.shape == t.shape:
