@@ -300,3 +300,16 @@ def test_layout_reads_no_lazy_tensor():
 
     lay = read_layout({"blocks.0.attn1.to_q.weight": boom, "proj_out.weight": boom})
     assert lay.name is None and lay.mode is None
+
+
+def test_quantized_value_reads_as_its_dequantised_array():
+    """A family transform that reads a scaled weight as an array (HunyuanVideo splits its fused proj_out before the
+    key table) sees ``w.float() * scale``."""
+    from vidax_core.quant.source import Quantized
+
+    q = np.arange(-6, 6, dtype=np.int8).reshape(3, 4)
+    for scale in (np.array([[0.5], [1.0], [2.0]], np.float32), np.array([0.5, 1.0, 2.0], np.float32),
+                  np.array(0.25, np.float32)):
+        want = q.astype(np.float32) * (scale.reshape(3, 1) if scale.size > 1 else scale)
+        np.testing.assert_array_equal(np.asarray(Quantized(lambda: q, scale)), want)
+        np.testing.assert_array_equal(np.asarray(Quantized(q, scale))[:, :2], want[:, :2])

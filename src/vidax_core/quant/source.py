@@ -30,6 +30,15 @@ class Quantized:
     def array(self) -> np.ndarray:
         return np.asarray(self.data() if callable(self.data) else self.data)
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """The dequantised weight (fp32), for a family's own lazy transform that reads the value as an array
+        before the key table (e.g. splitting a fused weight): correct, at the cost of the 8-bit values being
+        quantized again at load."""
+        w = self.array()
+        out = w.astype(np.float32) * self.scale.reshape(self.scale.shape + (1,) * (w.ndim - self.scale.ndim)
+                                                         if self.scale.size > 1 else ())
+        return out if dtype is None else out.astype(dtype)
+
 
 def dtype_of(source: Mapping[str, Any], key: str) -> np.dtype | None:
     """A tensor's dtype, from the file header where the source can say it (no data read); None when only reading
