@@ -313,3 +313,55 @@ def test_quantized_value_reads_as_its_dequantised_array():
         want = q.astype(np.float32) * (scale.reshape(3, 1) if scale.size > 1 else scale)
         np.testing.assert_array_equal(np.asarray(Quantized(lambda: q, scale)), want)
         np.testing.assert_array_equal(np.asarray(Quantized(q, scale))[:, :2], want[:, :2])
+
+
+HY_BLOCK_LINEAR = re.compile(r"(single_)?transformer_blocks\.\d+\..*(?<!norm1\.linear)(?<!norm1_context\.linear)"
+                             r"(?<!norm\.linear)\.weight")
+
+
+def test_third_family_hunyuan_scaled_fp8():
+    """HunyuanVideo (tiny): a ComfyUI scaled_fp8 file of every block matrix, its fused single-block ``proj_out``
+    split by the family before the key table, against diffusers with the dequantised weights."""
+    from vidax_hunyuan.convert_dit import convert_dit
+    from vidax_hunyuan.dit import HunyuanDiT
+
+    pytest.importorskip("vidax_hunyuan")
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.join(os.path.dirname(importlib.util.find_spec("vidax_hunyuan").origin), "..", "..", "tests")
+    sys.path.insert(0, os.path.abspath(here))
+    try:
+        from test_hunyuan_dit import make_inputs, make_reference, run_reference
+    finally:
+        sys.path.pop(0)
+    model_t, tensors, cfg = make_reference()
+    out, deq = dict(tensors), {}
+    for k, w in tensors.items():
+        if w.ndim == 2 and HY_BLOCK_LINEAR.fullmatch(k):
+            q, s = _fp8_tensor(w)
+            out[k], out[k[:-7] + ".scale_weight"] = q, np.asarray(s, np.float32)
+            deq[k] = q.astype(np.float32) * s
+    out["scaled_fp8"] = np.zeros(2, E4M3)
+    assert any("proj_out" in k for k in deq) and any("norm1.linear" in k for k in tensors)
+    tensors_q = policy.tensors_for_load(out, "tiny")
+    build = policy.apply(DitBuild.of(HunyuanDiT, cfg, in_channels=4), "float8_e4m3fn", DEFAULT_KEEP)
+    graphdef, state, flat = abstract_model(build.ctor)
+    assert ("single_blocks", "out_attn", "kernel_scale") in flat
+    model = materialize(graphdef, state, convert_dit(tensors_q, flat))
+    inputs = make_inputs()
+    inputs = inputs[:5] + (np.array([1.0, 3.0], np.float32),)
+    latents, timestep, hidden, mask, pooled, guidance = inputs
+    ctx = {"hidden": jnp.asarray(hidden), "mask": jnp.asarray(mask), "pooled": jnp.asarray(pooled)}
+    got = np.asarray(jax.jit(lambda m, *a: m(*a))(model, jnp.asarray(latents), jnp.asarray(timestep), ctx,
+                                                    jnp.asarray(guidance)))
+    saved = {k: v.clone() for k, v in model_t.state_dict().items()}
+    model_t.load_state_dict({**saved, **{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in deq.items()}})
+    try:
+        want = run_reference(model_t, inputs)
+    finally:
+        model_t.load_state_dict(saved)
+    rel = _rel(got, want)
+    print(f"hunyuan scaled_fp8: rel {rel:.2e}")
+    assert rel <= 1e-4, rel

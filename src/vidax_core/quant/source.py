@@ -30,6 +30,11 @@ class Quantized:
     def array(self) -> np.ndarray:
         return np.asarray(self.data() if callable(self.data) else self.data)
 
+    def with_data(self, fn: Any) -> "Quantized":
+        """The same weight with its 8-bit values through ``fn`` (lazily), the scale unchanged: for a family's own
+        split of a fused weight along its input axis (the output channels, and so the scale, stay as they are)."""
+        return Quantized(lambda: fn(self.array()), self.scale, self.key)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """The dequantised weight (fp32), for a family's own lazy transform that reads the value as an array
         before the key table (e.g. splitting a fused weight): correct, at the cost of the 8-bit values being
