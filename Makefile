@@ -26,14 +26,18 @@ test: install-test
 # Long fuzz campaign (issues 12, 29): FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config, checkpoint
 # folder, .pth) and FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat
 # templates, prompt templates, original-release metadata) and of initial-noise files; prints the counts per outcome
-# of each surface (and family) and fails on any internal error, hang or memory blow-up.
+# of each surface (and family) and fails on any internal error, hang or memory blow-up. Both cores: the counts of
+# every xdist worker go to out/fuzz/ and tests/fuzz_report.py prints the summed table and the wall time.
 FUZZ_EXAMPLES ?= 2000
 FUZZ_FAMILY_EXAMPLES ?= 2000
 .PHONY: fuzz
 fuzz: install-test
-	VIDAX_FUZZ_CAMPAIGN=1 VIDAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) VIDAX_FUZZ_FAMILY_EXAMPLES=$(FUZZ_FAMILY_EXAMPLES) \
-		$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_fuzz_families.py \
-		tests/test_fuzz_config.py tests/test_fuzz_checkpoint.py tests/test_fuzz_pth.py
+	rm -rf out/fuzz
+	start=$$(date +%s); VIDAX_FUZZ_CAMPAIGN=1 VIDAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
+		VIDAX_FUZZ_FAMILY_EXAMPLES=$(FUZZ_FAMILY_EXAMPLES) VIDAX_FUZZ_REPORT=out/fuzz \
+		$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider tests/test_fuzz_families.py \
+		tests/test_fuzz_config.py tests/test_fuzz_checkpoint.py tests/test_fuzz_pth.py; rc=$$?; \
+		$(BIN)/python tests/fuzz_report.py out/fuzz $$(( $$(date +%s) - start )) && exit $$rc
 
 clean:
 	rm -rf out build *.egg-info src/*.egg-info plugins/*/src/*.egg-info

@@ -11,7 +11,9 @@ instance per distinct (exception, code location) printed, and the module fails a
 from __future__ import annotations
 
 import collections
+import json
 import os
+import re
 import resource
 import signal
 import sys
@@ -58,7 +60,22 @@ class Outcomes:
         if detail and outcome not in self.examples:
             self.examples[outcome] = detail
 
+    def save(self, family: str | None = None) -> None:
+        """With ``VIDAX_FUZZ_REPORT=DIR`` (``make fuzz``), write the counts to DIR as JSON, one file per surface
+        and pytest-xdist worker: worker output never reaches the terminal, so tests/fuzz_report.py prints the
+        campaign's table from these files."""
+        folder = os.environ.get("VIDAX_FUZZ_REPORT")
+        if not folder:
+            return
+        os.makedirs(folder, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.surface)
+        with open(os.path.join(folder, f"{name}.{worker}.json"), "w") as f:
+            json.dump({"surface": self.surface, "family": family, "counts": dict(self.counts),
+                       "slowest_s": self.slowest[0], "violations": self.signatures}, f)
+
     def report(self) -> None:
+        self.save()
         total = sum(self.counts.values())
         parts = ", ".join(f"{k}={self.counts[k]}" for k in ("ok", "user_error", "internal_error", "hang"))
         growth = (_peak_rss() - self.rss0) >> 20

@@ -76,6 +76,8 @@ def _report():
         per_family[family] = per_family.get(family, 0) + sum(o.counts.values())
     lines.append("fuzz families: inputs per family: " + ", ".join(f"{k} {v}" for k, v in sorted(per_family.items())))
     print("\n".join(lines), file=sys.__stdout__)
+    for (_surface, family), o in TABLE.items():
+        o.save(family)
     for o in TABLE.values():
         for sig, v in o.signatures.items():
             print(f"  {o.surface}: VIOLATION at {sig}: {v[:300]}", file=sys.__stdout__)

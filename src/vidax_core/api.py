@@ -29,7 +29,7 @@ SAMPLING_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "w
 TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", "vae")
 CALL_ARGUMENTS = TOP_KEYS + SAMPLING_KEYS
 LOAD_ONLY = ("model", "parallel", "attention", "offload", "runtime", "distributed", "checkpoint", "dtype", "dp", "tp",
-             "sp")
+             "sp", "lora")
 NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "metrics": None}
 
 

@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vidax_core.serve.command import add_parser as add_serve_parser
 
     add_serve_parser(sub)
+    from vidax_core.lora.inspect import add_parser as add_lora_parser
+
+    add_lora_parser(sub)
     return p
 
 

@@ -17,8 +17,8 @@ family states what is its own (its models, its DiT build, its key table, its che
 * every other hook returns None ("use the core's default").
 
 Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
-``conversion_ignore``): any other public method is refused when the plugin loads, so a misspelled hook fails
-loudly. Name private helpers with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
+``conversion_ignore``, ``lora_key_map``): any other public method is refused when the plugin loads, so a
+misspelled hook fails loudly. Name private helpers with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class FamilyPlugin:
     checkpoint_formats: tuple[str, ...] = ("diffusers",)
     dit_components: tuple[str, ...] = ("transformer",)  # checkpoint folders converted with conversion_rules()
     diffusers_reference: str | None = None  # ".bench_reference:FamilyDiffusersReference"
+    lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
 
     # ---- helpers a family overrides (not hooks) ----
 
@@ -56,6 +57,12 @@ class FamilyPlugin:
     def conversion_ignore(self, component: str) -> Sequence[str]:
         """Regexes of ``component``'s source keys that are known and dropped on purpose."""
         return ()
+
+    def lora_key_map(self, spec: Any, layout: str) -> Any:
+        """How a LoRA file's module names for model ``spec`` in ``layout`` (``"original"``: the family's original release names, as
+        ``diffusion_model.``-prefixed and kohya files use them; ``"diffusers"``) become the module names of the
+        checkpoint tensors ``convert_checkpoint`` reads: a callable ``name -> name``, or None (unchanged)."""
+        return None
 
     # ---- hooks ----
 
@@ -155,7 +162,7 @@ def hook_names() -> frozenset[str]:
     return frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "vidax_spec"))
 
 
-HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore"})
+HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore", "lora_key_map"})
 
 
 def stray_methods(plugin: FamilyPlugin) -> list[str]:

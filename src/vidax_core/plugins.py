@@ -127,6 +127,13 @@ class Plugins:
         self.registry  # noqa: B018 - fills the owner table
         return self._owner.get(spec.id)
 
+    def family_object(self, spec: ModelSpec) -> Any:
+        """The :class:`FamilyPlugin` object that registered ``spec`` (None: a module plugin, or no owner), for
+        the declarations a family makes beside its hooks (``lora_key_map``, ``lora_experts``)."""
+        owner = self.owner(spec)
+        obj = self.pm.get_plugin(owner) if owner is not None else None
+        return obj if isinstance(obj, FamilyPlugin) else None
+
     def call(self, hook_name: str, spec: ModelSpec, **kwargs: Any) -> Any:
         """Call the per-model hook ``hook_name`` on the plugin that registered ``spec`` only.
 

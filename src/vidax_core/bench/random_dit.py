@@ -186,9 +186,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     from vidax_core import config as config_mod
     from vidax_core.flops import step_flops
     from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.parallel.host_chunks import host_memory_kind
     from vidax_core.plugins import get_plugins
     from vidax_core.runner import throughput
-    from vidax_core.parallel.host_chunks import host_memory_kind
     from vidax_core.runner.pipeline import build_dit
 
     plugins = get_plugins()

@@ -49,6 +49,7 @@ class SamplingConfig:
     max_sequence_length: int | None = None
     initial_noise: str | None = None
     scheduler: Any = None  # null | "name" | {name: ..., <options>}
+    boundary_step_index: int | None = None  # two experts: the first step of the second (null: by timestep)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,18 @@ class DistributedConfig:
 
 
 @dataclass(frozen=True)
+class LoraEntry:
+    """One adapter fused into the denoiser at load (:mod:`vidax_core.lora`): a ``.safetensors`` file, a folder
+    (``weight_name`` picks its file) or a hub repo id; ``scale`` as diffusers' ``set_adapters`` weight; ``expert``
+    names the denoiser of a model with several (Wan2.2 A14B: ``high_noise`` / ``low_noise``)."""
+
+    path: str = "???"
+    weight_name: str | None = None
+    scale: float = 1.0
+    expert: str | None = None
+
+
+@dataclass(frozen=True)
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     prompt: str = ""
@@ -124,6 +137,7 @@ class RunConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     options: Any = field(default_factory=dict)  # family knobs the model's plugin declares (ModelSpec.options)
+    lora: Any = field(default_factory=list)  # [LoraEntry] after validation (see check_lora)
     prompts: Any = None  # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
 
 
@@ -139,6 +153,7 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("sampling.num_frames", lambda v: v >= 1, "must be at least 1"),
     ("sampling.max_sequence_length", lambda v: v >= 1, "must be at least 1"),
     ("sampling.seed", lambda v: v >= 0, "must be >= 0"),
+    ("sampling.boundary_step_index", lambda v: v >= 0, "must be >= 0 (the first step of the second expert)"),
     ("parallel.tp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.sp", lambda v: v >= 1, "must be at least 1"),
     ("parallel.dp", lambda v: v is None or v >= 1, "must be null (automatic) or at least 1"),
@@ -201,6 +216,27 @@ def check_options(options: Mapping[str, Any], declared: Mapping[str, Any], model
         _coerce(value, opt.type, f"options.{key}")
         if opt.choices is not None and value not in opt.choices:
             raise UserError(f"config key options.{key} must be one of {', '.join(map(str, opt.choices))}, got {short_repr(value)}")
+
+
+def check_lora(value: Any) -> tuple[LoraEntry, ...]:
+    """``lora``: a list of {path, weight_name, scale, expert} (null or empty: none)."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping) or not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise UserError("config key lora must be a list of {path: ..., scale: ...} entries, got "
+                        f"{short_repr(value)}")
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, LoraEntry):
+            out.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise UserError(f"config key lora[{i}] must be a mapping {{path: ..., scale: ...}}, got {short_repr(item)}")
+        entry = _build(LoraEntry, item, f"lora[{i}].")
+        if entry.path in ("", "???"):
+            raise UserError(f"config key lora[{i}].path is not set: name the adapter's .safetensors file")
+        out.append(dataclasses.replace(entry, path=os.path.expanduser(entry.path)))
+    return tuple(out)
 
 
 def defaults_dict() -> dict[str, Any]:
@@ -328,6 +364,7 @@ def validate(data: Mapping[str, Any]) -> RunConfig:
     if sched is not None and not isinstance(sched, (str, Mapping)):
         raise UserError("config key sampling.scheduler must be null, a sampler name, or {name: ..., <options>}")
     check_scheduler_options(sched)
+    cfg = dataclasses.replace(cfg, lora=check_lora(cfg.lora))
     return check_paths(cfg)
 
 

@@ -18,6 +18,7 @@ from vidax_core.errors import UserError
 # key -> inclusive upper bound; far above any real run, far below what overflows or exhausts memory.
 UPPER_BOUNDS = {
     "sampling.num_steps": 10_000,
+    "sampling.boundary_step_index": 10_000,
     "sampling.height": 16_384,
     "sampling.width": 16_384,
     "sampling.num_frames": 10_001,

@@ -35,9 +35,8 @@ class RenamedTensors(Mapping[str, np.ndarray]):
         return dtype_of(self.source, self.original[key])
 
     def shape(self, key: str) -> tuple[int, ...]:
-        from vidax_core.quant.source import shape_of
-
-        return shape_of(self.source, self.original[key])
+        src = self.source
+        return tuple(src.shape(self.original[key])) if hasattr(src, "shape") else tuple(np.shape(src[self.original[key]]))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.original)

@@ -172,6 +172,12 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     preflight(cfg, spec, plugins, check_outputs=False)
     ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
     builds = build_dit(spec, ckpt, cfg, plugins)
+    from vidax_core import lora
+
+    adapters = lora.prepare(cfg, spec, ckpt, builds, plugins, weights_optional=True).summaries
+    from vidax_core.runner.experts import check_switch_step
+
+    check_switch_step(cfg.sampling.boundary_step_index, builds, cfg.sampling.num_steps, spec.id)
     batch = expected_batch(select_guidance(spec, ckpt, cfg, plugins))
     latent = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
     passes = sampling_passes(spec, ckpt, cfg, plugins)
@@ -235,6 +241,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
         *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2])) else []),
+        *([f"lora:       {s.line()}" for s in adapters] + (["            (fused into the weights at load: no cost "
+                                                              "per step)"] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vidax_core import attention
+from vidax_core import attention, lora
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
@@ -37,6 +37,7 @@ from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
+from vidax_core.runner.experts import check_switch_step
 from vidax_core.runner.preflight import preflight
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.text_encoders import TextEncoders
@@ -128,6 +129,9 @@ class LoadedModel:
         ckpt.keep_open = True
         self.reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {self.backend}")
         self.builds = P.build_dit(spec, ckpt, cfg, plugins)
+        self.adapters = lora.prepare(cfg, spec, ckpt, self.builds, plugins)  # checked before any weight is read
+        for s in self.adapters.summaries:
+            self.reporter.log(s.line() + " (fused at load)")
         self.tracker = offloadlib.ResidentTracker()
         self.experts: list[P.Expert] = []
         self._vaes: dict[str, Any] = {}
@@ -162,7 +166,7 @@ class LoadedModel:
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading
         for build, placement in zip(self.builds, placements):
             build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
-                                      put=placement.put)
+                                      put=placement.put, adapters=self.adapters)
             if placement.offload_groups:
                 host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
                                   placement.specs, placement.mesh)
@@ -233,6 +237,8 @@ class LoadedModel:
             P.place_passes(spec, builds, [p], [grid or (0, 0, 0)], [guide], plugins)
         splans = [P.sampling_plan(spec, ckpt, p.run, plugins, s, g) if g is not None else None
                   for p, s, g in zip(passes, samplers, grids)]
+        for p, sp in zip(passes, splans):
+            check_switch_step(p.run.sampling.boundary_step_index, self.builds, sp.num_steps if sp else None, spec.id)
         return CallPlan(cfg, passes, samplers, guides, grids, splans)
 
     # -- one call --------------------------------------------------------------------------------------------

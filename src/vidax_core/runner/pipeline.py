@@ -13,7 +13,7 @@ import gc
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +36,7 @@ from vidax_core.runner.step import StepPlan, init_state, make_step, plan_batches
 from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
 from vidax_core import attention
+from vidax_core.runner import experts as expert_plan
 from vidax_core.runner import throughput
 from vidax_core.runner.preflight import preflight  # noqa: F401 - part of this module's interface
 from vidax_core.runner.progress import Reporter, Timer
@@ -78,7 +79,7 @@ def select_sampler(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: P
         if choice is not None:
             if isinstance(choice, str):
                 return sched_base.get_sampler(choice)
-            opts = dict(choice)
+            opts, _ = sched_base.split_plan_lists(choice)  # the lists go to the plan (sampling_plan)
             name = opts.pop("name", None)
             if not name:
                 raise UserError("sampling.scheduler needs a name, e.g. {name: unipc, flow_shift: 3.0}")
@@ -111,14 +112,22 @@ def load_dit(
     reporter: Reporter,
     build: DitBuild | None = None,
     put: Callable[[tuple, np.ndarray], Any] | None = None,
+    adapters: Any = None,
 ) -> tuple[DitBuild, nnx.Module]:
-    """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``."""
+    """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``.
+    ``adapters`` (:func:`vidax_core.lora.prepare`, checked earlier) are fused into the tensors before conversion."""
     build = build or build_dit(spec, ckpt, cfg, plugins)[0]
     graphdef, abstract_state, flat = abstract_model(build.ctor)
+    if adapters is None and getattr(cfg, "lora", None):
+        from vidax_core import lora
+
+        adapters = lora.prepare(cfg, spec, ckpt, [build], plugins)
     from vidax_core.quant import policy as quant_policy  # scales of an 8-bit file folded into their weights
 
     tensors = quant_policy.tensors_for_load(ckpt.tensors(build.component), f"{ckpt.source} ({build.component})",
                                             reporter.log)
+    if adapters is not None:  # an 8-bit weight is read dequantised, the sum quantized again with fresh scales
+        tensors = adapters.fused(build.component, tensors)
     values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=tensors,
                           abstract=flat, config=ckpt.config(build.component))
     if values is None:
@@ -274,9 +283,13 @@ def sampling_plan(spec, ckpt, cfg: RunConfig, plugins: Plugins, sampler, latent_
     kwargs = dict(plugins.call("sampling_plan", spec, ckpt=ckpt, run=cfg, sampler=sampler,
                                latent_shape=latent_shape) or {})
     strength = float(kwargs.pop("denoise_strength", 1.0))
-    steps = None if ("sigmas" in kwargs or "timesteps" in kwargs) else cfg.sampling.num_steps
+    choice = cfg.sampling.scheduler
+    lists = sched_base.split_plan_lists(choice)[1] if isinstance(choice, Mapping) else {}
+    steps = None if ("sigmas" in kwargs or "timesteps" in kwargs) and not lists else cfg.sampling.num_steps
     try:
-        plan = sampler.plan(steps, **kwargs) if kwargs else sampler.plan(steps)
+        if lists:  # the user's explicit lists replace the plugin's
+            kwargs = {k: v for k, v in kwargs.items() if k not in sched_base.PLAN_LISTS}
+        plan = sched_base.plan_with_lists(sampler, steps, lists, **kwargs)
         if strength < 1.0:  # diffusers' get_timesteps: the last int(N * strength) steps
             kept = min(int(plan.num_steps * strength), plan.num_steps)
             if kept < 1:
@@ -500,7 +513,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     repl = placement0.replicated()
     put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
     plan_arrays = put(splan.arrays())
-    scales = put(guide.scales(np.asarray(splan.timesteps)))
+    schedule = expert_plan.schedule([e.build for e in experts], splan.timesteps, cfg.sampling.boundary_step_index)
+    scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
     branch_arrays = put({k: dict(v) for k, v in cond.branch_arrays.items()}) if cond is not None else {}
     x = put(latents)
@@ -509,7 +523,6 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     noise_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 1)
     cond_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 5)
     step_noise = cond.step_noise_shape if cond is not None else None
-    schedule = [_expert_for(experts, float(t)) for t in np.asarray(splan.timesteps)]
 
     step_times: list[float] = []
     bar = reporter.bar(splan.num_steps, label, unit="step")
@@ -563,13 +576,6 @@ def _steady(times: list[float]) -> float:
 
 def _shape_list(shapes: Any) -> Any:
     return jax.tree.map(list, shapes, is_leaf=lambda v: isinstance(v, tuple))
-
-
-def _expert_for(experts: list[Expert], t: float) -> int:
-    for k, e in enumerate(experts):
-        if e.build.active(t):
-            return k
-    raise UserError(f"no denoiser of this model covers timestep {t}: check the checkpoint's boundary_ratio")
 
 
 def _to_host(x: jax.Array) -> np.ndarray:

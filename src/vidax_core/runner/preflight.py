@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Mapping
 
 from vidax_core.io import noise, outputs
 from vidax_core.io.media import check_image, check_video
@@ -55,12 +56,13 @@ def check_sampler(cfg: RunConfig) -> None:
         return
     from vidax_core.schedulers import base as sched_base
 
-    opts = dict(choice) if isinstance(choice, dict) else {"name": choice}
+    opts, lists = sched_base.split_plan_lists(choice) if isinstance(choice, Mapping) else ({"name": choice}, {})
     name = opts.pop("name", None)
     if not isinstance(name, str) or not name:
         raise UserError("sampling.scheduler needs a name, e.g. {name: unipc, flow_shift: 3.0}")
     try:
-        arrays = sched_base.get_sampler(name, **opts).plan(cfg.sampling.num_steps).arrays()
+        sampler = sched_base.get_sampler(name, **opts)
+        arrays = sched_base.plan_with_lists(sampler, cfg.sampling.num_steps, lists).arrays()
     except (ValueError, TypeError, ArithmeticError, KeyError, IndexError) as exc:
         detail = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise UserError(f"sampling.scheduler: {detail}") from None

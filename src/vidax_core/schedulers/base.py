@@ -169,6 +169,39 @@ def _factory_options(factory) -> list[str] | None:
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
+#: ``sampling.scheduler`` options that are not the sampler's own but its plan's: explicit lists, as diffusers'
+#: ``scheduler.set_timesteps(sigmas=..., timesteps=...)`` takes them (few-step distilled recipes).
+PLAN_LISTS = ("sigmas", "timesteps")
+
+
+def split_plan_lists(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the sampler's options, its plan's ``sigmas`` / ``timesteps`` lists) of ``sampling.scheduler``."""
+    opts = dict(options)
+    lists = {k: [float(v) for v in opts.pop(k)] for k in PLAN_LISTS if opts.get(k) is not None}
+    for k in PLAN_LISTS:
+        opts.pop(k, None)
+    return opts, lists
+
+
+def plan_with_lists(sampler: Sampler, num_steps: int | None, lists: Mapping[str, Any], **kwargs: Any) -> "SamplerPlan":
+    """``sampler.plan`` with explicit lists: each must have ``num_steps`` entries and the sampler must take it."""
+    if lists:
+        params = inspect.signature(sampler.plan).parameters
+        name = getattr(sampler, "name", type(sampler).__name__)
+        for k, v in lists.items():
+            if k not in params:
+                raise ValueError(f"sampler {name} takes no {k} list (flow_euler does, as diffusers' "
+                                 "FlowMatchEulerDiscreteScheduler.set_timesteps)")
+            if not v:
+                raise ValueError(f"sampling.scheduler.{k} is empty")
+            if num_steps is not None and len(v) != num_steps:
+                raise ValueError(f"sampling.scheduler.{k} has {len(v)} entries but sampling.num_steps={num_steps}: "
+                                 f"set sampling.num_steps={len(v)}")
+        kwargs = {**kwargs, **lists}
+        num_steps = None
+    return sampler.plan(num_steps, **kwargs) if kwargs else sampler.plan(num_steps)
+
+
 def get_sampler(name: str, **options) -> Sampler:
     """Build the sampler registered as ``name`` with ``options``.
 

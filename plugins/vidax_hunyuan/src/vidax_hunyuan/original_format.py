@@ -107,6 +107,7 @@ class OriginalDiT(Mapping[str, Any]):
         src = self.source
         return tuple(src.shape(key)) if hasattr(src, "shape") else tuple(np.shape(src[key]))
 
+    @classmethod
     def _parts(self, key: str, hidden: int) -> list[tuple[str, Any]]:
         m = self.LINEAR1.fullmatch(key) if self.LINEAR1 is not None else None
         if m:
@@ -127,6 +128,19 @@ class OriginalDiT(Mapping[str, Any]):
             if m:
                 return [(m.expand(target) + key[m.end():], None)]
         return [(key, None)]  # unknown: reported as unexpected by the conversion
+
+    @classmethod
+    def lora_targets(cls, name: str) -> Any:
+        """An original module name (``double_blocks.0.img_attn_qkv``) -> its diffusers module, or for a fused or
+        swapped one the pieces ``[(module, i, n)]`` its output rows fill in order (:mod:`vidax_core.lora.names`):
+        the same tables as the checkpoint's own split, so an adapter lands where its base weight does."""
+        parts = cls._parts(name + ".weight", 1)
+        if len(parts) == 1 and parts[0][1] is None:
+            return parts[0][0][: -len(".weight")]
+        if len(parts) == 1 and parts[0][1] == "swap":  # (shift, scale) rows -> (scale, shift)
+            module = parts[0][0][: -len(".weight")]
+            return [(module, 1, 2), (module, 0, 2)]
+        return [(p[: -len(".weight")], 0, 1) for p, _ in parts]
 
     def __getitem__(self, name: str) -> Callable[[], np.ndarray]:
         key, rows = self.entries[name]

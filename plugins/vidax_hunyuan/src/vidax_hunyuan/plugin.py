@@ -30,15 +30,23 @@ class HunyuanPlugin(FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
-        from .flops import counter as dit_flops
-
         from .dit import HunyuanDiT, example_inputs
+        from .flops import counter as dit_flops
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         return DitBuild.of(HunyuanDiT, cfg, in_channels=cfg.in_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch,
                            block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers},
                            flops=dit_flops(cfg), example_inputs=functools.partial(example_inputs, cfg))
+
+    def lora_key_map(self, spec, layout):
+        """Original-name LoRAs (``diffusion_model.double_blocks.0.img_attn_qkv``...): the original checkpoint's own
+        renames and splits (fused qkv and ``linear1`` split on the output rows, the final AdaLN's shift/scale swap)."""
+        if layout != "original":
+            return None
+        from .original_format import OriginalDiT
+
+        return OriginalDiT.lora_targets
 
     def shard_rules(self, spec):
         return (("mod", "tp"),)  # the blocks' modulation outputs split like the heads; the rest as the defaults

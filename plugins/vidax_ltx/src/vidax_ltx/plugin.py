@@ -36,12 +36,20 @@ class LTXPlugin(FamilyPlugin):
 
         return DIT_RULES
 
+    def lora_key_map(self, spec, layout):
+        """``diffusion_model.``-prefixed LoRAs (LTX-Video): the original release's renames (``patchify_proj`` ->
+        ``proj_in``, ``adaln_single`` -> ``time_embed``, ``q_norm`` -> ``norm_q``); diffusers names pass unchanged."""
+        if layout != "original":
+            return None
+        from .original_format import dit_key
+
+        return dit_key
+
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
-        from .flops import counter as dit_flops
-
         from .dit import LTXDiT, example_inputs
+        from .flops import counter as dit_flops
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         p, pt = cfg.patch_size, cfg.patch_size_t

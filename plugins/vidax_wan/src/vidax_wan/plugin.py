@@ -18,6 +18,8 @@ class WanPlugin(FamilyPlugin):
     checkpoint_formats = ("diffusers", "wan-original")
     dit_components = ("transformer", "transformer_2")
     diffusers_reference = ".bench_reference:WanDiffusersReference"
+    # Wan2.2 A14B: diffusers loads an adapter into transformer_2 with load_into_transformer_2=True
+    lora_experts = {"high_noise": "transformer", "low_noise": "transformer_2"}
 
     def dit_config(self, ckpt, component="transformer", **overrides):
         from .dit import WanDiTConfig
@@ -33,6 +35,14 @@ class WanPlugin(FamilyPlugin):
         from .convert_dit import DIT_IGNORE
 
         return DIT_IGNORE
+
+    def lora_key_map(self, spec, layout):
+        """Original (ComfyUI / lightx2v / kohya) module names -> diffusers names: the original checkpoint's rename."""
+        if layout != "original":
+            return None
+        from .original_format import dit_key
+
+        return dit_key
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
