@@ -365,3 +365,29 @@ def test_third_family_hunyuan_scaled_fp8():
     rel = _rel(got, want)
     print(f"hunyuan scaled_fp8: rel {rel:.2e}")
     assert rel <= 1e-4, rel
+
+
+def test_lora_on_an_8bit_base_requantizes_with_fresh_scales(reference, tmp_path):
+    """A LoRA fused over an int8 file (the load's order: scales folded in, then the adapter) reads the weight
+    dequantised, adds the delta, and the conversion quantizes the sum with fresh scales (never the file's)."""
+    pytest.importorskip("peft")
+    from vidax_core.testing.lora import random_lora, save_adapter, vidax_fused
+
+    _, tensors = reference
+    out, _, _ = write_layout("lightx2v-int8", tensors)
+    path = str(tmp_path / "dit.safetensors")
+    save_file(out, path)
+    base = policy.tensors_for_load(TensorSource([path]), "tiny")
+    adapter = save_adapter(tmp_path / "a.safetensors", random_lora(tensors, include=r"blocks\.0\.attn1\.to_q"))
+    fused = vidax_fused(base, [(adapter, 1.0)], None)
+    key = "blocks.0.attn1.to_q.weight"
+    old = out[key].astype(np.float32) * out["blocks.0.attn1.to_q.weight_scale"]
+    assert not np.allclose(fused[key], old)  # the delta is there
+    cfg = WanDiTConfig.from_config(TINY_DIT_CONFIG)
+    build = policy.apply(DitBuild.of(WanDiT, cfg, in_channels=4), "int8", DEFAULT_KEEP)
+    _, _, flat = abstract_model(build.ctor)
+    values = convert(fused, DIT_RULES, flat, ignore=DIT_IGNORE)
+    q_new, s_new = modes.quantize(fused[key].T, "int8")
+    np.testing.assert_array_equal(values[("blocks", "attn1", "to_q", "kernel_scale")][0], s_new)
+    np.testing.assert_array_equal(values[("blocks", "attn1", "to_q", "kernel")][0], q_new)
+    assert not np.array_equal(s_new, out["blocks.0.attn1.to_q.weight_scale"].T)

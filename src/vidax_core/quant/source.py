@@ -173,6 +173,12 @@ class QuantizedTensors(Mapping[str, Any]):
         src = self.source
         return src.nbytes(key) if hasattr(src, "nbytes") else int(np.asarray(src[key]).nbytes)
 
+    def shape(self, key: str) -> tuple[int, ...]:
+        return shape_of(self.source, key)
+
+    def dtype(self, key: str) -> np.dtype | None:
+        return dtype_of(self.source, key)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys)
 
