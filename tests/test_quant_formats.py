@@ -209,6 +209,9 @@ def test_at_load_quantization_matches_round_tripped_weights(mode, reference, inp
 def test_quantizer_scales():
     """fp8: one absmax/448 scale per tensor; int8: amax/127 per output channel (last kernel axis); all-zero
     channels get scale 1; values round-trip within half a step."""
+    from vidax_core.config import WEIGHT_DTYPES
+
+    assert WEIGHT_DTYPES == modes.WEIGHT_DTYPES  # the run key accepts exactly the quantizer's modes
     rng = np.random.default_rng(1)
     w = rng.standard_normal((6, 5)).astype(np.float32)
     w[:, 2] = 0.0
