@@ -12,6 +12,8 @@ family states what is its own (its models, its DiT build, its key table, its che
 * ``bench_reference`` builds ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called
   with ``(ckpt_dir, run)``) for ``--reference diffusers``;
 * ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse;
+* ``quantization_keep`` keeps the core's default layers in full precision when the run stores weights 8-bit
+  (:data:`vidax_core.quant.keep.DEFAULT_KEEP`: norms, modulation, embeddings, patch embedding, heads);
 * every other hook returns None ("use the core's default").
 
 Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
@@ -135,6 +137,11 @@ class FamilyPlugin:
 
     def vae_latent_shape(self, spec, ckpt, run):
         return None
+
+    def quantization_keep(self, spec, component):
+        from vidax_core.quant.keep import DEFAULT_KEEP
+
+        return DEFAULT_KEEP
 
     def check_checkpoint(self, spec, ckpt, run):
         from vidax_core.errors import UserError

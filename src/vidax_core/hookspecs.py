@@ -225,3 +225,12 @@ def check_checkpoint(spec, ckpt, run):
     configuration files alone (no weight is read): e.g. an image-to-video model id given a text-to-video checkpoint
     (its denoiser takes 16 input channels, this model needs 36), or a config.json whose numbers disagree with each
     other. Each line names the file and the key. An empty list when all is well; None to decline."""
+
+
+@hookspec(firstresult=True)
+def quantization_keep(spec, component):
+    """Return regexes of the denoiser's Linear layers (searched in their '/'-joined parameter paths, e.g.
+    ``blocks/attn1/to_q``) that stay in full precision when a run stores its weights 8-bit
+    (``model.weight_dtype`` or an 8-bit checkpoint). Only Linear layers inside stacked block groups are ever
+    8-bit. The core's default (:data:`vidax_core.quant.keep.DEFAULT_KEEP`) keeps norms, modulation, embeddings,
+    patch embedding and heads; None means that default."""

@@ -52,6 +52,7 @@ class DitBuild:
     example_inputs: Callable[[int, tuple[int, int, int], int], tuple[Any, Any, dict]] | None = None
     t_min: float = float("-inf")
     t_max: float = float("inf")
+    weight_storage: str | None = None  # "int8" / "float8_e4m3fn": the block weights are 8-bit (vidax_core.quant)
 
     @classmethod
     def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":

@@ -31,6 +31,7 @@ class ModelConfig:
     checkpoint: str | None = None
     revision: str | None = None
     dtype: str | None = None  # null = the model's precision policy
+    weight_dtype: str | None = None  # null = the checkpoint's own storage; float8_e4m3fn | int8 (vidax_core.quant)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ class RunConfig:
 
 
 DTYPES = ("float32", "bfloat16", "float16")
+WEIGHT_DTYPES = ("float8_e4m3fn", "int8")  # 8-bit weight-only storage of the DiT's block weights
 
 # (key, predicate, requirement) range checks applied after type validation.
 _RANGES: Sequence[tuple[str, Any, str]] = (
@@ -159,6 +161,8 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("parallel.dp", lambda v: v is None or v >= 1, "must be null (automatic) or at least 1"),
     ("output.fps", lambda v: v >= 1, "must be at least 1"),
     ("model.dtype", lambda v: v is None or v in DTYPES, f"must be null or one of {', '.join(DTYPES)}"),
+    ("model.weight_dtype", lambda v: v is None or v in WEIGHT_DTYPES,
+     f"must be null (the checkpoint's storage) or one of {', '.join(WEIGHT_DTYPES)}"),
     ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
 )
 

@@ -50,6 +50,17 @@ class TensorSource(Mapping[str, np.ndarray]):
     def shape(self, key: str) -> tuple[int, ...]:
         return tuple(self._where[key].shape(key))
 
+    def dtype(self, key: str) -> np.dtype:
+        return self._where[key].dtype(key)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The files' safetensors metadata, merged."""
+        out: dict[str, Any] = {}
+        for f in self.files:
+            out.update(f.metadata)
+        return out
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._where)
 
@@ -67,6 +78,16 @@ class ProgressTensors(Mapping[str, np.ndarray]):
         arr = self._source[key]
         self._on(int(getattr(arr, "nbytes", 0)))
         return arr
+
+    def dtype(self, key: str) -> np.dtype:
+        from vidax_core.quant.source import dtype_of
+
+        return dtype_of(self._source, key)
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        from vidax_core.quant.source import shape_of
+
+        return shape_of(self._source, key)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._source)

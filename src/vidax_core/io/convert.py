@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.quant import leaf as quant_leaf
 
 Path = tuple[Any, ...]
 Transform = Callable[[np.ndarray], np.ndarray]
@@ -127,6 +128,10 @@ def convert(
 
     ``check_only`` checks keys and shapes without keeping any data (values are None): with zero-stride stand-in
     arrays (``np.broadcast_to``) it verifies a full-size checkpoint layout in no memory.
+
+    An 8-bit kernel (one with a ``kernel_scale`` sibling in ``abstract``, :mod:`vidax_core.quant`) is filled
+    with its scale from the one source weight (:func:`vidax_core.quant.leaf.prepare`); a source value may be a
+    :class:`vidax_core.quant.source.Quantized` weight, which a full-precision parameter gets dequantised.
     """
     ignore_re = [re.compile(p) for p in ignore]
     out: dict[Path, np.ndarray] = {}
@@ -150,20 +155,21 @@ def convert(
             unexpected.append(f"{key} (-> {path_str(path)})")
             continue
         leaf = abstract[path]
-        value = tensors[key]
-        if callable(value):
-            value = value()
-        arr = np.asarray(value)
-        if rule.transform is not None:
-            arr = rule.transform(arr)
-        want_dtype = np.dtype(dtype) if dtype is not None else np.dtype(leaf.dtype)
         full_shape = tuple(leaf.shape)
+        sp = quant_leaf.scale_path(path, abstract)  # an 8-bit kernel: its values and scale come together
+        want_dtype = np.dtype(leaf.dtype) if sp is not None or dtype is None else np.dtype(dtype)
+        per_layer = (lambda shape: tuple(shape)[1:]) if layer is not None else tuple
+        arr, scale = quant_leaf.prepare(tensors[key], rule.transform, want_dtype,
+                                        per_layer(abstract[sp].shape) if sp is not None else None, check_only,
+                                        per_layer(full_shape))
         if layer is None:
             if arr.shape != full_shape:
                 mismatched.append(f"{key} {tuple(arr.shape)} vs expected {full_shape} at {path_str(path)}")
                 misshaped_paths.add(path)
                 continue
             out[path] = None if check_only else arr.astype(want_dtype, copy=False)
+            if sp is not None:
+                out[sp] = None if check_only else scale
         else:
             if layer >= full_shape[0] or arr.shape != full_shape[1:]:
                 mismatched.append(
@@ -171,12 +177,14 @@ def convert(
                 )
                 misshaped_paths.add(path)
                 continue
-            if path not in out:
-                out[path] = None if check_only else np.zeros(full_shape, want_dtype)
-                filled[path] = np.zeros(full_shape[0], bool)
-            if not check_only:
-                out[path][layer] = arr.astype(want_dtype, copy=False)
-            filled[path][layer] = True
+            targets = [(path, arr, want_dtype)] + ([(sp, scale, np.dtype(np.float32))] if sp is not None else [])
+            for p, a, dt in targets:
+                if p not in out:
+                    out[p] = None if check_only else np.zeros(tuple(abstract[p].shape), dt)
+                    filled[p] = np.zeros(full_shape[0], bool)
+                if not check_only:
+                    out[p][layer] = a.astype(dt, copy=False)
+                filled[p][layer] = True
         if on_tensor is not None:
             on_tensor(key, arr.nbytes)
 

@@ -29,6 +29,11 @@ class RenamedTensors(Mapping[str, np.ndarray]):
         src = self.source
         return src.nbytes(self.original[key]) if hasattr(src, "nbytes") else int(np.asarray(src[self.original[key]]).nbytes)
 
+    def dtype(self, key: str) -> np.dtype:
+        from vidax_core.quant.source import dtype_of
+
+        return dtype_of(self.source, self.original[key])
+
     def shape(self, key: str) -> tuple[int, ...]:
         src = self.source
         return tuple(src.shape(self.original[key])) if hasattr(src, "shape") else tuple(np.shape(src[self.original[key]]))

@@ -82,6 +82,9 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
     def shape(self, name: str) -> tuple[int, ...]:
         return self._entries[name][1]
 
+    def dtype(self, name: str) -> np.dtype:
+        return self._entries[name][0]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
@@ -127,10 +130,11 @@ def _check_layout(path: str, entries: Mapping[str, tuple], data_size: int) -> No
         raise UserError(f"{path} is corrupt: {data_size - pos} bytes after the last tensor belong to none: re-download it")
 
 
-def save_file(tensors: Mapping[str, np.ndarray], path: str) -> None:
-    """Write numpy arrays as a safetensors file (used by built-in tiny checkpoints)."""
+def save_file(tensors: Mapping[str, np.ndarray], path: str, metadata: Mapping[str, str] | None = None) -> None:
+    """Write numpy arrays as a safetensors file (used by built-in tiny checkpoints and tests); ``metadata`` is
+    the header's ``__metadata__`` (string -> string)."""
     inverse = {np.dtype(v): k for k, v in _DTYPES.items()}
-    header: dict[str, object] = {}
+    header: dict[str, object] = {"__metadata__": dict(metadata)} if metadata else {}
     offset = 0
     arrays = []
     for name in sorted(tensors):

@@ -25,16 +25,24 @@ def param(value: jax.Array, names: Axes) -> nnx.Param:
 
 class Linear(nnx.Module):
     """y = x @ kernel (+ bias); kernel stored (in, out). The matmul runs in the kernel's dtype with fp32
-    accumulation; the result is in the kernel's dtype, or fp32 when ``fp32_out``."""
+    accumulation; the result is in the kernel's dtype, or fp32 when ``fp32_out``.
+
+    An 8-bit layer (:mod:`vidax_core.quant.linear`) holds an int8 / float8_e4m3fn kernel, its fp32
+    ``kernel_scale`` (one per output channel, shape (1, out)) and the ``compute_dtype`` it replaced: the kernel is
+    dequantised inside the matmul's fusion, so no full-precision copy of it is kept."""
 
     def __init__(self, d_in: int, d_out: int, names: Axes, *, dtype: Any, rngs: nnx.Rngs, bias: bool = True,
                  fp32_out: bool = False):
         self.kernel = param(nnx.initializers.lecun_normal()(rngs.params(), (d_in, d_out), dtype), names)
         self.bias = param(jnp.zeros((d_out,), dtype), (names[1],)) if bias else None
         self.fp32_out = fp32_out
+        self.kernel_scale: nnx.Param | None = nnx.data(None)
+        self.compute_dtype: Any = None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         k = self.kernel[...]
+        if self.kernel_scale is not None:
+            k = (k.astype(jnp.float32) * self.kernel_scale[...]).astype(self.compute_dtype)
         y = jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32)
         if self.bias is not None:
             y = y + self.bias[...].astype(jnp.float32)

@@ -72,6 +72,21 @@ def size_denoiser(flat: dict, block_counts: dict[str, int] | None) -> Sizing:
     return Sizing(total, {g: (counts[g], per_group[g]) for g in counts})
 
 
+def describe_8bit(flat: dict) -> str | None:
+    """The ``8-bit:`` line of a denoiser whose block Linear kernels are 8-bit (:mod:`vidax_core.quant`): their
+    bytes, their fp32 scales' and what stays in full precision; None when no weight is 8-bit."""
+    eight = {p: leaf for p, leaf in flat.items() if np.dtype(leaf.dtype).itemsize == 1}
+    if not eight:
+        return None
+    nbytes = lambda leaves: sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in leaves)  # noqa: E731
+    scales = [v for p, v in flat.items() if p and p[-1] == "kernel_scale"]
+    rest = nbytes(flat.values()) - nbytes(eight.values()) - nbytes(scales)
+    dtypes = sorted({np.dtype(v.dtype).name for v in eight.values()})
+    return (f"{_fmt_bytes(nbytes(eight.values()))} of {'/'.join(dtypes)} weights in {len(eight)} block Linear "
+            f"kernels + {_fmt_bytes(nbytes(scales))} of fp32 scales; {_fmt_bytes(rest)} stays in full precision "
+            "(norms, modulation, embeddings, heads, biases); weight-only: matmuls run in the compute dtype")
+
+
 def _describe_size(s: Sizing) -> str:
     if not s.groups:
         return f"{_fmt_bytes(s.total)} of parameters (no stacked blocks)"
@@ -139,7 +154,7 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
             f"{'es' if len(guide.branches) != 1 else ''}, {text} text tokens)")
     if peak is None:
         return line + f"; ideal step time not known on {label} (name one: --device h200)"
-    dtype = cfg.model.weight_dtype if getattr(cfg.model, "weight_dtype", None) else builds[0].param_dtype
+    dtype = builds[0].param_dtype  # 8-bit weights are weight-only: the matmuls still run in the compute dtype
     ideal = throughput.ideal_step_s(flops, peak, dtype, devices)
     return line + (f"; ideal {ideal:.3g} s/step on {devices} x {label} at 100% of its "
                    f"{throughput.peak_flops(peak, dtype)[0] / 1e12:.0f} TFLOP/s peak "
@@ -225,6 +240,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",
         f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
+        *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2])) else []),
         *([f"lora:       {s.line()}" for s in adapters] + (["            (fused into the weights at load: no cost "
                                                               "per step)"] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",

@@ -99,7 +99,10 @@ def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugin
     build = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)
     if build is None:
         raise UserError(f"no installed plugin builds the denoiser of {spec.id}")
-    return list(build) if isinstance(build, (list, tuple)) else [build]
+    from vidax_core.quant import policy as quant_policy  # 8-bit block weights (model.weight_dtype or the file's)
+
+    return quant_policy.builds_for_run(list(build) if isinstance(build, (list, tuple)) else [build], spec, ckpt, cfg,
+                                       plugins)
 
 
 def load_dit(
@@ -120,8 +123,11 @@ def load_dit(
         from vidax_core import lora
 
         adapters = lora.prepare(cfg, spec, ckpt, [build], plugins)
-    tensors = ckpt.tensors(build.component)
-    if adapters is not None:
+    from vidax_core.quant import policy as quant_policy  # scales of an 8-bit file folded into their weights
+
+    tensors = quant_policy.tensors_for_load(ckpt.tensors(build.component), f"{ckpt.source} ({build.component})",
+                                            reporter.log)
+    if adapters is not None:  # an 8-bit weight is read dequantised, the sum quantized again with fresh scales
         tensors = adapters.fused(build.component, tensors)
     values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=tensors,
                           abstract=flat, config=ckpt.config(build.component))
@@ -458,6 +464,7 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
         # Largest per-device bytes of DiT weights resident on devices at any time during sampling (non-block
         # params + the at most two streamed chunks with offload; all params without).
         "peak_resident_weight_bytes": int(tracker.peak),
+        "weight_storage": [e.build.weight_storage for e in experts],  # 8-bit block weights per expert, or None
         "audio": decoded.audio is not None,
         "passes": [{"name": p.name, "height": p.run.sampling.height, "width": p.run.sampling.width,
                     "num_steps": r.splan.num_steps, "latent_shape": _shape_list(r.shapes),

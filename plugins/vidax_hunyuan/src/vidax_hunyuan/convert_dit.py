@@ -15,6 +15,7 @@ from flax import nnx
 from vidax_core.io.convert import KeyRule, conv, convert
 from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules, norm_rules
 from vidax_core.io.load import load_model
+from vidax_core.quant.source import Quantized
 
 from .dit import HunyuanDiT, HunyuanDiTConfig
 
@@ -98,6 +99,9 @@ def split_single_proj_out(tensors: Mapping[str, Any], dim: int) -> dict[str, Any
             out[key] = v
         elif m.group(2) == "bias":
             out[m.group(1) + "proj_out_mlp.bias"] = v
+        elif isinstance(v, Quantized):  # an 8-bit file: split the 8-bit values, the per-output-row scale stays
+            out[m.group(1) + "proj_out_attn.weight"] = v.with_data(lambda w: w[:, :dim])
+            out[m.group(1) + "proj_out_mlp.weight"] = v.with_data(lambda w: w[:, dim:])
         else:
             out[m.group(1) + "proj_out_attn.weight"] = lambda v=v: load(v)[:, :dim]
             out[m.group(1) + "proj_out_mlp.weight"] = lambda v=v: load(v)[:, dim:]

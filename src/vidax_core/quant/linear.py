@@ -1,0 +1,55 @@
+"""Turn the block Linear layers of a built model into 8-bit layers (kernel + per-output-channel scale).
+
+Applied to the module a :class:`~vidax_core.model_api.DitBuild` constructs, under ``nnx.eval_shape`` (shapes
+only: the checkpoint conversion then fills the 8-bit kernels and their scales) or on real weights (at-load
+quantization of a random model: benchmarks). The scale carries the kernel's logical axis names with every input
+axis unnamed, so tensor parallelism splits it exactly as it splits the kernel's output axis.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import jax.numpy as jnp
+from flax import nnx
+
+from vidax_core.nn.layers import LAYERS, Linear
+from vidax_core.quant import modes
+
+
+def scale_names(kernel_names: tuple) -> tuple:
+    """Logical names of a kernel's scale: the layer axis and the output axis keep theirs, input axes None."""
+    n = len(kernel_names)
+    return tuple(name if (i == n - 1 or name == LAYERS) else None for i, name in enumerate(kernel_names))
+
+
+def block_linears(model: nnx.Module, keep: Iterable[str]) -> list[tuple[str, Linear]]:
+    """('/'-joined path, layer) of every Linear inside a stacked group whose path matches no ``keep`` regex."""
+    keep_re = [re.compile(p) for p in keep]
+    out = []
+    for path, node in nnx.iter_graph(model):
+        if not isinstance(node, Linear) or node.kernel_scale is not None:
+            continue
+        names = tuple(node.kernel.get_metadata().get("out_sharding") or ())
+        if not names or names[0] != LAYERS:
+            continue
+        where = "/".join(map(str, path))
+        if not any(r.search(where) for r in keep_re):
+            out.append((where, node))
+    return out
+
+
+def quantize_model(model: nnx.Module, mode: str, keep: Iterable[str]) -> list[str]:
+    """Make the block Linear layers of ``model`` 8-bit in ``mode`` (in place); return their paths."""
+    done = []
+    for where, lin in block_linears(model, keep):
+        meta = lin.kernel.get_metadata()
+        names = tuple(meta.get("out_sharding"))
+        q, scale = modes.quantize(lin.kernel[...], mode, per_tensor_axes=(0,), xp=jnp)
+        compute = lin.kernel[...].dtype
+        lin.kernel = nnx.Param(q, **meta)
+        lin.kernel_scale = nnx.Param(scale, **{**meta, "out_sharding": scale_names(names)})
+        lin.compute_dtype = compute
+        done.append(where)
+    return done
