@@ -38,15 +38,14 @@ def main() -> None:
     import torch
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanPipeline, WanTransformer3DModel
     from transformers import AutoTokenizer, UMT5Config, UMT5EncoderModel
-    from vidax_wan.plugin import builtin_checkpoint
     from vidax_core.plugins import get_plugins
 
     if os.path.exists(os.path.join(a.out_dir, "model_index.json")):
         print(f"{a.out_dir} exists; keeping it")
         return
     t0 = time.perf_counter()
-    spec = get_plugins().registry.get("wan2.1-t2v-1.3b")
-    tiny = builtin_checkpoint(spec, "tiny-random")
+    plugins = get_plugins()
+    tiny = plugins.call("builtin_checkpoint", plugins.registry.get("wan2.1-t2v-1.3b"), name="tiny-random")
     tok_dir = os.path.join(a.out_dir + ".tok")
     shutil.copytree(os.path.join(tiny, "tokenizer"), tok_dir, dirs_exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
