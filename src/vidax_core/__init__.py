@@ -50,6 +50,7 @@ _EXPORTS = {
     "T5Text": "encoders.t5_text", "load_t5_text": "encoders.t5_text", "encode_unmasked": "encoders.t5_text",
     "TextTokenizer": "encoders.tokenizer", "group_norm": "nn.group_norm", "GroupNorm": "nn.group_norm",
     "CausalConv3d": "vae.causal_conv", "FeatureCache": "vae.causal_conv", "vae_loader": "vae.loader",
+    "dit_loader": "io.load", "load_model": "io.load",
     # parallelism and attention
     "constrain": "parallel.sharding", "DEFAULT_RULES": "parallel.sharding", "attention": "attention",
     "replicated_attention": "attention.ulysses",

@@ -7,6 +7,8 @@ family states what is its own (its models, its DiT build, its key table, its che
   ``checkpoint_formats`` and ``options``);
 * ``shard_rules`` and ``offload_block_groups`` return None: the core's default rules and every group of
   ``DitBuild.block_counts``;
+* ``dit_config`` parses the transformer config.json with ``dit_config_class`` and ``conversion_rules`` returns
+  ``dit_rules`` (both ``".module:name"`` inside the plugin's package, imported on first use);
 * ``convert_checkpoint`` applies ``conversion_rules()`` to the components in ``dit_components``;
 * ``builtin_checkpoint`` serves ``assets/<name>`` beside the subclass's module;
 * ``bench_reference`` builds ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called
@@ -41,19 +43,30 @@ class FamilyPlugin:
     checkpoint_formats: tuple[str, ...] = ("diffusers",)
     dit_components: tuple[str, ...] = ("transformer",)  # checkpoint folders converted with conversion_rules()
     diffusers_reference: str | None = None  # ".bench_reference:FamilyDiffusersReference"
+    dit_config_class: str | None = None  # ".dit:FamilyDiTConfig": dit_config() parses transformer/config.json with it
+    dit_rules: str | None = None  # ".convert_dit:DIT_RULES": conversion_rules() of every dit_components folder
     cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
     lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
 
     # ---- helpers a family overrides (not hooks) ----
 
     def dit_config(self, ckpt: Any, **overrides: Any) -> Any:
-        """The family's DiT config parsed from ``ckpt``'s transformer config.json (None: the family has none)."""
-        return None
+        """The family's DiT config parsed from ``ckpt``'s transformer config.json by ``dit_config_class``'s
+        ``from_config`` (None: the family declares none)."""
+        if not self.dit_config_class:
+            return None
+        return self._ref(self.dit_config_class).from_config(ckpt.config("transformer"), **overrides)
 
     def conversion_rules(self, component: str) -> Sequence[Any] | None:
-        """The :class:`vidax_core.io.convert.KeyRule` table converting ``component`` (None: no default
-        conversion)."""
-        return None
+        """The :class:`vidax_core.io.convert.KeyRule` table converting ``component``: ``dit_rules`` (None: no
+        default conversion)."""
+        return self._ref(self.dit_rules) if self.dit_rules else None
+
+    def _ref(self, ref: str) -> Any:
+        """The object ``".module:name"`` names inside the subclass's package (imported on first use)."""
+        module, _, name = ref.partition(":")
+        package = type(self).__module__.rpartition(".")[0] or None
+        return getattr(import_module(module, package), name)
 
     def conversion_ignore(self, component: str) -> Sequence[str]:
         """Regexes of ``component``'s source keys that are known and dropped on purpose."""
@@ -128,9 +141,7 @@ class FamilyPlugin:
     def bench_reference(self, spec, engine, ckpt_dir, run):
         if engine != "diffusers" or not self.diffusers_reference:
             return None
-        module, _, name = self.diffusers_reference.partition(":")
-        package = type(self).__module__.rpartition(".")[0] or None
-        return getattr(import_module(module, package), name)(ckpt_dir, run)
+        return self._ref(self.diffusers_reference)(ckpt_dir, run)
 
     def bench_dit(self, spec, need_reference, config):
         return None

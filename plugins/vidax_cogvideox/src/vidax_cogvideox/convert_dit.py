@@ -3,16 +3,18 @@ parameters."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
 import numpy as np
-from flax import nnx
 
 from vidax_core.io.convert import KeyRule
-from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules, norm_rules
-from vidax_core.io.load import load_model
+from vidax_core.io.diffusers_rules import (
+    attention_rules,
+    feedforward_rules,
+    linear_rules,
+    norm_rules,
+)
+from vidax_core.io.load import dit_loader
 
-from .dit import CogVideoXDiT, CogVideoXDiTConfig
+from .dit import CogVideoXDiT
 
 _B = r"transformer_blocks\.(\d+)\."
 
@@ -49,8 +51,4 @@ DIT_RULES: list[KeyRule] = [
 ]
 
 
-def load_dit(cfg: CogVideoXDiTConfig, tensors: Mapping[str, Any], *,
-             put: Callable[[tuple, np.ndarray], Any] | None = None) -> CogVideoXDiT:
-    """Build a :class:`CogVideoXDiT` from diffusers-named tensors (arrays or lazy loaders) without random init."""
-    return load_model(lambda: CogVideoXDiT(cfg, rngs=nnx.Rngs(0)), tensors, DIT_RULES, put=put,
-                      component="CogVideoX DiT (transformer)")
+load_dit = dit_loader(CogVideoXDiT, DIT_RULES, component="CogVideoX DiT (transformer)")

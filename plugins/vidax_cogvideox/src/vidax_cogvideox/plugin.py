@@ -29,18 +29,10 @@ class CogVideoXPlugin(FamilyPlugin):
     models = presets.MODELS
     options = presets.OPTIONS
     diffusers_reference = ".bench_reference:CogVideoXDiffusersReference"
+    dit_config_class = ".dit:CogVideoXDiTConfig"
+    dit_rules = ".convert_dit:DIT_RULES"
     # the blocks carry (text, video); CogVideoXPipeline batches both guidance branches in one "cond_uncond" context
     cache_layout = CacheLayout(hidden=1, contexts="call")
-
-    def dit_config(self, ckpt, **overrides):
-        from .dit import CogVideoXDiTConfig
-
-        return CogVideoXDiTConfig.from_config(ckpt.config("transformer"), **overrides)
-
-    def conversion_rules(self, component):
-        from .convert_dit import DIT_RULES
-
-        return DIT_RULES
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild

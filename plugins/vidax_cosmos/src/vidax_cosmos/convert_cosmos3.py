@@ -7,14 +7,9 @@ and the sound and action heads (``audio_*``, ``action_*``) of the omni model.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
-import numpy as np
-from flax import nnx
-
 from vidax_core.io.convert import KeyRule
 from vidax_core.io.diffusers_rules import linear_rules, norm_rules
-from vidax_core.io.load import load_model
+from vidax_core.io.load import dit_loader
 
 from .cosmos3_dit import Cosmos3DiT, Cosmos3DiTConfig
 
@@ -57,8 +52,5 @@ def dit_rules(cfg: Cosmos3DiTConfig) -> list[KeyRule]:
     return rules
 
 
-def load_cosmos3_dit(cfg: Cosmos3DiTConfig, tensors: Mapping[str, Any], *,
-                     put: Callable[[tuple, np.ndarray], Any] | None = None) -> Cosmos3DiT:
-    """Build a :class:`Cosmos3DiT` from diffusers-named tensors (arrays or lazy loaders) without random init."""
-    return load_model(lambda: Cosmos3DiT(cfg, rngs=nnx.Rngs(0)), tensors, dit_rules(cfg), put=put,
-                      component="Cosmos3 DiT (transformer)", ignore=IGNORED)
+load_cosmos3_dit = dit_loader(Cosmos3DiT, dit_rules, component="Cosmos3 DiT (transformer)", ignore=IGNORED,
+                              name="load_cosmos3_dit")

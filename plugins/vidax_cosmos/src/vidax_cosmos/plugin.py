@@ -19,16 +19,8 @@ class CosmosPlugin(FamilyPlugin):
     options = presets.OPTIONS
     checkpoint_formats = ("diffusers", "cosmos-original")
     diffusers_reference = ".bench_reference:CosmosDiffusersReference"
-
-    def dit_config(self, ckpt, **overrides):
-        from .dit import CosmosDiTConfig
-
-        return CosmosDiTConfig.from_config(ckpt.config("transformer"), **overrides)
-
-    def conversion_rules(self, component):
-        from .convert_dit import DIT_RULES
-
-        return DIT_RULES
+    dit_config_class = ".dit:CosmosDiTConfig"
+    dit_rules = ".convert_dit:DIT_RULES"
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild

@@ -7,17 +7,21 @@ blocks, ``out_attn`` and ``out_mlp`` (:func:`split_single_proj_out`), so each ha
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
-from flax import nnx
 
 from vidax_core.io.convert import KeyRule, conv, convert
-from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules, norm_rules
-from vidax_core.io.load import load_model
+from vidax_core.io.diffusers_rules import (
+    attention_rules,
+    feedforward_rules,
+    linear_rules,
+    norm_rules,
+)
+from vidax_core.io.load import dit_loader
 from vidax_core.quant.source import Quantized
 
-from .dit import HunyuanDiT, HunyuanDiTConfig
+from .dit import HunyuanDiT
 
 _D = r"transformer_blocks\.(\d+)\."
 _S = r"single_transformer_blocks\.(\d+)\."
@@ -115,13 +119,5 @@ def convert_dit(tensors: Mapping[str, Any], abstract: Mapping, **kw: Any) -> dic
                    component="HunyuanVideo DiT (transformer)", **kw)
 
 
-def load_dit(
-    cfg: HunyuanDiTConfig,
-    tensors: Mapping[str, Any],
-    *,
-    put: Callable[[tuple, np.ndarray], Any] | None = None,
-    on_tensor: Callable[[str, int], None] | None = None,
-) -> HunyuanDiT:
-    """Build a :class:`HunyuanDiT` from diffusers-named tensors (arrays or zero-arg loaders), no random init."""
-    return load_model(lambda: HunyuanDiT(cfg, rngs=nnx.Rngs(0)), split_single_proj_out(tensors, cfg.dim), DIT_RULES,
-                      put=put, component="HunyuanVideo DiT (transformer)", on_tensor=on_tensor)
+load_dit = dit_loader(HunyuanDiT, DIT_RULES, component="HunyuanVideo DiT (transformer)",
+                      prepare=lambda tensors, cfg: split_single_proj_out(tensors, cfg.dim))

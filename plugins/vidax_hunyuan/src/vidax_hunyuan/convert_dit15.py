@@ -7,17 +7,14 @@ The double-stream blocks and the token refiner have 1.0's names (their rules com
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
-import numpy as np
-from flax import nnx
+from typing import Any, Mapping
 
 from vidax_core.io.convert import KeyRule, conv, convert
 from vidax_core.io.diffusers_rules import linear_rules, norm_rules
-from vidax_core.io.load import load_model
+from vidax_core.io.load import dit_loader
 
 from .convert_dit import double_rules, embedder_rules, refiner_rules
-from .dit15 import HunyuanDiT15, HunyuanDiT15Config
+from .dit15 import HunyuanDiT15
 
 COMPONENT = "HunyuanVideo-1.5 DiT (transformer)"
 
@@ -48,13 +45,4 @@ def convert_dit15(tensors: Mapping[str, Any], abstract: Mapping, **kw: Any) -> d
     return convert(tensors, DIT15_RULES, abstract, component=COMPONENT, **kw)
 
 
-def load_dit15(
-    cfg: HunyuanDiT15Config,
-    tensors: Mapping[str, Any],
-    *,
-    put: Callable[[tuple, np.ndarray], Any] | None = None,
-    on_tensor: Callable[[str, int], None] | None = None,
-) -> HunyuanDiT15:
-    """Build a :class:`HunyuanDiT15` from diffusers-named tensors (arrays or zero-arg loaders), no random init."""
-    return load_model(lambda: HunyuanDiT15(cfg, rngs=nnx.Rngs(0)), tensors, DIT15_RULES, put=put,
-                      component=COMPONENT, on_tensor=on_tensor)
+load_dit15 = dit_loader(HunyuanDiT15, DIT15_RULES, component=COMPONENT, name="load_dit15")

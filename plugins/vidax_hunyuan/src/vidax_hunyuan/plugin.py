@@ -21,11 +21,7 @@ class HunyuanPlugin(FamilyPlugin):
     models = presets.MODELS
     checkpoint_formats = ("diffusers", "hunyuan-original")
     diffusers_reference = ".bench_reference:HunyuanDiffusersReference"
-
-    def dit_config(self, ckpt, **overrides):
-        from .dit import HunyuanDiTConfig
-
-        return HunyuanDiTConfig.from_config(ckpt.config("transformer"), **overrides)
+    dit_config_class = ".dit:HunyuanDiTConfig"
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild

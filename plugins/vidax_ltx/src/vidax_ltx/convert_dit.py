@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
-import numpy as np
-from flax import nnx
-
 from vidax_core.io.convert import KeyRule
-from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules
-from vidax_core.io.load import load_model
+from vidax_core.io.diffusers_rules import (
+    attention_rules,
+    feedforward_rules,
+    linear_rules,
+)
+from vidax_core.io.load import dit_loader
 
-from .dit import LTXDiT, LTXDiTConfig
+from .dit import LTXDiT
 
 _B = r"transformer_blocks\.(\d+)\."
 
@@ -38,8 +37,4 @@ DIT_RULES: list[KeyRule] = [
 ]
 
 
-def load_dit(cfg: LTXDiTConfig, tensors: Mapping[str, Any], *, put: Callable[[tuple, np.ndarray], Any] | None = None
-             ) -> LTXDiT:
-    """Build an :class:`LTXDiT` from diffusers-named tensors (arrays or lazy loaders) without random init."""
-    return load_model(lambda: LTXDiT(cfg, rngs=nnx.Rngs(0)), tensors, DIT_RULES, put=put,
-                      component="LTX-Video DiT (transformer)")
+load_dit = dit_loader(LTXDiT, DIT_RULES, component="LTX-Video DiT (transformer)")

@@ -7,16 +7,15 @@ from the same config.json does not expect.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
-import numpy as np
-from flax import nnx
-
 from vidax_core.io.convert import KeyRule
-from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules
-from vidax_core.io.load import load_model
+from vidax_core.io.diffusers_rules import (
+    attention_rules,
+    feedforward_rules,
+    linear_rules,
+)
+from vidax_core.io.load import dit_loader
 
-from .ltx2_dit import LTX2DiT, LTX2DiTConfig
+from .ltx2_dit import LTX2DiT
 
 _B = r"transformer_blocks\.(\d+)\."
 _ATTNS = ("attn1", "audio_attn1", "attn2", "audio_attn2", "audio_to_video_attn", "video_to_audio_attn")
@@ -60,8 +59,4 @@ LTX2_DIT_RULES: list[KeyRule] = [
 ]
 
 
-def load_ltx2_dit(cfg: LTX2DiTConfig, tensors: Mapping[str, Any], *,
-                  put: Callable[[tuple, np.ndarray], Any] | None = None) -> LTX2DiT:
-    """Build an :class:`LTX2DiT` from diffusers-named tensors (arrays or lazy loaders) without random init."""
-    return load_model(lambda: LTX2DiT(cfg, rngs=nnx.Rngs(0)), tensors, LTX2_DIT_RULES, put=put,
-                      component="LTX-2 DiT (transformer)")
+load_ltx2_dit = dit_loader(LTX2DiT, LTX2_DIT_RULES, component="LTX-2 DiT (transformer)", name="load_ltx2_dit")

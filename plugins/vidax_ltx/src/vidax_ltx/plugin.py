@@ -26,18 +26,10 @@ class LTXPlugin(FamilyPlugin):
     options = presets.OPTIONS
     checkpoint_formats = ("diffusers", "ltx-original")
     diffusers_reference = ".bench_reference:LTXDiffusersReference"
+    dit_config_class = ".dit:LTXDiTConfig"
+    dit_rules = ".convert_dit:DIT_RULES"
     # LTXPipeline runs both guidance branches as one batched call in one cache context ("cond_uncond")
     cache_layout = CacheLayout(contexts="call")
-
-    def dit_config(self, ckpt, **overrides):
-        from .dit import LTXDiTConfig
-
-        return LTXDiTConfig.from_config(ckpt.config("transformer"), **overrides)
-
-    def conversion_rules(self, component):
-        from .convert_dit import DIT_RULES
-
-        return DIT_RULES
 
     def lora_key_map(self, spec, layout):
         """``diffusion_model.``-prefixed LoRAs (LTX-Video): the original release's renames (``patchify_proj`` ->

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
 import numpy as np
-from flax import nnx
 
 from vidax_core.io.convert import KeyRule, conv, squeeze
-from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules, norm_rules
-from vidax_core.io.load import load_model
+from vidax_core.io.diffusers_rules import (
+    attention_rules,
+    feedforward_rules,
+    linear_rules,
+    norm_rules,
+)
+from vidax_core.io.load import dit_loader
 
-from .dit import WanDiT, WanDiTConfig
+from .dit import WanDiT
 
 _B = r"blocks\.(\d+)\."
 
@@ -58,13 +60,4 @@ DIT_RULES: list[KeyRule] = [
 DIT_IGNORE: tuple[str, ...] = (r"(.*\.)?norm_added_q\.(weight|bias)",)
 
 
-def load_dit(
-    cfg: WanDiTConfig,
-    tensors: Mapping[str, Any],
-    *,
-    put: Callable[[tuple, np.ndarray], Any] | None = None,
-    on_tensor: Callable[[str, int], None] | None = None,
-) -> WanDiT:
-    """Build a :class:`WanDiT` from diffusers-named tensors (arrays or zero-arg loaders) without random init."""
-    return load_model(lambda: WanDiT(cfg, rngs=nnx.Rngs(0)), tensors, DIT_RULES, put=put,
-                      component="Wan DiT (transformer)", ignore=DIT_IGNORE, on_tensor=on_tensor)
+load_dit = dit_loader(WanDiT, DIT_RULES, component="Wan DiT (transformer)", ignore=DIT_IGNORE)
