@@ -118,14 +118,10 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
     rec = Recorder(monkeypatch)
 
     def reference(config):
-        rec.calls.clear()
-        if config is not None:
-            pipe.transformer.enable_cache(config)
-        out = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=64, width=64, num_frames=9, guidance_scale=5.0,
-                   num_inference_steps=STEPS, max_sequence_length=16, latents=torch.from_numpy(noise),
-                   output_type="latent").frames
-        if config is not None:
-            pipe.transformer.disable_cache()
+        out = rec.run([pipe.transformer], config, lambda: pipe(
+            prompt=PROMPT, negative_prompt=NEGATIVE, height=64, width=64, num_frames=9, guidance_scale=5.0,
+            num_inference_steps=STEPS, max_sequence_length=16, latents=torch.from_numpy(noise),
+            output_type="latent").frames)
         return np.asarray(out, np.float32), {n: rec.skipped(n) for n in ("cond", "uncond")}
 
     plain, _ = reference(None)
@@ -159,7 +155,7 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
     from vidax_core.testing.runs import run_many
 
     fbc = f"cache={{method: first_block, threshold: {FBC_THRESHOLD}}}"
-    runs = run_many([f"model.id=wan2.1-t2v-1.3b", *args[:-1]],
+    runs = run_many(["model.id=wan2.1-t2v-1.3b", *args[:-1]],
                     {"one": (fbc,), "sp2": (fbc, "parallel.sp=2"), "tp2": (fbc, "parallel.tp=2")}, devices=2)
     for layout in ("sp2", "tp2"):
         assert runs[layout]["parallel"][layout[:2]] == 2 and runs[layout]["rel"] < TOL, runs
@@ -266,17 +262,10 @@ def test_wan22_two_experts_keep_a_cache_each(tmp_path, monkeypatch):
     rec = Recorder(monkeypatch)
 
     def reference(config):
-        rec.calls.clear()
-        rec.diffs.clear()
-        if config is not None:
-            pipe.transformer.enable_cache(config)
-            pipe.transformer_2.enable_cache(config)
-        out = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=64, width=64, num_frames=9, guidance_scale=5.0,
-                   guidance_scale_2=3.0, num_inference_steps=STEPS, max_sequence_length=16,
-                   latents=torch.from_numpy(noise), output_type="latent").frames
-        if config is not None:
-            pipe.transformer.disable_cache()
-            pipe.transformer_2.disable_cache()
+        out = rec.run([pipe.transformer, pipe.transformer_2], config, lambda: pipe(
+            prompt=PROMPT, negative_prompt=NEGATIVE, height=64, width=64, num_frames=9, guidance_scale=5.0,
+            guidance_scale_2=3.0, num_inference_steps=STEPS, max_sequence_length=16,
+            latents=torch.from_numpy(noise), output_type="latent").frames)
         return np.asarray(out, np.float32), {n: rec.skipped(n) for n in ("cond", "uncond")}
 
     plain, _ = reference(None)
