@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vidax_core.cache.layout import CacheLayout
-from vidax_core.cache.plan import make_plan
+from vidax_core.runner.cache_plan import make_plan
 from vidax_core.config.cache import FirstBlockCache, MagCache, as_dict, parse_cache
 from vidax_core.errors import UserError
 

@@ -19,7 +19,7 @@ PACKAGES.update({os.path.basename(d): d for d in sorted(glob.glob(os.path.join(R
 # The layers that may read the run config: the CLI, the Python API, the runner, the server, the bench and the test
 # kit (and config/ itself).
 ABOVE_CONFIG = ("vidax_core.config", "vidax_core.cli", "vidax_core.api", "vidax_core.runner", "vidax_core.serve",
-                "vidax_core.bench", "vidax_core.testing")
+                "vidax_core.bench", "vidax_core.testing", "vidax_core.lora.inspect")  # the last: `vidax lora inspect`
 
 
 def modules(package: str, root: str) -> dict[str, str]:

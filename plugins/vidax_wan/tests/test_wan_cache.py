@@ -146,7 +146,8 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
             tea = p(cache={"method": "teacache", "use_ret_steps": False, **TEA})
             assert reads[0] == 0  # no step of the four cached runs read a device value back
             timesteps = np.asarray(pipe.scheduler.timesteps, np.float64)  # the schedule the reference just ran
-            from vidax_core.cache import run as cache_run, schedule
+            from vidax_core.cache import schedule
+            from vidax_core.runner import cache_run
 
             signal = cache_run.teacache_signal(p._model.experts[0], timesteps)
             ret_flags = schedule.teacache_flags(signal(True), TEA["coefficients"], threshold=0.2, use_ret_steps=True)

@@ -336,7 +336,7 @@ class LoadedModel:
             write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
         metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
         if writer:
-            from vidax_core.cache.run import write_calibration
+            from vidax_core.runner.cache_run import write_calibration
 
             write_calibration(cfg, metrics)
         if out.metrics and writer:

@@ -21,7 +21,7 @@ import numpy as np
 import psutil
 from flax import nnx
 
-from vidax_core.cache import run as cache_run
+from vidax_core.runner import cache_run
 from vidax_core.parallel import mesh as meshlib
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.io import outputs
@@ -414,7 +414,7 @@ class PassResult:
     step_times: list[float]
     compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
     contexts: Sequence[Any] = ()  # the prompt contexts its steps read (their lengths size the FLOPs)
-    cache: dict | None = None  # the step cache's report (vidax_core.cache.plan.report)
+    cache: dict | None = None  # the step cache's report (vidax_core.runner.cache_plan.report)
 
 
 def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult"], timer: Timer,
