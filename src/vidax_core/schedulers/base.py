@@ -284,8 +284,13 @@ class ConfigReader:
         self.used: set[str] = set()
 
     def take(self, name: str, default=None):
+        """The field's value; a switch (a field whose default is a bool) must hold true or false, as diffusers
+        writes it: anything else is a damaged file, refused naming the field."""
         self.used.add(name)
-        return self.config.get(name, default)
+        value = self.config.get(name, default)
+        if isinstance(default, bool) and value is not None and not isinstance(value, bool):
+            raise SchedulerConfigError(f"{self.cls_name}: {name} must be true or false, got {str(value)[:40]}")
+        return value
 
     def require_default(self, name: str, default, why: str = "not supported by vidax") -> None:
         self.used.add(name)
