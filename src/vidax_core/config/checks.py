@@ -116,6 +116,8 @@ def check_scheduler_options(sched: Any) -> None:
         return
     for k, v in sched.items():
         key = f"sampling.scheduler.{k}"
+        if not isinstance(k, str):
+            raise UserError(f"config key sampling.scheduler has a non-name key {short_repr(k)}: use option names")
         if isinstance(v, bool):
             continue
         if isinstance(v, float) and not math.isfinite(v):

@@ -114,7 +114,17 @@ class LTXVAEConfig:
         return cfg
 
     def check_supported(self, *, with_encoder: bool) -> None:
-        """Refuse layouts this implementation does not run (none of them is used by LTX-Video 0.9.5+)."""
+        """Refuse layouts this implementation does not run (none of them is used by LTX-Video 0.9.5+), and
+        per-block lists whose lengths disagree (a damaged config.json)."""
+        per_block = {"decoder_block_out_channels": self.decoder_block_out_channels,
+                     "decoder_spatio_temporal_scaling": self.decoder_spatio_temporal_scaling,
+                     "upsample_residual": self.upsample_residual, "upsample_factor": self.upsample_factor}
+        sizes = {k: len(v) for k, v in per_block.items()}
+        if len(set(sizes.values())) > 1 or len(self.decoder_layers_per_block) != sizes["upsample_factor"] + 1:
+            raise UserError("vae/config.json: the decoder's per-block lists disagree in length ("
+                            + ", ".join(f"{k} {n}" for k, n in sizes.items())
+                            + f", decoder_layers_per_block {len(self.decoder_layers_per_block)}, one more): "
+                            "fix or re-download it")
         if any(self.decoder_inject_noise):
             raise UserError("vae/config.json: decoder_inject_noise (LTX-Video 0.9.1) is not supported; "
                             "use an LTX-Video 0.9.5+ VAE")
