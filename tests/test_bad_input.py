@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from vidax_core import cli
+from vidax_core.testing.assets import writable_asset
 from vidax_core.testing.cache import suite_cache_dir
 
 MODEL = "model.id=wan2.1-t2v-1.3b"
@@ -23,13 +24,8 @@ SMALL = ["sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "sa
 
 @pytest.fixture()
 def ckpt(tmp_path):
-    """A writable copy of the built-in tiny checkpoint (diffusers layout)."""
-    import vidax_wan
-
-    src = os.path.join(os.path.dirname(vidax_wan.__file__), "assets", "tiny-random")
-    dst = tmp_path / "ckpt"
-    shutil.copytree(src, dst)
-    return dst
+    """A writable copy of the built-in tiny Wan checkpoint (diffusers layout)."""
+    return writable_asset("vidax_wan", tmp_path / "ckpt")
 
 
 def _truncate(path, keep):

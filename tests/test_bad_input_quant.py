@@ -8,8 +8,6 @@ layouts' real key names.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import ml_dtypes
 import numpy as np
@@ -17,6 +15,7 @@ import pytest
 
 from vidax_core import cli
 from vidax_core.io.safetensors import SafetensorsFile, save_file
+from vidax_core.testing.assets import writable_asset
 
 SMALL = ["model.id=wan2.1-t2v-1.3b", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5",
          "sampling.num_steps=2", "sampling.max_sequence_length=8"]
@@ -26,12 +25,8 @@ E4M3 = ml_dtypes.float8_e4m3fn
 
 @pytest.fixture()
 def ckpt(tmp_path):
-    import vidax_wan
-
-    src = os.path.join(os.path.dirname(vidax_wan.__file__), "assets", "tiny-random")
-    dst = tmp_path / "ckpt"
-    shutil.copytree(src, dst)
-    return dst
+    """A writable copy of the built-in tiny Wan checkpoint (diffusers layout)."""
+    return writable_asset("vidax_wan", tmp_path / "ckpt")
 
 
 def _rewrite(c, edit):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from vidax_core import cli
+from vidax_core.testing.assets import writable_asset
 
 MODEL = "model.id=wan2.1-t2v-1.3b"
 SMALL = ["sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "sampling.num_steps=2",
@@ -29,12 +30,8 @@ NOISE = lambda t, name: f"sampling.initial_noise={t / name}"  # noqa: E731
 
 @pytest.fixture()
 def ckpt(tmp_path):
-    import vidax_wan
-
-    src = os.path.join(os.path.dirname(vidax_wan.__file__), "assets", "tiny-random")
-    dst = tmp_path / "ckpt"
-    shutil.copytree(src, dst)
-    return dst
+    """A writable copy of the built-in tiny Wan checkpoint (diffusers layout)."""
+    return writable_asset("vidax_wan", tmp_path / "ckpt")
 
 
 def _bytes(path, data: bytes):

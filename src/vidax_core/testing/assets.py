@@ -21,6 +21,12 @@ def asset_folder(package: str, name: str = "tiny-random") -> str:
     return os.path.join(os.path.dirname(spec.origin), "assets", name)
 
 
+def writable_asset(package: str, dst: str | os.PathLike, name: str = "tiny-random") -> str:
+    """A copy of a shipped tiny checkpoint at ``dst`` that a test may damage (the package's own stays intact)."""
+    shutil.copytree(asset_folder(package, name), dst)
+    return dst
+
+
 def regenerate_asset(package: str, write: Callable[[str], object], name: str = "tiny-random") -> str:
     """Remove and rewrite ``assets/<name>`` of ``package`` with ``write(folder)``; prints and returns the folder."""
     dest = asset_folder(package, name)
