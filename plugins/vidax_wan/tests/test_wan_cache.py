@@ -68,40 +68,74 @@ def teacache_reference(transformer, timesteps, coefficients, threshold, use_ret_
     return skipped
 
 
-def count_host_reads(monkeypatch) -> list[int]:
-    """Counts every read of a device array's value on the host (``np.asarray``, ``bool``, ``float``, ``.item()``
-    of a ``jax.Array``) made while a denoising step runs: [reads]. A cache deciding on the host would read one
-    per step."""
+def count_host_reads(monkeypatch) -> dict[str, int]:
+    """Counts every read of a device array's value on the host (``np.asarray``, ``np.array``, ``bool``,
+    ``float``, ``.item()``, ``jax.device_get`` of a ``jax.Array``; jax's transfer guards do not fire on the CPU
+    backend, where device memory is host memory), by where it happens: ``plan`` (making the pass's cache plan, before the
+    first step), ``step`` (while a denoising step runs) and ``report`` (the cache's record, after the last step).
+    A cache deciding on the host would read once per step; reset the counts with ``clear()``."""
     from jax._src import array as jax_array
 
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import cache_run, pipeline
 
-    reads, inside = [0], [False]
+    reads = {"plan": 0, "step": 0, "report": 0}
+    where: list[str] = []
     value = jax_array.ArrayImpl._value
 
     def counted(arr):
-        reads[0] += inside[0]
+        if where:
+            reads[where[-1]] += 1
         return value.fget(arr)
 
+    def inside(name, fn):
+        def run(*a, **kw):
+            where.append(name)
+            try:
+                return fn(*a, **kw)
+            finally:
+                where.pop()
+
+        return run
+
     monkeypatch.setattr(jax_array.ArrayImpl, "_value", property(counted))
+    def numpy_read(real):
+        def read(a, *args, **kw):
+            if where and isinstance(a, jax_array.ArrayImpl):
+                reads[where[-1]] += 1
+            return real(a, *args, **kw)
+
+        return read
+
+    for name in ("asarray", "array"):  # on CPU these read a jax.Array through the buffer protocol, not _value
+        monkeypatch.setattr(np, name, numpy_read(getattr(np, name)))
+    monkeypatch.setattr(cache_run, "pass_plan", inside("plan", cache_run.pass_plan))
+    monkeypatch.setattr(cache_run, "pass_report", inside("report", cache_run.pass_report))
     make = pipeline.Expert.make_step
+
+    class Counted:  # the step, its calls counted (an offloaded step's attributes still reachable)
+        def __init__(self, step):
+            self.__dict__["_step"] = step
+            self.__dict__["_call"] = inside("step", step)
+
+        def __call__(self, *a):
+            return self._call(*a)
+
+        def __getattr__(self, name):
+            return getattr(self._step, name)
 
     def guarded(expert, *args, **kwargs):
         new = make(expert, *args, **kwargs)
-        step = expert.step
-
-        def run(*a):
-            inside[0] = True
-            try:
-                return step(*a)
-            finally:
-                inside[0] = False
-
-        expert.step = run
+        expert.step = Counted(expert.step)
         return new
 
     monkeypatch.setattr(pipeline.Expert, "make_step", guarded)
     return reads
+
+
+def _per_video(reads: dict[str, int]) -> tuple[int, int, int]:
+    out = (reads["plan"], reads["step"], reads["report"])
+    reads.update(plan=0, step=0, report=0)
+    return out
 
 
 def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
@@ -136,15 +170,21 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
             f"sampling.num_steps={STEPS}", "sampling.height=64", "sampling.width=64", "sampling.num_frames=9",
             "sampling.guidance_scale=5.0", "sampling.max_sequence_length=16",
             f"sampling.initial_noise={tmp_path / 'noise.npy'}", "output.path=null"]
+    fbc_cfg, mag_cfg = {"method": "first_block", "threshold": FBC_THRESHOLD}, {"method": "mag", "mag_ratios": MAG_RATIOS}
     with monkeypatch.context() as m:
         reads = count_host_reads(m)
         with vidax.load("wan2.1-t2v-1.3b", *args) as p:
-            cases = {"first_block": (p(cache={"method": "first_block", "threshold": FBC_THRESHOLD}), fbc_ref, fbc_skips),
-                     "mag": (p(cache={"method": "mag", "mag_ratios": MAG_RATIOS}), mag_ref, mag_skips)}
+            # (plan, step, report) host reads of each video: no step reads a device value back, and the cache's
+            # record comes back in one transfer after the last step (TeaCache's signal in one before the first)
+            cases = {"first_block": (p(cache=fbc_cfg), fbc_ref, fbc_skips)}
+            assert _per_video(reads) == (0, 0, 1)
+            cases["mag"] = (p(cache=mag_cfg), mag_ref, mag_skips)
+            assert _per_video(reads) == (0, 0, 1)
             calib = p(cache={"method": "mag", "calibrate": True},
                       output={"metrics": str(tmp_path / "calib.json")})
+            assert _per_video(reads) == (0, 0, 2)  # the record and the measured ratios
             tea = p(cache={"method": "teacache", "use_ret_steps": False, **TEA})
-            assert reads[0] == 0  # no step of the four cached runs read a device value back
+            assert _per_video(reads) == (1, 0, 1)
             timesteps = np.asarray(pipe.scheduler.timesteps, np.float64)  # the schedule the reference just ran
             from vidax_core.cache import schedule
             from vidax_core.runner import cache_run
@@ -163,7 +203,8 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
         assert runs[layout]["cache"]["branches"] == runs["one"]["cache"]["branches"] == \
             cases["first_block"][0].metrics["cache"]["branches"]
 
-    # offload: the same MagCache run with the blocks streamed chunk by chunk; a skipped step streams none
+    # offload: the same runs with the blocks streamed chunk by chunk; a step every context skips streams none.
+    # MagCache knows its schedule on the host; FirstBlockCache reads its decision back once per step.
     from vidax_core.parallel import offload
     from vidax_core.runner import offload_step
 
@@ -172,15 +213,24 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
     monkeypatch.setattr(offload.BlockPool, "_put", lambda pool, k: events.append("put") or real_put(pool, k))
     monkeypatch.setattr(offload_step.OffloadedStep, "__call__",
                         lambda step, *a: events.append("step") or real_step(step, *a))
-    with vidax.load("wan2.1-t2v-1.3b", *args, "offload.enabled=true", "offload.chunk_size=1") as p:
-        streamed = p(cache={"method": "mag", "mag_ratios": MAG_RATIOS})
-    assert rel_l2(streamed.latents, mag_ref) < TOL
-    skipped = streamed.metrics["cache"]["skipped_steps"]
-    assert skipped == cases["mag"][0].metrics["cache"]["skipped_steps"]
-    per_step = [chunk.count("put") for chunk in " ".join(events).split("step")[1:]]
-    assert len(per_step) == STEPS
-    assert all(per_step[k] == 0 for k in skipped) and all(per_step[k] > 0 for k in range(STEPS) if k not in skipped), \
-        per_step
+    streamed = {}
+    with monkeypatch.context() as m:
+        reads = count_host_reads(m)
+        with vidax.load("wan2.1-t2v-1.3b", *args, "offload.enabled=true", "offload.chunk_size=1") as p:
+            for name, cache in (("mag", mag_cfg), ("first_block", fbc_cfg)):
+                events.clear()
+                out = p(cache=cache)
+                streamed[name] = (out, [c.count("put") for c in " ".join(events).split("step")[1:]], _per_video(reads))
+    assert streamed["mag"][2] == (0, 0, 1) and streamed["first_block"][2] == (0, STEPS, 1), streamed
+    for name, (out, per_step, _) in streamed.items():
+        resident = cases[name][0].metrics["cache"]
+        assert rel_l2(out.latents, cases[name][1]) < TOL, name
+        assert out.metrics["cache"]["branches"] == resident["branches"], name
+        skipped = out.metrics["cache"]["skipped_steps"]
+        assert skipped == resident["skipped_steps"] != [], (name, resident)
+        assert len(per_step) == STEPS
+        assert all(per_step[k] == 0 for k in skipped), (name, per_step)
+        assert all(per_step[k] > 0 for k in range(STEPS) if k not in skipped), (name, per_step)
 
     for name, (out, ref, skips) in cases.items():
         err, moved = rel_l2(out.latents, ref), rel_l2(ref, plain)

@@ -136,19 +136,31 @@ def cached_blocks(model: Any, layout: CacheLayout, cc: CallCache, carry: Any, au
         compute = flags | ~st["has"]
         out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux), lambda c: c, carry)
         return residual_combine(layout, cc, carry, out_full, st, compute)
-    batch = _batch(carry)
-    ones = jnp.ones((len(cc.rows),), jnp.float32)
     head_out = run_head(model, carry, aux)
-    r = layout.get(head_out) - layout.get(carry)
-    prev = st["head"]
-    diff = _ctx_mean(cc, jnp.abs(r - prev)) / _ctx_mean(cc, jnp.abs(prev))
-    compute = ~st["has"] | (diff > cc.threshold)
+    r, compute = first_block_decide(layout, cc, carry, head_out, st)
     # the full stack from the stack input (the head block runs again: slicing the other blocks out of the stacked
     # weights would copy them every step, which costs more than one block)
     out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux), lambda c: head_out, carry)
-    rows = row_mask(cc, compute, batch)
+    return first_block_combine(cc, head_out, out_full, st, r, compute)
+
+
+def first_block_decide(layout: CacheLayout, cc: CallCache, carry: Any, head_out: Any,
+                       st: dict[str, Any]) -> tuple[jax.Array, jax.Array]:
+    """FirstBlockCache's test after the head block: (the head residual on the hidden states, (contexts,) bool
+    computing). The means span each context's rows and, under sequence parallelism, every shard."""
+    r = layout.get(head_out) - layout.get(carry)
+    prev = st["head"]
+    diff = _ctx_mean(cc, jnp.abs(r - prev)) / _ctx_mean(cc, jnp.abs(prev))
+    return r, ~st["has"] | (diff > cc.threshold)
+
+
+def first_block_combine(cc: CallCache, head_out: Any, out_full: Any, st: dict[str, Any], r: jax.Array,
+                        compute: jax.Array) -> tuple[Any, dict[str, Any], jax.Array, jax.Array]:
+    """Each context's rows take the full stack's output (``out_full``, unused when no context computes) or the
+    head output plus the cached tail; the computing contexts renew their head residual and tail."""
+    rows = row_mask(cc, compute, _batch(head_out))
     cached = jax.tree.map(lambda h, t: h + t if jnp.ndim(h) else h, head_out, st["tail"])
     out = select(rows, out_full, cached)
     tail = jax.tree.map(lambda o, h: o - h if jnp.ndim(o) else o, out_full, head_out)
-    new = {"has": st["has"] | compute, "head": select(rows, r, prev), "tail": select(rows, tail, st["tail"])}
-    return out, new, compute, ones
+    new = {"has": st["has"] | compute, "head": select(rows, r, st["head"]), "tail": select(rows, tail, st["tail"])}
+    return out, new, compute, jnp.ones((len(cc.rows),), jnp.float32)

@@ -95,6 +95,12 @@ class BlockPool:
         elif self._next is None:
             self._next = (0, self._put(0))
 
+    def first_chunk(self) -> Any:
+        """Chunk 0 on the devices without consuming it: the one already prefetched (or kept, for a group of one
+        chunk), else issued now. The next :meth:`run` starts from it, so reading it costs no second transfer."""
+        self.prefetch()
+        return self._resident if self.num_chunks == 1 else self._next[1]
+
     def _run_chunk(self, chunk: Any, x: jax.Array, aux: Any) -> jax.Array:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")

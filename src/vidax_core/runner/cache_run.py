@@ -25,7 +25,7 @@ def host_flags(plan: CachePlan, expert: int, step: int) -> np.ndarray:
     return np.asarray(plan.schedule[expert][step])
 
 
-def check_model(spec: Any, model_cls: type, cfg: Any) -> None:
+def check_model(spec: Any, model_cls: type) -> None:
     """Refuse, in one line, a model the cache cannot run exactly."""
     missing = [n for n in ("pre", "post", "run_block_group", "block_groups") if not hasattr(model_cls, n)]
     if missing:
@@ -33,9 +33,6 @@ def check_model(spec: Any, model_cls: type, cfg: Any) -> None:
     if hasattr(model_cls, "between_groups"):
         raise UserError(f"cache: {spec.id} changes its carry between block groups, which the step cache does not "
                         "handle yet: set cache=null")
-    if cfg.offload.enabled and cfg.cache["method"] == "first_block":
-        raise UserError("cache.method=first_block decides on the device after the head block, so streamed blocks "
-                        "would wait for the host every step: with offload.enabled=true use cache.method=mag or teacache")
 
 
 def teacache_signal(expert: Any, plan_timesteps: np.ndarray, batch: int = 1):
@@ -45,18 +42,26 @@ def teacache_signal(expert: Any, plan_timesteps: np.ndarray, batch: int = 1):
     if not hasattr(type(model), "teacache_signal"):
         return None
 
+    # the block groups stay out of the trace (they are unused, and streamed ones are shapes only); the rest of
+    # the weights are arguments: closed over, each would come back to the host to be embedded as a constant
+    groups = tuple(getattr(model, "block_groups", ()))
+    graphdef, *parts = nnx.split(model, *[lambda path, _v, g=g: bool(path) and path[0] == g for g in groups], ...)
+    abstract = [jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), st) for st in parts[:-1]]
+
     def signal(use_ret_steps: bool) -> np.ndarray:
         @jax.jit
-        def dist(t):
+        def dist(rest, t):
+            m_ = nnx.merge(graphdef, *abstract, rest)
+
             def one(tk):
-                return model.teacache_signal(jnp.broadcast_to(tk, (batch,)).astype(jnp.float32), use_ret_steps)
+                return m_.teacache_signal(jnp.broadcast_to(tk, (batch,)).astype(jnp.float32), use_ret_steps)
 
             m = jax.vmap(one)(t).astype(jnp.float32)
             axes = tuple(range(1, m.ndim))
             prev = jnp.concatenate([m[:1], m[:-1]])
             return jnp.mean(jnp.abs(m - prev), axis=axes) / jnp.mean(jnp.abs(prev), axis=axes)
 
-        return np.asarray(dist(jnp.asarray(plan_timesteps, jnp.float32)), np.float64)
+        return np.asarray(dist(parts[-1], jnp.asarray(plan_timesteps, jnp.float32)), np.float64)
 
     return signal
 
@@ -65,7 +70,7 @@ def pass_plan(spec: Any, plugins: Any, cfg: Any, experts: Sequence[Any], batches
               timesteps: np.ndarray) -> CachePlan | None:
     if cfg.cache is None:
         return None
-    check_model(spec, type(_model_of(experts[0])), cfg)
+    check_model(spec, type(_model_of(experts[0])))
     n = len(schedule)
     expert_steps = [[i for i in range(n) if schedule[i] == k] for k in range(len(experts))]
     signal = teacache_signal(experts[0], timesteps) if cfg.cache["method"] == "teacache" else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import jax
+import numpy as np
 from flax import nnx
 
 from vidax_core.parallel import offload as offloadlib
@@ -43,6 +44,32 @@ class ResidentGroup:
 
     def release(self) -> None:
         pass
+
+
+def _first_block_parts(cache: Any, batches: Any, head_group: str, head_def: Any, run_group, mesh, rules):
+    """The jitted halves of an offloaded FirstBlockCache call: ``head(call, weights, cst, x, aux)`` (the first
+    block of ``weights``, a chunk or a resident stack, then the decision) and ``combine(call, cst, head_out,
+    out_full, r, compute, i)``."""
+    from vidax_core.cache.stack import first_block_combine, first_block_decide
+
+    def cc_of(call, x):
+        return cache.call_cache(call, batches[call], next(a.shape[0] for a in jax.tree.leaves(x) if a.ndim))
+
+    def head(call, weights, cst, x, aux):
+        out = run_group(head_group, head_def, jax.tree.map(lambda a: a[:1], weights), x, aux)
+        with sharding.activate(mesh, rules):
+            r, compute = first_block_decide(cache.layout, cc_of(call, x), x, out, cst["calls"][call])
+        return out, r, compute
+
+    def combine(call, cst, head_out, out_full, r, compute, i):
+        cc = cc_of(call, head_out)
+        with sharding.activate(mesh, rules):
+            out, st, did, _ = first_block_combine(cc, head_out, out_full, cst["calls"][call], r, compute)
+        calls = list(cst["calls"])
+        calls[call] = st
+        return out, dict(cst, calls=calls, computed=cst["computed"].at[i, jax.numpy.asarray(cc.columns)].set(did))
+
+    return jax.jit(head, static_argnums=(0,)), jax.jit(combine, static_argnums=(0,))
 
 
 class OffloadedStep:
@@ -130,38 +157,61 @@ class OffloadedStep:
                 return out, new
 
             self._combine = jax.jit(combine, static_argnums=(0,))
+            if cache.kind == "first_block":
+                self._head, self._fb_combine = _first_block_parts(cache, plan.batches, groups[0],
+                                                                  nnx.split(getattr(model, groups[0]))[0],
+                                                                  in_mesh, mesh, rules)
 
     def __call__(self, params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays, branch_arrays):
-        cst = None
-        if self.cache is not None:  # MagCache / TeaCache: the host knows this step's schedule, so a call whose
-            host, cst, state = state["host_flags"], state["cache"], state["sampler"]  # contexts all skip streams
+        cst = host = None
+        if self.cache is not None:  # {"sampler", "cache"} and, for a schedule, this step's row on the host
+            cst, host, state = state["cache"], state.get("host_flags"), state["sampler"]
         outs = self._pre(self.rest, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays)
         hs, auxs = [], []
-        first_pool = self.pools[0] if self.pools else None
         for b, (h, aux) in enumerate(outs):
-            h_in = None
-            if cst is not None:
-                batch = next(a.shape[0] for a in jax.tree.leaves(h) if a.ndim)
-                cols = list(self.cache.call_cache(b, self._batches[b], batch).columns)
-                h_in = jax.tree.map(lambda a: a.copy(), h)  # the groups donate their input
-                if not bool(host[cols].any()):
-                    h, cst = self._combine(b, cst, h_in, h_in, i)  # no block runs, none is streamed
-                    hs.append(h)
-                    auxs.append(aux)
-                    continue
-            for k, group in enumerate(self.groups):
-                if k and self._between is not None:
-                    h = self._between(self.rest, self.group_names[k - 1], self.group_names[k], h, aux)
-                later = [g for g in self.groups[k + 1:] if isinstance(g, offloadlib.BlockPool)]
-                nxt = later[0] if later else first_pool  # the next streamed group, or the first one again
-                h = group.run(h, aux, prefetch_after=nxt)
-            if cst is not None:
-                h, cst = self._combine(b, cst, h_in, h, i)
+            if cst is None:
+                h = self._stream(h, aux)
+            elif self.cache.kind == "first_block":
+                h, cst = self._first_block_call(b, cst, h, aux, i)
+            else:
+                h, cst = self._scheduled_call(b, cst, host, h, aux, i)
             hs.append(h)
             auxs.append(aux)
         out = self._post(self.rest, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays,
                          branch_arrays)
         return out if cst is None else (out[0], {"sampler": out[1], "cache": cst})
+
+    def _stream(self, h: Any, aux: Any) -> Any:
+        """Every group over ``h`` (donated), each streamed group prefetching the next one (the last group the
+        first one again, for the next call or step)."""
+        first_pool = self.pools[0] if self.pools else None
+        for k, group in enumerate(self.groups):
+            if k and self._between is not None:
+                h = self._between(self.rest, self.group_names[k - 1], self.group_names[k], h, aux)
+            later = [g for g in self.groups[k + 1:] if isinstance(g, offloadlib.BlockPool)]
+            h = group.run(h, aux, prefetch_after=later[0] if later else first_pool)
+        return h
+
+    def _scheduled_call(self, b, cst, host, h, aux, i):
+        """MagCache / TeaCache: the host knows this step's schedule, so a call whose contexts all skip streams no
+        block."""
+        batch = next(a.shape[0] for a in jax.tree.leaves(h) if a.ndim)
+        cols = list(self.cache.call_cache(b, self._batches[b], batch).columns)
+        h_in = jax.tree.map(lambda a: a.copy(), h)  # the groups donate their input
+        if not bool(host[cols].any()):
+            return self._combine(b, cst, h_in, h_in, i)  # no block runs, none is streamed
+        return self._combine(b, cst, h_in, self._stream(h, aux), i)
+
+    def _first_block_call(self, b, cst, h, aux, i):
+        """FirstBlockCache: the head block runs on chunk 0 of the first group (the chunk the stack starts from,
+        so it is streamed once whatever the decision), the decision comes to the host (one (contexts,) bool read
+        per call and step), and the groups are streamed only when a context computes."""
+        first = self.groups[0]
+        weights = first.first_chunk() if isinstance(first, offloadlib.BlockPool) else first.state
+        head_out, r, compute = self._head(b, weights, cst, h, aux)
+        if bool(np.asarray(jax.device_get(compute)).any()):
+            return self._fb_combine(b, cst, head_out, self._stream(h, aux), r, compute, i)
+        return self._fb_combine(b, cst, head_out, head_out, r, compute, i)
 
     def release(self) -> None:
         for g in self.groups:

@@ -550,7 +550,7 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
                               branch_arrays)
         else:
             carried = {"sampler": state, "cache": caches[schedule[i]]}
-            if e.model is not None:
+            if e.model is not None and cache_plan.schedule:
                 carried["host_flags"] = cache_run.host_flags(cache_plan, schedule[i], i)
             x, both = e.step(e.params, x, carried, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i,
                              branch_arrays)
