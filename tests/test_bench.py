@@ -74,6 +74,24 @@ def test_bench_sweep_gives_one_row_per_value(tmp_path, cache_dir):
     assert "per-step / first case" in md and md.count("| sampling.num_steps=") == 2
 
 
+def test_bench_cache_sweep_adds_the_uncached_case_and_ratios(tmp_path, cache_dir):
+    """``--sweep cache=mag`` runs an uncached case first (the sweep names none) and reports each cached case's
+    per-video sampling time as a ratio to it, with the steps it skipped (the shipped Wan2.1 ratios resampled to 3
+    steps skip step 1)."""
+    report, md = _bench(tmp_path, *TINY, cache_dir, "--sweep", "cache=mag", "--in-process")
+    base, mag = report["rows"]
+    assert [base["label"], mag["label"]] == ["cache=off", "cache=mag"]
+    assert base["uncached"] and not mag["uncached"] and base["vidax"]["cache_skipped_steps"] == 0
+    assert mag["vidax"]["cache_skipped_steps"] == 1
+    want = mag["vidax"]["second_video_sampling_s"] / base["vidax"]["second_video_sampling_s"]
+    assert mag["sampling_vs_uncached"] == pytest.approx(want)
+    line = f"cache=mag: {want:.2f}× the uncached DiT time per video (1 of 3 steps skipped)"
+    assert report["vs_uncached"] == [line] and f"- {line}" in md
+    assert bench.uncached_point("cache", ["off", "mag"]) is None  # the sweep's own off case is the baseline
+    assert bench.uncached_point("cache.threshold", ["0.1"]) == ("cache=off", ["cache=null"])
+    assert bench.uncached_point("sampling.num_steps", ["2"]) is None
+
+
 def test_reference_without_torch_is_one_line_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "diffusers", None)  # import diffusers -> ImportError
     rc = main(["bench", *TINY, "--reference", "diffusers", "--out", str(tmp_path)])

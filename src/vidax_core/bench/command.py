@@ -17,6 +17,8 @@ GPU/TPU, ``torch.cuda.max_memory_allocated`` for the reference; "n/a" on CPU) an
 DiT weights resident on a device. With ``--reference ENGINE`` each row also gets the ratio vidax / ENGINE per
 metric; the reference run comes from the plugin that registered the model (hook ``bench_reference``), so a family
 without one gets a one-line error before any case runs.
+A step-cache sweep (``--sweep cache=...`` or ``cache.FIELD=...``) gets an uncached case first when it names none,
+and each cached case's second-video sampling time as a ratio to it (``vs_uncached``).
 Results go to ``DIR/NAME.json`` and ``DIR/NAME.md`` (the markdown table is printed too).
 """
 
@@ -146,7 +148,7 @@ def sweep_overrides(key: str, value: str, block_count: Any = None) -> list[str]:
     """The key=value overrides of one sweep point (``offload=off|N|all`` is a shorthand)."""
     from vidax_core.errors import UserError
 
-    if key == "cache" and value in ("off", "none", "null", "false"):
+    if key == "cache" and value in OFF:
         return ["cache=null"]
     if key != "offload":
         return [f"{key}={value}"]
@@ -158,6 +160,39 @@ def sweep_overrides(key: str, value: str, block_count: Any = None) -> list[str]:
     if not value.isdigit():
         raise UserError(f"--sweep offload=...: values are off, a chunk size or all, got {value!r}")
     return ["offload.enabled=true", f"offload.chunk_size={value}"]
+
+
+OFF = ("off", "none", "null", "false")
+
+
+def uncached_point(key: str | None, values: Sequence[str]) -> tuple[str, list[str]] | None:
+    """The uncached case a step-cache sweep (``cache=...`` or ``cache.FIELD=...``) is measured against, when the
+    sweep has none of its own: every cached row then gets its per-video time as a ratio to it."""
+    if key is None or not (key == "cache" or key.startswith("cache.")):
+        return None
+    if key == "cache" and any(v in OFF for v in values):
+        return None
+    return ("cache=off", ["cache=null"])
+
+
+def vs_uncached(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per cached row of a step-cache sweep: its second video's sampling time (the DiT steps of a loaded
+    model, compile excluded) over the uncached row's, with the steps it skipped; [] when no row is uncached."""
+    base = next((r for r in rows if r.get("uncached")), None)
+    if base is None:
+        return []
+    t0 = base["vidax"].get("second_video_sampling_s")
+    out = []
+    for r in rows:
+        if r is base:
+            continue
+        t = r["vidax"].get("second_video_sampling_s")
+        ratio = t / t0 if t and t0 else None
+        r["sampling_vs_uncached"] = ratio
+        out.append(f"{r['label']}: {ratio:.2f}× the uncached DiT time per video "
+                   f"({r['vidax'].get('cache_skipped_steps', 0)} of {r['vidax'].get('num_steps')} steps skipped)"
+                   if ratio is not None else f"{r['label']}: n/a")
+    return out
 
 
 # Layered over the user's YAML, under their key=value arguments (those still win): no video, no metrics file, cold
@@ -341,6 +376,10 @@ def markdown(report: dict[str, Any]) -> str:
                 (f"{rt[k]:.3g}×" if rt.get(k) is not None else "n/a") if k in RATIO_KEYS else ""
                 for k, _, _, _ in COLUMNS] + (["", ""] if sweeping else [])
             lines.append("| " + " | ".join(cells) + " |")
+    cached = report.get("vs_uncached") or []
+    if cached:
+        lines += ["", "DiT time per video against uncached, same run (2nd video sampling s / the cache=off row's):"]
+        lines += [f"- {line}" for line in cached]
     lines.append("")
     lines.append("per-step = median of steps 2..N (the first, compiling/warm-up step excluded, for both engines); "
                  "compile = first step − per-step; n/a = not reported by the backend.")
@@ -389,6 +428,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if key is None:
         points.append(("base", []))
     else:
+        base = uncached_point(key, values)
+        if base is not None:
+            points.append(base)
         for v in values:
             points.append((f"{key}={v}", sweep_overrides(key, v, block_count)))
     if args.reference:  # fail in one line before any work if the model has no reference or it cannot run
@@ -422,7 +464,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         say(f"    vidax {ours['per_step_s']:.4f} s/step, compile {ours['compile_s']:.2f} s, total {ours['total_s']:.2f} s"
             + (f"; a second video from the loaded model {ours['second_video_total_s']:.2f} s "
                f"({ours['second_over_first']:.2f}x the first)" if ours.get("second_over_first") else ""))
-        row: dict[str, Any] = {"label": label, "overrides": extra, "vidax": ours, "reference": None, "ratio": None}
+        row: dict[str, Any] = {"label": label, "overrides": extra, "vidax": ours, "reference": None, "ratio": None,
+                               "uncached": bool(key) and (key == "cache" or key.startswith("cache."))
+                               and "cache=null" in extra}
         if args.reference:
             rkey = _reference_key(cfg_dict)
             if rkey not in ref_cache:
@@ -450,6 +494,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "rows": rows,
     }
     report["bench_wall_s"] = time.perf_counter() - started
+    report["vs_uncached"] = vs_uncached(rows)  # a step-cache sweep: each cached row against the uncached one
     report["markdown"] = markdown(report)
     jpath, mpath = write_report(report, args.out, name)
     print(report["markdown"], end="")
