@@ -47,14 +47,32 @@ def test_missing_tables_are_refused():
     with pytest.raises(UserError, match="calibrate=true"):
         make_plan({"method": "mag"}, "ltx-video-13b-0.9.8-dev", CacheLayout(), batches, [list(range(8))], 8)
     with pytest.raises(UserError, match="give cache.coefficients"):
-        make_plan({"method": "teacache"}, "cogvideox-5b", CacheLayout(), batches, [list(range(8))], 8,
+        make_plan({"method": "teacache"}, "ltx-video-13b-0.9.8-dev", CacheLayout(), batches, [list(range(8))], 8,
                   signal=lambda _ret: [0.0] * 8)
+    with pytest.raises(UserError, match="has no such mode"):  # TeaCache4CogVideoX1.5 has no retention steps
+        make_plan({"method": "teacache", "use_ret_steps": True}, "cogvideox-5b", CacheLayout(), batches,
+                  [list(range(8))], 8, signal=lambda _ret: [0.0] * 8)
     with pytest.raises(UserError, match="does not give"):
         make_plan({"method": "teacache", "coefficients": [1.0, 0.0]}, "x", CacheLayout(), batches,
                   [list(range(8))], 8)
     plan = make_plan({"method": "mag"}, "wan2.1-t2v-1.3b", CacheLayout(), batches, [list(range(50))], 50)
     table = plan.schedule[0]
     assert table.shape == (50, 2) and not table.all() and table[:10].all()  # retention: the first 10 of 50 run
+
+
+def test_teacache_published_modes():
+    """``use_ret_steps: null`` takes the model's published mode and its polynomial from the shipped table."""
+    from vidax_core.cache import tables
+    from vidax_core.config.cache import TeaCache
+    from vidax_core.runner.cache_plan import teacache_coefficients, teacache_mode
+
+    for model, mode in (("wan2.1-t2v-1.3b", True), ("cogvideox1.5-5b", False), ("cogvideox-5b-i2v", False)):
+        assert teacache_mode(TeaCache(), model) is mode
+        assert teacache_coefficients(TeaCache(), model, mode) == tables.TEACACHE_COEFFICIENTS[model][mode]
+    assert teacache_mode(TeaCache(use_ret_steps=False), "wan2.1-t2v-1.3b") is False
+    # the values of TeaCache4CogVideoX1.5's coefficients_dict, spot-checked
+    assert tables.TEACACHE_COEFFICIENTS["cogvideox1.5-5b"][False][0] == 2.50210439e+02
+    assert tables.TEACACHE_COEFFICIENTS["cogvideox-2b"][False][-1] == -3.61568434e-03
 
 
 def test_run_config_takes_the_key():

@@ -71,9 +71,9 @@ def teacache_reference(transformer, timesteps, coefficients, threshold, use_ret_
 def count_host_reads(monkeypatch) -> dict[str, int]:
     """Counts every read of a device array's value on the host (``np.asarray``, ``np.array``, ``bool``,
     ``float``, ``.item()``, ``jax.device_get`` of a ``jax.Array``; jax's transfer guards do not fire on the CPU
-    backend, where device memory is host memory), by where it happens: ``plan`` (making the pass's cache plan, before the
-    first step), ``step`` (while a denoising step runs) and ``report`` (the cache's record, after the last step).
-    A cache deciding on the host would read once per step; reset the counts with ``clear()``."""
+    backend, where device memory is host memory), by where it happens: ``plan`` (making the pass's cache plan,
+    before the first step), ``step`` (while a denoising step runs) and ``report`` (the cache's record, after the
+    last step). A cache deciding on the host would read once per step; :func:`_per_video` takes and resets them."""
     from jax._src import array as jax_array
 
     from vidax_core.runner import cache_run, pipeline
@@ -170,7 +170,8 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
             f"sampling.num_steps={STEPS}", "sampling.height=64", "sampling.width=64", "sampling.num_frames=9",
             "sampling.guidance_scale=5.0", "sampling.max_sequence_length=16",
             f"sampling.initial_noise={tmp_path / 'noise.npy'}", "output.path=null"]
-    fbc_cfg, mag_cfg = {"method": "first_block", "threshold": FBC_THRESHOLD}, {"method": "mag", "mag_ratios": MAG_RATIOS}
+    fbc_cfg = {"method": "first_block", "threshold": FBC_THRESHOLD}
+    mag_cfg = {"method": "mag", "mag_ratios": MAG_RATIOS}
     with monkeypatch.context() as m:
         reads = count_host_reads(m)
         with vidax.load("wan2.1-t2v-1.3b", *args) as p:

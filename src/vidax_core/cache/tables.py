@@ -7,7 +7,10 @@ interpolates to the run's step count as that script and diffusers' ``nearest_int
 
 TeaCache coefficients: ali-vilab/TeaCache, TeaCache4Wan2.1/teacache_generate.py (``use_ret_steps`` true: the
 polynomial fitted on the time projection ``e0`` with 5 retention steps; false: the one fitted on the time
-embedding ``e``, one retention step and the last step always computed).
+embedding ``e``, one retention step and the last step always computed), and
+TeaCache4CogVideoX1.5/teacache_sample_video.py (``coefficients_dict``: one mode, fitted on the time embedding
+``emb``, the first and last steps computed, which is the Wan rule without retention steps). Both at
+ali-vilab/TeaCache commit 7c10efc.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ _I2V_720P = [0.99428, 0.99498, 0.98588, 0.98621, 0.98273, 0.98281, 0.99018, 0.99
              0.86768]
 
 MAG_SOURCE = "Zehong-Ma/MagCache MagCache4Wan2.1/magcache_generate.py"
-TEACACHE_SOURCE = "ali-vilab/TeaCache TeaCache4Wan2.1/teacache_generate.py"
+TEACACHE_SOURCE = ("ali-vilab/TeaCache TeaCache4Wan2.1/teacache_generate.py, "
+                   "TeaCache4CogVideoX1.5/teacache_sample_video.py")
 
 
 def _per_branch(interleaved: list[float]) -> dict[str, list[float]]:
@@ -73,4 +77,12 @@ TEACACHE_COEFFICIENTS: dict[str, dict[bool, list[float]]] = {
                             False: [-3.02331670e+02, 2.23948934e+02, -5.25463970e+01, 5.87348440e+00, -2.01973289e-01]},
     "wan2.1-i2v-14b-720p": {True: [8.10705460e+03, 2.13393892e+03, -3.72934672e+02, 1.66203073e+01, -4.17769401e-02],
                             False: [-114.36346466, 65.26524496, -18.82220707, 4.91518089, -0.23412683]},
+    # TeaCache4CogVideoX1.5 (5B-I2V shares 5B's polynomial there)
+    "cogvideox-2b": {False: [-3.10658903e+01, 2.54732368e+01, -5.92380459e+00, 1.75769064e+00, -3.61568434e-03]},
+    "cogvideox-5b": {False: [-1.53880483e+03, 8.43202495e+02, -1.34363087e+02, 7.97131516e+00, -5.23162339e-02]},
+    "cogvideox-5b-i2v": {False: [-1.53880483e+03, 8.43202495e+02, -1.34363087e+02, 7.97131516e+00,
+                                 -5.23162339e-02]},
+    "cogvideox1.5-5b": {False: [2.50210439e+02, -1.65061612e+02, 3.57804877e+01, -7.81551492e-01, 3.58559703e-02]},
+    "cogvideox1.5-5b-i2v": {False: [1.22842302e+02, -1.04088754e+02, 2.62981677e+01, -3.06009921e-01,
+                                    3.71213220e-02]},
 }

@@ -2,7 +2,7 @@
 
 ``mag`` is diffusers' ``MagCacheConfig`` (diffusers/hooks/mag_cache.py), ``first_block`` its
 ``FirstBlockCacheConfig`` (first_block_cache.py); ``teacache`` follows TeaCache4Wan2.1's arguments
-(``teacache_thresh`` -> ``threshold``, ``use_ret_steps``). Two vidax differences, both about knowing the run:
+(``teacache_thresh`` -> ``threshold``, ``use_ret_steps``; null is the model's published mode). Two vidax differences, both about knowing the run:
 ``num_inference_steps: null`` (the default) means the run's ``sampling.num_steps`` (diffusers' class default of 28
 only makes sense for a 28-step run, so any other value is refused), and ``mag_ratios`` may also name a file that
 ``calibrate: true`` wrote, or be null to use the table shipped for the model (:mod:`vidax_core.cache.tables`).
@@ -39,7 +39,7 @@ class FirstBlockCache:
 class TeaCache:
     threshold: float = 0.2
     coefficients: Any = None  # null = the published polynomial for the model (and use_ret_steps)
-    use_ret_steps: bool = True
+    use_ret_steps: bool | None = None  # null = the model's published mode (Wan2.1: true; CogVideoX: its only one)
 
 
 METHODS: dict[str, type] = {"mag": MagCache, "first_block": FirstBlockCache, "teacache": TeaCache}
@@ -88,7 +88,7 @@ def parse_cache(value: Any, num_steps: int | None = None) -> Any:
     if "threshold" in out:
         out["threshold"] = _number("threshold", out["threshold"])
     for flag in ("calibrate", "use_ret_steps"):
-        if flag in out and not isinstance(out[flag], bool):
+        if flag in out and not isinstance(out[flag], bool) and not (flag == "use_ret_steps" and out[flag] is None):
             raise UserError(f"config key cache.{flag} must be true/false, got {short_repr(out[flag])}")
     if cls is MagCache:
         if "max_skip_steps" in out:

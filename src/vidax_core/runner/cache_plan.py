@@ -93,14 +93,26 @@ def _pick(ratios: Any, ctx: Context) -> Any:
     return ratios
 
 
-def teacache_coefficients(cfg: cache_key.TeaCache, model_id: str) -> list[float]:
+def teacache_mode(cfg: cache_key.TeaCache, model_id: str) -> bool:
+    """``use_ret_steps`` as the run uses it: the run key's, else the published mode for the model (retention steps
+    where the table has them: Wan2.1), else true. A mode the model's reference does not have is refused."""
+    table = tables.TEACACHE_COEFFICIENTS.get(model_id)
+    if cfg.use_ret_steps is None:
+        return True if table is None or True in table else False
+    if table is not None and cfg.use_ret_steps not in table:
+        raise UserError(f"cache.use_ret_steps={str(cfg.use_ret_steps).lower()}: the published TeaCache rule for "
+                        f"{model_id} has no such mode: drop cache.use_ret_steps")
+    return cfg.use_ret_steps
+
+
+def teacache_coefficients(cfg: cache_key.TeaCache, model_id: str, use_ret_steps: bool) -> list[float]:
     if cfg.coefficients is not None:
         return list(cfg.coefficients)
     table = tables.TEACACHE_COEFFICIENTS.get(model_id)
     if table is None:
         raise UserError(f"cache.coefficients: no published TeaCache polynomial is shipped for {model_id} "
                         f"(shipped: {', '.join(tables.TEACACHE_COEFFICIENTS)}): give cache.coefficients")
-    return table[cfg.use_ret_steps]
+    return table[use_ret_steps]
 
 
 def make_plan(cfg_dict: Any, model_id: str, layout: CacheLayout, batches, expert_steps: Sequence[Sequence[int]],
@@ -134,9 +146,9 @@ def make_plan(cfg_dict: Any, model_id: str, layout: CacheLayout, batches, expert
     if signal is None:
         raise UserError(f"cache.method=teacache needs the model's timestep signal, which {model_id} does not give: "
                         "use cache.method=mag or first_block")
-    coeffs = teacache_coefficients(cfg, model_id)
-    flags = schedule.teacache_flags(signal(cfg.use_ret_steps), coeffs, threshold=cfg.threshold,
-                                    use_ret_steps=cfg.use_ret_steps)
+    mode = teacache_mode(cfg, model_id)
+    coeffs = teacache_coefficients(cfg, model_id, mode)
+    flags = schedule.teacache_flags(signal(mode), coeffs, threshold=cfg.threshold, use_ret_steps=mode)
     table = np.repeat(flags[:, None], n_ctx, axis=1)
     return CachePlan(method, "residual", layout, contexts, schedule=(table,))
 

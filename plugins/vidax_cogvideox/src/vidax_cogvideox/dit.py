@@ -245,6 +245,20 @@ class CogVideoXDiT(nnx.Module):
         x = (constrain(txt.astype(rt), (BATCH, None, EMBED)), constrain(vid.astype(rt), (BATCH, SEQ, EMBED)))
         return x, {"emb": emb, "rope": self._rope(grid)}
 
+    def teacache_signal(self, timestep: jax.Array, use_ret_steps: bool) -> jax.Array:
+        """TeaCache4CogVideoX1.5's modulated input for (B,) timesteps, in float32: the time embedding ``emb``
+        (B, time_embed_dim), with 1.5-I2V's ofs embedding of the pipeline's constant ofs added. The reference has
+        one mode (the first and last steps computed); the plan refuses ``use_ret_steps: true`` before this runs."""
+        from vidax_cogvideox.conditioning import OFS
+
+        cfg = self.cfg
+        del use_ret_steps
+        emb = self.time_embedding(self._embed(timestep.astype(jnp.float32), cfg.dim))
+        if self.ofs_embedding is not None:
+            o = jnp.full(timestep.shape, OFS, jnp.float32)
+            emb = emb + self.ofs_embedding(self._embed(o, cfg.ofs_embed_dim))
+        return emb.astype(jnp.float32)
+
     @staticmethod
     def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x: Any, aux: dict) -> Any:
         if name != "blocks":
