@@ -144,8 +144,9 @@ def make_plan(cfg_dict: Any, model_id: str, layout: CacheLayout, batches, expert
         raise UserError("cache.method=teacache: TeaCache4Wan2.1's rule is for one denoiser; this model switches "
                         "experts: use cache.method=mag or first_block")
     if signal is None:
-        raise UserError(f"cache.method=teacache needs the model's timestep signal, which {model_id} does not give: "
-                        "use cache.method=mag or first_block")
+        raise UserError(f"cache.method=teacache needs a signal of the timestep alone, which {model_id} does not give "
+                        "(TeaCache4LTX-Video and 4HunyuanVideo decide on the first block's modulated input, not "
+                        "implemented): use cache.method=first_block or mag")
     mode = teacache_mode(cfg, model_id)
     coeffs = teacache_coefficients(cfg, model_id, mode)
     flags = schedule.teacache_flags(signal(mode), coeffs, threshold=cfg.threshold, use_ret_steps=mode)
