@@ -52,7 +52,7 @@ def test_missing_tables_are_refused():
     with pytest.raises(UserError, match="has no such mode"):  # TeaCache4CogVideoX1.5 has no retention steps
         make_plan({"method": "teacache", "use_ret_steps": True}, "cogvideox-5b", CacheLayout(), batches,
                   [list(range(8))], 8, signal=lambda _ret: [0.0] * 8)
-    with pytest.raises(UserError, match="does not give"):
+    with pytest.raises(UserError, match="does not give"):  # no signal of either kind
         make_plan({"method": "teacache", "coefficients": [1.0, 0.0]}, "x", CacheLayout(), batches,
                   [list(range(8))], 8)
     plan = make_plan({"method": "mag"}, "wan2.1-t2v-1.3b", CacheLayout(), batches, [list(range(50))], 50)
@@ -73,6 +73,14 @@ def test_teacache_published_modes():
     # the values of TeaCache4CogVideoX1.5's coefficients_dict, spot-checked
     assert tables.TEACACHE_COEFFICIENTS["cogvideox1.5-5b"][False][0] == 2.50210439e+02
     assert tables.TEACACHE_COEFFICIENTS["cogvideox-2b"][False][-1] == -3.61568434e-03
+    assert tables.TEACACHE_COEFFICIENTS["ltx-video-0.9.1"][False][0] == 2.14700694e+01
+    # a data-dependent signal (LTX): the reference's one mode, its polynomial, decided on the device
+    plan = make_plan({"method": "teacache", "coefficients": [1.0, 0.0], "threshold": 0.5}, "ltx-video-13b-0.9.8-dev",
+                     CacheLayout(contexts="call"), (("uncond", "cond"),), [list(range(6))], 6, device_signal=True)
+    assert (plan.kind, plan.coefficients, plan.num_steps, plan.schedule) == ("teacache", (1.0, 0.0), 6, ())
+    with pytest.raises(UserError, match="no retention steps"):
+        make_plan({"method": "teacache", "use_ret_steps": True, "coefficients": [1.0]}, "ltx-video-13b-0.9.8-dev",
+                  CacheLayout(), (("cond",),), [list(range(6))], 6, device_signal=True)
 
 
 def test_run_config_takes_the_key():

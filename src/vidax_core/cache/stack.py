@@ -8,6 +8,8 @@ rows take either the computed output or their cached one, as diffusers' hooks gi
 * ``residual`` (MagCache, TeaCache): the decision is data (the host's schedule for this step). A skipped
   context's output is its stack input plus the residual ``output - input`` of its last computed step, on the
   hidden states; the rest of the carry passes through (the head block is skipped too).
+* ``teacache`` (TeaCache4LTX-Video): as ``residual``, the flags decided on the device from the first block's
+  modulated input (:func:`teacache_decide`).
 * ``first_block`` (FirstBlockCache): the head block always runs; a context computes when
   ``mean|r - r_prev| / mean|r_prev| > threshold`` for the head block's residual ``r`` on the hidden states
   (``r_prev`` from its last computed step), else its output is the head output plus the cached
@@ -33,11 +35,13 @@ class CallCache:
     """Static: the method kind, each context's rows ``(start, stop)`` in the call and its column in the run's
     per-step tables, the first-block threshold, and whether MagCache calibrates."""
 
-    kind: str  # "residual" | "first_block"
+    kind: str  # "residual" | "first_block" | "teacache" (decided on the device)
     rows: tuple[tuple[int, int], ...]
     columns: tuple[int, ...]
     threshold: float = 0.0
     calibrate: bool = False
+    coefficients: tuple[float, ...] = ()  # "teacache": the rescale polynomial, highest power first
+    num_steps: int = 0  # "teacache": the pass's steps (its first and last always compute)
 
 
 def _groups(model: Any) -> tuple[str, ...]:
@@ -97,8 +101,11 @@ def init_state(cc: CallCache, layout: CacheLayout, carry_shape: Any) -> dict[str
     """Zeros shaped like the call's carry (from ``jax.eval_shape``) and no context holding a residual yet."""
     zeros = lambda s: jnp.zeros(s.shape, s.dtype)  # noqa: E731
     st = {"has": jnp.zeros((len(cc.rows),), bool)}
-    if cc.kind == "residual":
+    if cc.kind in ("residual", "teacache"):
         st["res"] = zeros(layout.get(carry_shape))
+    if cc.kind == "teacache":
+        st["prev"] = jnp.zeros(layout.get(carry_shape).shape, jnp.float32)
+        st["acc"] = jnp.zeros((len(cc.rows),), jnp.float32)
     else:
         st["head"] = zeros(layout.get(carry_shape))
         st["tail"] = jax.tree.map(lambda s: zeros(s) if len(s.shape) else jnp.zeros((), s.dtype), carry_shape)
@@ -127,15 +134,38 @@ def residual_combine(layout: CacheLayout, cc: CallCache, carry: Any, out_full: A
     return out, new, compute, ratio
 
 
+def teacache_decide(model: Any, layout: CacheLayout, cc: CallCache, carry: Any, aux: Any, st: dict[str, Any],
+                    step: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """TeaCache with a data-dependent signal (TeaCache4LTX-Video): the model's ``teacache_modulated`` input of
+    its first block, its relative L1 change since the previous step (``mean|m - m_prev| / mean|m_prev|`` per
+    context, all-reduced over sequence shards) rescaled by the polynomial, accumulated until it reaches the
+    threshold; the first and last steps compute. Returns the (contexts,) compute flags and the new signal state
+    (``prev`` renewed every step, as the reference does)."""
+    m = model.teacache_modulated(layout.get(carry), aux).astype(jnp.float32)
+    prev = st["prev"]
+    dist = _ctx_mean(cc, jnp.abs(m - prev)) / _ctx_mean(cc, jnp.abs(prev))
+    acc = st["acc"] + jnp.polyval(jnp.asarray(cc.coefficients, jnp.float32), dist)
+    edge = (step == 0) | (step == cc.num_steps - 1)
+    compute = edge | ~(acc < cc.threshold)
+    return compute, {"prev": m, "acc": jnp.where(compute, 0.0, acc)}
+
+
 def cached_blocks(model: Any, layout: CacheLayout, cc: CallCache, carry: Any, aux: Any, st: dict[str, Any],
-                  flags: jax.Array | None) -> tuple[Any, dict[str, Any], jax.Array, jax.Array]:
+                  flags: jax.Array | None, step: Any = None) -> tuple[Any, dict[str, Any], jax.Array, jax.Array]:
     """The stack with caching: (output carry, new state, (contexts,) computed, (contexts,) MagCache ratio).
 
-    ``flags`` (contexts,) bool says which contexts compute (``residual``; None for ``first_block``)."""
-    if cc.kind == "residual":
+    ``flags`` (contexts,) bool says which contexts compute (``residual``; None otherwise); ``step`` is the pass's
+    step index (``teacache``)."""
+    if cc.kind == "teacache":
+        flags, tea = teacache_decide(model, layout, cc, carry, aux, st, step)
+        st = dict(st, **tea)
+    if cc.kind in ("residual", "teacache"):
         compute = flags | ~st["has"]
         out_full = jax.lax.cond(jnp.any(compute), lambda c: run_groups(model, c, aux), lambda c: c, carry)
-        return residual_combine(layout, cc, carry, out_full, st, compute)
+        out, new, did, ratio = residual_combine(layout, cc, carry, out_full, st, compute)
+        if cc.kind == "teacache":
+            new.update(prev=st["prev"], acc=st["acc"])
+        return out, new, did, ratio
     head_out = run_head(model, carry, aux)
     r, compute = first_block_decide(layout, cc, carry, head_out, st)
     # the full stack from the stack input (the head block runs again: slicing the other blocks out of the stacked

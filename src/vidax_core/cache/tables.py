@@ -9,8 +9,9 @@ TeaCache coefficients: ali-vilab/TeaCache, TeaCache4Wan2.1/teacache_generate.py 
 polynomial fitted on the time projection ``e0`` with 5 retention steps; false: the one fitted on the time
 embedding ``e``, one retention step and the last step always computed), and
 TeaCache4CogVideoX1.5/teacache_sample_video.py (``coefficients_dict``: one mode, fitted on the time embedding
-``emb``, the first and last steps computed, which is the Wan rule without retention steps). Both at
-ali-vilab/TeaCache commit 7c10efc.
+``emb``, the first and last steps computed, which is the Wan rule without retention steps) and
+TeaCache4LTX-Video/teacache_ltx.py (its signal is the first block's modulated input, so vidax decides it on the
+device; fitted on LTX-Video 0.9.1). All at ali-vilab/TeaCache commit 7c10efc.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _I2V_720P = [0.99428, 0.99498, 0.98588, 0.98621, 0.98273, 0.98281, 0.99018, 0.99
 
 MAG_SOURCE = "Zehong-Ma/MagCache MagCache4Wan2.1/magcache_generate.py"
 TEACACHE_SOURCE = ("ali-vilab/TeaCache TeaCache4Wan2.1/teacache_generate.py, "
-                   "TeaCache4CogVideoX1.5/teacache_sample_video.py")
+                   "TeaCache4CogVideoX1.5/teacache_sample_video.py, TeaCache4LTX-Video/teacache_ltx.py")
 
 
 def _per_branch(interleaved: list[float]) -> dict[str, list[float]]:
@@ -85,4 +86,7 @@ TEACACHE_COEFFICIENTS: dict[str, dict[bool, list[float]]] = {
     "cogvideox1.5-5b": {False: [2.50210439e+02, -1.65061612e+02, 3.57804877e+01, -7.81551492e-01, 3.58559703e-02]},
     "cogvideox1.5-5b-i2v": {False: [1.22842302e+02, -1.04088754e+02, 2.62981677e+01, -3.06009921e-01,
                                     3.71213220e-02]},
+    # TeaCache4LTX-Video/teacache_ltx.py, fitted on LTX-Video 0.9.1 (which vidax has no preset for: the 0.9.8 ids
+    # take it only as cache.coefficients, a choice the user makes knowingly); decided on the device
+    "ltx-video-0.9.1": {False: [2.14700694e+01, -1.28016453e+01, 2.31279151e+00, 7.92487521e-01, 9.69274326e-03]},
 }

@@ -39,13 +39,16 @@ class CachePlan:
     contexts: tuple[Context, ...]
     threshold: float = 0.0
     calibrate: bool = False
-    schedule: tuple = field(default=(), compare=False)  # per expert: (N, contexts) bool, or () for first_block
+    schedule: tuple = field(default=(), compare=False)  # per expert: (N, contexts) bool; () when decided on device
+    coefficients: tuple = ()  # kind "teacache": the polynomial
+    num_steps: int = 0
 
     def call_cache(self, call: int, names: Sequence[str], batch: int) -> CallCache:
         per = batch // len(names)
         ctx = [(k, c) for k, c in enumerate(self.contexts) if c.call == call]
         rows = tuple((0, batch) if c.slot < 0 else (c.slot * per, (c.slot + 1) * per) for _, c in ctx)
-        return CallCache(self.kind, rows, tuple(k for k, _ in ctx), self.threshold, self.calibrate)
+        return CallCache(self.kind, rows, tuple(k for k, _ in ctx), self.threshold, self.calibrate,
+                         self.coefficients, self.num_steps)
 
 
 def contexts_of(batches: Sequence[Sequence[str]], layout: CacheLayout) -> tuple[Context, ...]:
@@ -116,7 +119,7 @@ def teacache_coefficients(cfg: cache_key.TeaCache, model_id: str, use_ret_steps:
 
 
 def make_plan(cfg_dict: Any, model_id: str, layout: CacheLayout, batches, expert_steps: Sequence[Sequence[int]],
-              num_steps: int, signal: Any = None) -> CachePlan | None:
+              num_steps: int, signal: Any = None, device_signal: bool = False) -> CachePlan | None:
     """The plan of one pass. ``expert_steps[k]`` lists the steps expert ``k`` runs (each expert keeps its own
     cache, as each diffusers transformer has its own hooks); ``signal()`` gives TeaCache's (N,) relative L1
     distances of the modulated timestep input (one device-to-host transfer, before the first step)."""
@@ -143,10 +146,17 @@ def make_plan(cfg_dict: Any, model_id: str, layout: CacheLayout, batches, expert
     if len(expert_steps) > 1:
         raise UserError("cache.method=teacache: TeaCache4Wan2.1's rule is for one denoiser; this model switches "
                         "experts: use cache.method=mag or first_block")
+    if signal is None and device_signal:  # the signal depends on the latents: decided inside the step
+        mode = bool(cfg.use_ret_steps)  # null: the reference's only mode
+        if mode:
+            raise UserError(f"cache.use_ret_steps=true: TeaCache's rule for {model_id} (TeaCache4LTX-Video) has no "
+                            "retention steps: drop cache.use_ret_steps")
+        coeffs = tuple(float(c) for c in teacache_coefficients(cfg, model_id, mode))
+        return CachePlan(method, "teacache", layout, contexts, threshold=float(cfg.threshold), coefficients=coeffs,
+                         num_steps=num_steps)
     if signal is None:
-        raise UserError(f"cache.method=teacache needs a signal of the timestep alone, which {model_id} does not give "
-                        "(TeaCache4LTX-Video and 4HunyuanVideo decide on the first block's modulated input, not "
-                        "implemented): use cache.method=first_block or mag")
+        raise UserError(f"cache.method=teacache needs the model's TeaCache signal (teacache_signal or "
+                        f"teacache_modulated), which {model_id} does not give: use cache.method=first_block or mag")
     mode = teacache_mode(cfg, model_id)
     coeffs = teacache_coefficients(cfg, model_id, mode)
     flags = schedule.teacache_flags(signal(mode), coeffs, threshold=cfg.threshold, use_ret_steps=mode)
@@ -185,7 +195,7 @@ def step_calls(model: Any, plan: CachePlan, batches, calls, cst: dict[str, Any],
         cc = plan.call_cache(j, names, batch)
         cols = jnp.asarray(cc.columns)
         flags = cst["flags"][i][cols] if "flags" in cst else None
-        h, st, did, r = cached_blocks(model, plan.layout, cc, h, aux, cst["calls"][j], flags)
+        h, st, did, r = cached_blocks(model, plan.layout, cc, h, aux, cst["calls"][j], flags, i)
         computed = computed.at[i, cols].set(did)
         if ratio is not None:
             ratio = ratio.at[i, cols].set(r)

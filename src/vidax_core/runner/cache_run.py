@@ -73,8 +73,15 @@ def pass_plan(spec: Any, plugins: Any, cfg: Any, experts: Sequence[Any], batches
     check_model(spec, type(_model_of(experts[0])))
     n = len(schedule)
     expert_steps = [[i for i in range(n) if schedule[i] == k] for k in range(len(experts))]
-    signal = teacache_signal(experts[0], timesteps) if cfg.cache["method"] == "teacache" else None
-    return make_plan(cfg.cache, spec.id, layout_for(spec, plugins), batches, expert_steps, n, signal)
+    signal, device = None, False
+    if cfg.cache["method"] == "teacache":
+        signal = teacache_signal(experts[0], timesteps)
+        device = hasattr(type(_model_of(experts[0])), "teacache_modulated")
+        if signal is None and device and cfg.offload.enabled:
+            raise UserError(f"cache.method=teacache on {spec.id} decides on the device from the first block's input, "
+                            "which vidax does not combine with streamed blocks: use cache.method=first_block with "
+                            "offload.enabled=true")
+    return make_plan(cfg.cache, spec.id, layout_for(spec, plugins), batches, expert_steps, n, signal, device)
 
 
 def initial_states(plan: CachePlan, experts: Sequence[Any], step_plan: Any, num_steps: int, args: tuple) -> list:

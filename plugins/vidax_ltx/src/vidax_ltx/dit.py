@@ -225,6 +225,13 @@ class LTXDiT(nnx.Module):
             return (x, jnp.zeros((), jnp.int32)), aux
         return x, aux
 
+    def teacache_modulated(self, x: jax.Array, aux: dict) -> jax.Array:
+        """TeaCache4LTX-Video's signal, float32 (B, S, dim): the first block's normed, modulated self-attention input
+        ``norm1(x) * (1 + scale_msa) + shift_msa`` for the block-stack input ``x``."""
+        table = self.blocks.scale_shift_table[...][0]
+        shift, scale = split_modulation(aux["mod"], 6, table)[:2]
+        return modulate(rms_norm(x, eps=self.cfg.norm_eps, out_dtype=jnp.float32), shift, scale)
+
     @staticmethod
     def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, aux: dict) -> jax.Array:
         if name != "blocks":
