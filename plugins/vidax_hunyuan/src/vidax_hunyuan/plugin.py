@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.cache.layout import CacheLayout
 
 from . import presets
 
@@ -22,6 +23,8 @@ class HunyuanPlugin(FamilyPlugin):
     checkpoint_formats = ("diffusers", "hunyuan-original")
     diffusers_reference = ".bench_reference:HunyuanDiffusersReference"
     dit_config_class = ".dit:HunyuanDiTConfig"
+    # both block groups carry (video, text) tokens; the pipelines key "cond" / "uncond" cache contexts
+    cache_layout = CacheLayout(hidden=0)
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
