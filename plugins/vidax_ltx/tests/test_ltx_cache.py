@@ -5,7 +5,8 @@ LTXPipeline batches the negative and positive branch into one transformer call i
 declares the same (``CacheLayout(contexts="call")``). Latents within 1e-4 relative, equal skip lists, and each
 cached run far from the uncached one. TeaCache4LTX-Video, whose signal is the first block's modulated input (so
 it is decided on the device inside the step), matches its reference rule re-implemented here in float64 on
-diffusers' model (its decision replacing MagCache's in diffusers' head-block hook, which then skips the stack).
+diffusers' model (:func:`vidax_core.testing.step_cache.teacache_hook`: its decision replacing MagCache's in
+diffusers' head-block hook, which then skips the stack).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from vidax_core.testing.cli import overrides
-from vidax_core.testing.step_cache import Recorder, check_against_diffusers
+from vidax_core.testing.step_cache import Recorder, check_against_diffusers, teacache_hook
 from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline
 
 PROMPT = "a small red fox runs in the snow"
@@ -28,45 +29,11 @@ TOL = 1e-4
 TEA = {"coefficients": [1.0, 0.0], "threshold": TEA_THRESHOLD}
 
 
-def teacache_reference(monkeypatch, steps: int, coefficients, threshold: float, record: list):
-    """Makes diffusers' MagCache head hook decide by TeaCache4LTX-Video's rule (``teacache_forward``): the
-    first block's ``norm1(x) * (1 + scale_msa) + shift_msa`` in float64, its relative L1 change since the last
-    call rescaled by the polynomial and accumulated until it reaches the threshold, the first and last calls
-    computing; a skipped call returns the head input plus the last computed stack residual, as the reference.
-    ``record`` gets (computed, distance) per call."""
-    import torch
-    from diffusers.hooks import mag_cache as mag
-
-    poly = np.poly1d(coefficients)
-    memo = {"acc": 0.0, "prev": None}
-
-    def forward(hook, module, *args, **kwargs):
-        md = hook._metadata
-        hidden = md._get_parameter_from_args_kwargs("hidden_states", args, kwargs)
-        temb = md._get_parameter_from_args_kwargs("temb", args, kwargs)
-        state = hook.state_manager.get_state()
-        state.head_block_input = hidden
-        b = hidden.shape[0]
-        ada = module.scale_shift_table[None, None].double() + temb.double().reshape(b, temb.size(1), 6, -1)
-        m = module.norm1(hidden).double() * (1 + ada[:, :, 1]) + ada[:, :, 0]
-        cnt, d = state.step_index, None
-        if cnt == 0 or cnt == steps - 1:
-            compute, memo["acc"] = True, 0.0
-        else:
-            d = float((m - memo["prev"]).abs().mean() / memo["prev"].abs().mean())
-            memo["acc"] += poly(d)
-            compute = not memo["acc"] < threshold
-            if compute:
-                memo["acc"] = 0.0
-        memo["prev"] = m
-        record.append((compute, d))
-        state.should_compute = compute
-        if not compute:
-            return hidden + state.previous_residual
-        return hook.fn_ref.original_forward(*args, **kwargs)
-
-    monkeypatch.setattr(mag.MagCacheHeadHook, "new_forward", forward)
-    return mag.MagCacheConfig(num_inference_steps=steps, mag_ratios=[1.0] * steps)
+def ltx_modulated(module, hidden, temb):
+    """TeaCache4LTX-Video's signal: ``norm1(x) * (1 + scale_msa) + shift_msa`` of the first block."""
+    b = hidden.shape[0]
+    ada = module.scale_shift_table[None, None].double() + temb.double().reshape(b, temb.size(1), 6, -1)
+    return module.norm1(hidden).double() * (1 + ada[:, :, 1]) + ada[:, :, 0]
 
 
 def test_ltx_cache_matches_diffusers(tmp_path, monkeypatch):
@@ -104,12 +71,12 @@ def test_ltx_cache_matches_diffusers(tmp_path, monkeypatch):
     plain, _ = reference(None)
     calls: list = []
     with monkeypatch.context() as m:
-        tea_ref, _ = reference(teacache_reference(m, STEPS, TEA["coefficients"], TEA["threshold"], calls))
+        tea_ref, _ = reference(teacache_hook(m, STEPS, TEA["coefficients"], TEA["threshold"], ltx_modulated, calls))
     from vidax_core.testing.parity import rel_l2
 
-    skipped = [k for k, (computed, _) in enumerate(calls) if not computed]
+    skipped = [k for k, (_, computed, _) in enumerate(calls) if not computed]
     assert len(calls) == STEPS and 0 < len(skipped) < STEPS - 2, calls  # not degenerate
-    acc = np.cumsum([d for _, d in calls[1:-1]])  # the accumulator before its first reset: clear of the threshold
+    acc = np.cumsum([d for _, _, d in calls[1:-1]])  # the accumulator before its first reset: clear of the threshold
     assert np.abs(acc - TEA_THRESHOLD).min() > 0.02, calls
     assert tea.metrics["cache"]["skipped_steps"] == skipped, calls
     assert rel_l2(tea.latents, tea_ref) < TOL and rel_l2(tea_ref, plain) > 10 * TOL

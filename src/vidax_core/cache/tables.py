@@ -11,7 +11,8 @@ embedding ``e``, one retention step and the last step always computed), and
 TeaCache4CogVideoX1.5/teacache_sample_video.py (``coefficients_dict``: one mode, fitted on the time embedding
 ``emb``, the first and last steps computed, which is the Wan rule without retention steps) and
 TeaCache4LTX-Video/teacache_ltx.py (its signal is the first block's modulated input, so vidax decides it on the
-device; fitted on LTX-Video 0.9.1). All at ali-vilab/TeaCache commit 7c10efc.
+device; fitted on LTX-Video 0.9.1) and TeaCache4HunyuanVideo/teacache_sample_video.py (likewise, its first
+double block's modulated video input). All at ali-vilab/TeaCache commit 7c10efc.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ _I2V_720P = [0.99428, 0.99498, 0.98588, 0.98621, 0.98273, 0.98281, 0.99018, 0.99
 
 MAG_SOURCE = "Zehong-Ma/MagCache MagCache4Wan2.1/magcache_generate.py"
 TEACACHE_SOURCE = ("ali-vilab/TeaCache TeaCache4Wan2.1/teacache_generate.py, "
-                   "TeaCache4CogVideoX1.5/teacache_sample_video.py, TeaCache4LTX-Video/teacache_ltx.py")
+                   "TeaCache4CogVideoX1.5/teacache_sample_video.py, TeaCache4LTX-Video/teacache_ltx.py, "
+                   "TeaCache4HunyuanVideo/teacache_sample_video.py")
 
 
 def _per_branch(interleaved: list[float]) -> dict[str, list[float]]:
@@ -88,5 +90,8 @@ TEACACHE_COEFFICIENTS: dict[str, dict[bool, list[float]]] = {
                                     3.71213220e-02]},
     # TeaCache4LTX-Video/teacache_ltx.py, fitted on LTX-Video 0.9.1 (which vidax has no preset for: the 0.9.8 ids
     # take it only as cache.coefficients, a choice the user makes knowingly); decided on the device
+    # TeaCache4HunyuanVideo/teacache_sample_video.py (HunyuanVideo T2V); decided on the device
+    "hunyuanvideo-t2v-13b": {False: [7.33226126e+02, -4.01131952e+02, 6.75869174e+01, -3.14987800e+00,
+                                     9.61237896e-02]},
     "ltx-video-0.9.1": {False: [2.14700694e+01, -1.28016453e+01, 2.31279151e+00, 7.92487521e-01, 9.69274326e-03]},
 }

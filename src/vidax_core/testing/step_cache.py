@@ -86,3 +86,53 @@ def check_against_diffusers(rec: Recorder, reference, pipe, *, steps: int, fbc_t
         assert moved > 10 * tol, (name, moved)
         assert out.metrics["cache"]["skipped_steps"] == skips, (name, out.metrics["cache"])
     return {name: (out, skips) for name, (out, _, skips) in cases.items()}
+
+
+def teacache_hook(monkeypatch, steps: int, coefficients, threshold: float, modulated, record: list):
+    """Makes diffusers' MagCache head-block hook decide by TeaCache's rule for a data-dependent signal
+    (TeaCache4LTX-Video's and 4HunyuanVideo's ``teacache_forward``), per cache context: ``modulated(module,
+    hidden, temb)`` (the head block's modulated input, by the reference's formula) in float64, its relative L1
+    change since the context's last call rescaled by ``np.poly1d(coefficients)`` and accumulated until it reaches
+    ``threshold``; the first and last calls compute. A skipped call returns the head input plus the last computed
+    stack residual (diffusers' tail hooks then pass the rest through), as the reference does. ``record`` gets
+    ``(context, computed, distance)`` per call. Returns the MagCacheConfig to enable."""
+    import numpy as np
+    from diffusers.hooks import mag_cache as mag
+
+    poly = np.poly1d(coefficients)
+    memo: dict[str, dict] = {}
+
+    def forward(hook, module, *args, **kwargs):
+        md = hook._metadata
+        hidden = md._get_parameter_from_args_kwargs("hidden_states", args, kwargs)
+        temb = md._get_parameter_from_args_kwargs("temb", args, kwargs)
+        name = hook.state_manager._context.name
+        state = hook.state_manager.get_state()
+        state.head_block_input = hidden
+        mine = memo.setdefault(name, {"acc": 0.0, "prev": None})
+        m = modulated(module, hidden, temb).double()
+        cnt, d = state.step_index, None
+        if cnt == 0 or cnt == steps - 1:
+            compute, mine["acc"] = True, 0.0
+        else:
+            d = float((m - mine["prev"]).abs().mean() / mine["prev"].abs().mean())
+            mine["acc"] += poly(d)
+            compute = not mine["acc"] < threshold
+            if compute:
+                mine["acc"] = 0.0
+        mine["prev"] = m
+        record.append((name, compute, d))
+        state.should_compute = compute
+        if compute:
+            return hook.fn_ref.original_forward(*args, **kwargs)
+        out = hidden + state.previous_residual
+        if md.return_encoder_hidden_states_index is None:
+            return out
+        ret = [None] * (max(md.return_hidden_states_index, md.return_encoder_hidden_states_index) + 1)
+        ret[md.return_hidden_states_index] = out
+        ret[md.return_encoder_hidden_states_index] = md._get_parameter_from_args_kwargs(
+            "encoder_hidden_states", args, kwargs)
+        return tuple(ret)
+
+    monkeypatch.setattr(mag.MagCacheHeadHook, "new_forward", forward)
+    return mag.MagCacheConfig(num_inference_steps=steps, mag_ratios=[1.0] * steps)

@@ -403,6 +403,17 @@ class HunyuanDiT(HunyuanStack, nnx.Module):
 
     block_groups = ("double_blocks", "single_blocks")
 
+    def teacache_modulated(self, vid: jax.Array, aux: dict) -> jax.Array:
+        """TeaCache4HunyuanVideo's signal, float32 (B, S, dim): the first double block's normed, modulated video
+        input ``layer_norm(vid) * (1 + scale_msa) + shift_msa`` (token replace selecting per token, as the block)."""
+        gdef, st = nnx.split(self.double_blocks)
+        block = nnx.merge(gdef, jax.tree.map(lambda a: a[0], st))
+        mods = block.norm1(aux["temb"])
+        first = aux.get("first")
+        if first is not None:
+            mods = [_select(first, t, m) for t, m in zip(block.norm1(aux["tr_emb"]), mods)]
+        return modulate(layer_norm(vid, EPS), mods[0], mods[1])
+
     def __init__(self, cfg: HunyuanDiTConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
         dim = cfg.dim
