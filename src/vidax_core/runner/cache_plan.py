@@ -101,7 +101,7 @@ def teacache_mode(cfg: cache_key.TeaCache, model_id: str) -> bool:
     where the table has them: Wan2.1), else true. A mode the model's reference does not have is refused."""
     table = tables.TEACACHE_COEFFICIENTS.get(model_id)
     if cfg.use_ret_steps is None:
-        return True if table is None or True in table else False
+        return table is None or True in table
     if table is not None and cfg.use_ret_steps not in table:
         raise UserError(f"cache.use_ret_steps={str(cfg.use_ret_steps).lower()}: the published TeaCache rule for "
                         f"{model_id} has no such mode: drop cache.use_ret_steps")
@@ -149,8 +149,8 @@ def make_plan(cfg_dict: Any, model_id: str, layout: CacheLayout, batches, expert
     if signal is None and device_signal:  # the signal depends on the latents: decided inside the step
         mode = bool(cfg.use_ret_steps)  # null: the reference's only mode
         if mode:
-            raise UserError(f"cache.use_ret_steps=true: TeaCache's rule for {model_id} (TeaCache4LTX-Video) has no "
-                            "retention steps: drop cache.use_ret_steps")
+            raise UserError(f"cache.use_ret_steps=true: TeaCache's rule for {model_id} (decided on the first block's "
+                            "input) has no retention steps: drop cache.use_ret_steps")
         coeffs = tuple(float(c) for c in teacache_coefficients(cfg, model_id, mode))
         return CachePlan(method, "teacache", layout, contexts, threshold=float(cfg.threshold), coefficients=coeffs,
                          num_steps=num_steps)
