@@ -198,11 +198,14 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
 
     fbc = f"cache={{method: first_block, threshold: {FBC_THRESHOLD}}}"
     runs = run_many(["model.id=wan2.1-t2v-1.3b", *args[:-1]],
-                    {"one": (fbc,), "sp2": (fbc, "parallel.sp=2"), "tp2": (fbc, "parallel.tp=2")}, devices=2)
-    for layout in ("sp2", "tp2"):
+                    {"one": (fbc,), "sp2": (fbc, "parallel.sp=2"), "tp2": (fbc, "parallel.tp=2"),
+                     "sp2_offload": (fbc, "parallel.sp=2", "offload.enabled=true", "offload.chunk_size=1")},
+                    devices=2)
+    for layout in ("sp2", "tp2", "sp2_offload"):
         assert runs[layout]["parallel"][layout[:2]] == 2 and runs[layout]["rel"] < TOL, runs
         assert runs[layout]["cache"]["branches"] == runs["one"]["cache"]["branches"] == \
             cases["first_block"][0].metrics["cache"]["branches"]
+    assert runs["sp2_offload"]["offload"]["enabled"], runs["sp2_offload"]["offload"]
 
     # offload: the same runs with the blocks streamed chunk by chunk; a step every context skips streams none.
     # MagCache knows its schedule on the host; FirstBlockCache reads its decision back once per step.
