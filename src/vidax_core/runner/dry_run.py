@@ -23,6 +23,10 @@ from vidax_core.plugins import Plugins
 from vidax_core.runner.preflight import preflight
 
 
+_LORA_MODE = {"fused": "            (lora_mode fused: into the weights at load, no cost per step)",
+              "unfused": "            (lora_mode unfused: factors applied in each step, swappable per call of a loaded "
+                         "pipe)"}
+
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -241,8 +245,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
         *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2])) else []),
-        *([f"lora:       {s.line()}" for s in adapters] + (["            (fused into the weights at load: no cost "
-                                                              "per step)"] if adapters else [])),
+        *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
