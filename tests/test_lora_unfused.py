@@ -150,7 +150,8 @@ def test_unfused_pipe_matches_fused_and_diffusers_and_swaps_without_compiling(ti
 
 
 def test_what_unfused_cannot_apply_is_refused_in_one_line(tmp_path):
-    """A ``.diff`` full delta, and a family converting with its own code (HunyuanVideo), each in one line."""
+    """A ``.diff`` full delta, a family converting with its own code (HunyuanVideo) and block offload, each in
+    one line."""
     from vidax_core.lora import unfused
     from vidax_core.lora.check import Target
     from vidax_core.lora.formats import Record
@@ -167,6 +168,11 @@ def test_what_unfused_cannot_apply_is_refused_in_one_line(tmp_path):
     hunyuan = next(s for s in plugins.registry if s.family == "hunyuan")
     with pytest.raises(UserError, match="its own code"):
         unfused.rules_for(plugins, hunyuan, "transformer")
+    import types
+
+    offloaded = types.SimpleNamespace(offload=types.SimpleNamespace(enabled=True))
+    with pytest.raises(UserError, match="does not combine with offload"):
+        unfused.plan(offloaded, wan, [], None, plugins)
 
 
 def test_ltx_factors_map_through_its_key_table():
