@@ -174,10 +174,12 @@ def test_scale_shards_with_the_kernel_output_axis():
     from vidax_core.quant.keep import DEFAULT_KEEP
     from vidax_wan.dit import WanDiT, WanDiTConfig
 
+    from vidax_wan.dit import EMBED
     from vidax_core.testing.tiny.wan import TINY_DIT_CONFIG
+    from vidax_wan.plugin import QUANTIZED_OUTSIDE_BLOCKS
 
     cfg = WanDiTConfig.from_config(TINY_DIT_CONFIG)
-    build = policy.apply(DitBuild.of(WanDiT, cfg, in_channels=4), "int8", DEFAULT_KEEP)
+    build = policy.apply(DitBuild.of(WanDiT, cfg, in_channels=4), "int8", DEFAULT_KEEP, QUANTIZED_OUTSIDE_BLOCKS)
     _, state, flat = abstract_model(build.ctor)
     specs = sharding.param_specs(state, sharding.make_rules(None))
     col, row = (None, None, "tp"), (None, "tp")  # (layers, in, out): output split / input split
@@ -187,4 +189,9 @@ def test_scale_shards_with_the_kernel_output_axis():
         assert tuple(specs[path + ("kernel",)]) == spec
         assert tuple(specs[path + ("kernel_scale",)]) == scale_spec, layer
         assert flat[path + ("kernel_scale",)].shape[:2] == (cfg.num_layers, 1)
-    assert ("time_proj", "kernel_scale") not in flat and ("blocks", "norm2", "kernel_scale") not in flat
+    # outside the blocks: one scale per output channel of the unstacked kernel, split as its output axis is (a rule
+    # splitting the hidden axis, as FSDP does)
+    assert flat[("time_proj", "kernel_scale")].shape == (1, flat[("time_proj", "kernel")].shape[-1])
+    split = sharding.param_specs(state, sharding.make_rules([(EMBED, "fsdp")]))
+    assert tuple(split[("time_proj", "kernel")]) == tuple(split[("time_proj", "kernel_scale")]) == (None, "fsdp")
+    assert ("proj_out", "kernel_scale") not in flat and ("blocks", "norm2", "kernel_scale") not in flat
