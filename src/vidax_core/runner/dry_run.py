@@ -87,7 +87,8 @@ def describe_8bit(flat: dict, groups: Any = ()) -> str | None:
     where = f" ({outside} outside the blocks)" if outside else ""
     return (f"{_fmt_bytes(nbytes(eight.values()))} of {'/'.join(dtypes)} weights in {len(eight)} Linear "
             f"kernels{where} + {_fmt_bytes(nbytes(scales))} of fp32 scales; {_fmt_bytes(rest)} stays in full "
-            "precision (norms, modulation, embeddings, heads, biases); weight-only: matmuls run in the compute dtype")
+            "precision (norms, modulation, patch embedding, heads, biases, the embedders the family keeps); weight-only: "
+            "matmuls run in the compute dtype")
 
 
 def _describe_size(s: Sizing) -> str:
