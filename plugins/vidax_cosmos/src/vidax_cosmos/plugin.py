@@ -16,8 +16,8 @@ from . import cosmos3_presets, presets
 
 
 def _cosmos3(spec):
-    """The Cosmos3 hooks when ``spec`` is a Cosmos3 id, else None."""
-    if spec.id not in cosmos3_presets.COSMOS3_IDS:
+    """The Cosmos3 hooks when ``spec`` is a Cosmos3 id, else None (Predict2.5, or no spec as unit tests call)."""
+    if getattr(spec, "id", None) not in cosmos3_presets.COSMOS3_IDS:
         return None
     from .cosmos3_plugin import hooks
 
