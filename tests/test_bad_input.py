@@ -54,6 +54,14 @@ def _add_tensor(path, name, value):
     save_file(tensors, str(path))
 
 
+def _cosmos3_fp8(dst):
+    """A copy of the built-in tiny Cosmos3 checkpoint whose transformer config says ModelOpt FP8."""
+    writable_asset("vidax_cosmos", dst, name="cosmos3-tiny-random")
+    _set_json(os.path.join(dst, "transformer", "config.json"),
+              quantization_config={"quant_method": "modelopt", "quant_algo": "FP8"})
+    return None
+
+
 DIT = "transformer/diffusion_pytorch_model.safetensors"
 
 # (case id, setup(tmp, ckpt) -> extra args, expected fragment of the error line)
@@ -107,6 +115,13 @@ CASES = [
     ("cosmos-image-and-video", lambda t, c: ["model.id=cosmos-predict2.5-2b", "model.checkpoint=builtin:tiny-random",
                                              _png(t / "a.png"), f"image={t / 'a.png'}", f"video={t / 'a.png'}"],
      "set only one of image: and video:"),
+    ("cosmos3-frames", lambda t, c: ["model.id=cosmos3-nano", "model.checkpoint=builtin:tiny-random",
+                                     "sampling.num_frames=10"], "must be 4k+1 for cosmos3-nano"),
+    ("cosmos3-video", lambda t, c: ["model.id=cosmos3-edge", "model.checkpoint=builtin:tiny-random",
+                                    _png(t / "a.png"), f"video={t / 'a.png'}"], "video-to-video (video:) is not supported"),
+    ("cosmos3-fp8", lambda t, c: [_cosmos3_fp8(t / "c3"), "model.id=cosmos3-nano", f"model.checkpoint={t / 'c3'}",
+                                  "sampling.height=48", "sampling.width=64", "sampling.num_frames=9"],
+     "ModelOpt FP8 transformer weights"),
     ("ltx-frames", lambda t, c: ["model.id=ltx-video-2b-0.9.8-distilled", "model.checkpoint=builtin:tiny-random",
                                  "sampling.num_frames=10"], "must be 8k+1 for LTX-Video"),
     ("ltx-height", lambda t, c: ["model.id=ltx-video-13b-0.9.8-dev", "model.checkpoint=builtin:tiny-random",

@@ -138,3 +138,19 @@ def test_check_run_refusals(run, needle):
     assert len(problems) == 1 and needle in problems[0], problems
     assert "\n" not in problems[0]
     assert plugin.check_run(SPEC, _run()) == []
+
+
+def test_tp_must_divide_the_key_value_heads_too(tmp_path):
+    """The built-in tiny Nano has 4 query and 2 key/value heads: tp=4 splits the queries but not the GQA groups, and
+    the dry run refuses it in one line before any weight loads; tp=2 plans."""
+    from vidax_core.testing.cli import vidax
+
+    base = ["run", "model.id=cosmos3-nano", "model.checkpoint=builtin:tiny-random", "sampling.height=64",
+            "sampling.width=64", "sampling.num_frames=9", "--dry-run"]
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    bad = vidax(*base, "parallel.tp=4", cwd=tmp_path, env=env)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: parallel.tp=4 must divide the model's 2 key/value"), \
+        bad.stderr[-2000:]
+    ok = vidax(*base, "parallel.tp=2", cwd=tmp_path, env=env)
+    assert ok.returncode == 0, ok.stderr[-2000:]

@@ -127,8 +127,8 @@ class CosmosPlugin(FamilyPlugin):
         return None
 
     def builtin_checkpoint(self, spec, name):
-        if _cosmos3(spec) is not None:
-            return None  # no built-in Cosmos3 checkpoint (the Predict2.5 one would not fit)
+        if _cosmos3(spec) is not None:  # its own tiny checkpoint (the Predict2.5 one would not fit)
+            return super().builtin_checkpoint(spec, f"cosmos3-{name}")
         return super().builtin_checkpoint(spec, name)
 
     def bench_reference(self, spec, engine, ckpt_dir, run):
