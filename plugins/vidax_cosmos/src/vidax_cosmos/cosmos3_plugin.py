@@ -22,11 +22,12 @@ class Cosmos3Hooks(FamilyPlugin):
         from vidax_core import DitBuild
 
         from .cosmos3_dit import Cosmos3DiT
+        from .cosmos3_flops import counter
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         p = cfg.latent_patch_size
         return DitBuild.of(Cosmos3DiT, cfg, in_channels=cfg.latent_channel, heads=cfg.num_attention_heads,
-                           patch_size=(1, p, p), block_counts={"blocks": cfg.num_hidden_layers})
+                           patch_size=(1, p, p), block_counts={"blocks": cfg.num_hidden_layers}, flops=counter(cfg))
 
     def convert_checkpoint(self, spec, component, tensors, abstract, config):
         """The key table of this config; ModelOpt FP8 weights are refused before any is read as a plain one."""
