@@ -133,7 +133,11 @@ class CosmosPlugin(FamilyPlugin):
 
     def bench_reference(self, spec, engine, ckpt_dir, run):
         if _cosmos3(spec) is not None:
-            return None
+            if engine != "diffusers":
+                return None
+            from .cosmos3_bench_reference import Cosmos3DiffusersReference
+
+            return Cosmos3DiffusersReference(ckpt_dir, run)
         return super().bench_reference(spec, engine, ckpt_dir, run)
 
 
