@@ -272,21 +272,21 @@ def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
 
 
 def test_conditioned_recipe_is_the_same_parallel_and_offloaded(tmp_path):
-    """The paths the kit's text-to-video runs do not take: per-step re-noised image tokens (a step's before_step,
-    run in both halves of an offloaded step), a keyframe's extra tokens split over sp, under TP, SP and offload (the built-in checkpoint's 2 heads)."""
+    """The paths the kit's text-to-video runs do not take, in one run: per-step re-noised image tokens (a step's
+    before_step, run in both halves of an offloaded step) of the frame-0 image, and a later keyframe's extra tokens
+    split over sp, under TP, SP and offload (the built-in checkpoint's 2 heads)."""
     from vidax_core.testing.runs import run_many
 
     image = tmp_path / "input.png"
     write_test_image(image)
+    keyframe = f"options.conditions=[{{image: {image}, frame_index: 8, strength: 0.9}}]"
     base = run_args("ltx-video-13b-0.9.8-dev", "builtin:tiny-random", PROMPT, NEGATIVE, image=image,
                     sampling=dict(num_steps=3, height=96, width=96, num_frames=9, max_sequence_length=TOKENS),
                     parallel=dict(dp=1), options=dict(second_pass_steps=2, second_pass_denoise_strength=0.5))
-    cases = {"noise": ("options.image_cond_noise_scale=0.15",),
-             "keyframe": ("options.frame_index=8", "options.strength=0.9")}
-    for name, extra in cases.items():
-        runs = run_many([*base, *extra], {"one": (), "tp2": ("parallel.tp=2",), "sp2": ("parallel.sp=2",),
-                                          "offload": ("offload.enabled=true",)}, devices=2)
-        for cfg in ("tp2", "sp2", "offload"):
-            r = runs[cfg]
-            print(f"ltx {name} {cfg}: " + (r["error"] if "error" in r else f"rel vs one device {r['rel']:.2e}"))
-            assert "error" not in r and r["rel"] < 1e-5, r
+    runs = run_many([*base, "options.image_cond_noise_scale=0.15", keyframe],
+                    {"one": (), "tp2": ("parallel.tp=2",), "sp2": ("parallel.sp=2",),
+                     "offload": ("offload.enabled=true",)}, devices=2)
+    for cfg in ("tp2", "sp2", "offload"):
+        r = runs[cfg]
+        print(f"ltx conditioned {cfg}: " + (r["error"] if "error" in r else f"rel vs one device {r['rel']:.2e}"))
+        assert "error" not in r and r["rel"] < 1e-5, r
