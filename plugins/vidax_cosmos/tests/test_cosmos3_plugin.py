@@ -130,6 +130,7 @@ def test_guidance_is_on_whenever_the_scale_is_not_one():
     (_run(num_frames=188), "sampling.num_frames must be 4k+1"),
     (_run(height=712), "sampling.height must be a multiple of 16"),
     (_run(video="b.mp4"), "video-to-video"),
+    (_run(image="a.png", num_frames=1), "image-to-video needs sampling.num_frames > 1"),
     (_run({"fps": 0.0}), "options.fps must be positive"),
     (_run(max_sequence_length=2), "max_sequence_length=2"),
 ])

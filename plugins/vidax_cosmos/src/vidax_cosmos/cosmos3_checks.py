@@ -13,6 +13,9 @@ def run_problems(spec, run) -> list[str]:
     if run.video is not None:
         problems.append(f"{spec.id} takes a text prompt and optionally image: (image-to-video); video-to-video "
                         "(video:) is not supported: remove video:")
+    if run.image is not None and s.num_frames == 1:
+        problems.append(f"{spec.id} image-to-video needs sampling.num_frames > 1 (the pipeline ignores the image "
+                        "of a 1-frame run): use 5 or more, or remove image:")
     fps = o.get("fps")
     if fps is not None and not float(fps) > 0:
         problems.append(f"options.fps must be positive, got {fps}: use 24 (the pipeline's)")
