@@ -15,6 +15,9 @@
 #                          h2d time per chunk, the same program resident, hidden fraction
 #   pipeline_13b           the full Wan2.1-1.3B pipeline (random weights, bf16, 480x832x17, 5 steps) vs
 #                          diffusers' WanPipeline on the same GPU (vidax bench --reference diffusers)
+#   quant_fusion           8-bit weights (docs/quantization.md): a Wan2.1-14B-width slice (2 blocks, one 480p latent
+#                          frame), bf16 vs int8 vs fp8: XLA's compiled temp bytes (does the dequantisation fuse into
+#                          the matmul, or copy a block's kernels?) and the forward's call time on random weights
 # Results: OUT_DIR/<case>.json + .md, OUT_DIR/accelerator.json (every case, its status and wall time) and
 # OUT_DIR/accelerator.md (one table).
 set -uo pipefail
@@ -57,6 +60,7 @@ if [ "$CPU" = 1 ]; then  # tiny shapes, same cases and code paths
   BLOCKS=1 BLOCKS720=1 ATTN=xla,blockwise T_ATTN=240 T_OFF=240 T_PIPE=300 REPEATS=1 INPROC=--in-process BUDGET=900
   PIPE=(configs/demo.yaml sampling.height=32 sampling.width=32 sampling.num_frames=1 sampling.num_steps=3
         sampling.max_sequence_length=16)
+  QUANT=(--width tiny --blocks 2 --frames 1 --height 8 --width-px 8) T_QUANT=240
 else
   CFGS="$OUT/published"
   [ -d "$CFGS/wan2.1-t2v-14b" ] || timeout 120 "$PY" plugins/vidax_wan/scripts/published_config_folders.py "$CFGS" >/dev/null
@@ -66,6 +70,7 @@ else
   CKPT="$OUT/ckpt-wan13b-random"
   [ -d "$CKPT" ] || timeout 90 "$PY" benchmarks/make_random_checkpoint.py "$CKPT" --dtype bfloat16 >/dev/null
   PIPE=(benchmarks/gpu_wan13b.yaml "model.checkpoint=$CKPT")
+  QUANT=(--width 14b --blocks 2 --frames 1 --height 60 --width-px 104) T_QUANT=120
 fi
 
 STATUS="$OUT/status.tsv"
@@ -96,6 +101,8 @@ case_run attn_720p "$T_ATTN" "$PY" "${RB[@]}" --random-blocks "$BLOCKS720" --nam
 case_run offload_480p "$T_OFF" "$PY" "${RB[@]}" --random-blocks "$BLOCKS" --name offload_480p --attention auto \
   --offload 1,2 "${ARCH[@]}" "${SIZE480[@]}"
 case_run pipeline_13b "$T_PIPE" "$PY" -m vidax_core.cli bench "${PIPE[@]}" --reference diffusers $INPROC --quiet --out "$OUT" --name pipeline_13b
+case_run quant_fusion "$T_QUANT" "$PY" benchmarks/quant_memory_analysis.py "${QUANT[@]}" --time --out "$OUT" \
+  --name quant_fusion
 
 "$PY" benchmarks/collect.py "$OUT" "$STATUS" "$(( $(date +%s) - start ))" "$([ "$CPU" = 1 ] && echo cpu-check || echo accelerator)"
 log "done: $OUT/accelerator.md"

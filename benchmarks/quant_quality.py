@@ -4,7 +4,8 @@
    (``model.weight_dtype`` null / float8_e4m3fn / int8) from the same seed; relative error of the final latents and
    PSNR of the decoded frames (in [0, 1]) against the bf16 run.
 2. A Wan-width random DiT (Wan2.1-1.3B's width: 12 heads x 128, FFN 8960, text 4096; ``--blocks`` blocks, weights
-   N(0, 0.02) as ``vidax bench --random-dit`` draws them, then the same weights quantized): one denoiser call on a
+   N(0, 0.02) as ``vidax bench --random-dit`` draws them, then the same weights quantized as a Wan run stores them:
+   blocks and the embedder MLPs / time projection): one denoiser call on a
    480p-shaped latent slice; relative error and PSNR (peak = the bf16 output's range) of the prediction.
 
     python benchmarks/quant_quality.py [--blocks 2] [--frames 3]
@@ -60,6 +61,7 @@ def wan_width(blocks: int, frames: int) -> dict:
     from vidax_core.quant.keep import DEFAULT_KEEP
     from vidax_core.quant.linear import quantize_model
     from vidax_wan.dit import WanDiT, WanDiTConfig
+    from vidax_wan.plugin import QUANTIZED_OUTSIDE_BLOCKS
 
     cfg = WanDiTConfig(num_attention_heads=12, attention_head_dim=128, ffn_dim=8960, text_dim=4096, freq_dim=256,
                        num_layers=blocks, in_channels=16, out_channels=16, dtype=jnp.bfloat16)
@@ -74,7 +76,7 @@ def wan_width(blocks: int, frames: int) -> dict:
     for mode in ("bf16",) + MODES:
         model = nnx.merge(graphdef, state)
         if mode != "bf16":
-            quantize_model(model, mode, DEFAULT_KEEP)
+            quantize_model(model, mode, DEFAULT_KEEP, QUANTIZED_OUTSIDE_BLOCKS)  # as a Wan run stores it
         outs[mode] = np.asarray(fwd(model, x, t, ctx), np.float32)
     base = outs["bf16"]
     peak = float(base.max() - base.min())

@@ -1,6 +1,7 @@
 """Add (or refresh) the "8-bit weights / device" column of the per-device memory tables in docs/models/*.md.
 
-A memory table is one whose header has a "DiT weights" cell. For every row, the model id is the first backticked
+A memory table is one whose header has a "DiT weights" cell after its first (a first cell naming the DiT weights is a
+row of another table). For every row, the model id is the first backticked
 registered id of its first cell (or the doc's alias for a bare name like ``2B``, or the row above's for a blank /
 "both" cell), the config the row's ``configs/CONFIG.yaml`` cell or else the first shipped config of that id, and
 the overrides the backticked ``key=value`` items of its setting cell (``tp=2`` read as ``parallel.tp=2``;
@@ -114,8 +115,8 @@ def main(docs: list[str]) -> None:
         model_id = None
         for line in lines:
             cells = line.split(" | ")
-            if line.startswith("| ") and any("DiT weights" in c for c in cells) and not col:
-                w = next(i for i, c in enumerate(cells) if "DiT weights" in c)
+            if line.startswith("| ") and any("DiT weights" in c for c in cells[1:]) and not col:
+                w = next(i for i, c in enumerate(cells) if i and "DiT weights" in c)
                 s = next((i for i, c in enumerate(cells) if c.startswith("setting")), 1)
                 if HEAD not in line:
                     cells.insert(w + 1, HEAD)

@@ -30,7 +30,7 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "accelerator.json").read_text())
     cases = {c["case"]: c for c in report["cases"]}
-    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b"]
+    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "quant_fusion"]
     assert all(c["exit"] == 0 for c in cases.values())
     attn = cases["attn_480p"]["result"]
     assert [r["attention"] for r in attn["rows"]] == ["xla", "blockwise"]
@@ -40,3 +40,7 @@ def test_cpu_check_runs_every_case(tmp_path):
     row = cases["pipeline_13b"]["result"]["rows"][0]
     assert row["vidax"]["flops_per_step"] > 0 and row["vidax"]["attention_calls"] and row["reference"]
     assert "| pipeline_13b | 0 |" in (out / "accelerator.md").read_text()
+    quant = cases["quant_fusion"]["result"]["rows"]
+    assert [r["weights"] for r in quant] == ["bfloat16", "int8", "float8_e4m3fn"]
+    assert all(r["temp_bytes"] > 0 and r["call_s"] > 0 for r in quant)
+    assert quant[1]["argument_bytes"] < 0.6 * quant[0]["argument_bytes"]  # the 8-bit program's weights halve

@@ -74,6 +74,24 @@ def test_bench_sweep_gives_one_row_per_value(tmp_path, cache_dir):
     assert "per-step / first case" in md and md.count("| sampling.num_steps=") == 2
 
 
+def test_bench_sweep_lora_prints_with_and_without_rows_and_their_ratio(tmp_path, cache_dir, capsys):
+    import numpy as np
+
+    from vidax_core.testing.lora import save_adapter
+
+    rng = np.random.default_rng(0)
+    path = save_adapter(tmp_path / "a.safetensors", {
+        f"diffusion_model.blocks.{b}.self_attn.q.lora_{p}.weight": rng.normal(0, 0.3, shape).astype(np.float32)
+        for b in range(2) for p, shape in (("down", (4, 24)), ("up", (24, 4)))})
+    report, md = _bench(tmp_path, *TINY, cache_dir, "--sweep", f"lora=off,{path}", "--in-process")
+    assert [r["label"] for r in report["rows"]] == ["lora=off", f"lora={path}"]
+    assert report["rows"][0]["overrides"] == ["lora=[]"]
+    line = next(l for l in md.splitlines() if l.startswith("per-step with / without the adapter"))
+    a, b = (report["rows"][i]["vidax"]["per_step_s"] for i in (1, 0))
+    assert f"{a / b:.3f}x" in line and "lora_mode fused" in line and "same bench run" in line
+    assert line in capsys.readouterr().out
+
+
 def test_reference_without_torch_is_one_line_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "diffusers", None)  # import diffusers -> ImportError
     rc = main(["bench", *TINY, "--reference", "diffusers", "--out", str(tmp_path)])
@@ -89,6 +107,8 @@ def test_sweep_parsing_and_offload_shorthand():
     with pytest.raises(UserError):
         bench.parse_sweep("offload.chunk_size")
     assert bench.sweep_overrides("parallel.sp", "2") == ["parallel.sp=2"]
+    assert bench.sweep_overrides("lora", "off") == ["lora=[]"]
+    assert bench.sweep_overrides("lora", "/a/b.safetensors") == ["lora=[{path: '/a/b.safetensors'}]"]
     assert bench.sweep_overrides("offload", "off") == ["offload.enabled=false"]
     assert bench.sweep_overrides("offload", "2") == ["offload.enabled=true", "offload.chunk_size=2"]
     assert bench.sweep_overrides("offload", "all", lambda: 30) == ["offload.enabled=true", "offload.chunk_size=30"]

@@ -1,5 +1,6 @@
 """An adapter fused at load under tensor parallel, sequence parallel and block offload gives the one-device
-latents (the fused weights are ordinary weights to sharding and offload); without it the run lands far away.
+latents (the fused weights are ordinary weights to sharding and offload), and so does an unfused one under tensor
+parallel (its factors sharded as their kernel's axes); without it the run lands far away.
 ONE subprocess on fake CPU devices runs every configuration (the Wan built-in tiny checkpoint)."""
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def test_adapter_under_tp_sp_offload_equals_one_device(tmp_path):
     lora = f"lora=[{{path: {path}, scale: 0.8}}]"
     runs = run_many(base, {"one": (lora,), "tp2": (lora, "parallel.tp=2"),
                            "sp2_offload": (lora, "parallel.sp=2", "offload.enabled=true", "offload.chunk_size=1"),
+                           "tp2_unfused": (lora, "parallel.tp=2", "lora_mode=unfused"),
                            "no_adapter": ()})
-    for name in ("tp2", "sp2_offload"):
+    for name in ("tp2", "sp2_offload", "tp2_unfused"):
         r = runs[name]
         print(f"lora {name}: " + (r["error"] if "error" in r else f"rel vs one device {r['rel']:.2e}"))
         assert "error" not in r and r["rel"] < 1e-5, r

@@ -35,10 +35,14 @@ from vidax_core.testing.tiny.wan_original_keys import DIT_INV, inverse  # noqa: 
 from vidax_wan import original_format as of  # noqa: E402
 from vidax_wan.convert_dit import DIT_IGNORE, DIT_RULES  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
+from vidax_wan.plugin import QUANTIZED_OUTSIDE_BLOCKS  # noqa: E402
 
 E4M3 = ml_dtypes.float8_e4m3fn
 BLOCK_LINEAR = re.compile(r"blocks\.\d+\.(attn[12]\.(to_[qkv]|to_out\.0)|ffn\.net\.(0\.proj|2))\.weight")
-OTHER_LINEAR = re.compile(r"condition_embedder\.text_embedder\.linear_1\.weight")  # kept full precision by vidax
+# outside the blocks, 8-bit in vidax's Wan runs (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS) and in ComfyUI's scaled fp8
+# Wan files; LightX2V's files keep them full precision, so vidax quantizes them at load
+OUTSIDE_LINEAR = re.compile(r"condition_embedder\.(time_embedder\.linear_[12]|time_proj|text_embedder\.linear_[12])\.weight")
+OTHER_LINEAR = re.compile(r"proj_out\.weight")  # fp8 in ComfyUI's files (head.head), full precision in vidax
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +84,8 @@ def write_layout(layout: str, tensors: dict) -> tuple[dict, dict, dict]:
     out, meta, deq, layers = {}, {}, {}, {}
     for k, w in tensors.items():
         layer = k[: -len(".weight")]
-        if BLOCK_LINEAR.fullmatch(k) or (layout == "fp8-plain" and OTHER_LINEAR.fullmatch(k)):
+        comfy = not layout.startswith("lightx2v")
+        if BLOCK_LINEAR.fullmatch(k) or (comfy and (OUTSIDE_LINEAR.fullmatch(k) or OTHER_LINEAR.fullmatch(k))):
             if layout == "fp8-plain":
                 q, s = w.astype(E4M3), np.float32(1.0)
             elif layout in ("scaled_fp8", "comfy-tag", "comfy-metadata"):
@@ -101,6 +106,9 @@ def write_layout(layout: str, tensors: dict) -> tuple[dict, dict, dict]:
             deq[k] = q.astype(np.float32) * s
         else:
             out[k] = w
+            if OUTSIDE_LINEAR.fullmatch(k):  # quantized at load in the run's mode (the kernel layout: w.T)
+                qk, sk = modes.quantize(w.T, "int8" if "int8" in layout else "float8_e4m3fn")
+                deq[k] = modes.dequantize(qk, sk).T
     if layout == "scaled_fp8":
         out["scaled_fp8"] = np.zeros(2, E4M3)
         out["blocks.0.attn1.to_q.scale_input"] = np.ones((), np.float32)
@@ -127,7 +135,8 @@ def _vidax(source, mode_key=None):
     notes = []
     lay = read_layout(source)
     tensors = policy.tensors_for_load(source, "tiny", log=notes.append)
-    build = policy.apply(DitBuild.of(WanDiT, cfg, in_channels=4), mode_key or lay.mode, DEFAULT_KEEP)
+    build = policy.apply(DitBuild.of(WanDiT, cfg, in_channels=4), mode_key or lay.mode, DEFAULT_KEEP,
+                         QUANTIZED_OUTSIDE_BLOCKS)  # as a Wan run builds it
     graphdef, state, flat = abstract_model(build.ctor)
     return materialize(graphdef, state, convert(tensors, DIT_RULES, flat, ignore=DIT_IGNORE)), lay, notes
 
@@ -170,10 +179,17 @@ def test_layout_matches_diffusers_with_dequantised_weights(layout, name, keys, r
     assert lay.mode == want_mode
     q = model.blocks.attn1.to_q
     assert np.dtype(q.kernel[...].dtype) == modes.storage_dtype(want_mode)  # stays 8-bit on the device
-    assert np.dtype(model.text_linear_1.kernel[...].dtype) == np.float32  # outside the blocks: full precision
-    # the file's own 8-bit values, not re-rounded: layer 0's q kernel is the file's q weight transposed
+    for lin in (model.time_linear_1, model.time_linear_2, model.time_proj, model.text_linear_1, model.text_linear_2):
+        assert np.dtype(lin.kernel[...].dtype) == modes.storage_dtype(want_mode)  # outside the blocks, 8-bit too
+    assert np.dtype(model.proj_out.kernel[...].dtype) == np.float32  # the head: full precision (dequantised)
+    # the file's own 8-bit values, not re-rounded: layer 0's q kernel is the file's q weight transposed, and so
+    # is the time projection's kernel where the file stores it 8-bit
     fkey = "blocks.0.attn1.to_q.weight" if keys == "diffusers" else "blocks.0.self_attn.q.weight"
     np.testing.assert_array_equal(np.asarray(q.kernel[...][0]).view(np.uint8), out[fkey].T.view(np.uint8))
+    tkey = "condition_embedder.time_proj.weight" if keys == "diffusers" else "time_projection.1.weight"
+    if modes.is_8bit(out[tkey].dtype):
+        np.testing.assert_array_equal(np.asarray(model.time_proj.kernel[...]).view(np.uint8),
+                                      out[tkey].T.view(np.uint8))
     if layout == "scaled_fp8":
         assert any("ignored" in n and "scale_input" in n for n in notes), notes
     got = np.asarray(_FWD(model, *map(jnp.asarray, inputs)))
@@ -185,7 +201,8 @@ def test_layout_matches_diffusers_with_dequantised_weights(layout, name, keys, r
 
 @pytest.mark.parametrize("mode", ["float8_e4m3fn", "int8"])
 def test_at_load_quantization_matches_round_tripped_weights(mode, reference, inputs, tmp_path):
-    """A fp32 checkpoint with ``model.weight_dtype``: the block weights quantized at load equal diffusers given
+    """A fp32 checkpoint with ``model.weight_dtype``: the block weights (and Wan's embedder MLPs and time
+    projection) quantized at load equal diffusers given
     the weights round-tripped through the same quantizer (in the kernel layout: per output channel)."""
     model_t, tensors = reference
     path = str(tmp_path / "dit.safetensors")
@@ -194,7 +211,7 @@ def test_at_load_quantization_matches_round_tripped_weights(mode, reference, inp
     assert lay.name is None
     deq = {}
     for k, w in tensors.items():
-        if BLOCK_LINEAR.fullmatch(k):
+        if BLOCK_LINEAR.fullmatch(k) or OUTSIDE_LINEAR.fullmatch(k):
             qk, s = modes.quantize(w.T, mode)
             deq[k] = modes.dequantize(qk, s).T
     got = np.asarray(_FWD(model, *map(jnp.asarray, inputs)))

@@ -29,7 +29,7 @@ SAMPLING_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "w
 TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", "vae", "cache")
 CALL_ARGUMENTS = TOP_KEYS + SAMPLING_KEYS
 LOAD_ONLY = ("model", "parallel", "attention", "offload", "runtime", "distributed", "checkpoint", "dtype", "dp", "tp",
-             "sp", "lora")
+             "sp", "lora", "lora_mode")
 NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "metrics": None}
 
 
@@ -149,6 +149,12 @@ class Pipe:
                 changes[key] = {**(changes.get(key) or {}), **dict(value)}
             elif key in TOP_KEYS:
                 changes[key] = value
+            elif key == "lora" and self.config.lora_mode == "unfused":  # the factors are step inputs
+                changes["lora"] = [] if value is None else value
+            elif key == "lora":
+                raise UserError("lora cannot change between calls of a pipe loaded with lora_mode=fused (the "
+                                "adapters are fused into its weights): load with lora_mode=unfused to pass lora= "
+                                "per call, or load again with lora.…=…")
             elif key in LOAD_ONLY:
                 raise UserError(f"{key} cannot change between calls of a loaded pipe (it is fixed when the model "
                                 f"loads): load again with {key}.…=… to change it")

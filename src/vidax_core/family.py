@@ -15,7 +15,8 @@ family states what is its own (its models, its DiT build, its key table, its che
   with ``(ckpt_dir, run)``) for ``--reference diffusers``;
 * ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse;
 * ``quantization_keep`` keeps the core's default layers in full precision when the run stores weights 8-bit
-  (:data:`vidax_core.quant.keep.DEFAULT_KEEP`: norms, modulation, embeddings, patch embedding, heads);
+  (:data:`vidax_core.quant.keep.DEFAULT_KEEP`: norms, modulation, embeddings, patch embedding, heads) and
+  ``quantization_outside_blocks`` makes no Linear layer outside the stacked blocks 8-bit;
 * every other hook returns None ("use the core's default").
 
 Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
@@ -153,6 +154,9 @@ class FamilyPlugin:
         from vidax_core.quant.keep import DEFAULT_KEEP
 
         return DEFAULT_KEEP
+
+    def quantization_outside_blocks(self, spec, component):
+        return ()
 
     def check_checkpoint(self, spec, ckpt, run):
         from vidax_core.errors import UserError

@@ -231,6 +231,14 @@ def check_checkpoint(spec, ckpt, run):
 def quantization_keep(spec, component):
     """Return regexes of the denoiser's Linear layers (searched in their '/'-joined parameter paths, e.g.
     ``blocks/attn1/to_q``) that stay in full precision when a run stores its weights 8-bit
-    (``model.weight_dtype`` or an 8-bit checkpoint). Only Linear layers inside stacked block groups are ever
-    8-bit. The core's default (:data:`vidax_core.quant.keep.DEFAULT_KEEP`) keeps norms, modulation, embeddings,
+    (``model.weight_dtype`` or an 8-bit checkpoint). Outside the stacked block groups only the layers
+    ``quantization_outside_blocks`` names are 8-bit. The core's default (:data:`vidax_core.quant.keep.DEFAULT_KEEP`) keeps norms, modulation, embeddings,
     patch embedding and heads; None means that default."""
+
+
+@hookspec(firstresult=True)
+def quantization_outside_blocks(spec, component):
+    """Return regexes (full matches of the '/'-joined parameter path, e.g. ``time_proj``) of the denoiser's Linear
+    layers outside its stacked block groups that are 8-bit too in an 8-bit run: the large embedder / projection
+    matrices the family's published 8-bit files store 8-bit. None or empty: every layer outside the blocks stays in
+    full precision (the core's default)."""

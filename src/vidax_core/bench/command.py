@@ -1,6 +1,7 @@
 """``vidax bench``: time and memory of a configured run, optionally side by side with diffusers, over a sweep.
 
   vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2,...] [--out DIR]
+  vidax bench CONFIG.yaml --sweep lora=off,adapter.safetensors     (per-step time with / without an adapter)
   vidax bench --dit-only [model.id=ID] [--blocks 2] ...   (DiT-step and compile-time microbenchmarks, see bench.dit)
 
 Every case (one vidax run per sweep value, one diffusers run per distinct model/sampling setting) runs in its own
@@ -69,7 +70,8 @@ def add_parser(sub) -> None:
     b.add_argument("--reference", choices=REFERENCES, help="also run the same checkpoint with this engine (provided by the model's plugin) and add ratios")
     b.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help="repeat over one setting, e.g. offload.chunk_size=1,2,4 or parallel.sp=1,2; the shorthand "
-                        "offload=off,1,2,all sweeps offload off and on at those chunk sizes (all = every block)")
+                        "offload=off,1,2,all sweeps offload off and on at those chunk sizes (all = every block); "
+                        "lora=off,FILE runs without and with an adapter and prints the per-step ratio")
     b.add_argument("--out", default="out/bench", metavar="DIR", help="output folder (default out/bench)")
     b.add_argument("--name", help="file stem of the outputs (default: the config's file name, or 'bench')")
     b.add_argument("--in-process", action="store_true", help="run the cases in this process, not one subprocess each")
@@ -148,6 +150,8 @@ def sweep_overrides(key: str, value: str, block_count: Any = None) -> list[str]:
 
     if key == "cache" and value in ("off", "none", "null", "false"):
         return ["cache=null"]
+    if key == "lora":  # lora=off,a.safetensors: without and with one adapter (scale 1), in the same bench run
+        return ["lora=[]"] if value in ("off", "none", "null", "false") else [f"lora=[{{path: '{value}'}}]"]
     if key != "offload":
         return [f"{key}={value}"]
     if value in ("off", "false", "none", "0"):
@@ -342,9 +346,29 @@ def markdown(report: dict[str, Any]) -> str:
                 for k, _, _, _ in COLUMNS] + (["", ""] if sweeping else [])
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    lines += lora_ratio_lines(report)
     lines.append("per-step = median of steps 2..N (the first, compiling/warm-up step excluded, for both engines); "
                  "compile = first step − per-step; n/a = not reported by the backend.")
     return "\n".join(lines) + "\n"
+
+
+def lora_ratio_lines(report: dict[str, Any]) -> list[str]:
+    """For ``--sweep lora=off,FILE...``: the per-step time of each adapter's case over the case without one."""
+    sweep = report.get("sweep") or {}
+    rows = report["rows"]
+    without = next((r for r in rows if r["overrides"] == ["lora=[]"]), None)
+    if sweep.get("key") != "lora" or without is None:
+        return []
+    b = without["vidax"].get("per_step_s")
+    mode = (report.get("config") or {}).get("lora_mode", "fused")
+    out = []
+    for r in rows:
+        a = r["vidax"].get("per_step_s")
+        if r is without or not a or not b:
+            continue
+        out.append(f"per-step with / without the adapter ({r['label']}, lora_mode {mode}): {a / b:.3f}x "
+                   f"({a:.4g} s vs {b:.4g} s, same bench run)")
+    return out + [""] if out else []
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -139,6 +139,7 @@ class RunConfig:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     options: Any = field(default_factory=dict)  # family knobs the model's plugin declares (ModelSpec.options)
     lora: Any = field(default_factory=list)  # [LoraEntry] after validation (see check_lora)
+    lora_mode: str = "fused"  # fused: into the weights at load; unfused: factors applied in the step (docs/lora.md)
     prompts: Any = None  # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
     cache: Any = None  # step caching: null | {method: mag | first_block | teacache, ...} (vidax_core.config.cache)
 
@@ -164,6 +165,8 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("model.weight_dtype", lambda v: v is None or v in WEIGHT_DTYPES,
      f"must be null (the checkpoint's storage) or one of {', '.join(WEIGHT_DTYPES)}"),
     ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
+    ("lora_mode", lambda v: v in ("fused", "unfused"), "must be fused (into the weights at load) or unfused "
+     "(factors applied in the step; a loaded pipe may then swap adapters per call)"),
 )
 
 

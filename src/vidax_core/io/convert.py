@@ -108,6 +108,15 @@ def path_str(path: Path) -> str:
     return "/".join(str(p) for p in path)
 
 
+def route(key: str, rules: Sequence[KeyRule]) -> tuple[KeyRule, Path, int | None] | None:
+    """(the rule, target path, layer index) of the first rule matching ``key``, as :func:`convert` routes it."""
+    for rule in rules:
+        hit = rule.match(key)
+        if hit is not None:
+            return rule, hit[0], hit[1]
+    return None
+
+
 def convert(
     tensors: Mapping[str, Any],
     rules: Sequence[KeyRule],
@@ -141,16 +150,12 @@ def convert(
     misshaped_paths: set[Path] = set()  # reported as mis-shaped, so not again as missing
 
     for key in tensors:
-        hit = None
-        for rule in rules:
-            hit = rule.match(key)
-            if hit is not None:
-                break
-        if hit is None:
+        routed = route(key, rules)
+        if routed is None:
             if not any(r.fullmatch(key) for r in ignore_re):
                 unexpected.append(key)
             continue
-        path, layer = hit
+        rule, path, layer = routed
         if path not in abstract:
             unexpected.append(f"{key} (-> {path_str(path)})")
             continue

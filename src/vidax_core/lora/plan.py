@@ -33,13 +33,35 @@ class Summary:
 
 @dataclass
 class Prepared:
-    """Deltas by denoiser component (tensor key -> [(scale, delta)]) and one summary per adapter."""
+    """Deltas by denoiser component (tensor key -> [(scale, delta)]), the checked targets of each adapter by
+    component ([(scale, targets)], for the unfused mode) and one summary per adapter. ``unfused`` (set by
+    :func:`vidax_core.lora.unfused.plan`) holds the factors instead: nothing is then fused."""
 
     deltas: dict[str, dict[str, list]] = field(default_factory=dict)
     summaries: list[Summary] = field(default_factory=list)
+    targets: dict[str, list] = field(default_factory=dict)
+    unfused: Any = None
 
     def fused(self, component: str, tensors: Mapping[str, Any]) -> Mapping[str, Any]:
+        if self.unfused is not None:
+            return tensors
         return fuse.fused(tensors, self.deltas.get(component))
+
+    def slot_values(self, component: str, abstract: Mapping[tuple, Any]) -> dict[tuple, Any]:
+        """The unfused factors' parameter values of ``component`` (none when fused)."""
+        return {} if self.unfused is None else self.unfused.values(component, abstract)
+
+    def convertible(self, abstract: Mapping[tuple, Any]) -> Mapping[tuple, Any]:
+        """The parameters the checkpoint's conversion fills: all but the unfused factor slots."""
+        if self.unfused is None:
+            return abstract
+        from vidax_core.lora.unfused import PARTS
+
+        return {p: v for p, v in abstract.items() if p[-1] not in PARTS}
+
+    @property
+    def mode(self) -> str:
+        return "fused" if self.unfused is None else "unfused"
 
 
 def family_lora(plugins: Any, spec: Any) -> tuple[Any, Mapping[str, str]]:
@@ -112,6 +134,7 @@ def prepare(cfg: Any, spec: Any, ckpt: Any, builds: Sequence[Any], plugins: Any,
             out.summaries.append(self_checked(i, entry, where, comp))
             continue
         adapter, targets = read_adapter(entry.path, entry.weight_name, where, key_map, sources[comp], spec.id)
+        out.targets.setdefault(comp, []).append((float(entry.scale), targets))
         for key, items in fuse.terms(targets, float(entry.scale)).items():
             out.deltas.setdefault(comp, {}).setdefault(key, []).extend(items)
         recs = list({id(t.record): t.record for t in targets}.values())

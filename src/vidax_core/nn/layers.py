@@ -29,7 +29,11 @@ class Linear(nnx.Module):
 
     An 8-bit layer (:mod:`vidax_core.quant.linear`) holds an int8 / float8_e4m3fn kernel, its fp32
     ``kernel_scale`` (one per output channel, shape (1, out)) and the ``compute_dtype`` it replaced: the kernel is
-    dequantised inside the matmul's fusion, so no full-precision copy of it is kept."""
+    dequantised inside the matmul's fusion, so no full-precision copy of it is kept.
+
+    Unfused LoRA (:mod:`vidax_core.lora.unfused`): ``lora_down`` (in, R), ``lora_up`` (R, out) and ``lora_scale``
+    (R,) add ``((x @ lora_down) * lora_scale) @ lora_up``, and ``lora_bias`` (out,) a bias delta; they are ordinary
+    parameters of the step, so new values of the same shapes reuse its compiled program."""
 
     def __init__(self, d_in: int, d_out: int, names: Axes, *, dtype: Any, rngs: nnx.Rngs, bias: bool = True,
                  fp32_out: bool = False):
@@ -38,6 +42,10 @@ class Linear(nnx.Module):
         self.fp32_out = fp32_out
         self.kernel_scale: nnx.Param | None = nnx.data(None)
         self.compute_dtype: Any = None
+        self.lora_down: nnx.Param | None = nnx.data(None)
+        self.lora_up: nnx.Param | None = nnx.data(None)
+        self.lora_scale: nnx.Param | None = nnx.data(None)
+        self.lora_bias: nnx.Param | None = nnx.data(None)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         k = self.kernel[...]
@@ -46,6 +54,12 @@ class Linear(nnx.Module):
         y = jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32)
         if self.bias is not None:
             y = y + self.bias[...].astype(jnp.float32)
+        if self.lora_down is not None:
+            h = jnp.matmul(x.astype(k.dtype), self.lora_down[...].astype(k.dtype), preferred_element_type=jnp.float32)
+            h = h * self.lora_scale[...].astype(jnp.float32)
+            y = y + jnp.matmul(h.astype(k.dtype), self.lora_up[...].astype(k.dtype), preferred_element_type=jnp.float32)
+        if self.lora_bias is not None:
+            y = y + self.lora_bias[...].astype(jnp.float32)
         return y if self.fp32_out else y.astype(k.dtype)
 
 

@@ -1,11 +1,12 @@
 """Weight-only 8-bit DiT weights: ``model.weight_dtype: float8_e4m3fn | int8`` or an 8-bit checkpoint.
 
-The big matrices of the transformer blocks stay 8-bit on the devices (and on the host when offloaded) with one fp32
-scale per output channel, and are dequantised into the compute dtype inside the layer's matmul; everything else
-(norms, embeddings, modulation, patch embedding, output head) stays in full precision. Modules, one concept each:
+The big matrices of the transformer blocks (and the embedder matrices a family names) stay 8-bit on the devices
+(and on the host when offloaded) with one fp32 scale per output channel, and are dequantised into the compute dtype
+inside the layer's matmul; everything else (norms, modulation, patch embedding, output head) stays in full
+precision. Modules, one concept each:
 
 * :mod:`.modes` – the two storage dtypes and the quantizer (absmax per tensor for fp8, per output channel for int8);
-* :mod:`.linear` – turning a model's block Linear layers into 8-bit ones (the kernel and its scale);
+* :mod:`.linear` – turning a model's block Linear layers (and named ones outside the blocks) into 8-bit ones;
 * :mod:`.keep` – the default list of layers kept in full precision (a family overrides it through a hook);
 * :mod:`.formats` – recognising the 8-bit files people download (plain casts, ComfyUI, LightX2V) from their tensors;
 * :mod:`.source` – a checkpoint's tensors with the scale tensors folded into their weights;

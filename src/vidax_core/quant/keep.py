@@ -1,9 +1,10 @@
 """Which Linear layers of a denoiser become 8-bit: those inside its stacked transformer blocks, except the
 layers matching a family's keep list (regexes searched in the layer's '/'-joined parameter path).
 
-Everything outside the stacked blocks (patch embedding, time / text / image embedders, output head) stays in full
-precision by construction: it is a small share of the bytes and the most sensitive to rounding. Inside a block,
-modulation and norm projections stay too. A family overrides the list with its ``quantization_keep`` hook. The
+Outside the stacked blocks a Linear layer stays in full precision unless the family names it in its
+``quantization_outside_blocks`` hook (Wan names its time / text / image embedder MLPs and its time projection, which
+ComfyUI's scaled fp8 Wan files store fp8; without them a streamed Wan's resident bytes would not halve). Inside a
+block, modulation and norm projections stay. A family overrides the list with its ``quantization_keep`` hook. The
 blocks of one stacked group share one dtype, so a layer kind is kept for every block of the group or for none.
 """
 

@@ -2,7 +2,7 @@
 (:func:`vidax_core.quant.source.read_layout` on its tensor headers), else nothing.
 
 :func:`apply` wraps a denoiser build so every consumer (placement, dry run, offload, loading) sees the model with
-its block Linear layers 8-bit; :func:`tensors_for_load` folds the checkpoint's scales into their weights.
+its block Linear layers (and the family's named layers outside the blocks) 8-bit; :func:`tensors_for_load` folds the checkpoint's scales into their weights.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def run_mode(cfg: Any, ckpt: Any, component: str) -> str | None:
     return lay.mode if lay is not None else None
 
 
-def apply(build: Any, mode: str | None, keep: Sequence[str]) -> Any:
-    """``build`` whose module has its block Linear layers 8-bit in ``mode`` (``build`` itself for None)."""
+def apply(build: Any, mode: str | None, keep: Sequence[str], outside: Sequence[str] = ()) -> Any:
+    """``build`` whose module has its block Linear layers (but ``keep``) and the ``outside`` Linear layers 8-bit in
+    ``mode`` (``build`` itself for None)."""
     if mode is None:
         return build
     inner = build.ctor
@@ -44,21 +45,23 @@ def apply(build: Any, mode: str | None, keep: Sequence[str]) -> Any:
         from vidax_core.quant.linear import quantize_model
 
         model = inner()
-        quantize_model(model, mode, keep)
+        quantize_model(model, mode, keep, outside)
         return model
 
     return dataclasses.replace(build, ctor=ctor, weight_storage=mode)
 
 
 def builds_for_run(builds: list, spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> list:
-    """Every denoiser build of a run with the run's 8-bit mode applied (the family's keep list)."""
+    """Every denoiser build of a run with the run's 8-bit mode applied (the family's keep list inside the blocks,
+    its ``quantization_outside_blocks`` list outside them)."""
     from vidax_core.quant.keep import DEFAULT_KEEP
 
     out = []
     for b in builds:
         mode = run_mode(cfg, ckpt, b.component)
         keep = plugins.call("quantization_keep", spec, component=b.component) if mode else None
-        out.append(apply(b, mode, DEFAULT_KEEP if keep is None else tuple(keep)))
+        outside = plugins.call("quantization_outside_blocks", spec, component=b.component) if mode else None
+        out.append(apply(b, mode, DEFAULT_KEEP if keep is None else tuple(keep), tuple(outside or ())))
     return out
 
 

@@ -23,6 +23,10 @@ from vidax_core.plugins import Plugins
 from vidax_core.runner.preflight import preflight
 
 
+_LORA_MODE = {"fused": "            (lora_mode fused: into the weights at load, no cost per step)",
+              "unfused": "            (lora_mode unfused: factors applied in each step, swappable per call of a loaded "
+                         "pipe)"}
+
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -72,9 +76,10 @@ def size_denoiser(flat: dict, block_counts: dict[str, int] | None) -> Sizing:
     return Sizing(total, {g: (counts[g], per_group[g]) for g in counts})
 
 
-def describe_8bit(flat: dict) -> str | None:
-    """The ``8-bit:`` line of a denoiser whose block Linear kernels are 8-bit (:mod:`vidax_core.quant`): their
-    bytes, their fp32 scales' and what stays in full precision; None when no weight is 8-bit."""
+def describe_8bit(flat: dict, groups: Any = ()) -> str | None:
+    """The ``8-bit:`` line of a denoiser whose block Linear kernels (and the family's layers outside the stacked
+    ``groups``) are 8-bit (:mod:`vidax_core.quant`): their bytes, their fp32 scales' and what stays in full
+    precision; None when no weight is 8-bit."""
     eight = {p: leaf for p, leaf in flat.items() if np.dtype(leaf.dtype).itemsize == 1}
     if not eight:
         return None
@@ -82,9 +87,12 @@ def describe_8bit(flat: dict) -> str | None:
     scales = [v for p, v in flat.items() if p and p[-1] == "kernel_scale"]
     rest = nbytes(flat.values()) - nbytes(eight.values()) - nbytes(scales)
     dtypes = sorted({np.dtype(v.dtype).name for v in eight.values()})
-    return (f"{_fmt_bytes(nbytes(eight.values()))} of {'/'.join(dtypes)} weights in {len(eight)} block Linear "
-            f"kernels + {_fmt_bytes(nbytes(scales))} of fp32 scales; {_fmt_bytes(rest)} stays in full precision "
-            "(norms, modulation, embeddings, heads, biases); weight-only: matmuls run in the compute dtype")
+    outside = sum(1 for p in eight if p and str(p[0]) not in groups)
+    where = f" ({outside} outside the blocks)" if outside else ""
+    return (f"{_fmt_bytes(nbytes(eight.values()))} of {'/'.join(dtypes)} weights in {len(eight)} Linear "
+            f"kernels{where} + {_fmt_bytes(nbytes(scales))} of fp32 scales; {_fmt_bytes(rest)} stays in full "
+            "precision (norms, modulation, patch embedding, heads, biases, the embedders the family keeps); weight-only: "
+            "matmuls run in the compute dtype")
 
 
 def _describe_size(s: Sizing) -> str:
@@ -240,9 +248,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",
         f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
-        *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2])) else []),
-        *([f"lora:       {s.line()}" for s in adapters] + (["            (fused into the weights at load: no cost "
-                                                              "per step)"] if adapters else [])),
+        *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2], sizes[0].groups)) else []),
+        *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",

@@ -50,7 +50,7 @@ def structure_key(cfg: RunConfig, *extra: Any) -> str:
     """What decides a compiled step's program: the call's settings without its prompts, seed, noise file,
     outputs and the contents of its media (those arrive as arrays)."""
     d = to_dict(cfg)
-    for k in ("prompt", "negative_prompt", "output"):
+    for k in ("prompt", "negative_prompt", "output", "lora"):  # unfused adapters are arrays of the step
         d.pop(k, None)
     d["image"], d["video"] = d["image"] is not None, d["video"] is not None
     d["sampling"] = {k: v for k, v in d["sampling"].items() if k not in ("seed", "initial_noise")}
@@ -60,7 +60,7 @@ def structure_key(cfg: RunConfig, *extra: Any) -> str:
 def vae_key(cfg: RunConfig) -> str:
     """What a family's ``build_vae`` may read from the run: everything but the prompts, outputs and step recipe."""
     d = to_dict(cfg)
-    for k in ("prompt", "negative_prompt", "output"):
+    for k in ("prompt", "negative_prompt", "output", "lora"):
         d.pop(k, None)
     d["sampling"] = {k: v for k, v in d["sampling"].items()
                      if k not in ("num_steps", "guidance_scale", "guidance_scale_2", "scheduler", "max_sequence_length")}
@@ -81,7 +81,7 @@ def prompt_key(cfg: RunConfig, text: Any) -> str:
     """A prompt embedding depends on the text and the encoder's settings (text length, options, and for image
     encoders the image and size), not on the seed, steps or guidance."""
     d = to_dict(cfg)
-    for k in ("prompt", "negative_prompt", "output"):
+    for k in ("prompt", "negative_prompt", "output", "lora"):
         d.pop(k, None)
     d["image"], d["video"] = _media_stamp(cfg.image), _media_stamp(cfg.video)
     d["sampling"] = {k: v for k, v in d["sampling"].items()
@@ -129,9 +129,16 @@ class LoadedModel:
         ckpt.keep_open = True
         self.reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {self.backend}")
         self.builds = P.build_dit(spec, ckpt, cfg, plugins)
-        self.adapters = lora.prepare(cfg, spec, ckpt, self.builds, plugins)  # checked before any weight is read
+        self._heads = _TensorHeads(ckpt) if cfg.lora_mode == "unfused" else ckpt  # re-checked per call
+        self.adapters = lora.prepare(cfg, spec, self._heads, self.builds, plugins)  # before any weight is read
+        if cfg.lora_mode == "unfused":  # the builds then carry factor parameters beside their kernels
+            from vidax_core.lora import unfused
+
+            self.builds = unfused.plan(cfg, spec, self.builds, self.adapters, plugins)
+        self._lora_now = tuple(cfg.lora or ())
         for s in self.adapters.summaries:
-            self.reporter.log(s.line() + " (fused at load)")
+            self.reporter.log(s.line() + (" (fused at load)" if cfg.lora_mode == "fused" else
+                                          " (unfused: its factors are step inputs, swappable per call)"))
         self.tracker = offloadlib.ResidentTracker()
         self.experts: list[P.Expert] = []
         self._vaes: dict[str, Any] = {}
@@ -177,6 +184,34 @@ class LoadedModel:
                 self.tracker.base += sharding.per_device_bytes(params)
             del model
         self.load_s += time.perf_counter() - t0
+
+    def use_adapters(self, cfg: RunConfig) -> None:
+        """Unfused mode: put the call's adapters into the factor parameters (same shapes: the compiled steps
+        stay valid). A call's ``lora`` other than the load's is refused in fused mode before it gets here."""
+        entries = tuple(cfg.lora or ())
+        if entries == self._lora_now:
+            return
+        if self.adapters.unfused is None:
+            raise UserError("lora cannot change between calls of a pipe loaded with lora_mode=fused (the adapters "
+                            "are in its weights): load with lora_mode=unfused to swap adapters or scales per call")
+        prepared = lora.prepare(cfg, self.spec, self._heads, self.builds, self.plugins)
+        new = self.adapters.unfused.swap(prepared)
+        for e in self.experts:
+            values = new.get(e.build.component)
+            if not values:
+                continue
+            flat = []
+            for path, var in nnx.to_flat_state(e.params):
+                path = tuple(path)
+                if path in values:
+                    old = var.get_value()
+                    var = var.replace(jax.device_put(values[path].astype(old.dtype), old.sharding))
+                flat.append((path, var))
+            e.params = nnx.from_flat_state(flat)
+        self.adapters.summaries = prepared.summaries
+        for s in prepared.summaries:
+            self.reporter.log(s.line() + " (unfused, swapped in)")
+        self._lora_now = entries
 
     def _build_encoder(self) -> Any:
         encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=self.mesh)
@@ -283,6 +318,7 @@ class LoadedModel:
         t0 = time.perf_counter()
         plan = self.plan_call(cfg)
         self.load_weights()
+        self.use_adapters(cfg)
         vae = self.vae(plan.passes[-1].run)
         timer.add("load_s", time.perf_counter() - t0)
 
@@ -366,6 +402,19 @@ def write_video(path: str, frames: np.ndarray, fps: int, wave: Any = None, sampl
     video.write_mp4(path, frames, fps)
     if wave is not None:
         audio.mux_audio(path, wave[0], int(sample_rate or 16000))
+
+
+class _TensorHeads:
+    """A checkpoint's tensor sources by component, opened once: the unfused mode checks each call's adapters
+    against their keys and shapes without opening the weight files again."""
+
+    def __init__(self, ckpt: Any) -> None:
+        self.ckpt, self.sources = ckpt, {}
+
+    def read_tensors(self, component: str) -> Any:
+        if component not in self.sources:
+            self.sources[component] = self.ckpt.read_tensors(component)
+        return self.sources[component]
 
 
 class _Progress:

@@ -116,7 +116,8 @@ def load_dit(
     adapters: Any = None,
 ) -> tuple[DitBuild, nnx.Module]:
     """Build the denoiser abstractly, convert its checkpoint, and place every array with ``put(path, array)``.
-    ``adapters`` (:func:`vidax_core.lora.prepare`, checked earlier) are fused into the tensors before conversion."""
+    ``adapters`` (:func:`vidax_core.lora.prepare`, checked earlier) are fused into the tensors before conversion,
+    or with ``lora_mode: unfused`` (:mod:`vidax_core.lora.unfused`) fill the factor parameters of the build."""
     build = build or build_dit(spec, ckpt, cfg, plugins)[0]
     graphdef, abstract_state, flat = abstract_model(build.ctor)
     if adapters is None and getattr(cfg, "lora", None):
@@ -130,9 +131,12 @@ def load_dit(
     if adapters is not None:  # an 8-bit weight is read dequantised, the sum quantized again with fresh scales
         tensors = adapters.fused(build.component, tensors)
     values = plugins.call("convert_checkpoint", spec, component=build.component, tensors=tensors,
-                          abstract=flat, config=ckpt.config(build.component))
+                          abstract=flat if adapters is None else adapters.convertible(flat),
+                          config=ckpt.config(build.component))
     if values is None:
         raise UserError(f"no installed plugin converts the {build.component} checkpoint of {spec.id}")
+    if adapters is not None:  # lora_mode=unfused: the factors are parameters of their own
+        values = {**values, **adapters.slot_values(build.component, flat)}
     return build, materialize(graphdef, abstract_state, values, put=put)
 
 

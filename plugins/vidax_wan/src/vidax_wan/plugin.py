@@ -11,6 +11,13 @@ from vidax_core import FamilyPlugin, dit_weight_dtype
 
 from . import presets
 
+# Linear layers outside the blocks stored 8-bit in an 8-bit run, as ComfyUI's scaled fp8 Wan files store them
+# (time_embedding.0/2, time_projection.1, text_embedding.0/2 float8_e4m3fn with a scale_weight); the image
+# embedder too (Kijai's loader runs img_emb fp8 from such files). They hold ~1.8% of Wan2.1-14B's bf16 bytes but,
+# resident beside two streamed blocks, over a quarter of an offloaded run's device bytes. The patch embedding,
+# the output head (0.3 M parameters), norms, modulation tables and biases stay in full precision.
+QUANTIZED_OUTSIDE_BLOCKS = (r"time_linear_[12]", r"time_proj", r"text_linear_[12]", r"image_linear_[12]")
+
 
 class WanPlugin(FamilyPlugin):
     family = "wan"
@@ -35,6 +42,9 @@ class WanPlugin(FamilyPlugin):
         from .convert_dit import DIT_IGNORE
 
         return DIT_IGNORE
+
+    def quantization_outside_blocks(self, spec, component):
+        return QUANTIZED_OUTSIDE_BLOCKS
 
     def lora_key_map(self, spec, layout):
         """Original (ComfyUI / lightx2v / kohya) module names -> diffusers names: the original checkpoint's rename."""

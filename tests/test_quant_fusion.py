@@ -1,0 +1,47 @@
+"""Issue 26, the CPU-checkable part of "the dequantisation must not make a full-precision copy": XLA's compiled
+memory analysis of one forward of a Wan DiT with int8 block kernels. Inside the scan over the blocks at most one
+block's kernels may exist dequantised; a dequantisation hoisted out of the scan (the whole stacked kernel converted
+before the loop) would put every block's full-precision kernels in the temp buffers.
+
+XLA:CPU runs its dots as library calls on materialised operands, so one block's dequantised kernels are live on CPU
+(and bf16 / fp8 operands are upcast to fp32 for the whole stack ahead of the scan: docs/quantization.md); whether the
+GPU/TPU matmul fuses the dequantisation into its operand read (no copy even of one block) is measured by
+``benchmarks/quant_memory_analysis.py`` in ``benchmarks/accelerator.sh`` (case ``quant_fusion``).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax_core.quant.keep import DEFAULT_KEEP
+from vidax_core.quant.linear import quantize_model
+
+BLOCKS = 8
+
+
+def test_int8_dequantisation_stays_inside_the_scan():
+    from vidax_wan.dit import WanDiT, WanDiTConfig
+    from vidax_wan.plugin import QUANTIZED_OUTSIDE_BLOCKS
+
+    # kernels large against the activations (16 video tokens, 8 text tokens), so the temp buffers show them
+    cfg = WanDiTConfig(num_attention_heads=2, attention_head_dim=128, ffn_dim=2048, text_dim=32, freq_dim=256,
+                       num_layers=BLOCKS, in_channels=4, out_channels=4, dtype=jnp.bfloat16)
+
+    def ctor():
+        model = WanDiT(cfg, rngs=nnx.Rngs(0))
+        quantize_model(model, "int8", DEFAULT_KEEP, QUANTIZED_OUTSIDE_BLOCKS)
+        return model
+
+    graphdef, state = nnx.split(nnx.eval_shape(ctor))  # shapes only: no weight is allocated
+    args = (jax.ShapeDtypeStruct((1, 4, 1, 8, 8), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.float32),
+            jax.ShapeDtypeStruct((1, 8, 32), jnp.bfloat16))
+    ma = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a)).lower(state, *args).compile().memory_analysis()
+    kernels = [leaf for path, leaf in nnx.to_flat_state(state) if path[0] == "blocks" and path[-1] == "kernel"]
+    assert kernels and all(np.dtype(k.dtype) == np.int8 for k in kernels)
+    per_block_fp32 = sum(int(np.prod(k.shape[1:])) for k in kernels) * 4  # one block's kernels dequantised, fp32
+    print(f"int8, {BLOCKS} blocks: temp {ma.temp_size_in_bytes} B; one block's kernels in fp32 {per_block_fp32} B, "
+          f"the stack's {BLOCKS * per_block_fp32} B")
+    assert ma.temp_size_in_bytes < 2 * per_block_fp32  # about one block at a time, not the stack (8 blocks)
