@@ -54,7 +54,32 @@ def _add_tensor(path, name, value):
     save_file(tensors, str(path))
 
 
+def _cosmos3_fp8(dst):
+    """A copy of the built-in tiny Cosmos3 checkpoint whose transformer config says ModelOpt FP8."""
+    writable_asset("vidax_cosmos", dst, name="cosmos3-tiny-random")
+    _set_json(os.path.join(dst, "transformer", "config.json"),
+              quantization_config={"quant_method": "modelopt", "quant_algo": "FP8"})
+    return None
+
+
 DIT = "transformer/diffusion_pytorch_model.safetensors"
+
+def _cosmos3_fp8_tensors(dst):
+    """A copy of the built-in tiny Cosmos3 checkpoint with one weight as ModelOpt exports it (float8_e4m3fn and a
+    per-tensor ``weight_scale``) and no quantization config: only the tensors say FP8."""
+    import ml_dtypes
+
+    from vidax_core.io.safetensors import SafetensorsFile, save_file
+
+    writable_asset("vidax_cosmos", dst, name="cosmos3-tiny-random")
+    path = os.path.join(dst, DIT)
+    tensors = {k: np.array(v) for k, v in SafetensorsFile(str(path)).items()}
+    key = "layers.0.self_attn.to_q.weight"
+    tensors[key] = tensors[key].astype(ml_dtypes.float8_e4m3fn)
+    tensors[key + "_scale"] = np.array(0.5, np.float32)
+    save_file(tensors, str(path))
+    return None
+
 
 # (case id, setup(tmp, ckpt) -> extra args, expected fragment of the error line)
 CASES = [
@@ -107,6 +132,17 @@ CASES = [
     ("cosmos-image-and-video", lambda t, c: ["model.id=cosmos-predict2.5-2b", "model.checkpoint=builtin:tiny-random",
                                              _png(t / "a.png"), f"image={t / 'a.png'}", f"video={t / 'a.png'}"],
      "set only one of image: and video:"),
+    ("cosmos3-frames", lambda t, c: ["model.id=cosmos3-nano", "model.checkpoint=builtin:tiny-random",
+                                     "sampling.num_frames=10"], "must be 4k+1 for cosmos3-nano"),
+    ("cosmos3-video", lambda t, c: ["model.id=cosmos3-edge", "model.checkpoint=builtin:tiny-random",
+                                    _png(t / "a.png"), f"video={t / 'a.png'}"], "video-to-video (video:) is not supported"),
+    ("cosmos3-fp8", lambda t, c: [_cosmos3_fp8(t / "c3"), "model.id=cosmos3-nano", f"model.checkpoint={t / 'c3'}",
+                                  "sampling.height=48", "sampling.width=64", "sampling.num_frames=9"],
+     "ModelOpt FP8 transformer weights"),
+    ("cosmos3-fp8-tensors", lambda t, c: [_cosmos3_fp8_tensors(t / "c3"), "model.id=cosmos3-nano",
+                                          f"model.checkpoint={t / 'c3'}", "sampling.height=48", "sampling.width=64",
+                                          "sampling.num_frames=9", "sampling.num_steps=1"],
+     "ModelOpt FP8 transformer weights (1 float8 tensors"),
     ("ltx-frames", lambda t, c: ["model.id=ltx-video-2b-0.9.8-distilled", "model.checkpoint=builtin:tiny-random",
                                  "sampling.num_frames=10"], "must be 8k+1 for LTX-Video"),
     ("ltx-height", lambda t, c: ["model.id=ltx-video-13b-0.9.8-dev", "model.checkpoint=builtin:tiny-random",

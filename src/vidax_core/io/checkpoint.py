@@ -28,7 +28,7 @@ from vidax_core.io.safetensors import SafetensorsFile
 
 REQUIRED_COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 # Every component folder a run may read (hub downloads fetch those present; optional ones serve some models).
-DIFFUSERS_COMPONENTS = REQUIRED_COMPONENTS + ("transformer_2", "image_encoder", "image_processor")
+DIFFUSERS_COMPONENTS = REQUIRED_COMPONENTS + ("transformer_2", "image_encoder", "image_processor", "text_tokenizer")
 
 
 class TensorSource(Mapping[str, np.ndarray]):
@@ -269,7 +269,8 @@ def hub_allow_patterns(components: Sequence[str], configs_only: bool = False) ->
     """The files of ``components`` a run needs (only their JSON files for ``configs_only``)."""
     pats = ["model_index.json"]
     for c in components:
-        pats += [f"{c}/*.json"] if configs_only else [f"{c}/*.json", f"{c}/*.safetensors", f"{c}/*.model", f"{c}/*.txt"]
+        files = ("json",) if configs_only else ("json", "safetensors", "model", "txt", "jinja")
+        pats += [f"{c}/*.{ext}" for ext in files]
     return pats
 
 

@@ -217,8 +217,8 @@ class Cosmos3DiT(nnx.Module):
 
     ``latents`` (B, C, T, H, W); ``timestep`` (B,) in the scheduler's units (0..1000; ``timestep_scale`` applied
     here); ``input_ids`` (B, L) int token ids, right-padded; ``text_lengths`` (B,) unpadded counts (default L);
-    ``noisy_frames`` (B, T): 1 for frames being denoised, 0 for conditioning frames (default all 1); ``fps`` (static
-    float or None): the pipeline's fps for the mRoPE temporal modulation."""
+    ``noisy_frames`` (B, T): 1 for frames being denoised, 0 for conditioning frames (default all 1); ``fps`` (a number,
+    or an array whose first entry is it, or None): the pipeline's fps for the mRoPE temporal modulation."""
 
     block_groups = ("blocks",)
 

@@ -43,15 +43,16 @@ def pair_axes(sections: Sequence[int]) -> np.ndarray:
     return sel
 
 
-def video_positions(grid: Sequence[int], offset: jax.Array, *, fps: float | None, base_fps: float, tcf: int,
+def video_positions(grid: Sequence[int], offset: jax.Array, *, fps, base_fps: float, tcf: int,
                     modulate: bool, reset_spatial: bool) -> jax.Array:
-    """(3, B, N) float32 positions of the video tokens of grid (T, Hp, Wp) for per-row temporal ``offset`` (B,)."""
+    """(3, B, N) float32 positions of the video tokens of grid (T, Hp, Wp) for per-row temporal ``offset`` (B,);
+    ``fps`` a number, a (possibly traced) array whose first entry is the fps, or None (no modulation)."""
     t, h, w = (int(g) for g in grid)
     off = offset.astype(jnp.float32)[:, None]
     frames = jnp.arange(t, dtype=jnp.float32)
     if modulate and fps is not None and t > 1:
-        tps, base_tps = np.float32(fps / tcf), np.float32(base_fps / tcf)
-        ft = frames / tps * base_tps
+        tps = jnp.asarray(fps, jnp.float32).reshape(-1)[0] / np.float32(tcf)
+        ft = frames / tps * np.float32(base_fps / tcf)
     else:
         ft = frames
     tt = jnp.repeat(ft, h * w)[None, :] + off
@@ -71,7 +72,7 @@ def cos_sin(positions: jax.Array, freqs: np.ndarray, sections: Sequence[int]) ->
     return jnp.cos(a), jnp.sin(a)
 
 
-def rope_tables(cfg, n_txt: int, lengths: jax.Array, grid: Sequence[int], fps: float | None):
+def rope_tables(cfg, n_txt: int, lengths: jax.Array, grid: Sequence[int], fps):
     """((text cos, sin) (B, L, P), (video cos, sin) (B, N, P)) for rows with ``lengths`` (B,) unpadded text tokens
     padded to ``n_txt``; ``cfg`` is a :class:`vidax_cosmos.cosmos3_dit.Cosmos3DiTConfig`."""
     freqs = inv_freq(cfg.head_dim, cfg.rope_theta)

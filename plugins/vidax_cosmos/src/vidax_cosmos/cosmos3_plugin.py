@@ -1,0 +1,101 @@
+"""The hooks of the Cosmos3 ids (``cosmos3-nano``, ``cosmos3-edge``); :class:`vidax_cosmos.plugin.CosmosPlugin`
+hands every hook of those ids to :data:`hooks`.
+
+Run semantics are those of diffusers' ``Cosmos3OmniPipeline`` (guardrail off): no text encoder (the prompt's token
+ids, :mod:`vidax_cosmos.cosmos3_prompt`, go to the DiT one guidance branch at a time, each at its own unpadded
+length), guidance ``uncond + g * (cond - uncond)`` whenever ``g != 1``, the checkpoint's UniPC sampler fed the
+0..1000 timestep (the model_index.json ``use_native_flow_schedule`` switch replaces its sigmas by
+``linspace(1 - 1/T, 0, N + 1)[:-1]``), image-to-video through :mod:`vidax_cosmos.cosmos3_conditioning`, the
+Wan2.2 VAE.
+"""
+
+from __future__ import annotations
+
+from vidax_core import FamilyPlugin, dit_weight_dtype
+
+
+class Cosmos3Hooks(FamilyPlugin):
+    family = "cosmos"
+    dit_config_class = ".cosmos3_dit:Cosmos3DiTConfig"
+
+    def build_dit(self, spec, ckpt, run):
+        from vidax_core import DitBuild
+
+        from .cosmos3_dit import Cosmos3DiT
+        from .cosmos3_flops import counter
+
+        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
+        p = cfg.latent_patch_size
+        return DitBuild.of(Cosmos3DiT, cfg, in_channels=cfg.latent_channel, heads=cfg.num_attention_heads,
+                           patch_size=(1, p, p), block_counts={"blocks": cfg.num_hidden_layers}, flops=counter(cfg))
+
+    def convert_checkpoint(self, spec, component, tensors, abstract, config):
+        """The key table of this config; ModelOpt FP8 weights are refused before any is read as a plain one."""
+        if component != "transformer":
+            return None
+        from vidax_core.io.convert import convert
+
+        from .convert_cosmos3 import IGNORED, dit_rules
+        from .cosmos3_dit import Cosmos3DiTConfig
+        from .cosmos3_fp8 import check_not_fp8
+
+        check_not_fp8(tensors, config, repo=spec.hub_repo)
+        return convert(tensors, dit_rules(Cosmos3DiTConfig.from_config(config)), abstract,
+                       component="Cosmos3 DiT (transformer)", ignore=IGNORED)
+
+    def guidance(self, spec, ckpt, run):
+        from vidax_core import ClassifierFree, NoGuidance
+
+        g = float(run.sampling.guidance_scale)
+        return ClassifierFree(scale=g) if g != 1.0 else NoGuidance()
+
+    def sampling_plan(self, spec, ckpt, run, sampler, latent_shape):
+        if not ckpt.model_index.get("use_native_flow_schedule", False):
+            return None
+        import numpy as np
+
+        t = int(ckpt.config("scheduler").get("num_train_timesteps", 1000)) if ckpt.has("scheduler") else 1000
+        n = int(run.sampling.num_steps)
+        return {"sigmas": [float(x) for x in np.linspace(1.0 - 1.0 / t, 0.0, n + 1)[:-1]]}
+
+    def check_run(self, spec, run):
+        from .cosmos3_checks import run_problems
+
+        return run_problems(spec, run)
+
+    def check_checkpoint(self, spec, ckpt, run):
+        from .cosmos3_checks import checkpoint_problems
+
+        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, run,
+                                                                               self.dit_config(ckpt))
+
+    def build_text_encoder(self, spec, ckpt, run, mesh):
+        """The tokenizer and chat template only: the DiT embeds the token ids itself."""
+        from .cosmos3_prompt import load
+
+        return load(ckpt.require("text_tokenizer"), ckpt.model_index)
+
+    def encode_prompt(self, spec, encoder, prompts, run):
+        """One (1, L_i) int32 id array per prompt (``[prompt, negative_prompt]``), each at its own length."""
+        from .cosmos3_prompt import token_ids
+
+        return [token_ids(encoder, p, negative=i > 0, run=run) for i, p in enumerate(prompts)]
+
+    def build_vae(self, spec, ckpt, run):
+        from vidax_core.vae.wan_video import load_wan_autoencoder
+
+        return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=run.image is not None)
+
+    def vae_latent_shape(self, spec, ckpt, run):
+        from vidax_core.vae.wan_video import latent_grid
+
+        s = run.sampling
+        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
+
+    def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
+        from .cosmos3_conditioning import prepare
+
+        return prepare(run, vae, latent_shape)
+
+
+hooks = Cosmos3Hooks()
