@@ -1,5 +1,10 @@
 """Repository-wide pytest setup: fp32 matmuls at full precision, one persistent compilation cache for the suite,
-and a module's shared fixtures kept on one xdist worker."""
+fast XLA:CPU code generation for the tiny test programs (inherited by every subprocess), and a module's shared
+fixtures kept on one xdist worker."""
+
+from vidax_core.testing.devices import use_fast_cpu_compiles
+
+use_fast_cpu_compiles()  # before JAX starts its backend
 
 import jax
 import pytest

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from vidax_core.testing.cli import vidax
+from vidax_core.testing.devices import xla_flags
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.xdist_group("config_memory")
@@ -107,7 +108,7 @@ def test_config_memory_comment_is_the_dry_run(config, index, config_folders, tmp
             mesh[key.split(".")[1]] = int(value)
     devices = mesh["dp"] * mesh["tp"] * mesh["sp"]
     proc = vidax("run", str(config), f"model.checkpoint={checkpoint}", *overrides, "--dry-run", cwd=tmp_path,
-                 env={"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}, timeout=300)
+                 env={"XLA_FLAGS": xla_flags(devices)}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
     assert (_gib(out, "per device:"), _gib(out, "activations:")) == (weights, activations), out[-2000:]

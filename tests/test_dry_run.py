@@ -15,6 +15,7 @@ from vidax_core.plugins import Plugins
 from vidax_core.runner.dry_run import _fmt_bytes, describe_plan
 from vidax_core.testing.cli import vidax
 from vidax_core.testing.toy_groups import ToyGroupsPlugin, expected_bytes, toy_checkpoint
+from vidax_core.testing.devices import xla_flags
 
 SMALL = ["sampling.height=32", "sampling.width=32", "sampling.num_frames=5", "sampling.num_steps=2"]
 
@@ -82,7 +83,7 @@ def test_offload_estimate_streams_two_chunks_of_each_group(tmp_path):
         _toy_plan(tmp_path, 8, 6, "offload.enabled=true", "offload.chunk_size=4")
 
 
-TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+TWO_DEVICES = {"XLA_FLAGS": xla_flags(2)}
 TINY = ["model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", "sampling.num_frames=1",
         "sampling.num_steps=2", "parallel.sp=2", "output.path=", "prompt=a fox"]
 

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from vidax_core.testing.tiny.wan import save_tiny_wan
+from vidax_core.testing.devices import xla_flags
 
 ARGS = ["model.id=wan2.1-t2v-1.3b", "prompt=a small red fox runs in the snow", "negative_prompt=blurry",
         "sampling.num_steps=2", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5",
@@ -33,7 +34,7 @@ def test_two_processes_tp2_match_one(tmp_path):
     noise = tmp_path / "noise.npy"
     np.save(noise, np.random.default_rng(0).standard_normal((1, 4, 2, 8, 8)).astype(np.float32))
     base_env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_DEFAULT_MATMUL_PRECISION="highest",
-                    XLA_FLAGS="--xla_force_host_platform_device_count=1")
+                    XLA_FLAGS=xla_flags(1))
     common = vidax_cli() + ["run", *ARGS, f"model.checkpoint={ckpt}", f"sampling.initial_noise={noise}", "--quiet"]
 
     def outs(tag):

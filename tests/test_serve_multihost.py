@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 
+from vidax_core.testing.devices import xla_flags
+
 # the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
 DEMO_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "demo.yaml")
 
@@ -23,7 +25,7 @@ def free_port() -> int:
 
 def test_two_processes_run_every_job(tmp_path):
     port = free_port()
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1))
     procs = [subprocess.Popen([sys.executable, SCRIPT, str(pid), str(port), str(tmp_path)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for pid in range(2)]
     try:
@@ -57,7 +59,7 @@ def test_vidax_serve_on_two_processes(tmp_path):
     port = free_port()
     procs = []
     for pid in range(2):
-        env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
+        env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1),
                    JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(pid))
         args = ["serve", DEMO_CONFIG, "model.checkpoint=builtin:tiny-random", *TINY, "parallel.tp=2",
                 "runtime.compilation_cache=false",

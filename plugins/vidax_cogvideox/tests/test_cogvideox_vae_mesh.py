@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from vidax_core.testing.devices import xla_flags
 
 pytestmark = pytest.mark.xdist_group("cogvideox_vae")
 
@@ -60,7 +61,7 @@ def _main() -> None:
 
 
 def test_spread_tiled_decode_equals_one_device():
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(DEVICES), JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from vidax_core.testing.devices import xla_flags
 
 pytestmark = pytest.mark.xdist_group("cosmos3_parallel")
 
@@ -19,7 +20,7 @@ MESHES = ["dp1_sp1_tp2", "dp1_sp2_tp1", "dp2_sp2_tp2"]
 @pytest.fixture(scope="module")
 def out():
     script = os.path.join(os.path.dirname(__file__), "parallel_cosmos3.py")
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(8), JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

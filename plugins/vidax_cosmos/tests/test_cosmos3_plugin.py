@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from vidax_core.testing.devices import xla_flags
 
 from vidax_cosmos.plugin import plugin
 
@@ -148,7 +149,7 @@ def test_tp_must_divide_the_key_value_heads_too(tmp_path):
 
     base = ["run", "model.id=cosmos3-nano", "model.checkpoint=builtin:tiny-random", "sampling.height=64",
             "sampling.width=64", "sampling.num_frames=9", "--dry-run"]
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    env = {"XLA_FLAGS": xla_flags(4)}
     bad = vidax(*base, "parallel.tp=4", cwd=tmp_path, env=env)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("error: parallel.tp=4 must divide the model's 2 key/value"), \

@@ -18,6 +18,7 @@ from flax import nnx
 from vidax_core.parallel import sharding
 from vidax_core.parallel.mesh import MeshPlan, make_mesh
 from vidax_core.testing.sharded import place_state, under_mesh
+from vidax_core.testing.devices import xla_flags
 from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config
 from vidax_hunyuan.plugin import plugin as hunyuan_plugin
 
@@ -54,7 +55,7 @@ print(json.dumps(out))
 
 
 def test_meshes_equal_one_device():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(8), JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=600,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]

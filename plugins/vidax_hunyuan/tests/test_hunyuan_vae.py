@@ -23,6 +23,7 @@ from vidax_core.testing.tiny.wan_vae_parity import check  # noqa: E402
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.convert import ConversionError, convert  # noqa: E402
 from vidax_core.nn.state import abstract_model, flat_state  # noqa: E402
+from vidax_core.testing.devices import xla_flags
 from vidax_hunyuan.vae import HunyuanVAE, HunyuanVAEConfig, decode, encode, load_vae  # noqa: E402
 from vidax_hunyuan.vae_convert import VAE_RULES, open_original_vae  # noqa: E402
 
@@ -263,7 +264,7 @@ def test_tiles_spread_over_devices_equal_one_device(models, tmp_path):
     np.save(tmp_path / "z.npy", z)
     args = dict(tensors=str(tmp_path / "w.npz"), z=str(tmp_path / "z.npy"), out=str(tmp_path / "out.npy"),
                 tiling=tiling, config=TINY)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(2), JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", _SPREAD_SCRIPT, json.dumps(args)], capture_output=True, text=True,
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

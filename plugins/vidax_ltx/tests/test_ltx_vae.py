@@ -295,6 +295,7 @@ import numpy as np
 import jax
 jax.config.update("jax_default_matmul_precision", "highest")
 from vidax_core.io.safetensors import SafetensorsFile
+from vidax_core.testing.devices import xla_flags
 from vidax_ltx import vae as vae_lib
 folder, config = sys.argv[1], json.loads(sys.argv[2])
 vae = vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(config),
@@ -323,7 +324,7 @@ def test_spread_over_devices_equals_one_device(tiny, tmp_path):
     model, _ = tiny
     model.save_pretrained(str(tmp_path))
     config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dict(model.config).items() if not k.startswith("_")}
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+    env = dict(os.environ, XLA_FLAGS=xla_flags(4), JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.run([sys.executable, "-c", _SPREAD_SCRIPT, str(tmp_path), json.dumps(config)],
                           capture_output=True, text=True, env=env, timeout=600)

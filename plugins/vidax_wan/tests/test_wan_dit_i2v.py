@@ -31,6 +31,7 @@ from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_wan.convert_dit import DIT_IGNORE, DIT_RULES, load_dit  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
 from vidax_core.testing.tiny.wan import TINY_DIT_CONFIG  # noqa: E402
+from vidax_core.testing.devices import xla_flags
 
 TEXT_LEN = 512  # diffusers' WanAttnProcessor hard-codes 512 text tokens after the image tokens
 BASE = dict(TINY_DIT_CONFIG)
@@ -272,7 +273,7 @@ SHARDED_SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "i2v_sharded
 
 
 def test_sharded_i2v_per_token_forward():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(4), JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, SHARDED_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
