@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from vidax_core.testing.devices import xla_flags
 
-from vidax_cosmos.plugin import plugin
+from vidax_cosmos.cosmos3_plugin import Cosmos3Plugin
+
+plugin = Cosmos3Plugin()
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")

@@ -1,5 +1,6 @@
-"""The hooks of the Cosmos3 ids (``cosmos3-nano``, ``cosmos3-edge``); :class:`vidax_cosmos.plugin.CosmosPlugin`
-hands every hook of those ids to :data:`hooks`.
+"""The Cosmos3 plugin object (``cosmos3-nano``, ``cosmos3-edge``): a second entry point of this package, beside
+:class:`vidax_cosmos.plugin.CosmosPlugin` (Predict2.5); the core hands each id's hooks to the object that
+registered it.
 
 Run semantics are those of diffusers' ``Cosmos3OmniPipeline`` (guardrail off): no text encoder (the prompt's token
 ids, :mod:`vidax_cosmos.cosmos3_prompt`, go to the DiT one guidance branch at a time, each at its own unpadded
@@ -13,10 +14,18 @@ from __future__ import annotations
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
 
+from . import cosmos3_presets
 
-class Cosmos3Hooks(FamilyPlugin):
+
+class Cosmos3Plugin(FamilyPlugin):
     family = "cosmos"
+    models = cosmos3_presets.MODELS
+    diffusers_reference = ".cosmos3_bench_reference:Cosmos3DiffusersReference"
     dit_config_class = ".cosmos3_dit:Cosmos3DiTConfig"
+
+    def builtin_checkpoint(self, spec, name):
+        """``assets/cosmos3-<name>`` (the package's Predict2.5 assets hold ``<name>``)."""
+        return super().builtin_checkpoint(spec, f"cosmos3-{name}")
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
@@ -97,5 +106,3 @@ class Cosmos3Hooks(FamilyPlugin):
 
         return prepare(run, vae, latent_shape)
 
-
-hooks = Cosmos3Hooks()
