@@ -13,11 +13,12 @@ Wan2.2 VAE.
 from __future__ import annotations
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.vae.wan_hooks import WanVAEHooks
 
 from . import cosmos3_presets
 
 
-class Cosmos3Plugin(FamilyPlugin):
+class Cosmos3Plugin(WanVAEHooks, FamilyPlugin):
     family = "cosmos"
     models = cosmos3_presets.MODELS
     diffusers_reference = ".cosmos3_bench_reference:Cosmos3DiffusersReference"
@@ -90,16 +91,6 @@ class Cosmos3Plugin(FamilyPlugin):
 
         return [token_ids(encoder, p, negative=i > 0, run=run) for i, p in enumerate(prompts)]
 
-    def build_vae(self, spec, ckpt, run):
-        from vidax_core.vae.wan_video import load_wan_autoencoder
-
-        return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=run.image is not None)
-
-    def vae_latent_shape(self, spec, ckpt, run):
-        from vidax_core.vae.wan_video import latent_grid
-
-        s = run.sampling
-        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
 
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from .cosmos3_conditioning import prepare

@@ -10,11 +10,12 @@ Cosmos3 ids are registered by the package's second plugin object, :class:`vidax_
 from __future__ import annotations
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.vae.wan_hooks import WanVAEHooks
 
 from . import presets
 
 
-class CosmosPlugin(FamilyPlugin):
+class CosmosPlugin(WanVAEHooks, FamilyPlugin):
     family = "cosmos"
     models = presets.MODELS
     options = presets.OPTIONS
@@ -63,17 +64,6 @@ class CosmosPlugin(FamilyPlugin):
 
         return text.encode(encoder, prompts, int(run.sampling.max_sequence_length))
 
-    def build_vae(self, spec, ckpt, run):
-        from vidax_core.vae.wan_video import load_wan_autoencoder
-
-        with_encoder = run.image is not None or run.video is not None
-        return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=with_encoder)
-
-    def vae_latent_shape(self, spec, ckpt, run):
-        from vidax_core.vae.wan_video import latent_grid
-
-        s = run.sampling
-        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
 
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from .conditioning import prepare

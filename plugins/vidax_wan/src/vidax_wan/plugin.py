@@ -8,6 +8,7 @@ core's Wan VAEs, the original Wan-AI release files (:mod:`.original_format`). Re
 from __future__ import annotations
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.vae.wan_hooks import WanVAEHooks
 
 from . import presets
 
@@ -19,7 +20,7 @@ from . import presets
 QUANTIZED_OUTSIDE_BLOCKS = (r"time_linear_[12]", r"time_proj", r"text_linear_[12]", r"image_linear_[12]")
 
 
-class WanPlugin(FamilyPlugin):
+class WanPlugin(WanVAEHooks, FamilyPlugin):
     family = "wan"
     models = presets.MODELS
     checkpoint_formats = ("diffusers", "wan-original")
@@ -109,16 +110,6 @@ class WanPlugin(FamilyPlugin):
 
         return text.encode(encoder, prompts, run.sampling.max_sequence_length)
 
-    def build_vae(self, spec, ckpt, run):
-        from vidax_core.vae.wan_video import load_wan_autoencoder
-
-        return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=run.image is not None)
-
-    def vae_latent_shape(self, spec, ckpt, run):
-        from vidax_core.vae.wan_video import latent_grid
-
-        s = run.sampling
-        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
 
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from .conditioning import prepare_for_run

@@ -1,0 +1,20 @@
+"""The VAE hooks of a family whose checkpoint's ``vae/`` is diffusers' AutoencoderKLWan (Wan2.1 or Wan2.2
+layout): Wan, Cosmos-Predict2.5 and Cosmos3 mix :class:`WanVAEHooks` in before :class:`vidax_core.FamilyPlugin`.
+Importing it imports no JAX (registration stays light); the VAE code loads on first use."""
+
+from __future__ import annotations
+
+
+class WanVAEHooks:
+    def build_vae(self, spec, ckpt, run):
+        """The checkpoint's Wan VAE, with its encoder only when the run conditions on an image or a clip."""
+        from vidax_core.vae.wan_video import load_wan_autoencoder
+
+        with_encoder = run.image is not None or getattr(run, "video", None) is not None
+        return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=with_encoder)
+
+    def vae_latent_shape(self, spec, ckpt, run):
+        from vidax_core.vae.wan_video import latent_grid
+
+        s = run.sampling
+        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
