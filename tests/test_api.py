@@ -7,8 +7,6 @@ prompt, seed and overrides; batches resume, number their outputs and report bad 
 
 from __future__ import annotations
 
-import builtins
-import collections
 import json
 import os
 
@@ -17,44 +15,11 @@ import pytest
 
 import vidax
 from vidax_core.errors import UserError
+from vidax_core.testing.counters import Counters
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "configs", "demo.yaml")
-WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
 FAST = ("sampling.num_steps=3", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5")
 NO_DISK_CACHE = "runtime.compilation_cache=false"  # a persistent-cache hit would hide the first call's compiles
-
-
-class Counters:
-    """Weight files opened and XLA backend compiles, per call."""
-
-    def __init__(self, monkeypatch) -> None:
-        from jax import monitoring
-
-        self.opens: list[str] = []
-        self.events: collections.Counter = collections.Counter()
-        real_open = builtins.open
-
-        def counting_open(file, *a, **k):
-            self.opens.append(str(file))
-            return real_open(file, *a, **k)
-
-        monkeypatch.setattr(builtins, "open", counting_open)
-        monitoring.register_event_duration_secs_listener(self._on_event)
-
-    def _on_event(self, name: str, _secs: float, **_kw) -> None:
-        self.events[name] += 1
-
-    def reset(self) -> None:
-        self.opens.clear()
-        self.events.clear()
-
-    @property
-    def weight_opens(self) -> list[str]:
-        return [o for o in self.opens if o.endswith(WEIGHT_SUFFIXES)]
-
-    @property
-    def compiles(self) -> int:
-        return self.events["/jax/core/compile/backend_compile_duration"]
 
 
 @pytest.fixture(scope="module")

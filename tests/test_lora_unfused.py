@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from vidax_core.errors import UserError
+from vidax_core.testing.counters import Counters
 
 STEPS, SIZE, FRAMES = 2, 32, 5
 
@@ -76,35 +77,6 @@ def load_args(t, mode, adapters):
 
 def lora_arg(adapters):
     return [{"path": p, "scale": s} for p, s in adapters]
-
-
-class Counters:
-    """XLA backend compiles (as tests/test_api.py counts them) and checkpoint files opened."""
-
-    def __init__(self, monkeypatch) -> None:
-        import builtins
-
-        from jax import monitoring
-
-        self.compiles, self.opens = 0, []
-        real_open = builtins.open
-
-        def counting_open(file, *a, **k):
-            self.opens.append(str(file))
-            return real_open(file, *a, **k)
-
-        monkeypatch.setattr(builtins, "open", counting_open)
-        monitoring.register_event_duration_secs_listener(self._on_event)
-
-    def _on_event(self, name: str, _secs: float, **_kw) -> None:
-        self.compiles += name == "/jax/core/compile/backend_compile_duration"
-
-    def reset(self) -> None:
-        self.compiles, self.opens = 0, []
-
-    @property
-    def weight_opens(self) -> list[str]:
-        return [o for o in self.opens if o.endswith(".safetensors")]
 
 
 def test_unfused_pipe_matches_fused_and_diffusers_and_swaps_without_compiling(tiny, monkeypatch):
