@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from vidax_core.testing.devices import xla_flags
 
 _SCRIPT = r"""
 import json, re
@@ -18,7 +19,6 @@ from flax import nnx
 from vidax_core.parallel import sharding
 from vidax_core.parallel.mesh import MeshPlan, make_mesh
 from vidax_core.testing.sharded import place_state, under_mesh
-from vidax_core.testing.devices import xla_flags
 from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config
 from vidax_hunyuan.plugin import plugin as hunyuan_plugin
 

@@ -22,6 +22,7 @@ from vidax_ltx import vae as vae_lib  # noqa: E402
 from vidax_core.testing.reference import randomize_  # noqa: E402
 from vidax_core.testing.parity import fp32_error  # noqa: E402
 from vidax_core.testing.tiny.wan_vae_parity import check, errors, tiles  # noqa: E402
+from vidax_core.testing.devices import xla_flags
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
 diffusers.utils.logging.set_verbosity_error()  # its dtype-cast notice on every .to(float64)
@@ -295,7 +296,6 @@ import numpy as np
 import jax
 jax.config.update("jax_default_matmul_precision", "highest")
 from vidax_core.io.safetensors import SafetensorsFile
-from vidax_core.testing.devices import xla_flags
 from vidax_ltx import vae as vae_lib
 folder, config = sys.argv[1], json.loads(sys.argv[2])
 vae = vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(config),
