@@ -39,8 +39,8 @@ OPTIONS = {
         24.0, float, "the frame rate the model is told (duration sentence and mRoPE temporal positions); the mp4 is "
         "written at output.fps (diffusers fps)"),
     "condition_frame_indexes_vision": Option(
-        [0, 1], list[int], "video-to-video: the latent frames kept clean (taken from the clip's first or last "
-        "4 max + 1 frames, see condition_video_keep); the others are generated (diffusers "
+        [0, 1], list[int], "video-to-video: the latent frames kept clean, encoded from 4 * max(indexes) + 1 frames "
+        "of the clip (condition_video_keep says which end); the others are generated (diffusers "
         "condition_frame_indexes_vision)"),
     "condition_video_keep": Option(
         "first", str, "video-to-video: which end of a longer clip the conditioning frames come from "
