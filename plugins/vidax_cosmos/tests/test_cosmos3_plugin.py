@@ -1,7 +1,7 @@
 """The Cosmos3 ids' hooks, each against the reference where it has one: prompt token ids equal
 ``Cosmos3OmniPipeline.tokenize_prompt`` for every switch, the image preprocessing and the video-to-video clip
-frames equal the pipeline's, the native flow schedule equals the diffusers scheduler's, guidance is on whenever g != 1, and bad runs are one line
-each."""
+frames equal the pipeline's, the native flow schedule equals the diffusers scheduler's, guidance is on whenever
+g != 1, and bad runs are one line each."""
 
 from __future__ import annotations
 
