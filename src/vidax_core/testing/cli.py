@@ -1,9 +1,5 @@
 """Run the real ``vidax`` command line in a subprocess, as a user would (the venv's console script), and the
-end-to-end run every family's parity test makes (:func:`run_e2e`, its arguments from :func:`run_args`).
-
-:func:`run_e2e` calls the command line's ``main`` in the test process (:func:`vidax_in_process`) unless it is
-given an environment: the same argument parsing, checks, run and output files, without a new interpreter that
-imports JAX and compiles every program again (a suite's end-to-end runs share what they compiled)."""
+end-to-end run every family's parity test makes (:func:`run_e2e`, its arguments from :func:`run_args`)."""
 
 from __future__ import annotations
 
@@ -28,32 +24,6 @@ def vidax(*args: str, cwd=None, env: dict | None = None, replace_env: bool = Fal
     base = {} if replace_env else dict(os.environ, JAX_PLATFORMS="cpu", JAX_DEFAULT_MATMUL_PRECISION="highest")
     return subprocess.run(vidax_command() + [str(a) for a in args], capture_output=True, text=True, cwd=cwd,
                           env={**base, **(env or {})}, timeout=timeout)
-
-
-def vidax_in_process(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    """``vidax ARGS`` through :func:`vidax_core.cli.main` in this process (full-precision fp32 matmuls, ``cwd`` as
-    the working folder for the call), with its exit status and captured stdout / stderr as a subprocess's."""
-    import contextlib
-    import io
-
-    import jax
-
-    from vidax_core.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    before = os.getcwd()
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                jax.default_matmul_precision("highest"):
-            try:
-                code = main([str(a) for a in args])
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        os.chdir(before)
-    return subprocess.CompletedProcess(["vidax", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def _value(v: Any) -> str:
@@ -95,8 +65,7 @@ class E2ERun:
 def run_e2e(folder: str | os.PathLike, *args: str, noise: np.ndarray | None = None, tag: str = "run",
             env: dict | None = None, timeout: int = 600) -> E2ERun:
     """``vidax run ARGS`` writing its latents, frames and metrics under ``folder`` (and reading ``noise`` as
-    ``sampling.initial_noise`` when given); assert it succeeded and return what it saved. In this process unless
-    ``env`` is given (then a subprocess with that environment added)."""
+    ``sampling.initial_noise`` when given); assert it succeeded and return what it saved."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npy", "frames.npy", "json")}
@@ -105,10 +74,7 @@ def run_e2e(folder: str | os.PathLike, *args: str, noise: np.ndarray | None = No
     if noise is not None:
         np.save(folder / f"{tag}.noise.npy", np.asarray(noise, np.float32))
         extra.append(f"sampling.initial_noise={folder / f'{tag}.noise.npy'}")
-    if env is None:
-        proc = vidax_in_process("run", *args, *extra, "--quiet", cwd=folder)
-    else:
-        proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
+    proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return E2ERun(np.load(out["lat.npy"]), np.load(out["frames.npy"]), json.loads(out["json"].read_text()),
                   proc.stderr)
