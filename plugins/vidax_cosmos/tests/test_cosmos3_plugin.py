@@ -1,7 +1,7 @@
 """The Cosmos3 ids' hooks, each against the reference where it has one: prompt token ids equal
-``Cosmos3OmniPipeline.tokenize_prompt`` for every switch, the image preprocessing equals the pipeline's, the
-native flow schedule equals the diffusers scheduler's, guidance is on whenever g != 1, and bad runs are one line
-each."""
+``Cosmos3OmniPipeline.tokenize_prompt`` for every switch, the image preprocessing and the video-to-video clip
+frames equal the pipeline's, the native flow schedule equals the diffusers scheduler's, guidance is on whenever
+g != 1, and bad runs are one line each."""
 
 from __future__ import annotations
 
@@ -43,8 +43,11 @@ def test_registered_with_their_own_options():
     registry = p.registry
     for mid in ("cosmos3-nano", "cosmos3-edge"):
         spec = registry.get(mid)
-        assert spec.tasks == ("t2v", "i2v") and spec.family == "cosmos"
-        assert set(spec.options) == {"use_system_prompt", "add_resolution_template", "add_duration_template", "fps"}
+        assert spec.tasks == ("t2v", "i2v", "v2v") and spec.family == "cosmos"
+        assert set(spec.options) == {"use_system_prompt", "add_resolution_template", "add_duration_template", "fps",
+                                     "condition_frame_indexes_vision", "condition_video_keep"}
+        assert spec.preset["options"]["condition_frame_indexes_vision"] == [0, 1]
+        assert spec.preset["options"]["condition_video_keep"] == "first"
         assert spec.preset["sampling"]["num_steps"] == 35 and spec.preset["sampling"]["guidance_scale"] == 6.0
     assert "fps" not in registry.get("cosmos-predict2.5-2b").options
 
@@ -100,6 +103,34 @@ def test_image_preprocessing_is_the_pipelines(size):
     assert np.mean(got != want) < 2e-3
 
 
+@pytest.mark.parametrize("indexes,keep", [([0, 1], "first"), ([0, 1], "last"), ([0, 2], "first"), ([1], "last")])
+def test_clip_frames_are_the_pipelines(pipe, tmp_path, monkeypatch, indexes, keep):
+    """The pixels vidax encodes for video-to-video equal the first 4 max + 1 frames of the tensor the pipeline's
+    prepare_latents encodes: which end of the 7-frame 40x56 clip, the bilinear resize, the last-frame padding."""
+    from PIL import Image
+
+    from vidax_core.io.clip import read_video
+    from vidax_core.io.video import write_mp4
+    from vidax_cosmos.cosmos3_conditioning import clip_pixels
+
+    rng = np.random.default_rng(4)
+    clip = np.clip(rng.random((7, 40, 56, 3)) * 0.5 + np.linspace(0, 0.5, 7)[:, None, None, None], 0, 1)
+    write_mp4(str(tmp_path / "clip.mp4"), clip.astype(np.float32), 8)
+    frames = [Image.fromarray(f) for f in np.round(read_video(str(tmp_path / "clip.mp4")) * 255).astype(np.uint8)]
+    pipeline = pipe[1]
+    seen = []
+    encode = pipeline._encode_video
+    monkeypatch.setattr(pipeline, "_encode_video", lambda x: seen.append(x.numpy()) or encode(x))
+    out = pipeline.prepare_latents(video=frames, condition_frame_indexes_vision=indexes, condition_video_keep=keep,
+                                   num_frames=9, height=48, width=64, generator=torch.Generator().manual_seed(0),
+                                   device="cpu", dtype=torch.float32)
+    count = 4 * max(indexes) + 1
+    got = clip_pixels(str(tmp_path / "clip.mp4"), 48, 64, count, keep)
+    assert got.shape == (1, 3, count, 48, 64)
+    np.testing.assert_allclose(got, seen[0][:, :, :count], rtol=0, atol=1e-6)
+    assert np.flatnonzero(out[5][:, 0, 0].numpy()).tolist() == sorted(indexes)
+
+
 def test_native_flow_schedule_is_the_pipelines(pipe):
     from diffusers import UniPCMultistepScheduler
 
@@ -132,7 +163,15 @@ def test_guidance_is_on_whenever_the_scale_is_not_one():
 @pytest.mark.parametrize("run,needle", [
     (_run(num_frames=188), "sampling.num_frames must be 4k+1"),
     (_run(height=712), "sampling.height must be a multiple of 16"),
-    (_run(video="b.mp4"), "video-to-video"),
+    (_run(image="a.png", video="b.mp4"), "not both: set only one of image: and video:"),
+    (_run(video="b.mp4", num_frames=1), "video-to-video needs sampling.num_frames > 1"),
+    (_run({"condition_frame_indexes_vision": [0, -1]}, video="b.mp4"), "list of non-negative latent frame indexes"),
+    (_run({"condition_frame_indexes_vision": "01"}, video="b.mp4"), "list of non-negative latent frame indexes"),
+    (_run({"condition_frame_indexes_vision": [0, 1.0]}, video="b.mp4"), "list of non-negative latent frame indexes"),
+    (_run({"condition_frame_indexes_vision": []}, video="b.mp4"), "at least one latent frame index"),
+    (_run({"condition_frame_indexes_vision": [0, 3]}, video="b.mp4", num_frames=9),
+     "[0, 3] has an index outside the latent timeline: sampling.num_frames=9 gives 3 latent frames"),
+    (_run({"condition_video_keep": "middle"}, video="b.mp4"), "condition_video_keep must be first or last"),
     (_run(image="a.png", num_frames=1), "image-to-video needs sampling.num_frames > 1"),
     (_run({"fps": 0.0}), "options.fps must be positive"),
     (_run(max_sequence_length=2), "max_sequence_length=2"),
@@ -142,6 +181,9 @@ def test_check_run_refusals(run, needle):
     assert len(problems) == 1 and needle in problems[0], problems
     assert "\n" not in problems[0]
     assert plugin.check_run(SPEC, _run()) == []
+    assert plugin.check_run(SPEC, _run(video="b.mp4")) == []
+    assert plugin.check_run(SPEC, _run({"condition_frame_indexes_vision": [2], "condition_video_keep": "last"},
+                                       video="b.mp4", num_frames=9)) == []
 
 
 def test_tp_must_divide_the_key_value_heads_too(tmp_path):
@@ -158,3 +200,21 @@ def test_tp_must_divide_the_key_value_heads_too(tmp_path):
         bad.stderr[-2000:]
     ok = vidax(*base, "parallel.tp=2", cwd=tmp_path, env=env)
     assert ok.returncode == 0, ok.stderr[-2000:]
+
+
+def test_video_to_video_dry_run_and_its_refusal(tmp_path):
+    """Through the command line: the built-in tiny Nano plans a video-to-video run, and a clean latent frame outside
+    the 3-frame timeline is one error line (exit 2) from the checks that run before any weight loads."""
+    from vidax_core.io.video import write_mp4
+    from vidax_core.testing.cli import vidax_in_process
+
+    write_mp4(str(tmp_path / "clip.mp4"), np.full((5, 32, 48, 3), 0.5, np.float32), 8)
+    base = ["run", "model.id=cosmos3-nano", "model.checkpoint=builtin:tiny-random", "sampling.height=64",
+            "sampling.width=64", "sampling.num_frames=9", f"video={tmp_path / 'clip.mp4'}", "--dry-run"]
+    ok = vidax_in_process(*base, "options.condition_video_keep=last", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    bad = vidax_in_process(*base, "options.condition_frame_indexes_vision=[0, 3]", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith(
+        "error: options.condition_frame_indexes_vision [0, 3] has an index outside the latent timeline"), \
+        bad.stderr[-2000:]

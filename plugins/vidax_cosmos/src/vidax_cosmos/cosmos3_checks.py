@@ -10,9 +10,11 @@ def run_problems(spec, run) -> list[str]:
     s, o = run.sampling, run.options
     problems = frame_count_problems(s.num_frames, 4, spec.id, "the VAE compresses time by 4")
     problems += size_problems(s, 16, f"{spec.id} (the Wan2.2 VAE's factor 16)")
-    if run.video is not None:
-        problems.append(f"{spec.id} takes a text prompt and optionally image: (image-to-video); video-to-video "
-                        "(video:) is not supported: remove video:")
+    if run.image is not None and run.video is not None:
+        problems.append(f"{spec.id} conditions on an image (image-to-video) or a video (video-to-video), not both: "
+                        "set only one of image: and video:")
+    elif run.video is not None:
+        problems += video_problems(s.num_frames, o)
     if run.image is not None and s.num_frames == 1:
         problems.append(f"{spec.id} image-to-video needs sampling.num_frames > 1 (the pipeline ignores the image "
                         "of a 1-frame run): use 5 or more, or remove image:")
@@ -23,6 +25,34 @@ def run_problems(spec, run) -> list[str]:
         problems.append(f"sampling.max_sequence_length={s.max_sequence_length} cannot hold a prompt and the two "
                         "tokens Cosmos3 appends: use 4096 (no cap, as the reference)")
     return problems
+
+
+def video_problems(num_frames: int, options) -> list[str]:
+    """The pipeline's video-to-video checks (``check_inputs``), each one line."""
+    problem = _video_problem(num_frames, options)
+    return [problem] if problem else []
+
+
+def _video_problem(num_frames: int, options) -> str | None:
+    if num_frames == 1:
+        return ("video-to-video needs sampling.num_frames > 1 (a 1-frame run is text-to-image): use 5 or more, "
+                "or remove video:")
+    indexes = options.get("condition_frame_indexes_vision", [0, 1])
+    if not isinstance(indexes, (list, tuple)) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indexes):
+        return (f"options.condition_frame_indexes_vision must be a list of non-negative latent frame indexes, "
+                f"e.g. [0, 1]; got {indexes!r}")
+    if not indexes:
+        return "options.condition_frame_indexes_vision must hold at least one latent frame index, e.g. [0, 1]"
+    latent_frames = (num_frames - 1) // 4 + 1
+    if max(indexes) >= latent_frames:
+        return (f"options.condition_frame_indexes_vision {list(indexes)} has an index outside the latent timeline: "
+                f"sampling.num_frames={num_frames} gives {latent_frames} latent frames (0..{latent_frames - 1}); "
+                f"use smaller indexes or at least {4 * max(indexes) + 1} frames")
+    keep = options.get("condition_video_keep", "first")
+    if keep not in ("first", "last"):
+        return f"options.condition_video_keep must be first or last, got {keep!r}"
+    return None
 
 
 def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:

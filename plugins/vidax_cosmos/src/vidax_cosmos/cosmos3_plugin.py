@@ -6,7 +6,7 @@ Run semantics are those of diffusers' ``Cosmos3OmniPipeline`` (guardrail off): n
 ids, :mod:`vidax_cosmos.cosmos3_prompt`, go to the DiT one guidance branch at a time, each at its own unpadded
 length), guidance ``uncond + g * (cond - uncond)`` whenever ``g != 1``, the checkpoint's UniPC sampler fed the
 0..1000 timestep (the model_index.json ``use_native_flow_schedule`` switch replaces its sigmas by
-``linspace(1 - 1/T, 0, N + 1)[:-1]``), image-to-video through :mod:`vidax_cosmos.cosmos3_conditioning`, the
+``linspace(1 - 1/T, 0, N + 1)[:-1]``), image- and video-to-video through :mod:`vidax_cosmos.cosmos3_conditioning`, the
 Wan2.2 VAE.
 """
 

@@ -38,6 +38,13 @@ OPTIONS = {
     "fps": Option(
         24.0, float, "the frame rate the model is told (duration sentence and mRoPE temporal positions); the mp4 is "
         "written at output.fps (diffusers fps)"),
+    "condition_frame_indexes_vision": Option(
+        [0, 1], list[int], "video-to-video: the latent frames kept clean, encoded from 4 * max(indexes) + 1 frames "
+        "of the clip (condition_video_keep says which end); the others are generated (diffusers "
+        "condition_frame_indexes_vision)"),
+    "condition_video_keep": Option(
+        "first", str, "video-to-video: which end of a longer clip the conditioning frames come from "
+        "(diffusers condition_video_keep)", choices=("first", "last")),
 }
 
 
@@ -53,22 +60,22 @@ def _preset() -> dict:
 MODELS = [
     {
         "id": "cosmos3-nano",
-        "tasks": ("t2v", "i2v"),
+        "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": "nvidia/Cosmos3-Nano",
         "default_config": "configs/cosmos3_nano_720p.yaml",
-        "description": "Cosmos3 Nano text/image-to-video (mixture of transformers, 36 layers, width 4096, GQA 32/8, "
-                       "SwiGLU); prompt tokens go straight into the DiT, Wan2.2 VAE",
+        "description": "Cosmos3 Nano text/image/video-to-video (mixture of transformers, 36 layers, width 4096, "
+                       "GQA 32/8, SwiGLU); prompt tokens go straight into the DiT, Wan2.2 VAE",
         "preset": _preset(),
         "options": dict(OPTIONS),
         "checkpoint_formats": ("diffusers",),
     },
     {
         "id": "cosmos3-edge",
-        "tasks": ("t2v", "i2v"),
+        "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": None,  # no diffusers Edge checkpoint is published: the id builds from an Edge config.json
         "default_config": "configs/cosmos3_edge_720p.yaml",
-        "description": "Cosmos3 Edge text/image-to-video (mixture of transformers, 28 layers, width 2048, GQA 16/8, "
-                       "relu^2, Nemotron norms); prompt tokens go straight into the DiT, Wan2.2 VAE",
+        "description": "Cosmos3 Edge text/image/video-to-video (mixture of transformers, 28 layers, width 2048, "
+                       "GQA 16/8, relu^2, Nemotron norms); prompt tokens go straight into the DiT, Wan2.2 VAE",
         "preset": _preset(),
         "options": dict(OPTIONS),
         "checkpoint_formats": ("diffusers",),
