@@ -206,14 +206,14 @@ def test_video_to_video_dry_run_and_its_refusal(tmp_path):
     """Through the command line: the built-in tiny Nano plans a video-to-video run, and a clean latent frame outside
     the 3-frame timeline is one error line (exit 2) from the checks that run before any weight loads."""
     from vidax_core.io.video import write_mp4
-    from vidax_core.testing.cli import vidax_in_process
+    from vidax_core.testing.cli import vidax
 
     write_mp4(str(tmp_path / "clip.mp4"), np.full((5, 32, 48, 3), 0.5, np.float32), 8)
     base = ["run", "model.id=cosmos3-nano", "model.checkpoint=builtin:tiny-random", "sampling.height=64",
             "sampling.width=64", "sampling.num_frames=9", f"video={tmp_path / 'clip.mp4'}", "--dry-run"]
-    ok = vidax_in_process(*base, "options.condition_video_keep=last", cwd=tmp_path)
+    ok = vidax(*base, "options.condition_video_keep=last", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr[-2000:]
-    bad = vidax_in_process(*base, "options.condition_frame_indexes_vision=[0, 3]", cwd=tmp_path)
+    bad = vidax(*base, "options.condition_frame_indexes_vision=[0, 3]", cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith(
         "error: options.condition_frame_indexes_vision [0, 3] has an index outside the latent timeline"), \
