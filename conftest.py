@@ -1,6 +1,11 @@
 """Repository-wide pytest setup: fp32 matmuls at full precision, one persistent compilation cache for the suite,
 fast XLA:CPU code generation for the tiny test programs (inherited by every subprocess), and a module's shared
-fixtures kept on one xdist worker."""
+fixtures kept on one xdist worker. The PyTorch references run on one thread: two xdist workers on two cores each
+running a multi-threaded torch oversubscribe the cores, and its threads then wait on each other."""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported by any test module
 
 from vidax_core.testing.devices import use_fast_cpu_compiles
 
