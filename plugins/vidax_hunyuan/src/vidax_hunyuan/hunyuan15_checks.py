@@ -1,0 +1,55 @@
+"""HunyuanVideo-1.5's run and checkpoint checks: one-line problems found before any weight loads."""
+
+from __future__ import annotations
+
+from vidax_core.run_checks import frame_count_problems, size_problems
+
+
+def run_problems(spec, run) -> list[str]:
+    s, o = run.sampling, run.options
+    i2v = "i2v" in spec.tasks
+    problems = frame_count_problems(s.num_frames, 4, spec.id, "the VAE compresses time by 4")
+    problems += size_problems(s, 16, f"{spec.id} (VAE factor 16, patch 1)")
+    if i2v and run.image is None:
+        problems.append(f"{spec.id} is image-to-video: give the first frame with image=path/to/image.png")
+    if not i2v and run.image is not None:
+        problems.append(f"{spec.id} is text-to-video: it takes no image (image:); use "
+                        f"{spec.id.replace('-t2v-', '-i2v-')}")
+    if run.video is not None:
+        problems.append(f"{spec.id} takes no video input (video:)")
+    n = o.get("tokenizer_2_max_length")
+    if n is not None and int(n) < 1:
+        problems.append(f"options.tokenizer_2_max_length must be positive, got {n}: use 256 (the pipeline's)")
+    return problems
+
+
+def checkpoint_problems(spec, ckpt, dit) -> list[str]:
+    """``dit`` is the parsed :class:`vidax_hunyuan.dit15.HunyuanDiT15Config`; config files only."""
+    from .hunyuan15_guidance import guider_problems
+
+    where = "transformer/config.json"
+    problems: list[str] = []
+    want_meanflow = spec.id.endswith("-step-distilled")
+    if dit.use_meanflow != want_meanflow:
+        problems.append(f"{where}: use_meanflow={dit.use_meanflow}; {spec.id} needs {want_meanflow}"
+                        + (" (the step-distilled checkpoint has its own id: hunyuanvideo-1.5-i2v-480p-step-distilled)"
+                           if dit.use_meanflow else ""))
+    if ckpt.has("vae"):
+        c = int(ckpt.config("vae").get("latent_channels", 32))
+        if dit.out_channels != c or dit.in_channels != 2 * c + 1:
+            problems.append(f"{where}: in_channels={dit.in_channels}, out_channels={dit.out_channels} do not fit "
+                            f"latent_channels={c} of vae/config.json (need {2 * c + 1} and {c})")
+    if ckpt.has("text_encoder_2"):
+        d = ckpt.config("text_encoder_2").get("d_model")
+        if d is not None and int(d) != dit.text_embed_2_dim:
+            problems.append(f"{where}: text_embed_2_dim={dit.text_embed_2_dim} does not match d_model={d} of "
+                            "text_encoder_2/config.json")
+    for folder in ("tokenizer", "tokenizer_2", "text_encoder", "text_encoder_2"):
+        if not ckpt.has(folder):
+            problems.append(f"{ckpt.source} has no {folder}/ folder, which {spec.id} encodes the prompt with")
+    if ckpt.has("tokenizer"):
+        from .hunyuan15_text import check_template
+
+        problems += check_template(ckpt.path("tokenizer"))
+    problems += guider_problems(ckpt)
+    return problems
