@@ -21,7 +21,7 @@ pytest.importorskip("diffusers")
 
 from vidax_core.testing.cli import run_args, run_e2e  # noqa: E402
 from vidax_core.testing.parity import RUN_BOUND, assert_run_matches, rel_l2  # noqa: E402
-from vidax_hunyuan.hunyuan15_tiny import TINY_VAE15, save_tiny_hunyuan15  # noqa: E402
+from vidax_hunyuan.hunyuan15_tiny import TINY_VAE15, one_thread, save_tiny_hunyuan15  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan15_e2e")
 
@@ -50,7 +50,7 @@ def noise():
 
 def reference(pipe):
     """The pipeline's final latents and its frames of them (one sampling run)."""
-    with torch.no_grad():
+    with torch.no_grad(), one_thread():
         latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W, num_frames=FRAMES,
                        num_inference_steps=STEPS, latents=torch.from_numpy(noise()), output_type="latent").frames
         video = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
@@ -61,7 +61,9 @@ def reference(pipe):
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hunyuan15_t2v")
-    ckpt, pipe = save_tiny_hunyuan15(folder / "ckpt", seed=2)
+    with one_thread():
+        ckpt, pipe = save_tiny_hunyuan15(folder / "ckpt", seed=2)
+    pipe.set_progress_bar_config(disable=True)
     return folder, ckpt, pipe, *reference(pipe)
 
 

@@ -33,9 +33,10 @@ def _run(options=None, image=None, video=None, **sampling):
 
 @pytest.fixture(scope="module")
 def pipe(tmp_path_factory):
-    from vidax_hunyuan.hunyuan15_tiny import save_tiny_hunyuan15
+    from vidax_hunyuan.hunyuan15_tiny import one_thread, save_tiny_hunyuan15
 
-    return save_tiny_hunyuan15(tmp_path_factory.mktemp("hy15") / "ckpt", seed=1)
+    with one_thread():
+        return save_tiny_hunyuan15(tmp_path_factory.mktemp("hy15") / "ckpt", seed=1)
 
 
 def test_registered_with_the_pipeline_recipe():
@@ -78,6 +79,8 @@ def test_glyph_text_is_the_pipelines():
 def test_prompt_embeddings_match_the_pipeline(pipe):
     from vidax_core.io.checkpoint import Checkpoint
 
+    from vidax_hunyuan.hunyuan15_tiny import one_thread
+
     folder, p = pipe
     run = _run()
     enc = plugin.build_text_encoder(T2V, Checkpoint(str(folder)), run, None)
@@ -86,7 +89,7 @@ def test_prompt_embeddings_match_the_pipeline(pipe):
     def ref(dtype):
         p.text_encoder.to(dtype)
         p.text_encoder_2.to(dtype)
-        with torch.no_grad():
+        with torch.no_grad(), one_thread():
             out = p.encode_prompt(PROMPTS, device="cpu", dtype=dtype, batch_size=len(PROMPTS))
         p.text_encoder.float()
         p.text_encoder_2.float()

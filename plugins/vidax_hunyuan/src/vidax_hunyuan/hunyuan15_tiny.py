@@ -11,6 +11,7 @@ projection keeps the fixed 2048 width); the VAE a tiny ``AutoencoderKLHunyuanVid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -42,6 +43,20 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>"]
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread inside the block: the tiny reference runs are latency bound, and on a shared machine
+    torch's thread pool makes them several times slower."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def make_tiny_qwen15_tokenizer(out_dir: str | os.PathLike) -> Path:
