@@ -1,11 +1,13 @@
-"""End to end: a tiny diffusers ``HunyuanVideo15Pipeline`` and the real ``vidax run`` CLI, from the same noise.
+"""End to end: tiny diffusers ``HunyuanVideo15Pipeline`` / ``HunyuanVideo15ImageToVideoPipeline`` and the real
+``vidax run`` CLI, from the same noise.
 
 diffusers (PyTorch, fp32) is the reference: its latents (``output_type="latent"``) and the frames its VAE and
 video processor make of them; vidax gets the same initial latents as ``sampling.initial_noise``. The prompt holds
 quoted text (byT5 runs), guidance is the checkpoint's guider (CFG 6, two passes per step), the Qwen prompt is the
 pipeline's full 1000 tokens after its 108-token crop. Both within the project's run bound (1e-4 relative L2). The
 text matters: the reference with the wrong Qwen layer (``hidden_states[-2]``) or without the byT5 glyph text lands
-far outside that bound.
+far outside that bound. Image-to-video: a 50x30 image, which the pipeline crops to the 48x32 bucket of the tiny
+DiT's target size 48; the reference without its SigLIP image tokens lands far outside the bound too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ pytest.importorskip("diffusers")
 
 from vidax_core.testing.cli import run_args, run_e2e  # noqa: E402
 from vidax_core.testing.parity import RUN_BOUND, assert_run_matches, rel_l2  # noqa: E402
-from vidax_hunyuan.hunyuan15_tiny import TINY_VAE15, one_thread, save_tiny_hunyuan15  # noqa: E402
+from vidax_core.testing.reference import write_test_image  # noqa: E402
+from vidax_hunyuan.hunyuan15_tiny import (TINY_VAE15, one_thread, save_tiny_hunyuan15,  # noqa: E402
+                                          save_tiny_hunyuan15_i2v)
 
 pytestmark = pytest.mark.xdist_group("hunyuan15_e2e")
 
@@ -48,11 +52,14 @@ def noise():
     return torch.randn(LATENT, generator=torch.Generator().manual_seed(SEED), dtype=torch.float32).numpy()
 
 
-def reference(pipe):
+def reference(pipe, image=None):
     """The pipeline's final latents and its frames of them (one sampling run)."""
+    from PIL import Image
+
+    size = dict(height=H, width=W) if image is None else dict(image=Image.open(image).convert("RGB"))
     with torch.no_grad(), one_thread():
-        latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=H, width=W, num_frames=FRAMES,
-                       num_inference_steps=STEPS, latents=torch.from_numpy(noise()), output_type="latent").frames
+        latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, num_frames=FRAMES, num_inference_steps=STEPS,
+                       latents=torch.from_numpy(noise()), output_type="latent", **size).frames
         video = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
         frames = pipe.video_processor.postprocess_video(video, output_type="np")
     return np.asarray(latents, np.float32), np.asarray(frames, np.float32)
@@ -94,3 +101,31 @@ def test_text_variants_matter(case, monkeypatch):
     for name, wrong in (("hidden_states[-2]", wrong_layer), ("no byT5", no_byt5)):
         print(f"[hunyuan15 {name}] latents rel {rel_l2(wrong, ref_latents):.3e}")
         assert rel_l2(wrong, ref_latents) > 100 * RUN_BOUND, name
+
+
+@pytest.fixture(scope="module")
+def i2v_case(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hunyuan15_i2v")
+    with one_thread():
+        ckpt, pipe = save_tiny_hunyuan15_i2v(folder / "ckpt", seed=3)
+    pipe.set_progress_bar_config(disable=True)
+    image = write_test_image(folder / "input.png", size=(30, 50))
+    return folder, ckpt, pipe, image, *reference(pipe, image)
+
+
+def test_cli_matches_diffusers_i2v(tmp_path, i2v_case):
+    folder, ckpt, _, image, ref_latents, ref_frames = i2v_case
+    args = run_args("hunyuanvideo-1.5-i2v-480p", ckpt, PROMPT, NEGATIVE, image=image,
+                    sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES))
+    run = run_e2e(tmp_path, *args, noise=noise(), env=plugin_env(folder / "entry"))
+    assert_run_matches("hunyuan15-i2v", run.latents, run.frames, ref_latents, ref_frames, latent_shape=LATENT,
+                       frame_shape=(1, FRAMES, H, W, 3))
+
+
+def test_image_tokens_matter(i2v_case, monkeypatch):
+    _, _, pipe, image, ref_latents, _ = i2v_case
+    encode_image = type(pipe).encode_image
+    monkeypatch.setattr(type(pipe), "encode_image", lambda self, **kw: torch.zeros_like(encode_image(self, **kw)))
+    wrong, _ = reference(pipe, image)
+    print(f"[hunyuan15 i2v without image tokens] latents rel {rel_l2(wrong, ref_latents):.3e}")
+    assert rel_l2(wrong, ref_latents) > 100 * RUN_BOUND

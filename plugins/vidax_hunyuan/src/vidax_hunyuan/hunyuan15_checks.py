@@ -23,8 +23,29 @@ def run_problems(spec, run) -> list[str]:
     return problems
 
 
-def checkpoint_problems(spec, ckpt, dit) -> list[str]:
-    """``dit`` is the parsed :class:`vidax_hunyuan.dit15.HunyuanDiT15Config`; config files only."""
+def image_size_problems(spec, run, target: int) -> list[str]:
+    """Image-to-video: the run's size must be the one the pipeline derives from the image and ``target_size``."""
+    from vidax_core.errors import UserError
+    from vidax_core.io.image import load_image
+
+    from .hunyuan15_image import video_size
+
+    try:
+        image = load_image(run.image)
+    except UserError as exc:
+        return [str(exc)]
+    h, w = video_size(image, target)
+    s = run.sampling
+    if (s.height, s.width) != (h, w):
+        return [f"{spec.id} derives the video size from the image ({image.width}x{image.height}) and the model's "
+                f"target size {target}, as the pipeline does: use sampling.height={h} sampling.width={w} "
+                f"(got {s.height}x{s.width} as height x width)"]
+    return []
+
+
+def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
+    """``dit`` is the parsed :class:`vidax_hunyuan.dit15.HunyuanDiT15Config`; config files (and the run's image
+    header) only."""
     from .hunyuan15_guidance import guider_problems
 
     where = "transformer/config.json"
@@ -34,6 +55,10 @@ def checkpoint_problems(spec, ckpt, dit) -> list[str]:
         problems.append(f"{where}: use_meanflow={dit.use_meanflow}; {spec.id} needs {want_meanflow}"
                         + (" (the step-distilled checkpoint has its own id: hunyuanvideo-1.5-i2v-480p-step-distilled)"
                            if dit.use_meanflow else ""))
+    task = "i2v" if "i2v" in spec.tasks else "t2v"
+    if dit.task_type != task:
+        problems.append(f"{where}: task_type={dit.task_type!r} is a {dit.task_type} checkpoint; {spec.id} is {task}: "
+                        f"use {spec.id.replace(f'-{task}-', f'-{dit.task_type}-')}")
     if ckpt.has("vae"):
         c = int(ckpt.config("vae").get("latent_channels", 32))
         if dit.out_channels != c or dit.in_channels != 2 * c + 1:
@@ -48,5 +73,11 @@ def checkpoint_problems(spec, ckpt, dit) -> list[str]:
         from .hunyuan15_text import check_template
 
         problems += check_template(ckpt.path("tokenizer"))
+    if "i2v" in spec.tasks:
+        for folder in ("image_encoder", "feature_extractor"):
+            if not ckpt.has(folder):
+                problems.append(f"{ckpt.source} has no {folder}/ folder, which {spec.id} encodes the image with")
+        if run.image is not None:
+            problems += image_size_problems(spec, run, dit.target_size)
     problems += guider_problems(ckpt)
     return problems

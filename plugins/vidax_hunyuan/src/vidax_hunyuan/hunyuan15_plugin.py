@@ -68,12 +68,13 @@ class Hunyuan15Plugin(FamilyPlugin):
     def check_checkpoint(self, spec, ckpt, run):
         from .hunyuan15_checks import checkpoint_problems
 
-        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, self.dit_config(ckpt))
+        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, run,
+                                                                               self.dit_config(ckpt))
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         from . import hunyuan15_text
 
-        return hunyuan15_text.load(ckpt, dtype=dit_weight_dtype(run), mesh=mesh)
+        return hunyuan15_text.load(ckpt, dtype=dit_weight_dtype(run), mesh=mesh, i2v="i2v" in spec.tasks)
 
     def encode_prompt(self, spec, encoder, prompts, run):
         from . import hunyuan15_text
@@ -83,7 +84,10 @@ class Hunyuan15Plugin(FamilyPlugin):
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from . import hunyuan15_conditioning
 
-        return hunyuan15_conditioning.text_to_video()
+        if "i2v" not in spec.tasks:
+            return hunyuan15_conditioning.text_to_video()
+        target = self.dit_config(ckpt).target_size
+        return hunyuan15_conditioning.image_to_video(run, vae, target, latent_shape)
 
     def vae_latent_shape(self, spec, ckpt, run):
         from .vae15 import latent_grid15

@@ -100,6 +100,8 @@ def _model(res: str, task: str, shift: int, *, suffix: str = "", **preset) -> di
 MODELS = [
     _model("480p", "t2v", 5),
     _model("720p", "t2v", 9),
+    _model("480p", "i2v", 5),
+    _model("720p", "i2v", 7),
 ]
 HUNYUAN15_IDS = frozenset(m["id"] for m in MODELS)
 TARGET_SIZE = {m["id"]: 640 if "480p" in m["id"] else 960 for m in MODELS}

@@ -6,9 +6,12 @@
   ``hidden_states[-3]`` and the mask are kept from token 108 on (``prompt_template_encode_start_idx``);
 * byT5 (core T5 encoder, byte tokenizer) on the prompt's quoted text: every ``"..."`` or ``“...”`` substring
   (deduplicated when there are several) joined as ``Text "a". Text "b". ``, padded to ``tokenizer_2_max_length``
-  (256) and encoded with its mask; a prompt without quotes gets zero states and an all-zero mask.
+  (256) and encoded with its mask; a prompt without quotes gets zero states and an all-zero mask;
+* image-to-video: SigLIP's last hidden state (after ``post_layernorm``) of the run's image, resized and cropped to
+  the video size (:mod:`.hunyuan15_image`), the same for every guidance branch (the pipeline's ``image_embeds``).
 
-The DiT receives ``{"hidden", "mask", "hidden_2", "mask_2"}`` (see :class:`vidax_hunyuan.dit15.HunyuanDiT15`).
+The DiT receives ``{"hidden", "mask", "hidden_2", "mask_2"}`` and for image-to-video ``"image"`` (see
+:class:`vidax_hunyuan.dit15.HunyuanDiT15`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ class Hunyuan15TextEncoder:
     qwen: dl.DecoderLLM
     byt5_tokenizer: Any  # vidax_core.encoders.byte_tokenizer.ByteTokenizer
     byt5: Any  # vidax_core.encoders.t5.T5Encoder
+    vision: Any = None  # image-to-video: the SigLIP tower (vidax_core.encoders.vit.ViTEncoder)
+    processor: dict | None = None  # its feature_extractor/preprocessor_config.json
+    target_size: int = 640  # transformer/config.json target_size: the video size buckets
 
 
 def glyph_text(prompt: str) -> str | None:
@@ -63,9 +69,10 @@ def check_template(tokenizer_dir: str) -> list[str]:
     return []
 
 
-def load(ckpt: Any, *, dtype: Any, mesh: Any = None) -> Hunyuan15TextEncoder:
+def load(ckpt: Any, *, dtype: Any, mesh: Any = None, i2v: bool = False) -> Hunyuan15TextEncoder:
     """Qwen (``tokenizer`` / ``text_encoder``, tensor-parallel over ``mesh``'s tp axis when it has one, in
-    ``dtype``) and byT5 (``tokenizer_2`` / ``text_encoder_2``, float32)."""
+    ``dtype``), byT5 (``tokenizer_2`` / ``text_encoder_2``, float32) and with ``i2v`` SigLIP (``image_encoder``,
+    float32) with ``feature_extractor``'s preprocessing."""
     import os
 
     from flax import nnx
@@ -86,14 +93,35 @@ def load(ckpt: Any, *, dtype: Any, mesh: Any = None) -> Hunyuan15TextEncoder:
         put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
     qwen = materialize(graphdef, state, values, put=put)
     byt5 = load_t5(T5Config.from_config(ckpt.config("text_encoder_2")), ckpt.tensors("text_encoder_2"), mesh=mesh)
+    vision = processor = None
+    if i2v:
+        from vidax_core.encoders.vit import ViTConfig, load_vit
+
+        vision = load_vit(ViTConfig.siglip_vision(ckpt.config("image_encoder")), ckpt.tensors("image_encoder"),
+                          component="image encoder (SigLIP)")
+        processor = ckpt.config("feature_extractor")
     return Hunyuan15TextEncoder(TextTokenizer.from_dir(tok_dir), load_chat_template(tok_dir),
                                 special_tokens(tok_cfg if isinstance(tok_cfg, dict) else {}), qwen,
-                                TextTokenizer.from_dir(ckpt.require("tokenizer_2")), byt5)
+                                TextTokenizer.from_dir(ckpt.require("tokenizer_2")), byt5, vision, processor,
+                                int(ckpt.config("transformer").get("target_size", 640)))
 
 
 @jax.jit
 def _byt5_states(encoder, ids, mask):
     return encoder(ids, mask)
+
+
+@jax.jit
+def _siglip_states(encoder, pixels):
+    return encoder(pixels)[0]
+
+
+def encode_image(encoder: Hunyuan15TextEncoder, image: Any) -> np.ndarray:
+    """(1, tokens, hidden) SigLIP states of ``image`` (a PIL image) as the pipeline's ``encode_image``."""
+    from .hunyuan15_image import resize_crop, siglip_pixels, video_size
+
+    cropped = resize_crop(image, *video_size(image, encoder.target_size))
+    return np.asarray(_siglip_states(encoder.vision, siglip_pixels(cropped, encoder.processor)), np.float32)
 
 
 def encode_qwen(encoder: Hunyuan15TextEncoder, prompts: Sequence[str], *, max_length: int,
@@ -132,5 +160,11 @@ def encode(encoder: Hunyuan15TextEncoder, prompts: Sequence[str], *, max_length:
 def encode_for_run(encoder: Hunyuan15TextEncoder, prompts: Sequence[str], run: Any) -> dict[str, np.ndarray]:
     """The run's prompts: ``sampling.max_sequence_length`` Qwen tokens, ``options.tokenizer_2_max_length`` bytes."""
     byt5 = run.options.get("tokenizer_2_max_length")
-    return encode(encoder, prompts, max_length=int(run.sampling.max_sequence_length),
-                  byt5_length=presets.BYT5_LENGTH if byt5 is None else int(byt5))
+    out = encode(encoder, prompts, max_length=int(run.sampling.max_sequence_length),
+                 byt5_length=presets.BYT5_LENGTH if byt5 is None else int(byt5))
+    if encoder.vision is not None:
+        from vidax_core.io.image import load_image
+
+        image = encode_image(encoder, load_image(run.image))
+        out["image"] = np.repeat(image, len(prompts), axis=0)
+    return out

@@ -32,6 +32,9 @@ TINY_DIT15 = dict(in_channels=2 * TINY_VAE15["latent_channels"] + 1, out_channel
                   patch_size=1, patch_size_t=1, qk_norm="rms_norm", text_embed_dim=TINY_QWEN["hidden_size"],
                   text_embed_2_dim=TINY_BYT5["d_model"], image_embed_dim=8, rope_theta=256.0,
                   rope_axes_dim=(4, 6, 6), target_size=640, task_type="t2v", use_meanflow=False)
+TINY_SIGLIP = dict(hidden_size=TINY_DIT15["image_embed_dim"], intermediate_size=16, num_hidden_layers=2,
+                   num_attention_heads=2, image_size=28, patch_size=14)
+I2V_TARGET = 48  # the tiny I2V DiT's target_size: buckets of 48^2 pixels (e.g. 32x64 for a landscape image)
 GUIDER = dict(guidance_scale=6.0)
 SHIFT = 5.0
 
@@ -113,6 +116,28 @@ def build_tiny_hunyuan15_pipeline(seed: int = 0, dit: dict | None = None, guider
     return HunyuanVideo15Pipeline(text_encoder=qwen, tokenizer=tokenizer, transformer=transformer, vae=vae,
                                   scheduler=FlowMatchEulerDiscreteScheduler(shift=SHIFT), text_encoder_2=byt5,
                                   tokenizer_2=tokenizer_2, guider=ClassifierFreeGuidance(**{**GUIDER, **(guider or {})}))
+
+
+def build_tiny_hunyuan15_i2v_pipeline(seed: int = 0, dit: dict | None = None, guider: dict | None = None):
+    """A random-weight fp32 ``HunyuanVideo15ImageToVideoPipeline``: the text-to-video parts, a tiny SigLIP vision
+    tower (28 px / patch 14: 4 image tokens) and its PIL-backend ``SiglipImageProcessor``."""
+    from diffusers import HunyuanVideo15ImageToVideoPipeline
+    from transformers import SiglipImageProcessorPil, SiglipVisionConfig, SiglipVisionModel
+
+    t2v = build_tiny_hunyuan15_pipeline(seed, {"task_type": "i2v", "target_size": I2V_TARGET, **(dit or {})}, guider)
+    siglip = SiglipVisionModel(SiglipVisionConfig(**TINY_SIGLIP)).eval().float()
+    randomize_(siglip, seed + 5, 0.3)
+    size = TINY_SIGLIP["image_size"]
+    processor = SiglipImageProcessorPil(size={"height": size, "width": size})
+    parts = {k: getattr(t2v, k) for k in ("text_encoder", "tokenizer", "transformer", "vae", "scheduler",
+                                          "text_encoder_2", "tokenizer_2", "guider")}
+    return HunyuanVideo15ImageToVideoPipeline(**parts, image_encoder=siglip, feature_extractor=processor)
+
+
+def save_tiny_hunyuan15_i2v(out_dir: str | os.PathLike, **kwargs):
+    pipe = build_tiny_hunyuan15_i2v_pipeline(**kwargs)
+    pipe.save_pretrained(str(out_dir), safe_serialization=True)
+    return Path(out_dir), pipe
 
 
 def save_tiny_hunyuan15(out_dir: str | os.PathLike, **kwargs):
