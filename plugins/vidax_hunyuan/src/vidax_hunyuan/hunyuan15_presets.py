@@ -5,8 +5,10 @@ glyph text to 256 (both pipeline attributes), flow shift from the checkpoint's s
 720p text-to-video, 7 for 720p image-to-video).
 
 Text-to-video's default size is the pipeline's: the bucket of the model's ``target_size`` (640 at 480p, 960 at
-720p) closest to 16:9, i.e. 848x480 and 1280x720 (:func:`default_size` computes it). The step-distilled 480p I2V
-checkpoint (``use_meanflow``) runs 8 steps without guidance, as its model card recommends (8 or 12).
+720p) closest to 16:9, i.e. 848x480 and 1280x720 (:func:`default_size` computes it); image-to-video's is the bucket
+closest to the image's aspect (the presets hold the 16:9 one). The step-distilled 480p I2V checkpoint
+(``use_meanflow``, 8 or 12 steps without guidance per its model card) is not registered yet: ``_model(...,
+suffix="step-distilled", steps=8, guidance=1.0)`` is its entry once the DiT gets ``timestep_r`` per step.
 """
 
 from __future__ import annotations
