@@ -1,0 +1,104 @@
+"""The HunyuanVideo-1.5 plugin object (``hunyuanvideo-1.5-{t2v,i2v}-{480p,720p}``, the step-distilled 480p I2V): a
+second entry point of this package, beside :class:`vidax_hunyuan.plugin.HunyuanPlugin` (1.0); the core hands each
+id's hooks to the object that registered it.
+
+Run semantics are those of diffusers' ``HunyuanVideo15Pipeline``: Qwen2.5-VL ``hidden_states[-3]`` of the chat
+(cropped at 108) plus byT5 on the prompt's quoted text (:mod:`.hunyuan15_text`), real classifier-free guidance
+from the checkpoint's guider config (:mod:`.hunyuan15_guidance`), flow Euler over sigmas
+``linspace(1, 0, N + 1)[:-1]`` shifted by the checkpoint's scheduler, the DiT fed ``2 C + 1`` channels
+(:mod:`.hunyuan15_conditioning`), the HunyuanVideo-1.5 VAE (:mod:`.vae15`). Registering imports no JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from vidax_core import FamilyPlugin, dit_weight_dtype
+
+from . import hunyuan15_presets
+
+
+def example_inputs(cfg, batch: int, grid, text: int):
+    """``DitBuild.example_inputs``: the ``2 C + 1``-channel DiT input and the Qwen / byT5 contexts."""
+    latents = ((batch, cfg.in_channels) + tuple(grid), cfg.dtype)
+    context = {"hidden": ((batch, text, cfg.text_embed_dim), cfg.dtype), "mask": ((batch, text), "int32"),
+               "hidden_2": ((batch, hunyuan15_presets.BYT5_LENGTH, cfg.text_embed_2_dim), cfg.dtype),
+               "mask_2": ((batch, hunyuan15_presets.BYT5_LENGTH), "int32")}
+    return latents, context, {}
+
+
+class Hunyuan15Plugin(FamilyPlugin):
+    family = "hunyuan"
+    models = hunyuan15_presets.MODELS
+    dit_config_class = ".dit15:HunyuanDiT15Config"
+    dit_rules = ".convert_dit15:DIT15_RULES"
+
+    def build_dit(self, spec, ckpt, run):
+        from vidax_core import DitBuild
+
+        from .dit15 import HunyuanDiT15
+
+        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
+        return DitBuild.of(HunyuanDiT15, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
+                           patch_size=(cfg.patch_size_t, cfg.patch_size, cfg.patch_size),
+                           block_counts={"double_blocks": cfg.num_layers},
+                           example_inputs=functools.partial(example_inputs, cfg))
+
+    def shard_rules(self, spec):
+        return (("mod", "tp"),)  # the blocks' modulation outputs split like the heads, as 1.0's
+
+    def guidance(self, spec, ckpt, run):
+        from .hunyuan15_guidance import guidance
+
+        return guidance(ckpt, run)
+
+    def sampling_plan(self, spec, ckpt, run, sampler, latent_shape):
+        """The pipeline's sigmas ``linspace(1, 0, N + 1)[:-1]`` (the scheduler shifts them)."""
+        if getattr(sampler, "name", "") != "flow_euler":
+            return None
+        import numpy as np
+
+        return {"sigmas": np.linspace(1.0, 0.0, int(run.sampling.num_steps) + 1)[:-1]}
+
+    def check_run(self, spec, run):
+        from .hunyuan15_checks import run_problems
+
+        return run_problems(spec, run)
+
+    def check_checkpoint(self, spec, ckpt, run):
+        from .hunyuan15_checks import checkpoint_problems
+
+        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, run,
+                                                                               self.dit_config(ckpt))
+
+    def build_text_encoder(self, spec, ckpt, run, mesh):
+        from . import hunyuan15_text
+
+        return hunyuan15_text.load(ckpt, dtype=dit_weight_dtype(run), mesh=mesh, i2v="i2v" in spec.tasks)
+
+    def encode_prompt(self, spec, encoder, prompts, run):
+        from . import hunyuan15_text
+
+        return hunyuan15_text.encode_for_run(encoder, prompts, run)
+
+    def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
+        from . import hunyuan15_conditioning
+
+        if "i2v" not in spec.tasks:
+            return hunyuan15_conditioning.text_to_video()
+        target = self.dit_config(ckpt).target_size
+        return hunyuan15_conditioning.image_to_video(run, vae, target, latent_shape)
+
+    def vae_latent_shape(self, spec, ckpt, run):
+        from .vae15 import latent_grid15
+
+        s = run.sampling
+        return latent_grid15(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
+
+    def build_vae(self, spec, ckpt, run):
+        from .vae15 import load_autoencoder15
+
+        return load_autoencoder15(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder="i2v" in spec.tasks)
+
+
+plugin = Hunyuan15Plugin()

@@ -1,0 +1,131 @@
+"""End to end: tiny diffusers ``HunyuanVideo15Pipeline`` / ``HunyuanVideo15ImageToVideoPipeline`` and the real
+``vidax run`` CLI, from the same noise.
+
+diffusers (PyTorch, fp32) is the reference: its latents (``output_type="latent"``) and the frames its VAE and
+video processor make of them; vidax gets the same initial latents as ``sampling.initial_noise``. The prompt holds
+quoted text (byT5 runs), guidance is the checkpoint's guider (CFG 6, two passes per step), the Qwen prompt is the
+pipeline's full 1000 tokens after its 108-token crop. Both within the project's run bound (1e-4 relative L2). The
+text matters: the reference with the wrong Qwen layer (``hidden_states[-2]``) or without the byT5 glyph text lands
+far outside that bound. Image-to-video: a 50x30 image, which the pipeline crops to the 48x32 bucket of the tiny
+DiT's target size 48; the reference without its SigLIP image tokens lands far outside the bound too.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
+
+from vidax_core.testing.cli import run_args, run_e2e  # noqa: E402
+from vidax_core.testing.parity import RUN_BOUND, assert_run_matches, rel_l2  # noqa: E402
+from vidax_core.testing.reference import write_test_image  # noqa: E402
+from vidax_hunyuan.hunyuan15_tiny import (TINY_VAE15, one_thread, save_tiny_hunyuan15,  # noqa: E402
+                                          save_tiny_hunyuan15_i2v)
+
+pytestmark = pytest.mark.xdist_group("hunyuan15_e2e")
+
+PROMPT = 'a neon sign that reads "OPEN ALL NIGHT" glows above a door in the rain'
+NEGATIVE = "blurry, low quality"
+H, W, FRAMES, STEPS, SEED = 32, 48, 9, 3, 4
+LATENT = (1, TINY_VAE15["latent_channels"], (FRAMES - 1) // 4 + 1, H // 16, W // 16)
+ENTRY = "hunyuan15 = vidax_hunyuan.hunyuan15_plugin:Hunyuan15Plugin"
+
+
+def plugin_env(folder) -> dict:
+    """The environment that lets the CLI find the plugin object: nothing when its entry point is installed,
+    else a minimal distribution declaring it, put first on PYTHONPATH."""
+    if any(ep.name == "hunyuan15" for ep in metadata.entry_points(group="vidax")):
+        return {}
+    info = folder / "vidax_hunyuan15_entry-0.0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vidax-hunyuan15-entry\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text(f"[vidax]\n{ENTRY}\n")
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
+def noise():
+    return torch.randn(LATENT, generator=torch.Generator().manual_seed(SEED), dtype=torch.float32).numpy()
+
+
+def reference(pipe, image=None):
+    """The pipeline's final latents and its frames of them (one sampling run)."""
+    from PIL import Image
+
+    size = dict(height=H, width=W) if image is None else dict(image=Image.open(image).convert("RGB"))
+    with torch.no_grad(), one_thread():
+        latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, num_frames=FRAMES, num_inference_steps=STEPS,
+                       latents=torch.from_numpy(noise()), output_type="latent", **size).frames
+        video = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
+        frames = pipe.video_processor.postprocess_video(video, output_type="np")
+    return np.asarray(latents, np.float32), np.asarray(frames, np.float32)
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hunyuan15_t2v")
+    with one_thread():
+        ckpt, pipe = save_tiny_hunyuan15(folder / "ckpt", seed=2)
+    pipe.set_progress_bar_config(disable=True)
+    return folder, ckpt, pipe, *reference(pipe)
+
+
+def test_cli_matches_diffusers(tmp_path, case):
+    folder, ckpt, _, ref_latents, ref_frames = case
+    args = run_args("hunyuanvideo-1.5-t2v-480p", ckpt, PROMPT, NEGATIVE,
+                    sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES))
+    run = run_e2e(tmp_path, *args, noise=noise(), env=plugin_env(folder / "entry"))
+    assert_run_matches("hunyuan15-t2v", run.latents, run.frames, ref_latents, ref_frames, latent_shape=LATENT,
+                       frame_shape=(1, FRAMES, H, W, 3))
+
+
+def test_text_variants_matter(case, monkeypatch):
+    """The Qwen layer and the byT5 glyph text each move the reference's latents far past the run bound."""
+    from diffusers.pipelines.hunyuan_video1_5 import pipeline_hunyuan_video1_5 as module
+
+    _, _, pipe, ref_latents, _ = case
+    mllm = module.HunyuanVideo15Pipeline._get_mllm_prompt_embeds
+
+    def layer_minus_2(*args, **kwargs):
+        return mllm(*args, **kwargs, num_hidden_layers_to_skip=1)
+
+    monkeypatch.setattr(module.HunyuanVideo15Pipeline, "_get_mllm_prompt_embeds", staticmethod(layer_minus_2))
+    wrong_layer, _ = reference(pipe)
+    monkeypatch.undo()
+    monkeypatch.setattr(module, "extract_glyph_texts", lambda prompt: None)
+    no_byt5, _ = reference(pipe)
+    for name, wrong in (("hidden_states[-2]", wrong_layer), ("no byT5", no_byt5)):
+        print(f"[hunyuan15 {name}] latents rel {rel_l2(wrong, ref_latents):.3e}")
+        assert rel_l2(wrong, ref_latents) > 100 * RUN_BOUND, name
+
+
+@pytest.fixture(scope="module")
+def i2v_case(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hunyuan15_i2v")
+    with one_thread():
+        ckpt, pipe = save_tiny_hunyuan15_i2v(folder / "ckpt", seed=3)
+    pipe.set_progress_bar_config(disable=True)
+    image = write_test_image(folder / "input.png", size=(30, 50))
+    return folder, ckpt, pipe, image, *reference(pipe, image)
+
+
+def test_cli_matches_diffusers_i2v(tmp_path, i2v_case):
+    folder, ckpt, _, image, ref_latents, ref_frames = i2v_case
+    args = run_args("hunyuanvideo-1.5-i2v-480p", ckpt, PROMPT, NEGATIVE, image=image,
+                    sampling=dict(num_steps=STEPS, height=H, width=W, num_frames=FRAMES))
+    run = run_e2e(tmp_path, *args, noise=noise(), env=plugin_env(folder / "entry"))
+    assert_run_matches("hunyuan15-i2v", run.latents, run.frames, ref_latents, ref_frames, latent_shape=LATENT,
+                       frame_shape=(1, FRAMES, H, W, 3))
+
+
+def test_image_tokens_matter(i2v_case, monkeypatch):
+    _, _, pipe, image, ref_latents, _ = i2v_case
+    encode_image = type(pipe).encode_image
+    monkeypatch.setattr(type(pipe), "encode_image", lambda self, **kw: torch.zeros_like(encode_image(self, **kw)))
+    wrong, _ = reference(pipe, image)
+    print(f"[hunyuan15 i2v without image tokens] latents rel {rel_l2(wrong, ref_latents):.3e}")
+    assert rel_l2(wrong, ref_latents) > 100 * RUN_BOUND
