@@ -59,8 +59,8 @@ class HunyuanVAE15Config(CheckedConfig):
 
     def problems(self) -> list[str]:
         """Layouts diffusers itself cannot run (a channel count its reshapes do not divide) or vidax does not build."""
-        chans, lat, s, t = list(self.block_out_channels), self.latent_channels, self.spatial_compression_ratio, \
-            self.temporal_compression_ratio
+        chans, lat = list(self.block_out_channels), self.latent_channels
+        s, t = self.spatial_compression_ratio, self.temporal_compression_ratio
         n, out = len(chans), []
         if not _pow2(s) or not _pow2(t) or t > s:
             return [f"spatial / temporal compression {s} / {t} must be powers of 2, temporal at most spatial"]
