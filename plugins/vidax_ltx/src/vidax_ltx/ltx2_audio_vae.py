@@ -319,7 +319,6 @@ class LTX2AudioVAE(nnx.Module):
 # --------------------------------------------------------------------------------------------------------------
 # key table: diffusers names -> parameter paths (the module tree mirrors diffusers', so each rule is a rename)
 
-_NET = r"(encoder|decoder)"
 _CAUSAL = r"(?:conv_in|conv_out|(?:mid\.block_[12]|(?:up|down)\.\d+\.block\.\d+)\.(?:conv1|conv2|nin_shortcut)" \
           r"|up\.\d+\.upsample\.conv)"
 _PLAIN = r"(?:(?:mid\.attn_1|(?:up|down)\.\d+\.attn\.\d+)\.(?:q|k|v|proj_out)|down\.\d+\.downsample\.conv)"
@@ -327,18 +326,24 @@ _NORM = r"(?:norm_out|(?:mid\.block_[12]|(?:up|down)\.\d+\.block\.\d+)\.norm[12]
         r"\.attn\.\d+)\.norm)"
 
 
-#: Every key of ``AutoencoderKLLTX2Audio``'s state dict; GroupNorm gains and biases land in ``<norm>/group``.
-AUDIO_VAE_RULES: list[KeyRule] = [
-    MirrorRule(rf"{_NET}\.(?:{_CAUSAL}\.conv|{_PLAIN})\.weight", {"weight": "kernel"}, conv),
-    MirrorRule(rf"{_NET}\.(?:{_CAUSAL}\.conv|{_PLAIN})\.bias", {"bias": "bias"}),
-    MirrorRule(rf"{_NET}\.{_NORM}\.(weight|bias)", {"weight": "group/scale", "bias": "group/bias"}),
-    MirrorRule(r"latents_mean|latents_std", {"latents_mean": "latents_mean", "latents_std": "latents_std"}),
-]
+def audio_vae_rules(with_encoder: bool = True) -> list[KeyRule]:
+    """Every key of ``AutoencoderKLLTX2Audio``'s state dict (the decoder's and the statistics only without the
+    encoder); GroupNorm gains and biases land in ``<norm>/group``."""
+    net = r"(?:encoder|decoder)" if with_encoder else r"decoder"
+    return [
+        MirrorRule(rf"{net}\.(?:{_CAUSAL}\.conv|{_PLAIN})\.weight", {"weight": "kernel"}, conv),
+        MirrorRule(rf"{net}\.(?:{_CAUSAL}\.conv|{_PLAIN})\.bias", {"bias": "bias"}),
+        MirrorRule(rf"{net}\.{_NORM}\.(weight|bias)", {"weight": "group/scale", "bias": "group/bias"}),
+        MirrorRule(r"latents_mean|latents_std", {"latents_mean": "latents_mean", "latents_std": "latents_std"}),
+    ]
+
+
+AUDIO_VAE_RULES = audio_vae_rules(True)
 #: Keys dropped when the audio VAE is loaded decode-only.
 DECODER_IGNORE = [r"encoder\..*"]
 
 load_audio_vae = vae_loader(
-    LTX2AudioVAE, AUDIO_VAE_RULES, AUDIO_VAE_RULES, decode_only_ignore=DECODER_IGNORE,
+    LTX2AudioVAE, AUDIO_VAE_RULES, audio_vae_rules(False), decode_only_ignore=DECODER_IGNORE,
     doc="A diffusers ``AutoencoderKLLTX2Audio`` state dict (key -> array or zero-arg loader) -> a live "
         ":class:`LTX2AudioVAE` (``cfg`` from :meth:`LTX2AudioVAEConfig.from_config`); ``with_encoder=False`` drops "
         "the encoder's tensors. Every other key must be used and every parameter filled.")
@@ -348,16 +353,13 @@ load_audio_vae = vae_loader(
 # decode / encode
 
 
-def _decode_impl(graphdef, state, z):
-    return nnx.merge(graphdef, state).decoder(z)
+def _apply(graphdef, state, x):
+    return nnx.merge(graphdef, state)(x)
 
 
-def _encode_impl(graphdef, state, x):
-    return nnx.merge(graphdef, state).encoder(x)
-
-
-_decode_jit = jax.jit(_decode_impl, static_argnames=("graphdef",))
-_encode_jit = jax.jit(_encode_impl, static_argnames=("graphdef",))
+#: One program per (decoder or encoder structure, input shape): the half that runs is split off on its own, so a
+#: full VAE and a decode-only one built from the same config share the decoder's program.
+_apply_jit = jax.jit(_apply, static_argnames=("graphdef",))
 
 
 def _channels_last(x: Any, channels: int, what: str) -> jax.Array:
@@ -370,8 +372,8 @@ def _channels_last(x: Any, channels: int, what: str) -> jax.Array:
 def decode_device(vae: LTX2AudioVAE, z: jax.Array) -> jax.Array:
     """:func:`decode` on device arrays, channel-last in and out ((B, L, M, C) -> (B, T, mel_bins, C_out)), for
     callers that keep going on device (the vocoder)."""
-    graphdef, state = nnx.split(vae)
-    return _decode_jit(graphdef, state, z.astype(jnp.dtype(vae.cfg.dtype)))
+    graphdef, state = nnx.split(vae.decoder)
+    return _apply_jit(graphdef, state, z.astype(jnp.dtype(vae.cfg.dtype)))
 
 
 def decode(vae: LTX2AudioVAE, z: Any) -> np.ndarray:
@@ -390,6 +392,6 @@ def encode(vae: LTX2AudioVAE, mel: Any) -> tuple[np.ndarray, np.ndarray]:
     if not vae.cfg.double_z:
         raise UserError("audio_vae/config.json: double_z false gives no posterior variance; encode needs double_z")
     xx = _channels_last(mel, vae.cfg.in_channels, "the LTX-2 audio VAE encodes spectrograms")
-    graphdef, state = nnx.split(vae)
-    out = _encode_jit(graphdef, state, jnp.asarray(xx, jnp.dtype(vae.cfg.dtype)))
+    graphdef, state = nnx.split(vae.encoder)
+    out = _apply_jit(graphdef, state, jnp.asarray(xx, jnp.dtype(vae.cfg.dtype)))
     return gaussian_posterior(np.asarray(out, np.float32), vae.cfg.latent_channels)
