@@ -1,7 +1,7 @@
 """LTX-2 audio decoding against diffusers 0.42.1 (torch is a test-only oracle): the audio VAE
 (``AutoencoderKLLTX2Audio``) decode and encode, the vocoder (``LTX2Vocoder``, the LTX-2.0 leaky-ReLU generator and
 the anti-aliased SnakeBeta one), and LTX2Pipeline's audio tail (denormalise, unpack, decode, vocode), on tiny random
-models loaded from the reference's ``save_pretrained`` folders; the published architectures without weights.
+models loaded from the reference's ``save_pretrained`` folders; the full-size architectures (diffusers' defaults) without weights.
 
 Bounds: :func:`vidax_core.testing.parity.assert_fp32_parity`, i.e. 4 x (the reference's fp32-vs-float64 error +
 vidax's own fp32 error), against the reference run in float64. Each parity check has a wrong variant that lands
@@ -27,6 +27,8 @@ from vidax_ltx.ltx2_audio_vae import (  # noqa: E402
     AUDIO_VAE_RULES, LTX2AudioVAE, LTX2AudioVAEConfig, decode, encode, load_audio_vae)
 from vidax_ltx.ltx2_vocoder import (  # noqa: E402
     VOCODER_RULES, LTX2Vocoder, LTX2VocoderConfig, load_vocoder, vocode)
+from vidax_ltx.ltx2_vocoder_bwe import (  # noqa: E402
+    VOCODER_BWE_IGNORE, VOCODER_BWE_RULES, LTX2VocoderBWE, LTX2VocoderBWEConfig)
 
 pytestmark = pytest.mark.xdist_group("ltx2_audio")
 diffusers.utils.logging.set_verbosity_error()
@@ -211,6 +213,53 @@ def test_vocoder_matches_reference(vocoders, name):
     assert max_abs(vocode(wrong, mel), ref64) > 100 * fp32_bound(ref32, ref64, own)
 
 
+#: LTX-2.3+'s two-stage vocoder at tiny sizes: stage 1 at 16 kHz (x8), a 16-point causal log-mel STFT (hop 8, 8 mel
+#: bands) of its waveform, a bandwidth-extension generator (x16) adding to the waveform resampled to 32 kHz.
+TINY_BWE = dict(in_channels=32, hidden_channels=32, out_channels=2, upsample_kernel_sizes=(8, 4),
+                upsample_factors=(4, 2), resnet_kernel_sizes=(3,), resnet_dilations=((1, 3),), bwe_in_channels=16,
+                bwe_hidden_channels=16, bwe_out_channels=2, bwe_upsample_kernel_sizes=(8, 4),
+                bwe_upsample_factors=(4, 4), bwe_resnet_kernel_sizes=(3,), bwe_resnet_dilations=((1, 2),),
+                filter_length=16, hop_length=8, window_length=16, num_mel_channels=8, input_sampling_rate=16000,
+                output_sampling_rate=32000)
+
+
+def _stft_buffers(ref, seed):
+    """The STFT and mel buffers diffusers leaves at zeros (the checkpoint holds them): a Hann-windowed DFT basis, its
+    un-windowed twin as the (unused) inverse basis, and a positive random mel filterbank."""
+    fl = ref.config.filter_length
+    n, k = np.arange(fl), np.arange(fl // 2 + 1)[:, None]
+    dft = np.concatenate([np.cos(2 * np.pi * k * n / fl), -np.sin(2 * np.pi * k * n / fl)])
+    hann = 0.5 - 0.5 * np.cos(2 * np.pi * n / fl)
+    mel = np.abs(np.random.default_rng(seed).standard_normal(tuple(ref.mel_stft.mel_basis.shape)))
+    with torch.no_grad():
+        ref.mel_stft.stft_fn.forward_basis.copy_(torch.from_numpy((dft * hann)[:, None, :].astype(np.float32)))
+        ref.mel_stft.stft_fn.inverse_basis.copy_(torch.from_numpy(dft[:, None, :].astype(np.float32)))
+        ref.mel_stft.mel_basis.copy_(torch.from_numpy(mel.astype(np.float32)))
+
+
+def test_vocoder_bwe_matches_reference(tmp_path_factory):
+    """``LTX2VocoderWithBWE`` (LTX-2.3+), loaded through the vocoder/ folder's ``_class_name``."""
+    from diffusers.pipelines.ltx2.vocoder import LTX2VocoderWithBWE
+
+    ref = LTX2VocoderWithBWE(**TINY_BWE).eval()
+    randomize_(ref, seed=4)
+    _stft_buffers(ref, seed=4)
+    config, tensors = _saved(tmp_path_factory, ref, "vocoder_bwe")
+    voc = glue.load_audio_vocoder(config, tensors)
+    cfg = voc.cfg
+    mel = _latents((B, 2, 4 * L - 3, 16), seed=5)
+    ref32, ref64 = (_run(ref, lambda m, x: m(x), dt, mel) for dt in (torch.float32, torch.float64))
+    got = vocode(voc, mel)
+    assert got.shape == (B, 2, (4 * L - 3) * 8 * 2) and glue.sample_rate(voc) == 32000
+    own = fp32_error(lambda w, x: vocode(glue.load_audio_vocoder(config, w), x), tensors, mel, base=got)
+    assert_fp32_parity("vocoder with bandwidth extension", got, ref32, ref64, vidax_err=own)
+    # can fail: the STFT read from the checkpoint's other basis (same shape: the un-windowed inverse one)
+    swapped = dict(tensors, **{"mel_stft.stft_fn.forward_basis": tensors["mel_stft.stft_fn.inverse_basis"]})
+    wrong = vocode(glue.load_audio_vocoder(config, swapped), mel)
+    assert max_abs(wrong, ref64) > 100 * fp32_bound(ref32, ref64, own)
+    assert cfg.stage1().hop * cfg.output_sampling_rate // cfg.input_sampling_rate == 16
+
+
 def test_vocoder_config_checks():
     with pytest.raises(UserError, match="leaky_relu with antialias"):
         LTX2VocoderConfig.from_config(dict(TINY_VOCODER, antialias=True))
@@ -270,21 +319,17 @@ def test_pipeline_audio_tail(audio_vae, vocoders):
     assert glue.audio_latent_frames(vae.cfg, 121, 24.0) == round(121 / 24.0 * 16000 / 160 / 4)
 
 
-# -------------------------------------------------------------------------------------------- published layouts
+# ------------------------------------------------------------------------------------------- full-size layouts
 
 
-def test_published_architectures_without_weights():
-    """LTX-2's audio VAE and vocoder (diffusers' defaults are the published configs) and the anti-aliased SnakeBeta
-    generator of LTX-2.3+'s bandwidth-extension vocoder: every key and shape of the reference on the meta device."""
+def test_full_size_architectures_without_weights():
+    """LTX-2's audio VAE and vocoder and LTX-2.3+'s bandwidth-extension vocoder at diffusers' default configs:
+    every key and shape of the reference on the meta device."""
     from diffusers import AutoencoderKLLTX2Audio
     from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder as RefVocoder, LTX2VocoderWithBWE
 
     check_full_size(AutoencoderKLLTX2Audio, AUDIO_VAE_RULES, lambda: LTX2AudioVAE(LTX2AudioVAEConfig()),
                     component="audio_vae")
     check_full_size(RefVocoder, VOCODER_RULES, lambda: LTX2Vocoder(LTX2VocoderConfig()), component="vocoder")
-    with torch.device("meta"):
-        bwe = LTX2VocoderWithBWE()
-    cfg = {k: v for k, v in bwe.config.items() if k in {f.name for f in dataclasses.fields(LTX2VocoderConfig)}}
-    cfg["output_sampling_rate"] = bwe.config["input_sampling_rate"]
-    check_full_size(bwe.vocoder, VOCODER_RULES, lambda: LTX2Vocoder(LTX2VocoderConfig.from_config(cfg)),
-                    component="vocoder (LTX-2.3 stage 1)")
+    check_full_size(LTX2VocoderWithBWE, VOCODER_BWE_RULES, lambda: LTX2VocoderBWE(LTX2VocoderBWEConfig()),
+                    component="vocoder with BWE", ignore=VOCODER_BWE_IGNORE)

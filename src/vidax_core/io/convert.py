@@ -36,7 +36,8 @@ def conv(w: np.ndarray) -> np.ndarray:
 
 
 def conv_transpose(w: np.ndarray) -> np.ndarray:
-    """torch ConvTranspose1d weight (in, out, k) -> kernel (k, in, out) of :class:`vidax_core.nn.conv.ConvTranspose1d`."""
+    """torch ConvTranspose1d weight (in, out, k) -> the (k, in, out) kernel of
+    :class:`vidax_core.nn.conv.ConvTranspose1d`."""
     return np.transpose(w, (2, 0, 1))
 
 

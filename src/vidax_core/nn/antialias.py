@@ -20,6 +20,7 @@ correlation of the input with every ``ratio``-th tap starting at ``p``, so no ze
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -32,6 +33,11 @@ from flax import nnx
 def kaiser_sinc_filter(cutoff: float, half_width: float, kernel_size: int) -> np.ndarray:
     """Kaiser-windowed sinc low-pass, normalised to unit DC gain: ``cutoff`` and ``half_width`` in cycles per sample
     (Nyquist 0.5); beta from the transition width by Kaiser's attenuation formula. (K,) float32."""
+    return _kaiser_sinc_filter(float(cutoff), float(half_width), int(kernel_size)).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _kaiser_sinc_filter(cutoff: float, half_width: float, kernel_size: int) -> np.ndarray:
     delta_f = 4 * half_width
     half = kernel_size // 2
     amplitude = 2.285 * (half - 1) * math.pi * delta_f + 7.95
@@ -47,7 +53,8 @@ def kaiser_sinc_filter(cutoff: float, half_width: float, kernel_size: int) -> np
     if cutoff == 0.0:
         return np.zeros(kernel_size, np.float32)
     t = np.float32(2 * cutoff) * t
-    sinc = np.where(t == 0, np.float32(1), np.sin(np.float32(math.pi) * t) / np.float32(math.pi) / np.where(t == 0, 1, t))
+    safe = np.where(t == 0, np.float32(1), t)
+    sinc = np.where(t == 0, np.float32(1), np.sin(np.float32(math.pi) * t) / np.float32(math.pi) / safe)
     f = np.float32(2 * cutoff) * window * sinc.astype(np.float32)
     return (f / f.sum()).astype(np.float32)
 

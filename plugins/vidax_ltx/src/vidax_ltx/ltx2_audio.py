@@ -6,18 +6,19 @@ Two layouts (diffusers 0.42.1 ``LTX2Pipeline``):
   with ``output_type="latent"``; C = ``latent_channels``, M = ``mel_bins // 4``, and L latent frames cover
   ``L * 4 * mel_hop_length / sample_rate`` seconds (:func:`audio_latent_frames`);
 * tokens (B, L, C * M): what the DiT sees, packed (:func:`pack_audio_latents`, features in (channel, bin) order)
-  and normalised by the VAE's ``latents_mean`` / ``latents_std``, which hold one entry per packed feature (C * M =
-  ``base_channels`` in every LTX-2 checkpoint) and so are applied to the tokens, not per latent channel.
+  and normalised by the VAE's ``latents_mean`` / ``latents_std``, which hold one entry per packed feature (``base_channels``
+  entries, so C * M must equal ``base_channels``: 8 x 16 = 128 at diffusers' defaults) and so are applied to the
+  tokens, not per latent channel.
 
 On the way in the pipeline packs, then normalises; on the way out it denormalises the tokens, unpacks them to raw
 latents, decodes them to a mel spectrogram with the audio VAE and turns that into a waveform with the vocoder
-(:func:`decode_audio_tokens`, :func:`decode_audio`). The waveform is (B, out_channels, samples) at the vocoder's
-``output_sampling_rate`` (:func:`sample_rate`).
+(:func:`decode_audio_tokens`, :func:`decode_audio`; either vocoder class, :func:`load_audio_vocoder`). The waveform
+is (B, out_channels, samples) at the vocoder's ``output_sampling_rate`` (:func:`sample_rate`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +27,13 @@ import numpy as np
 from vidax_core.errors import UserError
 
 from .ltx2_audio_vae import LATENT_DOWNSAMPLE_FACTOR, LTX2AudioVAE, LTX2AudioVAEConfig, decode_device
-from .ltx2_vocoder import vocode_device
+from .ltx2_vocoder import LTX2Vocoder, LTX2VocoderConfig, load_vocoder, vocode_device
+from .ltx2_vocoder_bwe import LTX2VocoderBWE, LTX2VocoderBWEConfig, load_vocoder_bwe
+
+#: ``vocoder/config.json`` ``_class_name`` -> (config class, loader): LTX-2.0's plain generator, LTX-2.3+'s
+#: bandwidth-extension pair.
+VOCODER_CLASSES = {"LTX2Vocoder": (LTX2VocoderConfig, load_vocoder),
+                   "LTX2VocoderWithBWE": (LTX2VocoderBWEConfig, load_vocoder_bwe)}
 
 
 def audio_latent_frames(cfg: LTX2AudioVAEConfig, num_frames: int, frame_rate: float) -> int:
@@ -69,6 +76,16 @@ def denormalize_audio_latents(vae: LTX2AudioVAE, tokens: Any) -> jax.Array:
     x = jnp.asarray(tokens, jnp.float32)
     mean, std = _stats(vae, x.shape[-1])
     return x * std + mean
+
+
+def load_audio_vocoder(config: Mapping[str, Any], tensors: Mapping[str, Any], *, put=None
+                       ) -> LTX2Vocoder | LTX2VocoderBWE:
+    """The vocoder a ``vocoder/`` folder holds, by its config.json ``_class_name`` (``LTX2Vocoder`` when absent)."""
+    name = config.get("_class_name", "LTX2Vocoder")
+    if name not in VOCODER_CLASSES:
+        raise UserError(f"vocoder/config.json: _class_name {name!r} is not one of {', '.join(VOCODER_CLASSES)}")
+    cfg_cls, load = VOCODER_CLASSES[name]
+    return load(cfg_cls.from_config(config), tensors, put=put)
 
 
 def sample_rate(vocoder: Any) -> int:

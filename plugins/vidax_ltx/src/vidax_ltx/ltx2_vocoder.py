@@ -16,7 +16,8 @@ Architecture (facts of the reference): the mel's channels and bins are folded in
 anti-aliased SnakeBeta), ``conv_out`` (k 7) and the final ``tanh`` / clamp / nothing. With ``act_fn`` snake or
 snakebeta every resnet activation is a Snake (``snake``: amplitude alpha) or SnakeBeta, anti-aliased
 (:class:`vidax_core.nn.antialias.AntiAliasAct1d`) when ``antialias``. The leaky-ReLU variant with anti-aliasing
-is refused: the reference builds its second activations by re-wrapping the previous one (no published model uses it).
+is refused: the reference builds its second activations by re-wrapping the previous one (diffusers' defaults use
+the leaky ReLU without anti-aliasing, LTX-2.0, and the anti-aliased SnakeBeta, LTX-2.3+'s vocoder with BWE).
 """
 
 from __future__ import annotations
