@@ -35,6 +35,12 @@ def conv(w: np.ndarray) -> np.ndarray:
     return np.transpose(w, tuple(range(2, n)) + (1, 0))
 
 
+def conv_transpose(w: np.ndarray) -> np.ndarray:
+    """torch ConvTranspose1d weight (in, out, k) -> the (k, in, out) kernel of
+    :class:`vidax_core.nn.conv.ConvTranspose1d`."""
+    return np.transpose(w, (2, 0, 1))
+
+
 def squeeze(w: np.ndarray) -> np.ndarray:
     """Drop all length-1 axes (e.g. torch (1, 6, D) tables stored as (6, D))."""
     return np.squeeze(w)
@@ -86,6 +92,26 @@ class KeyRule:
             return path, None
         layer = int(m.group(self.layer_group)) - self.layer_offset
         return (path, layer) if layer >= 0 else None
+
+
+class MirrorRule(KeyRule):
+    """A rule for a module tree that mirrors the reference's names: a key matching ``source`` lands on its own
+    dotted path with '.' -> '/' (numeric parts as list indices) and its last part renamed by ``leaf`` (torch name ->
+    '/'-separated vidax name, e.g. ``{"weight": "kernel"}``, or ``{"weight": "group/scale"}`` for a norm held as a
+    child). One rule then covers every module of a kind, wherever it sits in the tree."""
+
+    def __init__(self, source: str, leaf: Mapping[str, str], transform: Transform | None = None):
+        super().__init__(source, "", transform)
+        object.__setattr__(self, "leaf", dict(leaf))
+
+    def match(self, key: str) -> tuple[Path, int | None] | None:
+        if self._regex.fullmatch(key) is None:
+            return None
+        *parts, last = key.split(".")
+        if last not in self.leaf:
+            return None
+        path = [*parts, *self.leaf[last].split("/")]
+        return tuple(int(p) if p.isdigit() else p for p in path), None
 
 
 class ConversionError(UserError):
