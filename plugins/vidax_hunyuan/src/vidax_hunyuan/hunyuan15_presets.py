@@ -82,6 +82,12 @@ HUB = "hunyuanvideo-community/HunyuanVideo-1.5-{}"
 _DIT = "HunyuanVideo-1.5 8.3B (54 double-stream blocks, width 2048), Qwen2.5-VL-7B + byT5 glyph text"
 
 
+#: ``vae.tiling`` knobs of the HunyuanVideo-1.5 VAE (``ModelSpec.tiling``), as
+#: ``AutoencoderKLHunyuanVideo15.enable_tiling`` names them; :mod:`.vae15` reads them.
+TILING15 = {"enabled": bool, "tile_sample_min_height": int, "tile_sample_min_width": int,
+            "tile_latent_min_height": int, "tile_latent_min_width": int, "tile_overlap_factor": float}
+
+
 def _model(res: str, task: str, shift: int, *, suffix: str = "", **preset) -> dict:
     target = 640 if res == "480p" else 960
     name = f"hunyuanvideo-1.5-{task}-{res}" + (f"-{suffix}" if suffix else "")
@@ -96,6 +102,7 @@ def _model(res: str, task: str, shift: int, *, suffix: str = "", **preset) -> di
                        + (", step-distilled (meanflow timestep_r)" if suffix else ""),
         "preset": _preset(target, **preset),
         "options": dict(OPTIONS),
+        "tiling": TILING15,
     }
 
 

@@ -31,6 +31,7 @@ from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterio
 from vidax_core.vae.loader import vae_loader
 from vidax_core.vae.tiling import TilePlan, knob, run_tiled
 
+from .hunyuan15_presets import TILING15
 from .vae15_blocks import Decoder, Encoder, down_levels, up_levels
 from .vae15_convert import DECODE_ONLY_IGNORE, DECODER_RULES, VAE_RULES
 
@@ -106,10 +107,6 @@ is reported at once. ``with_encoder=False`` skips the encoder's tensors.""")
 # --------------------------------------------------------------------------------------------------------------
 # tiling knobs and plans
 
-#: ``vae.tiling`` knobs of this VAE (``ModelSpec.tiling``), as ``AutoencoderKLHunyuanVideo15.enable_tiling`` names
-#: them.
-TILING15 = {"enabled": bool, "tile_sample_min_height": int, "tile_sample_min_width": int,
-            "tile_latent_min_height": int, "tile_latent_min_width": int, "tile_overlap_factor": float}
 
 
 @dataclass(frozen=True)
