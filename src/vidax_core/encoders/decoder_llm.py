@@ -713,13 +713,19 @@ def convert_params(cfg: DecoderLLMConfig, tensors: Mapping[str, Any], abstract: 
 
 
 def load_decoder_llm(
-    cfg: DecoderLLMConfig, tensors: Mapping[str, Any], *, component: str = "text encoder (decoder LLM)", put=None
+    cfg: DecoderLLMConfig, tensors: Mapping[str, Any], *, component: str = "text encoder (decoder LLM)", put=None,
+    mesh: Any = None,
 ) -> DecoderLLM:
     """Build a :class:`DecoderLLM` from a transformers state dict (key -> array or zero-arg loader).
 
-    ``put(path, array)`` places each parameter (e.g. sharded across a mesh); default: ``jax.device_put``."""
+    ``put(path, array)`` places each parameter (default ``jax.device_put``); or give the run's ``mesh`` to place
+    the model tensor-parallel over its ``tp`` axis by the encoder rules."""
     graphdef, state, flat = abstract_model(lambda: DecoderLLM(cfg, rngs=nnx.Rngs(0)))
     values = convert_params(cfg, tensors, flat, component=component)
+    if put is None and mesh is not None and mesh.size > 1:
+        from vidax_core.parallel import sharding
+
+        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
     return materialize(graphdef, state, values, put=put)
 
 

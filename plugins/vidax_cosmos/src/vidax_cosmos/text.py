@@ -69,22 +69,12 @@ def load(tokenizer_dir: str, config: dict, tensors: Any, *, dtype: Any, mesh: An
     """Tokenizer, chat template and the decoder LLM (tensor-parallel over ``mesh``'s tp axis when it has one)."""
     import os
 
-    from flax import nnx
-
-    from vidax_core.nn.state import abstract_model, materialize
-    from vidax_core.parallel import sharding
-
     tok = TextTokenizer.from_dir(tokenizer_dir)
     cfg_file = os.path.join(tokenizer_dir, "tokenizer_config.json")
     tok_cfg = read_json_file(cfg_file) if os.path.isfile(cfg_file) else {}
     template = load_chat_template(tokenizer_dir)
     cfg = dl.DecoderLLMConfig.from_config(config, dtype=dtype)
-    graphdef, state, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    values = dl.convert_params(cfg, tensors, flat, component="text encoder (Cosmos-Reason1 / Qwen2.5-VL)")
-    put = None
-    if mesh is not None and mesh.size > 1:
-        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
-    model = materialize(graphdef, state, values, put=put)
+    model = dl.load_decoder_llm(cfg, tensors, component="text encoder (Cosmos-Reason1 / Qwen2.5-VL)", mesh=mesh)
     return CosmosTextEncoder(tok, template, special_tokens(tok_cfg if isinstance(tok_cfg, dict) else {}), model)
 
 

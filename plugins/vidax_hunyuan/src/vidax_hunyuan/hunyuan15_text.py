@@ -75,23 +75,14 @@ def load(ckpt: Any, *, dtype: Any, mesh: Any = None, i2v: bool = False) -> Hunyu
     float32) with ``feature_extractor``'s preprocessing."""
     import os
 
-    from flax import nnx
-
     from vidax_core.encoders.t5 import T5Config, load_t5
     from vidax_core.io.checkpoint import read_json_file
-    from vidax_core.nn.state import abstract_model, materialize
-    from vidax_core.parallel import sharding
 
     tok_dir = ckpt.require("tokenizer")
     cfg_file = os.path.join(tok_dir, "tokenizer_config.json")
     tok_cfg = read_json_file(cfg_file) if os.path.isfile(cfg_file) else {}
     cfg = dl.DecoderLLMConfig.from_config(ckpt.config("text_encoder"), dtype=dtype)
-    graphdef, state, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    values = dl.convert_params(cfg, ckpt.tensors("text_encoder"), flat, component="text encoder (Qwen2.5-VL)")
-    put = None
-    if mesh is not None and mesh.size > 1:
-        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
-    qwen = materialize(graphdef, state, values, put=put)
+    qwen = dl.load_decoder_llm(cfg, ckpt.tensors("text_encoder"), component="text encoder (Qwen2.5-VL)", mesh=mesh)
     byt5 = load_t5(T5Config.from_config(ckpt.config("text_encoder_2")), ckpt.tensors("text_encoder_2"), mesh=mesh)
     vision = processor = None
     if i2v:

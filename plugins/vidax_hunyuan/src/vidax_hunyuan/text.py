@@ -36,18 +36,8 @@ class HunyuanTextEncoder:
 def load(ckpt: Any, *, dtype: Any, mesh: Any = None) -> HunyuanTextEncoder:
     """Both towers from a diffusers-layout checkpoint (``tokenizer``/``text_encoder``, ``tokenizer_2``/
     ``text_encoder_2``); the Llama tensor-parallel over ``mesh``'s tp axis when it has one."""
-    from flax import nnx
-
-    from vidax_core.nn.state import abstract_model, materialize
-    from vidax_core.parallel import sharding
-
     cfg = dl.DecoderLLMConfig.from_config(ckpt.config("text_encoder"), dtype=dtype)
-    graphdef, state, flat = abstract_model(lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    values = dl.convert_params(cfg, ckpt.tensors("text_encoder"), flat, component="text encoder (Llama-3)")
-    put = None
-    if mesh is not None and mesh.size > 1:
-        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
-    llama = materialize(graphdef, state, values, put=put)
+    llama = dl.load_decoder_llm(cfg, ckpt.tensors("text_encoder"), component="text encoder (Llama-3)", mesh=mesh)
     clip_cfg = ViTConfig.clip_text(ckpt.config("text_encoder_2"))
     clip = load_vit(clip_cfg, ckpt.tensors("text_encoder_2"), component="text encoder 2 (CLIP-L text)")
     return HunyuanTextEncoder(TextTokenizer.from_dir(ckpt.require("tokenizer")), llama,
