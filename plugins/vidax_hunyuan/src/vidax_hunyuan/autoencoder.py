@@ -13,33 +13,48 @@ from typing import Any, Mapping
 import numpy as np
 
 
-def latent_grid(config: Mapping[str, Any], num_frames: int, height: int, width: int) -> tuple[int, int, int]:
-    """(latent frames, height, width) of a video from ``vae/config.json`` alone."""
+def latent_grid(config: Mapping[str, Any], num_frames: int, height: int, width: int, *,
+                spatial: int = 8) -> tuple[int, int, int]:
+    """(latent frames, height, width) of a video from ``vae/config.json`` alone; ``spatial``: the compression
+    when the config does not say (8 for 1.0, 16 for 1.5)."""
     from vidax_core.io.arch import config_value
 
     t = config_value(config, "temporal_compression_ratio", int, 4)
-    s = config_value(config, "spatial_compression_ratio", int, 8)
+    s = config_value(config, "spatial_compression_ratio", int, spatial)
     return (num_frames - 1) // t + 1, height // s, width // s
 
 
 class HunyuanVideoAutoencoder:
+    """The scaling, pixel range and layout around a HunyuanVideo VAE's ``decode`` / ``encode``; a subclass names
+    another VAE's functions (:meth:`_decode`, :meth:`_encode`) and default compression."""
+
+    spatial_compression = 8
+
     def __init__(self, vae: Any, config: Mapping[str, Any]) -> None:
         self.vae = vae
         self.config = dict(config)
         self.scaling_factor = float(vae.cfg.scaling_factor)
 
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
-        return latent_grid(self.config, num_frames, height, width)
+        return latent_grid(self.config, num_frames, height, width, spatial=self.spatial_compression)
+
+    def _decode(self, z, **kw):
+        from .vae import decode
+
+        return decode(self.vae, z, **kw)
+
+    def _encode(self, x, **kw):
+        from .vae import encode
+
+        return encode(self.vae, x, **kw)
 
     def decode_video(self, latents, on_chunk=None, **params):
         """``params``: ``tiling`` (diffusers' ``enable_tiling`` knobs), ``devices``; others are ignored."""
         import jax
 
-        from .vae import decode
-
         z = np.asarray(latents, np.float32) / np.float32(self.scaling_factor)
-        video = decode(self.vae, z, tiling=params.get("tiling"), on_chunk=on_chunk,
-                       devices=params.get("devices") or jax.local_devices())
+        video = self._decode(z, tiling=params.get("tiling"), on_chunk=on_chunk,
+                             devices=params.get("devices") or jax.local_devices())
         frames = np.clip(video / 2.0 + 0.5, 0.0, 1.0)
         return np.ascontiguousarray(np.moveaxis(frames, 1, -1), dtype=np.float32)
 
@@ -47,11 +62,9 @@ class HunyuanVideoAutoencoder:
         """Frames in [0, 1] (B, T, H, W, 3) -> the posterior mean times ``scaling_factor``."""
         import jax
 
-        from .vae import encode
-
         x = np.moveaxis(np.asarray(frames, np.float32), -1, 1) * 2.0 - 1.0
-        mean, _ = encode(self.vae, x, tiling=params.get("tiling"), on_chunk=on_chunk,
-                         devices=params.get("devices") or jax.local_devices())
+        mean, _ = self._encode(x, tiling=params.get("tiling"), on_chunk=on_chunk,
+                               devices=params.get("devices") or jax.local_devices())
         return mean * np.float32(self.scaling_factor)
 
 

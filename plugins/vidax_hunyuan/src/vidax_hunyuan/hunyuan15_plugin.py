@@ -16,6 +16,7 @@ import functools
 from vidax_core import FamilyPlugin, dit_weight_dtype
 
 from . import hunyuan15_presets
+from .plugin import HunyuanPlugin
 
 
 def example_inputs(cfg, batch: int, grid, text: int):
@@ -52,13 +53,7 @@ class Hunyuan15Plugin(FamilyPlugin):
 
         return guidance(ckpt, run)
 
-    def sampling_plan(self, spec, ckpt, run, sampler, latent_shape):
-        """The pipeline's sigmas ``linspace(1, 0, N + 1)[:-1]`` (the scheduler shifts them)."""
-        if getattr(sampler, "name", "") != "flow_euler":
-            return None
-        import numpy as np
-
-        return {"sigmas": np.linspace(1.0, 0.0, int(run.sampling.num_steps) + 1)[:-1]}
+    sampling_plan = HunyuanPlugin.sampling_plan  # the same sigmas as 1.0's pipeline
 
     def check_run(self, spec, run):
         from .hunyuan15_checks import run_problems

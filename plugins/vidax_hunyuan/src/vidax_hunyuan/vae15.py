@@ -31,6 +31,7 @@ from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterio
 from vidax_core.vae.loader import vae_loader
 from vidax_core.vae.tiling import TilePlan, knob, run_tiled
 
+from .autoencoder import HunyuanVideoAutoencoder, latent_grid
 from .hunyuan15_presets import TILING15
 from .vae15_blocks import Decoder, Encoder, down_levels, up_levels
 from .vae15_convert import DECODE_ONLY_IGNORE, DECODER_RULES, VAE_RULES
@@ -255,14 +256,10 @@ def encode(vae: HunyuanVAE15, x: Any, *, tiling: Any = None, on_chunk: Callable[
 
 def latent_grid15(config: Mapping[str, Any], num_frames: int, height: int, width: int) -> tuple[int, int, int]:
     """(latent frames, height, width) of a video from ``vae/config.json`` alone (the pipeline's ``prepare_latents``)."""
-    from vidax_core.io.arch import config_value
-
-    t = config_value(config, "temporal_compression_ratio", int, 4)
-    s = config_value(config, "spatial_compression_ratio", int, 16)
-    return (num_frames - 1) // t + 1, height // s, width // s
+    return latent_grid(config, num_frames, height, width, spatial=16)
 
 
-class HunyuanVideo15Autoencoder:
+class HunyuanVideo15Autoencoder(HunyuanVideoAutoencoder):
     """The VAE as the generic pipeline sees it, like :class:`vidax_hunyuan.autoencoder.HunyuanVideoAutoencoder`.
 
     The DiT's latents are the raw latents times ``scaling_factor`` (no shift): ``decode_video`` divides by it,
@@ -271,26 +268,13 @@ class HunyuanVideo15Autoencoder:
     (``retrieve_latents(..., "argmax")``). ``params``: ``tiling`` (:func:`tiling_options`), ``devices``.
     """
 
-    def __init__(self, vae: HunyuanVAE15, config: Mapping[str, Any]) -> None:
-        self.vae = vae
-        self.config = dict(config)
-        self.scaling_factor = float(vae.cfg.scaling_factor)
+    spatial_compression = 16
 
-    def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
-        return latent_grid15(self.config, num_frames, height, width)
+    def _decode(self, z, **kw):
+        return decode(self.vae, z, **kw)
 
-    def decode_video(self, latents, on_chunk=None, **params):
-        z = np.asarray(latents, np.float32) / np.float32(self.scaling_factor)
-        video = decode(self.vae, z, tiling=params.get("tiling"), on_chunk=on_chunk,
-                       devices=params.get("devices") or jax.local_devices())
-        frames = np.clip(video / 2.0 + 0.5, 0.0, 1.0)
-        return np.ascontiguousarray(np.moveaxis(frames, 1, -1), dtype=np.float32)
-
-    def encode_video(self, frames, on_chunk=None, **params):
-        x = np.moveaxis(np.asarray(frames, np.float32), -1, 1) * 2.0 - 1.0
-        mean, _ = encode(self.vae, x, tiling=params.get("tiling"), on_chunk=on_chunk,
-                         devices=params.get("devices") or jax.local_devices())
-        return mean * np.float32(self.scaling_factor)
+    def _encode(self, x, **kw):
+        return encode(self.vae, x, **kw)
 
 
 def load_autoencoder15(config: Mapping[str, Any], tensors: Mapping[str, Any], *, with_encoder: bool
