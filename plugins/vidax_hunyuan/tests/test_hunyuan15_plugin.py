@@ -95,7 +95,7 @@ def test_prompt_embeddings_match_the_pipeline(pipe):
         p.text_encoder_2.float()
         return [t.double().numpy() for t in out]
 
-    (h64, m64, b64, bm64), (h32, m32, b32, bm32) = ref(torch.float64), ref(torch.float32)
+    (h64, _, b64, _), (h32, m32, b32, bm32) = ref(torch.float64), ref(torch.float32)
     np.testing.assert_array_equal(got["mask"], m32)
     np.testing.assert_array_equal(got["mask_2"], bm32)
     assert got["mask"].sum(1).min() > 0 and (got["mask"] == 0).any()  # every prompt kept, padded
