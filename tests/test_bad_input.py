@@ -23,6 +23,18 @@ SMALL = ["sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "sa
 
 
 @pytest.fixture()
+def no_sampling(monkeypatch):
+    """Every row is refused before sampling: one that reaches the sampler fails at once instead of generating a
+    default-size video (a row whose input became valid would otherwise run for an hour)."""
+    from vidax_core.runner import pipeline
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("reached sampling: this input was not refused before the denoising loop")
+
+    monkeypatch.setattr(pipeline, "sample_pass", refuse)
+
+
+@pytest.fixture()
 def ckpt(tmp_path):
     """A writable copy of the built-in tiny Wan checkpoint (diffusers layout)."""
     return writable_asset("vidax_wan", tmp_path / "ckpt")
@@ -134,8 +146,9 @@ CASES = [
      "set only one of image: and video:"),
     ("cosmos3-frames", lambda t, c: ["model.id=cosmos3-nano", "model.checkpoint=builtin:tiny-random",
                                      "sampling.num_frames=10"], "must be 4k+1 for cosmos3-nano"),
-    ("cosmos3-video", lambda t, c: ["model.id=cosmos3-edge", "model.checkpoint=builtin:tiny-random",
-                                    _png(t / "a.png"), f"video={t / 'a.png'}"], "video-to-video (video:) is not supported"),
+    ("cosmos3-video-one-frame", lambda t, c: ["model.id=cosmos3-edge", "model.checkpoint=builtin:tiny-random",
+                                              _png(t / "a.png"), f"video={t / 'a.png'}", "sampling.num_frames=1"],
+     "video-to-video needs sampling.num_frames > 1"),
     ("cosmos3-fp8", lambda t, c: [_cosmos3_fp8(t / "c3"), "model.id=cosmos3-nano", f"model.checkpoint={t / 'c3'}",
                                   "sampling.height=48", "sampling.width=64", "sampling.num_frames=9"],
      "ModelOpt FP8 transformer weights"),
@@ -195,7 +208,7 @@ def _ro(path):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(case, tmp_path, ckpt, capsys, monkeypatch):
+def test_bad_input(case, tmp_path, ckpt, capsys, monkeypatch, no_sampling):
     name, setup, fragment = case
     if name == "output-unwritable" and os.geteuid() == 0:
         # root ignores directory permissions; a path under a regular file can never be created
@@ -378,7 +391,7 @@ def _overlap(header):
 
 
 @pytest.mark.parametrize("case", ISSUE_12, ids=[c[0] for c in ISSUE_12])
-def test_issue_12_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
+def test_issue_12_reproducer(case, tmp_path, ckpt, capfd, monkeypatch, no_sampling):
     """Exit 2, exactly one line on stderr (fd 2 itself: a Rust panic writes there), no partial file, no folder."""
     name, setup, fragment = case
     monkeypatch.chdir(tmp_path)
