@@ -111,6 +111,10 @@ class Conditioning:
       kept); with ``step_noise_shape`` set, ``arrays["step_noise"]`` holds fresh standard normal noise of that shape
       each step, ``jax.random.normal(fold_in(fold_in(key(seed), 5), i), shape)`` (LTXConditionPipeline's
       ``image_cond_noise_scale`` re-noises its conditioning tokens so).
+    * ``step_kwargs(values) -> dict``: keyword inputs of every model call that change from step to step, from
+      ``values`` = ``{"sigma", "timestep", "next_timestep"}`` of this step (scalars; ``next_timestep`` is the plan's
+      next model timestep, 0 at the last step); scalar results are broadcast to the call's batch. HunyuanVideo-1.5's
+      step-distilled (meanflow) DiT takes the next timestep as ``timestep_r`` so.
     """
 
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
@@ -126,6 +130,7 @@ class Conditioning:
     select_update: Callable[..., Any] | None = None
     before_step: Callable[..., Any] | None = None
     step_noise_shape: tuple[int, ...] | None = None
+    step_kwargs: Callable[[Mapping[str, Any]], dict] | None = None
 
 
 @dataclass(frozen=True)

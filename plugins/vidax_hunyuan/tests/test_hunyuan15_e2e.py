@@ -7,7 +7,9 @@ quoted text (byT5 runs), guidance is the checkpoint's guider (CFG 6, two passes 
 pipeline's full 1000 tokens after its 108-token crop. Both within the project's run bound (1e-4 relative L2). The
 text matters: the reference with the wrong Qwen layer (``hidden_states[-2]``) or without the byT5 glyph text lands
 far outside that bound. Image-to-video: a 50x30 image, which the pipeline crops to the 48x32 bucket of the tiny
-DiT's target size 48; the reference without its SigLIP image tokens lands far outside the bound too.
+DiT's target size 48; the reference without its SigLIP image tokens lands far outside the bound too. The
+step-distilled id runs the meanflow DiT without guidance; feeding it this step's timestep as ``timestep_r``, or none,
+lands far outside the bound.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.xdist_group("hunyuan15_e2e")
 PROMPT = 'a neon sign that reads "OPEN ALL NIGHT" glows above a door in the rain'
 NEGATIVE = "blurry, low quality"
 H, W, FRAMES, STEPS, SEED = 32, 48, 9, 3, 4
+STEPS_DISTILLED = 4
 LATENT = (1, TINY_VAE15["latent_channels"], (FRAMES - 1) // 4 + 1, H // 16, W // 16)
 ENTRY = "hunyuan15 = vidax_hunyuan.hunyuan15_plugin:Hunyuan15Plugin"
 
@@ -52,13 +55,13 @@ def noise():
     return torch.randn(LATENT, generator=torch.Generator().manual_seed(SEED), dtype=torch.float32).numpy()
 
 
-def reference(pipe, image=None):
+def reference(pipe, image=None, steps=STEPS):
     """The pipeline's final latents and its frames of them (one sampling run)."""
     from PIL import Image
 
     size = dict(height=H, width=W) if image is None else dict(image=Image.open(image).convert("RGB"))
     with torch.no_grad(), one_thread():
-        latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, num_frames=FRAMES, num_inference_steps=STEPS,
+        latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, num_frames=FRAMES, num_inference_steps=steps,
                        latents=torch.from_numpy(noise()), output_type="latent", **size).frames
         video = pipe.vae.decode(latents / pipe.vae.config.scaling_factor, return_dict=False)[0]
         frames = pipe.video_processor.postprocess_video(video, output_type="np")
@@ -129,3 +132,40 @@ def test_image_tokens_matter(i2v_case, monkeypatch):
     wrong, _ = reference(pipe, image)
     print(f"[hunyuan15 i2v without image tokens] latents rel {rel_l2(wrong, ref_latents):.3e}")
     assert rel_l2(wrong, ref_latents) > 100 * RUN_BOUND
+
+
+@pytest.fixture(scope="module")
+def step_distilled_case(tmp_path_factory):
+    """The step-distilled I2V recipe: a meanflow DiT (``timestep_r`` = the next timestep, 0 at the last step) and a
+    guider at scale 1 (one pass per step), 4 steps."""
+    folder = tmp_path_factory.mktemp("hunyuan15_step_distilled")
+    with one_thread():
+        ckpt, pipe = save_tiny_hunyuan15_i2v(folder / "ckpt", seed=5, dit={"use_meanflow": True},
+                                             guider={"guidance_scale": 1.0})
+    pipe.set_progress_bar_config(disable=True)
+    image = write_test_image(folder / "input.png", size=(30, 50))
+    return folder, ckpt, pipe, image, *reference(pipe, image, steps=STEPS_DISTILLED)
+
+
+def test_cli_matches_diffusers_step_distilled(tmp_path, step_distilled_case):
+    folder, ckpt, _, image, ref_latents, ref_frames = step_distilled_case
+    args = run_args("hunyuanvideo-1.5-i2v-480p-step-distilled", ckpt, PROMPT, NEGATIVE, image=image,
+                    sampling=dict(num_steps=STEPS_DISTILLED, height=H, width=W, num_frames=FRAMES))
+    run = run_e2e(tmp_path, *args, noise=noise(), env=plugin_env(folder / "entry"))
+    assert_run_matches("hunyuan15-step-distilled", run.latents, run.frames, ref_latents, ref_frames,
+                       latent_shape=LATENT, frame_shape=(1, FRAMES, H, W, 3))
+
+
+def test_timestep_r_matters(step_distilled_case, monkeypatch):
+    """The reference fed ``timestep_r`` = this step's timestep, or none, lands far outside the run bound."""
+    _, _, pipe, image, ref_latents, _ = step_distilled_case
+    forward = type(pipe.transformer).forward
+    for name, swap in (("timestep_r = t", lambda kw: kw["timestep"]), ("no timestep_r", lambda kw: None)):
+        def patched(self, *args, _swap=swap, **kw):
+            return forward(self, *args, **{**kw, "timestep_r": _swap(kw)})
+
+        monkeypatch.setattr(type(pipe.transformer), "forward", patched)
+        wrong, _ = reference(pipe, image, steps=STEPS_DISTILLED)
+        monkeypatch.undo()
+        print(f"[hunyuan15 step-distilled, {name}] latents rel {rel_l2(wrong, ref_latents):.3e}")
+        assert rel_l2(wrong, ref_latents) > 100 * RUN_BOUND, name

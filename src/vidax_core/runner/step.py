@@ -75,6 +75,16 @@ def _bcast(a: jax.Array, b: int) -> jax.Array:
 class BranchInput:
     x: Any
     t: Any
+    kwargs: dict = field(default_factory=dict)  # the conditioning's per-step model inputs (``step_kwargs``)
+
+
+def step_values(plan_arrays, i) -> dict[str, jax.Array]:
+    """This step's noise level, model timestep and the next step's model timestep (0 after the last)."""
+    ts = plan_arrays["timesteps"]
+    n = ts.shape[0]
+    nxt = jnp.where(i + 1 < n, ts[jnp.minimum(i + 1, n - 1)], 0)
+    return {"sigma": plan_arrays["sigmas"][i].astype(jnp.float32), "timestep": ts[i].astype(jnp.float32),
+            "next_timestep": nxt.astype(jnp.float32)}
 
 
 def _latent_batch(latents: Any) -> int:
@@ -94,14 +104,16 @@ def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays, branch_a
     sampler, cond = plan.sampler, plan.cond
     x0 = jax.tree.map(lambda a: sampler.scale_model_input(plan_arrays, i, a), latents)
     t0 = plan_arrays["timesteps"][i].astype(jnp.float32)
+    values = step_values(plan_arrays, i)
+    kwargs = cond.step_kwargs(values) if cond is not None and cond.step_kwargs is not None else {}
     out = {}
     for b in plan.guidance.branches:
         x, t = x0, t0
         if cond is not None and cond.prepare is not None:
-            step_arrays = {"sigma": plan_arrays["sigmas"][i].astype(jnp.float32)}  # models fed the noise level
+            step_arrays = {"sigma": values["sigma"]}  # models fed the noise level
             x, t = cond.prepare(x, t, {**step_arrays, **cond_arrays, **branch_arrays.get(b.name, {})})
         t = jnp.broadcast_to(t, (_latent_batch(latents),) + jnp.shape(t)[1:]).astype(jnp.float32)
-        out[b.name] = BranchInput(x, t)
+        out[b.name] = BranchInput(x, t, kwargs)
     return out
 
 
@@ -116,6 +128,7 @@ def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, 
             bsz = _latent_batch(inp.x)
             arrays = {**cond_arrays, **branch_arrays.get(n, {})}
             kw = {k: _bcast(arrays[k], bsz) for k in (plan.cond.model_kwargs if plan.cond else ())}
+            kw.update({k: _bcast(jnp.reshape(v, (1,)) if jnp.ndim(v) == 0 else v, bsz) for k, v in inp.kwargs.items()})
             kw.update(plan.guidance.model_inputs(scales_i, bsz))
             xs.append(inp.x)
             ts.append(inp.t)

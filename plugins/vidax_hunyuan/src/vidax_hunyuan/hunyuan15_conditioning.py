@@ -6,7 +6,8 @@ pipeline's ``prepare_cond_latents_and_mask``) and no SigLIP tokens (the pipeline
 out by the DiT, so leaving them out gives the same video; see :mod:`vidax_hunyuan.dit15`). Image-to-video feeds
 the image's latent (the VAE's posterior mean times ``scaling_factor`` of the resized, cropped image,
 :mod:`.hunyuan15_image`) in latent frame 0 with zeros after it, and a mask of 1 on frame 0 and 0 elsewhere
-(``prepare_cond_latents_and_mask``); the noisy latents start from the noise alone.
+(``prepare_cond_latents_and_mask``); the noisy latents start from the noise alone. The step-distilled DiT
+(``use_meanflow``) also takes ``timestep_r``, the next step's timestep (0 at the last step), at every call.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ def with_zero_condition(x, t, arrays):
     return jnp.concatenate([x, jnp.zeros((b, c + 1) + x.shape[2:], x.dtype)], axis=1), t
 
 
-def text_to_video() -> Conditioning:
-    return Conditioning(prepare=with_zero_condition)
+def next_timestep(values) -> dict:
+    """``Conditioning.step_kwargs`` of a meanflow DiT: ``timestep_r`` = the pipeline's ``timesteps[i + 1]``."""
+    return {"timestep_r": values["next_timestep"]}
+
+
+def text_to_video(meanflow: bool = False) -> Conditioning:
+    return Conditioning(prepare=with_zero_condition, step_kwargs=next_timestep if meanflow else None)
 
 
 def with_condition(x, t, arrays):
@@ -44,7 +50,8 @@ def condition(image_latents: np.ndarray, frames: int) -> np.ndarray:
     return out
 
 
-def image_to_video(run: Any, vae: Any, target_size: int, grid: tuple[int, int, int]) -> Conditioning:
+def image_to_video(run: Any, vae: Any, target_size: int, grid: tuple[int, int, int],
+                   meanflow: bool = False) -> Conditioning:
     from vidax_core.io.image import load_image
 
     from .hunyuan15_image import resize_crop, vae_frames, video_size
@@ -52,4 +59,5 @@ def image_to_video(run: Any, vae: Any, target_size: int, grid: tuple[int, int, i
     image = load_image(run.image)
     cropped = resize_crop(image, *video_size(image, target_size))
     latents = np.asarray(vae.encode_video(vae_frames(cropped)), np.float32)
-    return Conditioning(arrays={"condition": condition(latents, grid[0])}, prepare=with_condition)
+    return Conditioning(arrays={"condition": condition(latents, grid[0])}, prepare=with_condition,
+                        step_kwargs=next_timestep if meanflow else None)

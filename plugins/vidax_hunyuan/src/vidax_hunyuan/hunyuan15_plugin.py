@@ -1,4 +1,5 @@
-"""The HunyuanVideo-1.5 plugin object (``hunyuanvideo-1.5-{t2v,i2v}-{480p,720p}``, the step-distilled 480p I2V): a
+"""The HunyuanVideo-1.5 plugin object (``hunyuanvideo-1.5-{t2v,i2v}-{480p,720p}``, the step-distilled 480p I2V
+``hunyuanvideo-1.5-i2v-480p-step-distilled``): a
 second entry point of this package, beside :class:`vidax_hunyuan.plugin.HunyuanPlugin` (1.0); the core hands each
 id's hooks to the object that registered it.
 
@@ -79,10 +80,10 @@ class Hunyuan15Plugin(FamilyPlugin):
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from . import hunyuan15_conditioning
 
+        dit = self.dit_config(ckpt)
         if "i2v" not in spec.tasks:
-            return hunyuan15_conditioning.text_to_video()
-        target = self.dit_config(ckpt).target_size
-        return hunyuan15_conditioning.image_to_video(run, vae, target, latent_shape)
+            return hunyuan15_conditioning.text_to_video(dit.use_meanflow)
+        return hunyuan15_conditioning.image_to_video(run, vae, dit.target_size, latent_shape, dit.use_meanflow)
 
     def vae_latent_shape(self, spec, ckpt, run):
         from .vae15 import latent_grid15

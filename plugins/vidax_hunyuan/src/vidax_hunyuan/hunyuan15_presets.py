@@ -7,8 +7,9 @@ glyph text to 256 (both pipeline attributes), flow shift from the checkpoint's s
 Text-to-video's default size is the pipeline's: the bucket of the model's ``target_size`` (640 at 480p, 960 at
 720p) closest to 16:9, i.e. 848x480 and 1280x720 (:func:`default_size` computes it); image-to-video's is the bucket
 closest to the image's aspect (the presets hold the 16:9 one). The step-distilled 480p I2V checkpoint
-(``use_meanflow``, 8 or 12 steps without guidance per its model card) is not registered yet: ``_model(...,
-suffix="step-distilled", steps=8, guidance=1.0)`` is its entry once the DiT gets ``timestep_r`` per step.
+(``use_meanflow``: the DiT also embeds the next timestep) has its own id, with its model card's recipe: 8 steps
+(12 also recommended), no guidance, flow shift 7 (its scheduler config). The CFG-distilled checkpoints
+(``..._distilled``) share the ids of their base models; their configs set guidance 1.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ MODELS = [
     _model("720p", "t2v", 9),
     _model("480p", "i2v", 5),
     _model("720p", "i2v", 7),
+    _model("480p", "i2v", 7, suffix="step-distilled", steps=8, guidance=1.0),
 ]
 HUNYUAN15_IDS = frozenset(m["id"] for m in MODELS)
 TARGET_SIZE = {m["id"]: 640 if "480p" in m["id"] else 960 for m in MODELS}
