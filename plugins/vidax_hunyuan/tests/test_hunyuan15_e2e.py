@@ -169,3 +169,22 @@ def test_timestep_r_matters(step_distilled_case, monkeypatch):
         monkeypatch.undo()
         print(f"[hunyuan15 step-distilled, {name}] latents rel {rel_l2(wrong, ref_latents):.3e}")
         assert rel_l2(wrong, ref_latents) > 100 * RUN_BOUND, name
+
+
+def test_demo_runs_on_the_builtin_checkpoint(tmp_path):
+    """``configs/hunyuan15_demo.yaml`` on ``builtin:tiny-random`` (the shipped diffusers-layout folder, bfloat16 DiT)
+    writes its video; an image-to-video id refuses that text-to-video checkpoint in one line."""
+    from vidax_core.io.video import read_mp4
+    from vidax_core.testing.cli import vidax
+
+    demo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "hunyuan15_demo.yaml")
+    env = plugin_env(tmp_path / "entry")
+    out = tmp_path / "demo.mp4"
+    proc = vidax("run", demo, "sampling.num_steps=2", f"output.path={out}", "output.metrics=", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    frames = read_mp4(str(out))
+    assert frames.shape == (17, 64, 96, 3) and np.isfinite(frames).all()
+    bad = vidax("run", demo, "model.id=hunyuanvideo-1.5-i2v-480p", f"image={write_test_image(tmp_path / 'a.png')}",
+                "--dry-run", cwd=tmp_path, env=env)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error:"), bad.stderr[-2000:]
+    assert "task_type='t2v'" in bad.stderr, bad.stderr[-2000:]

@@ -85,6 +85,9 @@ class Hunyuan15Plugin(FamilyPlugin):
             return hunyuan15_conditioning.text_to_video(dit.use_meanflow)
         return hunyuan15_conditioning.image_to_video(run, vae, dit.target_size, latent_shape, dit.use_meanflow)
 
+    def builtin_checkpoint(self, spec, name):
+        return super().builtin_checkpoint(spec, f"hunyuan15-{name}")  # a text-to-video pipeline
+
     def vae_latent_shape(self, spec, ckpt, run):
         from .vae15 import latent_grid15
 
