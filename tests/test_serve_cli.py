@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -36,16 +36,18 @@ def test_serve_command(tmp_path):
     cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
     proc = subprocess.Popen(cmd + ["serve", DEMO_CONFIG, "model.checkpoint=builtin:tiny-random", *TINY,
                                    f"output.path={tmp_path}/x.mp4", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # SIGINT at its default disposition, as from a terminal: an xdist worker may have it ignored, a child inherits
+    # that, and Python then never raises KeyboardInterrupt (the server would serve on). Stderr is drained all
+    # along: a server whose unread pipe fills blocks in a write and never stops.
+    lines: list[str] = []
+    announced = threading.Event()
+    reader = threading.Thread(target=_drain, args=(proc.stderr, lines, announced), daemon=True)
+    reader.start()
     try:
-        url, lines, end = None, [], time.monotonic() + 240
-        while url is None and time.monotonic() < end:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r"serving \S+ on (http://127\.0\.0\.1:\d+)", line)
-            url = m.group(1) if m else None
+        announced.wait(240)
+        url = next((m.group(1) for m in map(_ADDRESS.search, list(lines)) if m), None)
         assert url, "".join(lines)[-3000:]
         assert json.loads(request(url, "GET", "/health")[2])["status"] == "ok"
         status, job = post_json(url, {"prompt": "from the command", "num_steps": 2})
@@ -53,8 +55,19 @@ def test_serve_command(tmp_path):
         assert wait_done(url, job["id"])["status"] == "completed"
         assert os.listdir(tmp_path) == [f"{job['id']}.mp4"]  # the folder of output.path, nothing else
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        assert proc.wait(60) == 0, "".join(lines)[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+_ADDRESS = re.compile(r"serving \S+ on (http://127\.0\.0\.1:\d+)")
+
+
+def _drain(stream, lines: list[str], announced: threading.Event) -> None:
+    for line in stream:
+        lines.append(line)
+        if _ADDRESS.search(line):
+            announced.set()
+    announced.set()  # the process ended without announcing
