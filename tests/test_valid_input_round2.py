@@ -75,8 +75,9 @@ def test_hunyuan_documented_tiling_knobs_are_accepted(tmp_path, capsys):
 
 
 def test_shipped_configs_name_the_published_repository_or_say_how_to_assemble_the_folder():
-    """A shipped config names its model's published diffusers repository (ModelSpec.hub_repo) where one exists;
-    a local folder only where none does, with the comment saying the files are assembled by hand."""
+    """A shipped config names its model's published diffusers repository (ModelSpec.hub_repo, or one of the
+    declared ModelSpec.hub_variants: other weights of the same id) where one exists; a local folder only where none
+    does, with the comment saying the files are assembled by hand."""
     import glob
 
     from vidax_core.plugins import get_plugins
@@ -93,7 +94,8 @@ def test_shipped_configs_name_the_published_repository_or_say_how_to_assemble_th
             continue
         spec = registry.get(mid)
         if spec.hub_repo:
-            assert ckpt == spec.hub_repo, f"{path}: {ckpt} instead of the published {spec.hub_repo}"
+            published = (spec.hub_repo, *spec.hub_variants)
+            assert ckpt in published, f"{path}: {ckpt} instead of one of the published {published}"
         else:
             assert "assemble the folder by hand" in text, f"{path}: local folder {ckpt} without assembly notes"
         checked += 1

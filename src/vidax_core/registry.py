@@ -27,7 +27,8 @@ class ModelSpec:
 
     ``preset`` holds config defaults for this model (same keys as the run config, e.g. sampling steps);
     ``default_config`` names the YAML under configs/ users start from; ``hub_repo`` the published diffusers repo;
-    ``tiling`` the knobs its VAE's ``vae.tiling`` takes.
+    ``hub_variants`` published repos of other weights for the same architecture and id (e.g. CFG-distilled
+    checkpoints, run with their own configs); ``tiling`` the knobs its VAE's ``vae.tiling`` takes.
     """
 
     id: str
@@ -37,6 +38,7 @@ class ModelSpec:
     version: str = ""
     default_config: str | None = None
     hub_repo: str | None = None
+    hub_variants: tuple[str, ...] = ()
     checkpoint_formats: tuple[str, ...] = ("diffusers",)
     description: str = ""
     preset: Mapping[str, Any] = field(default_factory=dict)
@@ -60,6 +62,7 @@ class ModelSpec:
             "version": self.version,
             "default_config": self.default_config,
             "hub_repo": self.hub_repo,
+            "hub_variants": list(self.hub_variants),
             "checkpoint_formats": list(self.checkpoint_formats),
             "description": self.description,
             "options": {k: {"default": o.default, "help": o.help} for k, o in self.options.items()},
