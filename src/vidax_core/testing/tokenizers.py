@@ -72,6 +72,25 @@ def make_tiny_t5_tokenizer(out_dir: str | os.PathLike) -> Path:
     return out
 
 
+def make_tiny_gemma_tokenizer(out_dir: str | os.PathLike, padding_side: str = "right") -> Path:
+    """A tiny tokenizer folder with Gemma's conventions on the trained tiny vocabulary: ``<pad>`` = 0 pads, a
+    ``<bos>`` special token is prepended by the post-processor, ``</s>`` is the EOS (LTX-2's prompt encoder)."""
+    import json
+
+    from tokenizers import AddedToken, Tokenizer, processors
+
+    out = Path(out_dir)
+    base = make_tiny_t5_tokenizer(out / "_base")
+    tok = Tokenizer.from_file(str(base / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken("<bos>", special=True, normalized=False)])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", tok.token_to_id("<bos>"))])
+    (out / "tokenizer.json").write_text(tok.to_str(), encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1024, "bos_token": "<bos>",
+        "eos_token": "</s>", "pad_token": "<pad>", "padding_side": padding_side}), encoding="utf-8")
+    return out
+
+
 def tokenizer_vocab_size(tokenizer_dir: str | os.PathLike) -> int:
     """Number of token ids (added tokens included) of the ``tokenizer.json`` in ``tokenizer_dir``."""
     from tokenizers import Tokenizer
