@@ -83,7 +83,8 @@ def make_tiny_gemma_tokenizer(out_dir: str | os.PathLike, padding_side: str = "r
     base = make_tiny_t5_tokenizer(out / "_base")
     tok = Tokenizer.from_file(str(base / "tokenizer.json"))
     tok.add_special_tokens([AddedToken("<bos>", special=True, normalized=False)])
-    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", tok.token_to_id("<bos>"))])
+    bos = [("<bos>", tok.token_to_id("<bos>"))]
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=bos)
     (out / "tokenizer.json").write_text(tok.to_str(), encoding="utf-8")
     (out / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1024, "bos_token": "<bos>",
