@@ -11,7 +11,11 @@ Gemma-3, all layers). One model covers them, driven by the checkpoint's transfor
 * grouped-query attention (``num_key_value_heads``), q/k/v biases where the model has them (Qwen2), scale
   ``head_dim ** -0.5`` or Gemma's ``query_pre_attn_scalar ** -0.5``, optional logit soft-capping, fp32 softmax;
 * rotate-half RoPE from :mod:`vidax_core.nn.rope`: plain, ``linear`` and ``llama3`` frequency scaling, partial
-  rotary, Qwen2.5-VL's mRoPE (position ids (3, B, S));
+  rotary, Gemma-4's ``proportional`` (the whole head rotates, frequencies past ``partial_rotary_factor`` are 0),
+  Qwen2.5-VL's mRoPE (position ids (3, B, S));
+* Gemma-4 (unified) text tower: ``x * w`` norms with Gemma's sandwich layout, attention scale 1 (q/k normed), a
+  gain-free RMS norm of the values, full-attention layers whose values are their keys' projection
+  (``attention_k_eq_v``, with their own head size and KV heads), each layer's output times a learned scalar;
 * causal masks with key padding (left or right); per-layer ``layer_types`` mixing sliding-window and full
   attention, each type with its own RoPE (Gemma-3: local theta 1e4, global 1e6); per-type head size and KV heads
   (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind.
@@ -90,16 +94,23 @@ class RopeSpec:
     mrope_section: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.rope_type not in ("default", "linear", "llama3"):
-            raise UserError(f"rope_type={self.rope_type!r} is not supported: expected default, linear or llama3")
+        if self.rope_type not in ("default", "linear", "llama3", "proportional"):
+            raise UserError(f"rope_type={self.rope_type!r} is not supported: expected default, linear, llama3 or "
+                            "proportional")
 
     def rot_dim(self, head_dim: int) -> int:
+        if self.rope_type == "proportional":
+            return head_dim
         return int(head_dim * self.partial_rotary_factor)
 
     def inv_freq(self, head_dim: int) -> np.ndarray:
         dim = self.rot_dim(head_dim)
         if self.rope_type == "linear":
             return rope.inv_freq(dim, self.theta, linear_factor=self.factor)
+        if self.rope_type == "proportional":  # the first partial_rotary_factor of the pairs turn, the rest stay
+            turning = int(self.partial_rotary_factor * head_dim // 2)
+            freqs = rope.inv_freq(head_dim, self.theta, linear_factor=self.factor)
+            return np.where(np.arange(head_dim // 2) < turning, freqs, 0.0)
         if self.rope_type == "llama3":
             return rope.inv_freq(dim, self.theta, llama3=rope.Llama3Scaling(
                 self.factor, self.low_freq_factor, self.high_freq_factor, self.original_max_position_embeddings))
@@ -139,6 +150,9 @@ class DecoderLLMConfig:
     sliding_window: int | None = None
     head_dim_per_type: tuple[tuple[str, int], ...] = ()
     kv_heads_per_type: tuple[tuple[str, int], ...] = ()
+    value_norm: bool = False  # gain-free RMS norm of each value head (Gemma-4)
+    k_eq_v_types: tuple[str, ...] = ()  # layer types whose values are the key projection (Gemma-4 attention_k_eq_v)
+    layer_scalar: bool = False  # each layer's output times a learned scalar (Gemma-4)
     dtype: Any = jnp.float32
 
     def __post_init__(self) -> None:
@@ -176,13 +190,14 @@ class DecoderLLMConfig:
     def rope_spec(self, layer_type: str) -> RopeSpec:
         return dict(self.rope)[layer_type]
 
-    def kind_key(self, layer_type: str) -> tuple[int, int, int]:
-        """Layers with the same key share parameter shapes and one stacked tree."""
+    def kind_key(self, layer_type: str) -> tuple[int, int, int, bool]:
+        """Layers with the same key share parameter shapes and one stacked tree: (head size, KV heads, rotary
+        dim, values from the key projection)."""
         hd = self.head_dim_of(layer_type)
-        return hd, self.kv_heads(layer_type), self.rope_spec(layer_type).rot_dim(hd)
+        return hd, self.kv_heads(layer_type), self.rope_spec(layer_type).rot_dim(hd), layer_type in self.k_eq_v_types
 
     @property
-    def kinds(self) -> tuple[tuple[int, int, int], ...]:
+    def kinds(self) -> tuple[tuple[int, int, int, bool], ...]:
         """Distinct kind keys in order of first appearance."""
         return tuple(dict.fromkeys(self.kind_key(t) for t in self.layer_types))
 
@@ -192,9 +207,9 @@ class DecoderLLMConfig:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "DecoderLLMConfig":
-        """From a transformers config dict of a Llama, Qwen2 / Qwen2.5-VL or Gemma-3 model (or the composite
-        LLaVA / Qwen2.5-VL / Gemma-3 config holding it as ``text_config``); old (``rope_theta``, ``rope_scaling``,
-        ``rope_local_base_freq``) and new (``rope_parameters``) RoPE fields are both read."""
+        """From a transformers config dict of a Llama, Qwen2 / Qwen2.5-VL, Gemma-3 or Gemma-4 unified model (or
+        the composite LLaVA / Qwen2.5-VL / Gemma config holding it as ``text_config``); old (``rope_theta``,
+        ``rope_scaling``, ``rope_local_base_freq``) and new (``rope_parameters``) RoPE fields are both read."""
         try:
             return cls._from_config(config, **overrides)
         except KeyError as e:
@@ -215,12 +230,14 @@ class DecoderLLMConfig:
         fields["head_dim"] = int(c.get("head_dim") or c["hidden_size"] // heads)
         fields["num_key_value_heads"] = int(c.get("num_key_value_heads") or heads)
         n = int(c["num_hidden_layers"])
-        if family == "gemma":
+        if family in ("gemma", "gemma4"):
             fields.update(gemma_norm=True, sandwich_norms=True, qk_norm=True, scale_embeddings=True,
                           hidden_act=c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh",
                           query_pre_attn_scalar=float(c.get("query_pre_attn_scalar", fields["head_dim"])),
                           attention_bias=bool(c.get("attention_bias", False)))
-            if c.get("use_bidirectional_attention"):
+            if family == "gemma4":
+                fields.update(_gemma4_fields(c))
+            elif c.get("use_bidirectional_attention"):
                 raise UserError("Gemma-3 with use_bidirectional_attention is not supported: it is not a causal encoder")
             pattern = int(c.get("sliding_window_pattern", 6))
             default_types = [SLIDING if (i + 1) % pattern else FULL for i in range(n)]
@@ -247,17 +264,56 @@ class DecoderLLMConfig:
         return from_config_dict(cls, fields, **overrides)
 
 
+def _gemma4_fields(c: Mapping[str, Any]) -> dict[str, Any]:
+    """What a Gemma-4 unified text config changes from Gemma-3. Full layers have their own head size and KV heads:
+    transformers writes them as ``per_layer_config`` (layer index -> overrides), released configs as
+    ``global_head_dim`` (default 512) and, with ``attention_k_eq_v``, ``num_global_key_value_heads``."""
+    unsupported = []
+    if c.get("use_bidirectional_attention") == "all":
+        unsupported.append("use_bidirectional_attention='all' (not a causal encoder)")
+    if int(c.get("num_kv_shared_layers") or 0):
+        unsupported.append(f"num_kv_shared_layers={c['num_kv_shared_layers']} (key/value sharing across layers)")
+    if int(c.get("hidden_size_per_layer_input") or 0):
+        unsupported.append("hidden_size_per_layer_input (per-layer input embeddings)")
+    if c.get("enable_moe_block"):
+        unsupported.append("enable_moe_block (mixture-of-experts layers)")
+    if unsupported:
+        raise UserError("Gemma-4 text config with " + ", ".join(unsupported) + " is not supported")
+    k_eq_v = bool(c.get("attention_k_eq_v", False))
+    fields: dict[str, Any] = dict(gemma_norm=False, query_pre_attn_scalar=1.0, value_norm=True, layer_scalar=True,
+                                  k_eq_v_types=(FULL,) if k_eq_v else ())
+    per_layer = c.get("per_layer_config")
+    if isinstance(per_layer, Mapping):
+        types = list(c.get("layer_types") or [])
+        per_type: dict[str, dict] = {}
+        for i, t in enumerate(types):
+            o = dict(per_layer.get(str(i)) or per_layer.get(i) or {})
+            if per_type.setdefault(t, o) != o:
+                raise UserError(f"Gemma-4 per_layer_config gives {t} layers different head sizes or KV heads")
+        fields["head_dim_per_type"] = tuple((t, int(o["head_dim"])) for t, o in per_type.items() if "head_dim" in o)
+        fields["kv_heads_per_type"] = tuple((t, int(o["num_key_value_heads"])) for t, o in per_type.items()
+                                            if "num_key_value_heads" in o)
+        return fields
+    fields["head_dim_per_type"] = ((FULL, int(c.get("global_head_dim") or 512)),)
+    if k_eq_v and c.get("num_global_key_value_heads") is not None:
+        fields["kv_heads_per_type"] = ((FULL, int(c["num_global_key_value_heads"])),)
+    return fields
+
+
 def _family(model_type: str) -> str:
     if model_type.startswith("gemma"):
+        if model_type in ("gemma4_unified", "gemma4_unified_text"):
+            return "gemma4"
         if model_type not in ("gemma3", "gemma3_text"):
-            raise UserError(f"model_type={model_type!r}: only Gemma-3 is read from config.json; build "
-                            "DecoderLLMConfig directly for other Gemma layouts")
+            raise UserError(f"model_type={model_type!r}: only Gemma-3 and Gemma-4 unified are read from "
+                            "config.json; build DecoderLLMConfig directly for other Gemma layouts")
         return "gemma"
     if model_type.startswith("qwen2"):
         return "qwen2"
     if model_type in ("llama", "llava", "mistral"):
         return "llama"
-    raise UserError(f"model_type={model_type!r} is not a supported decoder LLM (llama, qwen2*, gemma3)")
+    raise UserError(f"model_type={model_type!r} is not a supported decoder LLM (llama, qwen2*, gemma3, "
+                    "gemma4_unified)")
 
 
 def _spec(params: Mapping[str, Any], theta: float, partial: float) -> RopeSpec:
@@ -281,7 +337,7 @@ def _rope_specs(c: Mapping[str, Any], family: str, head_dim: int, layer_types: S
     params = c.get("rope_parameters") or {}
     scaling = c.get("rope_scaling") or {}
     partial = float(c.get("partial_rotary_factor", 1.0))
-    if family == "gemma":
+    if family in ("gemma", "gemma4"):
         per_type = params if FULL in params or SLIDING in params else {}
         full = {"rope_theta": c.get("rope_theta", 1_000_000.0), **scaling, **(per_type.get(FULL) or {})}
         local = {"rope_theta": c.get("rope_local_base_freq", 10_000.0), **(per_type.get(SLIDING) or {})}
@@ -320,8 +376,10 @@ class Attention(nnx.Module):
     soft-capping), fine for text prompts of a few hundred tokens.
     """
 
-    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs):
+    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs,
+                 k_eq_v: bool = False):
         self.core = core and not cfg.attn_logit_softcapping
+        self.value_norm, self.eps = cfg.value_norm, cfg.rms_norm_eps
         self.num_heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, kv_heads, head_dim
         self.scale = (cfg.query_pre_attn_scalar or head_dim) ** -0.5
         self.softcap = cfg.attn_logit_softcapping
@@ -329,7 +387,8 @@ class Attention(nnx.Module):
         qkv_bias = cfg.attention_bias or cfg.qkv_bias
         self.q_proj = Linear(h, self.num_heads * head_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
         self.k_proj = Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
-        self.v_proj = Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
+        self.v_proj = (None if k_eq_v else  # values are the key projection (before the key norm)
+                       Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias))
         self.o_proj = Linear(self.num_heads * head_dim, h, (HEADS, EMBED), dtype=dt, rngs=rngs,
                              bias=cfg.attention_bias)
         if cfg.qk_norm:
@@ -346,7 +405,9 @@ class Attention(nnx.Module):
         dt = self.q_proj.kernel[...].dtype
         q = self.q_proj(x).reshape(b, s, self.num_heads, hd)
         k = self.k_proj(x).reshape(b, s, kvh, hd)
-        v = self.v_proj(x).reshape(b, s, kvh, hd)
+        v = k if self.v_proj is None else self.v_proj(x).reshape(b, s, kvh, hd)
+        if self.value_norm:
+            v = rms_norm(v, eps=self.eps)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         c, sn = cos[:, :, None, :], sin[:, :, None, :]
@@ -387,11 +448,13 @@ class DecoderLayer(nnx.Module):
     pre-norm; with ``sandwich_norms`` it normalises the attention output and ``pre_feedforward_layernorm`` is the
     MLP's pre-norm)."""
 
-    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs):
+    def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs,
+                 k_eq_v: bool = False):
         norm = lambda: RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)  # noqa: E731
         self.sandwich = cfg.sandwich_norms
         self.input_layernorm = norm()
-        self.self_attn = Attention(cfg, head_dim, kv_heads, core=core, rngs=rngs)
+        self.self_attn = Attention(cfg, head_dim, kv_heads, core=core, rngs=rngs, k_eq_v=k_eq_v)
+        self.layer_scalar = param(jnp.ones((1,), jnp.float32), (None,)) if cfg.layer_scalar else None
         self.post_attention_layernorm = norm()
         self.mlp = GatedMLP(cfg, rngs=rngs)
         if self.sandwich:
@@ -403,9 +466,11 @@ class DecoderLayer(nnx.Module):
         a = self.self_attn(self.input_layernorm(x), cos, sin, visible)
         if self.sandwich:
             x = x + self.post_attention_layernorm(a)
-            return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
-        x = x + a.astype(jnp.float32)
-        return x + self.mlp(self.post_attention_layernorm(x)).astype(jnp.float32)
+            x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+        else:
+            x = x + a.astype(jnp.float32)
+            x = x + self.mlp(self.post_attention_layernorm(x)).astype(jnp.float32)
+        return x if self.layer_scalar is None else x * self.layer_scalar[...].astype(jnp.float32)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -473,8 +538,9 @@ class DecoderLLM(nnx.Module):
         where, _ = layer_plan(cfg)
         sizes = [sum(1 for k, _ in where if k == i) for i in range(len(cfg.kinds))]
         self.kinds = nnx.List([
-            stacked(lambda r, hd=hd, kvh=kvh, core=core: DecoderLayer(cfg, hd, kvh, core=core, rngs=r), n, rngs)
-            for (hd, kvh, _), n, core in zip(cfg.kinds, sizes, self._core_kinds())
+            stacked(lambda r, hd=hd, kvh=kvh, core=core, kv=kv: DecoderLayer(cfg, hd, kvh, core=core, rngs=r,
+                                                                             k_eq_v=kv), n, rngs)
+            for (hd, kvh, _, kv), n, core in zip(cfg.kinds, sizes, self._core_kinds())
         ])
         self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)
 
@@ -646,7 +712,8 @@ PREFIX = r"(?:model\.language_model\.|language_model\.model\.|language_model\.|m
 
 IGNORE: tuple[str, ...] = (
     r"(?:language_model\.)?lm_head\.weight",
-    r"(?:model\.)?(?:visual|vision_tower|vision_model|multi_modal_projector|image_newline)\b.*",
+    r"(?:model\.)?(?:visual|vision_tower|vision_model|multi_modal_projector|image_newline|embed_vision|"
+    r"embed_audio)\b.*",
     r".*\.rotary_emb\.inv_freq",
 )
 
@@ -659,6 +726,7 @@ RULES: tuple[KeyRule, ...] = (
             layer_group=2),
     KeyRule(_LAYER + r"self_attn\.(q_proj|k_proj|v_proj|o_proj)\.bias", "kinds/{1}/self_attn/{3}/bias", layer_group=2),
     KeyRule(_LAYER + r"self_attn\.(q_norm|k_norm)\.weight", "kinds/{1}/self_attn/{3}/weight", layer_group=2),
+    KeyRule(_LAYER + r"layer_scalar", "kinds/{1}/layer_scalar", layer_group=2),
     KeyRule(_LAYER + r"mlp\.(gate_proj|up_proj|down_proj)\.weight", "kinds/{1}/mlp/{3}/kernel", linear, layer_group=2),
     KeyRule(_LAYER + r"mlp\.(gate_proj|up_proj|down_proj)\.bias", "kinds/{1}/mlp/{3}/bias", layer_group=2),
     KeyRule(
