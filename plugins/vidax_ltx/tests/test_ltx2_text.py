@@ -1,6 +1,7 @@
 """LTX-2.x prompt encoding against diffusers' LTX2Pipeline (``encode_prompt``, then ``connectors`` as ``__call__``
-runs them) on a tiny random Gemma-3 and tiny LTX2TextConnectors of both generations (2.0 and 2.3 / 2.5), loaded
-from the reference's ``save_pretrained`` folders: the tokens, the stacked hidden states, the connector outputs and
+runs them) on tiny random encoders of both generations, loaded from the reference's ``save_pretrained`` folders:
+LTX-2.0 (Gemma-3, masked mean/range features, shared projection) and LTX-2.5 (Gemma-4 unified, per-token RMS
+features, per-stream projections, gated connectors): the tokens, the stacked hidden states, the connector outputs and
 the end result for two prompts of different lengths. Bounds come from the reference's own fp32-vs-float64 error
 and vidax's own fp32 error; plausible bugs (wrong padding side, the last hidden state before the final norm,
 layer-major packing, registers not applied or not front-aligned) land past them."""

@@ -2,13 +2,16 @@
 
 1. Gemma tokenization: each prompt stripped, LEFT-padded (the pipeline forces ``padding_side = "left"`` whatever
    the tokenizer folder says) and truncated to ``max_sequence_length`` (1024), special tokens added (Gemma's BOS).
-2. Gemma (the core :class:`~vidax_core.encoders.decoder_llm.DecoderLLM`, Gemma-3's text tower) with that mask: every
-   hidden state, embeddings first and the last one after the final norm, stacked to (B, S, D, L).
+2. Gemma (the core :class:`~vidax_core.encoders.decoder_llm.DecoderLLM` as Gemma-3's text tower for LTX-2.0 / 2.3,
+   Gemma-4 unified's for 2.5, as the checkpoint's config.json says) with that mask: every hidden state, embeddings
+   first and the last one after the final norm, stacked to (B, S, D, L).
 3. The connectors (:class:`~vidax_ltx.ltx2_connectors.LTX2TextConnectors`, told the padding side): the DiT's
    ``{"video": (B, S, Cv), "audio": (B, S, Ca)}`` text streams, padding replaced by registers, no mask.
 
-Checkpoint components (diffusers layout): ``tokenizer/``, ``text_encoder/`` (Gemma3ForConditionalGeneration; its
-vision tower is ignored), ``connectors/``. Gemma's hidden states are float32; the connectors run in their dtype.
+Checkpoint components (diffusers layout): ``tokenizer/``, ``text_encoder/`` (Gemma3ForConditionalGeneration or
+Gemma4UnifiedForConditionalGeneration; vision and audio parts are ignored), ``connectors/``. Gemma's hidden states
+stay float32 into the feature statistics (the reference casts them to the encoder's dtype first); the projections
+and connectors run in their dtype.
 """
 
 from __future__ import annotations
