@@ -244,3 +244,36 @@ def test_original_single_file_keys_load_the_same_params(case):
     del single_file["model.diffusion_model.video_embeddings_connector.learnable_registers"]
     with pytest.raises(ConversionError, match="learnable_registers"):
         lc.load_connectors(encoder.connectors.cfg, lc.original_connector_tensors(single_file))
+
+
+# Gemma-4 12B's text tower as google/gemma-4-12B's config.json gives it (LTX-2.5's prompt encoder).
+GEMMA4_12B = dict(vocab_size=262144, hidden_size=3840, intermediate_size=15360, num_hidden_layers=48,
+                  num_attention_heads=16, num_key_value_heads=8, head_dim=256, global_head_dim=512,
+                  num_global_key_value_heads=1, attention_k_eq_v=True, sliding_window=1024,
+                  final_logit_softcapping=30.0, max_position_embeddings=262144,
+                  layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 8,
+                  rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                      "rope_theta": 1000000.0},
+                                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+
+
+def test_full_size_gemma4_12b_and_ltx2_connectors():
+    """The published architectures without weights: Gemma-4 12B's text tower and LTX-2.0's connectors (diffusers'
+    defaults: 3840 x 49 features, 2 + 2 layers of 30 x 128, 128 registers) fill the vidax trees exactly."""
+    from diffusers.pipelines.ltx2.connectors import LTX2TextConnectors as Reference
+    from transformers.models.gemma4_unified import configuration_gemma4_unified as c
+    from transformers.models.gemma4_unified.modeling_gemma4_unified import Gemma4UnifiedTextModel
+
+    from vidax_core.testing.reference import check_full_size
+
+    text = c.Gemma4UnifiedTextConfig(**GEMMA4_12B)
+    cfg = dl.DecoderLLMConfig.from_config(text.to_dict())
+    assert cfg.head_dim_of(dl.FULL) == 512 and cfg.kv_heads(dl.FULL) == 1 and cfg.k_eq_v_types == (dl.FULL,)
+    check_full_size(lambda: Gemma4UnifiedTextModel(text),
+                    lambda t, flat: dl.convert_params(cfg, t, flat, component="text_encoder", check_only=True),
+                    lambda: dl.DecoderLLM(cfg, rngs=nnx.Rngs(0)), component="text_encoder", ignore=dl.IGNORE,
+                    label="gemma-4-12b text", params=(10e9, 13e9))
+    ccfg = lc.LTX2ConnectorsConfig()
+    assert ccfg.features_width == 3840 * 49
+    check_full_size(Reference, lc.CONNECTOR_RULES, lambda: lc.LTX2TextConnectors(ccfg, rngs=nnx.Rngs(0)),
+                    component="connectors", label="ltx-2 connectors")

@@ -285,9 +285,10 @@ def _gemma4_fields(c: Mapping[str, Any]) -> dict[str, Any]:
     per_layer = c.get("per_layer_config")
     if isinstance(per_layer, Mapping):
         types = list(c.get("layer_types") or [])
+        by_index = {int(k): v for k, v in per_layer.items()}  # transformers writes "05"-style keys
         per_type: dict[str, dict] = {}
         for i, t in enumerate(types):
-            o = dict(per_layer.get(str(i)) or per_layer.get(i) or {})
+            o = dict(by_index.get(i) or {})
             if per_type.setdefault(t, o) != o:
                 raise UserError(f"Gemma-4 per_layer_config gives {t} layers different head sizes or KV heads")
         fields["head_dim_per_type"] = tuple((t, int(o["head_dim"])) for t, o in per_type.items() if "head_dim" in o)
