@@ -10,8 +10,6 @@ bound.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -19,10 +17,9 @@ torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
 from vidax_core.errors import UserError  # noqa: E402
-from vidax_core.io.safetensors import SafetensorsFile  # noqa: E402
-from vidax_core.nn.state import flat_state  # noqa: E402
 from vidax_core.testing.parity import FP32_FACTOR, fp32_bound, fp32_error, max_abs  # noqa: E402
-from vidax_core.testing.reference import randomize_  # noqa: E402
+from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
+    assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
 from vidax_core.testing.tiny.wan_vae_parity import check, tiles  # noqa: E402
 from vidax_ltx import ltx2_vae as L  # noqa: E402
 from vidax_ltx import vae as vae_lib  # noqa: E402
@@ -59,31 +56,10 @@ TILES = tiles(96, 96, 64, 64)
 ROW_TILES = tiles(64, 64, 64, 32)
 
 
-def _reference(config: dict, seed: int):
-    model = diffusers.AutoencoderKLLTX2Video(**config).eval().float()
-    randomize_(model, seed, 0.1)
-    c = model.config.latent_channels
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        if model.decoder.timestep_scale_multiplier is not None:
-            model.decoder.timestep_scale_multiplier.fill_(1000.0)  # the published value: the timestep matters
-        model.latents_mean.copy_(torch.randn(c, generator=gen) * 0.3)
-        model.latents_std.copy_(0.5 + torch.rand(c, generator=gen))
-    return model
-
-
-def _saved(model, tmp_path_factory, name: str) -> tuple[dict, SafetensorsFile]:
-    folder = tmp_path_factory.mktemp(name)
-    model.save_pretrained(str(folder), safe_serialization=True)
-    import json
-
-    config = json.loads((folder / "config.json").read_text())
-    return config, SafetensorsFile(os.path.join(str(folder), "diffusion_pytorch_model.safetensors"))
-
-
 def _built(tmp_path_factory, config: dict, seed: int, name: str, with_encoder: bool = True):
-    model = _reference(config, seed)
-    cfg_json, tensors = _saved(model, tmp_path_factory, name)
+    """(reference, its config.json, its saved tensors, vidax VAE loaded from its save_pretrained folder)."""
+    model = random_reference(diffusers.AutoencoderKLLTX2Video, config, seed)
+    cfg_json, tensors = saved(model, tmp_path_factory.mktemp(name))
     vae = L.load_ltx2_vae(L.LTX2VAEConfig.from_config(cfg_json), tensors, with_encoder=with_encoder)
     return model, cfg_json, tensors, vae
 
@@ -96,41 +72,6 @@ def gen20(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gen25(tmp_path_factory):
     return _built(tmp_path_factory, TINY_25, 3, "ltx2_vae_25")
-
-
-def _fp32_and_fp64(model, run, tiling=None) -> list:
-    """``run(model, dtype)`` on the reference in fp32 then in float64, tiled as given; fp32 and untiled after."""
-    outs = []
-    model.disable_tiling()
-    if tiling:
-        model.enable_tiling(**tiling)
-    try:
-        for dtype in (torch.float32, torch.float64):
-            with torch.no_grad():
-                outs.append(run(model.to(dtype), dtype))
-    finally:
-        model.to(torch.float32).disable_tiling()
-    return outs
-
-
-def _decode_ref(model, z, t, tiling=None):
-    def run(m, dtype):
-        temb = None if t is None else torch.tensor(np.asarray(t, np.float64).reshape(-1), dtype=dtype)
-        return m.decode(torch.from_numpy(z).to(dtype), temb).sample.numpy()
-
-    return _fp32_and_fp64(model, run, tiling)
-
-
-def _encode_ref(model, x, tiling=None):
-    def run(m, dtype):
-        d = m.encode(torch.from_numpy(x).to(dtype)).latent_dist
-        return d.mean.numpy(), d.logvar.numpy()
-
-    return _fp32_and_fp64(model, run, tiling)
-
-
-def _latents(shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def _far_outside(label, wrong, ref32, ref64, own=0.0):
@@ -229,21 +170,16 @@ def test_decode_tiled_matches_reference_20(gen20):
 def test_encode_matches_reference_20(gen20):
     model, _, _, vae = gen20
     x = np.random.default_rng(3).uniform(-1, 1, (2, 3, 9, 64, 96)).astype(np.float32)
-    (m32, lv32), (m64, lv64) = _encode_ref(model, x)
-    mean, logvar = L.encode(vae, x)
-    assert mean.shape == logvar.shape == (2, 8, 2, 2, 3)
-    check("LTX-2.0 encode mean", mean, m32, m64)
-    check("LTX-2.0 encode logvar", logvar, lv32, lv64)
+    mean, _ = check_encode("LTX-2.0 encode", model, lambda xx, t: L.encode(vae, xx, tiling=t), x)
+    assert mean.shape == (2, 8, 2, 2, 3)
 
 
 def test_encode_tiled_matches_reference_20(gen20):
     """One frame, as image-to-video encodes its conditioning image."""
     model, _, _, vae = gen20
     x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 1, 64, 128)).astype(np.float32)
-    (m32, lv32), (m64, lv64) = _encode_ref(model, x, ROW_TILES)
     assert L.encode_plan(vae.cfg, x.shape[3:], ROW_TILES).num_tiles == 4
-    mean, _ = L.encode(vae, x, tiling=ROW_TILES)
-    check("LTX-2.0 encode tiled mean", mean, m32, m64)
+    check_encode("LTX-2.0 encode tiled", model, lambda xx, t: L.encode(vae, xx, tiling=t), x, ROW_TILES)
 
 
 # ------------------------------------------------------------------------------------------------ LTX-2.3 / 2.5
@@ -336,13 +272,7 @@ def test_original_layout_loads_exactly_the_diffusers_params(generation, gen20, g
         tensors = {k[4:]: v for k, v in original.items()} if bare else dict(original)
         if not bare:
             tensors["model.diffusion_model.proj_in.weight"] = np.zeros((2, 2), np.float32)  # the DiT's part
-        cfg = L.LTX2VAEConfig.from_config(cfg_json)
-        loaded = L.load_ltx2_vae(cfg, tensors, with_encoder=True)
-        ours, want = flat_state(loaded), flat_state(vae)
-        assert ours.keys() == want.keys()
-        for path in want:
-            np.testing.assert_array_equal(np.asarray(ours[path]), np.asarray(want[path]), err_msg=str(path))
-        assert cfg.latents_mean == vae.cfg.latents_mean and cfg.latents_std == vae.cfg.latents_std
+        assert_same_params(L.load_ltx2_vae(L.LTX2VAEConfig.from_config(cfg_json), tensors), vae)
 
 
 def test_refusals(gen20):
