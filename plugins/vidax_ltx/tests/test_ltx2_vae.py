@@ -291,3 +291,31 @@ def test_refusals(gen20):
         vae_lib.LTXVAE(L.LTX2VAEConfig.from_config(dict(TINY_20, decoder_inject_noise=True)))
     with pytest.raises(ValueError, match="statistics"):
         L.normalize_latents(np.zeros((1, 8, 1, 1, 1)), L.LTX2VAEConfig())
+
+
+# ------------------------------------------------------------------------------------------------ full size
+
+
+def test_published_ltx2_vae_layout_and_shapes():
+    """The published LTX-2.0 VAE built abstractly (no weights): every key and shape of the reference (meta device)
+    lands on a vidax parameter, in diffusers' and in the original naming; decoder and encoder trace 121 frames at
+    768 x 512 <-> 16 x 16 x 24 latents."""
+    import jax
+    from flax import nnx
+
+    from vidax_core.nn.state import abstract_model
+    from vidax_core.testing.reference import check_full_size, meta_tensors
+    from vidax_ltx.vae_convert import STATS_KEYS, original_vae_tensors, vae_rules
+
+    ref = lambda: diffusers.AutoencoderKLLTX2Video(**L.PUBLISHED_LTX2_VAE_CONFIG)  # noqa: E731
+    cfg = L.LTX2VAEConfig.from_config(L.PUBLISHED_LTX2_VAE_CONFIG)
+    check_full_size(ref, vae_rules(True), lambda: vae_lib.LTXVAE(cfg), component="vae", ignore=STATS_KEYS,
+                    label="published LTX-2.0 VAE")
+    tensors = meta_tensors(ref)
+    assert sorted(original_vae_tensors({_to_original(k): v for k, v in tensors.items()}, ltx2=True)) == sorted(tensors)
+    graphdef, state, _ = abstract_model(lambda: vae_lib.LTXVAE(cfg))
+    z = jax.ShapeDtypeStruct((1, 16, 16, 24, 128), np.float32)
+    video = jax.eval_shape(lambda s, z: nnx.merge(graphdef, s).decoder(z, None), state, z)
+    assert video.shape == (1, 121, 512, 768, 3)
+    x = jax.ShapeDtypeStruct((1, 121, 512, 768, 3), np.float32)
+    assert jax.eval_shape(lambda s, x: nnx.merge(graphdef, s).encoder(x), state, x).shape == (1, 16, 16, 24, 129)

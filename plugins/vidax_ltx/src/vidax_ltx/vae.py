@@ -10,9 +10,14 @@ Public interface (the pipeline's wrapper :mod:`vidax_ltx.autoencoder` calls thes
 * :func:`encode` ``(vae, x)``: video (B, 3, T, H, W) in [-1, 1] -> the posterior's ``(mean, logvar)``, logvar
   clamped to [-30, 20] as ``DiagonalGaussianDistribution`` does.
 
+The LTX-2.x video VAE (``AutoencoderKLLTX2Video``) is this net read with another config
+(:mod:`vidax_ltx.ltx2_vae`): see :meth:`LTXVAEConfig.encoder_widths`, the ``*_spatial_padding_mode`` fields and
+``upsample_type``.
+
 Architecture notes (facts of the reference): activations are channel-last (B, T, H, W, C) inside; every conv is a
 3-D conv whose time padding repeats the edge frames (the first frame ``kt - 1`` times for the causal encoder, the
-first and last frame ``(kt - 1) // 2`` times each for the non-causal decoder) and whose spatial padding is zeros;
+first and last frame ``(kt - 1) // 2`` times each for the non-causal decoder) and whose spatial padding is zeros
+(0.9.x) or the config's mode (LTX-2: reflect in the decoder);
 resnets use gain-free RMSNorm (eps 1e-8) and, with timestep conditioning, a per-block PixArt timestep MLP plus a
 ``scale_shift_table``; the 0.9.5 down blocks downsample by space-to-depth plus a group-mean residual; the up blocks
 depth-to-space (optionally with a channel-repeated residual); the pixel (un)patchify orders channels as
@@ -71,7 +76,8 @@ _FREQ_DIM = 256
 
 @dataclass(eq=False)
 class LTXVAEConfig:
-    """diffusers ``AutoencoderKLLTXVideo`` config.json fields, plus the latent statistics (checkpoint buffers).
+    """diffusers ``AutoencoderKLLTXVideo`` config.json fields (and the LTX-2 ones its 0.9.x configs lack, at values
+    that keep 0.9.x's behaviour), plus the latent statistics (checkpoint buffers).
 
     Not frozen: :func:`load_vae` fills ``latents_mean`` / ``latents_std`` from the weights. Hashed by identity, so
     the model that holds it can be a static jit argument."""
@@ -460,7 +466,8 @@ class Decoder(nnx.Module):
 
 
 class LTXVAE(nnx.Module):
-    """``AutoencoderKLLTXVideo``. Parameters start at zeros; :func:`load_vae` fills them."""
+    """``AutoencoderKLLTXVideo`` (``AutoencoderKLLTX2Video`` with an :class:`~vidax_ltx.ltx2_vae.LTX2VAEConfig`).
+    Parameters start at zeros; :func:`load_vae` fills them."""
 
     def __init__(self, cfg: LTXVAEConfig, *, with_encoder: bool = True):
         cfg.check_supported(with_encoder=with_encoder)
