@@ -30,25 +30,19 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from .vae import LTXVAE, LTXVAEConfig, decode, decode_plan, encode, encode_plan, load_vae, tiling_options
+from .vae import PUBLISHED_VAE_CONFIG, LTXVAE, LTXVAEConfig, decode, decode_plan, encode, encode_plan, load_vae, tiling_options
 from .vae_convert import original_vae_tensors
 
 __all__ = ["PUBLISHED_LTX2_VAE_CONFIG", "LTX2VAEConfig", "load_ltx2_vae", "decode", "encode", "decode_plan", "encode_plan", "tiling_options",
            "normalize_latents", "denormalize_latents", "mix_decode_noise", "is_original_layout"]
 
 #: The published LTX-2.0 video VAE ``config.json`` (diffusers' ``convert_ltx2_to_diffusers.py``, version "2.0"):
-#: the reference's defaults with a non-causal decoder and the compression ratios set to 32 and 8.
+#: LTX-Video 0.9.8's published VAE with the encoder's first width moved to ``latent_channels`` (the same 128), LTX-2
+#: block types, no timestep conditioning and a reflect-padded decoder.
 PUBLISHED_LTX2_VAE_CONFIG: dict[str, Any] = dict(
-    in_channels=3, out_channels=3, latent_channels=128, block_out_channels=(256, 512, 1024, 2048),
-    down_block_types=("LTX2VideoDownBlock3D",) * 4, decoder_block_out_channels=(256, 512, 1024),
-    layers_per_block=(4, 6, 6, 2, 2), decoder_layers_per_block=(5, 5, 5, 5),
-    spatio_temporal_scaling=(True, True, True, True), decoder_spatio_temporal_scaling=(True, True, True),
-    decoder_inject_noise=(False, False, False, False),
-    downsample_type=("spatial", "temporal", "spatiotemporal", "spatiotemporal"),
-    upsample_residual=(True, True, True), upsample_factor=(2, 2, 2), timestep_conditioning=False, patch_size=4,
-    patch_size_t=1, resnet_norm_eps=1e-6, encoder_causal=True, decoder_causal=False,
-    encoder_spatial_padding_mode="zeros", decoder_spatial_padding_mode="reflect", spatial_compression_ratio=32,
-    temporal_compression_ratio=8,
+    PUBLISHED_VAE_CONFIG, block_out_channels=PUBLISHED_VAE_CONFIG["block_out_channels"][1:],
+    down_block_types=("LTX2VideoDownBlock3D",) * 4, timestep_conditioning=False,
+    encoder_spatial_padding_mode="zeros", decoder_spatial_padding_mode="reflect",
 )
 
 #: Config keys the reference accepts as one bool for every block (expanded to a tuple), with the block count.
