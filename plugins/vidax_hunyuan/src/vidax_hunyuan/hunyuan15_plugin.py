@@ -33,6 +33,7 @@ class Hunyuan15Plugin(FamilyPlugin):
     family = "hunyuan"
     models = hunyuan15_presets.MODELS
     checkpoint_formats = ("diffusers", "hunyuan15-release")
+    diffusers_reference = ".hunyuan15_bench_reference:Hunyuan15DiffusersReference"
     dit_config_class = ".dit15:HunyuanDiT15Config"
     dit_rules = ".convert_dit15:DIT15_RULES"
 
