@@ -16,25 +16,21 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
 from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
 from vidax_core.errors import UserError
 
 from . import hunyuan15_presets as presets
+from .bench_reference import HunyuanDiffusersReference, decode_metrics
 
 
-class Hunyuan15DiffusersReference:
-    engine = "diffusers"
+class Hunyuan15DiffusersReference(HunyuanDiffusersReference):
+    """1.0's checks (torch present, the checkpoint's own scheduler) plus a diffusers-layout folder; 1.5's run."""
 
     def __init__(self, ckpt_dir: str, run: Any) -> None:
-        torch_diffusers()
-        if run.sampling.scheduler is not None:
-            raise UserError("--reference diffusers: leave sampling.scheduler unset (the checkpoint's flow Euler)")
+        super().__init__(ckpt_dir, run)
         if not os.path.isfile(os.path.join(ckpt_dir, "model_index.json")):
             raise UserError(f"--reference diffusers: {ckpt_dir} is not a diffusers-layout pipeline folder (the "
                             "original release is not): bench a hunyuanvideo-community diffusers checkpoint")
-        self.ckpt_dir, self.run = ckpt_dir, run
 
     def __call__(self) -> dict[str, Any]:
         torch, diffusers = torch_diffusers()
@@ -76,9 +72,4 @@ class Hunyuan15DiffusersReference:
         with clock.sampling():
             latents = pipe(num_frames=s.num_frames, num_inference_steps=s.num_steps, output_type="latent",
                            generator=torch.Generator(device="cpu").manual_seed(s.seed), **size, **embeds).frames
-        with clock.phase("decode"):
-            z = latents.to(pipe.vae.dtype) / pipe.vae.config.scaling_factor
-            video = pipe.vae.decode(z, return_dict=False)[0]
-            frames = pipe.video_processor.postprocess_video(video, output_type="np")
-        return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
-                             dtype=str(dtype).replace("torch.", ""))
+        return decode_metrics(clock, pipe, latents, dtype)
