@@ -163,12 +163,13 @@ def builtin_checkpoint(spec, name):
 
 @hookspec(firstresult=True)
 def open_checkpoint(spec, path):
-    """Claim the local folder ``path`` that is not in diffusers layout (e.g. a model's original release files)
+    """Claim the local folder ``path`` that has no ``model_index.json`` (e.g. a model's original release files)
     and return a :class:`vidax_core.io.checkpoint.Checkpoint` (usually a subclass) that answers in diffusers terms:
     ``config(component)`` and ``tensors(component)`` (keys renamed to the diffusers names, values lazy),
     ``has``, ``require``, ``model_index``, ``root``. Read ``.pth`` files only with :mod:`vidax_core.io.pth`. Raise a
     :class:`vidax_core.errors.UserError` for a folder that is clearly of your layout but incomplete; return None
-    to decline (the core then reports that the folder is not in a known layout)."""
+    to decline (the core then reads a folder with a ``transformer/`` folder as diffusers layout, and reports any
+    other as not in a known layout)."""
 
 
 @hookspec(firstresult=True)

@@ -28,7 +28,9 @@ class ModelSpec:
     ``preset`` holds config defaults for this model (same keys as the run config, e.g. sampling steps);
     ``default_config`` names the YAML under configs/ users start from; ``hub_repo`` the published diffusers repo;
     ``hub_variants`` published repos of other weights for the same architecture and id (e.g. CFG-distilled
-    checkpoints, run with their own configs); ``tiling`` the knobs its VAE's ``vae.tiling`` takes.
+    checkpoints, run with their own configs), or ``owner/name/sub/folder`` for weights published only inside
+    another layout's repo (a config then names a local folder ending in ``sub/folder``, assembled by hand);
+    ``tiling`` the knobs its VAE's ``vae.tiling`` takes.
     """
 
     id: str

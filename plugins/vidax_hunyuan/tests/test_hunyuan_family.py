@@ -48,14 +48,11 @@ class TestHunyuanI2VFamily(FamilyTests):
     golden = os.path.join(os.path.dirname(__file__), "golden", "hunyuan_i2v_tiny_sharding.json")
     parallel_configs = {"tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2")}
     offload_configs = {"offload_sp2": ("parallel.dp=1", "parallel.sp=2", "offload.enabled=true")}
+    image_file = "input.png"
 
     def test_sp_really_splits(self, family_runs):
         p = family_runs["tp2sp2"]["parallel"]
         assert (p["tp"], p["sp"]) == (2, 2) and family_runs["offload_sp2"]["parallel"]["sp"] == 2, family_runs
-
-    @classmethod
-    def base_overrides(cls, checkpoint):
-        return [*super().base_overrides(checkpoint), f"image={os.path.join(checkpoint, 'input.png')}"]
 
     @staticmethod
     def make_checkpoint(folder):

@@ -323,11 +323,15 @@ def resolve_checkpoint(
         return Checkpoint(folder, source=value)
     path = os.path.expanduser(value)
     if os.path.isdir(path):
-        if not os.path.exists(os.path.join(path, "model_index.json")) and not os.path.isdir(os.path.join(path, "transformer")):
+        # a folder without model_index.json goes to the plugin first: a release layout may have a transformer/
+        # folder of its own (HunyuanVideo-1.5's transformer/<variant>/); a bare diffusers folder is read if it declines
+        indexed = os.path.exists(os.path.join(path, "model_index.json"))
+        if not indexed:
             opened = open_folder(path) if open_folder is not None else None
             if opened is not None:
                 opened.source = value
                 return opened
+        if not indexed and not os.path.isdir(os.path.join(path, "transformer")):
             raise UserError(
                 f"checkpoint folder {value} is not in diffusers layout (no model_index.json or transformer/ folder) "
                 f"nor in another layout the plugin of {builtin_key or 'this model'} recognizes (see its docs)"

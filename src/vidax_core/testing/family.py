@@ -21,6 +21,7 @@ left out by overriding the two mappings.
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar, Mapping, Sequence
 
 import pytest
@@ -55,9 +56,13 @@ class FamilyTests:
     # (``check_matches_single_device`` for those that must equal one device, the ``error`` of those refused)
     extra_configs: ClassVar[Mapping[str, Sequence[str]]] = {}
 
+    # image-to-video: the name of the conditioning image ``make_checkpoint`` writes into the checkpoint folder
+    image_file: ClassVar[str | None] = None
+
     @classmethod
     def base_overrides(cls, checkpoint: str) -> list[str]:
-        return [f"model.id={cls.model_id}", f"model.checkpoint={checkpoint}", *cls.overrides]
+        image = [f"image={os.path.join(checkpoint, cls.image_file)}"] if cls.image_file else []
+        return [f"model.id={cls.model_id}", f"model.checkpoint={checkpoint}", *cls.overrides, *image]
 
     def plugins(self) -> Any:
         import importlib

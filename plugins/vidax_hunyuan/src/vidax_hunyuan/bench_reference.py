@@ -17,6 +17,17 @@ from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_
 from vidax_core.errors import UserError
 
 
+def decode_metrics(clock: TorchClock, pipe: Any, latents: Any, dtype: Any) -> dict[str, Any]:
+    """The pipeline's decode of its final latents (un-scaled, ``vae.decode``, post-processed), timed as ``decode``,
+    and the run's metrics row (1.0's and 1.5's pipelines decode the same way)."""
+    with clock.phase("decode"):
+        z = latents.to(pipe.vae.dtype) / pipe.vae.config.scaling_factor
+        video = pipe.vae.decode(z, return_dict=False)[0]
+        frames = pipe.video_processor.postprocess_video(video, output_type="np")
+    return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
+                         dtype=str(dtype).replace("torch.", ""))
+
+
 class HunyuanDiffusersReference:
     engine = "diffusers"
 
@@ -56,9 +67,4 @@ class HunyuanDiffusersReference:
                           negative_prompt_attention_mask=neg[2])
         with clock.sampling():
             latents = pipe(output_type="latent", callback_on_step_end=clock.on_step_end, **common).frames
-        with clock.phase("decode"):
-            z = latents.to(pipe.vae.dtype) / pipe.vae.config.scaling_factor
-            video = pipe.vae.decode(z, return_dict=False)[0]
-            frames = pipe.video_processor.postprocess_video(video, output_type="np")
-        return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
-                             dtype=str(dtype).replace("torch.", ""))
+        return decode_metrics(clock, pipe, latents, dtype)

@@ -32,6 +32,8 @@ def example_inputs(cfg, batch: int, grid, text: int):
 class Hunyuan15Plugin(FamilyPlugin):
     family = "hunyuan"
     models = hunyuan15_presets.MODELS
+    checkpoint_formats = ("diffusers", "hunyuan15-release")
+    diffusers_reference = ".hunyuan15_bench_reference:Hunyuan15DiffusersReference"
     dit_config_class = ".dit15:HunyuanDiT15Config"
     dit_rules = ".convert_dit15:DIT15_RULES"
 
@@ -98,6 +100,13 @@ class Hunyuan15Plugin(FamilyPlugin):
         from .vae15 import load_autoencoder15
 
         return load_autoencoder15(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder="i2v" in spec.tasks)
+
+    def open_checkpoint(self, spec, path):
+        """The original release folder (tencent/HunyuanVideo-1.5 plus the encoders its download notes add), or one
+        of its ``transformer/<variant>/`` DiT folders (see :mod:`.release15`)."""
+        from .release15 import open_release
+
+        return open_release(spec, path)
 
 
 plugin = Hunyuan15Plugin()

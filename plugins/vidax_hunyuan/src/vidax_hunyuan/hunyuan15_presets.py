@@ -9,8 +9,8 @@ Text-to-video's default size is the pipeline's: the bucket of the model's ``targ
 closest to the image's aspect (the presets hold the 16:9 one). The step-distilled 480p I2V checkpoint
 (``use_meanflow``: the DiT also embeds the next timestep) has its own id, with its model card's recipe: 8 steps
 (12 also recommended), no guidance, flow shift 7 (its scheduler config). The CFG-distilled checkpoints
-(``..._distilled``: 480p T2V, 480p and 720p I2V in the diffusers layout) share the ids of their base models
-(``hub_variants``); their configs set guidance 1.
+(``..._distilled``: 480p T2V, 480p and 720p I2V in the diffusers layout, 720p T2V only in the original release)
+share the ids of their base models (``hub_variants``); their configs set guidance 1.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def _preset(target: int, *, steps: int = 50, guidance: float = 6.0) -> dict:
 
 
 HUB = "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-{}"
+RELEASE = "tencent/HunyuanVideo-1.5"  # the original release: every DiT under transformer/<res>_<task>[_...]/
 _DIT = "HunyuanVideo-1.5 8.3B (54 double-stream blocks, width 2048), Qwen2.5-VL-7B + byT5 glyph text"
 
 
@@ -90,7 +91,9 @@ TILING15 = {"enabled": bool, "tile_sample_min_height": int, "tile_sample_min_wid
             "tile_latent_min_height": int, "tile_latent_min_width": int, "tile_overlap_factor": float}
 
 
-def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: bool = False, **preset) -> dict:
+def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: str = "", **preset) -> dict:
+    """``cfg_distilled``: where the CFG-distilled DiT of this id is published: "diffusers" (a community repo) or
+    "release" (only inside the original release, a folder the user assembles)."""
     target = 640 if res == "480p" else 960
     name = f"hunyuanvideo-1.5-{task}-{res}" + (f"-{suffix}" if suffix else "")
     what = "text-to-video" if task == "t2v" else "image-to-video (SigLIP image tokens, latent + mask concat)"
@@ -98,7 +101,8 @@ def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: 
         "id": name,
         "tasks": (task,),
         "hub_repo": HUB.format(f"{res}_{task}" + (f"_{suffix.replace('-', '_')}" if suffix else "")),
-        "hub_variants": (HUB.format(f"{res}_{task}_distilled"),) if cfg_distilled else (),
+        "hub_variants": {"diffusers": (HUB.format(f"{res}_{task}_distilled"),),
+                         "release": (f"{RELEASE}/transformer/{res}_{task}_distilled",)}.get(cfg_distilled, ()),
         "default_config": f"configs/hunyuan15_{task}_{res}" + (f"_{suffix.replace('-', '_')}" if suffix else "")
                           + ".yaml",
         "description": f"{_DIT}, {what}, {res} (flow shift {shift})"
@@ -110,10 +114,10 @@ def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: 
 
 
 MODELS = [
-    _model("480p", "t2v", 5, cfg_distilled=True),
-    _model("720p", "t2v", 9),
-    _model("480p", "i2v", 5, cfg_distilled=True),
-    _model("720p", "i2v", 7, cfg_distilled=True),
+    _model("480p", "t2v", 5, cfg_distilled="diffusers"),
+    _model("720p", "t2v", 9, cfg_distilled="release"),
+    _model("480p", "i2v", 5, cfg_distilled="diffusers"),
+    _model("720p", "i2v", 7, cfg_distilled="diffusers"),
     _model("480p", "i2v", 7, suffix="step-distilled", steps=8, guidance=1.0),
 ]
 HUNYUAN15_IDS = frozenset(m["id"] for m in MODELS)
