@@ -1,7 +1,7 @@
 """Does the 8-bit kernels' dequantisation stay inside the matmul's fusion? XLA's compiled memory analysis of one
 jitted forward of a Wan DiT slice, bf16 vs int8 vs float8_e4m3fn weights (block Linear kernels and Wan's embedder
 MLPs / time projection 8-bit, as a run stores them), built shape-only; with ``--time``, the forward's call time on
-random weights too.
+random weights too. One line per weight mode goes to stderr as it is measured (what a timed-out run got to).
 
 The figure to read is ``excess``: (temp bytes of the 8-bit program - temp bytes of the bf16 program) / one block's
 kernels in bf16 (``temp (blocks)``: the temp bytes in the same unit). About 0: the dequantisation is fused into the matmul's operand read (no copy); about
@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import jax
@@ -85,6 +86,7 @@ def measure(cfg: WanDiTConfig, latent: tuple[int, int, int], do_time: bool) -> l
             row["call_s"] = round(statistics.median(calls), 5)
             del real
         rows.append(row)
+        print(f"{row['weights']}: {row}", file=sys.stderr, flush=True)  # partial results if a later mode stalls
     base = rows[0]["temp_bytes"]
     for row in rows:
         row["temp_blocks"] = round(row["temp_bytes"] / row["block_kernel_bytes_bf16"], 3)

@@ -44,3 +44,23 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert [r["weights"] for r in quant] == ["bfloat16", "int8", "float8_e4m3fn"]
     assert all(r["temp_bytes"] > 0 and r["call_s"] > 0 for r in quant)
     assert quant[1]["argument_bytes"] < 0.6 * quant[0]["argument_bytes"]  # the 8-bit program's weights halve
+
+
+def test_collect_records_a_skipped_case_and_its_reason(tmp_path):
+    """A case skipped on purpose (exit ``-``, e.g. pipeline_13b on a TPU) is neither a failure nor silent."""
+    (tmp_path / "a.json").write_text('{"rows": []}')
+    (tmp_path / "a.md").write_text("| x |\n")
+    status = tmp_path / "status.tsv"
+    status.write_text("a\t0\t3\nb\t-\t0\tneeds torch on the accelerator\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "collect.py"), str(tmp_path), str(status), "5",
+                           "accelerator"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    cases = json.loads((tmp_path / "accelerator.json").read_text())["cases"]
+    assert [(c["case"], c["exit"], c["note"]) for c in cases] == [("a", 0, None),
+                                                                  ("b", None, "needs torch on the accelerator")]
+    assert cases[0]["result"] == {"rows": []}
+    assert "| b | skipped | 0 | needs torch on the accelerator |" in (tmp_path / "accelerator.md").read_text()
+    status.write_text("a\t124\t9\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "collect.py"), str(tmp_path), str(status), "9",
+                           "accelerator"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
