@@ -17,10 +17,10 @@ torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
 from vidax_core.errors import UserError  # noqa: E402
-from vidax_core.io.safetensors import SafetensorsFile  # noqa: E402
 from vidax_ltx import vae as vae_lib  # noqa: E402
-from vidax_core.testing.reference import randomize_  # noqa: E402
 from vidax_core.testing.parity import fp32_error  # noqa: E402
+from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
+    assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
 from vidax_core.testing.tiny.wan_vae_parity import check, errors, tiles  # noqa: E402
 from vidax_core.testing.devices import xla_flags
 
@@ -50,22 +50,11 @@ ROW_TILES = tiles(64, 64, 64, 32)  # one row of 64 px tiles overlapping by 32 px
 
 
 def _reference(config: dict, seed: int):
-    model = diffusers.AutoencoderKLLTXVideo(**config).eval().float()
-    randomize_(model, seed, 0.1)
-    c = model.config.latent_channels
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        if model.decoder.timestep_scale_multiplier is not None:
-            model.decoder.timestep_scale_multiplier.fill_(1000.0)  # the published value: the timestep matters
-        model.latents_mean.copy_(torch.randn(c, generator=gen) * 0.3)
-        model.latents_std.copy_(0.5 + torch.rand(c, generator=gen))
-    return model
+    return random_reference(diffusers.AutoencoderKLLTXVideo, config, seed)
 
 
-def _saved(model, tmp_path_factory, name: str) -> tuple[dict, SafetensorsFile]:
-    folder = tmp_path_factory.mktemp(name)
-    model.save_pretrained(str(folder), safe_serialization=True)
-    return dict(model.config), SafetensorsFile(os.path.join(str(folder), "diffusion_pytorch_model.safetensors"))
+def _saved(model, tmp_path_factory, name: str):
+    return saved(model, tmp_path_factory.mktemp(name))
 
 
 @pytest.fixture(scope="module")
@@ -74,46 +63,6 @@ def tiny(tmp_path_factory):
     config, tensors = _saved(model, tmp_path_factory, "ltx_vae")
     vae = vae_lib.load_vae(vae_lib.LTXVAEConfig.from_config(config), tensors, with_encoder=True)
     return model, vae
-
-
-def _fp32_and_fp64(model, run, tiling=None) -> list:
-    """``run(model, dtype)`` on the reference in fp32 then in float64, with diffusers' tiling as given (off
-    otherwise); the model is fp32 and untiled again afterwards."""
-    outs = []
-    model.disable_tiling()
-    if tiling:
-        model.enable_tiling(**tiling)
-    for dtype in (torch.float32, torch.float64):
-        m = model.to(dtype)
-        with torch.no_grad():
-            outs.append(run(m, dtype))
-    model.to(torch.float32).disable_tiling()
-    return outs
-
-
-def _decode_ref(model, z: np.ndarray, t, tiling=None) -> tuple[np.ndarray, np.ndarray]:
-    """diffusers ``decode(z, temb).sample`` in fp32 and in float64."""
-
-    def run(m, dtype):
-        temb = None if t is None else torch.tensor(np.asarray(t, np.float64).reshape(-1), dtype=dtype)
-        return m.decode(torch.from_numpy(z).to(dtype), temb).sample.numpy()
-
-    ref32, ref64 = _fp32_and_fp64(model, run, tiling)
-    return ref32, ref64
-
-
-def _encode_ref(model, x: np.ndarray, tiling=None):
-    """diffusers ``encode(x).latent_dist`` (mean, logvar) in fp32 and in float64."""
-
-    def run(m, dtype):
-        d = m.encode(torch.from_numpy(x).to(dtype)).latent_dist
-        return d.mean.numpy(), d.logvar.numpy()
-
-    return _fp32_and_fp64(model, run, tiling)
-
-
-def _latents(shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def test_config_resolves_compression_and_reads_statistics(tiny):
@@ -168,22 +117,16 @@ def test_decode_tiled_matches_reference(tiny):
 def test_encode_matches_reference(tiny):
     model, vae = tiny
     x = np.random.default_rng(3).uniform(-1, 1, (2, 3, 9, 64, 96)).astype(np.float32)
-    (m32, lv32), (m64, lv64) = _encode_ref(model, x)
-    mean, logvar = vae_lib.encode(vae, x)
-    assert mean.shape == logvar.shape == (2, 8, 2, 2, 3)
-    check("encode mean", mean, m32, m64)
-    check("encode logvar", logvar, lv32, lv64)
+    mean, _ = check_encode("encode", model, lambda xx, t: vae_lib.encode(vae, xx, tiling=t), x)
+    assert mean.shape == (2, 8, 2, 2, 3)
 
 
 def test_encode_tiled_matches_reference(tiny):
     """One frame, as image-to-video encodes its conditioning image."""
     model, vae = tiny
     x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 1, 64, 128)).astype(np.float32)
-    (m32, lv32), (m64, lv64) = _encode_ref(model, x, ROW_TILES)
     assert vae_lib.encode_plan(vae.cfg, x.shape[3:], ROW_TILES).num_tiles == 4
-    mean, logvar = vae_lib.encode(vae, x, tiling=ROW_TILES)
-    check("encode tiled mean", mean, m32, m64)
-    check("encode tiled logvar", logvar, lv32, lv64)
+    check_encode("encode tiled", model, lambda xx, t: vae_lib.encode(vae, xx, tiling=t), x, ROW_TILES)
 
 
 def test_plain_decoder_matches_reference(tmp_path_factory):
@@ -251,7 +194,6 @@ def original_state_dict(state: dict, down_blocks: int) -> dict:
 
 
 def test_original_layout_loads_the_same_params(tiny):
-    from vidax_core.nn.state import flat_state
     from vidax_ltx.vae_convert import original_vae_tensors
 
     model, vae = tiny
@@ -268,12 +210,7 @@ def test_original_layout_loads_the_same_params(tiny):
     renamed = original_vae_tensors(original)
     assert sorted(renamed) == sorted(state)
     cfg = vae_lib.LTXVAEConfig.from_config(dict(model.config))
-    loaded = vae_lib.load_vae(cfg, original, with_encoder=True)  # recognises the layout by its vae.* keys
-    ours, want = flat_state(loaded), flat_state(vae)
-    assert ours.keys() == want.keys()
-    for path in want:
-        np.testing.assert_array_equal(np.asarray(ours[path]), np.asarray(want[path]), err_msg=str(path))
-    assert cfg.latents_mean == vae.cfg.latents_mean and cfg.latents_std == vae.cfg.latents_std
+    assert_same_params(vae_lib.load_vae(cfg, original, with_encoder=True), vae)  # recognised by its vae.* keys
 
 
 def test_missing_and_foreign_keys_are_reported(tiny):

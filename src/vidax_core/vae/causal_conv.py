@@ -19,13 +19,21 @@ from flax import nnx
 CACHE_T = 2
 
 
+#: Spatial padding modes: torch ``Conv3d(padding_mode=...)`` -> ``jnp.pad`` mode ("zeros" pads inside the conv).
+SPATIAL_PADDING = {"zeros": "constant", "reflect": "reflect", "replicate": "edge"}
+
+
 class CausalConv3d(nnx.Module):
-    """Conv3d, time-VALID (the caller prepends cache / causal zeros), spatial 'same' zero padding.
+    """Conv3d, time-VALID (the caller prepends cache / causal zeros), spatial 'same' padding: zeros by default, or
+    torch's ``padding_mode`` ``"reflect"`` / ``"replicate"`` (``spatial_padding``).
 
     ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.io.convert.conv``.
     """
 
-    def __init__(self, cin: int, cout: int, kernel: Sequence[int] = (3, 3, 3), *, stride_t: int = 1, dtype=jnp.float32):
+    def __init__(self, cin: int, cout: int, kernel: Sequence[int] = (3, 3, 3), *, stride_t: int = 1,
+                 spatial_padding: str = "zeros", dtype=jnp.float32):
+        if spatial_padding not in SPATIAL_PADDING:
+            raise ValueError(f"CausalConv3d: spatial_padding {spatial_padding!r} is not one of {list(SPATIAL_PADDING)}")
         kernel = tuple(kernel)
         self.kernel = nnx.Param(jnp.zeros((*kernel, cin, cout), dtype))
         self.bias = nnx.Param(jnp.zeros((cout,), dtype))
@@ -33,13 +41,18 @@ class CausalConv3d(nnx.Module):
         self.pad_h = (kernel[1] - 1) // 2
         self.pad_w = (kernel[2] - 1) // 2
         self.stride_t = stride_t
+        self.spatial_padding = spatial_padding
 
     def __call__(self, x: jax.Array) -> jax.Array:
+        pad = ((0, 0), (self.pad_h, self.pad_h), (self.pad_w, self.pad_w))
+        if self.spatial_padding != "zeros" and (self.pad_h or self.pad_w):
+            x = jnp.pad(x, ((0, 0), *pad, (0, 0)), mode=SPATIAL_PADDING[self.spatial_padding])
+            pad = ((0, 0), (0, 0), (0, 0))
         y = jax.lax.conv_general_dilated(
             x,
             self.kernel[...].astype(x.dtype),
             window_strides=(self.stride_t, 1, 1),
-            padding=((0, 0), (self.pad_h, self.pad_h), (self.pad_w, self.pad_w)),
+            padding=pad,
             dimension_numbers=("NDHWC", "DHWIO", "NDHWC"),
         )
         return y + self.bias[...].astype(x.dtype)

@@ -10,9 +10,14 @@ Public interface (the pipeline's wrapper :mod:`vidax_ltx.autoencoder` calls thes
 * :func:`encode` ``(vae, x)``: video (B, 3, T, H, W) in [-1, 1] -> the posterior's ``(mean, logvar)``, logvar
   clamped to [-30, 20] as ``DiagonalGaussianDistribution`` does.
 
+The LTX-2.x video VAE (``AutoencoderKLLTX2Video``) is this net read with another config
+(:mod:`vidax_ltx.ltx2_vae`): see :meth:`LTXVAEConfig.encoder_widths`, the ``*_spatial_padding_mode`` fields and
+``upsample_type``.
+
 Architecture notes (facts of the reference): activations are channel-last (B, T, H, W, C) inside; every conv is a
 3-D conv whose time padding repeats the edge frames (the first frame ``kt - 1`` times for the causal encoder, the
-first and last frame ``(kt - 1) // 2`` times each for the non-causal decoder) and whose spatial padding is zeros;
+first and last frame ``(kt - 1) // 2`` times each for the non-causal decoder) and whose spatial padding is zeros
+(0.9.x) or the config's mode (LTX-2: reflect in the decoder);
 resnets use gain-free RMSNorm (eps 1e-8) and, with timestep conditioning, a per-block PixArt timestep MLP plus a
 ``scale_shift_table``; the 0.9.5 down blocks downsample by space-to-depth plus a group-mean residual; the up blocks
 depth-to-space (optionally with a channel-repeated residual); the pixel (un)patchify orders channels as
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +43,7 @@ from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.nn.norms import LayerNorm, rms_norm
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
-from vidax_core.vae.causal_conv import CausalConv3d
+from vidax_core.vae.causal_conv import SPATIAL_PADDING, CausalConv3d
 from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
 from vidax_core.vae.loader import vae_loader
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
@@ -63,13 +68,16 @@ PUBLISHED_VAE_CONFIG: dict[str, Any] = dict(
     spatial_compression_ratio=32, temporal_compression_ratio=8,
 )
 
+#: ``downsample_type`` / ``upsample_type`` -> (t, h, w) stride.
+STRIDES = {"spatial": (1, 2, 2), "temporal": (2, 1, 1), "spatiotemporal": (2, 2, 2)}
 _RMS_EPS = 1e-8
 _FREQ_DIM = 256
 
 
 @dataclass(eq=False)
 class LTXVAEConfig:
-    """diffusers ``AutoencoderKLLTXVideo`` config.json fields, plus the latent statistics (checkpoint buffers).
+    """diffusers ``AutoencoderKLLTXVideo`` config.json fields (and the LTX-2 ones its 0.9.x configs lack, at values
+    that keep 0.9.x's behaviour), plus the latent statistics (checkpoint buffers).
 
     Not frozen: :func:`load_vae` fills ``latents_mean`` / ``latents_std`` from the weights. Hashed by identity, so
     the model that holds it can be a static jit argument."""
@@ -95,11 +103,31 @@ class LTXVAEConfig:
     scaling_factor: float = 1.0
     encoder_causal: bool = True
     decoder_causal: bool = False
+    encoder_spatial_padding_mode: str = "zeros"
+    decoder_spatial_padding_mode: str = "zeros"
+    upsample_type: tuple[str, ...] | None = None
     spatial_compression_ratio: int | None = None
     temporal_compression_ratio: int | None = None
     latents_mean: tuple[float, ...] | None = None
     latents_std: tuple[float, ...] | None = None
     dtype: Any = jnp.float32
+
+    #: The encoder block type this generation's encoder is built from (``down_block_types`` must all be it).
+    ENCODER_BLOCK: ClassVar[str] = "LTXVideo095DownBlock3D"
+    #: What the refusals call this generation.
+    GENERATION: ClassVar[str] = "LTX-Video 0.9.5+"
+
+    def encoder_widths(self) -> tuple[int, ...]:
+        """Channels after conv_in, then after each down block (the last is the mid block's width): 0.9.5's encoder
+        runs ``block_out_channels`` (``len - 1`` down blocks)."""
+        return tuple(int(c) for c in self.block_out_channels)
+
+    def upsample_strides(self) -> list[tuple[int, int, int]]:
+        """(t, h, w) stride of each decoder up block in decoding order: ``upsample_type[i]`` (not reversed, as the
+        reference indexes it), "spatiotemporal" when the config has none."""
+        n = len(self.decoder_block_out_channels)
+        kinds = self.upsample_type or ("spatiotemporal",) * n
+        return [STRIDES[k] for k in kinds[:n]]
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "LTXVAEConfig":
@@ -127,10 +155,17 @@ class LTXVAEConfig:
                             "fix or re-download it")
         if any(self.decoder_inject_noise):
             raise UserError("vae/config.json: decoder_inject_noise (LTX-Video 0.9.1) is not supported; "
-                            "use an LTX-Video 0.9.5+ VAE")
-        if with_encoder and any(t != "LTXVideo095DownBlock3D" for t in self.down_block_types):
-            raise UserError("vae/config.json: only LTXVideo095DownBlock3D encoder blocks (LTX-Video 0.9.5+) are "
+                            f"use an {self.GENERATION} VAE")
+        if with_encoder and any(t != self.ENCODER_BLOCK for t in self.down_block_types):
+            raise UserError(f"vae/config.json: only {self.ENCODER_BLOCK} encoder blocks ({self.GENERATION}) are "
                             f"supported, got {list(self.down_block_types)}")
+        for name in ("encoder_spatial_padding_mode", "decoder_spatial_padding_mode"):
+            if getattr(self, name) not in SPATIAL_PADDING:
+                raise UserError(f"vae/config.json: {name} {getattr(self, name)!r} is not one of "
+                                f"{list(SPATIAL_PADDING)}")
+        if any(k not in STRIDES for k in self.upsample_type or ()):
+            raise UserError(f"vae/config.json: upsample_type {list(self.upsample_type)} is not supported; "
+                            "use spatial / temporal / spatiotemporal")
         if with_encoder and any(t not in ("spatial", "temporal", "spatiotemporal") for t, s in
                                 zip(self.downsample_type, self.spatio_temporal_scaling) if s):
             raise UserError(f"vae/config.json: downsample_type {list(self.downsample_type)} is not supported; "
@@ -146,15 +181,26 @@ class LTXVAEConfig:
 # layers
 
 
+@dataclass(frozen=True)
+class ConvMode:
+    """How every conv of one side (encoder or decoder) pads: ``causal`` in time (edge-frame repeat in front only,
+    else split front and back) and ``padding``, torch's spatial ``padding_mode`` ("zeros", or "reflect" for the
+    LTX-2 decoder)."""
+
+    causal: bool
+    padding: str = "zeros"
+
+
 class Conv(nnx.Module):
-    """``LTXVideoCausalConv3d``: edge-frame repeat in time (causal: front only), zero 'same' padding in space.
+    """``LTXVideoCausalConv3d`` / ``LTX2VideoCausalConv3d``: edge-frame repeat in time (causal: front only),
+    'same' padding in space (zeros or reflect, ``mode``).
 
     Holds the core :class:`~vidax_core.vae.causal_conv.CausalConv3d` (time-VALID) as ``conv``, so the parameter
     path mirrors diffusers' ``<name>.conv.weight``."""
 
-    def __init__(self, cin: int, cout: int, k: int = 3, *, causal: bool, dtype=jnp.float32):
-        self.conv = CausalConv3d(cin, cout, (k, k, k), dtype=dtype)
-        self.causal = causal
+    def __init__(self, cin: int, cout: int, k: int = 3, *, mode: ConvMode, dtype=jnp.float32):
+        self.conv = CausalConv3d(cin, cout, (k, k, k), spatial_padding=mode.padding, dtype=dtype)
+        self.causal = mode.causal
         self.k = k
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -186,12 +232,12 @@ class TimeEmbedder(nnx.Module):
 class Resnet(nnx.Module):
     """``LTXVideoResnetBlock3d``; ``temb`` (B, 4 C) modulates both norms when the block is timestep-conditioned."""
 
-    def __init__(self, cin: int, cout: int, *, eps: float, causal: bool, timestep: bool = False, dtype=jnp.float32):
-        self.conv1 = Conv(cin, cout, causal=causal, dtype=dtype)
-        self.conv2 = Conv(cout, cout, causal=causal, dtype=dtype)
+    def __init__(self, cin: int, cout: int, *, eps: float, mode: ConvMode, timestep: bool = False, dtype=jnp.float32):
+        self.conv1 = Conv(cin, cout, mode=mode, dtype=dtype)
+        self.conv2 = Conv(cout, cout, mode=mode, dtype=dtype)
         if cin != cout:
             self.norm3 = LayerNorm(cin, eps=eps, out_dtype=None)
-            self.conv_shortcut = Conv(cin, cout, 1, causal=causal, dtype=dtype)
+            self.conv_shortcut = Conv(cin, cout, 1, mode=mode, dtype=dtype)
         else:
             self.norm3 = None
             self.conv_shortcut = None
@@ -231,18 +277,16 @@ def depth_to_space(x: jax.Array, s: Sequence[int]) -> jax.Array:
     return y.reshape(b, t * s[0], h * s[1], w * s[2], c)
 
 
-_DOWN_STRIDES = {"spatial": (1, 2, 2), "temporal": (2, 1, 1), "spatiotemporal": (2, 2, 2)}
-
 
 class Downsampler(nnx.Module):
     """``LTXVideoDownsampler3d``: conv to ``cout / prod(s)`` then space-to-depth, plus the space-to-depth input
     averaged over channel groups; the first ``s0 - 1`` frames are repeated in front."""
 
-    def __init__(self, cin: int, cout: int, stride: tuple[int, int, int], *, causal: bool, dtype=jnp.float32):
+    def __init__(self, cin: int, cout: int, stride: tuple[int, int, int], *, mode: ConvMode, dtype=jnp.float32):
         self.stride = stride
         n = stride[0] * stride[1] * stride[2]
         self.group = cin * n // cout
-        self.conv = Conv(cin, cout // n, causal=causal, dtype=dtype)
+        self.conv = Conv(cin, cout // n, mode=mode, dtype=dtype)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         s = self.stride
@@ -253,30 +297,34 @@ class Downsampler(nnx.Module):
 
 
 class Upsampler(nnx.Module):
-    """``LTXVideoUpsampler3d`` (stride 2 in t, h, w): conv then depth-to-space, dropping the first frame; with
-    ``residual`` the depth-to-space input, channel-repeated, is added."""
+    """``LTXVideoUpsampler3d`` (``stride`` (t, h, w), 2 in each for LTX's "spatiotemporal"): conv then
+    depth-to-space, dropping the first ``stride_t - 1`` frames; with ``residual`` the depth-to-space input,
+    channel-repeated, is added."""
 
-    def __init__(self, cin: int, *, residual: bool, factor: int, causal: bool, dtype=jnp.float32):
+    def __init__(self, cin: int, *, residual: bool, factor: int, mode: ConvMode, stride=(2, 2, 2),
+                 dtype=jnp.float32):
         self.residual = residual
-        self.repeats = 8 // factor
-        self.conv = Conv(cin, cin * 8 // factor, causal=causal, dtype=dtype)
+        self.stride = tuple(int(v) for v in stride)
+        n = self.stride[0] * self.stride[1] * self.stride[2]
+        self.repeats = n // factor
+        self.conv = Conv(cin, cin * n // factor, mode=mode, dtype=dtype)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        s = (2, 2, 2)
-        y = depth_to_space(self.conv(x), s)[:, 1:]
+        s = self.stride
+        y = depth_to_space(self.conv(x), s)[:, s[0] - 1 :]
         if self.residual:
             r = depth_to_space(x, s)
-            y = y + jnp.tile(r, (1, 1, 1, 1, self.repeats))[:, 1:]
+            y = y + jnp.tile(r, (1, 1, 1, 1, self.repeats))[:, s[0] - 1 :]
         return y
 
 
 class DownBlock(nnx.Module):
     """``LTXVideo095DownBlock3D``: resnets at the input width, then the downsampler to ``cout``."""
 
-    def __init__(self, cin: int, cout: int, n: int, scale: bool, kind: str, *, eps: float, causal: bool,
+    def __init__(self, cin: int, cout: int, n: int, scale: bool, kind: str, *, eps: float, mode: ConvMode,
                  dtype=jnp.float32):
-        self.resnets = nnx.List([Resnet(cin, cin, eps=eps, causal=causal, dtype=dtype) for _ in range(n)])
-        self.downsamplers = (nnx.List([Downsampler(cin, cout, _DOWN_STRIDES[kind], causal=causal, dtype=dtype)])
+        self.resnets = nnx.List([Resnet(cin, cin, eps=eps, mode=mode, dtype=dtype) for _ in range(n)])
+        self.downsamplers = (nnx.List([Downsampler(cin, cout, STRIDES[kind], mode=mode, dtype=dtype)])
                              if scale else None)
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -290,9 +338,9 @@ class DownBlock(nnx.Module):
 class MidBlock(nnx.Module):
     """``LTXVideoMidBlock3d``; with timestep conditioning its own embedder turns the timestep into (B, 4 C)."""
 
-    def __init__(self, dim: int, n: int, *, eps: float, causal: bool, timestep: bool, dtype=jnp.float32):
+    def __init__(self, dim: int, n: int, *, eps: float, mode: ConvMode, timestep: bool, dtype=jnp.float32):
         self.time_embedder = TimeEmbedder(4 * dim, dtype=dtype) if timestep else None
-        self.resnets = nnx.List([Resnet(dim, dim, eps=eps, causal=causal, timestep=timestep, dtype=dtype)
+        self.resnets = nnx.List([Resnet(dim, dim, eps=eps, mode=mode, timestep=timestep, dtype=dtype)
                                  for _ in range(n)])
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None) -> jax.Array:
@@ -306,12 +354,12 @@ class UpBlock(nnx.Module):
     """``LTXVideoUpBlock3d``: [conv_in resnet], [upsampler], resnets; timestep-conditioned like the mid block."""
 
     def __init__(self, cin: int, cout: int, n: int, scale: bool, residual: bool, factor: int, *, eps: float,
-                 causal: bool, timestep: bool, dtype=jnp.float32):
+                 mode: ConvMode, timestep: bool, stride=(2, 2, 2), dtype=jnp.float32):
         self.time_embedder = TimeEmbedder(4 * cin, dtype=dtype) if timestep else None
-        self.conv_in = Resnet(cin, cout, eps=eps, causal=causal, timestep=timestep, dtype=dtype) if cin != cout else None
-        self.upsamplers = (nnx.List([Upsampler(cout * factor, residual=residual, factor=factor, causal=causal,
-                                               dtype=dtype)]) if scale else None)
-        self.resnets = nnx.List([Resnet(cout, cout, eps=eps, causal=causal, timestep=timestep, dtype=dtype)
+        self.conv_in = Resnet(cin, cout, eps=eps, mode=mode, timestep=timestep, dtype=dtype) if cin != cout else None
+        self.upsamplers = (nnx.List([Upsampler(cout * factor, residual=residual, factor=factor, mode=mode,
+                                               stride=stride, dtype=dtype)]) if scale else None)
+        self.resnets = nnx.List([Resnet(cout, cout, eps=eps, mode=mode, timestep=timestep, dtype=dtype)
                                  for _ in range(n)])
 
     def __call__(self, x: jax.Array, t: jax.Array | None = None) -> jax.Array:
@@ -338,20 +386,21 @@ def _up_block_channels(cfg: LTXVAEConfig) -> list[tuple[int, int, int]]:
 
 
 class Encoder(nnx.Module):
-    """``LTXVideoEncoder3d`` with 0.9.5 down blocks: patchify, conv_in, down blocks, mid block, norm, conv_out."""
+    """``LTXVideoEncoder3d`` with 0.9.5 down blocks (or ``LTX2VideoEncoder3d``, the same net with its widths read
+    differently, :meth:`LTXVAEConfig.encoder_widths`): patchify, conv_in, down blocks, mid block, norm, conv_out."""
 
     def __init__(self, cfg: LTXVAEConfig, *, dtype=jnp.float32):
-        causal, eps = cfg.encoder_causal, cfg.resnet_norm_eps
-        ch = cfg.block_out_channels
-        self.conv_in = Conv(cfg.in_channels * cfg.patch_size**2, ch[0], causal=causal, dtype=dtype)
+        mode, eps = ConvMode(bool(cfg.encoder_causal), cfg.encoder_spatial_padding_mode), cfg.resnet_norm_eps
+        ch = cfg.encoder_widths()
+        self.conv_in = Conv(cfg.in_channels * cfg.patch_size**2, ch[0], mode=mode, dtype=dtype)
         self.down_blocks = nnx.List([
             DownBlock(ch[i], ch[i + 1], cfg.layers_per_block[i], bool(cfg.spatio_temporal_scaling[i]),
-                      cfg.downsample_type[i], eps=eps, causal=causal, dtype=dtype)
+                      cfg.downsample_type[i], eps=eps, mode=mode, dtype=dtype)
             for i in range(len(ch) - 1)
         ])
-        self.mid_block = MidBlock(ch[-1], cfg.layers_per_block[-1], eps=eps, causal=causal, timestep=False,
+        self.mid_block = MidBlock(ch[-1], cfg.layers_per_block[-1], eps=eps, mode=mode, timestep=False,
                                   dtype=dtype)
-        self.conv_out = Conv(ch[-1], cfg.latent_channels + 1, causal=causal, dtype=dtype)
+        self.conv_out = Conv(ch[-1], cfg.latent_channels + 1, mode=mode, dtype=dtype)
         self.p, self.pt = int(cfg.patch_size), int(cfg.patch_size_t)
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -370,20 +419,22 @@ class Decoder(nnx.Module):
     """``LTXVideoDecoder3d``: conv_in, mid block, up blocks, norm (+ timestep scale/shift), conv_out, unpatchify."""
 
     def __init__(self, cfg: LTXVAEConfig, *, dtype=jnp.float32):
-        causal, eps, ts = cfg.decoder_causal, cfg.resnet_norm_eps, cfg.timestep_conditioning
+        mode = ConvMode(bool(cfg.decoder_causal), cfg.decoder_spatial_padding_mode)
+        eps, ts = cfg.resnet_norm_eps, cfg.timestep_conditioning
         chans = tuple(reversed(cfg.decoder_block_out_channels))
         layers = tuple(reversed(cfg.decoder_layers_per_block))
         scaling = tuple(reversed(cfg.decoder_spatio_temporal_scaling))
         residual = tuple(reversed(cfg.upsample_residual))
-        self.conv_in = Conv(cfg.latent_channels, chans[0], causal=causal, dtype=dtype)
-        self.mid_block = MidBlock(chans[0], layers[0], eps=eps, causal=causal, timestep=ts, dtype=dtype)
+        self.conv_in = Conv(cfg.latent_channels, chans[0], mode=mode, dtype=dtype)
+        self.mid_block = MidBlock(chans[0], layers[0], eps=eps, mode=mode, timestep=ts, dtype=dtype)
         blocks = []
+        strides = cfg.upsample_strides()
         for i, (cin, cout, f) in enumerate(_up_block_channels(cfg)):
             blocks.append(UpBlock(cin, cout, layers[i + 1], bool(scaling[i]), bool(residual[i]), f, eps=eps,
-                                  causal=causal, timestep=ts, dtype=dtype))
+                                  mode=mode, timestep=ts, stride=strides[i], dtype=dtype))
         self.up_blocks = nnx.List(blocks)
         last = _up_block_channels(cfg)[-1][1]
-        self.conv_out = Conv(last, cfg.out_channels * cfg.patch_size**2, causal=causal, dtype=dtype)
+        self.conv_out = Conv(last, cfg.out_channels * cfg.patch_size**2, mode=mode, dtype=dtype)
         if ts:
             self.timestep_scale_multiplier = nnx.Param(jnp.zeros((), jnp.float32))
             self.time_embedder = TimeEmbedder(2 * last, dtype=dtype)
@@ -415,7 +466,8 @@ class Decoder(nnx.Module):
 
 
 class LTXVAE(nnx.Module):
-    """``AutoencoderKLLTXVideo``. Parameters start at zeros; :func:`load_vae` fills them."""
+    """``AutoencoderKLLTXVideo`` (``AutoencoderKLLTX2Video`` with an :class:`~vidax_ltx.ltx2_vae.LTX2VAEConfig`).
+    Parameters start at zeros; :func:`load_vae` fills them."""
 
     def __init__(self, cfg: LTXVAEConfig, *, with_encoder: bool = True):
         cfg.check_supported(with_encoder=with_encoder)

@@ -28,9 +28,13 @@ def _conv(src: str, dst: str) -> list[KeyRule]:
 
 
 def _resnet(src: str, dst: str, g: int) -> list[KeyRule]:
-    """An ``LTXVideoResnetBlock3d`` at ``src`` holding ``g - 1`` regex groups; ``{g}`` is the next group."""
+    """An ``LTXVideoResnetBlock3d`` at ``src`` holding ``g - 1`` regex groups; ``{g}`` is the next group. LTX-2's
+    ``LTX2VideoResnetBlock3d`` keeps its 1x1 shortcut as a plain ``nn.Conv3d`` (``conv_shortcut.weight``, no
+    ``.conv``): the same parameter."""
     return [
         *_conv(src + r"\.(conv1|conv2|conv_shortcut)", dst + f"/{{{g}}}"),
+        KeyRule(src + r"\.conv_shortcut\.weight", dst + "/conv_shortcut/conv/kernel", conv),
+        KeyRule(src + r"\.conv_shortcut\.bias", dst + "/conv_shortcut/conv/bias"),
         KeyRule(src + r"\.norm3\.weight", dst + "/norm3/scale"),
         KeyRule(src + r"\.norm3\.bias", dst + "/norm3/bias"),
         KeyRule(src + r"\.scale_shift_table", dst + "/scale_shift_table"),
@@ -94,9 +98,15 @@ def _encoder_block(n: int, last: int) -> str:
     return f"down_blocks.{k}" if r == 0 else f"down_blocks.{k}.downsamplers.0"
 
 
-def original_vae_key(key: str, *, encoder_blocks: int = 9) -> str | None:
-    """Original single-file key -> diffusers ``AutoencoderKLLTXVideo`` key; None for non-VAE keys and the unused
-    statistics. ``encoder_blocks``: the number of ``encoder.down_blocks`` entries (the last is the mid block)."""
+def original_vae_key(key: str, *, encoder_blocks: int = 9, ltx2: bool = False) -> str | None:
+    """Original single-file key -> diffusers ``AutoencoderKLLTXVideo`` key (``AutoencoderKLLTX2Video`` with
+    ``ltx2``); None for non-VAE keys and the unused statistics. ``encoder_blocks``: the number of
+    ``encoder.down_blocks`` entries (the last is the mid block).
+
+    LTX-2 (diffusers' ``convert_ltx2_vae_to_diffusers``) renames the blocks, ``res_blocks`` and the statistics
+    alike, but keeps ``norm3`` and the plain ``conv_shortcut`` as they are; the timestep-conditioned decoder's
+    ``last_time_embedder`` / ``last_scale_shift_table`` (ltx-core's names, which diffusers 0.42.1's LTX-2 table
+    leaves untouched) become ``time_embedder`` / ``scale_shift_table`` as in 0.9.x."""
     if not key.startswith("vae."):
         return None
     k = key[4:]
@@ -110,20 +120,23 @@ def original_vae_key(key: str, *, encoder_blocks: int = 9) -> str | None:
     m = re.match(r"encoder\.down_blocks\.(\d+)\.(.*)", k)
     if m:
         k = f"encoder.{_encoder_block(int(m.group(1)), encoder_blocks - 1)}.{m.group(2)}"
-    k = k.replace("res_blocks", "resnets").replace("norm3.norm", "norm3")
-    k = re.sub(r"conv_shortcut\.(weight|bias)$", r"conv_shortcut.conv.\1", k)
+    k = k.replace("res_blocks", "resnets")
+    if not ltx2:
+        k = k.replace("norm3.norm", "norm3")
+        k = re.sub(r"conv_shortcut\.(weight|bias)$", r"conv_shortcut.conv.\1", k)
     k = k.replace("last_time_embedder", "time_embedder").replace("last_scale_shift_table", "scale_shift_table")
     return k
 
 
-def original_vae_tensors(tensors) -> dict:
+def original_vae_tensors(tensors, *, ltx2: bool = False) -> dict:
     """The ``vae.*`` part of an original single-file state dict under diffusers names (values untouched, so lazy
-    loaders stay lazy)."""
+    loaders stay lazy); ``ltx2``: LTX-2.x's file (``vae/ltx-2*-video-vae*.safetensors``) under
+    ``AutoencoderKLLTX2Video`` names."""
     downs = {int(m.group(1)) for k in tensors if (m := re.match(r"vae\.encoder\.down_blocks\.(\d+)\.", k))}
     n = max(downs) + 1 if downs else 9
     out = {}
     for key in tensors:
-        new = original_vae_key(key, encoder_blocks=n)
+        new = original_vae_key(key, encoder_blocks=n, ltx2=ltx2)
         if new is not None:
             out[new] = tensors[key]
     return out
