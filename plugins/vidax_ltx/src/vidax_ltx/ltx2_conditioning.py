@@ -1,0 +1,87 @@
+"""The two latent streams of LTX2Pipeline around the sampler (text-to-video).
+
+Layouts. What ``sampling.initial_noise`` holds (an .npz, LTX2Pipeline's ``latents=`` and ``audio_latents=``) and
+what ``output.save_latents`` writes (``output_type="latent"``) are the same: ``video`` (1, 128, F, H, W) and
+``audio`` (1, C, L, M) in the VAEs' raw, denormalised spaces. The sampler works on what the DiT sees: ``video``
+tokens (1, F*H*W, 128) normalised per channel (``(z - mean) * scaling_factor / std``) and ``audio`` tokens
+(1, L, C*M) normalised per packed feature. Given latents are normalised and packed (and mixed with
+``options.noise_scale`` of vidax's own noise, as the pipeline's ``_create_noised_state``); without them the seeded
+draw is taken as already normalised, as the pipeline's own ``randn``. After the last step both streams are
+unpacked and denormalised (:attr:`Conditioning.finalize`).
+
+Model inputs: RoPE positions of both streams (:func:`vidax_ltx.ltx2_dit.video_positions` at the conditioning frame
+rate ``frame_rate / motion_speed``, :func:`vidax_ltx.ltx2_dit.audio_positions`); the DiT's timestep is the plan's
+model timestep for both streams, and ``sigma`` is that same value, as the pipeline passes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from vidax_core.model_api import Conditioning
+
+from .ltx2_dit import audio_positions, video_positions
+
+
+def conditioning_frame_rate(run: Any) -> float:
+    """``get_conditioning_frame_rate``: the RoPE's frame rate, ``frame_rate / motion_speed``."""
+    o = run.options
+    return float(o["frame_rate"]) / float(o["motion_speed"])
+
+
+def _pack_video(z):
+    b, c = z.shape[:2]
+    return jnp.moveaxis(z, 1, -1).reshape(b, -1, c)
+
+
+def _pack_audio(z):
+    b, c, n, m = z.shape
+    return jnp.transpose(z, (0, 2, 1, 3)).reshape(b, n, c * m)
+
+
+def prepare(run: Any, vae: Any, grid: tuple[int, int, int], dit_cfg: Any) -> Conditioning:
+    """The text-to-video conditioning of ``run`` for the latent ``grid`` with ``vae`` (:class:`LTX2Autoencoder`)."""
+    f, h, w = (int(v) for v in grid)
+    vc = vae.video_cfg
+    shape = (1, -1, 1, 1, 1)
+    v_mean = jnp.asarray(np.asarray(vc.latents_mean, np.float32).reshape(shape))
+    v_std = jnp.asarray(np.asarray(vc.latents_std, np.float32).reshape(shape))
+    v_scale = jnp.float32(vc.scaling_factor)
+    a_mean = jnp.asarray(vae.audio_vae.latents_mean[...], jnp.float32)
+    a_std = jnp.asarray(vae.audio_vae.latents_std[...], jnp.float32)
+    channels, frames, bins = vae.audio_shape(run.sampling.num_frames, float(run.options["frame_rate"]))
+    noise_scale = float(run.options.get("noise_scale") or 0.0)
+
+    def start(noise, given, sigma):
+        video, audio = jnp.asarray(noise["video"]), jnp.asarray(noise["audio"])
+        if given is None:  # the pipeline's own draw: already in the normalised space
+            return {"video": np.asarray(_pack_video(video)), "audio": np.asarray(_pack_audio(audio))}
+        v = _pack_video((jnp.asarray(given["video"], jnp.float32) - v_mean) * v_scale / v_std)
+        a = (_pack_audio(jnp.asarray(given["audio"], jnp.float32)) - a_mean) / a_std
+        v = noise_scale * _pack_video(video) + (1.0 - noise_scale) * v
+        a = noise_scale * _pack_audio(audio) + (1.0 - noise_scale) * a
+        return {"video": np.asarray(v, np.float32), "audio": np.asarray(a, np.float32)}
+
+    def finalize(x, arrays):
+        v = jnp.moveaxis(x["video"].astype(jnp.float32).reshape(-1, f, h, w, x["video"].shape[-1]), -1, 1)
+        a = x["audio"].astype(jnp.float32) * a_std + a_mean
+        a = jnp.transpose(a.reshape(a.shape[0], frames, channels, bins), (0, 2, 1, 3))
+        return {"video": v * v_std / v_scale + v_mean, "audio": a}
+
+    vpos = video_positions(dit_cfg, (f, h, w), conditioning_frame_rate(run))[None]
+    apos = audio_positions(dit_cfg, frames)[None]
+    return Conditioning(arrays={"video_positions": vpos, "audio_positions": apos},
+                        model_kwargs=("video_positions", "audio_positions"), start=start, finalize=finalize)
+
+
+def latent_shapes(vae_audio_shape: tuple[int, int, int], channels: int):
+    """``DitBuild.latent_shapes``: the raw layouts of both streams (what ``latents=`` / ``audio_latents=`` take)."""
+    ca, la, m = vae_audio_shape
+
+    def shapes(batch: int, grid):
+        return {"video": (batch, channels) + tuple(int(v) for v in grid), "audio": (batch, ca, la, m)}
+
+    return shapes
