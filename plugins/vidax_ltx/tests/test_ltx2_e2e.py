@@ -1,0 +1,96 @@
+"""End to end: `vidax run` against diffusers' LTX2Pipeline (text-to-video with audio) on tiny random checkpoints the
+pipeline saved with `save_pretrained`, from the same initial noise of both streams (an .npz holding what the
+pipeline takes as `latents=` and `audio_latents=`).
+
+One model per generation: LTX-2.5 (Gemma-4 unified, the per-token RMS feature extractor, gated attention,
+cross-attention AdaLN, a timestep-conditioned video decoder, `use_cross_timestep`) and LTX-2.0 (Gemma-3, the masked
+mean/range extractor, caption projections in the DiT, `use_cross_timestep: false`). The dev recipe's guidance runs
+in full: CFG 3 (audio 7), rescale 0.7, STG at block 1, modality isolation 3 (four passes per step), dynamic shift
+with terminal 0.1. Video latents, audio latents, frames and waveform are compared at 1e-4 relative L2; the mp4
+carries the audio track. Each plausible bug (guidance rescaled in velocity space instead of the clean-sample space,
+no rescale, the audio stream at the video's CFG scale, a guidance pass left out) is shown to move the reference past
+the bound on the same inputs. ``use_cross_timestep`` cannot show here: in text-to-video both streams share one
+timestep, so the other stream's sigma is the stream's own (the DiT parity test covers the flag with distinct ones).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vidax_core.io.audio import audio_stream_count
+from vidax_core.testing.cli import run_args, run_e2e
+from vidax_core.testing.parity import RUN_BOUND, rel_l2
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
+
+pytestmark = pytest.mark.xdist_group("ltx2_e2e")
+
+PROMPT = "a small red fox barks in the snow"
+NEGATIVE = "blurry, static, muffled"
+SIZE, FRAMES, STEPS, FPS = 64, 9, 3, 24.0
+AUDIO_FRAMES = 9  # round(9 / 24 s x 16000 / 160 / 4)
+STG_BLOCKS = [1]
+DECODE_T = 0.05
+CASES = {"ltx2.5": ("ltx-2.5-22b-dev", True), "ltx2.0": ("ltx-2-19b-dev", False)}
+
+
+def _reference(pipe, noise, output_type, *, use_cross_timestep, **overrides):
+    kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_frames=FRAMES,
+                  num_inference_steps=STEPS, frame_rate=FPS, max_sequence_length=16,
+                  use_cross_timestep=use_cross_timestep, spatio_temporal_guidance_blocks=STG_BLOCKS,
+                  decode_timestep=DECODE_T, decode_noise_scale=0.0)
+    kwargs.update(overrides)
+    with torch.no_grad():
+        out = pipe(latents=torch.from_numpy(noise["video"]), audio_latents=torch.from_numpy(noise["audio"]),
+                   output_type=output_type, **kwargs)
+    return np.asarray(out.frames, np.float32), out.audio.float().numpy()
+
+
+def _velocity_space(pipe):
+    """The plausible bug of guiding (and rescaling) the velocities as other families do."""
+    pipe.convert_velocity_to_x0 = lambda sample, v, i, scheduler=None: v
+    pipe.convert_x0_to_velocity = lambda sample, x0, i, scheduler=None: x0
+
+
+@pytest.mark.parametrize("generation", list(CASES))
+def test_cli_matches_ltx2_pipeline(tmp_path, generation):
+    from vidax_core.testing.tiny.ltx2 import build_tiny_ltx2_pipeline
+
+    model_id, cross = CASES[generation]
+    pipe, ckpt = build_tiny_ltx2_pipeline(tmp_path / "tiny", generation, seed=3)
+    rng = np.random.default_rng(0)
+    noise = {"video": rng.standard_normal((1, 8, 2, SIZE // 32, SIZE // 32)).astype(np.float32),
+             "audio": rng.standard_normal((1, 4, AUDIO_FRAMES, 4)).astype(np.float32)}
+    ref = dict(zip(("video", "audio"), _reference(pipe, noise, "latent", use_cross_timestep=cross)))
+    ref_frames, ref_wave = _reference(pipe, noise, "np", use_cross_timestep=cross)
+
+    args = run_args(model_id, ckpt, PROMPT, NEGATIVE,
+                    sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES,
+                                  max_sequence_length=16),
+                    options=dict(spatio_temporal_guidance_blocks=STG_BLOCKS, decode_timestep=DECODE_T,
+                                 decode_noise_scale=0.0))
+    run = run_e2e(tmp_path, *args, noise=noise, audio=True)
+    assert run.metrics["guidance_branches"] == ["cond", "uncond", "perturbed", "isolated"]
+    errors = {k: rel_l2(run.latents[k], ref[k]) for k in ("video", "audio")}
+    errors["frames"] = rel_l2(run.frames, ref_frames)
+    errors["waveform"] = rel_l2(np.moveaxis(run.audio, -1, 1), ref_wave)
+    print(f"[{generation}] rel L2 " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
+    assert run.latents["video"].shape == ref["video"].shape == noise["video"].shape
+    assert run.latents["audio"].shape == ref["audio"].shape == noise["audio"].shape
+    assert run.frames.shape == ref_frames.shape == (1, FRAMES, SIZE, SIZE, 3)
+    assert all(v <= RUN_BOUND for v in errors.values()), errors
+    assert audio_stream_count(str(tmp_path / "run.mp4")) == 1
+
+    wrong = {"no rescale": dict(guidance_rescale=0.0, audio_guidance_rescale=None),
+             "audio CFG at the video scale": dict(audio_guidance_scale=None),
+             "no modality guidance": dict(modality_scale=1.0, audio_modality_scale=None),
+             "no STG": dict(stg_scale=0.0, audio_stg_scale=None)}
+    for label, kw in [*wrong.items(), ("velocity-space guidance", None)]:
+        if kw is None:
+            _velocity_space(pipe)
+        bad = _reference(pipe, noise, "latent", use_cross_timestep=cross, **(kw or {}))
+        far = max(rel_l2(run.latents[k], b) for k, b in zip(("video", "audio"), bad))
+        print(f"[{generation}] {label}: rel L2 {far:.2e}")
+        assert far > 10 * RUN_BOUND, (label, far)
