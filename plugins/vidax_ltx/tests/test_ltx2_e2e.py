@@ -6,7 +6,7 @@ One model per generation: LTX-2.5 (Gemma-4 unified, the per-token RMS feature ex
 cross-attention AdaLN, a timestep-conditioned video decoder, `use_cross_timestep`) and LTX-2.0 (Gemma-3, the masked
 mean/range extractor, caption projections in the DiT, `use_cross_timestep: false`). The dev recipe's guidance runs
 in full: CFG 3 (audio 7), rescale 0.7, STG at block 1, modality isolation 3 (four passes per step), dynamic shift
-with terminal 0.1. Video latents, audio latents, frames and waveform are compared at 1e-4 relative L2; the mp4
+with terminal 0.1; the distilled id runs the 8 distilled sigmas with one pass (on the 2.5 model). Video latents, audio latents, frames and waveform are compared at 1e-4 relative L2; the mp4
 carries the audio track. Each plausible bug (guidance rescaled in velocity space instead of the clean-sample space,
 no rescale, the audio stream at the video's CFG scale, a guidance pass left out) is shown to move the reference past
 the bound on the same inputs. ``use_cross_timestep`` cannot show here: in text-to-video both streams share one
@@ -21,6 +21,7 @@ import pytest
 from vidax_core.io.audio import audio_stream_count
 from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import RUN_BOUND, rel_l2
+from vidax_ltx.ltx2_presets import DISTILLED_SIGMAS
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
@@ -33,7 +34,14 @@ SIZE, FRAMES, STEPS, FPS = 64, 9, 3, 24.0
 AUDIO_FRAMES = 9  # round(9 / 24 s x 16000 / 160 / 4)
 STG_BLOCKS = [1]
 DECODE_T = 0.05
-CASES = {"ltx2.5": ("ltx-2.5-22b-dev", True), "ltx2.0": ("ltx-2-19b-dev", False)}
+DISTILLED = dict(sigmas=DISTILLED_SIGMAS, num_inference_steps=len(DISTILLED_SIGMAS), guidance_scale=1.0,
+                 stg_scale=0.0, modality_scale=1.0, guidance_rescale=0.0, audio_guidance_scale=1.0,
+                 audio_stg_scale=None, audio_modality_scale=None, audio_guidance_rescale=None)
+# case -> (generation, model id, use_cross_timestep, the pipeline call's recipe beyond its defaults)
+CASES = {"ltx2.5-dev": ("ltx2.5", "ltx-2.5-22b-dev", True, {}),
+         "ltx2.0-dev": ("ltx2.0", "ltx-2-19b-dev", False, {}),
+         "ltx2.5-distilled": ("ltx2.5", "ltx-2.5-22b-distilled", True, DISTILLED)}
+BRANCHES = {"ltx2.5-distilled": ["cond"]}
 
 
 def _reference(pipe, noise, output_type, *, use_cross_timestep, **overrides):
@@ -54,34 +62,37 @@ def _velocity_space(pipe):
     pipe.convert_x0_to_velocity = lambda sample, x0, i, scheduler=None: x0
 
 
-@pytest.mark.parametrize("generation", list(CASES))
-def test_cli_matches_ltx2_pipeline(tmp_path, generation):
+@pytest.mark.parametrize("case", list(CASES))
+def test_cli_matches_ltx2_pipeline(tmp_path, case):
     from vidax_core.testing.tiny.ltx2 import build_tiny_ltx2_pipeline
 
-    model_id, cross = CASES[generation]
+    generation, model_id, cross, recipe = CASES[case]
     pipe, ckpt = build_tiny_ltx2_pipeline(tmp_path / "tiny", generation, seed=3)
     rng = np.random.default_rng(0)
     noise = {"video": rng.standard_normal((1, 8, 2, SIZE // 32, SIZE // 32)).astype(np.float32),
              "audio": rng.standard_normal((1, 4, AUDIO_FRAMES, 4)).astype(np.float32)}
-    ref = dict(zip(("video", "audio"), _reference(pipe, noise, "latent", use_cross_timestep=cross)))
-    ref_frames, ref_wave = _reference(pipe, noise, "np", use_cross_timestep=cross)
+    ref = dict(zip(("video", "audio"), _reference(pipe, noise, "latent", use_cross_timestep=cross, **recipe)))
+    ref_frames, ref_wave = _reference(pipe, noise, "np", use_cross_timestep=cross, **recipe)
 
-    args = run_args(model_id, ckpt, PROMPT, NEGATIVE,
-                    sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES,
-                                  max_sequence_length=16),
+    sampling = dict(height=SIZE, width=SIZE, num_frames=FRAMES, max_sequence_length=16)
+    if not recipe:
+        sampling["num_steps"] = STEPS
+    args = run_args(model_id, ckpt, PROMPT, NEGATIVE, sampling=sampling,
                     options=dict(spatio_temporal_guidance_blocks=STG_BLOCKS, decode_timestep=DECODE_T,
                                  decode_noise_scale=0.0))
     run = run_e2e(tmp_path, *args, noise=noise, audio=True)
-    assert run.metrics["guidance_branches"] == ["cond", "uncond", "perturbed", "isolated"]
+    assert run.metrics["guidance_branches"] == BRANCHES.get(case, ["cond", "uncond", "perturbed", "isolated"])
     errors = {k: rel_l2(run.latents[k], ref[k]) for k in ("video", "audio")}
     errors["frames"] = rel_l2(run.frames, ref_frames)
     errors["waveform"] = rel_l2(np.moveaxis(run.audio, -1, 1), ref_wave)
-    print(f"[{generation}] rel L2 " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
+    print(f"[{case}] rel L2 " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
     assert run.latents["video"].shape == ref["video"].shape == noise["video"].shape
     assert run.latents["audio"].shape == ref["audio"].shape == noise["audio"].shape
     assert run.frames.shape == ref_frames.shape == (1, FRAMES, SIZE, SIZE, 3)
     assert all(v <= RUN_BOUND for v in errors.values()), errors
     assert audio_stream_count(str(tmp_path / "run.mp4")) == 1
+    if recipe:
+        return
 
     wrong = {"no rescale": dict(guidance_rescale=0.0, audio_guidance_rescale=None),
              "audio CFG at the video scale": dict(audio_guidance_scale=None),
@@ -92,5 +103,5 @@ def test_cli_matches_ltx2_pipeline(tmp_path, generation):
             _velocity_space(pipe)
         bad = _reference(pipe, noise, "latent", use_cross_timestep=cross, **(kw or {}))
         far = max(rel_l2(run.latents[k], b) for k, b in zip(("video", "audio"), bad))
-        print(f"[{generation}] {label}: rel L2 {far:.2e}")
+        print(f"[{case}] {label}: rel L2 {far:.2e}")
         assert far > 10 * RUN_BOUND, (label, far)
