@@ -80,12 +80,12 @@ def case(request, tmp_path_factory):
     return name, ref, model, inputs
 
 
-def _reference(ref, inp, dtype, cross_timestep, isolate=False):
+def _reference(ref, inp, dtype, cross_timestep, isolate=False, stg_blocks=None):
     """The reference in ``dtype``; in float64 its timestep sinusoids are float64 too, so the float64 run is a true
     oracle: a timestep of ~1000 turns one float32 ulp of a frequency into ~1e-5 rad of phase, an error every float32
     implementation has and the tolerance must see."""
     cast = lambda a: torch.from_numpy(np.asarray(a)).to(dtype)  # noqa: E731
-    kw = {}
+    kw = {} if stg_blocks is None else {"spatio_temporal_guidance_blocks": list(stg_blocks)}
     if ref.config.use_keyframes_abs_pos_embedding:
         kw["video_keyframes_mask"] = cast(inp["keyframes"])
     with reference_in(ref, dtype) as m:
@@ -112,15 +112,28 @@ def _forward(cross_timestep: bool):
         use_cross_timestep=cross_timestep, cross_modal=cm, video_keyframes_mask=km))
 
 
-def _vidax(model, inp, cross_timestep, cross_modal=None):
+@functools.cache
+def _perturbed_forward(cross_timestep: bool):
+    """The STG pass: ``perturbed=True`` with per-sample, per-layer skip flags."""
+    return jax.jit(lambda m, lat, t, ta, ctx, vp, ap, km, skip: m(
+        lat, t, ctx, video_positions=vp, audio_positions=ap, audio_timestep=ta, sigma=t, audio_sigma=ta,
+        use_cross_timestep=cross_timestep, video_keyframes_mask=km, stg_skip=skip, perturbed=True))
+
+
+def _vidax(model, inp, cross_timestep, cross_modal=None, stg_blocks=None):
     cfg = model.cfg
     vp = np.broadcast_to(video_positions(cfg, GRID, FPS), (B, int(np.prod(GRID)), 3))
     ap = np.broadcast_to(audio_positions(cfg, AUDIO_FRAMES), (B, AUDIO_FRAMES, 1))
-    fwd = _forward(cross_timestep)
     j = jnp.asarray
-    out = fwd(model, {"video": j(inp["video"]), "audio": j(inp["audio"])}, j(inp["t"]), j(inp["ta"]),
-              {"video": j(inp["ctx"]), "audio": j(inp["actx"]), "mask": j(inp["mask"])}, j(vp), j(ap),
-              j(inp["keyframes"]), None if cross_modal is None else j(cross_modal))
+    args = (model, {"video": j(inp["video"]), "audio": j(inp["audio"])}, j(inp["t"]), j(inp["ta"]),
+            {"video": j(inp["ctx"]), "audio": j(inp["actx"]), "mask": j(inp["mask"])}, j(vp), j(ap),
+            j(inp["keyframes"]))
+    if stg_blocks is not None:
+        skip = np.zeros((B, cfg.num_layers), np.float32)
+        skip[:, list(stg_blocks)] = 1.0
+        out = _perturbed_forward(cross_timestep)(*args, j(skip))
+    else:
+        out = _forward(cross_timestep)(*args, None if cross_modal is None else j(cross_modal))
     return np.asarray(out["video"], np.float64), np.asarray(out["audio"], np.float64)
 
 
@@ -160,6 +173,23 @@ def test_isolated_modalities_match_reference(case):
     _check(f"{name} isolated audio", a, a32, a64)
 
 
+def test_stg_pass_matches_reference(case):
+    """The perturbed pass of spatio-temporal guidance (``spatio_temporal_guidance_blocks``): in a model built with
+    ``perturbed_attn`` both self-attentions of the named blocks give their values; without it the pass is the plain
+    one, as in the reference. Perturbing another block lands far outside the bound."""
+    name, ref, model, inp = case
+    ct = CROSS_TIMESTEP[name]
+    v64, a64 = _reference(ref, inp, torch.float64, ct, stg_blocks=[1])
+    v32, a32 = _reference(ref, inp, torch.float32, ct, stg_blocks=[1])
+    v, a = _vidax(model, inp, ct, stg_blocks=[1])
+    _check(f"{name} STG video", v, v32, v64)
+    _check(f"{name} STG audio", a, a32, a64)
+    if model.cfg.perturbed_attn:
+        v, a = _vidax(model, inp, ct, stg_blocks=[0])
+        assert np.abs(v - v64).max() > 100 * _tolerance(v32, v64)
+        assert np.abs(a - a64).max() > 100 * _tolerance(a32, a64)
+
+
 def test_parity_check_can_fail(case):
     """The tolerance is tight enough to see a missing term: dropping the cross-modal attentions, flipping the
     cross-timestep convention or shifting the frame rate moves each stream far past it."""
@@ -193,8 +223,10 @@ def test_positions_follow_the_reference():
     assert not np.array_equal(video_positions(cfg, GRID, 24.0), video_positions(cfg, GRID, 25.0))
 
 
-def test_blockwise_carry_matches_the_scan(case):
-    """Running the stack one block at a time with the (video, audio) carry, as offload does, is the scan."""
+@pytest.mark.parametrize("perturbed", [False, True])
+def test_blockwise_carry_matches_the_scan(case, perturbed):
+    """Running the stack one block at a time with the (video, audio) carry, as offload does, is the scan; the STG
+    pass carries the layer index so each slice finds its own skip flags."""
     name, _, model, inp = case
     cfg = model.cfg
     j = jnp.asarray
@@ -202,7 +234,10 @@ def test_blockwise_carry_matches_the_scan(case):
     ap = j(np.broadcast_to(audio_positions(cfg, AUDIO_FRAMES), (B, AUDIO_FRAMES, 1)))
     lat = {"video": j(inp["video"]), "audio": j(inp["audio"])}
     ctx = {"video": j(inp["ctx"]), "audio": j(inp["actx"]), "mask": j(inp["mask"])}
-    carry, aux = model.pre(lat, j(inp["t"]), ctx, video_positions=vp, audio_positions=ap)
+    skip = j(np.eye(B, cfg.num_layers, dtype=np.float32)) if perturbed else None
+    carry, aux = model.pre(lat, j(inp["t"]), ctx, video_positions=vp, audio_positions=ap, stg_skip=skip,
+                           perturbed=perturbed)
+    assert len(carry) == (3 if perturbed else 2)
     graphdef, state = nnx.split(model.blocks)
     whole = model.post(model.run_block_group("blocks", graphdef, state, carry, aux), aux)
     for i in range(cfg.num_layers):
@@ -210,6 +245,10 @@ def test_blockwise_carry_matches_the_scan(case):
     chunked = model.post(carry, aux)
     for k in ("video", "audio"):
         np.testing.assert_allclose(np.asarray(chunked[k]), np.asarray(whole[k]), atol=1e-6)
+    if perturbed and cfg.perturbed_attn:  # the flags reached the blocks
+        plain, plain_aux = model.pre(lat, j(inp["t"]), ctx, video_positions=vp, audio_positions=ap)
+        base = model.post(model.run_block_group("blocks", graphdef, state, plain, plain_aux), plain_aux)
+        assert np.abs(np.asarray(base["video"]) - np.asarray(whole["video"])).max() > 1e-3
 
 
 def test_conversion_reports_every_problem(case):
