@@ -15,11 +15,13 @@ timestep, so the other stream's sigma is the stream's own (the DiT parity test c
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from vidax_core.io.audio import audio_stream_count
-from vidax_core.testing.cli import run_args, run_e2e
+from vidax_core.testing.cli import plugin_env, run_args, run_e2e, vidax
 from vidax_core.testing.parity import RUN_BOUND, rel_l2
 from vidax_ltx.ltx2_presets import DISTILLED_SIGMAS
 
@@ -42,6 +44,8 @@ CASES = {"ltx2.5-dev": ("ltx2.5", "ltx-2.5-22b-dev", True, {}),
          "ltx2.0-dev": ("ltx2.0", "ltx-2-19b-dev", False, {}),
          "ltx2.5-distilled": ("ltx2.5", "ltx-2.5-22b-distilled", True, DISTILLED)}
 BRANCHES = {"ltx2.5-distilled": ["cond"]}
+ENTRY = ("ltx2", "vidax_ltx.ltx2_plugin:LTX2Plugin")
+DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "ltx2_demo.yaml")
 
 
 def _reference(pipe, noise, output_type, *, use_cross_timestep, **overrides):
@@ -80,7 +84,7 @@ def test_cli_matches_ltx2_pipeline(tmp_path, case):
     args = run_args(model_id, ckpt, PROMPT, NEGATIVE, sampling=sampling,
                     options=dict(spatio_temporal_guidance_blocks=STG_BLOCKS, decode_timestep=DECODE_T,
                                  decode_noise_scale=0.0))
-    run = run_e2e(tmp_path, *args, noise=noise, audio=True)
+    run = run_e2e(tmp_path, *args, noise=noise, audio=True, env=plugin_env(tmp_path / "entry", *ENTRY))
     assert run.metrics["guidance_branches"] == BRANCHES.get(case, ["cond", "uncond", "perturbed", "isolated"])
     errors = {k: rel_l2(run.latents[k], ref[k]) for k in ("video", "audio")}
     errors["frames"] = rel_l2(run.frames, ref_frames)
@@ -105,3 +109,23 @@ def test_cli_matches_ltx2_pipeline(tmp_path, case):
         far = max(rel_l2(run.latents[k], b) for k, b in zip(("video", "audio"), bad))
         print(f"[{case}] {label}: rel L2 {far:.2e}")
         assert far > 10 * RUN_BOUND, (label, far)
+
+
+def test_demo_runs_on_the_builtin_checkpoint(tmp_path):
+    """``configs/ltx2_demo.yaml`` on ``builtin:tiny-random`` (the shipped LTX-2.5-style folder, bfloat16 DiT and
+    decoders) writes an mp4 with every frame and an audio track; the LTX-2.5 ids refuse a run without
+    ``num_frames`` in one line."""
+    from vidax_core.io.video import read_mp4
+
+    env = plugin_env(tmp_path / "entry", *ENTRY)
+    out = tmp_path / "demo.mp4"
+    proc = vidax("run", DEMO, "sampling.num_steps=2", f"output.path={out}", "output.metrics=", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    frames = read_mp4(str(out))
+    assert frames.shape == (17, 64, 96, 3) and np.isfinite(frames).all()
+    assert audio_stream_count(str(out)) == 1
+    bad = vidax("run", "model.id=ltx-2.5-22b-distilled", "model.checkpoint=builtin:tiny-random", "prompt=a fox",
+                "--dry-run", cwd=tmp_path, env=env)
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and "sampling.num_frames" in last, last

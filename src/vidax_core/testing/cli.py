@@ -54,6 +54,22 @@ def run_args(model_id: str, checkpoint: str | os.PathLike, prompt: str, negative
     return args + overrides(**sections)
 
 
+def plugin_env(folder: str | os.PathLike, name: str, target: str) -> dict:
+    """The environment that lets the CLI find a plugin object: nothing when the ``vidax`` entry point ``name`` is
+    installed, else a minimal distribution under ``folder`` declaring ``name = target``, put first on PYTHONPATH (an
+    environment installed before the entry point was added still runs the new plugin's tests)."""
+    from importlib import metadata
+
+    if any(ep.name == name for ep in metadata.entry_points(group="vidax")):
+        return {}
+    folder = Path(folder)
+    info = folder / f"vidax_{name}_entry-0.0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vidax-{name}-entry\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text(f"[vidax]\n{name} = {target}\n")
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
 @dataclass
 class E2ERun:
     latents: Any  # an array, or {stream: array} for multi-stream models

@@ -119,6 +119,9 @@ class LTX2Plugin(FamilyPlugin):
 
         return load(ckpt, run)
 
+    def builtin_checkpoint(self, spec, name):
+        return super().builtin_checkpoint(spec, f"ltx2-{name}")  # beside LTX-Video's own tiny-random
+
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from .ltx2_conditioning import prepare
 

@@ -5,7 +5,7 @@ unified, connectors), a tiny ``LTX2VideoTransformer3DModel`` whose text widths f
 projections inside the DiT; LTX-2.5: gated attention, cross-attention AdaLN, connector-projected text, no video FFN
 bias, keyframe embedding), both with the perturbed self-attention STG needs; the video VAE at 32x / 8x compression
 (LTX-2.5: timestep-conditioned decoder), the audio VAE (4 latent channels x 4 latent mel bins = 16 packed features)
-and the leaky-ReLU vocoder, every parameter random and the latent statistics away from 0 / 1; the dev scheduler
+and the leaky-ReLU vocoder (an 8 kHz waveform as long as the video), every parameter random and the latent statistics away from 0 / 1; the dev scheduler
 (dynamic shifting, terminal 0.1, the pipeline's shift constants).
 """
 
@@ -39,8 +39,10 @@ VIDEO_VAE["ltx2.5"] = dict(VIDEO_VAE["ltx2.0"], timestep_conditioning=True, upsa
                            decoder_spatial_padding_mode="zeros")
 AUDIO_VAE = dict(base_channels=16, ch_mult=(1, 2, 4), num_res_blocks=1, latent_channels=4, mel_bins=16,
                  output_channels=2, in_channels=2)
-VOCODER = dict(in_channels=32, hidden_channels=32, out_channels=2, upsample_kernel_sizes=(8, 5),
-               upsample_factors=(4, 3), resnet_kernel_sizes=(3, 5), resnet_dilations=((1, 3), (1, 2)))
+#: 80 samples per mel frame at 100 mel frames a second: an 8 kHz waveform as long as the video (AAC's lowest rate).
+VOCODER = dict(in_channels=32, hidden_channels=32, out_channels=2, upsample_kernel_sizes=(20, 16),
+               upsample_factors=(10, 8), resnet_kernel_sizes=(3, 5), resnet_dilations=((1, 3), (1, 2)),
+               output_sampling_rate=8000)
 SCHEDULER = dict(use_dynamic_shifting=True, shift_terminal=0.1, base_shift=0.95, max_shift=2.05,
                  base_image_seq_len=1024, max_image_seq_len=4096)
 
@@ -60,8 +62,9 @@ def _audio_vae(seed: int):
     return model
 
 
-def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: int = 0):
-    """``(LTX2Pipeline, checkpoint folder)``: every component random, saved with ``save_pretrained``."""
+def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: int = 0, vae: dict | None = None):
+    """``(LTX2Pipeline, checkpoint folder)``: every component random, saved with ``save_pretrained`` into
+    ``out_dir/ckpt``; ``vae`` overrides entries of the video VAE's config."""
     import torch
     from diffusers import (AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler, LTX2Pipeline,
                            LTX2VideoTransformer3DModel)
@@ -76,7 +79,7 @@ def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: 
     torch.manual_seed(seed)
     transformer = LTX2VideoTransformer3DModel(**DIT[generation]).eval()
     randomize_(transformer, seed=seed + 1)
-    vae = random_reference(AutoencoderKLLTX2Video, VIDEO_VAE[generation], seed + 2)
+    vae = random_reference(AutoencoderKLLTX2Video, {**VIDEO_VAE[generation], **(vae or {})}, seed + 2)
     vocoder = LTX2Vocoder(**VOCODER).eval()
     randomize_(vocoder, seed=seed + 3)
     pipe = LTX2Pipeline(scheduler=FlowMatchEulerDiscreteScheduler(**SCHEDULER), vae=vae,
