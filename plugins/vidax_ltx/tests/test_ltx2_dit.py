@@ -285,6 +285,15 @@ LTX_2_5_22B = dict(_COMMON, gated_attn=True, cross_attn_mod=True, audio_gated_at
                    use_keyframes_abs_pos_embedding=True)
 
 
+def test_every_registered_ltx2_model_is_covered():
+    """Each LTX-2.x id's DiT is one of the full-size configs checked below."""
+    from vidax_core.testing.reference import registered_models
+    from vidax_ltx.ltx2_presets import LTX2_IDS
+
+    assert LTX2_IDS <= registered_models("ltx")
+    assert {i.rsplit("-", 1)[0] for i in LTX2_IDS} == {"ltx-2-19b", "ltx-2.5-22b"}
+
+
 @pytest.mark.parametrize("name,config", [("ltx-2-19b", LTX_2_19B), ("ltx-2.5-22b", LTX_2_5_22B)])
 def test_full_size_dit(name, config):
     """Every key and shape of the reference built on the meta device is what the table expects from the
