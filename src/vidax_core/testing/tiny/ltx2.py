@@ -62,9 +62,10 @@ def _audio_vae(seed: int):
     return model
 
 
-def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: int = 0, vae: dict | None = None):
+def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: int = 0, vae: dict | None = None,
+                             dit: dict | None = None):
     """``(LTX2Pipeline, checkpoint folder)``: every component random, saved with ``save_pretrained`` into
-    ``out_dir/ckpt``; ``vae`` overrides entries of the video VAE's config."""
+    ``out_dir/ckpt``; ``vae`` / ``dit`` override entries of the video VAE's / the DiT's config."""
     import torch
     from diffusers import (AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler, LTX2Pipeline,
                            LTX2VideoTransformer3DModel)
@@ -77,7 +78,7 @@ def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: 
     out = Path(out_dir)
     text, _ = build_tiny_ltx2_text(out / "text", generation, seed)
     torch.manual_seed(seed)
-    transformer = LTX2VideoTransformer3DModel(**DIT[generation]).eval()
+    transformer = LTX2VideoTransformer3DModel(**{**DIT[generation], **(dit or {})}).eval()
     randomize_(transformer, seed=seed + 1)
     vae = random_reference(AutoencoderKLLTX2Video, {**VIDEO_VAE[generation], **(vae or {})}, seed + 2)
     vocoder = LTX2Vocoder(**VOCODER).eval()
