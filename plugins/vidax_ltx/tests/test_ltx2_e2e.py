@@ -9,8 +9,11 @@ in full: CFG 3 (audio 7), rescale 0.7, STG at block 1, modality isolation 3 (fou
 with terminal 0.1; the distilled id runs the 8 distilled sigmas with one pass (on the 2.5 model). Video latents, audio latents, frames and waveform are compared at 1e-4 relative L2; the mp4
 carries the audio track. Each plausible bug (guidance rescaled in velocity space instead of the clean-sample space,
 no rescale, the audio stream at the video's CFG scale, a guidance pass left out) is shown to move the reference past
-the bound on the same inputs. ``use_cross_timestep`` cannot show here: in text-to-video both streams share one
-timestep, so the other stream's sigma is the stream's own (the DiT parity test covers the flag with distinct ones).
+the bound on the same inputs. ``use_cross_timestep`` cannot show in text-to-video (both streams share one timestep,
+so the other stream's sigma is the stream's own); image-to-video (LTX2ImageToVideoPipeline, ``image_crf`` 0: the
+reference's H.264 path needs PyAV) gives the video tokens per-token timesteps, and there the flipped flag lands past
+the bound. Its image path (bilinear resize, VAE posterior mean, normalised with scale 1) is checked on the held
+first frame of a run without given latents.
 """
 
 from __future__ import annotations
@@ -48,6 +51,19 @@ ENTRY = ("ltx2", "vidax_ltx.ltx2_plugin:LTX2Plugin")
 DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "ltx2_demo.yaml")
 
 
+def _noise():
+    rng = np.random.default_rng(0)
+    return {"video": rng.standard_normal((1, 8, 2, SIZE // 32, SIZE // 32)).astype(np.float32),
+            "audio": rng.standard_normal((1, 4, AUDIO_FRAMES, 4)).astype(np.float32)}
+
+
+def _vidax_args(model_id, ckpt, **options):
+    return run_args(model_id, ckpt, PROMPT, NEGATIVE,
+                    sampling=dict(num_steps=STEPS, height=SIZE, width=SIZE, num_frames=FRAMES, max_sequence_length=16),
+                    options=dict(spatio_temporal_guidance_blocks=STG_BLOCKS, decode_timestep=DECODE_T,
+                                 decode_noise_scale=0.0, **options))
+
+
 def _reference(pipe, noise, output_type, *, use_cross_timestep, **overrides):
     kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_frames=FRAMES,
                   num_inference_steps=STEPS, frame_rate=FPS, max_sequence_length=16,
@@ -72,9 +88,7 @@ def test_cli_matches_ltx2_pipeline(tmp_path, case):
 
     generation, model_id, cross, recipe = CASES[case]
     pipe, ckpt = build_tiny_ltx2_pipeline(tmp_path / "tiny", generation, seed=3)
-    rng = np.random.default_rng(0)
-    noise = {"video": rng.standard_normal((1, 8, 2, SIZE // 32, SIZE // 32)).astype(np.float32),
-             "audio": rng.standard_normal((1, 4, AUDIO_FRAMES, 4)).astype(np.float32)}
+    noise = _noise()
     ref = dict(zip(("video", "audio"), _reference(pipe, noise, "latent", use_cross_timestep=cross, **recipe)))
     ref_frames, ref_wave = _reference(pipe, noise, "np", use_cross_timestep=cross, **recipe)
 
@@ -129,3 +143,43 @@ def test_demo_runs_on_the_builtin_checkpoint(tmp_path):
     assert bad.returncode == 2, bad.stderr[-2000:]
     last = bad.stderr.strip().splitlines()[-1]
     assert last.startswith("error:") and "sampling.num_frames" in last, last
+
+
+@pytest.mark.parametrize("generation", ["ltx2.5", "ltx2.0"])
+def test_cli_matches_ltx2_image_to_video(tmp_path, generation):
+    from diffusers import LTX2ImageToVideoPipeline
+    from PIL import Image
+
+    from vidax_core.testing.reference import write_test_image
+    from vidax_core.testing.tiny.ltx2 import build_tiny_ltx2_pipeline
+
+    model_id, cross = {"ltx2.5": ("ltx-2.5-22b-dev", True), "ltx2.0": ("ltx-2-19b-dev", False)}[generation]
+    pipe, ckpt = build_tiny_ltx2_pipeline(tmp_path / "tiny", generation, seed=3)
+    pipe = LTX2ImageToVideoPipeline(**pipe.components)
+    pipe.set_progress_bar_config(disable=True)
+    image = write_test_image(tmp_path / "input.png")
+    pil = Image.open(image).convert("RGB")
+    noise = _noise()
+    ref = dict(zip(("video", "audio"), _reference(pipe, noise, "latent", use_cross_timestep=cross, image=pil,
+                                                  image_crf=0)))
+    env = plugin_env(tmp_path / "entry", *ENTRY)
+    args = [*_vidax_args(model_id, ckpt, image_crf=0), f"image={image}"]
+    run = run_e2e(tmp_path, *args, noise=noise, env=env)
+    errors = {k: rel_l2(run.latents[k], ref[k]) for k in ("video", "audio")}
+    print(f"[{generation} i2v] rel L2 " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
+    assert all(v <= RUN_BOUND for v in errors.values()), errors
+    np.testing.assert_allclose(run.latents["video"][:, :, 0], noise["video"][:, :, 0], rtol=1e-5, atol=1e-5)
+    bad = _reference(pipe, noise, "latent", use_cross_timestep=not cross, image=pil, image_crf=0)
+    far = max(rel_l2(run.latents[k], b) for k, b in zip(("video", "audio"), bad))
+    print(f"[{generation} i2v] use_cross_timestep flipped: rel L2 {far:.2e}")
+    assert far > 10 * RUN_BOUND, far
+    if generation != "ltx2.5":
+        return
+    # the image path: without given latents the first frame holds the image's VAE latents, as the reference's
+    plain = run_e2e(tmp_path / "image", *args, env=env)
+    with torch.no_grad():
+        pixels = pipe.video_processor.preprocess(pil, height=SIZE, width=SIZE)
+        want = pipe.vae.encode(pixels.unsqueeze(2)).latent_dist.mode().numpy()
+    first = rel_l2(plain.latents["video"][:, :, :1], want)
+    print(f"[{generation} i2v] first frame from the image: rel L2 {first:.2e}")
+    assert first <= RUN_BOUND, first

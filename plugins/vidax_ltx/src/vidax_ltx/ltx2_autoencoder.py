@@ -71,18 +71,30 @@ class LTX2Autoencoder:
         wave = decode_audio(self.audio_vae, self.vocoder, latents["audio"])  # (B, channels, samples)
         return Decoded(frames, np.ascontiguousarray(np.moveaxis(wave, 1, -1)), sample_rate(self.vocoder))
 
+    def encode_image(self, pixels: np.ndarray) -> np.ndarray:
+        """(1, 3, H, W) in [-1, 1] -> the first latent frame (1, C, 1, h, w) normalised as image-to-video does:
+        the posterior's mean (``retrieve_latents(..., "argmax")``), ``(z - mean) / std`` (scaling 1)."""
+        from . import ltx2_vae
+
+        mean, _ = ltx2_vae.encode(self.video_vae, np.asarray(pixels, np.float32)[:, :, None])
+        c = self.video_cfg
+        shape = (1, -1, 1, 1, 1)
+        return ((np.asarray(mean, np.float32) - np.asarray(c.latents_mean, np.float32).reshape(shape))
+                / np.asarray(c.latents_std, np.float32).reshape(shape)).astype(np.float32)
+
     def encode_video(self, frames, on_chunk=None, **params):
-        raise NotImplementedError("LTX-2.x text-to-video takes no video input")
+        raise NotImplementedError("LTX-2.x conditions on one image (image-to-video), not on a video")
 
 
 def load(ckpt: Any, run: Any) -> LTX2Autoencoder:
-    """The three decoders of a diffusers-layout checkpoint (``vae/``, ``audio_vae/``, ``vocoder/``), decode-only."""
+    """The three decoders of a diffusers-layout checkpoint (``vae/``, ``audio_vae/``, ``vocoder/``), with the video
+    encoder when the run has an image to condition on."""
     from .ltx2_audio import load_audio_vocoder
     from .ltx2_audio_vae import LTX2AudioVAEConfig, load_audio_vae
     from .ltx2_vae import LTX2VAEConfig, load_ltx2_vae
 
     cfg = LTX2VAEConfig.from_config(ckpt.config("vae"))
-    video = load_ltx2_vae(cfg, ckpt.tensors("vae"), with_encoder=False)
+    video = load_ltx2_vae(cfg, ckpt.tensors("vae"), with_encoder=run.image is not None)
     audio = load_audio_vae(LTX2AudioVAEConfig.from_config(ckpt.config("audio_vae")), ckpt.tensors("audio_vae"),
                            with_encoder=False)
     vocoder = load_audio_vocoder(ckpt.config("vocoder"), ckpt.tensors("vocoder"))

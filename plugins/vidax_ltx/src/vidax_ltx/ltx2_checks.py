@@ -33,9 +33,10 @@ def run_problems(spec, run) -> list[str]:
                         f"sampling.num_steps={len(sigmas)}")
     if o.get("decode_noise_scale") is not None and not 0.0 <= float(o["decode_noise_scale"]) <= 1.0:
         problems.append(f"options.decode_noise_scale must be in [0, 1], got {o['decode_noise_scale']}")
-    if run.image is not None or run.video is not None:
-        problems.append(f"{spec.id} is text-to-video in vidax: remove image: / video: (image-to-video is not "
-                        "supported yet)")
+    if run.video is not None:
+        problems.append(f"{spec.id} conditions on one image (image:), not on a video: remove video:")
+    if o.get("image_crf") is not None and not 0 <= int(o["image_crf"]) <= 51:
+        problems.append(f"options.image_crf must be from 0 (off) to 51, got {o['image_crf']}")
     return problems
 
 

@@ -125,7 +125,11 @@ class LTX2Plugin(FamilyPlugin):
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from .ltx2_conditioning import prepare
 
-        return prepare(run, vae, latent_shape, self._dit(spec, ckpt))
+        crf = run.options.get("image_crf")
+        if crf is None:  # the model's: LTX-2.5 (Gemma-4 prompt encoder) was trained at 18, earlier ones at 33
+            gemma4 = ckpt.config("text_encoder").get("model_type") in ("gemma4_unified", "gemma4")
+            crf = ltx2_presets.IMAGE_CRF_25 if gemma4 else ltx2_presets.IMAGE_CRF
+        return prepare(run, vae, latent_shape, self._dit(spec, ckpt), image_crf=int(crf))
 
 
 plugin = LTX2Plugin()

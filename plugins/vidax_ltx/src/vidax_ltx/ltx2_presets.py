@@ -9,6 +9,9 @@ distilled sigmas, no guidance of any kind. LTX-2.0 has no duration head, so its 
 pipeline's 121; LTX-2.5's pipeline predicts the length when it is omitted, which vidax does not: its ids need
 ``sampling.num_frames``.
 
+With ``image:`` a run is ``LTX2ImageToVideoPipeline``'s: the image, H.264-compressed at ``image_crf``, becomes the
+first latent frame, held clean.
+
 Every ``LTX2Pipeline`` call argument that shapes the result and is not a ``sampling.*`` key is an option under its
 diffusers name; an audio scale left at null (or 0, as the pipeline's ``or`` reads it) takes the video one.
 """
@@ -21,6 +24,8 @@ from vidax_core.registry import Option
 DISTILLED_SIGMAS = [1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875]
 #: The dev recipe's flow-Euler settings over the checkpoint's scheduler config.
 DEV_SCHEDULER = {"use_dynamic_shifting": True, "shift_terminal": 0.1}
+#: ``image_crf`` defaults (``diffusers.pipelines.ltx2.utils``): LTX-2.5 (a Gemma-4 prompt encoder) and earlier.
+IMAGE_CRF_25, IMAGE_CRF = 18, 33
 #: The pipeline's ``calculate_shift`` defaults where the scheduler config lacks a key.
 SHIFT_DEFAULTS = {"base_image_seq_len": 1024, "max_image_seq_len": 4096, "base_shift": 0.95, "max_shift": 2.05}
 
@@ -51,6 +56,8 @@ OPTIONS = {
                                  "true for LTX-2.3/2.5, false for LTX-2.0 (diffusers use_cross_timestep)"),
     "sigmas": Option(None, list[float] | None, "explicit sigmas instead of linspace(1, 1/N, N) (diffusers sigmas; "
                      "the distilled model's list)"),
+    "image_crf": Option(None, int | None, "H.264 CRF the image: is re-compressed at before encoding (image-to-video); "
+                        "null = the model's (18 for LTX-2.5, 33 before), 0 = off (diffusers image_crf)"),
     "decode_timestep": Option(0.0, float, "timestep a timestep-conditioned video VAE decodes at (diffusers "
                               "decode_timestep)"),
     "decode_noise_scale": Option(None, float | None, "share of fresh noise mixed into the latents before a "
@@ -74,15 +81,15 @@ _DISTILLED = dict(sigmas=DISTILLED_SIGMAS, guidance_rescale=0.0, stg_scale=0.0, 
                   audio_guidance_rescale=0.0)
 
 MODELS = [
-    {"id": "ltx-2.5-22b-dev", "tasks": ("t2v",), "hub_repo": _HUB25,
+    {"id": "ltx-2.5-22b-dev", "tasks": ("t2v", "i2v"), "hub_repo": _HUB25,
      "default_config": "configs/ltx25_22b_dev.yaml",
      "description": "LTX-2.5 22B dev: joint video + audio, Gemma-4 prompt encoder (diffusers transformer_full/)",
      "preset": _preset(frames=None, steps=30, guidance=3.0)},
-    {"id": "ltx-2.5-22b-distilled", "tasks": ("t2v",), "hub_repo": _HUB25,
+    {"id": "ltx-2.5-22b-distilled", "tasks": ("t2v", "i2v"), "hub_repo": _HUB25,
      "default_config": "configs/ltx25_22b_distilled.yaml",
      "description": "LTX-2.5 22B distilled: 8 fixed sigmas, no guidance (diffusers transformer/)",
      "preset": _preset(frames=None, steps=len(DISTILLED_SIGMAS), guidance=1.0, **_DISTILLED)},
-    {"id": "ltx-2-19b-dev", "tasks": ("t2v",), "hub_repo": "Lightricks/LTX-2",
+    {"id": "ltx-2-19b-dev", "tasks": ("t2v", "i2v"), "hub_repo": "Lightricks/LTX-2",
      "default_config": "configs/ltx2_19b_dev.yaml",
      "description": "LTX-2.0 19B dev: joint video + audio, Gemma-3 prompt encoder",
      "preset": _preset(frames=121, steps=30, guidance=3.0, use_cross_timestep=False,
