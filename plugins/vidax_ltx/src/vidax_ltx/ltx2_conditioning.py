@@ -9,7 +9,8 @@ tokens (1, F*H*W, 128) normalised per channel (``(z - mean) * scaling_factor / s
 draw is taken as already normalised, as the pipeline's own ``randn``. After the last step both streams are
 unpacked and denormalised (:attr:`Conditioning.finalize`).
 
-Model inputs: RoPE positions of both streams (:func:`vidax_ltx.ltx2_dit.video_positions` at the conditioning frame
+Model inputs: ``use_cross_timestep`` as a (1,) flag (an input, so a loaded model follows each call's option), RoPE
+positions of both streams (:func:`vidax_ltx.ltx2_dit.video_positions` at the conditioning frame
 rate ``frame_rate / motion_speed``, :func:`vidax_ltx.ltx2_dit.audio_positions`); the DiT's timestep is the plan's
 model timestep for both streams, and ``sigma`` is that same value, as the pipeline passes it.
 
@@ -90,8 +91,10 @@ def prepare(run: Any, vae: Any, grid: tuple[int, int, int], dit_cfg: Any, image_
         return {"video": v * v_std / v_scale + v_mean, "audio": a}
 
     arrays = {"video_positions": video_positions(dit_cfg, (f, h, w), conditioning_frame_rate(run))[None],
-              "audio_positions": audio_positions(dit_cfg, frames)[None]}
-    common = dict(model_kwargs=("video_positions", "audio_positions"), start=start, finalize=finalize)
+              "audio_positions": audio_positions(dit_cfg, frames)[None],
+              "use_cross_timestep": np.full((1,), float(bool(run.options["use_cross_timestep"])), np.float32)}
+    common = dict(model_kwargs=("video_positions", "audio_positions", "use_cross_timestep"), start=start,
+                  finalize=finalize)
     if mask is None:
         return Conditioning(arrays=arrays, **common)
     return Conditioning(arrays={**arrays, "cond_mask": mask[..., 0]}, prepare=_i2v_prepare, step_kwargs=_i2v_step,
@@ -124,11 +127,16 @@ def _hold_first_frame(new, old, t, arrays):
     return {**new, "video": jnp.where(keep, old["video"], new["video"])}
 
 
-def latent_shapes(vae_audio_shape: tuple[int, int, int], channels: int):
-    """``DitBuild.latent_shapes``: the raw layouts of both streams (what ``latents=`` / ``audio_latents=`` take)."""
-    ca, la, m = vae_audio_shape
+def latent_shapes(audio_cfg: Any, channels: int, frame_rate: float, temporal: int = 8):
+    """``DitBuild.latent_shapes``: the raw layouts of both streams (what ``latents=`` / ``audio_latents=`` take).
+    The video length is ``temporal * (F - 1) + 1`` frames (the run checks ``num_frames`` is of that form); the audio
+    length follows it at ``frame_rate`` (the loading run's: a call at another ``frame_rate`` needs a new load)."""
+    from .ltx2_audio import audio_latent_frames
 
     def shapes(batch: int, grid):
-        return {"video": (batch, channels) + tuple(int(v) for v in grid), "audio": (batch, ca, la, m)}
+        f = int(grid[0])
+        la = audio_latent_frames(audio_cfg, temporal * (f - 1) + 1, frame_rate)
+        return {"video": (batch, channels) + tuple(int(v) for v in grid),
+                "audio": (batch, int(audio_cfg.latent_channels), la, int(audio_cfg.latent_mel_bins))}
 
     return shapes

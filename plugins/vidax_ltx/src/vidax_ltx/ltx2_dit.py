@@ -106,7 +106,6 @@ class LTX2DiTConfig(TransformerConfig):
     audio_ff_bias: bool = True
     use_prompt_adaln_single: bool = True
     use_keyframes_abs_pos_embedding: bool = False
-    use_cross_timestep: bool = False  # not a config.json key: the pipeline's call argument, set by the run
     dtype: Any = jnp.float32
     residual_dtype: Any = jnp.float32
 
@@ -408,12 +407,12 @@ class LTX2DiT(nnx.Module):
 
     ``timestep`` (B,) or per video token (B, S), model units (0..1000); ``audio_timestep`` (default ``timestep``);
     ``sigma`` / ``audio_sigma`` (default ``timestep`` / ``sigma``) drive the prompt AdaLN and, with
-    ``use_cross_timestep`` (static), the other stream's cross-modal AdaLN. ``context``: ``{"video": (B, L, Cv),
+    ``use_cross_timestep``, the other stream's cross-modal AdaLN. ``context``: ``{"video": (B, L, Cv),
     "audio": (B, L, Ca)}`` with optional ``"mask"`` / ``"audio_mask"`` (B, L) bool. Positions from
     :func:`video_positions` / :func:`audio_positions`, (B, S, 3) / (B, Sa, 1). ``cross_modal`` (B,) float: 0 turns
     off both cross-modal attentions for that sample (``isolate_modalities``). ``video_keyframes_mask`` (B, S, 1):
-    tokens > 0 get the keyframe embedding (when the model has one). ``use_cross_timestep`` None = the config's
-    (the run sets it, :attr:`LTX2DiTConfig.use_cross_timestep`).
+    tokens > 0 get the keyframe embedding (when the model has one). ``use_cross_timestep`` is a Python bool
+    (static) or a (B,) float array (1 = on), so a run's choice is an input rather than a new program.
 
     Spatio-temporal guidance: with ``perturbed=True`` (static) and ``stg_skip`` (B, num_layers) float, the blocks
     flagged 1 replace both self-attentions by their value projections (only in a model built with
@@ -479,12 +478,10 @@ class LTX2DiT(nnx.Module):
     def pre(self, latents: Mapping[str, jax.Array], timestep: jax.Array, context: Mapping[str, Any], *,
             video_positions: jax.Array, audio_positions: jax.Array, audio_timestep: jax.Array | None = None,
             sigma: jax.Array | None = None, audio_sigma: jax.Array | None = None,
-            use_cross_timestep: bool | None = None, cross_modal: jax.Array | None = None,
+            use_cross_timestep: bool | jax.Array = False, cross_modal: jax.Array | None = None,
             video_keyframes_mask: jax.Array | None = None, stg_skip: jax.Array | None = None,
             perturbed: bool = False):
         cfg, dt = self.cfg, self.cfg.dtype
-        if use_cross_timestep is None:
-            use_cross_timestep = cfg.use_cross_timestep
         video, audio = latents["video"], latents["audio"]
         b, s, c = video.shape
         if c != cfg.in_channels or audio.shape[-1] != cfg.audio_in_channels:
@@ -506,8 +503,12 @@ class LTX2DiT(nnx.Module):
         temb, emb = self.time_embed(t)
         temb_a, emb_a = self.audio_time_embed(ta)
         ratio = cfg.cross_attn_timestep_scale_multiplier / cfg.timestep_scale_multiplier
-        v_ca_t = sga if use_cross_timestep else t
-        a_ca_t = sg if use_cross_timestep else ta
+        if isinstance(use_cross_timestep, bool):
+            v_ca_t = sga if use_cross_timestep else t
+            a_ca_t = sg if use_cross_timestep else ta
+        else:  # (B,) flags: per sample, the other stream's sigma or the stream's own timestep
+            on = jnp.asarray(use_cross_timestep, jnp.float32).reshape(b, 1) > 0
+            v_ca_t, a_ca_t = jnp.where(on, sga, t), jnp.where(on, sg, ta)
         aux: dict[str, Any] = {
             "temb": temb, "temb_audio": temb_a, "emb": emb, "emb_audio": emb_a,
             "temb_ca": self.av_cross_attn_video_scale_shift(v_ca_t)[0],

@@ -38,16 +38,15 @@ class LTX2Plugin(FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
-        from .ltx2_audio import audio_latent_frames
         from .ltx2_audio_vae import LTX2AudioVAEConfig
         from .ltx2_conditioning import latent_shapes
         from .ltx2_dit import LTX2DiT
+        from .ltx2_vae import LTX2VAEConfig
 
-        cfg = self._dit(spec, ckpt, dtype=dit_weight_dtype(run),
-                        use_cross_timestep=bool(run.options["use_cross_timestep"]))
-        audio = LTX2AudioVAEConfig.from_config(ckpt.config("audio_vae"))
-        frames = audio_latent_frames(audio, run.sampling.num_frames, float(run.options["frame_rate"]))
-        shapes = latent_shapes((int(audio.latent_channels), frames, int(audio.latent_mel_bins)), cfg.in_channels)
+        cfg = self._dit(spec, ckpt, dtype=dit_weight_dtype(run))
+        temporal = int(LTX2VAEConfig.from_config(ckpt.config("vae")).temporal_compression_ratio)
+        shapes = latent_shapes(LTX2AudioVAEConfig.from_config(ckpt.config("audio_vae")), cfg.in_channels,
+                               float(run.options["frame_rate"]), temporal)
         return DitBuild.of(LTX2DiT, cfg, in_channels=cfg.in_channels, component=self._component(spec, ckpt),
                            heads=cfg.num_attention_heads, patch_size=(1, 1, 1),
                            block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes)
