@@ -25,6 +25,7 @@ class LTX2Plugin(FamilyPlugin):
     dit_components = ("transformer", "transformer_full")
     dit_config_class = ".ltx2_dit:LTX2DiTConfig"
     dit_rules = ".convert_ltx2:LTX2_DIT_RULES"
+    diffusers_reference = ".ltx2_bench_reference:LTX2DiffusersReference"
 
     def _component(self, spec, ckpt) -> str:
         return "transformer_full" if spec.id in ltx2_presets.DEV_IDS and ckpt.has("transformer_full") \
