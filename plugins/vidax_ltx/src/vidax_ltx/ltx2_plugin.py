@@ -42,6 +42,7 @@ class LTX2Plugin(FamilyPlugin):
         from .ltx2_audio_vae import LTX2AudioVAEConfig
         from .ltx2_conditioning import latent_shapes
         from .ltx2_dit import LTX2DiT
+        from .ltx2_flops import counter
         from .ltx2_vae import LTX2VAEConfig
 
         cfg = self._dit(spec, ckpt, dtype=dit_weight_dtype(run))
@@ -50,7 +51,8 @@ class LTX2Plugin(FamilyPlugin):
                                float(run.options["frame_rate"]), temporal)
         return DitBuild.of(LTX2DiT, cfg, in_channels=cfg.in_channels, component=self._component(spec, ckpt),
                            heads=cfg.num_attention_heads, patch_size=(1, 1, 1),
-                           block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes)
+                           block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes,
+                           flops=counter(cfg, shapes))
 
     def scheduler(self, spec, ckpt, run):
         """The dev recipe's dynamic shifting and ``shift_terminal`` over the checkpoint's scheduler config."""
