@@ -39,16 +39,20 @@ def test_missing_or_unreadable_is_one_line_user_error(photo):
         load_image(photo)  # a folder
 
 
-@pytest.mark.parametrize("size,scale", [((48, 64), 8), ((45, 70), 8), ((64, 32), 8), ((45, 70), 16)])
-def test_preprocess_matches_video_processor(photo, size, scale):
+@pytest.mark.parametrize("size,scale,resample", [((48, 64), 8, "lanczos"), ((45, 70), 8, "lanczos"),
+                                                 ((64, 32), 8, "lanczos"), ((45, 70), 16, "lanczos"),
+                                                 ((64, 96), 32, "bilinear")])
+def test_preprocess_matches_video_processor(photo, size, scale, resample):
+    """The default processor (lanczos) and LTX2ImageToVideoPipeline's (bilinear)."""
     torch = pytest.importorskip("torch")
     from diffusers.video_processor import VideoProcessor
 
     img = load_image(photo / "a.jpg")
     height, width = size
     with torch.no_grad():
-        expected = VideoProcessor(vae_scale_factor=scale).preprocess(img, height=height, width=width).numpy()
-    got = preprocess_image(img, height, width, scale)
+        expected = VideoProcessor(vae_scale_factor=scale, resample=resample).preprocess(
+            img, height=height, width=width).numpy()
+    got = preprocess_image(img, height, width, scale, resample=resample)
     assert got.shape == expected.shape == (1, 3, height // scale * scale, width // scale * scale)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
@@ -60,3 +64,22 @@ def test_fit_size_is_the_reference_recipe(photo):
     aspect = 45 / 70
     assert (h, w) == (round(np.sqrt(480 * 832 * aspect)) // 16 * 16, round(np.sqrt(480 * 832 / aspect)) // 16 * 16)
     assert h % 16 == 0 and w % 16 == 0 and h * w <= 480 * 832
+
+
+def test_h264_roundtrip_compresses_one_frame(tmp_path):
+    """LTX-2's image conditioning: CRF 0 returns the image itself; otherwise the even-cropped image comes back
+    through one H.264 frame, close to the input on a smooth image and closer at a lower CRF."""
+    from PIL import Image
+
+    from vidax_core.io.image import h264_roundtrip
+
+    y, x = np.mgrid[0:41, 0:57]
+    rgb = np.stack([x * 4, y * 6, (x + y) * 2], -1).clip(0, 255).astype(np.uint8)
+    image = Image.fromarray(rgb)
+    assert h264_roundtrip(image, 0) is image
+    errs = []
+    for crf in (10, 40):
+        out = np.asarray(h264_roundtrip(image, crf))
+        assert out.shape == (40, 56, 3) and out.dtype == np.uint8
+        errs.append(np.abs(out.astype(int) - rgb[:40, :56].astype(int)).mean())
+    assert errs[0] < errs[1] < 20, errs

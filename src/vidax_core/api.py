@@ -30,7 +30,7 @@ TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", 
 CALL_ARGUMENTS = TOP_KEYS + SAMPLING_KEYS
 LOAD_ONLY = ("model", "parallel", "attention", "offload", "runtime", "distributed", "checkpoint", "dtype", "dp", "tp",
              "sp", "lora", "lora_mode")
-NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "metrics": None}
+NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "save_audio": None, "metrics": None}
 
 
 @dataclass

@@ -49,6 +49,12 @@ class Guidance:
         """The guided prediction from ``{branch name: prediction}`` (traced)."""
         return preds[self.branches[0].name]
 
+    def combine_at(self, preds: Mapping[str, Any], scales: Mapping[str, jax.Array], latents: Any,
+                   sigma: jax.Array) -> Any:
+        """:meth:`combine` for strategies that also need the step's latents and noise level ``sigma`` (LTX-2.x
+        guides in the clean-sample space ``x - sigma * v``, where its rescale is not linear); the step calls this."""
+        return self.combine(preds, scales)
+
     @property
     def prompts(self) -> tuple[str, ...]:
         """The prompts the branches read, in first-use order (what ``encode_prompt`` is asked for)."""

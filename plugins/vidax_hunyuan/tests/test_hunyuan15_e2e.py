@@ -15,7 +15,6 @@ lands far outside the bound.
 from __future__ import annotations
 
 import os
-from importlib import metadata
 
 import numpy as np
 import pytest
@@ -23,7 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
-from vidax_core.testing.cli import run_args, run_e2e  # noqa: E402
+from vidax_core.testing.cli import plugin_env as cli_plugin_env, run_args, run_e2e  # noqa: E402
 from vidax_core.testing.parity import RUN_BOUND, assert_run_matches, rel_l2  # noqa: E402
 from vidax_core.testing.reference import write_test_image  # noqa: E402
 from vidax_hunyuan.hunyuan15_tiny import (TINY_VAE15, one_thread, save_tiny_hunyuan15,  # noqa: E402
@@ -40,15 +39,7 @@ ENTRY = "hunyuan15 = vidax_hunyuan.hunyuan15_plugin:Hunyuan15Plugin"
 
 
 def plugin_env(folder) -> dict:
-    """The environment that lets the CLI find the plugin object: nothing when its entry point is installed,
-    else a minimal distribution declaring it, put first on PYTHONPATH."""
-    if any(ep.name == "hunyuan15" for ep in metadata.entry_points(group="vidax")):
-        return {}
-    info = folder / "vidax_hunyuan15_entry-0.0.0.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vidax-hunyuan15-entry\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text(f"[vidax]\n{ENTRY}\n")
-    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+    return cli_plugin_env(folder, *ENTRY.split(" = "))
 
 
 def noise():

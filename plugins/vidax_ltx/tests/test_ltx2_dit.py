@@ -80,12 +80,12 @@ def case(request, tmp_path_factory):
     return name, ref, model, inputs
 
 
-def _reference(ref, inp, dtype, cross_timestep, isolate=False):
+def _reference(ref, inp, dtype, cross_timestep, isolate=False, stg_blocks=None):
     """The reference in ``dtype``; in float64 its timestep sinusoids are float64 too, so the float64 run is a true
     oracle: a timestep of ~1000 turns one float32 ulp of a frequency into ~1e-5 rad of phase, an error every float32
     implementation has and the tolerance must see."""
     cast = lambda a: torch.from_numpy(np.asarray(a)).to(dtype)  # noqa: E731
-    kw = {}
+    kw = {} if stg_blocks is None else {"spatio_temporal_guidance_blocks": list(stg_blocks)}
     if ref.config.use_keyframes_abs_pos_embedding:
         kw["video_keyframes_mask"] = cast(inp["keyframes"])
     with reference_in(ref, dtype) as m:
@@ -112,15 +112,28 @@ def _forward(cross_timestep: bool):
         use_cross_timestep=cross_timestep, cross_modal=cm, video_keyframes_mask=km))
 
 
-def _vidax(model, inp, cross_timestep, cross_modal=None):
+@functools.cache
+def _perturbed_forward(cross_timestep: bool):
+    """The STG pass: ``perturbed=True`` with per-sample, per-layer skip flags."""
+    return jax.jit(lambda m, lat, t, ta, ctx, vp, ap, km, skip: m(
+        lat, t, ctx, video_positions=vp, audio_positions=ap, audio_timestep=ta, sigma=t, audio_sigma=ta,
+        use_cross_timestep=cross_timestep, video_keyframes_mask=km, stg_skip=skip, perturbed=True))
+
+
+def _vidax(model, inp, cross_timestep, cross_modal=None, stg_blocks=None):
     cfg = model.cfg
     vp = np.broadcast_to(video_positions(cfg, GRID, FPS), (B, int(np.prod(GRID)), 3))
     ap = np.broadcast_to(audio_positions(cfg, AUDIO_FRAMES), (B, AUDIO_FRAMES, 1))
-    fwd = _forward(cross_timestep)
     j = jnp.asarray
-    out = fwd(model, {"video": j(inp["video"]), "audio": j(inp["audio"])}, j(inp["t"]), j(inp["ta"]),
-              {"video": j(inp["ctx"]), "audio": j(inp["actx"]), "mask": j(inp["mask"])}, j(vp), j(ap),
-              j(inp["keyframes"]), None if cross_modal is None else j(cross_modal))
+    args = (model, {"video": j(inp["video"]), "audio": j(inp["audio"])}, j(inp["t"]), j(inp["ta"]),
+            {"video": j(inp["ctx"]), "audio": j(inp["actx"]), "mask": j(inp["mask"])}, j(vp), j(ap),
+            j(inp["keyframes"]))
+    if stg_blocks is not None:
+        skip = np.zeros((B, cfg.num_layers), np.float32)
+        skip[:, list(stg_blocks)] = 1.0
+        out = _perturbed_forward(cross_timestep)(*args, j(skip))
+    else:
+        out = _forward(cross_timestep)(*args, None if cross_modal is None else j(cross_modal))
     return np.asarray(out["video"], np.float64), np.asarray(out["audio"], np.float64)
 
 
@@ -160,6 +173,23 @@ def test_isolated_modalities_match_reference(case):
     _check(f"{name} isolated audio", a, a32, a64)
 
 
+def test_stg_pass_matches_reference(case):
+    """The perturbed pass of spatio-temporal guidance (``spatio_temporal_guidance_blocks``): in a model built with
+    ``perturbed_attn`` both self-attentions of the named blocks give their values; without it the pass is the plain
+    one, as in the reference. Perturbing another block lands far outside the bound."""
+    name, ref, model, inp = case
+    ct = CROSS_TIMESTEP[name]
+    v64, a64 = _reference(ref, inp, torch.float64, ct, stg_blocks=[1])
+    v32, a32 = _reference(ref, inp, torch.float32, ct, stg_blocks=[1])
+    v, a = _vidax(model, inp, ct, stg_blocks=[1])
+    _check(f"{name} STG video", v, v32, v64)
+    _check(f"{name} STG audio", a, a32, a64)
+    if model.cfg.perturbed_attn:
+        v, a = _vidax(model, inp, ct, stg_blocks=[0])
+        assert np.abs(v - v64).max() > 100 * _tolerance(v32, v64)
+        assert np.abs(a - a64).max() > 100 * _tolerance(a32, a64)
+
+
 def test_parity_check_can_fail(case):
     """The tolerance is tight enough to see a missing term: dropping the cross-modal attentions, flipping the
     cross-timestep convention or shifting the frame rate moves each stream far past it."""
@@ -193,8 +223,10 @@ def test_positions_follow_the_reference():
     assert not np.array_equal(video_positions(cfg, GRID, 24.0), video_positions(cfg, GRID, 25.0))
 
 
-def test_blockwise_carry_matches_the_scan(case):
-    """Running the stack one block at a time with the (video, audio) carry, as offload does, is the scan."""
+@pytest.mark.parametrize("perturbed", [False, True])
+def test_blockwise_carry_matches_the_scan(case, perturbed):
+    """Running the stack one block at a time with the (video, audio) carry, as offload does, is the scan; the STG
+    pass carries the layer index so each slice finds its own skip flags."""
     name, _, model, inp = case
     cfg = model.cfg
     j = jnp.asarray
@@ -202,7 +234,10 @@ def test_blockwise_carry_matches_the_scan(case):
     ap = j(np.broadcast_to(audio_positions(cfg, AUDIO_FRAMES), (B, AUDIO_FRAMES, 1)))
     lat = {"video": j(inp["video"]), "audio": j(inp["audio"])}
     ctx = {"video": j(inp["ctx"]), "audio": j(inp["actx"]), "mask": j(inp["mask"])}
-    carry, aux = model.pre(lat, j(inp["t"]), ctx, video_positions=vp, audio_positions=ap)
+    skip = j(np.eye(B, cfg.num_layers, dtype=np.float32)) if perturbed else None
+    carry, aux = model.pre(lat, j(inp["t"]), ctx, video_positions=vp, audio_positions=ap, stg_skip=skip,
+                           perturbed=perturbed)
+    assert len(carry) == (3 if perturbed else 2)
     graphdef, state = nnx.split(model.blocks)
     whole = model.post(model.run_block_group("blocks", graphdef, state, carry, aux), aux)
     for i in range(cfg.num_layers):
@@ -210,6 +245,10 @@ def test_blockwise_carry_matches_the_scan(case):
     chunked = model.post(carry, aux)
     for k in ("video", "audio"):
         np.testing.assert_allclose(np.asarray(chunked[k]), np.asarray(whole[k]), atol=1e-6)
+    if perturbed and cfg.perturbed_attn:  # the flags reached the blocks
+        plain, plain_aux = model.pre(lat, j(inp["t"]), ctx, video_positions=vp, audio_positions=ap)
+        base = model.post(model.run_block_group("blocks", graphdef, state, plain, plain_aux), plain_aux)
+        assert np.abs(np.asarray(base["video"]) - np.asarray(whole["video"])).max() > 1e-3
 
 
 def test_conversion_reports_every_problem(case):
@@ -246,6 +285,15 @@ LTX_2_5_22B = dict(_COMMON, gated_attn=True, cross_attn_mod=True, audio_gated_at
                    use_keyframes_abs_pos_embedding=True)
 
 
+def test_every_registered_ltx2_model_is_covered():
+    """Each LTX-2.x id's DiT is one of the full-size configs checked below."""
+    from vidax_core.testing.reference import registered_models
+    from vidax_ltx.ltx2_presets import LTX2_IDS
+
+    assert LTX2_IDS <= registered_models("ltx")
+    assert {i.rsplit("-", 1)[0] for i in LTX2_IDS} == {"ltx-2-19b", "ltx-2.5-22b"}
+
+
 @pytest.mark.parametrize("name,config", [("ltx-2-19b", LTX_2_19B), ("ltx-2.5-22b", LTX_2_5_22B)])
 def test_full_size_dit(name, config):
     """Every key and shape of the reference built on the meta device is what the table expects from the
@@ -262,3 +310,47 @@ def test_full_size_dit(name, config):
     n_vidax = sum(int(np.prod(v.shape)) for v in flat.values())
     print(f"{name}: {n_vidax / 1e9:.3f}B DiT parameters")
     assert n_ref == n_vidax
+
+
+def _to_original(key: str) -> str:
+    """A diffusers DiT key under the original release's name (the test's own inverse of the renaming)."""
+    for new, old in (("audio_time_embed.", "audio_adaln_single."), ("time_embed.", "adaln_single.")):
+        if key.startswith(new):
+            key = old + key[len(new):]
+            break
+    for old, new in (("proj_in", "patchify_proj"),
+                     ("av_cross_attn_video_scale_shift", "av_ca_video_scale_shift_adaln_single"),
+                     ("av_cross_attn_video_a2v_gate", "av_ca_a2v_gate_adaln_single"),
+                     ("av_cross_attn_audio_scale_shift", "av_ca_audio_scale_shift_adaln_single"),
+                     ("av_cross_attn_audio_v2a_gate", "av_ca_v2a_gate_adaln_single"),
+                     ("video_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_video"),
+                     ("audio_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_audio"),
+                     ("norm_q", "q_norm"), ("norm_k", "k_norm")):
+        key = key.replace(old, new)
+    return "model.diffusion_model." + key
+
+
+def test_original_single_file_keys_load_the_same_params():
+    """LTX-2.0's original single-file names: diffusers' own single-file converter maps the test's original-named
+    state dict back to the diffusers names (so the names are the release's), :func:`original_dit_key` maps every
+    one the same way, leaves the connectors and other parts out, and the loaded parameters equal the diffusers
+    twin's exactly."""
+    from diffusers import LTX2VideoTransformer3DModel
+    from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers
+
+    from vidax_ltx.convert_ltx2 import original_dit_key, original_dit_tensors
+
+    ref = LTX2VideoTransformer3DModel(**TINY_20).eval()
+    randomize_(ref, seed=2)
+    tensors = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
+    original = {_to_original(k): v for k, v in tensors.items()}
+    assert sorted(convert_ltx2_transformer_to_diffusers(dict(original))) == sorted(tensors)
+    assert {original_dit_key(k) for k in original} == set(tensors)
+    for other in ("model.diffusion_model.video_embeddings_connector.transformer_1d_blocks.0.attn1.to_q.weight",
+                  "vae.decoder.conv_in.conv.weight", "text_embedding_projection.aggregate_embed.weight"):
+        assert original_dit_key(other) is None
+    cfg = LTX2DiTConfig.from_config(TINY_20)
+    a = nnx.state(load_ltx2_dit(cfg, tensors))
+    b = nnx.state(load_ltx2_dit(cfg, original_dit_tensors(original)))
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -20,6 +20,7 @@ from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.testing.parity import FP32_FACTOR, fp32_bound, fp32_error, max_abs  # noqa: E402
 from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
     assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
+from vidax_core.testing.tiny.ltx2 import VIDEO_VAE  # noqa: E402
 from vidax_core.testing.tiny.wan_vae_parity import check, tiles  # noqa: E402
 from vidax_ltx import ltx2_vae as L  # noqa: E402
 from vidax_ltx import vae as vae_lib  # noqa: E402
@@ -27,22 +28,11 @@ from vidax_ltx import vae as vae_lib  # noqa: E402
 pytestmark = pytest.mark.xdist_group("ltx2_vae")
 diffusers.utils.logging.set_verbosity_error()
 
-#: LTX-2.0's layout at tiny widths: encoder conv_in to the latent width, then spatial, temporal, spatiotemporal x2
-#: down blocks; decoder of three residual x2 upsamplers that halve the width, non-causal, reflect-padded, no
-#: timestep; 32x spatial and 8x temporal compression as published.
-TINY_20 = dict(
-    latent_channels=8, block_out_channels=(16, 32, 32, 64), decoder_block_out_channels=(16, 32, 64),
-    layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1),
-    spatio_temporal_scaling=(True, True, True, True), decoder_spatio_temporal_scaling=(True, True, True),
-    decoder_inject_noise=(False, False, False, False),
-    downsample_type=("spatial", "temporal", "spatiotemporal", "spatiotemporal"),
-    upsample_type=("spatiotemporal",) * 3, upsample_residual=(True, True, True), upsample_factor=(2, 2, 2),
-    timestep_conditioning=False, encoder_causal=True, decoder_causal=False, encoder_spatial_padding_mode="zeros",
-    decoder_spatial_padding_mode="reflect", spatial_compression_ratio=32, temporal_compression_ratio=8,
-)
-#: The 2.3 / 2.5 decoder: timestep-conditioned, plain (non-residual) upsamplers, zero padding.
-TINY_25 = dict(TINY_20, timestep_conditioning=True, upsample_residual=(False, False, False),
-               decoder_spatial_padding_mode="zeros")
+#: LTX-2.0's layout at tiny widths (encoder conv_in to the latent width, then spatial, temporal, spatiotemporal x2
+#: down blocks; decoder of three residual x2 upsamplers, non-causal, reflect-padded, no timestep; 32x / 8x as
+#: published) and the 2.3 / 2.5 decoder (timestep-conditioned, plain upsamplers, zero padding): the tiny pipelines'.
+TINY_20 = VIDEO_VAE["ltx2.0"]
+TINY_25 = VIDEO_VAE["ltx2.5"]
 #: The reference's other branches, decoder only: width changes through a conv_in resnet (LayerNorm and the plain
 #: 1x1 ``conv_shortcut``), per-block ``upsample_type`` (indexed in decoding order), causal decoder.
 TINY_PLAIN = dict(TINY_20, decoder_block_out_channels=(8, 16, 32), upsample_factor=(1, 1, 1),

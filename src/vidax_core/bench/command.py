@@ -201,7 +201,8 @@ def vs_uncached(rows: list[dict[str, Any]]) -> list[str]:
 
 # Layered over the user's YAML, under their key=value arguments (those still win): no video, no metrics file, cold
 # compiles.
-BENCH_LAYER = {"output": {"path": "", "metrics": None, "save_latents": None, "save_frames": None},
+BENCH_LAYER = {"output": {"path": "", "metrics": None, "save_latents": None, "save_frames": None,
+                          "save_audio": None},
                "runtime": {"compilation_cache": False}}
 
 

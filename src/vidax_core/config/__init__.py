@@ -78,6 +78,7 @@ class OutputConfig:
     overwrite: bool = False
     save_latents: str | None = None
     save_frames: str | None = None
+    save_audio: str | None = None  # models with sound: .wav (16-bit PCM) or .npy (float32 (B, samples, channels))
     metrics: str | None = None
 
 

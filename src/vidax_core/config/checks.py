@@ -40,10 +40,11 @@ PATH_KEYS = (
     "output.path",
     "output.save_latents",
     "output.save_frames",
+    "output.save_audio",
     "output.metrics",
     "runtime.compilation_cache_dir",
 )
-OUTPUT_KEYS = ("output.path", "output.save_latents", "output.save_frames", "output.metrics")
+OUTPUT_KEYS = ("output.path", "output.save_latents", "output.save_frames", "output.save_audio", "output.metrics")
 NAME_MAX = 255
 PATH_MAX = 4096
 

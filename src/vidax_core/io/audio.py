@@ -37,7 +37,7 @@ def mux_audio(video_path: str, audio: np.ndarray, sample_rate: int) -> None:
 
         def write(out: str) -> None:
             cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error", "-i", video_path, "-i", wav,
-                   "-map", "0:v:0", "-map", "1:a:0", "-c:v", "copy", "-c:a", "aac", "-shortest", "-f", "mp4", out]
+                   "-map", "0:v:0", "-map", "1:a:0", "-c:v", "copy", "-c:a", "aac", "-f", "mp4", out]
             with warnings.catch_warnings():  # exec follows the fork at once: JAX's fork warning does not apply
                 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
                 proc = subprocess.run(cmd, capture_output=True, text=True)

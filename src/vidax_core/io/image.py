@@ -40,13 +40,15 @@ def load_image(path: str | os.PathLike) -> Any:
         raise UserError(f"cannot read image {os.fspath(path)!r} ({reason}) — expected a png or jpg file") from None
 
 
-def preprocess_image(image: Any, height: int, width: int, vae_scale_factor: int = 8) -> np.ndarray:
-    """(1, 3, H, W) float32 in [-1, 1], as ``VideoProcessor.preprocess``."""
+def preprocess_image(image: Any, height: int, width: int, vae_scale_factor: int = 8,
+                     resample: str = "lanczos") -> np.ndarray:
+    """(1, 3, H, W) float32 in [-1, 1], as ``VideoProcessor.preprocess`` with its ``resample`` (the default
+    processor's lanczos; LTX2ImageToVideoPipeline's is bilinear)."""
     from PIL import Image
 
     height, width = height - height % vae_scale_factor, width - width % vae_scale_factor
     if image.size != (width, height):
-        image = image.resize((width, height), resample=Image.Resampling.LANCZOS)
+        image = image.resize((width, height), resample=Image.Resampling[resample.upper()])
     x = np.asarray(image if image.mode == "RGB" else image.convert("RGB")).astype(np.float32) / np.float32(255.0)
     return np.ascontiguousarray((np.float32(2.0) * x - np.float32(1.0)).transpose(2, 0, 1)[None])
 
@@ -59,3 +61,34 @@ def fit_size(image: Any, max_area: int, multiple: int) -> tuple[int, int]:
     if height < multiple or width < multiple:
         raise UserError(f"image {image.width}x{image.height} is too elongated for max_area={max_area}")
     return height, width
+
+
+def h264_roundtrip(image: Any, crf: int) -> Any:
+    """An RGB ``PIL.Image`` cropped to even sides, compressed as one yuv420p H.264 frame at ``crf`` (libx264, preset
+    veryfast) and decoded back, as LTX-2's image conditioning does it before encoding (the compression its models
+    were trained on); ``crf`` 0 returns the image unchanged."""
+    if not crf:
+        return image
+    import tempfile
+
+    import imageio_ffmpeg
+    from PIL import Image
+
+    rgb = np.asarray(image.convert("RGB"), np.uint8)
+    h, w = rgb.shape[0] // 2 * 2, rgb.shape[1] // 2 * 2
+    rgb = np.ascontiguousarray(rgb[:h, :w])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "frame.mp4")
+        with warnings.catch_warnings():  # exec follows the fork at once: JAX's fork warning does not apply
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            gen = imageio_ffmpeg.write_frames(path, (w, h), fps=1, codec="libx264", pix_fmt_out="yuv420p",
+                                              macro_block_size=2, quality=None,
+                                              output_params=["-crf", str(int(crf)), "-preset", "veryfast"])
+            gen.send(None)
+            gen.send(rgb)
+            gen.close()
+            reader = imageio_ffmpeg.read_frames(path)
+            next(reader)  # the metadata
+            frame = next(reader)
+            reader.close()
+    return Image.fromarray(np.frombuffer(frame, np.uint8).reshape(h, w, 3).copy())

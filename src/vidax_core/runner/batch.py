@@ -4,7 +4,7 @@ A prompts file is text (one prompt a line; blank lines and lines starting with `
 (``.jsonl``: one object a line with ``prompt`` and per-line overrides such as ``seed``, ``image``, ``num_frames``,
 ``options`` or ``output``). Every line is checked before any weight loads and a bad one is reported with its line
 number. Each video goes to its line's ``output`` or to ``output.path`` numbered (``out/video.mp4`` ->
-``out/video_0001.mp4``; ``save_latents``, ``save_frames`` and ``metrics`` are numbered alike); an output that
+``out/video_0001.mp4``; ``save_latents``, ``save_frames``, ``save_audio`` and ``metrics`` are numbered alike); an output that
 already exists is skipped unless ``output.overwrite=true``, so a killed batch resumes where it stopped.
 """
 
@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from vidax_core.api import CALL_ARGUMENTS
 from vidax_core.errors import UserError
 
-OUTPUT_KEYS = ("path", "save_latents", "save_frames", "metrics")
+OUTPUT_KEYS = ("path", "save_latents", "save_frames", "save_audio", "metrics")
 MAX_PROMPTS = 100_000
 MAX_FILE_BYTES = 64 << 20
 
@@ -160,7 +160,7 @@ def run_batch(cfg: Any, entries: list[tuple[str, Any]], plugins: Any, reporter: 
 
     items = plan_items(entries, cfg.output)
     base = dataclasses.replace(cfg, prompts=None, output=dataclasses.replace(
-        cfg.output, path=None, save_latents=None, save_frames=None, metrics=None))
+        cfg.output, path=None, save_latents=None, save_frames=None, save_audio=None, metrics=None))
     model = LoadedModel(base, plugins, reporter, load_weights=False)
     try:
         configs = check_items(model, items)

@@ -368,6 +368,8 @@ class LoadedModel:
         timer.add("decode_s", time.perf_counter() - t0)
         if out.save_frames and writer:
             outputs.save_npy(out.save_frames, frames.astype(np.float32))
+        if out.save_audio and writer:
+            save_audio(out.save_audio, decoded, reporter)
         if out.path and writer:
             write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
         metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
@@ -402,6 +404,18 @@ def write_video(path: str, frames: np.ndarray, fps: int, wave: Any = None, sampl
     video.write_mp4(path, frames, fps)
     if wave is not None:
         audio.mux_audio(path, wave[0], int(sample_rate or 16000))
+
+
+def save_audio(path: str, decoded: Decoded, reporter: Any) -> None:
+    """``output.save_audio``: the first video's waveform as a 16-bit PCM .wav, or every video's as float32
+    (B, samples, channels) .npy (exact, for parity checks); a model without sound writes nothing and says so."""
+    if decoded.audio is None:
+        reporter.log(f"output.save_audio: this model makes no sound, {path} is not written")
+        return
+    if path.lower().endswith(".wav"):
+        outputs.write_atomic(path, lambda tmp: audio.write_wav(tmp, decoded.audio[0], int(decoded.sample_rate)))
+    else:
+        outputs.save_npy(path, np.asarray(decoded.audio, np.float32))
 
 
 class _TensorHeads:

@@ -44,7 +44,7 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
     check_sampler(cfg)
     if check_outputs:
         out = cfg.output
-        outputs.check_writable([out.path, out.save_latents, out.save_frames, out.metrics], out.overwrite)
+        outputs.check_writable([out.path, out.save_latents, out.save_frames, out.save_audio, out.metrics], out.overwrite)
         check_cache_dir(cfg)
 
 

@@ -150,7 +150,7 @@ def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, b
             if cond is not None and cond.after_model is not None:
                 p = cond.after_model(p, inputs[n].x, inputs[n].t, {**cond_arrays, **branch_arrays.get(n, {})})
             preds[n] = jax.tree.map(lambda a: a.astype(jnp.float32), p)
-    guided = plan.guidance.combine(preds, scales_i)
+    guided = plan.guidance.combine_at(preds, scales_i, latents, plan_arrays["sigmas"][i].astype(jnp.float32))
     extra = {}
     per_token = cond.per_token_update if cond is not None else False
     if per_token:

@@ -54,27 +54,53 @@ def run_args(model_id: str, checkpoint: str | os.PathLike, prompt: str, negative
     return args + overrides(**sections)
 
 
+def plugin_env(folder: str | os.PathLike, name: str, target: str) -> dict:
+    """The environment that lets the CLI find a plugin object: nothing when the ``vidax`` entry point ``name`` is
+    installed, else a minimal distribution under ``folder`` declaring ``name = target``, put first on PYTHONPATH (an
+    environment installed before the entry point was added still runs the new plugin's tests)."""
+    from importlib import metadata
+
+    if any(ep.name == name for ep in metadata.entry_points(group="vidax")):
+        return {}
+    folder = Path(folder)
+    info = folder / f"vidax_{name}_entry-0.0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vidax-{name}-entry\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text(f"[vidax]\n{name} = {target}\n")
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
 @dataclass
 class E2ERun:
-    latents: np.ndarray
+    latents: Any  # an array, or {stream: array} for multi-stream models
     frames: np.ndarray
     metrics: dict
     stderr: str
+    audio: np.ndarray | None = None
 
 
-def run_e2e(folder: str | os.PathLike, *args: str, noise: np.ndarray | None = None, tag: str = "run",
-            env: dict | None = None, timeout: int = 600) -> E2ERun:
+def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str = "run",
+            env: dict | None = None, timeout: int = 600, audio: bool = False) -> E2ERun:
     """``vidax run ARGS`` writing its latents, frames and metrics under ``folder`` (and reading ``noise`` as
-    ``sampling.initial_noise`` when given); assert it succeeded and return what it saved."""
+    ``sampling.initial_noise`` when given: an array, or ``{stream: array}`` written as an .npz); with ``audio`` the
+    float waveform too (``output.save_audio``); assert it succeeded and return what it saved."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npy", "frames.npy", "json")}
+    out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npy", "frames.npy", "json", "audio.npy")}
     extra = [f"output.path={out['mp4']}", f"output.save_latents={out['lat.npy']}",
              f"output.save_frames={out['frames.npy']}", f"output.metrics={out['json']}", "output.overwrite=true"]
-    if noise is not None:
+    if audio:
+        extra.append(f"output.save_audio={out['audio.npy']}")
+    if isinstance(noise, Mapping):
+        np.savez(folder / f"{tag}.noise.npz", **{k: np.asarray(v, np.float32) for k, v in noise.items()})
+        extra.append(f"sampling.initial_noise={folder / f'{tag}.noise.npz'}")
+    elif noise is not None:
         np.save(folder / f"{tag}.noise.npy", np.asarray(noise, np.float32))
         extra.append(f"sampling.initial_noise={folder / f'{tag}.noise.npy'}")
     proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return E2ERun(np.load(out["lat.npy"]), np.load(out["frames.npy"]), json.loads(out["json"].read_text()),
-                  proc.stderr)
+    latents = np.load(out["lat.npy"])
+    if isinstance(latents, np.lib.npyio.NpzFile):
+        latents = {k: latents[k] for k in latents.files}
+    return E2ERun(latents, np.load(out["frames.npy"]), json.loads(out["json"].read_text()), proc.stderr,
+                  np.load(out["audio.npy"]) if audio else None)

@@ -2,7 +2,8 @@
 
 One table serves every generation: rules for parts a config does not have (gates, prompt AdaLN, caption
 projections, keyframe embedding, FFN biases) simply find no target, and the core reports any key the model built
-from the same config.json does not expect.
+from the same config.json does not expect. The original single-file layout (``model.diffusion_model.*`` keys, the
+text connectors inside) reads through :func:`original_dit_key`, diffusers' single-file renaming of LTX-2.0.
 """
 
 from __future__ import annotations
@@ -57,6 +58,45 @@ LTX2_DIT_RULES: list[KeyRule] = [
     *linear_rules(r"proj_out", "proj_out"),
     *linear_rules(r"audio_proj_out", "audio_proj_out"),
 ]
+
+
+# The original release's DiT names (diffusers' ``convert_ltx2_transformer_to_diffusers``), applied in order.
+_ORIGINAL_PREFIX = "model.diffusion_model."
+_ORIGINAL_RENAMES = (
+    ("patchify_proj", "proj_in"),
+    ("av_ca_video_scale_shift_adaln_single", "av_cross_attn_video_scale_shift"),
+    ("av_ca_a2v_gate_adaln_single", "av_cross_attn_video_a2v_gate"),
+    ("av_ca_audio_scale_shift_adaln_single", "av_cross_attn_audio_scale_shift"),
+    ("av_ca_v2a_gate_adaln_single", "av_cross_attn_audio_v2a_gate"),
+    ("scale_shift_table_a2v_ca_video", "video_a2v_cross_attn_scale_shift_table"),
+    ("scale_shift_table_a2v_ca_audio", "audio_a2v_cross_attn_scale_shift_table"),
+    ("q_norm", "norm_q"),
+    ("k_norm", "norm_k"),
+)
+_ORIGINAL_TIME_EMBEDS = (("adaln_single.", "time_embed."), ("audio_adaln_single.", "audio_time_embed."))
+
+
+def original_dit_key(key: str) -> str | None:
+    """An original single-file key -> its diffusers ``transformer/`` name, or None for a key of another part (the
+    text connectors, the VAEs, the vocoder)."""
+    if not key.startswith(_ORIGINAL_PREFIX):
+        return None
+    key = key[len(_ORIGINAL_PREFIX):]
+    if key.startswith(("video_embeddings_connector.", "audio_embeddings_connector.")):
+        return None
+    for old, new in _ORIGINAL_RENAMES:
+        key = key.replace(old, new)
+    for old, new in _ORIGINAL_TIME_EMBEDS:
+        if key.startswith(old):
+            key = new + key[len(old):]
+    return key
+
+
+def original_dit_tensors(tensors):
+    """The DiT part of an original single-file state dict under diffusers' names (lazy: nothing is read)."""
+    from vidax_core.io.renamed import RenamedTensors
+
+    return RenamedTensors(tensors, original_dit_key)
 
 
 load_ltx2_dit = dit_loader(LTX2DiT, LTX2_DIT_RULES, component="LTX-2 DiT (transformer)", name="load_ltx2_dit")

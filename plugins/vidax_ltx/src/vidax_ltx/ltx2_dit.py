@@ -229,10 +229,12 @@ class LTX2Attention(nnx.Module):
                                if gated else None)
 
     def __call__(self, x: jax.Array, kv: jax.Array | None = None, *, q_seq: str | None, kv_seq: str | None,
-                 q_rope: Rope | None = None, k_rope: Rope | None = None, kv_mask: jax.Array | None = None
-                 ) -> jax.Array:
+                 q_rope: Rope | None = None, k_rope: Rope | None = None, kv_mask: jax.Array | None = None,
+                 skip: jax.Array | None = None) -> jax.Array:
         """x (B, S, q_dim) queries whose token axis is named ``q_seq`` (``seq``: sharded video, None: replicated);
-        ``kv`` (B, L, kv_dim) keys/values (None: self-attention) named ``kv_seq``; ``kv_mask`` (B, L) bool."""
+        ``kv`` (B, L, kv_dim) keys/values (None: self-attention) named ``kv_seq``; ``kv_mask`` (B, L) bool;
+        ``skip`` (B,) float: where 1 the attention is replaced by the value projection (STG's perturbed pass, the
+        reference's ``perturbation_mask`` 0), gates and ``to_out`` still applied."""
         self_attn = kv is None
         kv = x if self_attn else kv
         q = project_heads(self.to_q, self.norm_q, x, (BATCH, q_seq, HEADS), self.heads, across_heads=True)
@@ -249,6 +251,8 @@ class LTX2Attention(nnx.Module):
             o = ulysses.gathered_kv_attention(q, k, v, kv_mask=kv_mask)
         else:
             o = ulysses.replicated_attention(q, k, v, kv_mask=kv_mask)
+        if skip is not None:
+            o = jnp.where(skip.reshape(-1, 1, 1, 1) > 0, v.astype(o.dtype), o)
         if self.to_gate_logits is not None:
             g = 2.0 * jax.nn.sigmoid(self.to_gate_logits(x).astype(jnp.float32))  # (B, S, H)
             o = (o.astype(jnp.float32) * g[..., None]).astype(o.dtype)
@@ -300,8 +304,11 @@ class LTX2Block(nnx.Module):
     def _norm(self, x: jax.Array) -> jax.Array:
         return rms_norm(x, eps=self.cfg.norm_eps, out_dtype=jnp.float32)
 
-    def __call__(self, carry: tuple[jax.Array, jax.Array], aux: dict) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, carry: tuple[jax.Array, jax.Array], aux: dict, skip: jax.Array | None = None
+                 ) -> tuple[jax.Array, jax.Array]:
+        """``skip`` (B,) float: 1 where this block's self-attentions are perturbed (STG, ``perturbed_attn``)."""
         cfg, dt = self.cfg, self.cfg.dtype
+        skip = skip if cfg.perturbed_attn else None
         x, a = carry
         rt = x.dtype
         x = constrain(x, (BATCH, SEQ, EMBED))
@@ -315,9 +322,9 @@ class LTX2Block(nnx.Module):
 
         # 1. self-attention
         hx = modulate(self._norm(x), vm[0], vm[1]).astype(dt)
-        x = res(x, self.attn1(hx, q_seq=SEQ, kv_seq=SEQ, q_rope=aux["rope"]), vm[2])
+        x = res(x, self.attn1(hx, q_seq=SEQ, kv_seq=SEQ, q_rope=aux["rope"], skip=skip), vm[2])
         ha = modulate(self._norm(a), am[0], am[1]).astype(dt)
-        a = res(a, self.audio_attn1(ha, q_seq=ASEQ, kv_seq=ASEQ, q_rope=aux["audio_rope"]), am[2])
+        a = res(a, self.audio_attn1(ha, q_seq=ASEQ, kv_seq=ASEQ, q_rope=aux["audio_rope"], skip=skip), am[2])
 
         # 2. cross-attention to the text
         ctx, actx = aux["ctx"], aux["audio_ctx"]
@@ -400,11 +407,17 @@ class LTX2DiT(nnx.Module):
 
     ``timestep`` (B,) or per video token (B, S), model units (0..1000); ``audio_timestep`` (default ``timestep``);
     ``sigma`` / ``audio_sigma`` (default ``timestep`` / ``sigma``) drive the prompt AdaLN and, with
-    ``use_cross_timestep`` (static), the other stream's cross-modal AdaLN. ``context``: ``{"video": (B, L, Cv),
+    ``use_cross_timestep``, the other stream's cross-modal AdaLN. ``context``: ``{"video": (B, L, Cv),
     "audio": (B, L, Ca)}`` with optional ``"mask"`` / ``"audio_mask"`` (B, L) bool. Positions from
     :func:`video_positions` / :func:`audio_positions`, (B, S, 3) / (B, Sa, 1). ``cross_modal`` (B,) float: 0 turns
     off both cross-modal attentions for that sample (``isolate_modalities``). ``video_keyframes_mask`` (B, S, 1):
-    tokens > 0 get the keyframe embedding (when the model has one).
+    tokens > 0 get the keyframe embedding (when the model has one). ``use_cross_timestep`` is a Python bool
+    (static) or a (B,) float array (1 = on), so a run's choice is an input rather than a new program.
+
+    Spatio-temporal guidance: with ``perturbed=True`` (static) and ``stg_skip`` (B, num_layers) float, the blocks
+    flagged 1 replace both self-attentions by their value projections (only in a model built with
+    ``perturbed_attn``, as the reference). The carry between block chunks is then ``(video, audio, first layer
+    index)`` so an offloaded slice of the stack finds its own flags.
     """
 
     block_groups = ("blocks",)
@@ -464,8 +477,10 @@ class LTX2DiT(nnx.Module):
 
     def pre(self, latents: Mapping[str, jax.Array], timestep: jax.Array, context: Mapping[str, Any], *,
             video_positions: jax.Array, audio_positions: jax.Array, audio_timestep: jax.Array | None = None,
-            sigma: jax.Array | None = None, audio_sigma: jax.Array | None = None, use_cross_timestep: bool = False,
-            cross_modal: jax.Array | None = None, video_keyframes_mask: jax.Array | None = None):
+            sigma: jax.Array | None = None, audio_sigma: jax.Array | None = None,
+            use_cross_timestep: bool | jax.Array = False, cross_modal: jax.Array | None = None,
+            video_keyframes_mask: jax.Array | None = None, stg_skip: jax.Array | None = None,
+            perturbed: bool = False):
         cfg, dt = self.cfg, self.cfg.dtype
         video, audio = latents["video"], latents["audio"]
         b, s, c = video.shape
@@ -488,8 +503,12 @@ class LTX2DiT(nnx.Module):
         temb, emb = self.time_embed(t)
         temb_a, emb_a = self.audio_time_embed(ta)
         ratio = cfg.cross_attn_timestep_scale_multiplier / cfg.timestep_scale_multiplier
-        v_ca_t = sga if use_cross_timestep else t
-        a_ca_t = sg if use_cross_timestep else ta
+        if isinstance(use_cross_timestep, bool):
+            v_ca_t = sga if use_cross_timestep else t
+            a_ca_t = sg if use_cross_timestep else ta
+        else:  # (B,) flags: per sample, the other stream's sigma or the stream's own timestep
+            on = jnp.asarray(use_cross_timestep, jnp.float32).reshape(b, 1) > 0
+            v_ca_t, a_ca_t = jnp.where(on, sga, t), jnp.where(on, sg, ta)
         aux: dict[str, Any] = {
             "temb": temb, "temb_audio": temb_a, "emb": emb, "emb_audio": emb_a,
             "temb_ca": self.av_cross_attn_video_scale_shift(v_ca_t)[0],
@@ -510,18 +529,32 @@ class LTX2DiT(nnx.Module):
         if context.get("audio_mask", context.get("mask")) is not None:
             aux["audio_ctx_mask"] = context.get("audio_mask", context.get("mask")).astype(bool)
         if cross_modal is not None:
-            aux["cross_modal"] = jnp.asarray(cross_modal, jnp.float32).reshape(b)
+            aux["cross_modal"] = jnp.broadcast_to(jnp.asarray(cross_modal, jnp.float32).reshape(-1), (b,))
         aux.update(self.ropes(video_positions, audio_positions))
+        if perturbed and stg_skip is not None:
+            aux["skip"] = jnp.asarray(stg_skip, jnp.float32).reshape(b, cfg.num_layers)
+            return (x, a, jnp.zeros((), jnp.int32)), aux
         return (x, a), aux
 
     @staticmethod
     def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, carry: Any, aux: dict) -> Any:
         if name != "blocks":
             raise KeyError(f"LTX-2 has no block group {name!r}")
-        return scan_blocks(graphdef, state, carry, aux)
+        if len(carry) == 2:
+            return scan_blocks(graphdef, state, carry, aux)
+        x, a, first = carry  # perturbed pass: this slice's flags start at layer ``first``
+        n = jax.tree.leaves(state)[0].shape[0]
+        flags = jax.lax.dynamic_slice_in_dim(aux["skip"], first, n, axis=1).T  # (n, B)
 
-    def post(self, carry: tuple[jax.Array, jax.Array], aux: dict, latent_shape: Any = ()) -> dict[str, jax.Array]:
-        x, a = carry
+        def body(h, layer):
+            layer_state, skip = layer
+            return nnx.merge(graphdef, layer_state)(h, aux, skip), None
+
+        (x, a), _ = jax.lax.scan(body, (x, a), (state, flags))
+        return x, a, first + n
+
+    def post(self, carry: tuple[jax.Array, ...], aux: dict, latent_shape: Any = ()) -> dict[str, jax.Array]:
+        x, a = carry[:2]
         dt = self.cfg.dtype
 
         def head(h, table, emb, proj, seq):

@@ -1,0 +1,52 @@
+"""Folders holding only the JSON files of the published LTX-2.0 19B and LTX-2.5 22B models (no weights), for
+``vidax run configs/ltx2_19b_dev.yaml model.checkpoint=FOLDER --dry-run`` memory estimates (docs/models/ltx.md).
+
+Each folder: ``transformer/config.json`` (diffusers' ``LTX2VideoTransformer3DModel`` of the full-size test's
+configs, built on the meta device so every default is filled in), ``vae/config.json`` (the published LTX-2.0 video
+VAE; timestep-conditioned for 2.5), the audio VAE, vocoder and connectors at their class defaults, the scheduler's
+shift constants, the text encoder's ``model_type``. Needs the test extra (torch, diffusers).
+
+    python plugins/vidax_ltx/scripts/published_ltx2_config_folders.py /tmp/ltx2_configs
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import torch  # noqa: E402
+from diffusers import LTX2VideoTransformer3DModel  # noqa: E402
+from test_ltx2_dit import LTX_2_5_22B, LTX_2_19B  # noqa: E402
+
+from vidax_ltx.ltx2_presets import SHIFT_DEFAULTS  # noqa: E402
+from vidax_ltx.ltx2_vae import PUBLISHED_LTX2_VAE_CONFIG  # noqa: E402
+
+
+def write(folder, name, data):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "w") as f:
+        json.dump(data, f, indent=1, default=list)
+
+
+def main(out: str) -> None:
+    for name, dit, gemma in (("ltx-2-19b", LTX_2_19B, "gemma3"), ("ltx-2.5-22b", LTX_2_5_22B, "gemma4_unified")):
+        root = os.path.join(out, name)
+        write(root, "model_index.json", {"_class_name": "LTX2Pipeline"})
+        with torch.device("meta"):
+            cfg = dict(LTX2VideoTransformer3DModel(**dit).config)
+        write(os.path.join(root, "transformer"), "config.json", {"_class_name": "LTX2VideoTransformer3DModel", **cfg})
+        write(os.path.join(root, "vae"), "config.json",
+              dict(PUBLISHED_LTX2_VAE_CONFIG, timestep_conditioning=gemma != "gemma3"))
+        for comp, cls in (("audio_vae", "AutoencoderKLLTX2Audio"), ("vocoder", "LTX2Vocoder"),
+                          ("connectors", "LTX2TextConnectors")):
+            write(os.path.join(root, comp), "config.json", {"_class_name": cls})
+        write(os.path.join(root, "scheduler"), "scheduler_config.json",
+              {"_class_name": "FlowMatchEulerDiscreteScheduler", **SHIFT_DEFAULTS})
+        write(os.path.join(root, "text_encoder"), "config.json", {"model_type": gemma})
+        os.makedirs(os.path.join(root, "tokenizer"), exist_ok=True)
+        print(f"wrote {root}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "ltx2_configs")

@@ -1,0 +1,53 @@
+"""LTX-2.x run and checkpoint checks: one-line problems found before any weight loads (JAX-free)."""
+
+from __future__ import annotations
+
+from vidax_core.run_checks import frame_count_problems, size_problems
+
+WHO = "LTX-2.x"
+COMPONENTS = ("connectors", "audio_vae", "vocoder")
+
+
+def run_problems(spec, run) -> list[str]:
+    s, o = run.sampling, run.options
+    problems = frame_count_problems(s.num_frames, 8, WHO, "the video VAE compresses time by 8")
+    problems += size_problems(s, 32, f"{WHO} (the video VAE compresses space by 32)")
+    for key in ("frame_rate", "motion_speed"):
+        if not 0.01 <= float(o[key]) <= 1000:
+            problems.append(f"options.{key} must be from 0.01 to 1000, got {o[key]}")
+    if not 0.0 <= float(o["noise_scale"]) <= 1.0:
+        problems.append(f"options.noise_scale must be in [0, 1], got {o['noise_scale']}")
+    stg = float(o["stg_scale"]) > 0 or float(o.get("audio_stg_scale") or 0.0) > 0
+    blocks = o.get("spatio_temporal_guidance_blocks")
+    if stg and not blocks:
+        problems.append("spatio-temporal guidance is on (options.stg_scale or audio_stg_scale > 0) but "
+                        "options.spatio_temporal_guidance_blocks is empty: name blocks, e.g. [28], or set both "
+                        "scales to 0")
+    sigmas = o.get("sigmas")
+    if sigmas is not None and (not sigmas or any(not 0.0 < float(x) <= 1.0 for x in sigmas)
+                               or any(a <= b for a, b in zip(sigmas, sigmas[1:]))):
+        problems.append("options.sigmas must be a non-empty, strictly decreasing list in (0, 1], e.g. the "
+                        "distilled [1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875]")
+    if sigmas is not None and len(sigmas) != s.num_steps:
+        problems.append(f"options.sigmas has {len(sigmas)} entries but sampling.num_steps is {s.num_steps}: set "
+                        f"sampling.num_steps={len(sigmas)}")
+    if o.get("decode_noise_scale") is not None and not 0.0 <= float(o["decode_noise_scale"]) <= 1.0:
+        problems.append(f"options.decode_noise_scale must be in [0, 1], got {o['decode_noise_scale']}")
+    if run.video is not None:
+        problems.append(f"{spec.id} conditions on one image (image:), not on a video: remove video:")
+    if o.get("image_crf") is not None and not 0 <= int(o["image_crf"]) <= 51:
+        problems.append(f"options.image_crf must be from 0 (off) to 51, got {o['image_crf']}")
+    return problems
+
+
+def checkpoint_problems(spec, ckpt, run, dit_cfg) -> list[str]:
+    problems = [f"{ckpt.source} has no {c}/ folder, which {spec.id} needs (an LTX2Pipeline save_pretrained "
+                "folder holds it)" for c in COMPONENTS if not ckpt.has(c)]
+    o = run.options
+    blocks = o.get("spatio_temporal_guidance_blocks") or ()
+    bad = [b for b in blocks if not 0 <= int(b) < dit_cfg.num_layers]
+    if bad:
+        problems.append(f"options.spatio_temporal_guidance_blocks {bad} are not blocks of this DiT (0 to "
+                        f"{dit_cfg.num_layers - 1})")
+    return problems
+
