@@ -7,6 +7,8 @@ VAE), ``text_encoder/config.json`` (T5 v1.1 XXL), ``scheduler/scheduler_config.j
 (the published spatial upscaler: a multi-scale run is refused without one) and ``model_index.json``. Needs the test
 extra (torch, diffusers, transformers).
 
+(and, through ``published_ltx2_config_folders.py``, one folder per LTX-2.x id).
+
     python plugins/vidax_ltx/scripts/published_config_folders.py /tmp/ltx_configs
 """
 
@@ -44,6 +46,9 @@ def main(out: str) -> None:
         write(os.path.join(root, "latent_upsampler"), "config.json",
               {"_class_name": "LTXLatentUpsamplerModel", **PUBLISHED_UPSAMPLER_CONFIG})
         print(f"wrote {root}")
+    from published_ltx2_config_folders import main as ltx2_main
+
+    ltx2_main(out)
 
 
 if __name__ == "__main__":

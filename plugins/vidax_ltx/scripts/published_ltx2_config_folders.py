@@ -1,5 +1,6 @@
 """Folders holding only the JSON files of the published LTX-2.0 19B and LTX-2.5 22B models (no weights), for
-``vidax run configs/ltx2_19b_dev.yaml model.checkpoint=FOLDER --dry-run`` memory estimates (docs/models/ltx.md).
+``vidax run configs/ltx2_19b_dev.yaml model.checkpoint=FOLDER/ltx-2-19b-dev --dry-run`` memory estimates
+(docs/models/ltx.md); one folder per model id. ``published_config_folders.py`` writes these beside the LTX-Video ones.
 
 Each folder: ``transformer/config.json`` (diffusers' ``LTX2VideoTransformer3DModel`` of the full-size test's
 configs, built on the meta device so every default is filled in), ``vae/config.json`` (the published LTX-2.0 video
@@ -29,8 +30,13 @@ def write(folder, name, data):
         json.dump(data, f, indent=1, default=list)
 
 
+#: (folder = model id, DiT config, text encoder model_type); the dev and distilled LTX-2.5 DiTs share one config.
+MODELS = (("ltx-2-19b-dev", LTX_2_19B, "gemma3"), ("ltx-2.5-22b-dev", LTX_2_5_22B, "gemma4_unified"),
+          ("ltx-2.5-22b-distilled", LTX_2_5_22B, "gemma4_unified"))
+
+
 def main(out: str) -> None:
-    for name, dit, gemma in (("ltx-2-19b", LTX_2_19B, "gemma3"), ("ltx-2.5-22b", LTX_2_5_22B, "gemma4_unified")):
+    for name, dit, gemma in MODELS:
         root = os.path.join(out, name)
         write(root, "model_index.json", {"_class_name": "LTX2Pipeline"})
         with torch.device("meta"):
