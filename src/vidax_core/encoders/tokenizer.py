@@ -113,13 +113,19 @@ class TextTokenizer:
                 "tokenizer.json, a SentencePiece spiece.model, or a tokenizer_config.json naming ByT5Tokenizer"
             )
         data = read_json_file(tok_file)
-        _check_tokenizer_json(tok_file, data)
-        tokenizer = _native(lambda: Tokenizer.from_str(json.dumps(data)), f"{tok_file} cannot be loaded")
-        tokenizer.no_padding()  # each call sets its own padding and truncation (a file's length may be absurd)
-        tokenizer.no_truncation()
-        _native(lambda: tokenizer.encode("A probe, 123 ü.", add_special_tokens=True), f"{tok_file} cannot tokenize")
         config = _read_json(os.path.join(path, "tokenizer_config.json"))
         special = _read_json(os.path.join(path, "special_tokens_map.json"))
+        return cls.from_json(data, config, special, where=tok_file)
+
+    @classmethod
+    def from_json(cls, data: Any, config: dict[str, Any], special: dict[str, Any], *, where: str) -> "TextTokenizer":
+        """From a parsed ``tokenizer.json`` with its ``tokenizer_config.json`` / ``special_tokens_map.json`` dicts
+        (a release that packs them elsewhere than a folder); ``where`` names them in errors."""
+        _check_tokenizer_json(where, data)
+        tokenizer = _native(lambda: Tokenizer.from_str(json.dumps(data)), f"{where} cannot be loaded")
+        tokenizer.no_padding()  # each call sets its own padding and truncation (a file's length may be absurd)
+        tokenizer.no_truncation()
+        _native(lambda: tokenizer.encode("A probe, 123 ü.", add_special_tokens=True), f"{where} cannot tokenize")
         padding_cfg = data.get("padding") if isinstance(data.get("padding"), dict) else {}
 
         candidates = [_token_content(config.get("pad_token")), _token_content(special.get("pad_token"))]
@@ -131,14 +137,14 @@ class TextTokenizer:
                 break
         if pad_token is None:
             raise UserError(
-                f"tokenizer folder {path!r} names no pad token known to its tokenizer.json "
+                f"tokenizer {where!r} names no pad token known to its tokenizer.json "
                 "(looked at tokenizer_config.json, special_tokens_map.json and tokenizer.json's padding)"
             )
         padding_side = config.get("padding_side", "right")
         truncation_side = config.get("truncation_side", "right")
         for name, side in (("padding_side", padding_side), ("truncation_side", truncation_side)):
             if side not in ("left", "right"):
-                raise UserError(f"tokenizer folder {path!r}: {name} must be 'left' or 'right', got {side!r}")
+                raise UserError(f"tokenizer {where!r}: {name} must be 'left' or 'right', got {side!r}")
         return cls(tokenizer, int(pad_id), pad_token, padding_side, truncation_side)
 
     @property

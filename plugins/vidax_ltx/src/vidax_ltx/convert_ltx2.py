@@ -3,7 +3,8 @@
 One table serves every generation: rules for parts a config does not have (gates, prompt AdaLN, caption
 projections, keyframe embedding, FFN biases) simply find no target, and the core reports any key the model built
 from the same config.json does not expect. The original single-file layout (``model.diffusion_model.*`` keys, the
-text connectors inside) reads through :func:`original_dit_key`, diffusers' single-file renaming of LTX-2.0.
+text connectors inside) reads through :func:`original_dit_key`, diffusers' renaming of LTX-2.0 (and 2.3+'s prompt
+AdaLNs).
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ _ORIGINAL_RENAMES = (
     ("scale_shift_table_a2v_ca_audio", "audio_a2v_cross_attn_scale_shift_table"),
     ("q_norm", "norm_q"),
     ("k_norm", "norm_k"),
+    # LTX-2.3+ (diffusers' 2.3 table): the prompt AdaLNs of cross-attention modulation
+    ("audio_prompt_adaln_single", "audio_prompt_adaln"),
+    ("prompt_adaln_single", "prompt_adaln"),
 )
 _ORIGINAL_TIME_EMBEDS = (("adaln_single.", "time_embed."), ("audio_adaln_single.", "audio_time_embed."))
 

@@ -8,7 +8,8 @@ text connectors (:mod:`.ltx2_text`), the joint audio-video DiT (:mod:`.ltx2_dit`
 ``options.sigmas``) with ``mu`` from the video token count, guidance in the clean-sample space
 (:mod:`.ltx2_guidance`), the video VAE, audio VAE and vocoder (:mod:`.ltx2_autoencoder`). The LTX-2.5 diffusers
 repository holds the distilled DiT in ``transformer/`` and the dev one in ``transformer_full/``: the dev id reads
-the latter when the checkpoint has it. Registering imports no JAX.
+the latter when the checkpoint has it; the original release folders read through :mod:`.ltx2_release`. Registering
+imports no JAX.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class LTX2Plugin(FamilyPlugin):
     family = "ltx"
     models = ltx2_presets.MODELS
     options = ltx2_presets.OPTIONS
+    checkpoint_formats = ("diffusers", "ltx2-original")
     dit_components = ("transformer", "transformer_full")
     dit_config_class = ".ltx2_dit:LTX2DiTConfig"
     dit_rules = ".convert_ltx2:LTX2_DIT_RULES"
@@ -120,6 +122,13 @@ class LTX2Plugin(FamilyPlugin):
         from .ltx2_autoencoder import load
 
         return load(ckpt, run)
+
+    def open_checkpoint(self, spec, path):
+        """An original LTX-2.x release folder (LTX-2.5's one file per part, LTX-2.0's single file + Gemma-3
+        folders), read in diffusers terms (:mod:`.ltx2_release`)."""
+        from .ltx2_release import open_release
+
+        return open_release(spec, path)
 
     def builtin_checkpoint(self, spec, name):
         return super().builtin_checkpoint(spec, f"ltx2-{name}")  # beside LTX-Video's own tiny-random
