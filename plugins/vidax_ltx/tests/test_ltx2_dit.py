@@ -312,24 +312,6 @@ def test_full_size_dit(name, config):
     assert n_ref == n_vidax
 
 
-def _to_original(key: str) -> str:
-    """A diffusers DiT key under the original release's name (the test's own inverse of the renaming)."""
-    for new, old in (("audio_time_embed.", "audio_adaln_single."), ("time_embed.", "adaln_single.")):
-        if key.startswith(new):
-            key = old + key[len(new):]
-            break
-    for old, new in (("proj_in", "patchify_proj"),
-                     ("av_cross_attn_video_scale_shift", "av_ca_video_scale_shift_adaln_single"),
-                     ("av_cross_attn_video_a2v_gate", "av_ca_a2v_gate_adaln_single"),
-                     ("av_cross_attn_audio_scale_shift", "av_ca_audio_scale_shift_adaln_single"),
-                     ("av_cross_attn_audio_v2a_gate", "av_ca_v2a_gate_adaln_single"),
-                     ("video_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_video"),
-                     ("audio_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_audio"),
-                     ("norm_q", "q_norm"), ("norm_k", "k_norm")):
-        key = key.replace(old, new)
-    return "model.diffusion_model." + key
-
-
 def test_original_single_file_keys_load_the_same_params():
     """LTX-2.0's original single-file names: diffusers' own single-file converter maps the test's original-named
     state dict back to the diffusers names (so the names are the release's), :func:`original_dit_key` maps every
@@ -338,12 +320,13 @@ def test_original_single_file_keys_load_the_same_params():
     from diffusers import LTX2VideoTransformer3DModel
     from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers
 
+    from vidax_core.testing.tiny import ltx2_original_keys
     from vidax_ltx.convert_ltx2 import original_dit_key, original_dit_tensors
 
     ref = LTX2VideoTransformer3DModel(**TINY_20).eval()
     randomize_(ref, seed=2)
     tensors = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
-    original = {_to_original(k): v for k, v in tensors.items()}
+    original = {ltx2_original_keys.dit_key(k): v for k, v in tensors.items()}
     assert sorted(convert_ltx2_transformer_to_diffusers(dict(original))) == sorted(tensors)
     assert {original_dit_key(k) for k in original} == set(tensors)
     for other in ("model.diffusion_model.video_embeddings_connector.transformer_1d_blocks.0.attn1.to_q.weight",

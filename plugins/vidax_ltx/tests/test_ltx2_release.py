@@ -2,13 +2,12 @@
 Gemma file packing its config and tokenizer) loads to exactly the parameters of its diffusers twin, and a run from
 it gives the diffusers folder's latents exactly.
 
-The release folder is written from a tiny LTX-2.5-style diffusers pipeline: every state dict renamed the other way
-round (ltx-core's names: ``model.diffusion_model.*`` with ``patchify_proj``, ``adaln_single``, ``*_adaln_single``,
-``q_norm``; the connectors' ``*_embeddings_connector.transformer_1d_blocks`` inside the DiT file and their input
-projections as ``text_embedding_projection.*`` in the Gemma file; the VAE's flat block lists and
-``per_channel_statistics``; the vocoder's ``ups`` / ``resblocks`` / ``conv_pre``), and each diffusers config.json
-written as the ltx-core config section it corresponds to. diffusers' own single-file conversion maps the written
-DiT, VAE and audio-VAE keys back onto the diffusers ones, so those renamings are an independent fixture.
+The release folder is written from a tiny diffusers pipeline (LTX-2.5-style, and LTX-2.0's single file for the
+parameter checks): every state dict renamed the other way round (ltx-core's names,
+:mod:`vidax_core.testing.tiny.ltx2_original_keys`; the connectors inside the DiT file, their input projections in
+the Gemma file), and each diffusers config.json written as the ltx-core config section it corresponds to.
+diffusers' own single-file conversion maps the written DiT, VAE and audio-VAE keys back onto the diffusers ones,
+so those renamings are an independent fixture.
 """
 
 from __future__ import annotations
@@ -25,71 +24,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from vidax_core.errors import UserError  # noqa: E402
+from vidax_core.testing.tiny import ltx2_original_keys as orig  # noqa: E402
 from vidax_ltx.ltx2_release import open_release, transformer_file  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx2_release")
 
 MODEL_ID, MODEL_ID_20, MONOLITH = "ltx-2.5-22b-dev", "ltx-2-19b-dev", "ltx-2-19b-dev.safetensors"
-DIT_RENAMES = (("proj_in", "patchify_proj"), ("av_cross_attn_video_scale_shift", "av_ca_video_scale_shift_adaln_single"),
-               ("av_cross_attn_video_a2v_gate", "av_ca_a2v_gate_adaln_single"),
-               ("av_cross_attn_audio_scale_shift", "av_ca_audio_scale_shift_adaln_single"),
-               ("av_cross_attn_audio_v2a_gate", "av_ca_v2a_gate_adaln_single"),
-               ("video_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_video"),
-               ("audio_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_audio"),
-               ("norm_q", "q_norm"), ("norm_k", "k_norm"))
 DOWN = {"spatial": "compress_space_res", "temporal": "compress_time_res", "spatiotemporal": "compress_all_res"}
 UP = {"spatial": "compress_space", "temporal": "compress_time", "spatiotemporal": "compress_all"}
-
-
-def original_dit_key(k: str) -> str:
-    for new, old in DIT_RENAMES:
-        k = k.replace(new, old)
-    k = re.sub(r"^(audio_)?prompt_adaln\.", r"\1prompt_adaln_single.", k)
-    k = re.sub(r"^(audio_)?time_embed\.", r"\1adaln_single.", k)
-    return "model.diffusion_model." + k
-
-
-def original_connector_key(k: str) -> str:
-    for new, old in (("video_text_proj_in.", "text_embedding_projection.video_aggregate_embed."),
-                     ("audio_text_proj_in.", "text_embedding_projection.audio_aggregate_embed."),
-                     ("text_proj_in.", "text_embedding_projection.aggregate_embed.")):
-        if k.startswith(new):
-            return old + k[len(new):]
-    stream, rest = k.split("_connector.", 1)
-    rest = rest.replace("transformer_blocks", "transformer_1d_blocks").replace("norm_q", "q_norm").replace("norm_k", "k_norm")
-    return f"model.diffusion_model.{stream}_embeddings_connector.{rest}"
-
-
-def original_vae_key(k: str, stages: int) -> str:
-    """diffusers AutoencoderKLLTX2Video key -> ltx-core's (flat block lists)."""
-    if k.startswith("decoder."):
-        k = re.sub(r"^decoder\.mid_block\.", "decoder.UP.0.", k)
-        k = re.sub(r"^decoder\.up_blocks\.(\d+)\.upsamplers\.0\.", lambda m: f"decoder.UP.{2 * int(m[1]) + 1}.", k)
-        k = re.sub(r"^decoder\.up_blocks\.(\d+)\.(?!\d)", lambda m: f"decoder.UP.{2 * int(m[1]) + 2}.", k)
-        k = k.replace("decoder.UP.", "decoder.up_blocks.")
-        k = re.sub(r"^decoder\.time_embedder\.", "decoder.last_time_embedder.", k)
-        k = re.sub(r"^decoder\.scale_shift_table$", "decoder.last_scale_shift_table", k)
-    elif k.startswith("encoder."):
-        k = re.sub(r"^encoder\.mid_block\.", f"encoder.DN.{2 * stages}.", k)
-        k = re.sub(r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", lambda m: f"encoder.DN.{2 * int(m[1]) + 1}.", k)
-        k = re.sub(r"^encoder\.down_blocks\.(\d+)\.(?!\d)", lambda m: f"encoder.DN.{2 * int(m[1])}.", k)
-        k = k.replace("encoder.DN.", "encoder.down_blocks.")
-    k = k.replace("resnets", "res_blocks")
-    k = {"latents_mean": "per_channel_statistics.mean-of-means",
-         "latents_std": "per_channel_statistics.std-of-means"}.get(k, k)
-    return "vae." + k
-
-
-def original_audio_key(k: str) -> str:
-    return "audio_vae." + {"latents_mean": "per_channel_statistics.mean-of-means",
-                           "latents_std": "per_channel_statistics.std-of-means"}.get(k, k)
-
-
-def original_vocoder_key(k: str) -> str:
-    for new, old in (("upsamplers", "ups"), ("resnets", "resblocks"), ("conv_in", "conv_pre"), ("conv_out", "conv_post"),
-                     ("act_out", "act_post")):
-        k = k.replace(new, old)
-    return "vocoder." + k
 
 
 def transformer_section(t: dict, c: dict) -> dict:
@@ -132,16 +74,21 @@ def vae_section(v: dict) -> dict:
         ch = width
     enc.append(["res_x", {"num_layers": v["layers_per_block"][-1]}])
     n, dec = len(v["decoder_block_out_channels"]), []
+
+    def res(i):
+        return ["res_x", {"num_layers": v["decoder_layers_per_block"][i], "inject_noise": v["decoder_inject_noise"][i]}]
+
     for i in range(n):
-        dec += [["res_x", {"num_layers": v["decoder_layers_per_block"][i], "inject_noise": v["decoder_inject_noise"][i]}],
-                [UP[v["upsample_type"][n - 1 - i]], {"multiplier": v["upsample_factor"][i],
-                                                     "residual": v["upsample_residual"][i]}]]
-    dec.append(["res_x", {"num_layers": v["decoder_layers_per_block"][-1], "inject_noise": v["decoder_inject_noise"][-1]}])
+        dec += [res(i), [UP[v["upsample_type"][n - 1 - i]],
+                         {"multiplier": v["upsample_factor"][i], "residual": v["upsample_residual"][i]}]]
+    dec.append(res(n))
+    base = v["decoder_block_out_channels"][0] // v["upsample_factor"][0]
     return {"_class_name": "CausalVideoAutoencoder", "dims": 3, "latent_channels": v["latent_channels"],
             "out_channels": v["out_channels"], "patch_size": v["patch_size"], "encoder_blocks": enc,
-            "decoder_blocks": dec, "decoder_base_channels": v["decoder_block_out_channels"][0] // v["upsample_factor"][0],
-            "norm_layer": "pixel_norm", "latent_log_var": "uniform", "causal_decoder": v["decoder_causal"],
-            "timestep_conditioning": v["timestep_conditioning"], "spatial_padding_mode": v["decoder_spatial_padding_mode"],
+            "decoder_blocks": dec, "decoder_base_channels": base, "norm_layer": "pixel_norm",
+            "latent_log_var": "uniform", "causal_decoder": v["decoder_causal"],
+            "timestep_conditioning": v["timestep_conditioning"],
+            "spatial_padding_mode": v["decoder_spatial_padding_mode"],
             "encoder_spatial_padding_mode": v["encoder_spatial_padding_mode"]}
 
 
@@ -189,15 +136,15 @@ def write_release(ckpt, root, generation):
     t, c = _config(ckpt, "transformer"), _config(ckpt, "connectors")
     v, a, voc = _config(ckpt, "vae"), _config(ckpt, "audio_vae"), _config(ckpt, "vocoder")
     connectors = _load(ckpt, "connectors")
-    proj = {original_connector_key(k): x for k, x in connectors.items() if "text_proj_in." in k}
-    dit = {original_dit_key(k): x for k, x in _load(ckpt, "transformer").items()}
-    dit.update({original_connector_key(k): x for k, x in connectors.items() if "text_proj_in." not in k})
-    vae = {original_vae_key(k, len(v["block_out_channels"])): x for k, x in _load(ckpt, "vae").items()}
+    proj = {orig.connector_key(k): x for k, x in connectors.items() if "text_proj_in." in k}
+    dit = {orig.dit_key(k): x for k, x in _load(ckpt, "transformer").items()}
+    dit.update({orig.connector_key(k): x for k, x in connectors.items() if "text_proj_in." not in k})
+    vae = {orig.vae_key(k, len(v["block_out_channels"])): x for k, x in _load(ckpt, "vae").items()}
     n = vae["vae.per_channel_statistics.mean-of-means"].shape[0]
     vae["vae.per_channel_statistics.channel"] = np.arange(n, dtype=np.float32)  # unused statistics ltx-core keeps
     vae["vae.per_channel_statistics.mean-of-stds"] = np.ones(n, np.float32)
-    audio = {original_audio_key(k): x for k, x in _load(ckpt, "audio_vae").items()}
-    audio.update({original_vocoder_key(k): x for k, x in _load(ckpt, "vocoder").items()})
+    audio = {orig.audio_vae_key(k): x for k, x in _load(ckpt, "audio_vae").items()}
+    audio.update({orig.vocoder_key(k): x for k, x in _load(ckpt, "vocoder").items()})
     sections = {"transformer": transformer_section(t, c), "vae": vae_section(v), **audio_sections(a, voc)}
     if generation == "ltx2.0":
         _save(root / MONOLITH, {**dit, **proj, **vae, **audio}, config=sections, model_version="2.0.0")

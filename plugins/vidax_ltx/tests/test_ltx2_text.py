@@ -218,22 +218,10 @@ def test_original_single_file_keys_load_the_same_params(case):
     """The connector part of the original single-file layout (``text_embedding_projection.*`` and the DiT's
     ``*_embeddings_connector.*``) loads to exactly the params of its diffusers twin; a missing tensor is named."""
     name, pipe, encoder, _ = case
-    renames = (("video_connector.", "model.diffusion_model.video_embeddings_connector."),
-               ("audio_connector.", "model.diffusion_model.audio_embeddings_connector."),
-               ("video_text_proj_in.", "text_embedding_projection.video_aggregate_embed."),
-               ("audio_text_proj_in.", "text_embedding_projection.audio_aggregate_embed."),
-               ("text_proj_in.", "text_embedding_projection.aggregate_embed."))
-
-    def original(key):
-        for new, old in renames:
-            if key.startswith(new):
-                key = old + key[len(new):]
-                break
-        return (key.replace("transformer_blocks", "transformer_1d_blocks").replace("norm_q", "q_norm")
-                .replace("norm_k", "k_norm"))
+    from vidax_core.testing.tiny.ltx2_original_keys import connector_key
 
     sd = _weights(pipe)[1]
-    single_file = {original(k): v for k, v in sd.items()}
+    single_file = {connector_key(k): v for k, v in sd.items()}
     single_file["model.diffusion_model.proj_in.weight"] = np.zeros((4, 4), np.float32)  # the DiT's own keys
     assert any(k.startswith("text_embedding_projection.") for k in single_file)
     loaded = lc.load_connectors(encoder.connectors.cfg, lc.original_connector_tensors(single_file))

@@ -20,6 +20,7 @@ from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.testing.parity import FP32_FACTOR, fp32_bound, fp32_error, max_abs  # noqa: E402
 from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
     assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
+from vidax_core.testing.tiny import ltx2_original_keys  # noqa: E402
 from vidax_core.testing.tiny.ltx2 import VIDEO_VAE  # noqa: E402
 from vidax_core.testing.tiny.wan_vae_parity import check, tiles  # noqa: E402
 from vidax_ltx import ltx2_vae as L  # noqa: E402
@@ -222,34 +223,13 @@ def test_plain_decoder_branches(tmp_path_factory):
 # ------------------------------------------------------------------------------------------- loading and refusals
 
 
-def _to_original(key: str) -> str:
-    """diffusers AutoencoderKLLTX2Video name -> the original (ltx-core) name, written from the original layout:
-    flat block lists (encoder: stage k = 2k, its downsampler 2k+1, mid = 8; decoder: mid = 0, stage k's
-    upsampler 2k+1 and resnets 2k+2), ``res_blocks``, the ``last_*`` decoder head, the statistics."""
-    import re
-
-    stats = {"latents_mean": "per_channel_statistics.mean-of-means",
-             "latents_std": "per_channel_statistics.std-of-means"}
-    if key in stats:
-        return "vae." + stats[key]
-    k = re.sub(r"^encoder\.mid_block\.", "encoder.DN.8.", key)
-    k = re.sub(r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", lambda m: f"encoder.DN.{2 * int(m[1]) + 1}.", k)
-    k = re.sub(r"^encoder\.down_blocks\.(\d+)\.(?!\d)", lambda m: f"encoder.DN.{2 * int(m[1])}.", k)
-    k = re.sub(r"^decoder\.mid_block\.", "decoder.UP.0.", k)
-    k = re.sub(r"^decoder\.up_blocks\.(\d+)\.upsamplers\.0\.", lambda m: f"decoder.UP.{2 * int(m[1]) + 1}.", k)
-    k = re.sub(r"^decoder\.up_blocks\.(\d+)\.(?!\d)", lambda m: f"decoder.UP.{2 * int(m[1]) + 2}.", k)
-    k = k.replace(".DN.", ".down_blocks.").replace(".UP.", ".up_blocks.").replace("resnets", "res_blocks")
-    k = re.sub(r"^decoder\.(time_embedder|scale_shift_table)", r"decoder.last_\1", k)
-    return "vae." + k
-
-
 @pytest.mark.parametrize("generation", ["20", "25"])
 def test_original_layout_loads_exactly_the_diffusers_params(generation, gen20, gen25):
     from diffusers.loaders.single_file_utils import convert_ltx2_vae_to_diffusers
 
     model, cfg_json, _, vae = gen20 if generation == "20" else gen25
     state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-    original = {_to_original(k): v for k, v in state.items()}
+    original = {ltx2_original_keys.vae_key(k): v for k, v in state.items()}
     c = state["latents_mean"].shape[0]
     original["vae.per_channel_statistics.channel"] = np.arange(c, dtype=np.float32)
     original["vae.per_channel_statistics.mean-of-stds"] = np.ones(c, np.float32)
@@ -302,7 +282,8 @@ def test_published_ltx2_vae_layout_and_shapes():
     check_full_size(ref, vae_rules(True), lambda: vae_lib.LTXVAE(cfg), component="vae", ignore=STATS_KEYS,
                     label="published LTX-2.0 VAE")
     tensors = meta_tensors(ref)
-    assert sorted(original_vae_tensors({_to_original(k): v for k, v in tensors.items()}, ltx2=True)) == sorted(tensors)
+    original = {ltx2_original_keys.vae_key(k): v for k, v in tensors.items()}
+    assert sorted(original_vae_tensors(original, ltx2=True)) == sorted(tensors)
     graphdef, state, _ = abstract_model(lambda: vae_lib.LTXVAE(cfg))
     z = jax.ShapeDtypeStruct((1, 16, 16, 24, 128), np.float32)
     video = jax.eval_shape(lambda s, z: nnx.merge(graphdef, s).decoder(z, None), state, z)

@@ -37,7 +37,8 @@ from . import ltx2_release_config as rc
 HUB_25, HUB_20 = "Lightricks/LTX-2.5", "Lightricks/LTX-2"
 #: LTX-2.5 parts: component -> (the published file, the pattern another precision of it matches).
 FILES_25 = {
-    "text_encoder": ("text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors", "text_encoders/gemma4-*.safetensors"),
+    "text_encoder": ("text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors",
+                     "text_encoders/gemma4-*.safetensors"),
     "vae": ("vae/ltx-2.5-video-vae-conv-bf16.safetensors", "vae/ltx-2.5-video-vae-conv*.safetensors"),
     "audio_vae": ("vae/ltx-2.5-audio-vae-bf16.safetensors", "vae/ltx-2.5-audio-vae*.safetensors"),
 }

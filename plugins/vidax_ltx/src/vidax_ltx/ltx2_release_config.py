@@ -15,7 +15,9 @@ VAE decoder's timestep conditioning, the vocoder's input width) is read from the
   ``av_ca_timestep_scale_multiplier`` -> ``cross_attn_timestep_scale_multiplier``; the 2.3+ feature extractor
   (``caption_proj_before_connector``) means no caption projection in the DiT.
 * Connectors: ``connector_*`` (the audio connector's ``audio_connector_*`` falling back to them),
-  ``connector_positional_embedding_max_pos`` -> ``connector_rope_base_seq_len``; widths from Gemma's config.
+  ``connector_positional_embedding_max_pos`` -> ``connector_rope_base_seq_len``, the DiT's RoPE type and precision
+  (theta and register count are ltx-core's class defaults: 10000, and the registers' tensor); widths from Gemma's
+  config.
 * Video VAE: ltx-core's block lists (``encoder_blocks``: ``res_x`` stages between ``compress_{space,time,all}_res``
   downsamplers; ``decoder_blocks``: ``res_x`` stages between ``compress_{space,time,all}`` upsamplers, listed from
   the output side) -> diffusers' per-block tuples; without block lists, the published LTX-2 VAE.
@@ -91,7 +93,7 @@ def dit_config(t: Mapping[str, Any], keys: Any, shape: Any, caption_channels: in
                cross_attn_timestep_scale_multiplier=t.get("av_ca_timestep_scale_multiplier", 1),
                rope_double_precision=t.get("frequencies_precision", False) == "float64", gated_attn=gated,
                audio_gated_attn=gated, cross_attn_mod=cross, audio_cross_attn_mod=cross,
-               use_prompt_embeddings=not per_modality_projections(t))
+               use_prompt_embeddings=not t.get("caption_proj_before_connector", False))
     proj = "caption_projection.linear_1.weight"
     cfg["caption_channels"] = int(shape(proj)[1]) if proj in keys else caption_channels
     return cfg
@@ -108,13 +110,14 @@ def connectors_config(t: Mapping[str, Any], gemma: Mapping[str, Any], keys: Any,
         "_class_name": "LTX2TextConnectors", "caption_channels": gemma_width(gemma),
         "text_proj_in_factor": int(text.get("num_hidden_layers", 0)) + 1,
         "connector_rope_base_seq_len": t.get("connector_positional_embedding_max_pos", [1])[0],
-        "rope_theta": t.get("positional_embedding_theta", 10000.0),
+        "rope_theta": 10000.0,  # ltx-core's connector default; its configurator passes no theta
         "rope_double_precision": t.get("frequencies_precision", False) == "float64",
         "rope_type": t.get("rope_type", "split"), "causal_temporal_positioning": False,
         "per_modality_projections": v2, "proj_bias": v2,
-        "video_hidden_dim": t.get("num_attention_heads", 32) * t.get("attention_head_dim", 128),
-        "audio_hidden_dim": t.get("audio_num_attention_heads", 32) * t.get("audio_attention_head_dim", 64),
     }
+    if v2:  # the per-stream projections output the DiT's stream widths (ltx-core's FeatureExtractorV2)
+        cfg["video_hidden_dim"] = t.get("num_attention_heads", 32) * t.get("attention_head_dim", 128)
+        cfg["audio_hidden_dim"] = t.get("audio_num_attention_heads", 32) * t.get("audio_attention_head_dim", 64)
     for name, prefix in (("video", "connector_"), ("audio", "audio_connector_")):
         regs = f"{name}_connector.learnable_registers"
         cfg.update({
@@ -127,6 +130,7 @@ def connectors_config(t: Mapping[str, Any], gemma: Mapping[str, Any], keys: Any,
     return cfg
 
 
+CONV_VAE = "CausalVideoAutoencoder"  # ltx-core's class of the convolutional VAE (its other one has a diffusion decoder)
 # ltx-core block names -> diffusers' down / up sampling kinds
 _DOWN = {"compress_space_res": "spatial", "compress_time_res": "temporal", "compress_all_res": "spatiotemporal"}
 _UP = {"compress_space": "spatial", "compress_time": "temporal", "compress_all": "spatiotemporal"}
@@ -161,6 +165,9 @@ def vae_config(v: Mapping[str, Any], keys: Any, where: str) -> dict[str, Any]:
     """The video VAE's ``config.json`` from the metadata's ``vae`` section; ``keys`` are the VAE's diffusers tensor
     names (the decoder's timestep conditioning is read from them)."""
     timestep = any(k.startswith("decoder.time_embedder.") for k in keys)
+    if v.get("_class_name", CONV_VAE) != CONV_VAE:
+        raise UserError(f"{where}: vae {v['_class_name']} is not the convolutional LTX-2 VAE ({CONV_VAE}); the "
+                        "release's -video-vae-conv- file is")
     if "encoder_blocks" not in v and "decoder_blocks" not in v:
         return dict(PUBLISHED_LTX2_VAE_CONFIG, _class_name="AutoencoderKLLTX2Video", timestep_conditioning=timestep)
     for key, want in (("norm_layer", "pixel_norm"), ("latent_log_var", "uniform"), ("dims", 3)):
