@@ -27,6 +27,7 @@ from vidax_ltx.ltx2_audio_vae import (  # noqa: E402
     AUDIO_VAE_RULES, LTX2AudioVAE, LTX2AudioVAEConfig, decode, encode, load_audio_vae)
 from vidax_ltx.ltx2_vocoder import (  # noqa: E402
     VOCODER_RULES, LTX2Vocoder, LTX2VocoderConfig, load_vocoder, vocode)
+from vidax_core.testing.tiny.ltx2 import VOCODER_BWE as TINY_BWE  # noqa: E402
 from vidax_ltx.ltx2_vocoder_bwe import (  # noqa: E402
     VOCODER_BWE_IGNORE, VOCODER_BWE_RULES, LTX2VocoderBWE, LTX2VocoderBWEConfig)
 
@@ -211,16 +212,6 @@ def test_vocoder_matches_reference(vocoders, name):
     else:
         wrong.act_out = wrong.act_out.act
     assert max_abs(vocode(wrong, mel), ref64) > 100 * fp32_bound(ref32, ref64, own)
-
-
-#: LTX-2.3+'s two-stage vocoder at tiny sizes: stage 1 at 16 kHz (x8), a 16-point causal log-mel STFT (hop 8, 8 mel
-#: bands) of its waveform, a bandwidth-extension generator (x16) adding to the waveform resampled to 32 kHz.
-TINY_BWE = dict(in_channels=32, hidden_channels=32, out_channels=2, upsample_kernel_sizes=(8, 4),
-                upsample_factors=(4, 2), resnet_kernel_sizes=(3,), resnet_dilations=((1, 3),), bwe_in_channels=16,
-                bwe_hidden_channels=16, bwe_out_channels=2, bwe_upsample_kernel_sizes=(8, 4),
-                bwe_upsample_factors=(4, 4), bwe_resnet_kernel_sizes=(3,), bwe_resnet_dilations=((1, 2),),
-                filter_length=16, hop_length=8, window_length=16, num_mel_channels=8, input_sampling_rate=16000,
-                output_sampling_rate=32000)
 
 
 def _stft_buffers(ref, seed):

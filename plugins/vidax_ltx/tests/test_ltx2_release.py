@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from vidax_core.errors import UserError  # noqa: E402
+from vidax_core.testing.cli import vidax  # noqa: E402
 from vidax_core.testing.tiny import ltx2_original_keys as orig  # noqa: E402
 from vidax_ltx.ltx2_release import open_release, transformer_file  # noqa: E402
 
@@ -266,6 +267,47 @@ def test_release_loads_exactly_the_params_of_the_diffusers_twin(request, generat
     _same_params(load(cfg_a, raw_a, a.tensors(component)), load(cfg_b, raw_b, b.tensors(component)))
 
 
+def _bigvgan(c: dict, p: str) -> dict:
+    """ltx-core's BigVGAN-v2 generator config of a diffusers LTX2VocoderWithBWE config's fields prefixed ``p``."""
+    return {"resblock": "AMP1", "activation": "snakebeta", "stereo": True, "upsample_rates": c[p + "upsample_factors"],
+            "upsample_kernel_sizes": c[p + "upsample_kernel_sizes"],
+            "resblock_kernel_sizes": c[p + "resnet_kernel_sizes"], "resblock_dilation_sizes": c[p + "resnet_dilations"],
+            "upsample_initial_channel": c[p + "hidden_channels"]}
+
+
+def test_bwe_vocoder_loads_exactly_the_params_of_its_diffusers_twin(twin, tmp_path):
+    """The LTX-2.3+ vocoder with bandwidth extension (what LTX-2.5's audio file holds: ltx-core's names under
+    ``vocoder.vocoder.`` / ``vocoder.bwe_generator.``, its nested ``vocoder`` / ``bwe`` config) loads to the config
+    and every parameter of diffusers' ``LTX2VocoderWithBWE``."""
+    from diffusers.pipelines.ltx2.vocoder import LTX2VocoderWithBWE
+
+    from vidax_core.testing.reference import randomize_
+    from vidax_core.testing.tiny.ltx2 import VOCODER_BWE
+    from vidax_ltx.ltx2_audio import load_audio_vocoder
+    from vidax_ltx.ltx2_vocoder_bwe import LTX2VocoderBWEConfig
+
+    _, release, written = twin
+    ref = LTX2VocoderWithBWE(**VOCODER_BWE).eval()
+    randomize_(ref, seed=9)
+    ref.save_pretrained(str(tmp_path / "vocoder"))
+    c, tensors = _config(tmp_path, "vocoder"), _load(tmp_path, "vocoder")
+    assert c["window_length"] == c["filter_length"]  # ltx-core's MelSTFT takes one n_fft for both
+    bwe = {**_bigvgan(c, "bwe_"), "n_fft": c["filter_length"], "hop_length": c["hop_length"],
+           "num_mels": c["num_mel_channels"], "input_sampling_rate": c["input_sampling_rate"],
+           "output_sampling_rate": c["output_sampling_rate"]}
+    folder = tmp_path / "release"
+    shutil.copytree(release, folder)
+    audio = {k: x for k, x in written["audio"].items() if k.startswith("audio_vae.")}
+    audio.update({orig.vocoder_key(k): x for k, x in tensors.items()})
+    section = open_release(_spec(), str(release))._meta("audio_vae", "audio_vae")
+    _save(folder / "vae/ltx-2.5-audio-vae-bf16.safetensors", audio,
+          config={"audio_vae": section, "vocoder": {"vocoder": _bigvgan(c, ""), "bwe": bwe}})
+    b = open_release(_spec(), str(folder))
+    raw = b.config("vocoder")
+    assert _fields(LTX2VocoderBWEConfig.from_config(raw)) == _fields(LTX2VocoderBWEConfig.from_config(c))
+    _same_params(load_audio_vocoder(raw, b.tensors("vocoder")), load_audio_vocoder(c, tensors))
+
+
 def test_config_comparison_sees_a_wrong_mapping(twin):
     """The config check can fail: the release's metadata with the RoPE precision or layout flipped (a reader that
     mistook ``frequencies_precision`` / ``rope_type``) gives a DiT config unlike the diffusers folder's."""
@@ -304,25 +346,28 @@ def test_packed_gemma_and_tokenizer_equal_the_folders(twin):
         np.testing.assert_array_equal(x, y)
 
 
-def test_run_from_the_release_equals_the_diffusers_twin(twin):
+@pytest.mark.parametrize("generation", ["ltx2.5", "ltx2.0"])
+def test_run_from_the_release_equals_the_diffusers_twin(request, generation):
     """``vidax run`` of the dev recipe (CFG, STG, modality guidance, dynamic shift) from the release folder gives
     the diffusers folder's video and audio latents exactly."""
     from vidax_core.testing.runs import run_many
 
-    ckpt, release, _ = twin
-    base = [f"model.id={MODEL_ID}", "prompt=a small red fox barks in the snow", "negative_prompt=blurry",
+    ckpt, release, _ = request.getfixturevalue("twin" if generation == "ltx2.5" else "twin20")
+    model_id = MODEL_ID if generation == "ltx2.5" else MODEL_ID_20
+    base = [f"model.id={model_id}", "prompt=a small red fox barks in the snow", "negative_prompt=blurry",
             "sampling.num_steps=2", "sampling.height=64", "sampling.width=64", "sampling.num_frames=9",
             "sampling.max_sequence_length=16", "options.spatio_temporal_guidance_blocks=[1]", "parallel.dp=1"]
     runs = run_many(base, {"diffusers": (f"model.checkpoint={ckpt}",), "release": (f"model.checkpoint={release}",)},
                     devices=1)
     assert "error" not in runs["release"], runs["release"]
-    print(f"ltx2 release vs diffusers run: rel {runs['release']['rel']:.1e}")
+    print(f"{generation} release vs diffusers run: rel {runs['release']['rel']:.1e}")
     assert runs["release"]["rel"] == 0.0
 
 
 def test_refusals(tmp_path, twin):
-    """A folder of another layout is declined; a release missing the id's DiT file, or holding only the
-    diffusion-decoder VAE, is refused in one line naming the file to download; the LTX-2.0 id refuses it."""
+    """A folder of another layout is declined; a release missing the id's DiT file (also through ``vidax run``), or
+    holding only the diffusion-decoder VAE, is refused in one line naming the file to download; the LTX-2.0 id
+    refuses the LTX-2.5 release."""
     _, release, _ = twin
     assert open_release(_spec(), str(tmp_path)) is None
     bad = tmp_path / "no_dit"
@@ -334,6 +379,10 @@ def test_refusals(tmp_path, twin):
         with pytest.raises(UserError) as err:
             open_release(_spec(model_id), str(bad))
         assert want in str(err.value) and "\n" not in str(err.value), str(err.value)
+    proc = vidax("run", f"model.id={MODEL_ID}", f"model.checkpoint={bad}", "prompt=a fox", "sampling.num_frames=9",
+                 "--dry-run", cwd=tmp_path)  # the CLI: one error line
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and last.startswith("error:") and transformer_file(MODEL_ID) in last, proc.stderr
     shutil.copy(release / transformer_file(MODEL_ID), bad / transformer_file(MODEL_ID))
     vae = bad / "vae" / "ltx-2.5-video-vae-conv-bf16.safetensors"
     vae.rename(bad / "vae" / "ltx-2.5-video-vae-bf16.safetensors")

@@ -43,6 +43,14 @@ AUDIO_VAE = dict(base_channels=16, ch_mult=(1, 2, 4), num_res_blocks=1, latent_c
 VOCODER = dict(in_channels=32, hidden_channels=32, out_channels=2, upsample_kernel_sizes=(20, 16),
                upsample_factors=(10, 8), resnet_kernel_sizes=(3, 5), resnet_dilations=((1, 3), (1, 2)),
                output_sampling_rate=8000)
+#: LTX-2.3+'s two-stage vocoder at tiny sizes: stage 1 at 16 kHz (x8), a 16-point causal log-mel STFT (hop 8, 8 mel
+#: bands) of its waveform, a bandwidth-extension generator (x16) adding to the waveform resampled to 32 kHz.
+VOCODER_BWE = dict(in_channels=32, hidden_channels=32, out_channels=2, upsample_kernel_sizes=(8, 4),
+                   upsample_factors=(4, 2), resnet_kernel_sizes=(3,), resnet_dilations=((1, 3),), bwe_in_channels=16,
+                   bwe_hidden_channels=16, bwe_out_channels=2, bwe_upsample_kernel_sizes=(8, 4),
+                   bwe_upsample_factors=(4, 4), bwe_resnet_kernel_sizes=(3,), bwe_resnet_dilations=((1, 2),),
+                   filter_length=16, hop_length=8, window_length=16, num_mel_channels=8, input_sampling_rate=16000,
+                   output_sampling_rate=32000)
 SCHEDULER = dict(use_dynamic_shifting=True, shift_terminal=0.1, base_shift=0.95, max_shift=2.05,
                  base_image_seq_len=1024, max_image_seq_len=4096)
 
