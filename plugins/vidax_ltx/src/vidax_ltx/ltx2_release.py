@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from typing import Any, Mapping
 
 from vidax_core.errors import UserError
@@ -83,11 +84,20 @@ def audio_vae_key(key: str) -> str | None:
 
 
 def vocoder_key(key: str) -> str | None:
-    """An original ``vocoder.*`` key (prefix stripped once) -> diffusers' vocoder name."""
-    return rc.vocoder_key(key[len("vocoder."):]) if key.startswith("vocoder.") else None
+    """An original ``vocoder.*`` key (the prefix stripped once) -> diffusers': ``ups`` -> ``upsamplers``,
+    ``resblocks`` -> ``resnets``, ``conv_pre`` / ``conv_post`` -> ``conv_in`` / ``conv_out``, ``act_post`` ->
+    ``act_out``, ``downsample.lowpass`` -> ``downsample`` (diffusers' LTX-2.0 / 2.3 conversion tables)."""
+    if not key.startswith("vocoder."):
+        return None
+    key = re.sub(r"(^|\.)ups\.", r"\1upsamplers.", key[len("vocoder."):])
+    for old, new in (("resblocks", "resnets"), ("conv_pre", "conv_in"), ("conv_post", "conv_out"),
+                     ("act_post", "act_out"), ("downsample.lowpass", "downsample")):
+        key = key.replace(old, new)
+    return key
 
 
 def video_vae_key(n_down: int):
+    """The original ``vae.*`` -> diffusers ``AutoencoderKLLTX2Video`` renaming for ``n_down`` encoder blocks."""
     from .vae_convert import original_vae_key
 
     return lambda key: original_vae_key(key, encoder_blocks=n_down, ltx2=True)
@@ -117,7 +127,7 @@ class LTX2ReleaseCheckpoint(Checkpoint):
         self._open: dict[tuple[str, ...], TensorSource] = {}
 
     # -- files ---------------------------------------------------------------------------------------------------
-    def _file(self, part: str) -> str:
+    def _path(self, part: str) -> str:
         return self.files[part]
 
     def _source(self, *parts: str) -> TensorSource:
@@ -127,7 +137,7 @@ class LTX2ReleaseCheckpoint(Checkpoint):
         return self._open[paths]
 
     def _meta(self, part: str, section: str) -> dict[str, Any]:
-        path = self._file(part)
+        path = self._path(part)
         src = self._source(part)
         return rc.section(_config_metadata(path, src.files[0]), section, path)
 
@@ -153,18 +163,18 @@ class LTX2ReleaseCheckpoint(Checkpoint):
 
     def require(self, component: str) -> str:
         if component in self._PARTS:
-            return self._file(self._PARTS[component])
+            return self._path(self._PARTS[component])
         if component == "scheduler":
             return self.root
         if component in ("text_encoder", "tokenizer") and self.packed_gemma:
-            return self._file("text_encoder")
+            return self._path("text_encoder")
         return super().require(component)
 
     def weight_files(self, component: str) -> list[str]:
         if component in self._PARTS:
-            return [self._file(self._PARTS[component])]
+            return [self._path(self._PARTS[component])]
         if component == "text_encoder" and self.packed_gemma:
-            return [self._file("text_encoder")]
+            return [self._path("text_encoder")]
         return super().weight_files(component)
 
     def config(self, component: str) -> dict[str, Any]:
@@ -186,14 +196,14 @@ class LTX2ReleaseCheckpoint(Checkpoint):
             return rc.connectors_config(self._meta("transformer", "transformer"), self.config("text_encoder"), c,
                                         c.shape)
         if component == "vae":
-            return rc.vae_config(self._meta("vae", "vae"), self.read_tensors("vae"), self._file("vae"))
+            return rc.vae_config(self._meta("vae", "vae"), self.read_tensors("vae"), self._path("vae"))
         if component == "audio_vae":
             return rc.audio_vae_config(self._meta("audio_vae", "audio_vae"))
         if component == "vocoder":
             v = self.read_tensors("vocoder")
-            return rc.vocoder_config(self._meta("audio_vae", "vocoder"), v, v.shape, self._file("audio_vae"))
+            return rc.vocoder_config(self._meta("audio_vae", "vocoder"), v, v.shape, self._path("audio_vae"))
         if component == "text_encoder" and self.packed_gemma:
-            path = self._file("text_encoder")
+            path = self._path("text_encoder")
             cfg = _config_metadata(path, self._source("text_encoder").files[0], GEMMA_CONFIG)
             if not cfg:
                 raise UserError(f"{path} has no '{GEMMA_CONFIG}' metadata: is it the LTX-2.5 text encoder "
@@ -228,7 +238,7 @@ class LTX2ReleaseCheckpoint(Checkpoint):
 
         if not self.packed_gemma:
             return TextTokenizer.from_dir(self.require("tokenizer"))
-        path = self._file("text_encoder")
+        path = self._path("text_encoder")
         src = self._source("text_encoder")
         meta = src.files[0].metadata
 

@@ -29,7 +29,6 @@ VAE decoder's timestep conditioning, the vocoder's input width) is read from the
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
 from vidax_core.errors import UserError
@@ -271,14 +270,3 @@ def vocoder_config(c: Mapping[str, Any], keys: Any, shape: Any, where: str) -> d
             "hop_length": bwe.get("hop_length", 80), "window_length": bwe.get("n_fft", 512),
             "num_mel_channels": bwe.get("num_mels", 64), "input_sampling_rate": bwe.get("input_sampling_rate", 16000),
             "output_sampling_rate": bwe.get("output_sampling_rate", 48000)}
-
-
-def vocoder_key(key: str) -> str:
-    """An original vocoder key (``vocoder.`` stripped once) -> diffusers': ``ups`` -> ``upsamplers``,
-    ``resblocks`` -> ``resnets``, ``conv_pre`` / ``conv_post`` -> ``conv_in`` / ``conv_out``, ``act_post`` ->
-    ``act_out``, ``downsample.lowpass`` -> ``downsample`` (diffusers' LTX-2.0 / 2.3 conversions)."""
-    key = re.sub(r"(^|\.)ups\.", r"\1upsamplers.", key)
-    for old, new in (("resblocks", "resnets"), ("conv_pre", "conv_in"), ("conv_post", "conv_out"),
-                     ("act_post", "act_out"), ("downsample.lowpass", "downsample")):
-        key = key.replace(old, new)
-    return key
