@@ -136,4 +136,4 @@ def test_tutorial_builds_installs_runs_and_passes_its_tests(tmp_path):
     tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], env, pkg)
     print(tests.stdout[-3000:])
     assert tests.returncode == 0, tests.stdout[-6000:] + tests.stderr[-3000:]
-    assert re.search(r"\b11 passed\b", tests.stdout) and "skipped" not in tests.stdout, tests.stdout[-2000:]
+    assert re.search(r"\b12 passed\b", tests.stdout) and "skipped" not in tests.stdout, tests.stdout[-2000:]

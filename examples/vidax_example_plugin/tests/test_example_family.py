@@ -1,6 +1,6 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny checkpoint: the converted checkpoint fills
-exactly the model's tree, TP, SP, TP x SP and offload (alone and with SP) give the one-device latents, and the
-sharding of every parameter matches golden/sharding.json. The parallel runs use 8 fake CPU devices in a
+exactly the model's tree, TP x SP and offload with SP give the one-device latents, and the sharding of every
+parameter matches golden/sharding.json. The parallel runs use 8 fake CPU devices in a
 subprocess."""
 
 from __future__ import annotations

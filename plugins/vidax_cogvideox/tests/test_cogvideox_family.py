@@ -1,7 +1,7 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny CogVideoX1.5-like model with 6 heads, which
 (like 2B's 30) split over tp=2 but not 4: TP 2, SP 3 over the joint sequence (video tokens split, text
 tokens replicated, Ulysses joint attention; RoPE tables and the padded front frame with them), TP 2 x SP 3,
-offload alone and with SP, the golden sharding table. A second, 2B-like model (sin-cos positions split with the
+offload with SP 2, the golden sharding table. A second, 2B-like model (sin-cos positions split with the
 video tokens) with 4 heads covers SP 4, TP 2 x SP 2 and offload with TP 2."""
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ class TestCogVideoX5BI2VFamily(FamilyTests):
     model_id = "cogvideox-5b-i2v"
     overrides = (*BASE, "sampling.height=32", "sampling.width=32")  # the tiny table's training size
     golden = os.path.join(os.path.dirname(__file__), "golden", "cogvideox5b_i2v_tiny_sharding.json")
-    parallel_configs = {"tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2")}
     offload_configs = {}
 
     @classmethod

@@ -1,5 +1,5 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on tiny HunyuanVideo-1.5 runs (4 heads, 2 double
-blocks): text-to-video with real CFG from the guider and byT5 on the prompt's quoted text under TP 2, TP 2 x SP 2
+blocks): text-to-video with real CFG from the guider and byT5 on the prompt's quoted text under TP 2 x SP 2
 (video tokens split over sp, the prefix-masked conditioning stream through Ulysses) and offload of the block stack
 with SP 2 (offload on one device is the same stream with sp 1, so one run covers both); the step-distilled
 image-to-video recipe (meanflow ``timestep_r`` each step, the image latent + mask channels, SigLIP tokens, one pass
@@ -28,7 +28,6 @@ class TestHunyuan15Family(FamilyTests):
                  "options.tokenizer_2_max_length=16")
     golden = os.path.join(GOLDEN, "hunyuan15_tiny_sharding.json")
     tp2_weight_fraction = 0.6  # 0.51 measured: the blocks and the 2048-wide byT5 projection split
-    offload_configs = {"offload_sp2": FamilyTests.offload_configs["offload_sp2"]}
 
     @staticmethod
     def make_checkpoint(folder):
@@ -44,13 +43,7 @@ class TestHunyuan15StepDistilledFamily(FamilyTests):
                  "sampling.height=32", "sampling.width=48", "sampling.num_frames=9",
                  "sampling.max_sequence_length=24", "options.tokenizer_2_max_length=16")
     golden = os.path.join(GOLDEN, "hunyuan15_step_distilled_tiny_sharding.json")
-    parallel_configs = {"tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2")}
-    offload_configs = {"offload_sp2": ("parallel.dp=1", "parallel.sp=2", "offload.enabled=true")}
     image_file = "input.png"
-
-    def test_sp_really_splits(self, family_runs):
-        p = family_runs["tp2sp2"]["parallel"]
-        assert (p["tp"], p["sp"]) == (2, 2) and family_runs["offload_sp2"]["parallel"]["sp"] == 2, family_runs
 
     @staticmethod
     def make_checkpoint(folder):

@@ -10,10 +10,10 @@ with terminal 0.1; the distilled id runs the 8 distilled sigmas with one pass (o
 carries the audio track. Each plausible bug (guidance rescaled in velocity space instead of the clean-sample space,
 no rescale, the audio stream at the video's CFG scale, a guidance pass left out) is shown to move the reference past
 the bound on the same inputs. ``use_cross_timestep`` cannot show in text-to-video (both streams share one timestep,
-so the other stream's sigma is the stream's own); image-to-video (LTX2ImageToVideoPipeline, ``image_crf`` 0: the
-reference's H.264 path needs PyAV) gives the video tokens per-token timesteps, and there the flipped flag lands past
-the bound. Its image path (bilinear resize, VAE posterior mean, normalised with scale 1) is checked on the held
-first frame of a run without given latents.
+so the other stream's sigma is the stream's own); image-to-video (LTX2ImageToVideoPipeline) gives the video tokens
+per-token timesteps, and there the flipped flag lands past the bound. Its image path (H.264 at the default
+``image_crf`` 18 as the reference's PyAV path, bilinear resize, VAE posterior mean, normalised with scale 1) is
+checked on the held first frame of a run without given latents.
 """
 
 from __future__ import annotations
@@ -175,10 +175,14 @@ def test_cli_matches_ltx2_image_to_video(tmp_path, generation):
     assert far > 10 * RUN_BOUND, far
     if generation != "ltx2.5":
         return
-    # the image path: without given latents the first frame holds the image's VAE latents, as the reference's
-    plain = run_e2e(tmp_path / "image", *args, env=env)
+    # the image path at LTX-2.5's default image_crf (18): without given latents the first frame holds the VAE
+    # latents of the H.264-compressed image, as the reference's (its compression through PyAV)
+    from diffusers.pipelines.ltx2.utils import apply_image_conditioning_crf
+
+    plain = run_e2e(tmp_path / "image", *_vidax_args(model_id, ckpt), f"image={image}", env=env)
+    compressed = Image.fromarray(apply_image_conditioning_crf(np.asarray(pil), 18))
     with torch.no_grad():
-        pixels = pipe.video_processor.preprocess(pil, height=SIZE, width=SIZE)
+        pixels = pipe.video_processor.preprocess(compressed, height=SIZE, width=SIZE)
         want = pipe.vae.encode(pixels.unsqueeze(2)).latent_dist.mode().numpy()
     first = rel_l2(plain.latents["video"][:, :, :1], want)
     print(f"[{generation} i2v] first frame from the image: rel L2 {first:.2e}")

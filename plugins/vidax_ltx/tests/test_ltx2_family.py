@@ -1,7 +1,7 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny LTX-2.5-style pipeline (4 video and 4 audio
-heads, 2 blocks) running the dev recipe's four guidance passes: TP 2 (heads of both streams), TP 2 x SP 2 (video
-tokens over sp, the audio stream replicated, video-to-audio through gathered keys), offload alone and with SP 2
-(the (video, audio) carry, the STG pass's layer index), the golden sharding table."""
+heads, 2 blocks) running the dev recipe's four guidance passes: TP 2 x SP 2 (heads of both streams over tp, video
+tokens over sp, the audio stream replicated, video-to-audio through gathered keys), offload with SP 2 (the (video,
+audio) carry, the STG pass's layer index), the golden sharding table."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny LTX-Video (4 heads, 4 blocks) running the
 presets' path, the multi-scale recipe with LTXConditionPipeline semantics (two passes around the latent upscaler):
-TP 2, SP 2/4 (the packed video tokens split over sp, per-token RoPE coordinates with them), TP x SP, SP x DP (the
-guidance halves), offload alone and with SP, the golden sharding table."""
+TP 2 x SP 2 (the packed video tokens split over sp, per-token RoPE coordinates with them), SP 4 x DP 2 (the
+guidance halves), offload with SP 2, the golden sharding table."""
 
 from __future__ import annotations
 

@@ -82,6 +82,8 @@ def _random_state(abstract: Any, groups: dict[str, int], blocks: int | None, see
     import jax.numpy as jnp
     from flax import nnx
 
+    from vidax_core.nn.state import leaf_value
+
     @functools.partial(jax.jit, static_argnums=(1, 2))
     def make(k, shape, dtype):
         return (0.02 * jax.random.normal(k, shape, jnp.float32)).astype(dtype)
@@ -89,7 +91,7 @@ def _random_state(abstract: Any, groups: dict[str, int], blocks: int | None, see
     key = jax.random.key(seed)
     out = []
     for i, (path, var) in enumerate(nnx.to_flat_state(abstract)):
-        leaf = var.get_value() if hasattr(var, "get_value") else var
+        leaf = leaf_value(var)
         shape = tuple(leaf.shape)
         if blocks and path and str(path[0]) in groups and shape:
             shape = (min(blocks, shape[0]),) + shape[1:]

@@ -63,10 +63,16 @@ def fit_size(image: Any, max_area: int, multiple: int) -> tuple[int, int]:
     return height, width
 
 
+#: swscale's filter for the colour conversions of :func:`h264_roundtrip` (PyAV's default interpolation).
+BILINEAR = ("-sws_flags", "bilinear")
+
+
 def h264_roundtrip(image: Any, crf: int) -> Any:
     """An RGB ``PIL.Image`` cropped to even sides, compressed as one yuv420p H.264 frame at ``crf`` (libx264, preset
     veryfast) and decoded back, as LTX-2's image conditioning does it before encoding (the compression its models
-    were trained on); ``crf`` 0 returns the image unchanged."""
+    were trained on); ``crf`` 0 returns the image unchanged. The RGB <-> YUV conversions use swscale's bilinear
+    filter, as PyAV's ``VideoFrame.reformat`` does in the reference (ffmpeg's own default, bicubic, moves most
+    pixels by a level or more)."""
     if not crf:
         return image
     import tempfile
@@ -83,11 +89,12 @@ def h264_roundtrip(image: Any, crf: int) -> Any:
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
             gen = imageio_ffmpeg.write_frames(path, (w, h), fps=1, codec="libx264", pix_fmt_out="yuv420p",
                                               macro_block_size=2, quality=None,
-                                              output_params=["-crf", str(int(crf)), "-preset", "veryfast"])
+                                              output_params=["-crf", str(int(crf)), "-preset", "veryfast",
+                                                             *BILINEAR])
             gen.send(None)
             gen.send(rgb)
             gen.close()
-            reader = imageio_ffmpeg.read_frames(path)
+            reader = imageio_ffmpeg.read_frames(path, output_params=list(BILINEAR))
             next(reader)  # the metadata
             frame = next(reader)
             reader.close()

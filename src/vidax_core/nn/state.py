@@ -16,7 +16,8 @@ from flax import nnx
 Path = tuple[Any, ...]
 
 
-def _leaf_value(v: Any) -> Any:
+def leaf_value(v: Any) -> Any:
+    """An NNX state leaf's array (or ShapeDtypeStruct): a Variable's value without the deprecated ``.value``."""
     return v.get_value() if hasattr(v, "get_value") else v
 
 
@@ -24,14 +25,14 @@ def abstract_model(ctor: Callable[[], nnx.Module]) -> tuple[nnx.GraphDef, nnx.St
     """Build ``ctor()`` shape-only; return (graphdef, abstract state, flat path -> ShapeDtypeStruct)."""
     model = nnx.eval_shape(ctor)
     graphdef, state = nnx.split(model)
-    flat = {tuple(path): _leaf_value(v) for path, v in nnx.to_flat_state(state)}
+    flat = {tuple(path): leaf_value(v) for path, v in nnx.to_flat_state(state)}
     return graphdef, state, flat
 
 
 def flat_state(model_or_state: Any) -> dict[Path, Any]:
     """Flat path -> array map of a module's (or a state's) variables."""
     state = model_or_state if isinstance(model_or_state, nnx.State) else nnx.state(model_or_state)
-    return {tuple(path): _leaf_value(v) for path, v in nnx.to_flat_state(state)}
+    return {tuple(path): leaf_value(v) for path, v in nnx.to_flat_state(state)}
 
 
 def materialize(

@@ -37,10 +37,11 @@ def block_widths(abstract_state: Any, groups: Iterable[str]) -> BlockWidths | No
     """The widths of the stacked block groups ``groups`` (None when no parameter names an ``embed`` axis)."""
     from flax import nnx
 
+    from vidax_core.nn.state import leaf_value
     from vidax_core.parallel.sharding import param_names
 
     groups = set(groups)
-    shapes = {tuple(p): v.value.shape if hasattr(v, "value") else v.shape for p, v in nnx.to_flat_state(abstract_state)}
+    shapes = {tuple(p): leaf_value(v).shape for p, v in nnx.to_flat_state(abstract_state)}
     widths = {"heads": 0, "mlp": 0}
     embed: Counter[int] = Counter()
     for path, names in param_names(abstract_state).items():

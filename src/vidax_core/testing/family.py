@@ -37,14 +37,16 @@ class FamilyTests:
     golden: ClassVar[str | None] = None
     tolerance: ClassVar[float] = 1e-5
     tp2_weight_fraction: ClassVar[float] = 1.0  # tp=2 must hold less than this share of the weights per device
-    # TP alone, and TP x SP: the resident SP path with tp=1 is the same code (Ulysses all-to-alls over sp, heads over
-    # tp); SP without TP also runs under offload (offload_sp2), and a family adds sp-only layouts it needs (sp3, sp4)
+    # One layout per code path a family's own code can take: TP x SP (heads over tp, Ulysses all-to-alls over sp,
+    # the family's shard rules and sequence splits) and offload with SP (the streamed block groups, the carry). TP
+    # alone and offload alone run the same family code with the core's sp=1 shortcut, which the core's own tests
+    # and the Wan family (TP_ONLY, OFFLOAD_ONLY) cover; a family adds layouts it needs (sp3, sp4, dp2...).
+    TP_ONLY: ClassVar[Mapping[str, Sequence[str]]] = {"tp2": ("parallel.dp=1", "parallel.tp=2")}
+    OFFLOAD_ONLY: ClassVar[Mapping[str, Sequence[str]]] = {"offload": ("parallel.dp=1", "offload.enabled=true")}
     parallel_configs: ClassVar[Mapping[str, Sequence[str]]] = {
-        "tp2": ("parallel.dp=1", "parallel.tp=2"),
         "tp2sp2": ("parallel.dp=1", "parallel.tp=2", "parallel.sp=2"),
     }
     offload_configs: ClassVar[Mapping[str, Sequence[str]]] = {
-        "offload": ("parallel.dp=1", "offload.enabled=true"),
         "offload_sp2": ("parallel.dp=1", "parallel.sp=2", "offload.enabled=true"),
     }
 
@@ -111,15 +113,26 @@ class FamilyTests:
         for name in self.offload_configs:
             assert family_runs[name]["offload"]["enabled"], name
 
+    def test_mesh_axes_are_the_ones_asked_for(self, family_runs):
+        """Each layout ran on the mesh its ``parallel.dp/tp/sp`` overrides ask for (a run that silently fell back to
+        fewer devices would match one device trivially)."""
+        for name, overrides in {**self.parallel_configs, **self.offload_configs}.items():
+            asked = {k.split(".")[1]: int(v) for k, _, v in (o.partition("=") for o in overrides)
+                     if k in ("parallel.dp", "parallel.tp", "parallel.sp")}
+            ran = family_runs[name]["parallel"]
+            assert {axis: ran[axis] for axis in asked} == asked, (name, ran)
+
     def test_tp_shards_the_weights_and_sp_does_not(self, family_runs):
-        """TP 2 holds less than ``tp2_weight_fraction`` of the one-device weights per device; adding SP 2 on top
-        holds exactly what TP 2 alone does."""
-        if not {"tp2", "tp2sp2"} <= set(family_runs):
-            pytest.skip("needs the tp2 and tp2sp2 layouts")
+        """TP 2 holds less than ``tp2_weight_fraction`` of the one-device weights per device (read from the tp2
+        layout, else tp2sp2: SP shards no weight); with both layouts, adding SP 2 holds exactly what TP 2 does."""
+        tp_layouts = [name for name in ("tp2", "tp2sp2") if name in family_runs]
+        if not tp_layouts:
+            pytest.skip("needs the tp2 or tp2sp2 layout")
         full = family_runs["single"]["peak_resident_weight_bytes"]
-        tp2 = family_runs["tp2"]["peak_resident_weight_bytes"]
+        tp2 = family_runs[tp_layouts[0]]["peak_resident_weight_bytes"]
         assert tp2 < self.tp2_weight_fraction * full, (tp2, full)
-        assert family_runs["tp2sp2"]["peak_resident_weight_bytes"] == tp2
+        for name in tp_layouts:
+            assert family_runs[name]["peak_resident_weight_bytes"] == tp2, name
 
     def test_golden_sharding(self, checkpoint):
         assert self.golden, "declare `golden = <path of a JSON file>`: the first run writes the table there"
