@@ -13,12 +13,14 @@ from vidax_core.errors import UserError
 class Option:
     """A family knob under ``options:`` (named as the family's diffusers pipeline call argument where one exists):
     its default, type (``int``, ``float``, ``bool``, ``str``, ``float | None`` ...), a one-line help text and
-    optionally the allowed values."""
+    optionally the allowed values. ``load_bound``: the loaded model is built for the loading run's value (a
+    latent layout depends on it), so a call of a loaded pipe that changes it is refused with one line."""
 
     default: Any
     type: Any
     help: str = ""
     choices: tuple | None = None
+    load_bound: bool = False
 
 
 @dataclass(frozen=True)

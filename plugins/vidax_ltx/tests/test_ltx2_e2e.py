@@ -145,6 +145,20 @@ def test_demo_runs_on_the_builtin_checkpoint(tmp_path):
     assert last.startswith("error:") and "sampling.num_frames" in last, last
 
 
+def test_a_loaded_pipe_refuses_another_frame_rate():
+    """The loaded DiT's audio layout follows the loading run's ``frame_rate``: a call at another rate is refused in
+    one line (load again), before anything runs; other options still change per call."""
+    import vidax
+    from vidax_core.errors import UserError
+
+    with vidax.load(DEMO, "sampling.num_steps=1") as pipe:
+        with pytest.raises(UserError, match=r"options\.frame_rate is fixed when ltx-2\.5-22b-dev loads .*"
+                                            r"load the model again with options\.frame_rate=30\.0"):
+            pipe(prompt="a fox", options={"frame_rate": 30.0})
+        pipe._model.plan_call(pipe._call_config({"prompt": "a fox", "options": {"stg_scale": 0.5}}),
+                              build_vae=False)
+
+
 @pytest.mark.parametrize("generation", ["ltx2.5", "ltx2.0"])
 def test_cli_matches_ltx2_image_to_video(tmp_path, generation):
     from diffusers import LTX2ImageToVideoPipeline

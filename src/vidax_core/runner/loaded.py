@@ -257,6 +257,7 @@ class LoadedModel:
         spec, ckpt, plugins = self.spec, self.ckpt, self.plugins
         if cfg is not self.base:
             preflight(cfg, spec, plugins)
+            check_load_bound(spec, self.base, cfg)
         passes = P.sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [P.select_sampler(spec, ckpt, p.run, plugins) for p in passes]
         guides = [P.select_guidance(spec, ckpt, p.run, plugins) for p in passes]
@@ -397,6 +398,15 @@ class LoadedModel:
             import gc
 
             gc.collect()
+
+
+def check_load_bound(spec: Any, base: RunConfig, cfg: RunConfig) -> None:
+    """A call may not change an option its model fixes at load (``Option.load_bound``)."""
+    for name, opt in spec.options.items():
+        was, now = dict(base.options or {}).get(name), dict(cfg.options or {}).get(name)
+        if opt.load_bound and was != now:
+            raise UserError(f"options.{name} is fixed when {spec.id} loads ({was!r} here; this call asks {now!r}): "
+                            f"load the model again with options.{name}={now}")
 
 
 def write_video(path: str, frames: np.ndarray, fps: int, wave: Any = None, sample_rate: Any = None) -> None:

@@ -32,7 +32,7 @@ SHIFT_DEFAULTS = {"base_image_seq_len": 1024, "max_image_seq_len": 4096, "base_s
 _SCALE = float | None
 OPTIONS = {
     "frame_rate": Option(24.0, float, "frames per second of the video: sets the audio length and, divided by "
-                         "motion_speed, the RoPE time axis (diffusers frame_rate)"),
+                         "motion_speed, the RoPE time axis (diffusers frame_rate)", load_bound=True),
     "motion_speed": Option(1.0, float, "motion relative to real time: the RoPE is conditioned on frame_rate / "
                            "motion_speed (diffusers motion_speed)"),
     "guidance_rescale": Option(0.7, float, "guidance rescale of the video stream, in the clean-sample space "
