@@ -1,6 +1,7 @@
 """Repository-wide pytest setup: fp32 matmuls at full precision, one persistent compilation cache for the suite,
 fast XLA:CPU code generation for the tiny test programs (inherited by every subprocess), and a module's shared
-fixtures kept on one xdist worker. The PyTorch references run on one thread: two xdist workers on two cores each
+fixtures kept on one xdist worker, and the objects collection created (torch, diffusers, transformers: half a
+million of them) frozen out of the garbage collector, which the runner calls after every run. The PyTorch references run on one thread: two xdist workers on two cores each
 running a multi-threaded torch oversubscribe the cores, and its threads then wait on each other."""
 
 import os
@@ -16,6 +17,7 @@ import pytest
 
 from vidax_core.testing.cache import use_suite_cache
 from vidax_core.testing.grouping import group_shared_fixture_modules
+from vidax_core.testing.heap import freeze_import_heap
 
 jax.config.update("jax_default_matmul_precision", "highest")
 use_suite_cache()
@@ -24,3 +26,8 @@ use_suite_cache()
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     group_shared_fixture_modules(items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    freeze_import_heap()

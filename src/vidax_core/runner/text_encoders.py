@@ -140,7 +140,7 @@ class TextEncoders:
             self._encoder = None
 
     def close(self) -> None:
+        """Drop the encoder, its parked copy and the prompt cache; the closing pipe collects the garbage once."""
         self._encoder = None
         self._parked = None
         self._cache.clear()
-        gc.collect()
