@@ -7,6 +7,9 @@ running a multi-threaded torch oversubscribe the cores, and its threads then wai
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported by any test module
+# No test reaches the network: a hub lookup fails at once instead of retrying DNS for ~23 s (huggingface_hub reads
+# the variable when it is imported, so a test's own setenv comes too late).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from vidax_core.testing.devices import use_fast_cpu_compiles
 

@@ -211,7 +211,7 @@ def test_adapter_paths(tmp_path, monkeypatch):
     save(tmp_path / "d" / "other.safetensors", GOOD)
     assert locate(str(tmp_path / "d"), None, "lora[0]") == want
     assert locate(str(tmp_path / "d"), "other.safetensors", "lora[0]") == str(tmp_path / "d" / "other.safetensors")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # read at import: setenv is too late
     with pytest.raises(UserError) as err:
         locate("SomeOrg/some-lora", "x/y.safetensors", "lora[1]")
     assert "lora[1]: cannot fetch x/y.safetensors from hub repo SomeOrg/some-lora" in str(err.value)

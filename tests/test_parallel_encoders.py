@@ -15,7 +15,7 @@ from vidax_core.testing.devices import run_script
 SCRIPTS = Path(__file__).parent / "parallel_scripts"
 
 ENCODERS = ["umt5", "t5_v1_1", "clip_text", "clip_vision", "siglip_vision"]
-MESHES = ["dp2_tp4", "dp1_tp2"]
+MESHES = ["dp2_tp4"]
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,7 @@ def check(name, ctor, inputs, out: dict) -> None:
     out[f"{name}_floor"] = {"rel_last": rel(ulp[0], ref[0]), "rel_pooled": rel(ulp[1], ref[1])}
     _, abstract = nnx.split(nnx.eval_shape(ctor))
     rules = sharding.make_rules(None)
-    for dp, tp in ((2, 4), (1, 2)):
+    for dp, tp in ((2, 4),):  # data and 4-way tensor parallel at once: tp2 alone takes no other code path
         mesh = make_mesh(MeshPlan(dp=dp, tp=tp, sp=1))
         specs = sharding.param_specs(abstract, rules, mesh)
         placed = nnx.from_flat_state([
