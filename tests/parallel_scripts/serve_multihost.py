@@ -51,10 +51,10 @@ class Recording(StubPipe):
 pipe = Recording(os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demo.yaml"), *TINY, step_s=0.02)
 if pid == 0:
     srv = Server(pipe, port=0, output_dir=os.path.join(out, "videos"), quiet=True,
-                 runner=multihost.LeaderRunner(pipe)).start()
+                 runner=multihost.LeaderRunner(pipe, idle_s=0.5)).start()
     status, a = post_json(srv.url, {"prompt": "first", "num_steps": 3, "seed": 5})
     assert wait_done(srv.url, a["id"])["status"] == "completed"
-    time.sleep(6)  # the queue idles long enough for a heartbeat
+    time.sleep(1.6)  # the queue idles long enough for three heartbeats
     status, b = post_json(srv.url, {"prompt": "long", "num_steps": 2000})
     while json.loads(request(srv.url, "GET", f"/v1/videos/{b['id']}")[2])["progress"] < 1:
         time.sleep(0.05)

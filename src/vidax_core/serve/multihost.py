@@ -73,10 +73,12 @@ def job_message(kwargs: dict[str, Any], image_path: str | None) -> dict[str, Any
 
 
 class LeaderRunner:
-    """Process 0's job runner: broadcast the job, then run it like every other process."""
+    """Process 0's job runner: broadcast the job, then run it like every other process; while the queue is empty,
+    a heartbeat every ``idle_s`` seconds."""
 
-    def __init__(self, pipe: Any) -> None:
+    def __init__(self, pipe: Any, idle_s: float = 5.0) -> None:
         self.pipe = pipe
+        self.idle_s = idle_s
 
     def __call__(self, job, on_progress: Callable[[int, int], None]) -> None:
         send(job_message(job.plan.kwargs, job.image_path))
