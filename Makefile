@@ -27,7 +27,7 @@ demo: install
 	$(BIN)/vidax run configs/demo.yaml output.overwrite=true
 
 test: install-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
 
 # Long fuzz campaign (issues 12, 29): FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config, checkpoint
 # folder, .pth) and FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat

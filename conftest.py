@@ -19,16 +19,21 @@ import jax
 import pytest
 
 from vidax_core.testing.cache import use_suite_cache
-from vidax_core.testing.grouping import group_shared_fixture_modules
+from vidax_core.testing.grouping import group_shared_fixture_modules, order_for_balance
 from vidax_core.testing.heap import freeze_import_heap
 
 jax.config.update("jax_default_matmul_precision", "highest")
 use_suite_cache()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "long: runs for tens of seconds on its own; handed to a worker first")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     group_shared_fixture_modules(items)
+    order_for_balance(items)
 
 
 @pytest.hookimpl(trylast=True)

@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +26,7 @@ def test_refuses_without_an_accelerator(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: JAX sees no accelerator")
 
 
+@pytest.mark.long
 def test_cpu_check_runs_every_case(tmp_path):
     out = tmp_path / "out"
     proc = _script(str(out), "--cpu-check")

@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 import numpy as np
 
 from vidax_core.testing.tiny.wan import save_tiny_wan
@@ -29,6 +31,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.long
 def test_two_processes_tp2_match_one(tmp_path):
     ckpt = save_tiny_wan(tmp_path / "ckpt", seed=3, dit={"num_attention_heads": 4, "num_layers": 4})
     noise = tmp_path / "noise.npy"

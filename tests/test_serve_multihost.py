@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from vidax_core.testing.devices import xla_flags
 
 # the demo config by absolute path: a test elsewhere in the worker may have moved the working directory
@@ -44,6 +46,7 @@ def test_two_processes_run_every_job(tmp_path):
     assert sorted(os.listdir(tmp_path / "videos")) and not os.listdir(tmp_path / "follower")
 
 
+@pytest.mark.long
 def test_vidax_serve_on_two_processes(tmp_path):
     """The real command on the tiny model with tp=2 across two processes: jobs complete, a DELETE cancels a
     running job on both, only process 0 writes, and SIGTERM to process 0 stops both cleanly. The prompt encoder

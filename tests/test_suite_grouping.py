@@ -47,3 +47,45 @@ def test_module_fixture_runs_once_over_two_workers(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "16 passed" in proc.stdout
     assert len(setups.read_text().split()) == 1, setups.read_text()
+
+
+def test_long_tests_then_larger_groups_come_first(tmp_path):
+    """``order_for_balance``: tests marked ``long`` first, then groups by size, then single tests in their order;
+    a group's tests stay together."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        import pytest
+        from vidax_core.testing.grouping import order_for_balance
+
+        def pytest_configure(config):
+            config.addinivalue_line("markers", "long: long")
+
+        def pytest_collection_modifyitems(config, items):
+            order_for_balance(items)
+    """))
+    (tmp_path / "test_order.py").write_text(textwrap.dedent("""
+        import pytest
+
+        def test_a():
+            pass
+
+        @pytest.mark.xdist_group("small")
+        def test_small():
+            pass
+
+        @pytest.mark.long
+        def test_slow():
+            pass
+
+        @pytest.mark.xdist_group("big")
+        @pytest.mark.parametrize("i", range(2))
+        def test_big(i):
+            pass
+
+        def test_z():
+            pass
+    """))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = [line.split("::", 1)[1] for line in proc.stdout.splitlines() if "::" in line]
+    assert names == ["test_slow", "test_big[0]", "test_big[1]", "test_a", "test_small", "test_z"]

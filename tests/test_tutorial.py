@@ -106,6 +106,7 @@ def run(cmd: list[str], env: dict, cwd, timeout: int = 900) -> subprocess.Comple
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
 
 
+@pytest.mark.long
 def test_tutorial_builds_installs_runs_and_passes_its_tests(tmp_path):
     pytest.importorskip("setuptools", reason="building the package offline needs setuptools in the environment")
     pkg, site, work = tmp_path / "vidax_example_plugin", tmp_path / "site", tmp_path / "work"

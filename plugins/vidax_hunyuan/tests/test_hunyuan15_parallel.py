@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+
+import pytest
 from vidax_core.testing.devices import xla_flags
 
 _SCRIPT = r"""
@@ -54,6 +56,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.long
 def test_meshes_equal_one_device():
     env = dict(os.environ, XLA_FLAGS=xla_flags(8), JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=600,

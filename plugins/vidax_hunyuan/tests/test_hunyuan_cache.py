@@ -12,6 +12,7 @@ in float64 on diffusers' model per branch (:func:`vidax_core.testing.step_cache.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from vidax_core.testing.cli import overrides
 from vidax_core.testing.parity import rel_l2
@@ -33,6 +34,7 @@ def hunyuan_modulated(module, hidden, temb):
     return module.norm1(hidden, emb=temb)[0]
 
 
+@pytest.mark.long
 def test_hunyuan_cache_matches_diffusers(tmp_path, monkeypatch):
     import torch
     from diffusers.hooks import FirstBlockCacheConfig, MagCacheConfig

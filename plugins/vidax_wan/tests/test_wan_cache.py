@@ -138,6 +138,7 @@ def _per_video(reads: dict[str, int]) -> tuple[int, int, int]:
     return out
 
 
+@pytest.mark.long
 def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
     import torch
     from diffusers.hooks import FirstBlockCacheConfig, MagCacheConfig

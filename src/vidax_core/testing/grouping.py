@@ -34,3 +34,22 @@ def group_shared_fixture_modules(items: Iterable[pytest.Item]) -> int:
         item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
         n += 1
     return n
+
+
+def _scope(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else item.nodeid
+
+
+def order_for_balance(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` (in place) so two workers finish together: xdist hands out whole groups in collection
+    order, so a long test handed out last leaves the other worker idle. Tests marked ``long`` go first, then the
+    groups by their number of tests (xdist's own ``--loadscope-reorder`` rule, which cannot see ``long``), then
+    the single tests; run with ``--no-loadscope-reorder`` so xdist keeps this order."""
+    sizes: dict[str, int] = {}
+    for item in items:
+        sizes[_scope(item)] = sizes.get(_scope(item), 0) + 1
+    first = {}
+    for i, item in enumerate(items):
+        first.setdefault(_scope(item), i)
+    items.sort(key=lambda it: (it.get_closest_marker("long") is None, -sizes[_scope(it)], first[_scope(it)]))
