@@ -72,6 +72,33 @@ def test_unparsable_dit_config_is_one_line():
     assert line == "transformer/config.json: unusable (num_layers: expected an integer, got 'x')"
 
 
+def test_declared_checks_module_answers_both_checks(monkeypatch):
+    import types
+
+    seen = []
+    module = types.ModuleType("toy_family_checks")
+    module.run_problems = lambda spec, run: [f"run {run}"]
+    module.checkpoint_problems = lambda spec, ckpt, run, dit: seen.append((ckpt, run, dit)) or [f"dit {dit}"]
+    monkeypatch.setitem(sys.modules, "toy_family_checks", module)
+
+    class Checked(FamilyPlugin):
+        family = "checked"
+        checks = "toy_family_checks"
+
+        def dit_config(self, ckpt, **overrides):
+            if ckpt == "broken":
+                raise ValueError("bad")
+            return f"cfg of {ckpt}"
+
+    p = Checked()
+    assert p.check_run(None, "R") == ["run R"]
+    assert p.check_checkpoint(None, "C", "R") == ["dit cfg of C"] and seen == [("C", "R", "cfg of C")]
+    assert p.check_checkpoint(None, "broken", "R") == ["transformer/config.json: unusable (bad)"]
+    assert len(seen) == 1  # an unparsable config is reported alone
+    del module.run_problems, module.checkpoint_problems  # a checks module may define either function only
+    assert p.check_run(None, "R") is None and p.check_checkpoint(None, "C", "R") == []
+
+
 def test_a_family_object_answers_only_for_its_family_when_no_owner_is_known():
     p = Plugins()
     p.add(Toy(), "toy")

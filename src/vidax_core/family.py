@@ -13,7 +13,9 @@ family states what is its own (its models, its DiT build, its key table, its che
 * ``builtin_checkpoint`` serves ``assets/<name>`` beside the subclass's module;
 * ``bench_reference`` builds ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called
   with ``(ckpt_dir, run)``) for ``--reference diffusers``;
-* ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse;
+* ``check_run`` returns ``run_problems(spec, run)`` of the module ``checks`` names (``".checks"``) and
+  ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse, then returns that
+  module's ``checkpoint_problems(spec, ckpt, run, dit_config)`` (either function may be absent);
 * ``quantization_keep`` keeps the core's default layers in full precision when the run stores weights 8-bit
   (:data:`vidax_core.quant.keep.DEFAULT_KEEP`: norms, modulation, embeddings, patch embedding, heads) and
   ``quantization_outside_blocks`` makes no Linear layer outside the stacked blocks 8-bit;
@@ -46,6 +48,7 @@ class FamilyPlugin:
     diffusers_reference: str | None = None  # ".bench_reference:FamilyDiffusersReference"
     dit_config_class: str | None = None  # ".dit:FamilyDiTConfig": dit_config() parses transformer/config.json with it
     dit_rules: str | None = None  # ".convert_dit:DIT_RULES": conversion_rules() of every dit_components folder
+    checks: str | None = None  # ".checks": its run_problems / checkpoint_problems answer check_run / check_checkpoint
     cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
     lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
 
@@ -66,8 +69,15 @@ class FamilyPlugin:
     def _ref(self, ref: str) -> Any:
         """The object ``".module:name"`` names inside the subclass's package (imported on first use)."""
         module, _, name = ref.partition(":")
-        package = type(self).__module__.rpartition(".")[0] or None
-        return getattr(import_module(module, package), name)
+        return getattr(self._module(module), name)
+
+    def _module(self, module: str) -> ModuleType:
+        """The module ``module`` (``".name"``: inside the subclass's package), imported on first use."""
+        return import_module(module, type(self).__module__.rpartition(".")[0] or None)
+
+    def _check_function(self, name: str) -> Any:
+        """``name`` in the module ``checks`` names, or None (no module declared, or it has no such function)."""
+        return getattr(self._module(self.checks), name, None) if self.checks else None
 
     def conversion_ignore(self, component: str) -> Sequence[str]:
         """Regexes of ``component``'s source keys that are known and dropped on purpose."""
@@ -129,7 +139,8 @@ class FamilyPlugin:
         return None
 
     def check_run(self, spec, run):
-        return None
+        check = self._check_function("run_problems")
+        return check(spec, run) if check else None
 
     def builtin_checkpoint(self, spec, name):
         from vidax_core.io.builtin import packaged_checkpoint
@@ -162,12 +173,13 @@ class FamilyPlugin:
         from vidax_core.errors import UserError
 
         try:
-            self.dit_config(ckpt)
+            dit = self.dit_config(ckpt)
         except UserError as exc:  # names its own file (an original release has no transformer/config.json)
             return [str(exc)]
         except Exception as exc:  # noqa: BLE001 - a config value the config class could not take
             return [f"transformer/config.json: unusable ({' '.join(str(exc).split())[:160]})"]
-        return []
+        check = self._check_function("checkpoint_problems")
+        return list(check(spec, ckpt, run, dit)) if check else []
 
 
 @functools.cache

@@ -31,6 +31,7 @@ class CogVideoXPlugin(FamilyPlugin):
     diffusers_reference = ".bench_reference:CogVideoXDiffusersReference"
     dit_config_class = ".dit:CogVideoXDiTConfig"
     dit_rules = ".convert_dit:DIT_RULES"
+    checks = ".checks"
     # the blocks carry (text, video); CogVideoXPipeline batches both guidance branches in one "cond_uncond" context
     cache_layout = CacheLayout(hidden=1, contexts="call")
 
@@ -67,13 +68,9 @@ class CogVideoXPlugin(FamilyPlugin):
             return ClassifierFree(scale=dynamic_scale(g, int(run.sampling.num_steps)))
         return ClassifierFree(scale=g)
 
-    def check_run(self, spec, run):
-        from .checks import run_problems
-
-        return run_problems(spec, run)
-
     def check_checkpoint(self, spec, ckpt, run):
-        """The DiT config must fit the model id, the VAE's channels and the run's size; config files only."""
+        """The DiT config must fit the model id, the VAE's channels and the run's size; config files only (a SAT
+        release folder, which has no transformer/config.json to parse, is named before any parse)."""
         from .checks import checkpoint_problems
 
         return checkpoint_problems(spec, ckpt, run)

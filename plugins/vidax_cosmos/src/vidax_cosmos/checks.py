@@ -32,7 +32,7 @@ def run_problems(spec, run) -> list[str]:
     return problems
 
 
-def checkpoint_problems(spec, ckpt, dit) -> list[str]:
+def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
     """The DiT config must be a Cosmos-Predict2.5 one and fit the VAE; read from config files only."""
     problems: list[str] = []
     where = "transformer/config.json"

@@ -23,6 +23,7 @@ class Cosmos3Plugin(WanVAEHooks, FamilyPlugin):
     models = cosmos3_presets.MODELS
     diffusers_reference = ".cosmos3_bench_reference:Cosmos3DiffusersReference"
     dit_config_class = ".cosmos3_dit:Cosmos3DiTConfig"
+    checks = ".cosmos3_checks"
 
     def builtin_checkpoint(self, spec, name):
         """``assets/cosmos3-<name>`` (the package's Predict2.5 assets hold ``<name>``)."""
@@ -67,17 +68,6 @@ class Cosmos3Plugin(WanVAEHooks, FamilyPlugin):
         t = int(ckpt.config("scheduler").get("num_train_timesteps", 1000)) if ckpt.has("scheduler") else 1000
         n = int(run.sampling.num_steps)
         return {"sigmas": [float(x) for x in np.linspace(1.0 - 1.0 / t, 0.0, n + 1)[:-1]]}
-
-    def check_run(self, spec, run):
-        from .cosmos3_checks import run_problems
-
-        return run_problems(spec, run)
-
-    def check_checkpoint(self, spec, ckpt, run):
-        from .cosmos3_checks import checkpoint_problems
-
-        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, run,
-                                                                               self.dit_config(ckpt))
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         """The tokenizer and chat template only: the DiT embeds the token ids itself."""

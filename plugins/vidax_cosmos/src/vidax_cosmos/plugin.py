@@ -23,6 +23,7 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
     diffusers_reference = ".bench_reference:CosmosDiffusersReference"
     dit_config_class = ".dit:CosmosDiTConfig"
     dit_rules = ".convert_dit:DIT_RULES"
+    checks = ".checks"
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
@@ -41,16 +42,6 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
 
         g = float(run.sampling.guidance_scale)
         return ClassifierFree(scale=g, formula="cond") if g > 1.0 else NoGuidance()
-
-    def check_run(self, spec, run):
-        from .checks import run_problems
-
-        return run_problems(spec, run)
-
-    def check_checkpoint(self, spec, ckpt, run):
-        from .checks import checkpoint_problems
-
-        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, self.dit_config(ckpt))
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         """Cosmos-Reason1 (Qwen2.5-VL text tower) in the run's weight dtype, tensor-parallel over tp when tp > 1."""

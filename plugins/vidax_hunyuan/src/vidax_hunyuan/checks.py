@@ -28,7 +28,7 @@ def run_problems(spec, run) -> list[str]:
     return problems
 
 
-def checkpoint_problems(spec, ckpt, dit) -> list[str]:
+def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
     """The DiT config must be a HunyuanVideo 1.0 one and fit the VAE; read from config files only."""
     problems: list[str] = []
     want = "token_replace" if "i2v" in spec.tasks else None

@@ -36,6 +36,7 @@ class Hunyuan15Plugin(FamilyPlugin):
     diffusers_reference = ".hunyuan15_bench_reference:Hunyuan15DiffusersReference"
     dit_config_class = ".dit15:HunyuanDiT15Config"
     dit_rules = ".convert_dit15:DIT15_RULES"
+    checks = ".hunyuan15_checks"
 
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
@@ -57,17 +58,6 @@ class Hunyuan15Plugin(FamilyPlugin):
         return guidance(ckpt, run)
 
     sampling_plan = HunyuanPlugin.sampling_plan  # the same sigmas as 1.0's pipeline
-
-    def check_run(self, spec, run):
-        from .hunyuan15_checks import run_problems
-
-        return run_problems(spec, run)
-
-    def check_checkpoint(self, spec, ckpt, run):
-        from .hunyuan15_checks import checkpoint_problems
-
-        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, run,
-                                                                               self.dit_config(ckpt))
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         from . import hunyuan15_text

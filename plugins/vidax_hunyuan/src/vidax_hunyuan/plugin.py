@@ -23,6 +23,7 @@ class HunyuanPlugin(FamilyPlugin):
     checkpoint_formats = ("diffusers", "hunyuan-original")
     diffusers_reference = ".bench_reference:HunyuanDiffusersReference"
     dit_config_class = ".dit:HunyuanDiTConfig"
+    checks = ".checks"
     # both block groups carry (video, text) tokens; the pipelines key "cond" / "uncond" cache contexts
     cache_layout = CacheLayout(hidden=0)
 
@@ -69,17 +70,6 @@ class HunyuanPlugin(FamilyPlugin):
         import numpy as np
 
         return {"sigmas": np.linspace(1.0, 0.0, int(run.sampling.num_steps) + 1)[:-1]}
-
-    def check_run(self, spec, run):
-        from .checks import run_problems
-
-        return run_problems(spec, run)
-
-    def check_checkpoint(self, spec, ckpt, run):
-        """The DiT config must be a HunyuanVideo 1.0 one and fit the VAE; read from config files only."""
-        from .checks import checkpoint_problems
-
-        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, self.dit_config(ckpt))
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         """Llama-3 (tensor-parallel over tp when tp > 1) and CLIP-L text, in the run's weight dtype for Llama."""

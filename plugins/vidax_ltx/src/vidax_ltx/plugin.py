@@ -28,6 +28,7 @@ class LTXPlugin(FamilyPlugin):
     diffusers_reference = ".bench_reference:LTXDiffusersReference"
     dit_config_class = ".dit:LTXDiTConfig"
     dit_rules = ".convert_dit:DIT_RULES"
+    checks = ".checks"
     # LTXPipeline runs both guidance branches as one batched call in one cache context ("cond_uncond")
     cache_layout = CacheLayout(contexts="call")
 
@@ -87,18 +88,6 @@ class LTXPlugin(FamilyPlugin):
         from .multiscale import passes
 
         return passes(ckpt, run)
-
-    def check_run(self, spec, run):
-        from .checks import run_problems
-
-        return run_problems(spec, run)
-
-    def check_checkpoint(self, spec, ckpt, run):
-        """The DiT config must fit LTX-Video, the run's options and the VAE; read from config files only."""
-        from .checks import checkpoint_problems
-
-        return super().check_checkpoint(spec, ckpt, run) or checkpoint_problems(spec, ckpt, run,
-                                                                                self.dit_config(ckpt))
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         """T5 v1.1 XXL in fp32, tensor-parallel over the run's ``tp`` axis when tp > 1."""

@@ -26,6 +26,7 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
     checkpoint_formats = ("diffusers", "wan-original")
     dit_components = ("transformer", "transformer_2")
     diffusers_reference = ".bench_reference:WanDiffusersReference"
+    checks = ".checks"
     # Wan2.2 A14B: diffusers loads an adapter into transformer_2 with load_into_transformer_2=True
     lora_experts = {"high_noise": "transformer", "low_noise": "transformer_2"}
 
@@ -90,12 +91,9 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
         b = boundary(ckpt)
         return ClassifierFree(scale=lambda t: g if t >= b else g2)
 
-    def check_run(self, spec, run):
-        from .checks import run_problems
-
-        return run_problems(spec, run)
-
     def check_checkpoint(self, spec, ckpt, run):
+        """Every DiT expert's and the VAE's config, each parse failure named by its file (the default parses
+        transformer/config.json alone)."""
         from .checks import checkpoint_problems
 
         return checkpoint_problems(spec, ckpt)
