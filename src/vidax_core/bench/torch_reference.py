@@ -8,12 +8,16 @@ diffusers lazily (their absence is one line naming the extra), and timing a pipe
   :meth:`TorchClock.sampling`; step 0 starts when the call starts, ``per_step_s`` is the median of steps 1.. and
   ``compile_s`` is step 0 minus it (torch's first-call overhead, as the compiling step is for vidax);
 * ``peak_rss_mb`` of the process; device peak bytes from ``torch.cuda.max_memory_allocated`` on CUDA, else n/a.
+
+:class:`DiffusersReference` is the base of every family's reference class: the refusals, the load, the seed and
+the metrics row are written once here, and a family states only its pipeline's calls and its own facts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
@@ -93,3 +97,76 @@ class TorchClock:
             "backend": self.device, "torch": self.torch.__version__, "torch_threads": self.torch.get_num_threads(),
             **extra,
         }
+
+
+class DiffusersReference:
+    """One family's ``--reference diffusers`` run: built with ``(ckpt_dir, run)`` by the family's
+    ``bench_reference`` hook, it refuses what it cannot time before any work; called, it times the run and
+    returns the metrics row. A subclass declares its family's facts (the attributes below) and writes
+    ``__call__`` from :meth:`start`, :meth:`load`, :meth:`generator` and :meth:`metrics`, so every family loads,
+    seeds and reports the same way.
+    """
+
+    engine = "diffusers"
+    family = ""  # the name in the refusal messages
+    text_only: str | None = "text-to-video"  # the only runs it times (None: image runs too)
+    refused_inputs: tuple[str, ...] = ("image",)  # the run fields a text-only reference refuses
+    remove = "`image`"  # what its message tells the user to remove
+    scheduler: str | None = None  # the checkpoint's scheduler, when the reference refuses sampling.scheduler
+    scheduler_options: tuple[str, ...] = ()  # options refused with sampling.scheduler
+    run_dtype: tuple[str, ...] = ("transformer",)  # pipeline components loaded in model.dtype (others float32)
+
+    def __init__(self, ckpt_dir: str, run: Any, device: str | None = None) -> None:
+        torch_diffusers()
+        self.ckpt_dir, self.run, self.device = ckpt_dir, run, device
+        self.refuse(run)
+
+    def refuse(self, run: Any) -> None:
+        """Raise a :class:`UserError` for a run this reference cannot time; a subclass adds its own refusals
+        after ``super().refuse(run)``."""
+        if self.text_only and any(getattr(run, name) is not None for name in self.refused_inputs):
+            raise UserError(f"--reference diffusers: the {self.family} reference times {self.text_only} runs only; "
+                            f"remove {self.remove}")
+        if self.scheduler and (run.sampling.scheduler is not None
+                               or any(run.options.get(k) for k in self.scheduler_options)):
+            names = " and ".join(["sampling.scheduler", *(f"options.{k}" for k in self.scheduler_options)])
+            raise UserError(f"--reference diffusers: leave {names} unset (the checkpoint's {self.scheduler})")
+
+    def start(self) -> tuple[Any, Any, str, Any, TorchClock]:
+        """(torch, diffusers, device, dtype, clock) of a run starting now: CUDA when there is one (unless a device
+        was given), ``model.dtype``; kept on the reference for :meth:`load`, :meth:`generator` and :meth:`metrics`."""
+        torch, diffusers = torch_diffusers()
+        self.device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.dtype = torch_dtype(torch, self.run.model.dtype)
+        self.clock = TorchClock(torch, self.device)
+        return torch, diffusers, self.device, self.dtype, self.clock
+
+    def configure(self, pipe: Any) -> None:
+        """Change the loaded pipeline before it moves to the device (e.g. its scheduler); timed as ``load``."""
+
+    def load(self, cls: Any, **kwargs: Any) -> Any:
+        """``cls.from_pretrained`` of the checkpoint, timed as ``load``: the :attr:`run_dtype` components in
+        ``model.dtype`` and the rest in float32, as the family runs them in vidax; then moved to the device, with
+        the progress bar off."""
+        import torch
+
+        dtypes = {**{name: self.dtype for name in self.run_dtype}, "default": torch.float32}
+        with self.clock.phase("load"):
+            with warnings.catch_warnings():  # newer diffusers prefer dtype=; torch_dtype= works on every release
+                warnings.simplefilter("ignore", FutureWarning)
+                pipe = cls.from_pretrained(self.ckpt_dir, torch_dtype=dtypes, **kwargs)
+            self.configure(pipe)
+            pipe.to(self.device)
+            pipe.set_progress_bar_config(disable=True)
+        return pipe
+
+    def generator(self) -> Any:
+        """A CPU generator seeded with ``sampling.seed`` (CPU: the same draws whatever the device)."""
+        import torch
+
+        return torch.Generator(device="cpu").manual_seed(self.run.sampling.seed)
+
+    def metrics(self, latents: Any, frames: Any, **extra: Any) -> dict[str, Any]:
+        """The clock's metrics row with the final latents' and frames' shapes, the dtype and ``extra``."""
+        return self.clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
+                                  dtype=str(self.dtype).replace("torch.", ""), **extra)

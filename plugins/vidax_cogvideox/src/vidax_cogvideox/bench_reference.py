@@ -12,36 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
-from vidax_core.errors import UserError
+from vidax_core.bench.torch_reference import DiffusersReference
 
 
-class CogVideoXDiffusersReference:
-    engine = "diffusers"
-
-    def __init__(self, ckpt_dir: str, run: Any) -> None:
-        torch_diffusers()
-        if run.image is not None:
-            raise UserError("--reference diffusers: the CogVideoX reference times text-to-video runs only; "
-                            "remove `image`")
-        if run.sampling.scheduler is not None or run.options.get("scheduler_class"):
-            raise UserError("--reference diffusers: leave sampling.scheduler and options.scheduler_class unset "
-                            "(the checkpoint's CogVideoX DDIM)")
-        self.ckpt_dir, self.run = ckpt_dir, run
+class CogVideoXDiffusersReference(DiffusersReference):
+    family = "CogVideoX"
+    scheduler = "CogVideoX DDIM"
+    scheduler_options = ("scheduler_class",)
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers = torch_diffusers()
+        _, diffusers, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch_dtype(torch, run.model.dtype)
-        clock = TorchClock(torch, device)
-        with clock.phase("load"):
-            pipe = diffusers.CogVideoXPipeline.from_pretrained(self.ckpt_dir, torch_dtype={"transformer": dtype,
-                                                                                           "default": torch.float32})
-            pipe.to(device)
-            pipe.set_progress_bar_config(disable=True)
+        pipe = self.load(diffusers.CogVideoXPipeline)
         guided = s.guidance_scale > 1.0
         with clock.phase("encode"):
             pe, ne = pipe.encode_prompt(prompt=run.prompt, negative_prompt=run.negative_prompt if guided else None,
@@ -50,8 +32,7 @@ class CogVideoXDiffusersReference:
         common = dict(prompt_embeds=pe.to(dtype), negative_prompt_embeds=None if ne is None else ne.to(dtype),
                       height=s.height, width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
                       guidance_scale=s.guidance_scale, use_dynamic_cfg=bool(run.options.get("use_dynamic_cfg")),
-                      max_sequence_length=s.max_sequence_length,
-                      generator=torch.Generator(device="cpu").manual_seed(s.seed))
+                      max_sequence_length=s.max_sequence_length, generator=self.generator())
         with clock.sampling():
             latents = pipe(output_type="latent", callback_on_step_end=clock.on_step_end, **common).frames
         with clock.phase("decode"):
@@ -59,5 +40,4 @@ class CogVideoXDiffusersReference:
             pad = latents.shape[1] - f
             video = pipe.decode_latents(latents[:, pad:].to(pipe.vae.dtype))
             frames = pipe.video_processor.postprocess_video(video=video, output_type="np")
-        return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
-                             dtype=str(dtype).replace("torch.", ""))
+        return self.metrics(latents, frames)

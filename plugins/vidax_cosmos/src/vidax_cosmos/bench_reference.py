@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
-from vidax_core.errors import UserError
+from vidax_core.bench.torch_reference import DiffusersReference
 
 
 class NoGuardrail:
@@ -57,32 +56,20 @@ def stub_torchvision() -> None:
     pipeline_cosmos2_5_predict.torchvision = types.SimpleNamespace(transforms=transforms)
 
 
-class CosmosDiffusersReference:
-    engine = "diffusers"
-
-    def __init__(self, ckpt_dir: str, run: Any) -> None:
-        torch_diffusers()
-        if run.image is not None or run.video is not None:
-            raise UserError("--reference diffusers: the Cosmos reference times text-to-world runs only; remove "
-                            "`image`/`video`")
-        if run.sampling.scheduler is not None:
-            raise UserError("--reference diffusers: leave sampling.scheduler unset (the checkpoint's UniPC)")
-        self.ckpt_dir, self.run = ckpt_dir, run
+class CosmosDiffusersReference(DiffusersReference):
+    family = "Cosmos"
+    text_only = "text-to-world"
+    refused_inputs = ("image", "video")
+    remove = "`image`/`video`"
+    scheduler = "UniPC"
 
     def __call__(self) -> dict[str, Any]:
-        torch, _ = torch_diffusers()
         from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
 
         stub_torchvision()
+        _, _, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch_dtype(torch, run.model.dtype)
-        clock = TorchClock(torch, device)
-        with clock.phase("load"):
-            pipe = Cosmos2_5_PredictBasePipeline.from_pretrained(
-                self.ckpt_dir, safety_checker=NoGuardrail(), torch_dtype={"transformer": dtype, "default": torch.float32})
-            pipe.to(device)
-            pipe.set_progress_bar_config(disable=True)
+        pipe = self.load(Cosmos2_5_PredictBasePipeline, safety_checker=NoGuardrail())
         guided = s.guidance_scale > 1.0
         with clock.phase("encode"):
             pe, ne = pipe.encode_prompt(prompt=run.prompt, negative_prompt=run.negative_prompt if guided else None,
@@ -92,12 +79,11 @@ class CosmosDiffusersReference:
             latents = pipe(prompt_embeds=pe.to(dtype), negative_prompt_embeds=None if ne is None else ne.to(dtype),
                            height=s.height, width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
                            guidance_scale=s.guidance_scale, max_sequence_length=s.max_sequence_length,
-                           generator=torch.Generator(device="cpu").manual_seed(s.seed), output_type="latent",
+                           generator=self.generator(), output_type="latent",
                            callback_on_step_end=clock.on_step_end).frames
         with clock.phase("decode"):
             z = latents.to(pipe.vae.dtype)
             z = z / pipe.latents_std.to(z.device, z.dtype) + pipe.latents_mean.to(z.device, z.dtype)
             video = pipe.vae.decode(z, return_dict=False)[0]
             frames = pipe.video_processor.postprocess_video(video, output_type="np")
-        return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
-                             dtype=str(dtype).replace("torch.", ""))
+        return self.metrics(latents, frames)

@@ -11,46 +11,34 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
+from vidax_core.bench.torch_reference import DiffusersReference
 from vidax_core.errors import UserError
 
 
-def decode_metrics(clock: TorchClock, pipe: Any, latents: Any, dtype: Any) -> dict[str, Any]:
-    """The pipeline's decode of its final latents (un-scaled, ``vae.decode``, post-processed), timed as ``decode``,
-    and the run's metrics row (1.0's and 1.5's pipelines decode the same way)."""
-    with clock.phase("decode"):
-        z = latents.to(pipe.vae.dtype) / pipe.vae.config.scaling_factor
-        video = pipe.vae.decode(z, return_dict=False)[0]
-        frames = pipe.video_processor.postprocess_video(video, output_type="np")
-    return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
-                         dtype=str(dtype).replace("torch.", ""))
+class HunyuanDiffusersReference(DiffusersReference):
+    text_only = None
+    scheduler = "flow Euler"
+    run_dtype = ("transformer", "text_encoder")
 
-
-class HunyuanDiffusersReference:
-    engine = "diffusers"
-
-    def __init__(self, ckpt_dir: str, run: Any) -> None:
-        torch_diffusers()
-        if run.sampling.scheduler is not None:
-            raise UserError("--reference diffusers: leave sampling.scheduler unset (the checkpoint's flow Euler)")
+    def refuse(self, run: Any) -> None:
+        super().refuse(run)
         if run.options.get("prompt_template") is not None or run.options.get("crop_start") is not None:
             raise UserError("--reference diffusers: leave options.prompt_template and options.crop_start unset")
-        self.ckpt_dir, self.run = ckpt_dir, run
+
+    def decode(self, pipe: Any, latents: Any) -> dict[str, Any]:
+        """The pipeline's decode of its final latents (un-scaled, ``vae.decode``, post-processed), timed as
+        ``decode``, and the run's metrics row (1.0's and 1.5's pipelines decode the same way)."""
+        with self.clock.phase("decode"):
+            z = latents.to(pipe.vae.dtype) / pipe.vae.config.scaling_factor
+            video = pipe.vae.decode(z, return_dict=False)[0]
+            frames = pipe.video_processor.postprocess_video(video, output_type="np")
+        return self.metrics(latents, frames)
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers = torch_diffusers()
+        _, diffusers, device, _, clock = self.start()
         run, s = self.run, self.run.sampling
         true_cfg = float(run.options.get("true_cfg_scale") or 1.0)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch_dtype(torch, run.model.dtype)
-        clock = TorchClock(torch, device)
-        with clock.phase("load"):
-            pipe = diffusers.HunyuanVideoPipeline.from_pretrained(
-                self.ckpt_dir, torch_dtype={"transformer": dtype, "text_encoder": dtype, "default": torch.float32})
-            pipe.to(device)
-            pipe.set_progress_bar_config(disable=True)
+        pipe = self.load(diffusers.HunyuanVideoPipeline)
         with clock.phase("encode"):
             pe, pp, pm = pipe.encode_prompt(prompt=run.prompt, device=device, max_sequence_length=s.max_sequence_length)
             neg = None
@@ -60,11 +48,10 @@ class HunyuanDiffusersReference:
         common = dict(prompt_embeds=pe, pooled_prompt_embeds=pp, prompt_attention_mask=pm, height=s.height,
                       width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
                       guidance_scale=s.guidance_scale, true_cfg_scale=true_cfg,
-                      max_sequence_length=s.max_sequence_length,
-                      generator=torch.Generator(device="cpu").manual_seed(s.seed))
+                      max_sequence_length=s.max_sequence_length, generator=self.generator())
         if neg is not None:
             common.update(negative_prompt_embeds=neg[0], negative_pooled_prompt_embeds=neg[1],
                           negative_prompt_attention_mask=neg[2])
         with clock.sampling():
             latents = pipe(output_type="latent", callback_on_step_end=clock.on_step_end, **common).frames
-        return decode_metrics(clock, pipe, latents, dtype)
+        return self.decode(pipe, latents)

@@ -16,35 +16,26 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
 from vidax_core.errors import UserError
 
 from . import hunyuan15_presets as presets
-from .bench_reference import HunyuanDiffusersReference, decode_metrics
+from .bench_reference import HunyuanDiffusersReference
 
 
 class Hunyuan15DiffusersReference(HunyuanDiffusersReference):
     """1.0's checks (torch present, the checkpoint's own scheduler) plus a diffusers-layout folder; 1.5's run."""
 
-    def __init__(self, ckpt_dir: str, run: Any) -> None:
-        super().__init__(ckpt_dir, run)
-        if not os.path.isfile(os.path.join(ckpt_dir, "model_index.json")):
-            raise UserError(f"--reference diffusers: {ckpt_dir} is not a diffusers-layout pipeline folder (the "
+    def refuse(self, run: Any) -> None:
+        super().refuse(run)
+        if not os.path.isfile(os.path.join(self.ckpt_dir, "model_index.json")):
+            raise UserError(f"--reference diffusers: {self.ckpt_dir} is not a diffusers-layout pipeline folder (the "
                             "original release is not): bench a hunyuanvideo-community diffusers checkpoint")
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers = torch_diffusers()
+        _, diffusers, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
         i2v = run.image is not None
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch_dtype(torch, run.model.dtype)
-        clock = TorchClock(torch, device)
-        cls = diffusers.HunyuanVideo15ImageToVideoPipeline if i2v else diffusers.HunyuanVideo15Pipeline
-        with clock.phase("load"):
-            pipe = cls.from_pretrained(
-                self.ckpt_dir, torch_dtype={"transformer": dtype, "text_encoder": dtype, "default": torch.float32})
-            pipe.to(device)
-            pipe.set_progress_bar_config(disable=True)
+        pipe = self.load(diffusers.HunyuanVideo15ImageToVideoPipeline if i2v else diffusers.HunyuanVideo15Pipeline)
         pipe.guider.guidance_scale = float(s.guidance_scale)
         pipe.tokenizer_max_length = int(s.max_sequence_length)
         byt5 = run.options.get("tokenizer_2_max_length")
@@ -71,5 +62,5 @@ class Hunyuan15DiffusersReference(HunyuanDiffusersReference):
             size = {"height": s.height, "width": s.width}
         with clock.sampling():
             latents = pipe(num_frames=s.num_frames, num_inference_steps=s.num_steps, output_type="latent",
-                           generator=torch.Generator(device="cpu").manual_seed(s.seed), **size, **embeds).frames
-        return decode_metrics(clock, pipe, latents, dtype)
+                           generator=self.generator(), **size, **embeds).frames
+        return self.decode(pipe, latents)

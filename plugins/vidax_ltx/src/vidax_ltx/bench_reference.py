@@ -13,49 +13,37 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
+from vidax_core.bench.torch_reference import DiffusersReference
 from vidax_core.errors import UserError
 
 
-class LTXDiffusersReference:
-    engine = "diffusers"
+class LTXDiffusersReference(DiffusersReference):
+    family = "LTX"
+    scheduler = "flow Euler"
 
-    def __init__(self, ckpt_dir: str, run: Any) -> None:
-        torch_diffusers()
-        if run.image is not None:
-            raise UserError("--reference diffusers: the LTX reference times text-to-video runs only; remove `image`")
-        if run.sampling.scheduler is not None:
-            raise UserError("--reference diffusers: leave sampling.scheduler unset (the checkpoint's flow Euler)")
+    def refuse(self, run: Any) -> None:
+        super().refuse(run)
         if run.options.get("multiscale"):
             raise UserError("--reference diffusers times one pass: add options.multiscale=false (the multi-scale "
                             "recipe chains three diffusers calls)")
-        self.ckpt_dir, self.run = ckpt_dir, run
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers = torch_diffusers()
+        torch, diffusers, device, dtype, clock = self.start()
         run, s, o = self.run, self.run.sampling, self.run.options
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch_dtype(torch, run.model.dtype)
-        clock = TorchClock(torch, device)
-        with clock.phase("load"):
-            condition = o.get("pipeline", "condition") == "condition"
-            cls = diffusers.LTXConditionPipeline if condition else diffusers.LTXPipeline
-            pipe = cls.from_pretrained(self.ckpt_dir, torch_dtype={"transformer": dtype, "default": torch.float32})
-            pipe.to(device)
-            pipe.set_progress_bar_config(disable=True)
+        condition = o.get("pipeline", "condition") == "condition"
+        pipe = self.load(diffusers.LTXConditionPipeline if condition else diffusers.LTXPipeline)
         guided = s.guidance_scale > 1.0
         with clock.phase("encode"):
-            pe, pm, ne, nm = pipe.encode_prompt(prompt=run.prompt, negative_prompt=run.negative_prompt if guided else None,
+            pe, pm, ne, nm = pipe.encode_prompt(prompt=run.prompt,
+                                                negative_prompt=run.negative_prompt if guided else None,
                                                 do_classifier_free_guidance=guided,
                                                 max_sequence_length=s.max_sequence_length, device=device)
         common = dict(prompt_embeds=pe.to(dtype), prompt_attention_mask=pm,
                       negative_prompt_embeds=None if ne is None else ne.to(dtype), negative_prompt_attention_mask=nm,
                       height=s.height, width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
                       guidance_scale=s.guidance_scale, guidance_rescale=float(o.get("guidance_rescale") or 0.0),
-                      frame_rate=int(round(float(o.get("frame_rate") or 25))), max_sequence_length=s.max_sequence_length,
-                      generator=torch.Generator(device="cpu").manual_seed(s.seed))
+                      frame_rate=int(round(float(o.get("frame_rate") or 25))),
+                      max_sequence_length=s.max_sequence_length, generator=self.generator())
         if condition:  # LTXPipeline computes its own sigmas and takes no timestep list
             common.update(image_cond_noise_scale=0.0)
             if o.get("timesteps"):
@@ -73,5 +61,4 @@ class LTXDiffusersReference:
                 if vae.config.timestep_conditioning else None
             video = vae.decode(z.to(vae.dtype), t, return_dict=False)[0]
             frames = pipe.video_processor.postprocess_video(video, output_type="np")
-        return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
-                             dtype=str(dtype).replace("torch.", ""))
+        return self.metrics(latents, frames)

@@ -13,24 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from vidax_core.bench.torch_reference import TorchClock, torch_diffusers, torch_dtype
-from vidax_core.errors import UserError
+from vidax_core.bench.torch_reference import DiffusersReference
 
 from . import ltx2_presets
 
 
-class LTX2DiffusersReference:
-    engine = "diffusers"
-
-    def __init__(self, ckpt_dir: str, run: Any) -> None:
-        torch_diffusers()
-        if run.image is not None:
-            raise UserError("--reference diffusers: the LTX-2 reference times text-to-video runs only; remove `image`")
-        if run.sampling.scheduler is not None:
-            raise UserError("--reference diffusers: leave sampling.scheduler unset (the checkpoint's flow Euler)")
-        self.ckpt_dir, self.run = ckpt_dir, run
+class LTX2DiffusersReference(DiffusersReference):
+    family = "LTX-2"
+    scheduler = "flow Euler"
 
     def _call_arguments(self) -> dict[str, Any]:
         s, o = self.run.sampling, self.run.options
@@ -44,20 +34,17 @@ class LTX2DiffusersReference:
             args["sigmas"] = [float(v) for v in o["sigmas"]]
         return args
 
+    def configure(self, pipe: Any) -> None:
+        if self.run.model.id in ltx2_presets.DEV_IDS:
+            from diffusers import FlowMatchEulerDiscreteScheduler
+
+            pipe.scheduler = FlowMatchEulerDiscreteScheduler.from_config(pipe.scheduler.config,
+                                                                         **ltx2_presets.DEV_SCHEDULER)
+
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers = torch_diffusers()
+        torch, diffusers, device, _, clock = self.start()
         run, s, o = self.run, self.run.sampling, self.run.options
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch_dtype(torch, run.model.dtype)
-        clock = TorchClock(torch, device)
-        with clock.phase("load"):
-            pipe = diffusers.LTX2Pipeline.from_pretrained(self.ckpt_dir,
-                                                          torch_dtype={"transformer": dtype, "default": torch.float32})
-            if run.model.id in ltx2_presets.DEV_IDS:
-                pipe.scheduler = diffusers.FlowMatchEulerDiscreteScheduler.from_config(
-                    pipe.scheduler.config, **ltx2_presets.DEV_SCHEDULER)
-            pipe.to(device)
-            pipe.set_progress_bar_config(disable=True)
+        pipe = self.load(diffusers.LTX2Pipeline)
         args = self._call_arguments()
         guided = args["guidance_scale"] > 1.0 or (args["audio_guidance_scale"] or args["guidance_scale"]) > 1.0
         with clock.phase("encode"):
@@ -66,8 +53,7 @@ class LTX2DiffusersReference:
                                                 max_sequence_length=s.max_sequence_length, device=device)
         with clock.sampling():
             out = pipe(prompt_embeds=pe, prompt_attention_mask=pm, negative_prompt_embeds=ne,
-                       negative_prompt_attention_mask=nm, output_type="latent",
-                       generator=torch.Generator(device="cpu").manual_seed(s.seed),
+                       negative_prompt_attention_mask=nm, output_type="latent", generator=self.generator(),
                        callback_on_step_end=clock.on_step_end, **args)
         with clock.phase("decode"):
             z = out.frames.to(pipe.vae.dtype)
@@ -76,5 +62,4 @@ class LTX2DiffusersReference:
             video = pipe.vae.decode(z, t, return_dict=False)[0]
             frames = pipe.video_processor.postprocess_video(video, output_type="np")
             wave = pipe.vocoder(pipe.audio_vae.decode(out.audio.to(pipe.audio_vae.dtype), return_dict=False)[0])
-        return clock.metrics(latent_shape=list(out.frames.shape), frames_shape=list(np.shape(frames)),
-                             audio_shape=list(wave.shape), dtype=str(dtype).replace("torch.", ""))
+        return self.metrics(out.frames, frames, audio_shape=list(wave.shape))

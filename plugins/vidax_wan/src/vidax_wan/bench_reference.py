@@ -3,9 +3,9 @@
 torch and diffusers are optional, test-only dependencies of vidax: they are imported here lazily, only when a
 benchmark asks for the reference, and their absence is a one-line :class:`~vidax_core.errors.UserError`.
 
-``WanDiffusersReference`` times ``WanPipeline`` phase by phase with :class:`vidax_core.bench.torch_reference.TorchClock`
-(``from_pretrained`` + move; ``encode_prompt`` for prompt and negative prompt; the denoising call with
-``output_type="latent"``; the pipeline's own decode: de-normalise, ``vae.decode``, ``postprocess_video``).
+``WanDiffusersReference`` (a :class:`vidax_core.bench.torch_reference.DiffusersReference`) times ``WanPipeline``
+phase by phase: ``from_pretrained`` + move; ``encode_prompt`` for prompt and negative prompt; the denoising call
+with ``output_type="latent"``; the pipeline's own decode: de-normalise, ``vae.decode``, ``postprocess_video``.
 
 ``WanDitBench`` gives ``vidax bench --dit-only`` a Wan2.1-1.3B-width DiT in vidax and in diffusers with the same
 random weights, and the Wan2.1 VAE decoder for the compile-time-vs-frames part.
@@ -13,14 +13,13 @@ random weights, and the Wan2.1 VAE decoder for the compile-time-vs-frames part.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable
 
 import numpy as np
 
 from vidax_core.errors import UserError
 
-from vidax_core.bench.torch_reference import TorchClock, torch_dtype
+from vidax_core.bench.torch_reference import DiffusersReference
 from vidax_core.bench.torch_reference import torch_diffusers as _imports
 
 
@@ -46,48 +45,31 @@ def reference_scheduler(pipe, choice: Any):
                     "leave sampling.scheduler unset to use the checkpoint's scheduler")
 
 
-class WanDiffusersReference:
-    """``run()`` executes the run config with diffusers' ``WanPipeline`` from ``ckpt_dir`` and returns its metrics."""
+class WanDiffusersReference(DiffusersReference):
+    """Executes the run config with diffusers' ``WanPipeline`` from ``ckpt_dir`` (on ``device``, default CUDA when
+    there is one) and returns its metrics; ``sampling.scheduler`` picks the matching diffusers scheduler."""
 
-    engine = "diffusers"
+    family = "Wan"
 
-    def __init__(self, ckpt_dir: str, run: Any, device: str | None = None) -> None:
-        _imports()  # fail in one line before any work
-        if run.image is not None:
-            raise UserError("--reference diffusers: the Wan reference times text-to-video runs only; remove `image`")
-        self.ckpt_dir, self.cfg, self.device = ckpt_dir, run, device
+    def configure(self, pipe: Any) -> None:
+        pipe.scheduler = reference_scheduler(pipe, self.run.sampling.scheduler)
 
     def __call__(self) -> dict[str, Any]:
-        return self.run()
-
-    def run(self) -> dict[str, Any]:
-        torch, diffusers = _imports()
-        cfg = self.cfg
-        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = torch_dtype(torch, cfg.model.dtype)
-        s = cfg.sampling
-        clock = TorchClock(torch, device)
-        with clock.phase("load"):
-            # Only the DiT takes model.dtype in vidax; the text encoder and the VAE stay float32 there, so here too.
-            with warnings.catch_warnings():  # newer diffusers prefer dtype=; torch_dtype= works on every release
-                warnings.simplefilter("ignore", FutureWarning)
-                pipe = diffusers.WanPipeline.from_pretrained(
-                    self.ckpt_dir, torch_dtype={"transformer": dtype, "default": torch.float32})
-            pipe.scheduler = reference_scheduler(pipe, s.scheduler)
-            pipe.to(device)
-            pipe.set_progress_bar_config(disable=True)
+        torch, diffusers, device, dtype, clock = self.start()
+        run, s = self.run, self.run.sampling
+        pipe = self.load(diffusers.WanPipeline)  # only the DiT in model.dtype, as vidax runs it
 
         guided = s.guidance_scale > 1.0
         with clock.phase("encode"):
             prompt_embeds, negative_embeds = pipe.encode_prompt(
-                prompt=cfg.prompt, negative_prompt=cfg.negative_prompt if guided else None,
+                prompt=run.prompt, negative_prompt=run.negative_prompt if guided else None,
                 do_classifier_free_guidance=guided, max_sequence_length=s.max_sequence_length, device=device,
             )
         kwargs = dict(
             prompt_embeds=prompt_embeds.to(dtype),
             negative_prompt_embeds=None if negative_embeds is None else negative_embeds.to(dtype),
             height=s.height, width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
-            guidance_scale=s.guidance_scale, generator=torch.Generator(device="cpu").manual_seed(s.seed),
+            guidance_scale=s.guidance_scale, generator=self.generator(),
             output_type="latent", callback_on_step_end=clock.on_step_end, max_sequence_length=s.max_sequence_length,
         )
         if s.guidance_scale_2 is not None:
@@ -98,12 +80,12 @@ class WanDiffusersReference:
         with clock.phase("decode"):
             vae = pipe.vae
             z = latents.to(vae.device, dtype=vae.dtype)
-            mean = torch.tensor(vae.config.latents_mean).view(1, vae.config.z_dim, 1, 1, 1).to(z.device, z.dtype)
-            inv_std = 1.0 / torch.tensor(vae.config.latents_std).view(1, vae.config.z_dim, 1, 1, 1).to(z.device, z.dtype)
+            shape = (1, vae.config.z_dim, 1, 1, 1)
+            mean = torch.tensor(vae.config.latents_mean).view(shape).to(z.device, z.dtype)
+            inv_std = 1.0 / torch.tensor(vae.config.latents_std).view(shape).to(z.device, z.dtype)
             video = vae.decode(z / inv_std + mean, return_dict=False)[0]
             frames = pipe.video_processor.postprocess_video(video, output_type="np")
-        return clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
-                             dtype=str(dtype).replace("torch.", ""), scheduler=type(pipe.scheduler).__name__)
+        return self.metrics(latents, frames, scheduler=type(pipe.scheduler).__name__)
 
 
 # --------------------------------------------------------------------------------------------------------------
