@@ -8,9 +8,8 @@ import socket
 import subprocess
 import sys
 
-import pytest
-
 import numpy as np
+import pytest
 
 from vidax_core.testing.tiny.wan import save_tiny_wan
 from vidax_core.testing.devices import xla_flags

@@ -73,31 +73,31 @@ def check(name, ctor, inputs, out: dict) -> None:
     out[f"{name}_floor"] = {"rel_last": rel(ulp[0], ref[0]), "rel_pooled": rel(ulp[1], ref[1])}
     _, abstract = nnx.split(nnx.eval_shape(ctor))
     rules = sharding.make_rules(None)
-    for dp, tp in ((2, 4),):  # data and 4-way tensor parallel at once: tp2 alone takes no other code path
-        mesh = make_mesh(MeshPlan(dp=dp, tp=tp, sp=1))
-        specs = sharding.param_specs(abstract, rules, mesh)
-        placed = nnx.from_flat_state([
-            (tuple(p), v.replace(jax.device_put(v.get_value(), jax.sharding.NamedSharding(mesh, specs[tuple(p)]))))
-            for p, v in nnx.to_flat_state(state)])
+    dp, tp = 2, 4  # data and 4-way tensor parallel at once: tp2 alone takes no other code path
+    mesh = make_mesh(MeshPlan(dp=dp, tp=tp, sp=1))
+    specs = sharding.param_specs(abstract, rules, mesh)
+    placed = nnx.from_flat_state([
+        (tuple(p), v.replace(jax.device_put(v.get_value(), jax.sharding.NamedSharding(mesh, specs[tuple(p)]))))
+        for p, v in nnx.to_flat_state(state)])
 
-        def sharded(s, x, m):
-            with sharding.activate(mesh, rules):
-                x = sharding.constrain(x, ("batch",))
-                return fwd(s, x, m)
+    def sharded(s, x, m):
+        with sharding.activate(mesh, rules):
+            x = sharding.constrain(x, ("batch",))
+            return fwd(s, x, m)
 
-        compiled = jax.jit(sharded).lower(placed, *inputs).compile()
-        got = compiled(placed, *inputs)
-        hlo = compiled.as_text()
-        names = {"/".join(map(str, p)): str(specs[p]) for p in specs}
-        col = names.get("blocks/attn/q/kernel", names.get("blocks/self_attn/q_proj/kernel"))
-        row = names.get("blocks/attn/o/kernel", names.get("blocks/self_attn/out_proj/kernel"))
-        out[f"{name}_dp{dp}_tp{tp}"] = {
-            "rel_last": rel(got[0], ref[0]),
-            "rel_pooled": rel(got[1], ref[1]),
-            "q_spec": col,
-            "o_spec": row,
-            "all_reduce": len(re.findall(r"all-reduce\(", hlo)),
-        }
+    compiled = jax.jit(sharded).lower(placed, *inputs).compile()
+    got = compiled(placed, *inputs)
+    hlo = compiled.as_text()
+    names = {"/".join(map(str, p)): str(specs[p]) for p in specs}
+    col = names.get("blocks/attn/q/kernel", names.get("blocks/self_attn/q_proj/kernel"))
+    row = names.get("blocks/attn/o/kernel", names.get("blocks/self_attn/out_proj/kernel"))
+    out[f"{name}_dp{dp}_tp{tp}"] = {
+        "rel_last": rel(got[0], ref[0]),
+        "rel_pooled": rel(got[1], ref[1]),
+        "q_spec": col,
+        "o_spec": row,
+        "all_reduce": len(re.findall(r"all-reduce\(", hlo)),
+    }
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from vidax_cogvideox.plugin import plugin
-from vidax_cogvideox.checks import checkpoint_problems
+from vidax_cogvideox.checks import checkpoint_config_problems
 from vidax_core.plugins import get_plugins
 from vidax_core.testing.cli import vidax
 
@@ -73,7 +73,7 @@ def test_presets_pass_every_check(model_id):
     run = _run(sampling=dict(height=s["height"], width=s["width"], num_frames=s["num_frames"]),
                image="x.png" if model_id.endswith("i2v") else None)
     assert plugin.check_run(spec, run) == []
-    assert checkpoint_problems(spec, _Ckpt(model_id), run) == []
+    assert checkpoint_config_problems(spec, _Ckpt(model_id), run) == []
 
 
 @pytest.mark.parametrize("over, needle", [
@@ -118,25 +118,25 @@ def test_i2v_needs_an_image():
 ])
 def test_size_rules(model_id, size, ok):
     h, w = size
-    problems = checkpoint_problems(_spec(model_id), _Ckpt(model_id), _run(sampling=dict(height=h, width=w)))
+    problems = checkpoint_config_problems(_spec(model_id), _Ckpt(model_id), _run(sampling=dict(height=h, width=w)))
     assert (problems == []) == ok, problems
     if not ok:
         assert len(problems) == 1 and "runs only at 720x480" in problems[0] or "minimum side of 768" in problems[0]
 
 
 def test_learned_table_fixes_the_text_length():
-    problems = checkpoint_problems(_spec("cogvideox-5b-i2v"), _Ckpt("cogvideox-5b-i2v"),
+    problems = checkpoint_config_problems(_spec("cogvideox-5b-i2v"), _Ckpt("cogvideox-5b-i2v"),
                                    _run(sampling=dict(max_sequence_length=128)))
     assert problems == ["sampling.max_sequence_length must be 226 for cogvideox-5b-i2v (its learned position table "
                         "covers that many text tokens), got 128"]
 
 
 def test_task_and_channels_must_fit():
-    p = checkpoint_problems(_spec("cogvideox-5b-i2v"), _Ckpt("cogvideox-5b"), _run())
+    p = checkpoint_config_problems(_spec("cogvideox-5b-i2v"), _Ckpt("cogvideox-5b"), _run())
     assert len(p) == 1 and "is a text-to-video denoiser" in p[0]
-    p = checkpoint_problems(_spec("cogvideox-5b"), _Ckpt("cogvideox-5b-i2v"), _run())
+    p = checkpoint_config_problems(_spec("cogvideox-5b"), _Ckpt("cogvideox-5b-i2v"), _run())
     assert any("is an image-to-video denoiser" in x for x in p)
-    p = checkpoint_problems(_spec("cogvideox-5b"), _Ckpt("cogvideox-5b", out_channels=8, in_channels=8), _run())
+    p = checkpoint_config_problems(_spec("cogvideox-5b"), _Ckpt("cogvideox-5b", out_channels=8, in_channels=8), _run())
     assert p == ["transformer/config.json: out_channels=8 does not match latent_channels=16 of vae/config.json"]
 
 

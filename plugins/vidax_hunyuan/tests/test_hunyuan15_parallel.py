@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from vidax_core.testing.devices import xla_flags
 
 _SCRIPT = r"""

@@ -19,6 +19,7 @@ from vidax_core.errors import UserError
 from vidax_core.serve.request import Plan
 
 ID_PREFIX = "video_"
+IDLE_S = 5.0  # a runner with an idle() hook (the multi-host leader) is called this often while nothing waits
 
 
 class QueueFull(Exception):
@@ -85,7 +86,7 @@ class JobQueue:
     def __init__(self, run: Callable[[Job, Callable[[int, int], None]], None], max_queue: int,
                  max_jobs_kept: int, cancelled: tuple[type[BaseException], ...] = (Cancelled,),
                  log: Callable[[str], None] = lambda m: None, idle: Callable[[], None] | None = None,
-                 idle_s: float = 5.0, on_stop: Callable[[], None] | None = None) -> None:
+                 idle_s: float = IDLE_S, on_stop: Callable[[], None] | None = None) -> None:
         self._run = run
         self.max_queue = max_queue
         self.max_jobs_kept = max_jobs_kept

@@ -21,9 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from vidax_core.errors import UserError
-from vidax_core.serve.jobs import cancelled_types
-
-IDLE_S = 5.0
+from vidax_core.serve.jobs import IDLE_S, cancelled_types
 
 
 def process_index() -> int:
@@ -76,7 +74,7 @@ class LeaderRunner:
     """Process 0's job runner: broadcast the job, then run it like every other process; while the queue is empty,
     a heartbeat every ``idle_s`` seconds."""
 
-    def __init__(self, pipe: Any, idle_s: float = 5.0) -> None:
+    def __init__(self, pipe: Any, idle_s: float = IDLE_S) -> None:
         self.pipe = pipe
         self.idle_s = idle_s
 

@@ -8,6 +8,7 @@ ran twice. :func:`group_shared_fixture_modules` gives every test that uses a mod
 
 from __future__ import annotations
 
+import collections
 from typing import Iterable
 
 import pytest
@@ -46,10 +47,14 @@ def order_for_balance(items: list[pytest.Item]) -> None:
     order, so a long test handed out last leaves the other worker idle. Tests marked ``long`` go first, then the
     groups by their number of tests (xdist's own ``--loadscope-reorder`` rule, which cannot see ``long``), then
     the single tests; run with ``--no-loadscope-reorder`` so xdist keeps this order."""
-    sizes: dict[str, int] = {}
-    for item in items:
-        sizes[_scope(item)] = sizes.get(_scope(item), 0) + 1
-    first = {}
+    scope = {item.nodeid: _scope(item) for item in items}
+    sizes = collections.Counter(scope.values())
+    first: dict[str, int] = {}
     for i, item in enumerate(items):
-        first.setdefault(_scope(item), i)
-    items.sort(key=lambda it: (it.get_closest_marker("long") is None, -sizes[_scope(it)], first[_scope(it)]))
+        first.setdefault(scope[item.nodeid], i)
+
+    def rank(item: pytest.Item) -> tuple[bool, int, int]:
+        group = scope[item.nodeid]
+        return item.get_closest_marker("long") is None, -sizes[group], first[group]
+
+    items.sort(key=rank)

@@ -23,7 +23,9 @@ SPATIAL, TEMPORAL = 8, 4  # VAE compression
 I2V_15_MIN_SIDE, I2V_15_MAX_SIDE = 768, 1360
 
 
-def checkpoint_problems(spec: Any, ckpt: Any, run: Any) -> list[str]:
+def checkpoint_config_problems(spec: Any, ckpt: Any, run: Any) -> list[str]:
+    """The plugin's check_checkpoint, not the default's ``checkpoint_problems``: a SAT release folder is named
+    before transformer/config.json is parsed."""
     from vidax_core.errors import UserError
 
     from .dit import CogVideoXDiTConfig

@@ -71,9 +71,9 @@ class CogVideoXPlugin(FamilyPlugin):
     def check_checkpoint(self, spec, ckpt, run):
         """The DiT config must fit the model id, the VAE's channels and the run's size; config files only (a SAT
         release folder, which has no transformer/config.json to parse, is named before any parse)."""
-        from .checks import checkpoint_problems
+        from .checks import checkpoint_config_problems
 
-        return checkpoint_problems(spec, ckpt, run)
+        return checkpoint_config_problems(spec, ckpt, run)
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         """T5 v1.1 XXL in fp32 whatever the DiT dtype (without a mask a bf16 T5 drifts by tens of percent)."""

@@ -21,8 +21,10 @@ def run_problems(spec, run) -> list[str]:
     return problems
 
 
-def checkpoint_problems(spec, ckpt) -> list[str]:
-    """Does the checkpoint fit this model id? Read from its config files only, before any weight loads."""
+def checkpoint_config_problems(spec, ckpt) -> list[str]:
+    """Does the checkpoint fit this model id? Read from its config files only, before any weight loads. It parses
+    every config itself (both experts and the VAE), so the plugin's own check_checkpoint calls it, not the
+    default's ``checkpoint_problems``."""
     from vidax_core import SOURCE_KEY, UserError
     from vidax_core.vae.wan21 import WanVAEConfig
 

@@ -94,9 +94,9 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
     def check_checkpoint(self, spec, ckpt, run):
         """Every DiT expert's and the VAE's config, each parse failure named by its file (the default parses
         transformer/config.json alone)."""
-        from .checks import checkpoint_problems
+        from .checks import checkpoint_config_problems
 
-        return checkpoint_problems(spec, ckpt)
+        return checkpoint_config_problems(spec, ckpt)
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         from vidax_core import load_t5_text
