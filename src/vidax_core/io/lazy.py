@@ -12,6 +12,8 @@ An 8-bit kernel and its ``kernel_scale`` come from one source tensor: reading th
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -62,6 +64,22 @@ class Part:
         if scale is not None:
             memo.put(self.key, scale)
         return arr
+
+
+def _rows(part: Part, lo: int, hi: int) -> np.ndarray | None:
+    """Rows ``[lo, hi)`` of a full-precision part read alone (None when the whole tensor must be read: an 8-bit
+    target, a quantized or computed source)."""
+    from vidax_core.quant.source import Quantized
+
+    if part.scale_shape is not None or part.role != "value":
+        return None
+    value = part.source[part.key]
+    if isinstance(value, Quantized) or callable(value) or not hasattr(value, "shape"):
+        return None
+    t = part.transform(value) if part.transform is not None else value
+    if tuple(t.shape) != tuple(part.want_shape):
+        return None
+    return np.asarray(t[lo:hi], part.want_dtype)
 
 
 class LazyLeaf:
@@ -118,6 +136,30 @@ class LazyLeaf:
             out[i - lo] = self.parts[i].read(self._memo, self._on_tensor)
         return out
 
+    def read_rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``[lo, hi)`` of the leaf's first axis: a stacked leaf's layers, or a single tensor's rows converted
+        alone where its source allows (a full-precision target of a plain source), else sliced from a whole read."""
+        if self.stacked:
+            return self.read(lo, hi)
+        got = _rows(self.parts[0], lo, hi)
+        if got is None:
+            return self.read()[lo:hi]
+        if lo == 0 and self._on_tensor is not None:
+            self._on_tensor(self.parts[0].key, self.nbytes)
+        return np.asarray(got, self.dtype)
+
+    def rows_readable(self) -> bool:
+        """Whether :meth:`read_rows` reads only the rows asked for."""
+        if self.stacked:
+            return True
+        p = self.parts[0]
+        from vidax_core.quant.source import Quantized
+
+        if p.scale_shape is not None or p.role != "value":
+            return False
+        value = p.source[p.key]
+        return not (isinstance(value, Quantized) or callable(value) or not hasattr(value, "shape"))
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.read()
         return a if dtype is None else a.astype(dtype)
@@ -125,11 +167,34 @@ class LazyLeaf:
     def __getitem__(self, index: Any) -> np.ndarray:
         return self.read()[index]
 
+    def tolist(self) -> list:
+        return self.read().tolist()
+
     def astype(self, dtype: Any, copy: bool = True) -> np.ndarray:
         return self.read().astype(dtype, copy=copy)
 
     def __repr__(self) -> str:
         return f"LazyLeaf({self.shape}, {self.dtype}, {len(self.parts)} source tensors)"
+
+
+_CHECK_ONLY = threading.local()
+
+
+@contextlib.contextmanager
+def check_only():
+    """Within this context :func:`vidax_core.nn.state.materialize` places nothing: a loader checks every key and
+    shape of its checkpoint (from the headers) and returns its module with shapes for arrays. For checking a
+    checkpoint folder's layout against the loaders without reading (or holding) any weight."""
+    before = getattr(_CHECK_ONLY, "on", False)
+    _CHECK_ONLY.on = True
+    try:
+        yield
+    finally:
+        _CHECK_ONLY.on = before
+
+
+def checking_only() -> bool:
+    return getattr(_CHECK_ONLY, "on", False)
 
 
 def is_lazy(value: Any) -> bool:

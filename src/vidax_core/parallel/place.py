@@ -1,8 +1,9 @@
 """A lazy parameter (:class:`vidax_core.io.lazy.LazyLeaf`) onto the devices with one host copy of one piece at a time.
 
-A leaf small enough is read and transferred whole. A large stacked leaf goes a layer range at a time (at most
-:data:`STEP_BYTES` of host staging) into a device buffer of its full size that each piece updates in place (the
-buffer is donated to the update), so host memory never holds the whole leaf and the device never two copies of it.
+A leaf small enough is read and transferred whole. A large leaf goes a range of its leading axis at a time (a
+stacked leaf's layers, a large tensor's rows; at most :data:`STEP_BYTES` of host staging) into a device buffer of its
+full size that each piece updates in place (the buffer is donated to the update), so host memory never holds the
+whole converted leaf and the device never two copies of it.
 Under ``jax.distributed`` each process reads only the pieces of its own devices' shards.
 """
 
@@ -27,15 +28,15 @@ def place(leaf: LazyLeaf, sharding: Any = None) -> jax.Array:
         sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     if jax.process_count() > 1:
         return jax.make_array_from_callback(leaf.shape, sharding, lambda idx: _read_index(leaf, idx))
-    step = _layers_per_step(leaf)
+    step = _rows_per_step(leaf)
     if step is None or not _layer_axis_whole(sharding, leaf.ndim):
         host = leaf.read()
         out = jax.block_until_ready(jax.device_put(host, sharding))
         del host
         return out
     buf = _zeros(leaf.shape, leaf.dtype.str, sharding)()
-    for lo in range(0, leaf.shape[0], step):
-        host = leaf.read(lo, lo + step)
+    for lo in range(0, leaf.shape[0], step):  # the last piece may be shorter: one more update program
+        host = leaf.read_rows(lo, min(lo + step, leaf.shape[0]))
         buf = _write(buf, jax.device_put(host, sharding), lo)
         jax.block_until_ready(buf)
         del host
@@ -43,15 +44,14 @@ def place(leaf: LazyLeaf, sharding: Any = None) -> jax.Array:
     return buf
 
 
-def _layers_per_step(leaf: LazyLeaf) -> int | None:
-    """Layers per transfer of a stacked leaf over :data:`STEP_BYTES` (a divisor of the depth, so one update
-    program serves every step); None when the leaf goes whole."""
-    if not leaf.stacked or leaf.nbytes <= STEP_BYTES or leaf.shape[0] < 2:
+def _rows_per_step(leaf: LazyLeaf) -> int | None:
+    """Rows of the leading axis (a stacked leaf's layers, a large tensor's rows) per transfer, at most
+    :data:`STEP_BYTES` of them; None when the leaf goes whole (small enough, or a tensor that must be read whole:
+    one quantized at load)."""
+    if leaf.nbytes <= STEP_BYTES or leaf.ndim == 0 or leaf.shape[0] < 2 or not leaf.rows_readable():
         return None
-    depth = leaf.shape[0]
-    per_layer = max(leaf.nbytes // depth, 1)
-    fit = max(1, STEP_BYTES // per_layer)
-    return max(d for d in range(1, min(fit, depth) + 1) if depth % d == 0)
+    per_row = max(leaf.nbytes // leaf.shape[0], 1)
+    return max(1, min(leaf.shape[0], STEP_BYTES // per_row))
 
 
 def _layer_axis_whole(sharding: Any, ndim: int) -> bool:

@@ -9,6 +9,7 @@ come from the backend's memory statistics where it keeps them (TPU, GPU; not the
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -30,10 +31,24 @@ def anon_mb() -> float | None:
     return None
 
 
+class Window:
+    """The anonymous memory at the start of a stretch of work (``base``) and the most seen during it (``peak``)."""
+
+    def __init__(self) -> None:
+        self.base = anon_mb() or 0.0
+        self.peak = self.base
+
+    @property
+    def growth_mb(self) -> float:
+        """How far the work took the process above where it started, in MiB."""
+        return self.peak - self.base
+
+
 class _Sampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(name="vidax-memory", daemon=True)
         self.peak = anon_mb() or 0.0
+        self.windows: list[Window] = []
 
     def run(self) -> None:
         while True:
@@ -41,6 +56,8 @@ class _Sampler(threading.Thread):
             if now is None:
                 return
             self.peak = max(self.peak, now)
+            for w in list(self.windows):
+                w.peak = max(w.peak, now)
             time.sleep(_PERIOD_S)
 
 
@@ -75,3 +92,19 @@ def peak_device_mb() -> float | None:
         if stats and "peak_bytes_in_use" in stats:
             peaks.append(stats["peak_bytes_in_use"])
     return round(max(peaks) / 2**20, 1) if peaks else None
+
+
+@contextlib.contextmanager
+def window():
+    """Measure a stretch of work: ``with window() as w: ...`` then ``w.base``, ``w.peak``, ``w.growth_mb``."""
+    start()
+    w = Window()
+    if _sampler is not None:
+        _sampler.windows.append(w)
+    try:
+        yield w
+    finally:
+        now = anon_mb() or 0.0
+        w.peak = max(w.peak, now)
+        if _sampler is not None:
+            _sampler.windows.remove(w)
