@@ -39,7 +39,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print(describe_plan(cfg, plugins, device=args.device))
         if entries is not None:
-            print(f"batch:      {len(entries)} prompts, one load (each line is checked when the batch runs)")
+            from vidax_core.runner.batch import describe
+
+            print(describe(entries, cfg.output))
         return 0
     if entries is not None:
         from vidax_core.runner.batch import run_batch

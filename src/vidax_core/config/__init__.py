@@ -250,6 +250,11 @@ def defaults_dict() -> dict[str, Any]:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is list or tp is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        plural = ("lists" if typing.get_origin(item) is list else
+                  {int: "integers", float: "numbers", bool: "true/false values", str: "strings"}.get(item, "values"))
+        return f"a list of {plural}"
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args:
         inner = " or ".join(_type_name(a) for a in args)
