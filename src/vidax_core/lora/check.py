@@ -156,3 +156,16 @@ def targets(adapter: Adapter, mapped: dict[str, Any], keys: set[str], shape: Cal
         raise UserError(f"{where} ({adapter.path}, {adapter.layout} layout) does not fit {model}: "
                         f"{len(problems)} problem{'s' if len(problems) > 1 else ''}: {shown}")
     return out
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_multiplier(targets: list[Target], scale: float, where: str) -> None:
+    """``scale * factor`` of every module must be a finite float32 number: the deltas are fused (or applied) in
+    float32, and a product beyond its range makes every weight it touches infinite (NaN frames, exit 0)."""
+    for t in targets:
+        m = float(scale) * float(t.factor)
+        if not (abs(m) <= FLOAT32_MAX):  # NaN fails too
+            raise UserError(f"{where}: scale {scale:g} x alpha/rank {t.factor:g} of {t.record.name} is {m:g}, beyond "
+                            f"float32 (at most {FLOAT32_MAX:.3g}): lower {where}.scale or fix the adapter's alpha")

@@ -39,8 +39,9 @@ class AdapterFile:
             return None
         try:
             data = json.loads(raw)
-        except (TypeError, ValueError):
-            raise UserError(f"{self.path}: its {METADATA_KEY} metadata is not JSON: re-save the adapter") from None
+        except (TypeError, ValueError, RecursionError):
+            raise UserError(f"{self.path}: its {METADATA_KEY} metadata is not JSON (or nested too deeply): re-save "
+                            "the adapter") from None
         if not isinstance(data, dict):
             return None
         found = {k[len(prefix) + 1:]: v for k, v in data.items() if k.startswith(prefix + ".")}

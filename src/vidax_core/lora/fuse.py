@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from vidax_core.errors import UserError
 from vidax_core.lora.check import Target
 
 Delta = Callable[[], np.ndarray]
@@ -87,6 +88,10 @@ class FusedTensors(Mapping[str, Any]):
         w = np.array(value() if callable(value) else value, dtype=np.float32)
         for scale, delta in self.deltas[key]:
             w += np.float32(scale) * delta()
+        if not np.isfinite(w).all() and np.isfinite(np.asarray(value() if callable(value) else value)).all():
+            # a finite scale and alpha can still overflow float32 once multiplied out
+            raise UserError(f"lora: the adapters fused into {key} give values beyond float32 (NaN or infinite): "
+                            "lower the lora scales (lora[i].scale) or fix the adapter")
         return w
 
     def nbytes(self, key: str) -> int:

@@ -134,6 +134,7 @@ def prepare(cfg: Any, spec: Any, ckpt: Any, builds: Sequence[Any], plugins: Any,
             out.summaries.append(self_checked(i, entry, where, comp))
             continue
         adapter, targets = read_adapter(entry.path, entry.weight_name, where, key_map, sources[comp], spec.id)
+        check.check_multiplier(targets, float(entry.scale), where)
         out.targets.setdefault(comp, []).append((float(entry.scale), targets))
         for key, items in fuse.terms(targets, float(entry.scale)).items():
             out.deltas.setdefault(comp, {}).setdefault(key, []).extend(items)

@@ -257,8 +257,13 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (a malformed request line, oversized headers) as JSON too."""
+        """http.server's own errors (a malformed request line, oversized headers) as JSON too; each is the
+        client's mistake, so a 4xx (http.server answers an HTTP/2+ request line with 505)."""
         self.close_connection = True
+        if code == HTTPStatus.HTTP_VERSION_NOT_SUPPORTED:
+            code, message = 400, f"{message or 'unsupported HTTP version'}: send HTTP/1.1 or HTTP/1.0 requests"
+        elif code >= 500:
+            code = 400
         if getattr(self, "command", None) is None:
             self.command = "GET"
         if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
