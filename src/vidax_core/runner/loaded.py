@@ -38,6 +38,7 @@ from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
 from vidax_core.runner.experts import check_switch_step
+from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.text_encoders import TextEncoders
@@ -271,6 +272,8 @@ class LoadedModel:
                 g = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
                 grids.append(tuple(int(v) for v in g) if g is not None else None)
         for p, grid, guide in zip(passes, grids, guides):
+            if grid is not None:  # the denoiser's patch and position limits, before the parallel rules
+                check_grid(spec, ckpt, plugins, self.builds, p.run, grid)
             builds = self.builds if grid is not None else [dataclasses.replace(b, patch_size=None) for b in self.builds]
             P.place_passes(spec, builds, [p], [grid or (0, 0, 0)], [guide], plugins)
         splans = [P.sampling_plan(spec, ckpt, p.run, plugins, s, g) if g is not None else None
