@@ -27,7 +27,7 @@ from vidax_core import attention, lora
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
-from vidax_core.io import audio, outputs, video
+from vidax_core.io import audio, noise, outputs, video
 from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.model_api import Decoded
 from vidax_core.parallel import distributed
@@ -280,6 +280,8 @@ class LoadedModel:
                   for p, s, g in zip(passes, samplers, grids)]
         for p, sp in zip(passes, splans):
             check_switch_step(p.run.sampling.boundary_step_index, self.builds, sp.num_steps if sp else None, spec.id)
+        if cfg.sampling.initial_noise and grids[0] is not None:  # what the first pass takes as latents=
+            noise.check_noise_shapes(cfg.sampling.initial_noise, self.builds[0].latent_shape(1, grids[0]))
         return CallPlan(cfg, passes, samplers, guides, grids, splans)
 
     # -- one call --------------------------------------------------------------------------------------------
