@@ -216,6 +216,8 @@ def check_plain(value: Any, key: str, depth: int = 0) -> None:
 
     if isinstance(value, PLAIN):
         return
+    if not key.isprintable():  # a name with a newline or a control character: named by its repr, on one line
+        key = short_repr(key)
     if depth > 16:
         raise UserError(f"{key} is nested too deeply to be a call argument")
     if isinstance(value, (list, tuple)):
@@ -226,7 +228,7 @@ def check_plain(value: Any, key: str, depth: int = 0) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise UserError(f"{key} has a key {short_repr(k)} that is not text: name its entries with strings")
-            check_plain(v, f"{key}.{k}", depth + 1)
+            check_plain(v, f"{key}.{k}" if k.isprintable() else f"{key}[{short_repr(k)}]", depth + 1)
         return
     raise UserError(f"{key} must be text, a number, true/false, null, a list or a mapping (what a config file "
                     f"holds), got {type(value).__name__} {short_repr(value)}")
