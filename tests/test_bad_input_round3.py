@@ -259,6 +259,7 @@ def test_load_overrides_must_be_strings(override):
     (dict(dtype="float32"), "load again with model.dtype=…"),
     (dict(tp=2), "load again with parallel.tp=…"),
     (dict(options={"x": object()}), "options.x must be text"),
+    (dict(options={"a\nb": {1, 2}}), "options['a\\nb'] must be text"),
 ])
 def test_call_refused_before_it_runs(nothing_runs, kwargs, words):
     with pytest.raises(UserError) as info:
@@ -275,10 +276,11 @@ def server(pipe, tmp_path_factory):
         yield srv
 
 
-def test_http_version_is_a_client_error(server):
+@pytest.mark.parametrize("line", [b"GET / HTTP/9.9", b"GET /health"])  # HTTP/9.9; HTTP/0.9 (no status line)
+def test_http_version_is_a_client_error(server, line):
     port = int(server.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"GET / HTTP/9.9\r\n\r\n")
+        s.sendall(line + b"\r\n\r\n")
         reply = b""
         while chunk := s.recv(4096):  # the server closes the connection after its answer
             reply += chunk
