@@ -50,7 +50,8 @@ class DitBuild:
 
     ``grid_limit``: the largest (or the one) token grid the denoiser's position embedding covers
     (:class:`GridLimit`); every entry point refuses a size past it before any weight loads, naming the key to change.
-    The latent grid must also be a multiple of ``patch_size``. None = no limit.
+    None = no limit. The latent grid must also be a multiple of ``patch_size``, unless ``pads_to_patch`` (the
+    denoiser pads it, as Cosmos3's does).
 
     A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
     ``t_min <= t < t_max``.
@@ -71,6 +72,7 @@ class DitBuild:
     t_max: float = float("inf")
     weight_storage: str | None = None  # "int8" / "float8_e4m3fn": the block weights are 8-bit (vidax_core.quant)
     grid_limit: GridLimit | None = None
+    pads_to_patch: bool = False
 
     @classmethod
     def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":

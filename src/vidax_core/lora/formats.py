@@ -113,10 +113,9 @@ def _alpha(value: Any, key: str) -> float:
     return out
 
 
-def _short(value: Any) -> str:
-    from vidax_core.config.parse import short_repr
-
-    return short_repr(value)
+def _short(value: Any, limit: int = 60) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @dataclass

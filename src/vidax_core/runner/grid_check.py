@@ -30,7 +30,7 @@ def check_grid(spec: Any, ckpt: Any, plugins: Any, builds: Sequence[Any], run: A
         patch = tuple(build.patch_size or (1, 1, 1))
         for axis, (key, name) in enumerate(AXES):
             p = patch[axis]
-            if grid[axis] % p:
+            if grid[axis] % p and not build.pads_to_patch:
                 fits = lambda g, a=axis, p=p: g[a] % p == 0  # noqa: E731
                 raise UserError(f"sampling.{key}={getattr(run.sampling, key)} makes a latent {name} of {grid[axis]}, "
                                 f"which the denoiser's patch of {p} along it (patch_size in {build.component}/"
