@@ -387,3 +387,11 @@ def test_clipped_messages_end_on_a_word():
     text = "Please check your connection and try again or make sure your Internet connection is on. " * 4
     out = clip(text, 160)
     assert len(out) <= 164 and out.endswith(" ...") and text.startswith(out[:-4]) and text[len(out) - 4] == " "
+
+
+def test_numpy_scalars_are_numbers(pipe):
+    """A call argument is what a config holds: a numpy integer or float is its number, a set is refused."""
+    cfg = pipe.resolve(prompt="a fox", seed=np.int64(3), guidance_scale=np.float32(2.5), num_frames=np.int32(5))
+    assert (cfg.sampling.seed, cfg.sampling.guidance_scale, cfg.sampling.num_frames) == (3, 2.5, 5)
+    with pytest.raises(UserError, match="options.k must be text, a number"):
+        pipe.resolve(prompt="a fox", options={"k": {1}})

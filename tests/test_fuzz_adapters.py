@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_fuzz_contract import Outcomes, check_contract, fuzz_settings
+from test_fuzz_contract import Outcomes, check_contract, fuzz_settings, report_all
 from vidax_core.io.safetensors import SafetensorsFile, save_file
 from vidax_core.testing.assets import asset_folder
 
@@ -38,11 +38,7 @@ MODULES = ("blocks.0.attn1.to_q", "blocks.0.attn1.to_k", "blocks.1.ffn.net.0.pro
 @pytest.fixture(scope="module", autouse=True)
 def _report():
     yield
-    for o in OUTCOMES.values():
-        if sum(o.counts.values()):
-            o.report()
-    for o in OUTCOMES.values():
-        o.assert_clean()
+    report_all(OUTCOMES.values())
 
 
 JUNK = st.one_of(

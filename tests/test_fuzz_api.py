@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_fuzz_contract import Outcomes, check_contract, fuzz_settings
+from test_fuzz_contract import Outcomes, check_contract, fuzz_settings, report_all
 from vidax_core.api import CALL_ARGUMENTS, LOAD_ONLY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,11 +39,7 @@ OUTCOMES = {name: Outcomes(name) for name in ("api load", "api call", "prompts f
 @pytest.fixture(scope="module", autouse=True)
 def _report():
     yield
-    for o in OUTCOMES.values():
-        if sum(o.counts.values()):
-            o.report()
-    for o in OUTCOMES.values():
-        o.assert_clean()
+    report_all(OUTCOMES.values())
 
 
 class _Accepted(Exception):

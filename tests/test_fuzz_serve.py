@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from serve_stub import form, load_pipe, png, request, wait_done
-from test_fuzz_contract import Outcomes, check_contract, fuzz_settings
+from test_fuzz_contract import Outcomes, check_contract, fuzz_settings, report_all
 from vidax_core.errors import UserError
 from vidax_core.serve import Limits, Server
 from vidax_core.serve.request import FIELDS
@@ -51,11 +51,7 @@ def server(tmp_path_factory):
         outside = [p for p in os.listdir(root) if p != "out"]
         assert not outside, outside  # nothing written beside the output folder
     pipe.close()
-    for o in OUTCOMES.values():
-        if sum(o.counts.values()):
-            o.report()
-    for o in OUTCOMES.values():
-        o.assert_clean()
+    report_all(OUTCOMES.values())
 
 
 class _ServerError(AssertionError):

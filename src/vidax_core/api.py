@@ -63,9 +63,8 @@ class Output:
 def resolve_config(config: Any, overrides: Sequence[str] = (), plugins: Any = None):
     """A run config from a YAML path, a model id, a dict or a RunConfig, plus ``key=value`` overrides."""
     from vidax_core import config as config_mod
-    from vidax_core.plugins import get_plugins
-
     from vidax_core.config.parse import short_repr
+    from vidax_core.plugins import get_plugins
 
     plugins = plugins or get_plugins()
     for item in overrides:
@@ -150,7 +149,7 @@ class Pipe:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
         changes: dict[str, Any] = {"output": dict(NO_OUTPUT)}
         for key, value in kwargs.items():
-            check_plain(value, key)
+            value = plain(value, key)
             if key in SAMPLING_KEYS:
                 changes.setdefault("sampling", {})[key] = value
             elif key == "options":
@@ -209,27 +208,29 @@ def check_callbacks(on_progress: Any, cancel: Any) -> None:
 PLAIN = (str, int, float, bool, type(None))
 
 
-def check_plain(value: Any, key: str, depth: int = 0) -> None:
-    """A call argument holds what a YAML config holds (text, numbers, true/false, null, lists, mappings with text
-    keys), so every later check sees the values a config file gives."""
+def plain(value: Any, key: str, depth: int = 0) -> Any:
+    """A call argument as what a YAML config holds (text, numbers, true/false, null, lists, mappings with text
+    keys; a numpy scalar becomes its Python number), so every later check sees the values a config file gives;
+    anything else (a set, bytes, an object) is refused by name."""
     from vidax_core.config.parse import short_repr
 
     if isinstance(value, PLAIN):
-        return
+        return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
     if not key.isprintable():  # a name with a newline or a control character: named by its repr, on one line
         key = short_repr(key)
     if depth > 16:
         raise UserError(f"{key} is nested too deeply to be a call argument")
     if isinstance(value, (list, tuple)):
-        for n, v in enumerate(value):
-            check_plain(v, f"{key}[{n}]", depth + 1)
-        return
+        return [plain(v, f"{key}[{n}]", depth + 1) for n, v in enumerate(value)]
     if isinstance(value, Mapping):
+        out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise UserError(f"{key} has a key {short_repr(k)} that is not text: name its entries with strings")
-            check_plain(v, f"{key}.{k}" if k.isprintable() else f"{key}[{short_repr(k)}]", depth + 1)
-        return
+            out[k] = plain(v, f"{key}.{k}" if k.isprintable() else f"{key}[{short_repr(k)}]", depth + 1)
+        return out
     raise UserError(f"{key} must be text, a number, true/false, null, a list or a mapping (what a config file "
                     f"holds), got {type(value).__name__} {short_repr(value)}")
 

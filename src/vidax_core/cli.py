@@ -127,7 +127,7 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     preset = plugins.preset_for(args.model_id)
     merged = config_mod.merge(config_mod.defaults_dict(), preset, {"model": {"id": args.model_id}})
     cfg = config_mod.validate(merged, required=False)
-    for key in config_mod.unset_required(cfg):  # the preset leaves it to the user (e.g. LTX-2.5's frame count): say so, do not refuse
+    for key in config_mod.unset_required(cfg):  # left to the user (LTX-2.5's frame count): say so, not refuse
         print(f"# {key} has no default for {args.model_id}: set it (null below)")
     print(config_mod.to_yaml(cfg), end="")
     return 0
