@@ -161,7 +161,9 @@ CASES = [
     ("lora-alpha-1e308", lambda t, c: [MODEL, CK(c), *SMALL, _lora_entry(_lora(t, {"lora_alpha": 1e308}))],
      "beyond float32", False),
     ("lora-scale-1e300", lambda t, c: [MODEL, CK(c), *SMALL, _lora_entry(_lora(t), "1.0e+300")],
-     "lower lora[0].scale", False),
+     "lora[0].scale 1e+300 is beyond float32", False),
+    ("lora-scale-1e300-alpha-0", lambda t, c: [MODEL, CK(c), *SMALL, _lora_entry(_lora(t, {"lora_alpha": 0}), "1.0e+300"),
+                                               "--dry-run"], "lora[0].scale 1e+300 is beyond float32", False),
     ("lora-fused-overflow", lambda t, c: [MODEL, CK(c), *SMALL, _lora_entry(_lora(t, {"lora_alpha": 4e37}, 1e3))],
      "give values beyond float32", False),
     # 4: 8-bit tags
