@@ -28,7 +28,7 @@ _EXPORTS = {
     "ModelSpec": "registry", "Option": "registry",
     "UserError": "errors", "frame_count_problems": "run_checks", "size_problems": "run_checks",
     # what hooks return
-    "DitBuild": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
+    "DitBuild": "model_api", "GridLimit": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
     "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
     "SpatioTemporal": "guidance", "Embedded": "guidance", "default_guidance": "guidance",

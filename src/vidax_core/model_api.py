@@ -9,6 +9,19 @@ import numpy as np
 
 
 @dataclass(frozen=True)
+class GridLimit:
+    """The token grid (latent grid / patch) a denoiser can take, per axis (frames, height, width): at most
+    ``most`` tokens (None: any number), or exactly that many with ``exact`` (a learned table of one size).
+    ``what`` names the limit and where it is set, for the one-line refusal
+    (:mod:`vidax_core.runner.grid_check`), e.g. ``"rope_max_seq_len=32 in transformer/config.json (the DiT's
+    RoPE table)"``."""
+
+    most: tuple[int | None, int | None, int | None]
+    what: str
+    exact: bool = False
+
+
+@dataclass(frozen=True)
 class DitBuild:
     """How to build a family's denoiser.
 
@@ -35,6 +48,11 @@ class DitBuild:
     uses them. None = ``latent_shape`` latents, one context array ``(batch, text_tokens, width)`` of the config's
     ``text_dim`` / ``context_dim`` / ``text_embed_dim`` and no keyword inputs.
 
+    ``grid_limit``: the largest (or the one) token grid the denoiser's position embedding covers
+    (:class:`GridLimit`); every entry point refuses a size past it before any weight loads, naming the key to change.
+    None = no limit. The latent grid must also be a multiple of ``patch_size``, unless ``pads_to_patch`` (the
+    denoiser pads it, as Cosmos3's does).
+
     A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
     ``t_min <= t < t_max``.
     """
@@ -53,6 +71,8 @@ class DitBuild:
     t_min: float = float("-inf")
     t_max: float = float("inf")
     weight_storage: str | None = None  # "int8" / "float8_e4m3fn": the block weights are 8-bit (vidax_core.quant)
+    grid_limit: GridLimit | None = None
+    pads_to_patch: bool = False
 
     @classmethod
     def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":

@@ -262,6 +262,11 @@ def defaults_dict() -> dict[str, Any]:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is list or tp is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        plural = ("lists" if typing.get_origin(item) is list else
+                  {int: "integers", float: "numbers", bool: "true/false values", str: "strings"}.get(item, "values"))
+        return f"a list of {plural}"
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args:
         inner = " or ".join(_type_name(a) for a in args)
@@ -349,6 +354,11 @@ def _get(cfg: RunConfig, dotted: str) -> Any:
     return obj
 
 
+def unset_required(cfg: RunConfig) -> list[str]:
+    """The keys of :data:`REQUIRED` that are still null."""
+    return [key for key in REQUIRED if _get(cfg, key) is None]
+
+
 def check_backend(name: str) -> None:
     """``attention.backend`` names a backend the attention package knows (its list lives there)."""
     from vidax_core.attention.backends import ATTENTION_BACKENDS
@@ -358,12 +368,12 @@ def check_backend(name: str) -> None:
                         f"got {short_repr(name)}")
 
 
-def validate(data: Mapping[str, Any]) -> RunConfig:
-    """Validate a merged plain dict into a frozen :class:`RunConfig`."""
+def validate(data: Mapping[str, Any], *, required: bool = True) -> RunConfig:
+    """Validate a merged plain dict into a frozen :class:`RunConfig`; ``required=False`` leaves the keys of
+    :data:`REQUIRED` that nothing set as null (``vidax show-config`` prints such a config)."""
     cfg = _build(RunConfig, data, "")
-    for key in REQUIRED:
-        if _get(cfg, key) is None:
-            raise UserError(f"config key {key} is not set and the model's preset gives no default: set {key}=...")
+    for key in unset_required(cfg) if required else ():
+        raise UserError(f"config key {key} is not set and the model's preset gives no default: set {key}=...")
     for key, ok, requirement in _RANGES:
         value = _get(cfg, key)
         if value is not None and not ok(value):

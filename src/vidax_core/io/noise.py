@@ -114,9 +114,10 @@ def checked_noise(noise: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
 
 
 def is_zip(path: str) -> bool:
+    """A zip archive (a .npz): a first entry's header, or the end record of an archive with no entry."""
     try:
         with open(path, "rb") as f:
-            return f.read(4) == b"PK\x03\x04"
+            return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
     except OSError:
         return False
 
@@ -135,12 +136,16 @@ def npy_header(path: str, where: str) -> NpyHeader:
         return read_header(f, os.fstat(f.fileno()).st_size, where)
 
 
+def _archive_for_one(where: str, shape: Any) -> UserError:
+    return UserError(f"{where} is a .npz archive, but this model's latents are one array of shape {tuple(shape)}: "
+                     "save it alone with numpy.save (.npy)")
+
+
 def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
     """A .npy array of exactly ``shape``, real numbers, all finite; mapped only after its header is checked."""
     where = f"sampling.initial_noise {path}"
     if is_zip(path):
-        raise UserError(f"{where} is a .npz archive, but this model's latents are one array of shape "
-                        f"{tuple(shape)}: save it alone with numpy.save (.npy)")
+        raise _archive_for_one(where, shape)
     h = npy_header(path, where)
     check_shape(h, shape, where)
     try:
@@ -201,13 +206,42 @@ def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, n
         with z:
             found = _members(z, path)
             if sorted(found) != sorted(shapes):
-                raise UserError(f"{where} holds {', '.join(sorted(found)) or 'nothing'}, this model needs {need}")
+                raise UserError(f"{where} holds {', '.join(sorted(found)) or 'no array'}, this model needs {need}")
             try:
                 return {k: _read_member(z, found[k], tuple(s), f"{where}: {k}") for k, s in shapes.items()}
             except UserError:
                 raise
             except ZIP_ERRORS as exc:
                 raise UserError(f"{where} is a damaged .npz archive ({type(exc).__name__}): {how}") from None
+
+
+def check_noise_shapes(path: str, shapes: Any) -> None:
+    """The noise file against what the run takes as ``latents=`` (one shape, or {stream: shape}): the stream
+    names and each header's shape, before any weight loads (no data is read)."""
+    where = _npz_where(path)
+    if not isinstance(shapes, dict):
+        if is_zip(path):
+            raise _archive_for_one(where, shapes)
+        check_shape(npy_header(path, where), tuple(shapes), where)
+        return
+    need = ", ".join(sorted(shapes))
+    if not is_zip(path):
+        raise UserError(f"{where} is one .npy array, but this model's latents are several arrays ({need}): give a "
+                        ".npz holding each (numpy.savez)")
+    with _open(path, where) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                found = _members(z, path)
+                if sorted(found) != sorted(shapes):
+                    raise UserError(f"{where} holds {', '.join(sorted(found)) or 'no array'}, this model needs {need}")
+                for k, s in shapes.items():
+                    with z.open(found[k]) as m:
+                        check_shape(read_header(m, found[k].file_size, f"{where}: {k}"), tuple(s), f"{where}: {k}")
+        except UserError:
+            raise
+        except ZIP_ERRORS as exc:
+            raise UserError(f"{where} is not a readable .npz archive ({type(exc).__name__}): write it with "
+                            "numpy.savez") from None
 
 
 def check_noise_file(path: str) -> None:

@@ -20,6 +20,7 @@ from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
+from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
 
 
@@ -195,12 +196,14 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         steps = p.run.sampling.num_steps
         if grid is not None:
             grid = tuple(int(v) for v in grid)
+            check_grid(spec, ckpt, plugins, builds, p.run, grid)
             place_passes(spec, builds, [p], [grid], [select_guidance(spec, ckpt, p.run, plugins)], plugins)
             sampler = select_sampler(spec, ckpt, p.run, plugins)
             steps = sampling_plan(spec, ckpt, p.run, plugins, sampler, grid).num_steps
         pass_steps.append(f"{p.name} {steps} steps")
     if latent is not None:
         latent = tuple(int(v) for v in latent)
+        check_grid(spec, ckpt, plugins, builds, cfg, latent)
         placements = [plan_placement(spec, b, cfg, plugins, latent, batch=batch) for b in builds]
         n = video_tokens(builds[0], latent)
         pt, ph, pw = builds[0].patch_size or (1, 1, 1)

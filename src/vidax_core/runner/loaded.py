@@ -28,7 +28,7 @@ from vidax_core import attention, lora, precision
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
-from vidax_core.io import audio, outputs, video
+from vidax_core.io import audio, noise, outputs, video
 from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.model_api import Decoded
 from vidax_core.parallel import distributed
@@ -41,6 +41,7 @@ from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
 from vidax_core.runner import memory
 from vidax_core.runner.experts import check_switch_step
+from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.text_encoders import TextEncoders
@@ -290,12 +291,16 @@ class LoadedModel:
                 g = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
                 grids.append(tuple(int(v) for v in g) if g is not None else None)
         for p, grid, guide in zip(passes, grids, guides):
+            if grid is not None:  # the denoiser's patch and position limits, before the parallel rules
+                check_grid(spec, ckpt, plugins, self.builds, p.run, grid)
             builds = self.builds if grid is not None else [dataclasses.replace(b, patch_size=None) for b in self.builds]
             P.place_passes(spec, builds, [p], [grid or (0, 0, 0)], [guide], plugins)
         splans = [P.sampling_plan(spec, ckpt, p.run, plugins, s, g) if g is not None else None
                   for p, s, g in zip(passes, samplers, grids)]
         for p, sp in zip(passes, splans):
             check_switch_step(p.run.sampling.boundary_step_index, self.builds, sp.num_steps if sp else None, spec.id)
+        if cfg.sampling.initial_noise and grids[0] is not None:  # what the first pass takes as latents=
+            noise.check_noise_shapes(cfg.sampling.initial_noise, self.builds[0].latent_shape(1, grids[0]))
         return CallPlan(cfg, passes, samplers, guides, grids, splans)
 
     # -- one call --------------------------------------------------------------------------------------------

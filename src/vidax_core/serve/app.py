@@ -61,7 +61,10 @@ class App:
                 image_path = os.path.join(self.output_dir, f"{job_id}.input.{req.image.ext}")
                 write_atomic(image_path, lambda tmp: _write_bytes(tmp, req.image.data))
             with self._resolve_lock:
-                plan = reqmod.plan(req, self.pipe, self.limits, image_path, self.model_id)
+                try:
+                    plan = reqmod.plan(req, self.pipe, self.limits, image_path, self.model_id)
+                except UserError as exc:  # the client sees its upload by its field name, never a server path
+                    raise UserError(_hide_paths(str(exc), image_path, self.output_dir)) from None
             job = Job(job_id, self.model_id, plan, os.path.join(self.output_dir, f"{job_id}.mp4"), image_path)
             self.jobs.submit(job)
             return job
@@ -108,6 +111,13 @@ def page_info(pipe: Any, limits: Limits) -> dict[str, Any]:
     return {"model": str(pipe.spec.id), "fps": fps, "defaults": defaults, "size_step": size_step,
             "frame_choices": frames, "max_side": max_side, "max_steps": limits.max_steps,
             "max_prompt_chars": limits.max_prompt_chars}
+
+
+def _hide_paths(message: str, image_path: str | None, output_dir: str) -> str:
+    """``message`` with the uploaded image's server path named ``input_reference`` and the output folder hidden."""
+    if image_path:
+        message = message.replace(repr(image_path), "input_reference").replace(image_path, "input_reference")
+    return message.replace(output_dir, "<output folder>")
 
 
 def _write_bytes(path: str, data: bytes) -> None:

@@ -21,6 +21,14 @@ def run_problems(spec, run) -> list[str]:
     return problems
 
 
+def grid_limit(cfg, component: str = "transformer"):
+    """The token grid the Wan DiT's RoPE table covers: ``rope_max_seq_len`` positions along each axis."""
+    from vidax_core import GridLimit
+
+    n = cfg.rope_max_seq_len
+    return GridLimit((n, n, n), f"rope_max_seq_len={n} in {component}/config.json (the DiT's RoPE table)")
+
+
 def checkpoint_config_problems(spec, ckpt) -> list[str]:
     """Does the checkpoint fit this model id? Read from its config files only, before any weight loads. It parses
     every config itself (both experts and the VAE), so the plugin's own check_checkpoint calls it, not the
