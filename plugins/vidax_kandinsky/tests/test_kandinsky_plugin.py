@@ -132,3 +132,23 @@ def test_runs_without_vidax_hunyuan(tmp_path):
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert out.stat().st_size > 0
+
+
+def test_bench_reference_runs_the_pipeline(plugins):
+    """``vidax bench --reference diffusers``: the Kandinsky5T2VPipeline run on the built-in checkpoint, timed, with
+    the pipeline's channel-last latents and its frames; an image run is refused with one line."""
+    pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
+    from vidax_core import UserError
+    from vidax_kandinsky.plugin import plugin
+
+    spec = plugins.registry.get("kandinsky5-t2v-lite")
+    folder = plugin.builtin_checkpoint(spec, "tiny-random")
+    cfg = run(plugins, "kandinsky5-t2v-lite", "sampling.num_steps=2", "sampling.num_frames=5", "sampling.height=32",
+              "sampling.width=32", "sampling.max_sequence_length=128", "model.dtype=float32")
+    row = plugins.call("bench_reference", spec, engine="diffusers", ckpt_dir=folder, run=cfg)()
+    assert row["latent_shape"] == [1, 2, 4, 4, 4] and row["frames_shape"] == [1, 5, 32, 32, 3]
+    assert row["per_step_s"] > 0 and row["decode_s"] > 0
+    with pytest.raises(UserError, match="text-to-video runs only"):
+        plugins.call("bench_reference", spec, engine="diffusers", ckpt_dir=folder,
+                     run=run(plugins, "kandinsky5-t2v-lite", "image=x.png"))
