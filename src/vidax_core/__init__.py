@@ -27,7 +27,8 @@ _EXPORTS = {
     # the plugin object, hooks and the model registry
     "FamilyPlugin": "family", "hookimpl": "hookspecs", "hookspec": "hookspecs",
     "ModelSpec": "registry", "Option": "registry",
-    "UserError": "errors", "frame_count_problems": "run_checks", "size_problems": "run_checks",
+    "UserError": "errors", "PluginError": "errors", "Plugins": "plugins",
+    "frame_count_problems": "run_checks", "size_problems": "run_checks",
     # what hooks return
     "DitBuild": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
@@ -35,6 +36,8 @@ _EXPORTS = {
     "SpatioTemporal": "guidance", "Embedded": "guidance", "default_guidance": "guidance",
     # checkpoints and conversion
     "Checkpoint": "io.checkpoint", "KeyRule": "io.convert", "convert": "io.convert", "linear": "io.convert",
+    "ConversionError": "io.convert", "linear_rules": "io.diffusers_rules", "norm_rules": "io.diffusers_rules",
+    "attention_rules": "io.diffusers_rules", "feedforward_rules": "io.diffusers_rules",
     "conv": "io.convert", "read_video": "io.clip", "load_image": "io.image", "preprocess_image": "io.image",
     "from_config_dict": "io.arch", "SOURCE_KEY": "io.arch", "RunConfig": "config",
     "ArchConfig": "io.arch_base", "TransformerConfig": "io.arch_base", "CheckedConfig": "io.arch_base",
@@ -43,7 +46,8 @@ _EXPORTS = {
     "LAYERS": "nn.layers", "abstract_model": "nn.state", "materialize": "nn.state",
     "layer_norm": "nn.norms", "rms_norm": "nn.norms", "LayerNorm": "nn.norms", "RMSNorm": "nn.norms",
     "timestep_embedding": "nn.timestep", "TimestepEmbedding": "nn.timestep", "modulate": "nn.adaln",
-    "gate": "nn.adaln", "patchify": "nn.patchify", "unpatchify": "nn.patchify",
+    "gate": "nn.adaln", "split_modulation": "nn.adaln", "patchify": "nn.patchify", "unpatchify": "nn.patchify",
+    "Attention": "nn.attention_block", "FeedForward": "nn.feedforward", "GatedFeedForward": "nn.feedforward",
     "rope": "nn.rope", "apply_rope": "nn.rope", "apply_interleaved": "nn.rope", "apply_rotate_half": "nn.rope",
     "inv_freq": "nn.rope", "grid_angles": "nn.rope", "cos_sin": "nn.rope",
     # shared encoders and VAE blocks

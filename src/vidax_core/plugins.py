@@ -6,9 +6,9 @@ form) still registers as it is.
 
 ``VIDAX_LOAD_PLUGINS`` (comma-separated entry-point names) restricts which plugins load; an empty value loads
 none. A plugin that fails to import costs one warning line on stderr, never the CLI. Hook implementations with
-misspelled names fail loudly through ``check_pending``. A hook that raises anything but a :class:`UserError`
-raises :class:`vidax_core.errors.PluginError` naming the plugin and the hook (the CLI reports it as the plugin's
-error, not vidax's).
+misspelled names fail loudly through ``check_pending``. A per-model hook that raises anything but a
+:class:`UserError` raises :class:`vidax_core.errors.PluginError` naming the plugin and the hook (the CLI reports it
+as the plugin's error, not vidax's).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class Plugins:
                     )
                     self._owner[spec.id] = _name
 
-                self._run_hook(impl, "register_models", {"register": register})
+                impl.function(register=register)
             self._registry = reg
         return self._registry
 

@@ -12,7 +12,7 @@ ROPE_LIMIT = 128  # Kandinsky5RoPE3D's tables: 128 positions per axis (latent fr
 def run_problems(spec, run) -> list[str]:
     s = run.sampling
     i2v = "i2v" in spec.tasks
-    problems = frame_count_problems(s.num_frames, TEMPORAL, spec.id, "the VAE compresses time by 4")
+    problems = frame_count_problems(s, TEMPORAL, spec.id, "the VAE compresses time by 4")
     problems += size_problems(s, SIZE_MULTIPLE, f"{spec.id} (VAE factor 8, patch 2)")
     frames = (s.num_frames - 1) // TEMPORAL + 1
     if frames > ROPE_LIMIT:

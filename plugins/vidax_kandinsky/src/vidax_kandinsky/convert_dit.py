@@ -11,8 +11,7 @@ self_attention.to_query``), so they land on the checkpoint's tensors as they are
 
 from __future__ import annotations
 
-from vidax_core.io.convert import KeyRule
-from vidax_core.io.diffusers_rules import linear_rules, norm_rules
+from vidax_core import KeyRule, linear_rules, norm_rules
 
 _TEXT = r"text_transformer_blocks\.(\d+)\."
 _VISUAL = r"visual_transformer_blocks\.(\d+)\."

@@ -6,7 +6,8 @@ Latents are channel-last, as the pipelines hold them: ``(B, T, H, W, C)``. The m
   CLIP text vector (Linear + LayerNorm); every block's AdaLN modulation reads ``silu`` of that sum;
 * embeds the Qwen2.5-VL text states (Linear + LayerNorm) and runs ``num_text_blocks`` encoder blocks over them
   (self-attention with 1-D RoPE, feed-forward), held whole on every sequence-parallel rank;
-* patchifies the video (patch ``(pt, ph, pw)``, features in the order ``(pt, ph, pw, C)``) and runs
+* patchifies the channel-last video (the core's ``patchify``, ``layout="fhwc"``; patch ``(pt, ph, pw)``, features
+  in the order ``(pt, ph, pw, C)``) and runs
   ``num_visual_blocks`` decoder blocks: self-attention with 3-D RoPE over (frame, row, column), cross-attention to
   the text blocks' output, feed-forward, each with its own (shift, scale, gate);
 * unpatchifies through a modulated LayerNorm and a Linear (features ``(C, pt, ph, pw)``).
@@ -44,13 +45,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core import CheckedConfig, Linear, constrain, layer_norm, modulate, replicated_attention, scan_blocks
-from vidax_core import stacked, timestep_embedding
-from vidax_core.nn.adaln import split_modulation
-from vidax_core.nn.attention_block import Attention
-from vidax_core.nn.feedforward import FeedForward
-from vidax_core.nn.norms import LayerNorm
-from vidax_core.nn.timestep import TimestepEmbedding
+from vidax_core import (Attention, CheckedConfig, FeedForward, LayerNorm, Linear, TimestepEmbedding, constrain,
+                        layer_norm, modulate, patchify, replicated_attention, scan_blocks, split_modulation, stacked,
+                        timestep_embedding, unpatchify)
 
 EMBED, BATCH, SEQ = "embed", "batch", "seq"
 LN_EPS = 1e-5  # torch LayerNorm default (the blocks' and the output's norms, the embedders' norms)
@@ -248,22 +245,6 @@ class TextEmbedding(nnx.Module):
         return self.norm(self.in_layer(x)).astype(self.dtype)
 
 
-def patchify(x: jax.Array, patch: tuple[int, int, int]) -> jax.Array:
-    """(B, T, H, W, C) -> (B, T'*H'*W', pt*ph*pw*C), tokens in (frame, row, column) order, features (pt, ph, pw, C)."""
-    b, t, h, w, c = x.shape
-    pt, ph, pw = patch
-    x = x.reshape(b, t // pt, pt, h // ph, ph, w // pw, pw, c).transpose(0, 1, 3, 5, 2, 4, 6, 7)
-    return x.reshape(b, (t // pt) * (h // ph) * (w // pw), pt * ph * pw * c)
-
-
-def unpatchify(y: jax.Array, grid: tuple[int, int, int], patch: tuple[int, int, int]) -> jax.Array:
-    """(B, T'*H'*W', C*pt*ph*pw) with features (C, pt, ph, pw) -> (B, T, H, W, C)."""
-    b = y.shape[0]
-    (f, h, w), (pt, ph, pw) = grid, patch
-    y = y.reshape(b, f, h, w, -1, pt, ph, pw).transpose(0, 1, 5, 2, 6, 3, 7, 4)
-    return y.reshape(b, f * pt, h * ph, w * pw, -1)
-
-
 class KandinskyDiT(nnx.Module):
     """``Kandinsky5Transformer3DModel`` (module docstring); ``pre`` -> text blocks -> visual blocks -> ``post`` for
     the core's offload executor, with the carry ``(video tokens, text tokens)``."""
@@ -298,7 +279,8 @@ class KandinskyDiT(nnx.Module):
                                                        downscale_freq_shift=0, max_period=MAX_PERIOD))
         temb = temb + self.pooled_text_embeddings(context["pooled"]).astype(jnp.float32)
         txt = constrain(self.text_embeddings(context["hidden"]), (BATCH, None, EMBED))
-        vid = self.visual_embeddings(patchify(latents.astype(cfg.dtype), cfg.patch_size))
+        tokens, _ = patchify(latents.astype(cfg.dtype), cfg.patch_size, order="thwc", layout="fhwc")
+        vid = self.visual_embeddings(tokens)
         vid = constrain(vid, (BATCH, SEQ, EMBED))
         scale = None if scale_factor is None else jnp.asarray(scale_factor, jnp.float32).reshape(-1, 3)[0]
         cos, sin = visual_rope(self.grid(latents.shape), cfg.axes_dims, scale)
@@ -317,7 +299,8 @@ class KandinskyDiT(nnx.Module):
         cfg = self.cfg
         shift, scale = split_modulation(self.out_modulation(jax.nn.silu(aux["temb"])), 2)
         y = self.out_layer(normed(x[0], shift, scale, cfg.dtype))
-        return unpatchify(y.astype(jnp.float32), self.grid(latent_shape), cfg.patch_size)
+        return unpatchify(y.astype(jnp.float32), self.grid(latent_shape), cfg.patch_size, order="cthw",
+                          layout="fhwc")
 
     def __call__(self, latents: jax.Array, timestep: jax.Array, context: Mapping[str, jax.Array],
                  scale_factor: jax.Array | None = None) -> jax.Array:
