@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from vidax_core.testing.reference import randomize_
-from vidax_core.testing.tiny.hunyuan import TINY_CLIP, TINY_VAE, make_tiny_clip_tokenizer
+from vidax_core.testing.tiny.hunyuan import TINY_CLIP, TINY_VAE, make_tiny_clip_tokenizer, random_clip_text
 from vidax_core.testing.tokenizers import make_tiny_qwen_tokenizer
 
 TINY_QWEN = dict(hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=2,
@@ -38,8 +38,7 @@ def build_tiny_kandinsky_pipeline(task: str = "t2v", seed: int = 0, dit: dict | 
     -30), so the I2V pipeline's posterior sample of the image is its mean to 3e-7 whatever generator draws it."""
     import diffusers
     import torch
-    from transformers import (AutoTokenizer, CLIPTextConfig, CLIPTextModel, Qwen2_5_VLConfig,
-                              Qwen2_5_VLForConditionalGeneration)
+    from transformers import AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
     tmp = Path(tempfile.mkdtemp(prefix="vidax-kandinsky-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_qwen_tokenizer(tmp / "qwen")))
@@ -50,10 +49,7 @@ def build_tiny_kandinsky_pipeline(task: str = "t2v", seed: int = 0, dit: dict | 
         text_config=dict(vocab_size=vocab, **TINY_QWEN), vision_config=QWEN_VISION, vocab_size=vocab,
         pad_token_id=tokenizer.pad_token_id)).eval().float()
     randomize_(qwen, seed + 1, 0.3)
-    eos = tokenizer_2.convert_tokens_to_ids("<|endoftext|>")
-    clip = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer_2), eos_token_id=eos, bos_token_id=eos - 1,
-                                        pad_token_id=eos, **TINY_CLIP)).eval().float()
-    randomize_(clip, seed + 2, 0.3)
+    clip = random_clip_text(tokenizer_2, seed + 2)
     transformer = diffusers.Kandinsky5Transformer3DModel(**{**TINY_DIT, **(dit or {})}).eval().float()
     randomize_(transformer, seed + 3, 0.15)
     vae = diffusers.AutoencoderKLHunyuanVideo(**TINY_VAE).eval().float()
