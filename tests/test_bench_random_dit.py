@@ -1,6 +1,6 @@
 """``vidax bench --random-dit`` times one random-weight DiT call of every family's architecture, structured text
 contexts included (LTX-Video's hidden + mask, HunyuanVideo's hidden + mask + pooled and guidance input,
-Kandinsky 5's hidden + pooled and RoPE scale), resident
+Kandinsky 5's channel-last latents, hidden + pooled and RoPE-scale input), resident
 and streamed from pinned host memory, with FLOPs from the family's count."""
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ DEMOS = {"wan": "demo.yaml", "cosmos": "cosmos_demo.yaml", "cogvideox": "cogvide
 SMALL = ["sampling.height=64", "sampling.width=64", "sampling.max_sequence_length=16"]
 
 
-# one block group; two groups (double- then single-stream) streamed in turn; two groups (text, then video blocks
-# reading the text's output) with a channel-last DiT and a run-size keyword input (Kandinsky's RoPE scale)
-STREAMED = ("ltx", "hunyuan", "kandinsky")
+STREAMED = ("ltx", "hunyuan")  # one block group, and two groups (double- then single-stream) streamed in turn
 
 
 @pytest.mark.parametrize("family", list(DEMOS))
