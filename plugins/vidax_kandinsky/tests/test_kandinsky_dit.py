@@ -177,3 +177,70 @@ def test_conversion_reports_problems(reference):
         convert(broken, DIT_RULES, flat, component="transformer")
     assert any(m.startswith("visual_blocks/cross_attention/norm_k/scale layers [1]") for m in exc.value.missing)
     assert exc.value.unexpected == ["text_transformer_blocks.0.feed_forward.in_layer.bias"]
+
+
+NABLA = dict(attention_type="nabla", attention_P=0.6, attention_wT=1, attention_wH=1, attention_wW=1,
+             attention_add_sta=True, attention_method="topcdf")
+NABLA_GRID = (2, 32, 48)  # latent frames, height, width: 2 x 16 x 24 patches = 2 x 2 x 3 NABLA blocks of 64 tokens
+
+
+def block_masked_reference(model, weights, x):
+    """diffusers' forward with its NABLA sparse params (``get_sparse_params`` of the pipeline) and the BlockMask
+    applied as the flex kernel applies it: attention over the kept (query block, key block) pairs only. (On CPU
+    without torch.compile, flex_attention's eager fallback ignores the block structure and attends densely, so
+    the reference's own call would be dense attention.)"""
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+    from diffusers import Kandinsky5T2VPipeline
+    from diffusers.models.transformers import transformer_kandinsky as tk
+
+    pipe = SimpleNamespace(transformer=model, fast_sta_nabla=Kandinsky5T2VPipeline.fast_sta_nabla)
+    sparse = Kandinsky5T2VPipeline.get_sparse_params(pipe, torch.from_numpy(x["latents"]), "cpu")
+    dispatch = tk.dispatch_attention_fn
+
+    def masked(query, key, value, attn_mask=None, **kw):
+        if attn_mask is None:
+            return dispatch(query, key, value, **kw)
+        keep = attn_mask.to_dense().bool().repeat_interleave(64, -2).repeat_interleave(64, -1)
+        t = lambda a: a.transpose(1, 2)  # noqa: E731
+        return t(F.scaled_dot_product_attention(t(query), t(key), t(value), attn_mask=keep))
+
+    f, h, w = NABLA_GRID
+    tk.dispatch_attention_fn = masked
+    model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
+    try:
+        with torch.no_grad():
+            out = model(hidden_states=torch.from_numpy(x["latents"]), encoder_hidden_states=torch.from_numpy(x["hidden"]),
+                        timestep=torch.from_numpy(x["timestep"]), pooled_projections=torch.from_numpy(x["pooled"]),
+                        scale_factor=SCALE, text_rope_pos=torch.arange(TEXT), sparse_params=sparse,
+                        visual_rope_pos=[torch.arange(f), torch.arange(h // 2), torch.arange(w // 2)],
+                        return_dict=False)
+    finally:
+        tk.dispatch_attention_fn = dispatch
+    return out.numpy()
+
+
+def test_nabla_dit_matches_the_block_masked_reference():
+    """A NABLA checkpoint (fractal token order, the top-CDF block mask OR the STA window, block-sparse attention):
+    within the derived bound of the reference; the same model with dense attention lands far past it."""
+    from diffusers import Kandinsky5Transformer3DModel
+
+    torch.manual_seed(0)
+    model = Kandinsky5Transformer3DModel(**{**TINY_DIT, **NABLA}).eval().float()
+    randomize_(model, 3, 0.15)
+    weights = state_arrays(model)
+    cfg = dit_lib.KandinskyDiTConfig.from_config(dict(model.config))
+    rng = np.random.default_rng(1)
+    x = {"latents": rng.standard_normal((1, *NABLA_GRID, cfg.in_channels)).astype(np.float32),
+         "timestep": np.array([700.0], np.float32),
+         "hidden": rng.standard_normal((1, TEXT, cfg.in_text_dim)).astype(np.float32),
+         "pooled": rng.standard_normal((1, cfg.in_text_dim2)).astype(np.float32)}
+    ref, got = block_masked_reference(model, weights, x), run_vidax(cfg, weights, x)
+    moved = move_one_ulp((weights, x))
+    bound = FP32_FACTOR * max(rel_l2(block_masked_reference(model, *moved), ref), rel_l2(run_vidax(cfg, *moved), got))
+    dense = run_vidax(dit_lib.KandinskyDiTConfig.from_config({**dict(model.config), "attention_type": "regular"}),
+                      weights, x)
+    print(f"kandinsky nabla dit vs block-masked reference: rel {rel_l2(got, ref):.3e}, bound {bound:.3e}; dense "
+          f"attention {rel_l2(dense, ref):.3e}")
+    assert rel_l2(got, ref) <= bound < rel_l2(dense, ref) / 10

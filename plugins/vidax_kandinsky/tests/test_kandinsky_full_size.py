@@ -44,8 +44,8 @@ def test_full_size_dit(name):
 
 
 def test_published_folders_plan(tmp_path):
-    """Each written folder's configs parse as the plugin reads them (``check_checkpoint`` finds no problem but
-    NABLA where it is asked for) and size the latent grid."""
+    """Each written folder's configs parse as the plugin reads them (``check_checkpoint`` finds no problem at the
+    preset size; a NABLA checkpoint names the size its blocks need) and size the latent grid."""
     from published import write_folders
 
     from vidax_core import Checkpoint
@@ -61,6 +61,9 @@ def test_published_folders_plan(tmp_path):
         spec = p.registry.get(model_id)
         run = resolve(p, [f"model.id={model_id}", *(["image=x.png"] if "i2v" in model_id else [])])
         problems = p.call("check_checkpoint", spec, ckpt=Checkpoint(root), run=run)
-        assert all("nabla" in q for q in problems) and bool(problems) == (MODELS[name][0]["attention_type"] == "nabla")
+        assert problems == []
+        bad = resolve(p, [f"model.id={model_id}", "sampling.height=480", *(["image=x.png"] if "i2v" in model_id else [])])
+        problems = p.call("check_checkpoint", spec, ckpt=Checkpoint(root), run=bad)
+        assert bool(problems) == (MODELS[name][0]["attention_type"] == "nabla"), problems
         grid = (31, 96, 128) if model_id == "kandinsky5-t2v-pro" else (31, 64, 96)  # 121 frames, the preset size
         assert p.call("vae_latent_shape", spec, ckpt=Checkpoint(root), run=run) == grid

@@ -7,6 +7,7 @@ from vidax_core import frame_count_problems, size_problems
 from .presets import I2V_MIN_FRAMES, MAX_SEQUENCE_LIMIT, SIZE_MULTIPLE, TEMPORAL
 
 ROPE_LIMIT = 128  # Kandinsky5RoPE3D's tables: 128 positions per axis (latent frames, patch rows, patch columns)
+NABLA_MULTIPLE = 128  # pixels per NABLA block side: 8 patches x 2 latents x 8 pixels
 
 
 def run_problems(spec, run) -> list[str]:
@@ -59,11 +60,11 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
         if width is not None and width != getattr(dit, field):
             problems.append(f"{where}: {field}={getattr(dit, field)} does not match hidden_size={width} of "
                             f"{folder}/config.json")
-    if dit.attention_type == "nabla" and not nabla_supported():
-        problems.append(f"{where}: attention_type='nabla' (NABLA sparse attention) is not implemented in vidax yet; "
-                        "vidax never runs it as dense attention")
+    if dit.attention_type == "nabla":
+        for key in ("height", "width"):  # NABLA's blocks: 8 x 8 patches of 2 x 2 latents of 8 pixels
+            v = getattr(run.sampling, key)
+            if v % NABLA_MULTIPLE:
+                problems.append(f"{where}: attention_type='nabla' cuts the video into 8x8-patch blocks: "
+                                f"sampling.{key} must be a multiple of {NABLA_MULTIPLE}, got {v}: use "
+                                f"{max(NABLA_MULTIPLE, v // NABLA_MULTIPLE * NABLA_MULTIPLE)}")
     return problems
-
-
-def nabla_supported() -> bool:
-    return False

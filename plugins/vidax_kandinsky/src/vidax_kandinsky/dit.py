@@ -12,6 +12,11 @@ Latents are channel-last, as the pipelines hold them: ``(B, T, H, W, C)``. The m
   the text blocks' output, feed-forward, each with its own (shift, scale, gate);
 * unpatchifies through a modulated LayerNorm and a Linear (features ``(C, pt, ph, pw)``).
 
+A checkpoint with ``attention_type: "nabla"`` (the 10 s Lite and the Pro releases) runs its video self-attention
+block-sparse: the video tokens (and their RoPE) go in NABLA's fractal order (:func:`fractal`) between ``pre`` and
+``post``, and each video self-attention runs :func:`vidax_core.attention.nabla.nabla_attention` after the Ulysses
+all-to-all (the block grid travels in ``aux["nabla_grid"]``, a zero-size array whose shape is the grid).
+
 What the reference does that a plain port would miss, reproduced exactly:
 
 * **q and k are rounded to bfloat16 after RoPE**, in every self-attention (text and video), whatever the model's
@@ -37,6 +42,7 @@ Returns the velocity (B, T, H, W, out_visual_dim) float32.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, ClassVar, Mapping
 
@@ -46,8 +52,8 @@ import numpy as np
 from flax import nnx
 
 from vidax_core import (Attention, CheckedConfig, FeedForward, LayerNorm, Linear, TimestepEmbedding, constrain,
-                        layer_norm, modulate, patchify, replicated_attention, scan_blocks, split_modulation, stacked,
-                        timestep_embedding, unpatchify)
+                        layer_norm, modulate, patchify, replicated_attention, scan_blocks, self_attention,
+                        split_modulation, stacked, timestep_embedding, unpatchify)
 
 EMBED, BATCH, SEQ = "embed", "batch", "seq"
 LN_EPS = 1e-5  # torch LayerNorm default (the blocks' and the output's norms, the embedders' norms)
@@ -56,6 +62,7 @@ MAX_PERIOD = 10000.0
 TEXT_MAX_POS = 1024  # Kandinsky5RoPE1D's table: text positions below this
 VISUAL_MAX_POS = (128, 128, 128)  # Kandinsky5RoPE3D's tables: (frame, row, column) positions below these
 ATTENTION_TYPES = ("regular", "nabla")
+FRACTAL = 8  # NABLA's token blocks: 8 x 8 patches of one frame (its 64-token mask blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +183,20 @@ def attention_block(cfg: KandinskyDiTConfig, rngs: nnx.Rngs) -> KandinskyAttenti
                               qk_eps=QK_EPS, rope="interleaved")
 
 
+def fractal(x: jax.Array, grid: tuple[int, int, int], axis: int, inverse: bool = False) -> jax.Array:
+    """Tokens in (frame, row, column) order along ``axis`` -> NABLA's order (frame, block row, block column, then
+    row and column inside the 8 x 8 block), or back with ``inverse`` (the reference's ``fractal_flatten`` /
+    ``fractal_unflatten``)."""
+    f, h, w = grid
+    lead, rest = x.shape[:axis], x.shape[axis + 1:]
+    shape = (f, h // FRACTAL, FRACTAL, w // FRACTAL, FRACTAL) if not inverse else \
+        (f, h // FRACTAL, w // FRACTAL, FRACTAL, FRACTAL)
+    y = x.reshape(*lead, *shape, *rest)
+    a = len(lead)
+    perm = list(range(a)) + [a, a + 1, a + 3, a + 2, a + 4] + list(range(a + 5, y.ndim))
+    return y.transpose(perm).reshape(x.shape)
+
+
 def modulation(cfg: KandinskyDiTConfig, n: int, rngs: nnx.Rngs) -> Linear:
     """``Kandinsky5Modulation``'s Linear (float32, as the reference keeps it): ``silu(time) -> n * model_dim``."""
     return Linear(cfg.time_dim, n * cfg.model_dim, (None, EMBED), dtype=jnp.float32, rngs=rngs, fp32_out=True)
@@ -218,6 +239,8 @@ class VisualBlock(nnx.Module):
 
     def __init__(self, cfg: KandinskyDiTConfig, *, rngs: nnx.Rngs):
         self.dtype = cfg.dtype
+        self.nabla = ((cfg.attention_wT, cfg.attention_wH, cfg.attention_wW), float(cfg.attention_P)) \
+            if cfg.attention_type == "nabla" else None
         self.visual_modulation = modulation(cfg, 9, rngs)
         self.self_attention = attention_block(cfg, rngs)
         self.cross_attention = attention_block(cfg, rngs)
@@ -227,10 +250,23 @@ class VisualBlock(nnx.Module):
     def __call__(self, carry: tuple[jax.Array, jax.Array], aux: Mapping[str, Any]) -> tuple[jax.Array, jax.Array]:
         vid, txt = carry
         m = split_modulation(self.visual_modulation(jax.nn.silu(aux["temb"])), 9)
-        vid = residual(vid, self.self_attention(normed(vid, m[0], m[1], self.dtype), rope=aux["visual_rope"]), m[2])
+        vid = residual(vid, self._self_attention(normed(vid, m[0], m[1], self.dtype), aux), m[2])
         vid = residual(vid, self.cross_attention(normed(vid, m[3], m[4], self.dtype), txt), m[5])
         vid = residual(vid, self.feed_forward(normed(vid, m[6], m[7], self.dtype)), m[8])
         return constrain(vid, (BATCH, SEQ, EMBED)), txt
+
+    def _self_attention(self, x: jax.Array, aux: Mapping[str, Any]) -> jax.Array:
+        """Dense, or NABLA's block-sparse attention on the tokens in fractal order (:mod:`vidax_core.attention.
+        nabla`; run after the Ulysses all-to-all on the whole sequence of each device's heads)."""
+        if self.nabla is None:
+            return self.self_attention(x, rope=aux["visual_rope"])
+        from vidax_core.attention.nabla import nabla_attention
+
+        window, threshold = self.nabla
+        grid = aux["nabla_grid"].shape[:3]  # (frames, block rows, block columns), static
+        q, k, v = self.self_attention.qkv(x, SEQ, aux["visual_rope"])
+        fn = functools.partial(nabla_attention, grid=grid, window=window, threshold=threshold)
+        return self.self_attention.out(self_attention(q, k, v, fn=fn))
 
 
 class TextEmbedding(nnx.Module):
@@ -281,12 +317,18 @@ class KandinskyDiT(nnx.Module):
         txt = constrain(self.text_embeddings(context["hidden"]), (BATCH, None, EMBED))
         tokens, _ = patchify(latents.astype(cfg.dtype), cfg.patch_size, order="thwc", layout="fhwc")
         vid = self.visual_embeddings(tokens)
-        vid = constrain(vid, (BATCH, SEQ, EMBED))
         scale = None if scale_factor is None else jnp.asarray(scale_factor, jnp.float32).reshape(-1, 3)[0]
-        cos, sin = visual_rope(self.grid(latents.shape), cfg.axes_dims, scale)
-        aux = {"temb": temb, "text_rope": text_rope(txt.shape[1], cfg.head_dim),
-               "visual_rope": (constrain(cos, (SEQ, None)), constrain(sin, (SEQ, None)))}
-        return (vid, txt), aux
+        grid = self.grid(latents.shape)
+        cos, sin = visual_rope(grid, cfg.axes_dims, scale)
+        aux = {"temb": temb, "text_rope": text_rope(txt.shape[1], cfg.head_dim)}
+        if cfg.attention_type == "nabla":  # NABLA's blocks: the tokens (and their RoPE) in fractal order
+            if grid[1] % FRACTAL or grid[2] % FRACTAL:
+                raise ValueError(f"NABLA needs patch rows and columns in multiples of {FRACTAL}, got {grid}")
+            vid, cos, sin = fractal(vid, grid, 1), fractal(cos, grid, 0), fractal(sin, grid, 0)
+            # a zero-size array carries the block grid through jit and scan as its (static) shape
+            aux["nabla_grid"] = jnp.zeros((grid[0], grid[1] // FRACTAL, grid[2] // FRACTAL, 0), jnp.float32)
+        aux["visual_rope"] = (constrain(cos, (SEQ, None)), constrain(sin, (SEQ, None)))
+        return (constrain(vid, (BATCH, SEQ, EMBED)), txt), aux
 
     @staticmethod
     def run_block_group(name: str, graphdef: nnx.GraphDef, state: nnx.State, x: Any, aux: dict) -> Any:
@@ -298,7 +340,10 @@ class KandinskyDiT(nnx.Module):
     def post(self, x: tuple[jax.Array, jax.Array], aux: dict, latent_shape: tuple[int, ...]) -> jax.Array:
         cfg = self.cfg
         shift, scale = split_modulation(self.out_modulation(jax.nn.silu(aux["temb"])), 2)
-        y = self.out_layer(normed(x[0], shift, scale, cfg.dtype))
+        vid = x[0]
+        if "nabla_grid" in aux:
+            vid = fractal(vid, self.grid(latent_shape), 1, inverse=True)
+        y = self.out_layer(normed(vid, shift, scale, cfg.dtype))
         return unpatchify(y.astype(jnp.float32), self.grid(latent_shape), cfg.patch_size, order="cthw",
                           layout="fhwc")
 

@@ -5,9 +5,9 @@
   diffusers checkpoints are configs of this one id (``hub_variants``; one YAML each under ``configs/``): ``sft``
   (50 steps, guidance 5), ``pretrain`` (the same recipe), ``nocfg`` (CFG-distilled: guidance 1), ``distilled16steps``
   (16 steps, guidance 1), each for 5 s (121 frames) and 10 s (241 frames; their configs ask for NABLA sparse
-  attention). 512x768, 24 fps, flow shift 5 (the release's ``scheduler_scale``).
+  attention, which the DiT runs). 512x768, 24 fps, flow shift 5 (the release's ``scheduler_scale``).
 * ``kandinsky5-t2v-pro``: the 19B Pro text-to-video DiT (60 visual blocks, width 4096), 768x1024 HD, 121 frames,
-  50 steps, guidance 5 (its config asks for NABLA sparse attention).
+  50 steps, guidance 5 (its config asks for NABLA sparse attention, which the DiT runs).
 * ``kandinsky5-i2v-lite``: the Lite image-to-video DiT, 512x768, 121 frames, 50 steps, guidance 5, flow shift 10.
 
 Every id reads its architecture from the checkpoint's ``transformer/config.json`` and its flow shift from
