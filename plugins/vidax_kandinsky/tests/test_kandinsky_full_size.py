@@ -1,5 +1,5 @@
 """Full-size architecture check without weights for every Kandinsky 5 id: the published transformer configs
-(tests/published.py) are built by diffusers' ``Kandinsky5Transformer3DModel`` on the meta device; their key -> shape
+(tests/kandinsky_published.py) are built by diffusers' ``Kandinsky5Transformer3DModel`` on the meta device; their key -> shape
 lists must be exactly what vidax's key table expects from the ``eval_shape`` tree of the full-size vidax DiT, with
 the published parameter counts (Lite "2B", Pro "19B"). The published config folders parse, the dry run plans them
 and every registered id is covered."""
@@ -13,7 +13,7 @@ pytest.importorskip("diffusers")
 
 from flax import nnx  # noqa: E402
 
-from published import FOLDERS, MODELS  # noqa: E402
+from kandinsky_published import FOLDERS, MODELS  # noqa: E402
 from vidax_core.testing.reference import check_full_size, registered_models  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("kandinsky_full_size")
@@ -46,7 +46,7 @@ def test_full_size_dit(name):
 def test_published_folders_plan(tmp_path):
     """Each written folder's configs parse as the plugin reads them (``check_checkpoint`` finds no problem at the
     preset size; a NABLA checkpoint names the size its blocks need) and size the latent grid."""
-    from published import write_folders
+    from kandinsky_published import write_folders
 
     from vidax_core import Checkpoint
     from vidax_core.plugins import Plugins
