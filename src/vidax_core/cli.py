@@ -20,7 +20,7 @@ import traceback
 from typing import Sequence
 
 from vidax_core import __version__
-from vidax_core.errors import UserError
+from vidax_core.errors import PluginError, UserError
 
 EXIT_USER_ERROR = 2
 
@@ -220,6 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `vidax list-models --json | head`
         sys.stderr.close()
         return 0
+    except PluginError as exc:  # a plugin's own hook failed: its authors, not vidax's, can fix it
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}; rerun with --debug for the traceback and report it to the plugin's authors",
+              file=sys.stderr)
+        return 1
     except Exception as exc:  # a bug, not a user mistake: say so, keep the traceback behind --debug
         _close_bars()
         if args.debug:

@@ -202,7 +202,8 @@ class VideoAutoencoder(Protocol):
     def decode_video(
         self, latents: np.ndarray, on_chunk: Callable[[int, int], None] | None = None, **params: Any
     ) -> np.ndarray:
-        """Latents (B, C, F, H, W) -> float32 frames in [0, 1], (B, T, H, W, 3).
+        """Latents in the family's layout (what ``DitBuild.latent_shape`` gives: (B, C, F, H, W) for most families,
+        (B, F, C, H, W) for CogVideoX, (B, F, H, W, C) for Kandinsky 5) -> float32 frames in [0, 1], (B, T, H, W, 3).
 
         ``on_chunk(done, total)`` after each decoded time chunk. ``params`` condition the decoder where the family's
         VAE takes them (e.g. ``timestep=`` for LTX-Video) and carry run knobs (``tiling=``, ``devices=``); a VAE
@@ -212,7 +213,8 @@ class VideoAutoencoder(Protocol):
     def encode_video(
         self, frames: np.ndarray, on_chunk: Callable[[int, int], None] | None = None, **params: Any
     ) -> np.ndarray:
-        """Float32 frames in [0, 1], (B, T, H, W, 3) -> latents (B, C, F, H, W) in the DiT's (normalised) space.
+        """Float32 frames in [0, 1], (B, T, H, W, 3) -> latents in the DiT's (normalised) space and the family's
+        layout (as :meth:`decode_video` takes them).
 
         The inverse direction of :meth:`decode_video`, for conditioning on images or clips; same ``params`` rules.
         """

@@ -29,7 +29,7 @@ from vidax_core.parallel import sharding
 from vidax_core.io.checkpoint import Checkpoint
 from vidax_core.io.noise import checked_noise, load_initial_noise, load_npz_noise  # noqa: F401 - importable here
 from vidax_core.config import RunConfig
-from vidax_core.errors import UserError
+from vidax_core.errors import PluginError, UserError
 from vidax_core.guidance import PROMPT, Guidance, default_guidance
 from vidax_core.model_api import Conditioning, Decoded, DitBuild, SamplingPass
 from vidax_core.runner.offload_step import OffloadedStep
@@ -93,9 +93,12 @@ def select_sampler(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: P
         if picked is not None:
             return picked
         return sched_base.sampler_from_scheduler_config(ckpt.config("scheduler"))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, PluginError) as exc:
+        cause = exc.__cause__ if isinstance(exc, PluginError) else exc  # a family's sampler of a bad config too
+        if not isinstance(cause, (ValueError, TypeError)):
+            raise
         where = "sampling.scheduler" if choice is not None else f"{ckpt.source}/scheduler/scheduler_config.json"
-        raise UserError(f"{where}: {str(exc).splitlines()[0]}") from exc
+        raise UserError(f"{where}: {str(cause).splitlines()[0]}") from exc
 
 
 def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> list[DitBuild]:

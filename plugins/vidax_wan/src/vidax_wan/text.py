@@ -3,15 +3,9 @@ the mask, the padding zeroed (:func:`vidax_core.encode_text`)."""
 
 from __future__ import annotations
 
-import html
-import re
-
 import numpy as np
 
-
-def prompt_clean(text: str) -> str:
-    """The reference pipeline's prompt cleaning (HTML unescape twice, collapse whitespace)."""
-    return re.sub(r"\s+", " ", html.unescape(html.unescape(text)).strip()).strip()
+from vidax_core.encoders.prompt_clean import prompt_clean
 
 
 def encode(text, prompts, max_len: int) -> np.ndarray:
