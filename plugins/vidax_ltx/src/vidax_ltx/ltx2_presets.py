@@ -29,6 +29,9 @@ IMAGE_CRF_25, IMAGE_CRF = 18, 33
 #: The pipeline's ``calculate_shift`` defaults where the scheduler config lacks a key.
 SHIFT_DEFAULTS = {"base_image_seq_len": 1024, "max_image_seq_len": 4096, "base_shift": 0.95, "max_shift": 2.05}
 
+#: ``options.video_decoder``: the convolutional VAE or the LTX-2.5 diffusion decoder.
+VIDEO_DECODERS = ("vae", "diffusion")
+
 _SCALE = float | None
 OPTIONS = {
     "frame_rate": Option(24.0, float, "frames per second of the video: sets the audio length and, divided by "
@@ -63,6 +66,9 @@ OPTIONS = {
     "decode_noise_scale": Option(None, float | None, "share of fresh noise mixed into the latents before a "
                                  "timestep-conditioned decode; null = decode_timestep (diffusers "
                                  "decode_noise_scale)"),
+    "video_decoder": Option("vae", str, "vae: the convolutional video VAE (vae/); diffusion: the LTX-2.5 diffusion "
+                            "decoder (diffusion_decoder/, diffusers LTX2VideoDiffusionDecodePipeline)",
+                            choices=VIDEO_DECODERS),
 }
 
 _HUB25 = "Lightricks/LTX-2.5-Diffusers"

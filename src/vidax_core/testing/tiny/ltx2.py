@@ -98,3 +98,27 @@ def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: 
     ckpt = out / "ckpt"
     pipe.save_pretrained(str(ckpt), safe_serialization=True)
     return pipe, ckpt
+
+
+#: A tiny LTX-2.5 diffusion video decoder for the 8-channel tiny VAE: the published stage layout (strides, the
+#: causal temporal upsampling, patch 4: 32x / 8x like the VAE) at widths 64 -> 32 with 8-wide heads, short stacks,
+#: small kernels (the grids of a 96x128, 9-frame video hold them), 4 heads in stage 5 (tp 2 x sp 2 can split them).
+DIFFUSION_DECODER = dict(latent_channels=8, patch_size=4, decoder_head_dim=8,
+                         decoder_stage_channels=(64, 32, 32, 32, 32), decoder_stage_depths=(1, 2, 1, 1, 2),
+                         decoder_stage_kernels=((3, 3, 3), (3, 3, 3), (3, 3, 5), (3, 5, 3)),
+                         decoder_upsample_channel_reductions=(2, 1, 1, 1), decoder_stage5_kernel=(5, 7, 5),
+                         decoder_t_emb_dim=16)
+
+
+def build_tiny_diffusion_decoder(folder: str | os.PathLike | None = None, seed: int = 0, **config):
+    """A random diffusers ``LTX2VideoDiffusionDecoderModel`` (:data:`DIFFUSION_DECODER` with ``config`` overrides),
+    saved with ``save_pretrained`` into ``folder`` when given (a checkpoint's ``diffusion_decoder/``)."""
+    from diffusers.models.autoencoders import LTX2VideoDiffusionDecoderModel
+
+    from vidax_core.testing.reference import randomize_
+
+    model = LTX2VideoDiffusionDecoderModel(**{**DIFFUSION_DECODER, **config}).eval()
+    randomize_(model, seed=seed, std=0.2)
+    if folder is not None:
+        model.save_pretrained(str(folder), safe_serialization=True)
+    return model
