@@ -22,14 +22,16 @@ log = logging.getLogger("vidax.attention")
 _logged: set[str] = set()
 
 
-def neighborhood_attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[int], *,
+def neighborhood_attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[int], *, heads: int,
                            scale: float | None = None, tile: Sequence[int] | None = None) -> jax.Array:
-    """Neighborhood attention over (B, T, H, W, heads, D) tensors (the token grid spelled out), logits scaled by
-    ``scale`` (default ``1/sqrt(D)``), fp32 softmax; returns (B, T, H, W, heads, D) in ``v.dtype``. ``tile``:
-    the blockwise kernel's query tile (t, h, w)."""
+    """Neighborhood attention over channels-last (B, T, H, W, heads * D) tensors (the token grid spelled out, heads
+    in the channel axis), logits scaled by ``scale`` (default ``1/sqrt(D)``), fp32 softmax; returns
+    (B, T, H, W, heads * D) in ``v.dtype``. ``tile``: the blockwise kernel's query tile (t, h, w)."""
     name = "neighborhood_blockwise"
-    _attention._record(name, q.reshape(q.shape[0], -1, *q.shape[-2:]), k.reshape(k.shape[0], -1, *k.shape[-2:]))
+    b, c = q.shape[0], q.shape[-1]
+    _attention._record(name, jax.ShapeDtypeStruct((b, q.size // (b * c), heads, c // max(heads, 1)), q.dtype),
+                       jax.ShapeDtypeStruct((b, k.size // (b * c), heads, c // max(heads, 1)), k.dtype))
     if name not in _logged:
         _logged.add(name)
         log.info("neighborhood attention: %s", name)
-    return _blockwise.attention(q, k, v, kernel_size, scale=scale, tile=tile)
+    return _blockwise.attention(q, k, v, kernel_size, heads=heads, scale=scale, tile=tile)

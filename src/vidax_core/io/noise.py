@@ -217,15 +217,22 @@ def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, n
                 raise UserError(f"{where} is a damaged .npz archive ({type(exc).__name__}): {how}") from None
 
 
-def npz_names(path: str) -> set[str]:
-    """The array names of the .npz ``path`` (none for a .npy), from its central directory."""
+def npz_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """Array name -> shape of the .npz ``path`` (empty for a .npy), from the member headers (nothing is inflated
+    beyond them)."""
     if not is_zip(path):
-        return set()
+        return {}
     where = _npz_where(path)
     with _open(path, where) as f:
         try:
             with zipfile.ZipFile(f) as z:
-                return set(_members(z, path))
+                out = {}
+                for name, info in _members(z, path).items():
+                    with z.open(info) as m:
+                        out[name] = read_header(m, info.file_size, f"{where}: {name}").shape
+                return out
+        except UserError:
+            raise
         except ZIP_ERRORS as exc:
             raise UserError(f"{where} is not a readable .npz archive ({type(exc).__name__}): write it with "
                             "numpy.savez") from None

@@ -82,5 +82,9 @@ def diffusion_decoder_problems(ckpt, run) -> list[str]:
         return []
     f, h, w = (s.num_frames - 1) // cfg.temporal_compression_ratio + 1, s.height // 32, s.width // 32
     problems = cfg.grid_problems(f, h, w)
-    return [f"{problems[0]} at {s.width}x{s.height}, {s.num_frames} frames: use a larger size or "
-            "options.video_decoder=vae"] if problems else []
+    if problems:
+        return [f"{problems[0]} at {s.width}x{s.height}, {s.num_frames} frames: use a larger size or "
+                "options.video_decoder=vae"]
+    from .ltx2_diffusion_decode import draw_problems
+
+    return draw_problems(s.initial_noise, [(1, cfg.out_channels, s.num_frames, s.height, s.width)])

@@ -101,12 +101,33 @@ def decode(model: LTX2DiffusionDecoder, latents: Any, noise: Noise, *, steps: in
     return np.asarray(denoise(model, context, x_t, steps), np.float32)
 
 
+def draw_problems(path: str | None, shapes: list[tuple[int, ...]]) -> list[str]:
+    """Before anything loads: when the ``.npz`` at ``path`` replays the decoder's draws, it holds one
+    ``decoder_k`` of each expected shape (``shapes``, in draw order) and no other."""
+    from vidax_core.io.noise import npz_shapes
+
+    found = {k: v for k, v in (npz_shapes(path) if path else {}).items() if k.startswith(NOISE_PREFIX)}
+    if f"{NOISE_PREFIX}0" not in found:
+        return []
+    want = {f"{NOISE_PREFIX}{k}": tuple(s) for k, s in enumerate(shapes)}
+    for name, shape in want.items():
+        if name not in found:
+            return [f"sampling.initial_noise {path} holds {NOISE_PREFIX}0 but not {name}: the diffusion decoder "
+                    f"draws {len(want)} times here, give {', '.join(want)}"]
+        if tuple(found[name]) != shape:
+            return [f"sampling.initial_noise {path}: {name} has shape {tuple(found[name])}, this run's decoder draws "
+                    f"{shape} (batch, 3, frames, height, width)"]
+    extra = sorted(set(found) - set(want))
+    return [f"sampling.initial_noise {path} holds {', '.join(extra)}, but the diffusion decoder draws only "
+            f"{', '.join(want)} here"] if extra else []
+
+
 def noise_source(seed: int, path: str | None = None) -> Noise:
     """The decoder's draws: member ``decoder_k`` of the ``.npz`` at ``path`` (the run's ``sampling.initial_noise``)
     for draw ``k`` when the archive holds ``decoder_0``, else normal draws from ``fold_in(key(seed), 100 + k)``."""
-    from vidax_core.io.noise import load_npz_draw, npz_names
+    from vidax_core.io.noise import load_npz_draw, npz_shapes
 
-    replay = path is not None and f"{NOISE_PREFIX}0" in npz_names(path)
+    replay = path is not None and f"{NOISE_PREFIX}0" in npz_shapes(path)
 
     def draw(k: int, shape: tuple[int, ...]) -> np.ndarray:
         if replay:

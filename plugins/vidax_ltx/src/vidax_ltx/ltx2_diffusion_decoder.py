@@ -12,9 +12,10 @@ its prediction from pure noise is the output, more steps are Euler updates over 
 
 Attention: q/k RMS-normed per head, q scaled by ``1/sqrt(head_dim)``, both rotated by an absolute 3-D RoPE over the
 token grid (head_dim split into t, h, w chunks, interleaved pairs), then the core's windowed attention
-(:func:`vidax_core.attention.neighborhood.neighborhood_attention`, scale 1). The SwiGLU MLPs (hidden
-``ceil16(4 dim)``) and the projections are applied in token chunks (:func:`tokenwise`), so a 3M-token grid never
-holds a hidden-width activation whole.
+(:func:`vidax_core.attention.neighborhood.neighborhood_attention`, scale 1). The block's norm (and modulation), the
+projections, the RoPE and the SwiGLU MLPs (hidden ``ceil16(4 dim)``) are applied in token chunks
+(:func:`tokenwise`), so a 3M-token grid never holds a float32 or hidden-width activation whole: a block keeps its
+input, q, k, v and the attention output (the context too in stage 5), each at the activation dtype and width.
 
 Parameters carry logical axes (``heads``/``mlp`` for tensor parallelism); identical blocks of a stage are one
 stacked tree run with ``lax.scan``. Weight names: diffusers' (:data:`DECODER_RULES`).
@@ -147,48 +148,74 @@ def rope_split(head_dim: int) -> tuple[int, int, int]:
     return dt, dhw, dhw
 
 
-def rope_angles(grid: Sequence[int], head_dim: int, base: float = 10000.0) -> list[np.ndarray]:
-    """Per axis, the (n, dim/2) float32 angles ``position * base^(-2i/dim)`` (frequencies built in float64, cast
-    once, as the reference)."""
-    out = []
-    for n, dim in zip(grid, rope_split(head_dim)):
-        inv = (1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)).astype(np.float32)
-        out.append(np.arange(n, dtype=np.float32)[:, None] * inv[None, :])
-    return out
+def rope_inv_freqs(head_dim: int, base: float = 10000.0) -> list[np.ndarray]:
+    """Per axis (t, h, w), the float32 frequencies ``base^(-2i/dim)`` (built in float64, cast once, as the
+    reference)."""
+    return [(1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)).astype(np.float32)
+            for dim in rope_split(head_dim)]
 
 
-def apply_rope(x: jax.Array, angles: Sequence[Any], head_dim: int) -> jax.Array:
-    """Rotate (B, T, H, W, heads, head_dim) by the 3-D RoPE: each axis chunk in interleaved (even, odd) pairs."""
+def apply_rope(x: jax.Array, coords: Sequence[jax.Array], head_dim: int) -> jax.Array:
+    """Rotate (B, S, heads, head_dim) whose tokens sit at integer ``coords`` (t, h, w), each (S,), by the 3-D
+    RoPE: each axis's chunk of head_dim in interleaved (even, odd) pairs, in float32."""
     parts, start = [], 0
-    for axis, (dim, ang) in enumerate(zip(rope_split(head_dim), angles)):
+    for dim, inv, pos in zip(rope_split(head_dim), rope_inv_freqs(head_dim), coords):
         chunk = x[..., start:start + dim].astype(jnp.float32)
         start += dim
-        shape = [1, 1, 1, 1, 1, dim // 2]
-        shape[axis + 1] = ang.shape[0]
-        cos, sin = jnp.cos(ang).reshape(shape), jnp.sin(ang).reshape(shape)
+        angle = (pos.astype(jnp.float32)[:, None] * jnp.asarray(inv)[None, :])[None, :, None, :]
+        cos, sin = jnp.cos(angle), jnp.sin(angle)
         pairs = chunk.reshape(*chunk.shape[:-1], dim // 2, 2)
         even, odd = pairs[..., 0], pairs[..., 1]
-        rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
-        parts.append(rotated.reshape(chunk.shape))
+        parts.append(jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1).reshape(chunk.shape))
     return jnp.concatenate(parts, axis=-1).astype(x.dtype)
 
 
-def tokenwise(fn, x: jax.Array, chunk: int = TOKEN_CHUNK) -> jax.Array:
-    """``fn`` over the tokens of a channels-last (B, ..., C) array, ``chunk`` tokens at a time (``lax.map``); ``fn``
-    maps (B, S, C) -> (B, S, C')."""
-    b, c = x.shape[0], x.shape[-1]
-    grid = x.shape[1:-1]
+def tokenwise(fn, *xs: jax.Array, chunk: int | None = None, with_index: bool = False, residual: bool = False):
+    """``fn`` over the tokens of channels-last (B, ..., C) arrays of one grid, ``chunk`` tokens at a time: ``fn``
+    maps (B, S, C) chunks of each input -> (B, S, C') or a tuple of such (with ``with_index`` it also gets the
+    chunk's flat token indices (S,) int32). A ``fori_loop`` slices the inputs and writes each chunk's result into
+    the output in place, the tokens past the last whole chunk in one more call; with ``residual`` the result is
+    added into the first input (``x + fn(x, ...)``) and no new array is made. So nothing but the outputs exists at
+    full size (the reference tiles its SwiGLU the same way)."""
+    chunk = chunk or TOKEN_CHUNK
+    b = xs[0].shape[0]
+    grid = xs[0].shape[1:-1]
     s = int(np.prod(grid))
-    flat = x.reshape(b, s, c)
-    if s <= chunk:
-        y = fn(flat)
-        return y.reshape(b, *grid, y.shape[-1])
-    n = -(-s // chunk)
-    pad = n * chunk - s
-    flat = jnp.pad(flat, ((0, 0), (0, pad), (0, 0))) if pad else flat
-    y = jax.lax.map(fn, jnp.moveaxis(flat.reshape(b, n, chunk, c), 1, 0))  # (n, B, chunk, C')
-    y = jnp.moveaxis(y, 0, 1).reshape(b, n * chunk, y.shape[-1])[:, :s]
-    return y.reshape(b, *grid, y.shape[-1])
+    flats = [x.reshape(b, s, x.shape[-1]) for x in xs]
+    zero = jnp.int32(0)
+
+    def call(start, size, carry=None):  # a residual reads its first input from the carry it updates in place
+        sources = flats if carry is None else [carry, *flats[1:]]
+        parts = [jax.lax.dynamic_slice(f, (zero, start, zero), (b, size, f.shape[-1])) for f in sources]
+        index = start + jnp.arange(size, dtype=jnp.int32)
+        y = fn(*parts, index) if with_index else fn(*parts)
+        return (parts[0] + y).astype(xs[0].dtype) if residual else y
+
+    def write(outs, ys, start):
+        return jax.tree.map(lambda o, y: jax.lax.dynamic_update_slice(o, y.astype(o.dtype), (zero, start, zero)),
+                            outs, ys)
+
+    size = min(chunk, s)
+    n, rest = divmod(s, size)
+    if n == 1 and rest == 0:
+        outs = call(zero, s)
+    else:
+        if residual:
+            outs = flats[0]
+        else:
+            shapes = jax.eval_shape(lambda: call(zero, size))
+            outs = jax.tree.map(lambda sh: jnp.zeros((b, s, sh.shape[-1]), sh.dtype), shapes)
+        own = (lambda o: o) if residual else (lambda o: None)
+        outs = jax.lax.fori_loop(0, n, lambda i, o: write(o, call(i * size, size, own(o)), i * size), outs)
+        if rest:
+            outs = write(outs, call(jnp.int32(n * size), rest, own(outs)), jnp.int32(n * size))
+    return jax.tree.map(lambda y: y.reshape(b, *grid, y.shape[-1]), outs)
+
+
+def grid_coords(index: jax.Array, grid: Sequence[int]) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(t, h, w) of flat token indices on a (T, H, W) grid."""
+    _, h, w = grid
+    return index // (h * w), (index // w) % h, index % w
 
 
 class NeighborhoodAttention(nnx.Module):
@@ -201,21 +228,24 @@ class NeighborhoodAttention(nnx.Module):
         self.norm_q = RMSNorm(head_dim, eps=EPS)
         self.norm_k = RMSNorm(head_dim, eps=EPS)
 
-    def __call__(self, x: jax.Array, angles: Sequence[Any]) -> jax.Array:
-        """x (B, T, H, W, C) -> (B, T, H, W, C)."""
-        heads, hd = self.heads, self.head_dim
+    def __call__(self, x: jax.Array, pre=None) -> jax.Array:
+        """x (B, T, H, W, C) -> ``x + attention(pre(x))`` (the block's residual); ``pre`` (the block's norm, and
+        modulation) is applied per token chunk before the projections, so neither it nor the float32 RoPE ever holds
+        the whole grid."""
+        heads, hd, grid = self.heads, self.head_dim, x.shape[1:4]
 
-        def split(y):
-            return y.reshape(*y.shape[:-1], heads, hd)
+        def qkv(t, index):
+            t = pre(t) if pre is not None else t
+            b, s = t.shape[:2]
+            q = self.norm_q(self.to_q(t).reshape(b, s, heads, hd)) * jnp.asarray(hd**-0.5, t.dtype)
+            k = self.norm_k(self.to_k(t).reshape(b, s, heads, hd))
+            coords = grid_coords(index, grid)
+            q, k = apply_rope(q, coords, hd), apply_rope(k, coords, hd)
+            return q.reshape(b, s, heads * hd), k.reshape(b, s, heads * hd), self.to_v(t)
 
-        q = tokenwise(lambda t: self.to_q(t), x)
-        k = tokenwise(lambda t: self.to_k(t), x)
-        v = tokenwise(lambda t: self.to_v(t), x)
-        q = self.norm_q(split(q)) * jnp.asarray(hd**-0.5, q.dtype)
-        k = self.norm_k(split(k))
-        q, k = apply_rope(q, angles, hd), apply_rope(k, angles, hd)
-        o = neighborhood_attention(q, k, split(v), self.kernel, scale=1.0)
-        return tokenwise(lambda t: self.to_out(t), o.reshape(x.shape[:-1] + (heads * hd,)))
+        q, k, v = tokenwise(qkv, x, with_index=True)
+        o = neighborhood_attention(q, k, v, self.kernel, heads=heads, scale=1.0)
+        return tokenwise(lambda r, t: self.to_out(t), x, o, residual=True)
 
 
 def mlp_hidden(dim: int, ratio: float = 4.0) -> int:
@@ -231,9 +261,9 @@ class NABlock(nnx.Module):
         self.norm2 = RMSNorm(dim, eps=EPS)
         self.mlp = GatedFeedForward(dim, mlp_hidden(dim), dtype=dtype, rngs=rngs)
 
-    def __call__(self, x: jax.Array, angles: Sequence[Any]) -> jax.Array:
-        x = x + self.attn(self.norm1(x), angles)
-        return x + tokenwise(lambda t: self.mlp(self.norm2(t), seq=None), x)
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = self.attn(x, pre=self.norm1)
+        return tokenwise(lambda t: self.mlp(self.norm2(t), seq=None), x, residual=True)
 
 
 class DiffusionBlock(nnx.Module):
@@ -248,16 +278,12 @@ class DiffusionBlock(nnx.Module):
         self.norm2 = RMSNorm(dim, eps=EPS)
         self.mlp = GatedFeedForward(dim, mlp_hidden(dim), dtype=dtype, rngs=rngs)
 
-    def __call__(self, x: jax.Array, context: jax.Array, modulation: jax.Array, angles: Sequence[Any]) -> jax.Array:
-        """``modulation`` (B, 7, C): the shared AdaLN's chunks."""
-        m = (modulation + self.scale_shift_table[...][None].astype(modulation.dtype))[:, :, None, None, None, :]
-        x = x + tokenwise(lambda t: self.context_proj(t), context)
-        x = x + self.attn(self.norm1(x) * (1 + m[:, 0]) + m[:, 1], angles)
-
-        def mlp(t):  # modulation per batch entry: (B, 1, C) against (B, S, C)
-            return self.mlp(self.norm2(t) * (1 + m[:, 3, 0, 0]) + m[:, 4, 0, 0], seq=None)
-
-        return x + tokenwise(mlp, x)
+    def __call__(self, x: jax.Array, context: jax.Array, modulation: jax.Array) -> jax.Array:
+        """``modulation`` (B, 7, C): the shared AdaLN's chunks, each applied per batch entry to (B, S, C) chunks."""
+        m = (modulation + self.scale_shift_table[...][None].astype(modulation.dtype))[:, :, None, :]
+        x = tokenwise(lambda t, c: self.context_proj(c), x, context, residual=True)
+        x = self.attn(x, pre=lambda t: self.norm1(t) * (1 + m[:, 0]) + m[:, 1])
+        return tokenwise(lambda t: self.mlp(self.norm2(t) * (1 + m[:, 3]) + m[:, 4], seq=None), x, residual=True)
 
 
 class Upsampler(nnx.Module):
@@ -316,10 +342,6 @@ class LTX2DiffusionDecoder(nnx.Module):
         self.conv_out = Linear(c5, pixels, (EMBED, None), dtype=dt, rngs=rngs)
 
 
-def _angles(grid: Sequence[int], head_dim: int) -> list[jax.Array]:
-    return [jnp.asarray(a) for a in rope_angles(grid, head_dim)]
-
-
 def stage(model: LTX2DiffusionDecoder, index: int, x: jax.Array) -> jax.Array:
     """Deterministic stage ``index`` (0-based) on channels-last features: its blocks, then its upsampler. Stage 0
     takes the raw latents (B, C, F, h, w) and applies the trailing pad and ``conv_in`` first; the last stage crops
@@ -330,9 +352,8 @@ def stage(model: LTX2DiffusionDecoder, index: int, x: jax.Array) -> jax.Array:
         if pad:
             x = jnp.concatenate([x, jnp.repeat(x[:, :, -1:], pad, axis=2)], axis=2)
         x = tokenwise(lambda t: model.conv_in(t), jnp.moveaxis(x.astype(jnp.dtype(cfg.dtype)), 1, -1))
-    angles = _angles(x.shape[1:4], cfg.decoder_head_dim)
     graphdef, state = nnx.split(model.det_stages[index])
-    x = scan_blocks(graphdef, state, x, angles)
+    x = scan_blocks(graphdef, state, x)
     x = model.upsamples[index](x)
     if index == len(cfg.decoder_upsample_strides) - 1 and cfg.trailing_pad:
         x = x[:, : x.shape[1] - cfg.trailing_pad * cfg.temporal_compression_ratio]
@@ -348,9 +369,8 @@ def diffusion_step(model: LTX2DiffusionDecoder, context: jax.Array, x_t: jax.Arr
     emb = model.t_embedder(emb.astype(dt)).astype(dt)
     modulation = model.shared_adaln(jax.nn.silu(emb)).reshape(t.shape[0], MOD_PARAMS, -1)
     h = tokenwise(lambda v: model.conv_in_x_t(v), patchify(x_t.astype(dt), cfg.patch_size))
-    angles = _angles(h.shape[1:4], cfg.decoder_head_dim)
     graphdef, state = nnx.split(model.diff_blocks)
-    h = scan_blocks(graphdef, state, h, context, modulation, angles)
+    h = scan_blocks(graphdef, state, h, context, modulation)
     h = tokenwise(lambda v: model.conv_out(rms_norm(v, model.norm_out.scale[...], eps=EPS)), h)
     return unpatchify(h, cfg.patch_size, cfg.out_channels)
 

@@ -69,19 +69,24 @@ def _box_start(q0: jax.Array, n: int, k: int, length: int) -> jax.Array:
     return jnp.minimum(window_start(q0, n, k), n - length)
 
 
-def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[int], *, scale: float | None = None,
-              tile: Sequence[int] | None = None) -> jax.Array:
-    """Neighborhood attention over (B, T, H, W, heads, D) tensors; ``scale`` multiplies the logits (default
-    ``1 / sqrt(D)``). Returns (B, T, H, W, heads, D) in ``v.dtype``."""
-    if q.ndim != 6 or k.shape != q.shape or v.shape[:-1] != q.shape[:-1]:
-        raise ValueError(f"q, k, v must be (B, T, H, W, heads, D) of one grid; got {q.shape}, {k.shape}, {v.shape}")
-    b_, t_, h_, w_, n_, d_ = q.shape
+def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[int], *, heads: int,
+              scale: float | None = None, tile: Sequence[int] | None = None) -> jax.Array:
+    """Neighborhood attention over channels-last (B, T, H, W, heads * D) tensors (heads kept in the channel axis, the
+    layout a video model holds its activations in, which TPUs store without padding a small head count or head
+    size); ``scale`` multiplies the logits (default ``1 / sqrt(D)``). Returns (B, T, H, W, heads * Dv) in
+    ``v.dtype``."""
+    if q.ndim != 5 or k.shape != q.shape or v.shape[:-1] != q.shape[:-1]:
+        raise ValueError(f"q, k, v must be (B, T, H, W, heads * D) of one grid; got {q.shape}, {k.shape}, {v.shape}")
+    if heads < 1 or q.shape[-1] % heads or v.shape[-1] % heads:
+        raise ValueError(f"heads={heads} must divide the channels of q ({q.shape[-1]}) and v ({v.shape[-1]})")
+    b_, t_, h_, w_, c_ = q.shape
+    n_, d_ = heads, c_ // heads
     grid = (t_, h_, w_)
     kernel = clamp_kernel(grid, kernel_size)
     bt, bh, bw = fit_tile(grid, tile)
     lt, lh, lw = box_sizes(grid, kernel, (bt, bh, bw))
     scale = 1.0 / math.sqrt(d_) if scale is None else float(scale)
-    dv = v.shape[-1]
+    dv = v.shape[-1] // heads
     nw = -(-w_ // bw)
     tail = w_ - (nw - 1) * bw  # columns of the last (moved-back) w tile that no other tile covers
     w_starts = jnp.asarray(tile_starts(w_, bw), jnp.int32)
@@ -90,9 +95,9 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[in
 
     def one_tile(t0, h0, w0, tb0, hb0, mask_th):
         wb0 = _box_start(w0, w_, kernel[2], lw)
-        qt = lax.dynamic_slice(q, (zero, t0, h0, w0, zero, zero), (b_, bt, bh, bw, n_, d_))
-        kb = lax.dynamic_slice(k, (zero, tb0, hb0, wb0, zero, zero), (b_, lt, lh, lw, n_, d_))
-        vb = lax.dynamic_slice(v, (zero, tb0, hb0, wb0, zero, zero), (b_, lt, lh, lw, n_, dv))
+        qt = lax.dynamic_slice(q, (zero, t0, h0, w0, zero), (b_, bt, bh, bw, c_))
+        kb = lax.dynamic_slice(k, (zero, tb0, hb0, wb0, zero), (b_, lt, lh, lw, c_))
+        vb = lax.dynamic_slice(v, (zero, tb0, hb0, wb0, zero), (b_, lt, lh, lw, n_ * dv))
         qt = qt.reshape(b_, bt * bh * bw, n_, d_)
         kb = kb.reshape(b_, lt * lh * lw, n_, d_)
         vb = vb.reshape(b_, lt * lh * lw, n_, dv)
@@ -103,7 +108,7 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[in
         logits = jnp.where(vis[None, None], logits, -jnp.inf)
         probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
         out = jnp.einsum("bnqk,bknd->bqnd", probs, vb)
-        return out.reshape(b_, bt, bh, bw, n_, dv)
+        return out.reshape(b_, bt, bh, bw, n_ * dv)
 
     def row(out, th):
         t0, h0 = th[0], th[1]
@@ -112,11 +117,11 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[in
         mask_t = _axis_mask(t0, tb0, t_, kernel[0], bt, lt)
         mask_h = _axis_mask(h0, hb0, h_, kernel[1], bh, lh)
         mask_th = mask_t[:, None, :, None] & mask_h[None, :, None, :]  # (bt, bh, lt, lh)
-        tiles = jax.vmap(lambda w0: one_tile(t0, h0, w0, tb0, hb0, mask_th))(w_starts)  # (nw, B, bt, bh, bw, N, D)
-        full = jnp.moveaxis(tiles[:-1], 0, 3).reshape(b_, bt, bh, (nw - 1) * bw, n_, dv)
-        line = jnp.concatenate([full, tiles[-1][:, :, :, bw - tail:]], axis=3)  # (B, bt, bh, W, N, D)
-        return lax.dynamic_update_slice(out, line, (zero, t0, h0, zero, zero, zero)), None
+        tiles = jax.vmap(lambda w0: one_tile(t0, h0, w0, tb0, hb0, mask_th))(w_starts)  # (nw, B, bt, bh, bw, C)
+        full = jnp.moveaxis(tiles[:-1], 0, 3).reshape(b_, bt, bh, (nw - 1) * bw, n_ * dv)
+        line = jnp.concatenate([full, tiles[-1][:, :, :, bw - tail:]], axis=3)  # (B, bt, bh, W, C)
+        return lax.dynamic_update_slice(out, line, (zero, t0, h0, zero, zero)), None
 
-    out = jnp.zeros(q.shape[:-1] + (dv,), v.dtype)
+    out = jnp.zeros(q.shape[:-1] + (n_ * dv,), v.dtype)
     out, _ = lax.scan(row, out, rows)
     return out
