@@ -40,7 +40,8 @@ from vidax_core import attention  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_core.testing.tiny.ltx2 import DIFFUSION_DECODER  # noqa: E402
 from vidax_ltx import ltx2_diffusion_decode as dd  # noqa: E402
-from vidax_ltx.ltx2_diffusion_decoder import LTX2DiffusionDecoder, LTX2DiffusionDecoderConfig, pixel_shape  # noqa: E402
+from vidax_ltx.ltx2_diffusion_decoder import (LTX2DiffusionDecoder, LTX2DiffusionDecoderConfig,  # noqa: E402
+                                              pixel_shape, unit_parts)
 
 TINY = DIFFUSION_DECODER  # the tests' tiny decoder (vidax_core.testing.tiny.ltx2)
 
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
         if mem is not None:
             row["temp_bytes"] = int(mem.temp_size_in_bytes)
             row["argument_bytes"] = int(mem.argument_size_in_bytes)
-        runtime = [x for x in args[1:] if not isinstance(x, int)]  # the static graphdef / stage index go
+        runtime = [x for x in args[2:] if not isinstance(x, int)]  # the static config, graphdef, stage index go
         if not a.compile_only:
             row["run_s"] = round(_time(lambda: compiled(*runtime), a.repeats), 4)
         log(json.dumps(row))
@@ -145,15 +146,22 @@ def main(argv=None) -> int:
 
     units, x = [], z
     grids = cfg.grids(*latent)
+    parts = None
+    if a.compile_only:  # the units' abstract parameters, split out of the abstract model
+        abstract = nnx.merge(graphdef, state)
+        parts = [nnx.split(unit_parts(abstract, u)) for u in range(len(cfg.decoder_upsample_strides) + 1)]
     for i in range(len(cfg.decoder_upsample_strides)):
-        compiled, runtime = measure(f"stage {i + 1}", grids[i], i, dd._stage, graphdef, i, state, x)
+        g, st = nnx.split(unit_parts(nnx.merge(graphdef, state), i)) if not a.compile_only else parts[i]
+        compiled, runtime = measure(f"stage {i + 1}", grids[i], i, dd._stage, cfg, g, i, st, x)
         x = compiled.out_info if a.compile_only else compiled(*runtime)
     shape = pixel_shape(cfg, 1, x.shape[1:4])
     noise = jax.ShapeDtypeStruct(shape, cfg.dtype)
     if not a.compile_only:
         noise = jax.random.normal(jax.random.key(2), shape, jnp.float32).astype(cfg.dtype)
     t = jax.ShapeDtypeStruct((1,), jnp.float32) if a.compile_only else jnp.ones((1,), jnp.float32)
-    compiled, runtime = measure("stage 5 (diffusion step)", grids[-1], -1, dd._step, graphdef, state, x, noise, t)
+    n = len(cfg.decoder_upsample_strides)
+    g, st = nnx.split(unit_parts(nnx.merge(graphdef, state), n)) if not a.compile_only else parts[n]
+    compiled, runtime = measure("stage 5 (diffusion step)", grids[-1], -1, dd._step, cfg, g, st, x, noise, t)
     last = None if a.compile_only else compiled(*runtime)
     result = {"device": jax.devices()[0].device_kind, "platform": jax.default_backend(), "config": a.config,
               "dtype": a.dtype, "size": [height, width, frames], "latents": list(latent), "parameters": params,

@@ -173,3 +173,26 @@ def test_bad_decoder_inputs(tiny_run, tmp_path, capsys, monkeypatch):
         lines = capsys.readouterr().err.strip().splitlines()
         print(name, lines[-1])
         assert len(lines) == 1 and lines[0].startswith("error:") and want in lines[0], (name, lines)
+
+
+def test_layouts_equal_one_device(tiny_run):
+    """tp x sp (heads and MLP width of every stage over tp, a grid axis of every volume over sp) and offload + sp
+    (host weights placed a unit at a time) give one device's frames on 8 fake CPU devices; ``parallel.tp=8`` runs
+    the decoder at tp 4, the largest divisor of its head counts (8, 4, 4, 4, 4)."""
+    from pathlib import Path
+
+    from vidax_core.testing.devices import run_script
+
+    out = run_script(Path(__file__).parent / "parallel_scripts" / "diffusion_decoder_mesh.py",
+                     tiny_run["ckpt"] / "diffusion_decoder", highest=True, timeout=900)
+    for name, r in out.items():
+        print(name, r)
+    runs = {k: r for k, r in out.items() if isinstance(r, dict) and "max_abs" in r}
+    assert out["devices"] == 8 and set(runs) == {"single", "tp2sp2", "offload_sp2"}
+    assert all(r["max_abs"] < 1e-4 for r in runs.values())
+    assert runs["tp2sp2"]["mesh"] == {"dp": 1, "sp": 2, "tp": 2}
+    assert runs["tp2sp2"]["q_kernel_spec"] == "P(None, None, 'tp')"  # stacked (layers, in, out): out over tp
+    assert runs["tp2sp2"]["weight_bytes_per_device"] < 0.7 * runs["single"]["weight_bytes_per_device"]
+    assert runs["tp2sp2"]["context_spec"] == runs["offload_sp2"]["context_spec"] == "P(None, None, 'sp')"
+    assert runs["offload_sp2"]["host_weights"] and not runs["tp2sp2"]["host_weights"]
+    assert out["tp8_mesh"] == {"dp": 1, "sp": 1, "tp": 4}

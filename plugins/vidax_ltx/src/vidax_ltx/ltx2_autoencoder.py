@@ -29,6 +29,7 @@ class LTX2Autoencoder:
     decode_noise_scale: float | None = None
     seed: int = 0
     diffusion: Any = None  # the LTX-2.5 diffusion decoder, when options.video_decoder=diffusion
+    placement: Any = None  # where it runs (ltx2_diffusion_decode.Placement)
     noise_path: str | None = None  # sampling.initial_noise (its decoder_k draws replay the reference's)
 
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
@@ -54,7 +55,7 @@ class LTX2Autoencoder:
         if self.diffusion is not None:
             from .ltx2_diffusion_decode import decode, noise_source
 
-            video = decode(self.diffusion, z, noise_source(self.seed, self.noise_path),
+            video = decode(self.diffusion, z, noise_source(self.seed, self.noise_path), placement=self.placement,
                            on_stage=(lambda: on_chunk(0, 1)) if on_chunk else None)
             if on_chunk:
                 on_chunk(1, 1)
@@ -112,7 +113,7 @@ def load(ckpt: Any, run: Any) -> LTX2Autoencoder:
     from .ltx2_vae import LTX2VAEConfig, load_ltx2_latent_stats, load_ltx2_vae
 
     cfg = LTX2VAEConfig.from_config(ckpt.config("vae"))
-    diffusion = None
+    diffusion = placement = None
     if run.options.get("video_decoder") == "diffusion":
         from vidax_core import dit_weight_dtype
 
@@ -120,7 +121,8 @@ def load(ckpt: Any, run: Any) -> LTX2Autoencoder:
         from .ltx2_diffusion_decoder import LTX2DiffusionDecoderConfig
 
         dcfg = LTX2DiffusionDecoderConfig.from_config(ckpt.config(dd.COMPONENT), dtype=dit_weight_dtype(run))
-        diffusion = dd.load(dcfg, ckpt.tensors(dd.COMPONENT))
+        placement = dd.placement_for(dcfg, run)
+        diffusion = dd.load(dcfg, ckpt.tensors(dd.COMPONENT), placement)
     if diffusion is not None and run.image is None:
         video = None
         load_ltx2_latent_stats(cfg, ckpt.tensors("vae"))
@@ -132,4 +134,5 @@ def load(ckpt: Any, run: Any) -> LTX2Autoencoder:
     o = run.options
     return LTX2Autoencoder(video, cfg, audio, vocoder, float(o.get("decode_timestep") or 0.0),
                            None if o.get("decode_noise_scale") is None else float(o["decode_noise_scale"]),
-                           int(run.sampling.seed), diffusion, run.sampling.initial_noise)
+                           int(run.sampling.seed), diffusion=diffusion, placement=placement,
+                           noise_path=run.sampling.initial_noise)

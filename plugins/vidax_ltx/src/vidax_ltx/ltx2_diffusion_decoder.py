@@ -40,8 +40,10 @@ from vidax_core.nn.feedforward import GatedFeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import RMSNorm, rms_norm
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
+from vidax_core.parallel.sharding import active, constrain
 
 EMBED, HEADS, MLP = "embed", "heads", "mlp"
+
 EPS = 1e-6
 MOD_PARAMS = 7  # the shared AdaLN's chunks; blocks read 0, 1 (attention scale/shift) and 3, 4 (MLP scale/shift)
 TOKEN_CHUNK = 16384  # tokens per chunk of the token-wise layers (the reference's SwiGLU tile)
@@ -342,36 +344,59 @@ class LTX2DiffusionDecoder(nnx.Module):
         self.conv_out = Linear(c5, pixels, (EMBED, None), dtype=dt, rngs=rngs)
 
 
-def stage(model: LTX2DiffusionDecoder, index: int, x: jax.Array) -> jax.Array:
-    """Deterministic stage ``index`` (0-based) on channels-last features: its blocks, then its upsampler. Stage 0
-    takes the raw latents (B, C, F, h, w) and applies the trailing pad and ``conv_in`` first; the last stage crops
-    the ghost frames."""
-    cfg = model.cfg
-    if index == 0:
-        pad = cfg.trailing_pad
-        if pad:
-            x = jnp.concatenate([x, jnp.repeat(x[:, :, -1:], pad, axis=2)], axis=2)
-        x = tokenwise(lambda t: model.conv_in(t), jnp.moveaxis(x.astype(jnp.dtype(cfg.dtype)), 1, -1))
-    graphdef, state = nnx.split(model.det_stages[index])
-    x = scan_blocks(graphdef, state, x)
-    x = model.upsamples[index](x)
-    if index == len(cfg.decoder_upsample_strides) - 1 and cfg.trailing_pad:
-        x = x[:, : x.shape[1] - cfg.trailing_pad * cfg.temporal_compression_ratio]
+def split_grid(x: jax.Array) -> jax.Array:
+    """Pin a channels-last (B, T, H, W, C) volume's layout under an active mesh: one grid axis over ``seq`` (sp), the
+    first of H, W, T that ``sp`` divides (an uneven split would leave the unit's output whole on every device)."""
+    ctx = active()
+    n = ctx.size("seq") if ctx is not None else 1
+    for axis in (2, 3, 1):
+        if x.shape[axis] % n == 0:
+            return constrain(x, tuple("seq" if a == axis else "batch" if a == 0 else None for a in range(5)))
     return x
 
 
-def diffusion_step(model: LTX2DiffusionDecoder, context: jax.Array, x_t: jax.Array, t: jax.Array) -> jax.Array:
-    """One stage-5 prediction: noisy pixels (B, C, F, H, W) at time ``t`` (B,) -> pixels (B, C, F, H, W)."""
-    cfg = model.cfg
+def unit_parts(model: LTX2DiffusionDecoder, unit: int) -> tuple:
+    """The modules compiled unit ``unit`` reads: stage ``unit`` (0-based; stage 0 with ``conv_in``) or, for
+    ``unit == len(strides)``, the stage-5 step's. A unit's parameters can be placed (or streamed) on their own."""
+    m = model
+    if unit == len(model.cfg.decoder_upsample_strides):
+        return (m.t_embedder, m.conv_in_x_t, m.shared_adaln, m.diff_blocks, m.norm_out, m.conv_out)
+    return ((m.conv_in,) if unit == 0 else ()) + (m.det_stages[unit], m.upsamples[unit])
+
+
+def stage(cfg: LTX2DiffusionDecoderConfig, parts: tuple, index: int, x: jax.Array) -> jax.Array:
+    """Deterministic stage ``index`` (0-based; ``parts`` from :func:`unit_parts`) on channels-last features: its
+    blocks, then its upsampler. Stage 0 takes the raw latents (B, C, F, h, w) and applies the trailing pad and
+    ``conv_in`` first; the last stage crops the ghost frames. One grid axis is split over ``seq`` (sp)."""
+    if index == 0:
+        conv_in, *parts = parts
+        pad = cfg.trailing_pad
+        if pad:
+            x = jnp.concatenate([x, jnp.repeat(x[:, :, -1:], pad, axis=2)], axis=2)
+        x = tokenwise(lambda t: conv_in(t), jnp.moveaxis(x.astype(jnp.dtype(cfg.dtype)), 1, -1))
+    blocks, upsampler = parts
+    graphdef, state = nnx.split(blocks)
+    x = scan_blocks(graphdef, state, split_grid(x))
+    x = upsampler(x)
+    if index == len(cfg.decoder_upsample_strides) - 1 and cfg.trailing_pad:
+        x = x[:, : x.shape[1] - cfg.trailing_pad * cfg.temporal_compression_ratio]
+    return split_grid(x)
+
+
+def diffusion_step(cfg: LTX2DiffusionDecoderConfig, parts: tuple, context: jax.Array, x_t: jax.Array,
+                   t: jax.Array) -> jax.Array:
+    """One stage-5 prediction (``parts`` from :func:`unit_parts`): noisy pixels (B, C, F, H, W) at time ``t`` (B,)
+    -> pixels (B, C, F, H, W)."""
+    t_embedder, conv_in_x_t, shared_adaln, diff_blocks, norm_out, conv_out = parts
     dt = jnp.dtype(cfg.dtype)
     emb = timestep_embedding(cfg.decoder_timestep_scale_multiplier * t.astype(jnp.float32), 256,
                              flip_sin_to_cos=True, downscale_freq_shift=0)
-    emb = model.t_embedder(emb.astype(dt)).astype(dt)
-    modulation = model.shared_adaln(jax.nn.silu(emb)).reshape(t.shape[0], MOD_PARAMS, -1)
-    h = tokenwise(lambda v: model.conv_in_x_t(v), patchify(x_t.astype(dt), cfg.patch_size))
-    graphdef, state = nnx.split(model.diff_blocks)
-    h = scan_blocks(graphdef, state, h, context, modulation)
-    h = tokenwise(lambda v: model.conv_out(rms_norm(v, model.norm_out.scale[...], eps=EPS)), h)
+    emb = t_embedder(emb.astype(dt)).astype(dt)
+    modulation = shared_adaln(jax.nn.silu(emb)).reshape(t.shape[0], MOD_PARAMS, -1)
+    h = tokenwise(lambda v: conv_in_x_t(v), patchify(x_t.astype(dt), cfg.patch_size))
+    graphdef, state = nnx.split(diff_blocks)
+    h = scan_blocks(graphdef, state, split_grid(h), split_grid(context), modulation)
+    h = tokenwise(lambda v: conv_out(rms_norm(v, norm_out.scale[...], eps=EPS)), split_grid(h))
     return unpatchify(h, cfg.patch_size, cfg.out_channels)
 
 
@@ -411,4 +436,4 @@ DECODER_RULES: list[KeyRule] = [
 DECODER_IGNORED = (r"latents_mean", r"latents_std")
 
 __all__ = ["DECODER_IGNORED", "DECODER_RULES", "LTX2DiffusionDecoder", "LTX2DiffusionDecoderConfig",
-           "diffusion_step", "patchify", "pixel_shape", "stage", "tokenwise", "unpatchify"]
+           "diffusion_step", "patchify", "pixel_shape", "stage", "tokenwise", "unit_parts", "unpatchify"]
