@@ -10,7 +10,14 @@ COMPONENTS = ("connectors", "audio_vae", "vocoder")
 
 def run_problems(spec, run) -> list[str]:
     s, o = run.sampling, run.options
-    problems = frame_count_problems(s.num_frames, 8, WHO, "the video VAE compresses time by 8")
+    problems = [] if s.num_frames is None else frame_count_problems(s.num_frames, 8, WHO,
+                                                                      "the video VAE compresses time by 8")
+    if s.num_frames is None and s.initial_noise:
+        problems.append("sampling.initial_noise fixes the latent frames, so the duration head cannot choose them: "
+                        "set sampling.num_frames to the frames of the given latents")
+    if not 0.0 < float(o["min_seconds"]) < float(o["max_seconds"]) <= 3600:
+        problems.append(f"options.min_seconds ({o['min_seconds']}) must be above 0 and below options.max_seconds "
+                        f"({o['max_seconds']}), at most 3600")
     problems += size_problems(s, 32, f"{WHO} (the video VAE compresses space by 32)")
     for key in ("frame_rate", "motion_speed"):
         if not 0.01 <= float(o[key]) <= 1000:
@@ -49,6 +56,9 @@ def checkpoint_problems(spec, ckpt, run, dit_cfg) -> list[str]:
     problems = [f"{ckpt.source} has no {c}/ folder, which {spec.id} needs (an LTX2Pipeline save_pretrained "
                 "folder holds it)" for c in COMPONENTS if not ckpt.has(c)]
     o = run.options
+    if run.sampling.num_frames is None and not ckpt.has("duration_head"):
+        problems.append(f"sampling.num_frames is not set and {ckpt.source} has no duration_head/ to predict it: "
+                        "set sampling.num_frames=121 (any 8k+1)")
     if o.get("video_decoder") == "diffusion":
         problems += diffusion_decoder_problems(ckpt, run)
     blocks = o.get("spatio_temporal_guidance_blocks") or ()

@@ -6,8 +6,8 @@ set up for the distilled model, so the dev ids switch both on over it), classifi
 guidance rescale 0.7, spatio-temporal guidance 1 at block 28 (29 for LTX-2.0, as the pipeline's docs recommend) and
 modality-isolation guidance 3, 512x768 at 24 fps, 1024 text tokens. Distilled (``ltx-2.5-22b-distilled``): the 8
 distilled sigmas, no guidance of any kind. LTX-2.0 has no duration head, so its ``num_frames`` defaults to the
-pipeline's 121; LTX-2.5's pipeline predicts the length when it is omitted, which vidax does not: its ids need
-``sampling.num_frames``.
+pipeline's 121; the LTX-2.5 ids leave it unset: the checkpoint's ``duration_head/`` predicts it from the prompt
+(``options.min_seconds`` / ``max_seconds`` bound it), and a checkpoint without one needs ``sampling.num_frames``.
 
 With ``image:`` a run is ``LTX2ImageToVideoPipeline``'s: the image, H.264-compressed at ``image_crf``, becomes the
 first latent frame, held clean.
@@ -66,6 +66,10 @@ OPTIONS = {
     "decode_noise_scale": Option(None, float | None, "share of fresh noise mixed into the latents before a "
                                  "timestep-conditioned decode; null = decode_timestep (diffusers "
                                  "decode_noise_scale)"),
+    "min_seconds": Option(1.0, float, "lower bound of the duration head's prediction when sampling.num_frames is "
+                          "unset (diffusers min_seconds)"),
+    "max_seconds": Option(20.0, float, "upper bound of the duration head's prediction when sampling.num_frames is "
+                          "unset (diffusers max_seconds)"),
     "video_decoder": Option("vae", str, "vae: the convolutional video VAE (vae/); diffusion: the LTX-2.5 diffusion "
                             "decoder (diffusion_decoder/, diffusers LTX2VideoDiffusionDecodePipeline)",
                             choices=VIDEO_DECODERS),
@@ -90,11 +94,12 @@ MODELS = [
     {"id": "ltx-2.5-22b-dev", "tasks": ("t2v", "i2v"), "hub_repo": _HUB25,
      "default_config": "configs/ltx25_22b_dev.yaml",
      "description": "LTX-2.5 22B dev: joint video + audio, Gemma-4 prompt encoder (diffusers transformer_full/)",
-     "preset": _preset(frames=None, steps=30, guidance=3.0)},
+     "preset": _preset(frames=None, steps=30, guidance=3.0), "predicts": ("num_frames",)},
     {"id": "ltx-2.5-22b-distilled", "tasks": ("t2v", "i2v"), "hub_repo": _HUB25,
      "default_config": "configs/ltx25_22b_distilled.yaml",
      "description": "LTX-2.5 22B distilled: 8 fixed sigmas, no guidance (diffusers transformer/)",
-     "preset": _preset(frames=None, steps=len(DISTILLED_SIGMAS), guidance=1.0, **_DISTILLED)},
+     "preset": _preset(frames=None, steps=len(DISTILLED_SIGMAS), guidance=1.0, **_DISTILLED),
+     "predicts": ("num_frames",)},
     {"id": "ltx-2-19b-dev", "tasks": ("t2v", "i2v"), "hub_repo": "Lightricks/LTX-2",
      "default_config": "configs/ltx2_19b_dev.yaml",
      "description": "LTX-2.0 19B dev: joint video + audio, Gemma-3 prompt encoder",

@@ -162,3 +162,20 @@ def use_dense_neighborhood_attention(model) -> None:
     for module in model.modules():
         if isinstance(module, ref.LTX2VideoVaeNeighborhoodAttention):
             module.processor = Dense()
+
+
+def with_tiny_duration_head(pipe, seed: int = 0):
+    """``pipe`` (a tiny LTX2Pipeline) with a random diffusers ``LTX2DurationHead`` sized to its connectors' outputs
+    (2 queries, 2 heads), as LTX-2.5 checkpoints ship one."""
+    from diffusers import LTX2Pipeline
+    from diffusers.pipelines.ltx2.duration_head import LTX2DurationHead
+
+    from vidax_core.testing.reference import randomize_
+
+    c = pipe.connectors.config
+    head = LTX2DurationHead(video_cross_attention_dim=c.video_hidden_dim, audio_cross_attention_dim=c.audio_hidden_dim,
+                            pooler_hidden_dim=16, num_queries=2, num_pooler_heads=2, mlp_hidden_dim=8).eval()
+    randomize_(head, seed=seed, std=0.3)
+    out = LTX2Pipeline(**{**pipe.components, "duration_head": head})
+    out.set_progress_bar_config(disable=True)
+    return out
