@@ -47,6 +47,10 @@ def run_problems(spec, run) -> list[str]:
         problems.append("options.decode_timestep and decode_noise_scale condition the convolutional VAE's decoder; "
                         "the diffusion decoder (options.video_decoder=diffusion) draws its own noise: leave them at "
                         "0 / null")
+    if o.get("two_stage"):
+        from .ltx2_two_stage import run_problems as two_stage_problems
+
+        problems += two_stage_problems(run)
     if o.get("image_crf") is not None and not 0 <= int(o["image_crf"]) <= 51:
         problems.append(f"options.image_crf must be from 0 (off) to 51, got {o['image_crf']}")
     return problems
@@ -61,6 +65,10 @@ def checkpoint_problems(spec, ckpt, run, dit_cfg) -> list[str]:
                         "set sampling.num_frames=121 (any 8k+1)")
     if o.get("video_decoder") == "diffusion":
         problems += diffusion_decoder_problems(ckpt, run)
+    if o.get("two_stage"):
+        from .ltx2_two_stage import upsampler_problems
+
+        problems += upsampler_problems(ckpt, dict(o))
     blocks = o.get("spatio_temporal_guidance_blocks") or ()
     bad = [b for b in blocks if not 0 <= int(b) < dit_cfg.num_layers]
     if bad:

@@ -120,6 +120,14 @@ class LTX2Plugin(FamilyPlugin):
         return latent_grid(s.num_frames, s.height, s.width, int(c.temporal_compression_ratio),
                            int(c.spatial_compression_ratio))
 
+    def sampling_passes(self, spec, ckpt, run):
+        """``options.two_stage``: the distilled recipe's two stages with the latent upsampler between them."""
+        if not run.options.get("two_stage"):
+            return None
+        from .ltx2_two_stage import passes
+
+        return passes(ckpt, run)
+
     def predict_num_frames(self, spec, ckpt, run, context):
         """The checkpoint's duration head on the prompt's connector tokens (``LTX2Pipeline`` with ``num_frames``
         omitted): seconds, then the frame count ``predict_num_frames`` snaps them to."""

@@ -22,6 +22,8 @@ from vidax_core.registry import Option
 
 #: ``DISTILLED_SIGMA_VALUES`` of ``diffusers.pipelines.ltx2.utils`` (the scheduler appends the final 0).
 DISTILLED_SIGMAS = [1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875]
+#: ``STAGE_2_DISTILLED_SIGMA_VALUES``: the second stage of the distilled two-stage recipe.
+STAGE_2_SIGMAS = [0.909375, 0.725, 0.421875]
 #: The dev recipe's flow-Euler settings over the checkpoint's scheduler config.
 DEV_SCHEDULER = {"use_dynamic_shifting": True, "shift_terminal": 0.1}
 #: ``image_crf`` defaults (``diffusers.pipelines.ltx2.utils``): LTX-2.5 (a Gemma-4 prompt encoder) and earlier.
@@ -70,6 +72,14 @@ OPTIONS = {
                           "unset (diffusers min_seconds)"),
     "max_seconds": Option(20.0, float, "upper bound of the duration head's prediction when sampling.num_frames is "
                           "unset (diffusers max_seconds)"),
+    "two_stage": Option(False, bool, "the official distilled recipe: a first stage at half the size, the LTX-2 latent "
+                        "upsampler (x2), a second stage at the size with options.stage_2_sigmas"),
+    "stage_2_sigmas": Option(list(STAGE_2_SIGMAS), list[float], "sigmas of the second stage (diffusers "
+                             "STAGE_2_DISTILLED_SIGMA_VALUES)"),
+    "stage_2_noise_scale": Option(None, float | None, "noise mixed into the upsampled latents before the second "
+                                  "stage (the second call's noise_scale); null = the first stage-2 sigma"),
+    "spatial_upsampler": Option(None, str | None, "the LTX-2 latent upsampler of options.two_stage (a diffusers "
+                                "latent_upsampler folder or file); null = the checkpoint's latent_upsampler/"),
     "video_decoder": Option("vae", str, "vae: the convolutional video VAE (vae/); diffusion: the LTX-2.5 diffusion "
                             "decoder (diffusion_decoder/, diffusers LTX2VideoDiffusionDecodePipeline)",
                             choices=VIDEO_DECODERS),

@@ -179,3 +179,19 @@ def with_tiny_duration_head(pipe, seed: int = 0):
     out = LTX2Pipeline(**{**pipe.components, "duration_head": head})
     out.set_progress_bar_config(disable=True)
     return out
+
+
+def build_tiny_latent_upsampler(folder: str | os.PathLike | None = None, seed: int = 0, **config):
+    """A random diffusers ``LTX2LatentUpsamplerModel`` for the 8-channel tiny VAE (32 mid channels, one block per
+    stage, the rational x2 resampler), saved with ``save_pretrained`` into ``folder`` when given (a checkpoint's
+    ``latent_upsampler/``)."""
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    from vidax_core.testing.reference import randomize_
+
+    model = LTX2LatentUpsamplerModel(**{"in_channels": 8, "mid_channels": 32, "num_blocks_per_stage": 1,
+                                        **config}).eval()
+    randomize_(model, seed=seed, std=0.1)
+    if folder is not None:
+        model.save_pretrained(str(folder), safe_serialization=True)
+    return model
