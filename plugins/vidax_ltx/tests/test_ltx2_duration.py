@@ -99,3 +99,14 @@ def test_dry_run_needs_the_count(tiny, tmp_path, capsys, monkeypatch):
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith("error: --dry-run needs sampling.num_frames")
+
+
+def test_published_head_layout():
+    """The reference's default head (LTX-2.5's widths) built abstractly: every key and shape lands on a parameter."""
+    from diffusers.pipelines.ltx2.duration_head import LTX2DurationHead
+
+    from vidax_core.testing.reference import check_full_size
+    from vidax_ltx import ltx2_duration as dh
+
+    check_full_size(LTX2DurationHead, dh.DURATION_RULES, lambda: dh.LTX2DurationHead(dh.LTX2DurationHeadConfig()),
+                    component="duration_head", label="published duration head")

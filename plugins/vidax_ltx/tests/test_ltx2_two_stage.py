@@ -111,3 +111,16 @@ def test_two_stage_refusals(tiny, tmp_path, capsys, monkeypatch):
         assert cli.main(base + extra) == 2, name
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and want in lines[0], (name, lines)
+
+
+def test_published_upsampler_layout():
+    """``LTX2LatentUpsamplerModel``'s defaults (1024 mid channels, the rational x2 resampler) built abstractly."""
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    from vidax_core.testing.reference import check_full_size
+    from vidax_ltx.upsampler import UPSAMPLER_IGNORE, UPSAMPLER_RULES, LTXUpsampler, LTXUpsamplerConfig
+
+    cfg = LTXUpsamplerConfig.from_config({"_class_name": "LTX2LatentUpsamplerModel", "mid_channels": 1024})
+    size = check_full_size(LTX2LatentUpsamplerModel, UPSAMPLER_RULES, lambda: LTXUpsampler(cfg),
+                           component="latent_upsampler", ignore=UPSAMPLER_IGNORE, label="LTX-2 latent upsampler")
+    assert size.dropped == ("upsampler.blur_down.kernel",)
