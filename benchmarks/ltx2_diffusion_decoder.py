@@ -13,7 +13,8 @@ compiled call, median of ``--repeats``) and XLA's ``temp_bytes``; ``decode_s`` i
 
 The numbers to read: ``compile_s`` (the seed paper reports 478 s for this decoder's compile on a TPU v4-8; the goal
 is under a minute) and ``decode_s``. ``peak_bytes`` is the device's peak memory where the platform reports it.
-Run from a checkout: ``src/`` and ``plugins/vidax_ltx/src`` are put on the path when vidax is not installed.
+Run from a checkout: its ``src/`` and ``plugins/vidax_ltx/src`` go first on the path (an installed vidax-core
+older than the checkout is not used); JAX, Flax and the other dependencies come from the environment.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for sub in ("src", os.path.join("plugins", "vidax_ltx", "src")):
+for sub in (os.path.join("plugins", "vidax_ltx", "src"), "src"):  # this checkout's code first
     path = os.path.join(ROOT, sub)
     if os.path.isdir(path) and path not in sys.path:
-        sys.path.append(path)
+        sys.path.insert(0, path)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
