@@ -114,6 +114,7 @@ def main(argv=None) -> int:
         print(f"error: {a.size} does not suit the decoder: {problems or 'frames 8k+1, sides multiples of 32'}",
               file=sys.stderr)
         return 2
+    jax.clear_caches()  # every unit is traced and compiled here, not taken from this process's earlier work
     backend = attention.set_backend(a.attention)
     if a.tile:
         from vidax_core.attention.kernels import neighborhood
