@@ -47,6 +47,9 @@ def run_problems(spec, run) -> list[str]:
         problems.append("options.decode_timestep and decode_noise_scale condition the convolutional VAE's decoder; "
                         "the diffusion decoder (options.video_decoder=diffusion) draws its own noise: leave them at "
                         "0 / null")
+    if o.get("video_decoder") == "diffusion" and run.vae.tiling:
+        problems.append("vae.tiling: the diffusion decoder decodes the whole video (its tiled decode is not "
+                        "implemented): set vae.tiling=false, or options.video_decoder=vae")
     if o.get("two_stage"):
         from .ltx2_two_stage import run_problems as two_stage_problems
 
