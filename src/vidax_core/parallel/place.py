@@ -34,7 +34,7 @@ def place(leaf: LazyLeaf, sharding: Any = None) -> jax.Array:
         out = jax.block_until_ready(jax.device_put(host, sharding))
         del host
         return out
-    buf = _zeros(leaf.shape, leaf.dtype.str, sharding)()
+    buf = _zeros(leaf.shape, leaf.dtype, sharding)()
     for lo in range(0, leaf.shape[0], step):  # the last piece may be shorter: one more update program
         host = leaf.read_rows(lo, min(lo + step, leaf.shape[0]))
         buf = _write(buf, jax.device_put(host, sharding), lo)
@@ -69,9 +69,9 @@ def _read_index(leaf: LazyLeaf, index: tuple) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def _zeros(shape: tuple[int, ...], dtype: str, sharding: Any) -> Any:
+def _zeros(shape: tuple[int, ...], dtype: np.dtype, sharding: Any) -> Any:
     """The program making a zero buffer of ``shape`` on ``sharding`` (cached per shape, not the buffer itself)."""
-    return jax.jit(lambda: jnp.zeros(shape, np.dtype(dtype)), out_shardings=sharding)
+    return jax.jit(lambda: jnp.zeros(shape, dtype), out_shardings=sharding)
 
 
 @functools.partial(jax.jit, donate_argnums=0)

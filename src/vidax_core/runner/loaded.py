@@ -148,6 +148,7 @@ class LoadedModel:
         self._vaes: dict[str, Any] = {}
         self.encoders = TextEncoders(self._build_encoder, getattr(cfg.runtime, "text_encoder", "host"))
         self._mesh = None
+        self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.load_s = time.perf_counter() - t0
         self.first_plan = self.plan_call(cfg, build_vae=False)
         if load_weights:
@@ -159,6 +160,11 @@ class LoadedModel:
         """Place every expert's weights with the base config's placement (already checked)."""
         if self.experts:
             return
+        with memory.window() as w:
+            self._load_weights()
+        self.memory_phases["load"] = w
+
+    def _load_weights(self) -> None:
         t0 = time.perf_counter()
         cfg = self.base
         plan = self.plan_call(cfg)
@@ -375,30 +381,32 @@ class LoadedModel:
 
         progress = _Progress(plan.total_steps, on_progress, cancel)
         results: list[P.PassResult] = []
-        passes = plan.passes
-        for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
-                                                               plan.splans)):
-            given = None
-            if k == 0 and cfg.sampling.initial_noise:
-                given = P.initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
-            elif p.carry is not None and results:
-                reporter.log(f"{p.name}: carrying the latents over")
-                given = p.carry(results[-1].final, vae)
-            results.append(P.sample_pass(
-                self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
-                guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
-                label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
-                step_key=structure_key(p.run, k, p.name)))
-        last = results[-1]
-        final = last.final
-        out = cfg.output
-        writer = distributed.is_writer() and write_outputs  # under jax.distributed only process 0 writes
-        if out.save_latents and writer:
-            P.save_latents(out.save_latents, final)
+        with memory.window() as self.memory_phases["sampling"]:
+            passes = plan.passes
+            for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
+                                                                   plan.splans)):
+                given = None
+                if k == 0 and cfg.sampling.initial_noise:
+                    given = P.initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
+                elif p.carry is not None and results:
+                    reporter.log(f"{p.name}: carrying the latents over")
+                    given = p.carry(results[-1].final, vae)
+                results.append(P.sample_pass(
+                    self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
+                    guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
+                    label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
+                    step_key=structure_key(p.run, k, p.name)))
+            last = results[-1]
+            final = last.final
+            out = cfg.output
+            writer = distributed.is_writer() and write_outputs  # under jax.distributed only process 0 writes
+            if out.save_latents and writer:
+                P.save_latents(out.save_latents, final)
 
         t0 = time.perf_counter()
         dbar = reporter.bar(None, "decoding", unit="chunk")
-        decoded = vae.decode_video(final, on_chunk=P._follow(dbar), tiling=cfg.vae.tiling)
+        with memory.window() as self.memory_phases["decode"]:
+            decoded = vae.decode_video(final, on_chunk=P._follow(dbar), tiling=cfg.vae.tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))

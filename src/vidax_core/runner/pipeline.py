@@ -452,6 +452,9 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
         "peak_rss_mb": peak_rss_mb(),
         # anonymous memory only (the mapped checkpoint's pages are the OS's to drop), and the devices' own peak
         "peak_anon_mb": memory.peak_anon_mb(),
+        # per phase of this load and call: the anonymous MiB at its start and the most seen during it
+        "anon_mb_phases": {k: {"start": round(w.base, 1), "peak": round(w.peak, 1)}
+                           for k, w in getattr(model, "memory_phases", {}).items()},
         "peak_device_mb": memory.peak_device_mb(),
         "matmul_precision": precision.effective(cfg),
         "latent_shape": _shape_list(last.shapes),
