@@ -183,9 +183,22 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
 )
 
 
-# Keys with no core default that every model's preset (or the user) must set.
+# Keys with no core default that every model's preset (or the user) must set; ``sampling.num_frames`` too, unless
+# the model predicts it (``ModelSpec.predicts``, checked with the model: :func:`check_required_for`).
 REQUIRED = ("sampling.num_steps", "sampling.guidance_scale", "sampling.height", "sampling.width",
-            "sampling.num_frames", "sampling.max_sequence_length", "output.fps")
+            "sampling.max_sequence_length", "output.fps")
+PREDICTABLE = ("sampling.num_frames",)
+
+
+def unset_message(key: str) -> str:
+    return f"config key {key} is not set and the model's preset gives no default: set {key}=..."
+
+
+def check_required_for(cfg: "RunConfig", predicts: Sequence[str] = ()) -> None:
+    """The keys of :data:`PREDICTABLE` must be set unless the model predicts them (its ``ModelSpec.predicts``)."""
+    for key in PREDICTABLE:
+        if _get(cfg, key) is None and key.split(".")[-1] not in predicts:
+            raise UserError(unset_message(key))
 
 
 def check_chunk_size(value: Any) -> None:
@@ -373,7 +386,7 @@ def validate(data: Mapping[str, Any], *, required: bool = True) -> RunConfig:
     :data:`REQUIRED` that nothing set as null (``vidax show-config`` prints such a config)."""
     cfg = _build(RunConfig, data, "")
     for key in unset_required(cfg) if required else ():
-        raise UserError(f"config key {key} is not set and the model's preset gives no default: set {key}=...")
+        raise UserError(unset_message(key))
     for key, ok, requirement in _RANGES:
         value = _get(cfg, key)
         if value is not None and not ok(value):

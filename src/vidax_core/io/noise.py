@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -192,9 +193,15 @@ def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple[int, ..
     return finite32(arr, where)
 
 
+#: Names of a model's later noise draws beside its latent streams: a name and the draw's index, ``decoder_0``...
+DRAW_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*_\d+")
+
+
 def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """One checked float32 array per latent stream of ``shapes`` from the .npz ``path``: the member names and
-    headers are checked first, and only the bytes of the wanted shapes are decompressed."""
+    headers are checked first, and only the bytes of the wanted shapes are decompressed. Members named like a
+    later draw (:data:`DRAW_NAME`, e.g. ``decoder_0``) are left to the model part that draws them
+    (:func:`load_npz_draw`)."""
     where = _npz_where(path)
     need = ", ".join(sorted(shapes))
     how = f"this model's latents are several arrays ({need}): give a .npz holding each (numpy.savez)"
@@ -204,7 +211,7 @@ def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, n
         except ZIP_ERRORS:
             raise UserError(f"{where} is not a readable .npz archive: {how}") from None
         with z:
-            found = _members(z, path)
+            found = {k: v for k, v in _members(z, path).items() if k in shapes or not DRAW_NAME.fullmatch(k)}
             if sorted(found) != sorted(shapes):
                 raise UserError(f"{where} holds {', '.join(sorted(found)) or 'no array'}, this model needs {need}")
             try:
@@ -231,7 +238,7 @@ def check_noise_shapes(path: str, shapes: Any) -> None:
     with _open(path, where) as f:
         try:
             with zipfile.ZipFile(f) as z:
-                found = _members(z, path)
+                found = {k: v for k, v in _members(z, path).items() if k in shapes or not DRAW_NAME.fullmatch(k)}
                 if sorted(found) != sorted(shapes):
                     raise UserError(f"{where} holds {', '.join(sorted(found)) or 'no array'}, this model needs {need}")
                 for k, s in shapes.items():
@@ -241,6 +248,45 @@ def check_noise_shapes(path: str, shapes: Any) -> None:
             raise
         except ZIP_ERRORS as exc:
             raise UserError(f"{where} is not a readable .npz archive ({type(exc).__name__}): write it with "
+                            "numpy.savez") from None
+
+
+def npz_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """Array name -> shape of the .npz ``path`` (empty for a .npy), from the member headers (nothing is inflated
+    beyond them)."""
+    if not is_zip(path):
+        return {}
+    where = _npz_where(path)
+    with _open(path, where) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                out = {}
+                for name, info in _members(z, path).items():
+                    with z.open(info) as m:
+                        out[name] = read_header(m, info.file_size, f"{where}: {name}").shape
+                return out
+        except UserError:
+            raise
+        except ZIP_ERRORS as exc:
+            raise UserError(f"{where} is not a readable .npz archive ({type(exc).__name__}): write it with "
+                            "numpy.savez") from None
+
+
+def load_npz_draw(path: str, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The later draw ``name`` (see :data:`DRAW_NAME`) of the .npz ``path`` as checked float32 of exactly
+    ``shape``, or None when the archive has no such member (or ``path`` is a .npy)."""
+    where = _npz_where(path)
+    if not is_zip(path):
+        return None
+    with _open(path, where) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                info = _members(z, path).get(name)
+                return None if info is None else _read_member(z, info, tuple(shape), f"{where}: {name}")
+        except UserError:
+            raise
+        except ZIP_ERRORS as exc:
+            raise UserError(f"{where} is a damaged .npz archive ({type(exc).__name__}): write it with "
                             "numpy.savez") from None
 
 

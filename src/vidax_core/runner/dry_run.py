@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from vidax_core.config import RunConfig, to_yaml
+from vidax_core.errors import UserError
 from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
@@ -180,6 +181,9 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
     ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
+    if cfg.sampling.num_frames is None:
+        raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
+                        "prompt, which a dry run does not load; set sampling.num_frames=...")
     builds = build_dit(spec, ckpt, cfg, plugins)
     from vidax_core import lora
 

@@ -169,7 +169,9 @@ class LoadedModel:
         t0 = time.perf_counter()
         cfg = self.base
         plan = self.plan_call(cfg)
-        placements = P.place_passes(self.spec, self.builds, plan.passes, plan.grids, plan.guides, self.plugins)[0]
+        builds = self.builds if all(plan.grids) else [dataclasses.replace(b, patch_size=None) for b in self.builds]
+        placements = P.place_passes(self.spec, builds, plan.passes, [g or (0, 0, 0) for g in plan.grids],
+                                    plan.guides, self.plugins)[0]
         self._mesh = placements[0].mesh
         p0, guide, passes = placements[0].plan, plan.guides[0], plan.passes
         self.reporter.log(
@@ -278,6 +280,7 @@ class LoadedModel:
         if cfg is not self.base:
             preflight(cfg, spec, plugins)
             check_load_bound(spec, self.base, cfg)
+        build_vae = build_vae and cfg.sampling.num_frames is not None  # a predicted count: no grid before encoding
         passes = P.sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [P.select_sampler(spec, ckpt, p.run, plugins) for p in passes]
         guides = [P.select_guidance(spec, ckpt, p.run, plugins) for p in passes]
@@ -333,7 +336,31 @@ class LoadedModel:
         with self._lock, precision.scope(cfg):
             return self._generate(cfg, on_progress, cancel, write_outputs)
 
+    def _predict_frames(self, cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+        """A call without ``sampling.num_frames`` on a model that predicts it: encode the prompts (or take the
+        encoding made during the load), ask the plugin (hook ``predict_num_frames``), and return the call's config
+        with the count, its encoding kept for the call."""
+        if cfg.sampling.num_frames is not None:
+            return cfg, None
+        plan = self.plan_call(cfg, build_vae=False)
+        pre = getattr(self, "_encoded", None)
+        if pre is None or pre[0] is not cfg:  # not encoded during the load
+            self._encode_call(plan)
+        _, found, encode_s = self._encoded
+        answer = self.plugins.call("predict_num_frames", self.spec, ckpt=self.ckpt, run=cfg, context=found[PROMPT])
+        if answer is None:
+            raise UserError(f"sampling.num_frames is not set and the plugin of {self.spec.id} predicts no frame "
+                            "count for this checkpoint: set sampling.num_frames=...")
+        frames, info = answer
+        new = dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling, num_frames=int(frames)))
+        self._encoded = (new, found, encode_s)
+        info = {"num_frames": int(frames), **dict(info or {})}
+        self.reporter.log("predicted: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                                    for k, v in info.items()))
+        return new, info
+
     def _generate(self, cfg: RunConfig, on_progress, cancel, write_outputs: bool) -> P.RunResult:
+        cfg, predicted = self._predict_frames(cfg)
         timer = Timer()
         reporter = self.reporter
         first_call = not getattr(self, "_called", False)
@@ -401,6 +428,8 @@ class LoadedModel:
         if out.path and writer:
             write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
         metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
+        if predicted:
+            metrics["predicted"] = predicted
         if writer:
             from vidax_core.runner.cache_run import write_calibration
 

@@ -105,7 +105,7 @@ def page_info(pipe: Any, limits: Limits) -> dict[str, Any]:
 
     size_step = next((k for k in (1, 2, 4, 8, 16, 32, 64, 128)
                       if valid(width=s.width + k, height=s.height + k)), 16)
-    top = min(limits.max_frames, max(4 * s.num_frames, 33), 257)
+    top = min(limits.max_frames, max(4 * (s.num_frames or 0), 33), 257)  # null: the model predicts it
     frames = [n for n in range(1, top + 1) if valid(num_frames=n)] or [s.num_frames]
     max_side = max(size_step, 2 * math.isqrt(limits.max_pixels) // size_step * size_step)
     return {"model": str(pipe.spec.id), "fps": fps, "defaults": defaults, "size_step": size_step,
