@@ -38,6 +38,14 @@ class Out:
         write_mp4(path, self.frames[0], self.fps)
 
 
+@dataclass
+class StubCall:
+    """The stand-in's planned call: its config and the keywords it runs with."""
+
+    cfg: Any
+    kwargs: dict
+
+
 class StubPipe:
     def __init__(self, config: str, *overrides: str, step_s: float = 0.01) -> None:
         self._plugins = get_plugins()
@@ -61,6 +69,19 @@ class StubPipe:
         cfg = config_mod.resolve(self._yaml, [*self._overrides, *items], self._plugins.preset_for)
         preflight(cfg, self.spec, self._plugins, check_outputs=False)
         return cfg
+
+    def prepare(self, **kw: Any) -> "StubCall":
+        return StubCall(self.resolve(**kw), dict(kw))
+
+    def run(self, call: "StubCall", on_progress=None, cancel=None) -> Out:
+        return self(**call.kwargs, on_progress=on_progress, cancel=cancel)
+
+    def accepts(self, **kw: Any) -> bool:
+        try:
+            self.resolve(**kw)
+            return True
+        except UserError:
+            return False
 
     def frames_for_seconds(self, seconds: float) -> int:
         n = int(np.ceil(seconds * self.fps))
@@ -154,9 +175,14 @@ def form(fields: dict, files: dict | None = None) -> tuple[bytes, str]:
     return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
-def png(size=(32, 32)) -> bytes:
+def png(size=(32, 32), seed: int | None = None) -> bytes:
+    """A PNG image: one colour, or with ``seed`` random pixels of that seed."""
     from PIL import Image
 
     buf = io.BytesIO()
-    Image.new("RGB", size, (200, 30, 10)).save(buf, format="PNG")
+    if seed is None:
+        Image.new("RGB", size, (200, 30, 10)).save(buf, format="PNG")
+    else:
+        pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(buf, format="PNG")
     return buf.getvalue()

@@ -26,12 +26,12 @@ SMALL = ["sampling.height=64", "sampling.width=64", "sampling.num_frames=5", "sa
 def no_sampling(monkeypatch):
     """Every row is refused before sampling: one that reaches the sampler fails at once instead of generating a
     default-size video (a row whose input became valid would otherwise run for an hour)."""
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import loaded
 
     def refuse(*args, **kwargs):
         raise RuntimeError("reached sampling: this input was not refused before the denoising loop")
 
-    monkeypatch.setattr(pipeline, "sample_pass", refuse)
+    monkeypatch.setattr(loaded, "sample_pass", refuse)
 
 
 @pytest.fixture()

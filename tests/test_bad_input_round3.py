@@ -234,13 +234,13 @@ def pipe():
 @pytest.fixture()
 def nothing_runs(pipe, monkeypatch):
     """A call that got past its checks would encode its prompt and sample: either fails the test."""
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import loaded
 
     def tripwire(*a, **k):
         raise AssertionError("the call ran")
 
     monkeypatch.setattr(pipe._model, "_encode_call", tripwire)
-    monkeypatch.setattr(pipeline, "sample_pass", tripwire)
+    monkeypatch.setattr(loaded, "sample_pass", tripwire)
     return pipe
 
 

@@ -20,7 +20,7 @@ from vidax_core import config as config_mod
 from vidax_core.errors import UserError
 from vidax_core.io.audio import audio_stream_count
 from vidax_core.plugins import Plugins
-from vidax_core.runner import loaded, pipeline
+from vidax_core.runner import loaded, preflight
 from vidax_core.runner.progress import Reporter
 from vidax_core.schedulers.flow_euler import FlowEulerSampler
 from vidax_core.testing import contract_plugin as toy
@@ -154,7 +154,7 @@ def test_video_input_with_a_negative_branch_value(plugins, ckpt, tmp_path):
 def test_options_are_validated(plugins, ckpt, tmp_path, over, message):
     cfg = make_cfg(plugins, ckpt, str(tmp_path), **over)
     with pytest.raises(UserError, match=message.replace(".", r"\.")):
-        pipeline.preflight(cfg, plugins.registry.get(toy.ID), plugins)
+        preflight.preflight(cfg, plugins.registry.get(toy.ID), plugins)
 
 
 def test_vae_tiling_reaches_the_decoder(plugins, ckpt, tmp_path, monkeypatch):

@@ -92,7 +92,7 @@ def test_the_path_check_sees_paths():
     readme = {t for t, _ in named_paths(ROOT / "README.md")}
     assert {"src/vidax_core/hookspecs.py", "docs/writing-a-plugin.md"} <= readme
     arch = {t for t, _ in named_paths(ROOT / "docs" / "architecture.md")}
-    assert "runner/pipeline.py" in arch
+    assert "runner/plan.py" in arch
     assert not _exists(ROOT, "src/vidax_core/no_such_module.py")
 
 

@@ -13,7 +13,7 @@ import pytest
 from vidax_core import config as config_mod
 from vidax_core.errors import UserError
 from vidax_core.plugins import get_plugins
-from vidax_core.runner import pipeline
+from vidax_core.runner import plan as planning
 from vidax_core.runner.preflight import check_sampler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,8 +30,8 @@ def vidax_plan(scheduler, num_steps=4):
     cfg, plugins = run_config(scheduler, num_steps)
     spec = plugins.registry.get(cfg.model.id)
     check_sampler(cfg)
-    sampler = pipeline.select_sampler(spec, None, cfg, plugins)
-    return pipeline.sampling_plan(spec, None, cfg, plugins, sampler, (2, 4, 4))
+    sampler = planning.select_sampler(spec, None, cfg, plugins)
+    return planning.sampling_plan(spec, None, cfg, plugins, sampler, (2, 4, 4))
 
 
 def lightx2v_schedule(steps, shift, T=1000):
@@ -97,13 +97,13 @@ def test_shipped_recipe(name):
     cfg, plugins, spec = shipped(name)
     check_sampler(cfg)
     assert cfg.sampling.num_steps == 4 and cfg.sampling.guidance_scale == 1.0
-    sampler = pipeline.select_sampler(spec, None, cfg, plugins)
-    plan = pipeline.sampling_plan(spec, None, cfg, plugins, sampler, (21, 60, 104))
+    sampler = planning.select_sampler(spec, None, cfg, plugins)
+    plan = planning.sampling_plan(spec, None, cfg, plugins, sampler, (21, 60, 104))
     np.testing.assert_allclose(plan.timesteps, lightx2v_schedule(STEPS, 5.0)[0], rtol=1e-6)
     two = "a14b" in name
     index = {"boundary_ratio": 0.875 if two else None, "transformer_2": ["diffusers", "x"] if two else [None, None]}
     ckpt = types.SimpleNamespace(model_index=index, has=lambda c: True, config=lambda c: {"num_train_timesteps": 1000})
-    guide = pipeline.select_guidance(spec, ckpt, cfg, plugins)
+    guide = planning.select_guidance(spec, ckpt, cfg, plugins)
     assert len(guide.branches) == 1
     assert [e.expert for e in cfg.lora] == (["high_noise", "low_noise"] if two else [None])
     if two:  # the checkpoint's boundary puts the switch after step 2, as the recipe's boundary_step_index = 2

@@ -80,7 +80,7 @@ def wan():
     from vidax_core import config
     from vidax_core.io.checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
-    from vidax_core.runner.pipeline import build_dit
+    from vidax_core.runner.denoiser import build_dit
 
     plugins = get_plugins()
     cfg = config.resolve(None, ["model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random"],

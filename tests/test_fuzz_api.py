@@ -267,7 +267,7 @@ def test_sizes_fit_the_denoiser(name, key, value):
 
         cfg = Pipe(model)._call_config({key: value})
         try:
-            plan = model.plan_call(cfg, build_vae=False)
+            plan = model.plan_call(cfg)
         except UserError as exc:
             if any(w in str(exc) for w in GRID_REFUSALS):
                 grid = model.plugins.call("vae_latent_shape", model.spec, ckpt=model.ckpt, run=cfg)

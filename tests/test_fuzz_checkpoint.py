@@ -199,7 +199,7 @@ MODEL_IDS = ["wan2.1-t2v-1.3b", "wan2.1-t2v-1.3b", "wan2.1-i2v-14b-480p", "wan2.
 
 def open_like_a_run(folder: str, model_id: str) -> None:
     """Everything a run does with a checkpoint folder before the denoiser's first step, minus the compute."""
-    from vidax_core.runner.pipeline import sampling_plan, select_sampler
+    from vidax_core.runner.plan import sampling_plan, select_sampler
 
     plugins = get_plugins()
     cfg = config.resolve(None, [f"model.id={model_id}", f"model.checkpoint={folder}", "sampling.height=64",

@@ -203,7 +203,8 @@ def vae_config(family: str, cfg: dict):
 
 def open_before_weights(family: str, overrides: list[str], full: bool) -> None:
     from vidax_core.io.checkpoint import checkpoint_for_run
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import plan as pipeline
+    from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.preflight import preflight
 
     plugins = get_plugins()
@@ -222,7 +223,7 @@ def open_before_weights(family: str, overrides: list[str], full: bool) -> None:
         grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
         if grid is not None:
             pipeline.sampling_plan(spec, ckpt, p.run, plugins, sampler, tuple(int(v) for v in grid))
-    pipeline.build_dit(spec, ckpt, cfg, plugins)
+    build_dit(spec, ckpt, cfg, plugins)
     if ckpt.has("vae"):
         vae_config(family, ckpt.config("vae"))
     if full:
@@ -272,7 +273,8 @@ def _override(value) -> str:
 def use_options(family: str, model_id: str, overrides: list[str]) -> None:
     """The pre-run checks, then what the run does with an accepted option before weights (and the prompt
     template as encode_prompt fills it)."""
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import plan as pipeline
+    from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.preflight import preflight
 
     plugins = get_plugins()

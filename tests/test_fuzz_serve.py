@@ -32,8 +32,8 @@ def traced(pipe):
     from test_fuzz_api import _abstract_call
 
     def run(job, on_progress):
-        cfg = pipe.resolve(**job.plan.kwargs)
-        plan = pipe._model.plan_call(cfg, build_vae=False)
+        plan = job.plan.call  # the plan the pipe made when the request was posted
+        cfg = plan.cfg
         _abstract_call(pipe._model.builds[0], plan.grids[0], int(cfg.sampling.max_sequence_length))
 
     return run

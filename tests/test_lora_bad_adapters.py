@@ -128,12 +128,12 @@ def run_cli(args, tmp_path, capfd, dry=False):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_adapter_is_one_error_line_before_weights(case, tmp_path, capfd, monkeypatch):
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import loaded
 
     def tripwire(*a, **k):
         raise AssertionError("a denoiser weight was loaded before the adapter was refused")
 
-    monkeypatch.setattr(pipeline, "load_dit", tripwire)
+    monkeypatch.setattr(loaded, "load_dit", tripwire)
     monkeypatch.chdir(tmp_path)
     _, setup, fragment = case
     extra = [str(a) for a in setup(tmp_path)]

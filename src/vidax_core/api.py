@@ -52,7 +52,7 @@ class Output:
 
     def save(self, path: str, fps: int | None = None) -> str:
         """Write the mp4 (with the audio track when there is one); returns the path."""
-        from vidax_core.runner.loaded import write_video
+        from vidax_core.runner.outputs import write_video
 
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
@@ -102,9 +102,37 @@ class Pipe:
 
     def resolve(self, **kwargs: Any):
         """The call config of these arguments, checked as a run checks it (no sampling): raises UserError."""
-        cfg = self._call_config(kwargs)
-        self._model.plan_call(cfg, build_vae=False)
-        return cfg
+        return self.prepare(**kwargs).cfg
+
+    def prepare(self, **kwargs: Any):
+        """These call arguments checked and planned as a call plans them (no weight is read, nothing samples):
+        :meth:`run` runs the plan as it is. ``.cfg`` is the call's config. Raises UserError."""
+        return self._model.plan_call(self._call_config(kwargs))
+
+    def run(self, prepared: Any, *, on_progress: Callable[[int, int], None] | None = None,
+            cancel: Any = None) -> Output:
+        """One video from a call :meth:`prepare` planned (``vidax serve`` plans a request when it is posted and
+        runs that plan)."""
+        check_callbacks(on_progress, cancel)
+        result = self._model.generate(plan=prepared, on_progress=on_progress, cancel=cancel)
+        return Output(result.frames, result.latents, result.metrics, result.audio, result.sample_rate,
+                      int(prepared.cfg.output.fps))
+
+    def accepts(self, **kwargs: Any) -> bool:
+        """Whether a call with these arguments meets the model's own rules (the config's, the family's
+        ``check_run``, the denoiser's patch and position limits at the latent grid), without planning it: what
+        ``vidax serve``'s page offers."""
+        from vidax_core.runner.grid_check import fits
+
+        model = self._model
+        try:
+            cfg = self._call_config(kwargs)
+            if model.plugins.call("check_run", self.spec, run=cfg):
+                return False
+            grid = model.planner.grid(cfg)
+        except UserError:
+            return False
+        return grid is None or fits(model.builds, grid)
 
     def frames_for_seconds(self, seconds: float) -> int:
         """The smallest frame count this model accepts that lasts at least ``seconds`` at the preset's fps."""
@@ -135,14 +163,7 @@ class Pipe:
         """One video; ``on_progress(done, total)`` is called after each step, ``cancel`` (an Event, or a function
         returning true to stop) is checked between steps."""
         check_callbacks(on_progress, cancel)
-        cfg = self._call_config(kwargs)
-        result = self._model.generate(cfg, on_progress=on_progress, cancel=cancel)
-        return Output(result.frames, result.latents, result.metrics, result.audio, result.sample_rate,
-                      int(cfg.output.fps))
-
-    def generate_config(self, cfg, **kw) -> Any:
-        """Generate from a full call config (the batch runner's path: its outputs are written as configured)."""
-        return self._model.generate(cfg, **kw)
+        return self.run(self.prepare(**kwargs), on_progress=on_progress, cancel=cancel)
 
     def _call_config(self, kwargs: Mapping[str, Any]):
         if self._model.closed:

@@ -49,10 +49,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         made = run_batch(cfg, entries, plugins, reporter)
         print(f"made {len(made)} of {len(entries)} videos", file=sys.stderr)
         return 0
-    from vidax_core.runner import loaded, pipeline
+    from vidax_core.runner import loaded, metrics
 
     result = loaded.run(cfg, plugins, reporter)
-    reporter.log(pipeline.summary(result.metrics))
+    reporter.log(metrics.summary(result.metrics))
     if cfg.output.path:
         print(f"wrote {cfg.output.path}", file=sys.stderr)  # even with --quiet: the one line naming the result
     return 0

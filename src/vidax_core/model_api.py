@@ -194,7 +194,15 @@ class OffloadableDit(Protocol):
 
 
 class VideoAutoencoder(Protocol):
-    """A family's VAE as the pipeline sees it."""
+    """A family's VAE as the pipeline sees it.
+
+    A loaded pipe keeps the VAE ``build_vae`` returned across calls whose frame count, size, ``options``, ``vae``
+    settings and kinds of media (an image, a clip, an initial-noise file: given or not) are the same; a call that
+    changes only its prompts, seed, noise file, media content or step recipe reuses it. A VAE that reads such
+    per-call values at decode time (LTX's decode noise seed) gives them through an optional
+    ``for_call(run) -> VideoAutoencoder``: the same weights and programs with ``run``'s values, called before every
+    call uses it.
+    """
 
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
         """(latent_frames, latent_height, latent_width) for a video of this size."""

@@ -155,8 +155,7 @@ def test_a_loaded_pipe_refuses_another_frame_rate():
         with pytest.raises(UserError, match=r"options\.frame_rate is fixed when ltx-2\.5-22b-dev loads .*"
                                             r"load the model again with options\.frame_rate=30\.0"):
             pipe(prompt="a fox", options={"frame_rate": 30.0})
-        pipe._model.plan_call(pipe._call_config({"prompt": "a fox", "options": {"stg_scale": 0.5}}),
-                              build_vae=False)
+        pipe._model.plan_call(pipe._call_config({"prompt": "a fox", "options": {"stg_scale": 0.5}}))
 
 
 @pytest.mark.parametrize("generation", ["ltx2.5", "ltx2.0"])

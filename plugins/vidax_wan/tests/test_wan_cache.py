@@ -76,7 +76,7 @@ def count_host_reads(monkeypatch) -> dict[str, int]:
     last step). A cache deciding on the host would read once per step; :func:`_per_video` takes and resets them."""
     from jax._src import array as jax_array
 
-    from vidax_core.runner import cache_run, pipeline
+    from vidax_core.runner import cache_run, denoiser
 
     reads = {"plan": 0, "step": 0, "report": 0}
     where: list[str] = []
@@ -110,7 +110,7 @@ def count_host_reads(monkeypatch) -> dict[str, int]:
         monkeypatch.setattr(np, name, numpy_read(getattr(np, name)))
     monkeypatch.setattr(cache_run, "pass_plan", inside("plan", cache_run.pass_plan))
     monkeypatch.setattr(cache_run, "pass_report", inside("report", cache_run.pass_report))
-    make = pipeline.Expert.make_step
+    make = denoiser.Expert.make_step
 
     class Counted:  # the step, its calls counted (an offloaded step's attributes still reachable)
         def __init__(self, step):
@@ -128,7 +128,7 @@ def count_host_reads(monkeypatch) -> dict[str, int]:
         expert.step = Counted(expert.step)
         return new
 
-    monkeypatch.setattr(pipeline.Expert, "make_step", guarded)
+    monkeypatch.setattr(denoiser.Expert, "make_step", guarded)
     return reads
 
 

@@ -130,7 +130,7 @@ def offload_all_chunk(spec, ckpt, cfg, plugins) -> int:
     import math
 
     from vidax_core.errors import UserError
-    from vidax_core.runner.pipeline import build_dit
+    from vidax_core.runner.denoiser import build_dit
 
     built = build_dit(spec, ckpt, cfg, plugins)
     builds = list(built) if isinstance(built, (list, tuple)) else [built]

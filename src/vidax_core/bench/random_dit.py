@@ -183,7 +183,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     from vidax_core.parallel.host_chunks import host_memory_kind
     from vidax_core.plugins import get_plugins
     from vidax_core.runner import throughput
-    from vidax_core.runner.pipeline import build_dit
+    from vidax_core.runner.denoiser import build_dit
 
     plugins = get_plugins()
     cfg = config_mod.resolve(args.config, list(args.overrides or []), plugins.preset_for)

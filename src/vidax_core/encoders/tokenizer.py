@@ -98,8 +98,8 @@ class TextTokenizer:
     def from_dir(cls, path: str | os.PathLike) -> "TextTokenizer":
         path = os.fspath(path)
         tok_file = os.path.join(path, "tokenizer.json")
-        _read_json(os.path.join(path, "tokenizer_config.json"))  # every reader below trusts it: checked once here
-        _read_json(os.path.join(path, "special_tokens_map.json"))
+        config = _read_json(os.path.join(path, "tokenizer_config.json"))  # every reader below trusts it: checked here
+        special = _read_json(os.path.join(path, "special_tokens_map.json"))
         if not os.path.isfile(tok_file):  # byT5 (bytes) or a bare SentencePiece model (T5 v1.1 repos)
             from vidax_core.encoders.byte_tokenizer import ByteTokenizer, is_byte_tokenizer_dir
             from vidax_core.encoders.spiece_tokenizer import SpieceTokenizer
@@ -113,8 +113,6 @@ class TextTokenizer:
                 "tokenizer.json, a SentencePiece spiece.model, or a tokenizer_config.json naming ByT5Tokenizer"
             )
         data = read_json_file(tok_file)
-        config = _read_json(os.path.join(path, "tokenizer_config.json"))
-        special = _read_json(os.path.join(path, "special_tokens_map.json"))
         return cls.from_json(data, config, special, where=tok_file)
 
     @classmethod

@@ -13,6 +13,8 @@ real one.
 
 from __future__ import annotations
 
+import copy
+import functools
 import glob
 import json
 import math
@@ -96,8 +98,33 @@ class ProgressTensors(Mapping[str, np.ndarray]):
         return len(self._source)
 
 
+def parsed_once(read: Callable[[Any, str], dict[str, Any]]) -> Callable[[Any, str], dict[str, Any]]:
+    """A checkpoint's ``config(component)`` read once per checkpoint object (one load): later calls return a copy
+    of the first answer, so planning a call reads and checks no JSON file again. Every :class:`Checkpoint`
+    subclass's own ``config`` is wrapped so too; each class's answer is kept apart (a subclass that transforms
+    ``super().config(c)`` keeps both)."""
+
+    @functools.wraps(read)
+    def config(self: Any, component: str) -> dict[str, Any]:
+        kept = self.__dict__.setdefault("_parsed_configs", {})
+        key = (read, component)
+        if key not in kept:
+            kept[key] = read(self, component)
+        return copy.deepcopy(kept[key])
+
+    config.parsed_once = True  # type: ignore[attr-defined]
+    return config
+
+
 class Checkpoint:
-    """A resolved local checkpoint folder in diffusers layout."""
+    """A resolved local checkpoint folder in diffusers layout. ``config`` parses each component's JSON once
+    (:func:`parsed_once`); the object lives as long as one load."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls).get("config")
+        if callable(own) and not getattr(own, "parsed_once", False):
+            cls.config = parsed_once(own)
 
     # (component, total bytes or None) -> callback(bytes read); set by the pipeline to show loading progress
     progress: Callable[[str, int | None], Callable[[int], None]] | None = None
@@ -123,6 +150,7 @@ class Checkpoint:
             )
         return p
 
+    @parsed_once
     def config(self, component: str) -> dict[str, Any]:
         folder = self.require(component)
         for name in ("config.json", "scheduler_config.json", "preprocessor_config.json"):

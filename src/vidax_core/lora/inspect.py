@@ -58,7 +58,7 @@ def describe(path: str, model_id: str, *, checkpoint: str | None = None, expert:
     if checkpoint is not None:
         from vidax_core import config as config_mod
         from vidax_core.io.checkpoint import checkpoint_for_run
-        from vidax_core.runner.pipeline import build_dit
+        from vidax_core.runner.denoiser import build_dit
 
         cfg = config_mod.resolve_layers({"model": {"id": model_id, "checkpoint": checkpoint}}, [], plugins.preset_for)
         ckpt = checkpoint_for_run(cfg, spec, plugins)

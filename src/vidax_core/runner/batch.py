@@ -195,29 +195,28 @@ def describe(entries: list[tuple[str, Any]], base_output: Any, shown: int = 3) -
 
 
 def check_items(model: Any, items: list[Item]) -> list[Any]:
-    """Every item's call config, checked as a run checks it, before any weight loads."""
+    """Every item's call planned (its config checked as a run checks it) before any weight loads: the plans the
+    batch then runs (None for a skipped item)."""
     from vidax_core.api import Pipe
 
     pipe = Pipe(model)
-    configs = []
+    plans = []
     for it in items:
         if it.skip:
-            configs.append(None)
+            plans.append(None)
             continue
         try:
-            cfg = pipe._call_config({**it.args, "output": it.outputs})
-            model.plan_call(cfg, build_vae=False)
+            plans.append(model.plan_call(pipe._call_config({**it.args, "output": it.outputs})))
         except UserError as exc:
             raise UserError(f"{it.where}: {exc}") from None
-        configs.append(cfg)
-    return configs
+    return plans
 
 
 def run_batch(cfg: Any, entries: list[tuple[str, Any]], plugins: Any, reporter: Any) -> list[dict]:
     """Generate every entry with one load; returns the metrics of the videos made (skipped ones have none)."""
     import dataclasses
 
-    from vidax_core.runner import pipeline
+    from vidax_core.runner import metrics
     from vidax_core.runner.loaded import LoadedModel
 
     items = plan_items(entries, cfg.output)
@@ -225,8 +224,8 @@ def run_batch(cfg: Any, entries: list[tuple[str, Any]], plugins: Any, reporter: 
         cfg.output, path=None, save_latents=None, save_frames=None, save_audio=None, metrics=None))
     model = LoadedModel(base, plugins, reporter, load_weights=False)
     try:
-        configs = check_items(model, items)
-        todo = [(it, c) for it, c in zip(items, configs) if not it.skip]
+        plans = check_items(model, items)
+        todo = [(it, p) for it, p in zip(items, plans) if not it.skip]
         for it in items:
             if it.skip:
                 reporter.log(f"{it.where}: skipped, {it.outputs['path'] or 'its outputs'} already exists "
@@ -237,13 +236,13 @@ def run_batch(cfg: Any, entries: list[tuple[str, Any]], plugins: Any, reporter: 
         model.load_weights()
         done = []
         bar = reporter.bar(len(todo), "batch", unit="video")
-        for it, c in todo:
-            result = model.generate(c)
+        for it, plan in todo:
+            result = model.generate(plan=plan)
             done.append(result.metrics)
             bar.update(1)
-            reporter.log(f"{it.where}: {pipeline.summary(result.metrics)}")
-            if c.output.path:  # even with --quiet: the line naming each result
-                print(f"wrote {c.output.path}", file=sys.stderr, flush=True)
+            reporter.log(f"{it.where}: {metrics.summary(result.metrics)}")
+            if plan.cfg.output.path:  # even with --quiet: the line naming each result
+                print(f"wrote {plan.cfg.output.path}", file=sys.stderr, flush=True)
         bar.close()
         return done
     finally:

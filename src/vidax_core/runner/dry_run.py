@@ -21,7 +21,6 @@ from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
 
 
@@ -152,7 +151,7 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
     """The ``compute:`` line: FLOPs of one denoising step (every guidance branch) and its ideal time."""
     from vidax_core.flops import human, step_flops
     from vidax_core.runner import throughput
-    from vidax_core.runner.pipeline import select_guidance
+    from vidax_core.runner.plan import select_guidance
 
     if latent is None or builds[0].flops is None:
         return "not estimated (no latent grid or the denoiser states no FLOP count)"
@@ -173,10 +172,11 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
 
 
 def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -> str:
+    """What ``vidax run`` would do with ``cfg``: the call's plan from the planner a real call runs
+    (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute."""
     cfg, peak, label = target_device(cfg, device)
-    from vidax_core.runner.pipeline import (build_dit, expected_batch, place_passes, plan_placement,
-                                            sampling_passes, sampling_plan, select_guidance, select_sampler,
-                                            video_tokens)
+    from vidax_core.runner.denoiser import build_dit
+    from vidax_core.runner.plan import Planner, expected_batch, plan_lines, video_tokens
 
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
@@ -188,34 +188,16 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     from vidax_core import lora
 
     adapters = lora.prepare(cfg, spec, ckpt, builds, plugins, weights_optional=True).summaries
-    from vidax_core.runner.experts import check_switch_step
-
-    check_switch_step(cfg.sampling.boundary_step_index, builds, cfg.sampling.num_steps, spec.id)
-    batch = expected_batch(select_guidance(spec, ckpt, cfg, plugins))
-    latent = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
-    passes = sampling_passes(spec, ckpt, cfg, plugins)
-    pass_steps = []
-    for p in passes if len(passes) > 1 else ():  # every pass's size meets the parallel rules, as in a run
-        grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
-        steps = p.run.sampling.num_steps
-        if grid is not None:
-            grid = tuple(int(v) for v in grid)
-            check_grid(spec, ckpt, plugins, builds, p.run, grid)
-            place_passes(spec, builds, [p], [grid], [select_guidance(spec, ckpt, p.run, plugins)], plugins)
-            sampler = select_sampler(spec, ckpt, p.run, plugins)
-            steps = sampling_plan(spec, ckpt, p.run, plugins, sampler, grid).num_steps
-        pass_steps.append(f"{p.name} {steps} steps")
+    plan = Planner(spec, ckpt, plugins, builds).plan(cfg)
+    sized = max(range(len(plan.passes)), key=lambda k: np.prod(plan.grids[k]) if plan.grids[k] else 0)
+    latent, placements = plan.grids[sized], plan.placements[sized]  # the largest pass is sized below
+    batch = expected_batch(plan.guides[sized])
     if latent is not None:
-        latent = tuple(int(v) for v in latent)
-        check_grid(spec, ckpt, plugins, builds, cfg, latent)
-        placements = [plan_placement(spec, b, cfg, plugins, latent, batch=batch) for b in builds]
         n = video_tokens(builds[0], latent)
         pt, ph, pw = builds[0].patch_size or (1, 1, 1)
         tokens = (f"{n} video tokens (latent {'x'.join(map(str, latent))}, patch {pt}x{ph}x{pw})" if n is not None
                   else "not checked (the denoiser declares no patch size)")
     else:  # no latent grid without the VAE's weights: every rule but sp | tokens is still checked, by the same code
-        placements = [plan_placement(spec, replace(b, patch_size=None), cfg, plugins, (0, 0, 0), batch=batch)
-                      for b in builds]
         tokens = f"not checked (the plugin of {spec.id} gives no latent shape without loading its VAE)"
     mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
     abstracts = [abstract_model(b.ctor) for b in builds]
@@ -247,12 +229,11 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         f"files:      {', '.join(files) or 'none found'}",
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
-        *([f"passes:     {'; '.join(pass_steps)} (the largest pass is sized below)"] if pass_steps else []),
-        f"tokens:     {tokens}",
+        *plan_lines(plan),
+        f"tokens:     {tokens}" + (" (the largest pass)" if len(plan.passes) > 1 else ""),
         f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"
         + (" (the device's policy)" if device and cfg.model.dtype == getattr(peak, "policy", None) else ""),
-        f"mesh:       dp={mesh_plan.dp} tp={mesh_plan.tp} sp={mesh_plan.sp} over {jax.device_count()} "
-        f"{jax.default_backend()} device(s); attention {cfg.attention.backend}",
+        f"attention:  {cfg.attention.backend}",
         f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
         *denoiser,
         *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2], sizes[0].groups)) else []),

@@ -22,40 +22,62 @@ SEARCH = 512  # values tried for a suggestion (on each side of the given one, or
 TOP = 1 << 16  # above every size and frame count the config's bounds allow
 
 
-def check_grid(spec: Any, ckpt: Any, plugins: Any, builds: Sequence[Any], run: Any, grid: Sequence[int]) -> None:
-    """Raise a :class:`UserError` when ``grid`` (the latent (frames, height, width) of ``run``) does not fit every
-    denoiser of ``builds``: a patch that does not divide it, or more (or other) tokens than ``grid_limit``."""
-    latent = _latent_of(spec, ckpt, plugins, run)
+def misfits(builds: Sequence[Any], grid: Sequence[int]):
+    """Each rule ``grid`` breaks, in the order :func:`check_grid` reports them: ``(build, axis, kind, number)`` with
+    kind ``"patch"`` (the patch ``number`` does not divide the axis), ``"exact"`` (a learned table of ``number``
+    tokens) or ``"most"`` (more than ``number`` tokens)."""
     for build in builds:
         patch = tuple(build.patch_size or (1, 1, 1))
-        for axis, (key, name) in enumerate(AXES):
-            p = patch[axis]
-            if grid[axis] % p and not build.pads_to_patch:
-                fits = lambda g, a=axis, p=p: g[a] % p == 0  # noqa: E731
-                raise UserError(f"sampling.{key}={getattr(run.sampling, key)} makes a latent {name} of {grid[axis]}, "
-                                f"which the denoiser's patch of {p} along it (patch_size in {build.component}/"
-                                f"config.json) does not divide{_use(latent, spec, plugins, run, key, fits)}")
+        for axis in range(3):
+            if grid[axis] % patch[axis] and not build.pads_to_patch:
+                yield build, axis, "patch", patch[axis]
         limit = build.grid_limit
         if limit is None:
             continue
-        for axis, (key, name) in enumerate(AXES):
+        for axis in range(3):
             most = limit.most[axis]
             if most is None:
                 continue
             tokens = grid[axis] // patch[axis]
-            value = getattr(run.sampling, key)
             if limit.exact and tokens != most:
-                reach = lambda g, a=axis, p=patch[axis], m=most: g[a] // p >= m  # noqa: E731
-                fits = lambda g, a=axis, p=patch[axis], m=most: g[a] // p == m  # noqa: E731
-                start = _first(latent, key, reach)
-                raise UserError(f"sampling.{key}={value} makes {tokens} tokens along the {name}; {limit.what} fixes "
-                                f"it at {most}{_use(latent, spec, plugins, run, key, fits, start, +1)}")
-            if tokens > most:
-                over = lambda g, a=axis, p=patch[axis], m=most: g[a] // p > m  # noqa: E731
-                fits = lambda g, a=axis, p=patch[axis], m=most: g[a] // p <= m and g[a] % p == 0  # noqa: E731
-                start = _first(latent, key, over)
-                raise UserError(f"sampling.{key}={value} makes {tokens} tokens along the {name}, more than the {most} "
-                                f"of {limit.what}{_use(latent, spec, plugins, run, key, fits, start - 1 if start else None, -1)}")
+                yield build, axis, "exact", most
+            elif not limit.exact and tokens > most:
+                yield build, axis, "most", most
+
+
+def fits(builds: Sequence[Any], grid: Sequence[int]) -> bool:
+    """Whether ``grid`` fits every denoiser of ``builds`` (:func:`check_grid` without its message)."""
+    return next(misfits(builds, grid), None) is None
+
+
+def check_grid(spec: Any, ckpt: Any, plugins: Any, builds: Sequence[Any], run: Any, grid: Sequence[int]) -> None:
+    """Raise a :class:`UserError` when ``grid`` (the latent (frames, height, width) of ``run``) does not fit every
+    denoiser of ``builds``: a patch that does not divide it, or more (or other) tokens than ``grid_limit``."""
+    found = next(misfits(builds, grid), None)
+    if found is None:
+        return
+    build, axis, kind, n = found
+    latent = _latent_of(spec, ckpt, plugins, run)
+    key, name = AXES[axis]
+    value = getattr(run.sampling, key)
+    p = tuple(build.patch_size or (1, 1, 1))[axis]
+    if kind == "patch":
+        fits_patch = lambda g, a=axis, p=p: g[a] % p == 0  # noqa: E731
+        raise UserError(f"sampling.{key}={value} makes a latent {name} of {grid[axis]}, which the denoiser's patch "
+                        f"of {p} along it (patch_size in {build.component}/config.json) does not "
+                        f"divide{_use(latent, spec, plugins, run, key, fits_patch)}")
+    tokens, what = grid[axis] // p, build.grid_limit.what
+    if kind == "exact":
+        reach = lambda g, a=axis, p=p, m=n: g[a] // p >= m  # noqa: E731
+        exact = lambda g, a=axis, p=p, m=n: g[a] // p == m  # noqa: E731
+        start = _first(latent, key, reach)
+        raise UserError(f"sampling.{key}={value} makes {tokens} tokens along the {name}; {what} fixes it at "
+                        f"{n}{_use(latent, spec, plugins, run, key, exact, start, +1)}")
+    over = lambda g, a=axis, p=p, m=n: g[a] // p > m  # noqa: E731
+    within = lambda g, a=axis, p=p, m=n: g[a] // p <= m and g[a] % p == 0  # noqa: E731
+    start = _first(latent, key, over)
+    raise UserError(f"sampling.{key}={value} makes {tokens} tokens along the {name}, more than the {n} of "
+                    f"{what}{_use(latent, spec, plugins, run, key, within, start - 1 if start else None, -1)}")
 
 
 def _latent_of(spec: Any, ckpt: Any, plugins: Any, run: Any) -> Callable[[str, int], tuple[int, ...] | None]:

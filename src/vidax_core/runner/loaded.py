@@ -1,14 +1,17 @@
-"""A model loaded once and called many times: the weights stay placed, compiled steps are reused per shape.
+"""A model loaded once and called many times: the one place that orders a run.
 
-:class:`LoadedModel` is the run split in two. Construction checks the base config, opens the checkpoint and
-builds the denoisers (and, with ``load_weights``, places their weights); :meth:`LoadedModel.generate` makes one
-video from a per-call config with the same model, parallel layout and offload settings. ``vidax run``, the Python
-API (:mod:`vidax_core.api`), batches and ``vidax serve`` all go through it.
+:class:`LoadedModel` is the run split in two. Construction checks the base config, opens the checkpoint, builds
+the denoisers shape-only and plans the base call (:mod:`.plan`); with ``load_weights`` it places their weights.
+:meth:`LoadedModel.generate` runs one call's plan: encode the prompts, sample every pass (:mod:`.sampling`),
+decode, write the outputs (:mod:`.outputs`). ``vidax run``, the Python API (:mod:`vidax_core.api`), batches and
+``vidax serve`` all go through it; a call planned earlier (a served request, planned when it is posted) is run
+as planned.
 
 What stays between calls: the placed DiT weights (or their host pools when offloaded), the compiled step of each
-distinct call structure (a new shape compiles once), the VAE per conditioning structure, the prompt encoder as
-``runtime.text_encoder`` says (:mod:`.text_encoders`) and a cache of prompt embeddings. The checkpoint's tensor
-sources stay open, so a rebuilt VAE reads no file again.
+distinct call structure (a new shape compiles once), the VAE per :func:`vae_key` (frame count, size, options,
+``vae`` settings and kinds of media: not the seed, noise, prompts, media content or step recipe), the prompt
+encoder as ``runtime.text_encoder`` says (:mod:`.text_encoders`), a cache of prompt embeddings, and the
+checkpoint's parsed JSON configs and open tensor sources (a rebuilt VAE reads no file again).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import gc
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import jax
@@ -28,7 +32,7 @@ from vidax_core import attention, lora, precision
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
-from vidax_core.io import audio, noise, outputs, video
+from vidax_core.io import video
 from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.model_api import Decoded
 from vidax_core.parallel import distributed
@@ -38,16 +42,28 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import pipeline as P
 from vidax_core.runner import memory
-from vidax_core.runner.experts import check_switch_step
-from vidax_core.runner.grid_check import check_grid
+from vidax_core.runner.denoiser import Expert, build_dit, load_dit
+from vidax_core.runner.metrics import run_metrics
+from vidax_core.runner.outputs import write_call_outputs
+from vidax_core.runner.plan import CallPlan, Planner, check_vae_grids, plan_lines
 from vidax_core.runner.preflight import preflight
-from vidax_core.runner.progress import Reporter, Timer
+from vidax_core.runner.progress import Reporter, Timer, follow_chunks
+from vidax_core.runner.prompts import encode_prompts
+from vidax_core.runner.runtime import setup_runtime
+from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
 from vidax_core.runner.text_encoders import TextEncoders
 
-# Run keys a call may change; everything else (model, parallel layout, offload, attention, runtime) is the load's.
-CALL_KEYS = ("prompt", "negative_prompt", "image", "video", "sampling", "options", "output", "vae", "cache")
+
+@dataclass
+class RunResult:
+    """One call's final latents (the layout ``output.save_latents`` writes), frames, metrics and audio."""
+
+    latents: Any
+    frames: np.ndarray | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    audio: np.ndarray | None = None
+    sample_rate: int | None = None
 
 
 def structure_key(cfg: RunConfig, *extra: Any) -> str:
@@ -62,13 +78,14 @@ def structure_key(cfg: RunConfig, *extra: Any) -> str:
 
 
 def vae_key(cfg: RunConfig) -> str:
-    """What a family's ``build_vae`` may read from the run: everything but the prompts, outputs and step recipe."""
-    d = to_dict(cfg)
-    for k in ("prompt", "negative_prompt", "output", "lora"):
-        d.pop(k, None)
-    d["sampling"] = {k: v for k, v in d["sampling"].items()
-                     if k not in ("num_steps", "guidance_scale", "guidance_scale_2", "scheduler", "max_sequence_length")}
-    return repr(d)
+    """What decides a VAE build (docs/python-api.md): the call's frame count and size, its ``options`` and ``vae``
+    settings, and which kinds of media it gives (an image, a clip, an initial-noise file), never their content.
+    The prompts, seed, noise values, media content and step recipe change no VAE program or weight; a VAE that
+    reads some of them while decoding takes them through ``for_call`` (:class:`vidax_core.model_api.VideoAutoencoder`)."""
+    s = cfg.sampling
+    options = sorted(dict(cfg.options or {}).items(), key=lambda kv: kv[0])
+    return repr((s.num_frames, s.height, s.width, options, to_dict(cfg)["vae"], cfg.image is not None,
+                 cfg.video is not None, s.initial_noise is not None))
 
 
 def _media_stamp(path: str | None) -> Any:
@@ -94,22 +111,6 @@ def prompt_key(cfg: RunConfig, text: Any) -> str:
     return repr((text, d))
 
 
-@dataclasses.dataclass
-class CallPlan:
-    """A call's passes with their samplers, guidance, latent grids and sampling plans, checked for placement."""
-
-    cfg: RunConfig
-    passes: list
-    samplers: list
-    guides: list
-    grids: list
-    splans: list
-
-    @property
-    def total_steps(self) -> int:
-        return int(sum(s.num_steps for s in self.splans))
-
-
 class LoadedModel:
     """One model, loaded for many calls. ``load_weights=False`` stops after every check that reads no weight
     (a batch validates its lines, then calls :meth:`load_weights`)."""
@@ -127,13 +128,13 @@ class LoadedModel:
         self.spec = spec = plugins.registry.get(cfg.model.id)
         preflight(cfg, spec, plugins)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
-        P.setup_runtime(cfg)
+        setup_runtime(cfg)
         self.backend = attention.set_backend(cfg.attention.backend)  # before anything that attends is traced
         self.ckpt = ckpt = checkpoint_for_run(cfg, spec, plugins)
         ckpt.progress = self.reporter.byte_progress
         ckpt.keep_open = True
         self.reporter.log(f"model {spec.id} ({spec.family}) from {ckpt.source}; attention backend {self.backend}")
-        self.builds = P.build_dit(spec, ckpt, cfg, plugins)
+        self.builds = build_dit(spec, ckpt, cfg, plugins)
         self._heads = _TensorHeads(ckpt) if cfg.lora_mode == "unfused" else ckpt  # re-checked per call
         self.adapters = lora.prepare(cfg, spec, self._heads, self.builds, plugins)  # before any weight is read
         if cfg.lora_mode == "unfused":  # the builds then carry factor parameters beside their kernels
@@ -144,21 +145,21 @@ class LoadedModel:
         for s in self.adapters.summaries:
             self.reporter.log(s.line() + (" (fused at load)" if cfg.lora_mode == "fused" else
                                           " (unfused: its factors are step inputs, swappable per call)"))
+        self.planner = Planner(spec, ckpt, plugins, self.builds)
         self.tracker = offloadlib.ResidentTracker()
-        self.experts: list[P.Expert] = []
+        self.experts: list[Expert] = []
         self._vaes: dict[str, Any] = {}
         self.encoders = TextEncoders(self._build_encoder, getattr(cfg.runtime, "text_encoder", "host"))
-        self._mesh = None
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
+        self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.load_s = time.perf_counter() - t0
-        self.first_plan = self.plan_call(cfg, build_vae=False)
         if load_weights:
             self.load_weights()
 
     # -- loading ---------------------------------------------------------------------------------------------
 
     def load_weights(self) -> None:
-        """Place every expert's weights with the base config's placement (already checked)."""
+        """Place every expert's weights with the base call's placement (already checked)."""
         if self.experts:
             return
         with memory.window() as w:
@@ -167,20 +168,10 @@ class LoadedModel:
 
     def _load_weights(self) -> None:
         t0 = time.perf_counter()
-        cfg = self.base
-        plan = self.plan_call(cfg)
-        builds = self.builds if all(plan.grids) else [dataclasses.replace(b, patch_size=None) for b in self.builds]
-        placements = P.place_passes(self.spec, builds, plan.passes, [g or (0, 0, 0) for g in plan.grids],
-                                    plan.guides, self.plugins)[0]
-        self._mesh = placements[0].mesh
-        p0, guide, passes = placements[0].plan, plan.guides[0], plan.passes
-        self.reporter.log(
-            f"mesh dp={p0.dp} tp={p0.tp} sp={p0.sp} over {p0.size} of {jax.device_count()} devices"
-            + (f", offloading {', '.join(placements[0].offload_groups)}" if placements[0].offload_groups else "")
-            + (f"; {len(self.builds)} experts switched by timestep" if len(self.builds) > 1 else "")
-            + f"; guidance {guide.describe()} ({len(guide.branches)} branch{'es' if len(guide.branches) > 1 else ''})"
-            + (f"; {len(passes)} passes: " + ", ".join(f"{p.run.sampling.width}x{p.run.sampling.height}"
-                                                       for p in passes) if len(passes) > 1 else ""))
+        cfg, plan = self.base, self.first_plan
+        placements = plan.placements[0]
+        if len(self.builds) > 1:
+            self.reporter.log(f"{len(self.builds)} experts switched by timestep")
         if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
             with precision.scope(cfg):
                 self._encode_call(plan)
@@ -190,17 +181,17 @@ class LoadedModel:
             if placement.offload_groups and cfg.offload.storage == "disk":  # refused before any weight is read
                 files = tuple(check_streamable(self.ckpt.tensors(build.component),
                                                f"{self.ckpt.source} ({build.component})"))
-            build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
-                                      put=placement.put, adapters=self.adapters)
+            build, model = load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
+                                    put=placement.put, adapters=self.adapters)
             if placement.offload_groups:
                 host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
                                   placement.specs, placement.mesh, storage=cfg.offload.storage, files=files,
                                   extra={"component": build.component, "lora": repr(cfg.lora), "mode": cfg.lora_mode},
                                   log=self.reporter.log)
-                self.experts.append(P.Expert(build, placement, model, host=host))
+                self.experts.append(Expert(build, placement, model, host=host))
             else:
                 graphdef, params = nnx.split(model)
-                self.experts.append(P.Expert(build, placement, None, graphdef, params))
+                self.experts.append(Expert(build, placement, None, graphdef, params))
                 self.tracker.base += sharding.per_device_bytes(params)
             del model
             self.ckpt.forget(build.component)  # placed: the file is unmapped (a disk cache is its own file)
@@ -243,22 +234,23 @@ class LoadedModel:
 
     @property
     def mesh(self):
-        if self._mesh is None:
-            self._mesh = P.plan_placement(self.spec, self.builds[0], self.base, self.plugins,
-                                          self.first_plan.grids[0] or (0, 0, 0),
-                                          batch=P.expected_batch(self.first_plan.guides[0])).mesh
-        return self._mesh
+        """The mesh of the base call's placement (the weights live on it)."""
+        return self.first_plan.placements[0][0].mesh
 
-    def vae(self, cfg: RunConfig) -> Any:
-        key = vae_key(cfg)
+    def vae(self, run: RunConfig) -> Any:
+        """The VAE for ``run``: built by the plugin once per :func:`vae_key`, then given the call's own values
+        (``for_call``) where the VAE takes them."""
+        key = vae_key(run)
         if key not in self._vaes:
-            vae = self.plugins.call("build_vae", self.spec, ckpt=self.ckpt, run=cfg)
+            vae = self.plugins.call("build_vae", self.spec, ckpt=self.ckpt, run=run)
             if vae is None:
                 raise UserError(f"the plugin of {self.spec.id} provides no VAE")
             if len(self._vaes) >= 4:
                 self._vaes.pop(next(iter(self._vaes)))
             self._vaes[key] = vae
-        return self._vaes[key]
+        vae = self._vaes[key]
+        for_call = getattr(vae, "for_call", None)
+        return for_call(run) if callable(for_call) else vae
 
     # -- checking a call -------------------------------------------------------------------------------------
 
@@ -273,45 +265,19 @@ class LoadedModel:
         cfg = config_mod.validate(data)
         return cfg
 
-    def plan_call(self, cfg: RunConfig, *, build_vae: bool = True) -> CallPlan:
-        """Every check a run makes for ``cfg`` before sampling; with ``build_vae=False`` the latent grid comes
-        from the plugin's ``vae_latent_shape`` (no weight read) and a grid it cannot give skips the token rule."""
-        spec, ckpt, plugins = self.spec, self.ckpt, self.plugins
+    def plan_call(self, cfg: RunConfig, vae: Any = None) -> CallPlan:
+        """Every check a call of ``cfg`` makes before sampling, and the plan it runs (:class:`.plan.Planner`):
+        a call config other than the base is checked as a run checks its config first."""
         if cfg is not self.base:
-            preflight(cfg, spec, plugins)
-            check_load_bound(spec, self.base, cfg)
-        build_vae = build_vae and cfg.sampling.num_frames is not None  # a predicted count: no grid before encoding
-        passes = P.sampling_passes(spec, ckpt, cfg, plugins)
-        samplers = [P.select_sampler(spec, ckpt, p.run, plugins) for p in passes]
-        guides = [P.select_guidance(spec, ckpt, p.run, plugins) for p in passes]
-        if build_vae:
-            vae = self.vae(passes[-1].run)
-            grids = [tuple(vae.latent_shape(p.run.sampling.num_frames, p.run.sampling.height, p.run.sampling.width))
-                     for p in passes]
-        else:
-            grids = []
-            for p in passes:
-                g = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
-                grids.append(tuple(int(v) for v in g) if g is not None else None)
-        for p, grid, guide in zip(passes, grids, guides):
-            if grid is not None:  # the denoiser's patch and position limits, before the parallel rules
-                check_grid(spec, ckpt, plugins, self.builds, p.run, grid)
-            builds = self.builds if grid is not None else [dataclasses.replace(b, patch_size=None) for b in self.builds]
-            P.place_passes(spec, builds, [p], [grid or (0, 0, 0)], [guide], plugins)
-        splans = [P.sampling_plan(spec, ckpt, p.run, plugins, s, g) if g is not None else None
-                  for p, s, g in zip(passes, samplers, grids)]
-        for p, sp in zip(passes, splans):
-            check_switch_step(p.run.sampling.boundary_step_index, self.builds, sp.num_steps if sp else None, spec.id)
-        if cfg.sampling.initial_noise and grids[0] is not None:  # what the first pass takes as latents=
-            noise.check_noise_shapes(cfg.sampling.initial_noise, self.builds[0].latent_shape(1, grids[0]))
-        return CallPlan(cfg, passes, samplers, guides, grids, splans)
+            preflight(cfg, self.spec, self.plugins)
+            check_load_bound(self.spec, self.base, cfg)
+        return self.planner.plan(cfg, vae)
 
     # -- one call --------------------------------------------------------------------------------------------
 
     def _encode_call(self, plan: CallPlan) -> dict[str, Any]:
         """The contexts of every prompt kind the call's guidance reads, from the embedding cache or the encoder.
-        All kinds are encoded together, as a run encodes them (a plugin may treat the prompt and the negative
-        prompt differently by position), so the cache holds them together too."""
+        All kinds are encoded together, as a run encodes them, so the cache holds them together too."""
         kinds = list(dict.fromkeys(k for g in plan.guides for k in g.prompts))
         cfg = plan.cfg
         key = prompt_key(cfg, tuple((k, cfg.prompt if k == PROMPT else cfg.negative_prompt) for k in kinds))
@@ -320,32 +286,37 @@ class LoadedModel:
         if found is None:
             encoder = self.encoders.acquire()
             try:
-                found = P.encode_with(self.spec, encoder, cfg, self.plugins, kinds, self.mesh)
+                found = encode_prompts(self.spec, encoder, cfg, self.plugins, kinds, self.mesh)
             finally:
                 self.encoders.release(final=self.single)
             self.encoders.store(key, found)
         self._encoded = (cfg, found, time.perf_counter() - t0)
         return found
 
-    def generate(self, cfg: RunConfig | None = None, *, on_progress: Callable[[int, int], None] | None = None,
-                 cancel: Any = None, write_outputs: bool = True) -> P.RunResult:
-        """One video from ``cfg`` (a call config of this model; default: the base config)."""
+    def generate(self, cfg: RunConfig | None = None, *, plan: CallPlan | None = None,
+                 on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
+                 write_outputs: bool = True) -> RunResult:
+        """One video from ``cfg`` (a call config of this model; default: the base config), or from ``plan``
+        (:meth:`plan_call`'s, made earlier: it is run as planned)."""
         if self.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
+        if plan is not None:
+            cfg = plan.cfg
         cfg = cfg or self.base
+        if plan is None and cfg is self.base:
+            plan = self.first_plan
         with self._lock, precision.scope(cfg):
-            return self._generate(cfg, on_progress, cancel, write_outputs)
+            return self._generate(cfg, plan, on_progress, cancel, write_outputs)
 
-    def _predict_frames(self, cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+    def _predict_frames(self, cfg: RunConfig, plan: CallPlan | None) -> tuple[RunConfig, dict | None]:
         """A call without ``sampling.num_frames`` on a model that predicts it: encode the prompts (or take the
         encoding made during the load), ask the plugin (hook ``predict_num_frames``), and return the call's config
         with the count, its encoding kept for the call."""
         if cfg.sampling.num_frames is not None:
             return cfg, None
-        plan = self.plan_call(cfg, build_vae=False)
         pre = getattr(self, "_encoded", None)
         if pre is None or pre[0] is not cfg:  # not encoded during the load
-            self._encode_call(plan)
+            self._encode_call(plan if plan is not None else self.plan_call(cfg))
         _, found, encode_s = self._encoded
         answer = self.plugins.call("predict_num_frames", self.spec, ckpt=self.ckpt, run=cfg, context=found[PROMPT])
         if answer is None:
@@ -359,8 +330,10 @@ class LoadedModel:
                                                     for k, v in info.items()))
         return new, info
 
-    def _generate(self, cfg: RunConfig, on_progress, cancel, write_outputs: bool) -> P.RunResult:
-        cfg, predicted = self._predict_frames(cfg)
+    def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool) -> RunResult:
+        cfg, predicted = self._predict_frames(cfg, plan)
+        if predicted:  # the frame count is known now: the call is planned with it
+            plan = None
         timer = Timer()
         reporter = self.reporter
         first_call = not getattr(self, "_called", False)
@@ -369,10 +342,16 @@ class LoadedModel:
             timer.add("load_s", self.load_s)
             timer.start -= self.load_s
         t0 = time.perf_counter()
-        plan = self.plan_call(cfg)
+        if plan is None:
+            plan = self.plan_call(cfg)
         self.load_weights()
         self.use_adapters(cfg)
         vae = self.vae(plan.passes[-1].run)
+        if not plan.complete:  # a family whose latent grid only its built VAE gives
+            plan = self.planner.plan(cfg, vae)
+        check_vae_grids(self.spec, plan, vae)
+        for line in plan_lines(plan):
+            reporter.log(line)
         timer.add("load_s", time.perf_counter() - t0)
 
         pre = getattr(self, "_encoded", None)
@@ -385,33 +364,28 @@ class LoadedModel:
         timer.add("encode_s", encode_s)
 
         progress = _Progress(plan.total_steps, on_progress, cancel)
-        results: list[P.PassResult] = []
+        results: list[PassResult] = []
         with memory.window() as self.memory_phases["sampling"]:
             passes = plan.passes
             for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
                                                                    plan.splans)):
                 given = None
                 if k == 0 and cfg.sampling.initial_noise:
-                    given = P.initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
+                    given = initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
                 elif p.carry is not None and results:
                     reporter.log(f"{p.name}: carrying the latents over")
                     given = p.carry(results[-1].final, vae)
-                results.append(P.sample_pass(
+                results.append(sample_pass(
                     self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
                     guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
                     label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
                     step_key=structure_key(p.run, k, p.name)))
-            last = results[-1]
-            final = last.final
-            out = cfg.output
-            writer = distributed.is_writer() and write_outputs  # under jax.distributed only process 0 writes
-            if out.save_latents and writer:
-                P.save_latents(out.save_latents, final)
+            final = results[-1].final
 
         t0 = time.perf_counter()
         dbar = reporter.bar(None, "decoding", unit="chunk")
         with memory.window() as self.memory_phases["decode"]:
-            decoded = vae.decode_video(final, on_chunk=P._follow(dbar), tiling=cfg.vae.tiling)
+            decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar), tiling=cfg.vae.tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))
@@ -421,22 +395,14 @@ class LoadedModel:
                          f"{cfg.sampling.width}x{cfg.sampling.height}")
             frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
         timer.add("decode_s", time.perf_counter() - t0)
-        if out.save_frames and writer:
-            outputs.save_npy(out.save_frames, frames.astype(np.float32))
-        if out.save_audio and writer:
-            save_audio(out.save_audio, decoded, reporter)
-        if out.path and writer:
-            write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
-        metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
+        metrics = run_metrics(self.spec, cfg, plan, results, timer, decoded, experts=self.experts,
+                              tracker=self.tracker, backend=self.backend, memory_phases=self.memory_phases,
+                              prompt_cache_hits=self.encoders.hits)
         if predicted:
             metrics["predicted"] = predicted
-        if writer:
-            from vidax_core.runner.cache_run import write_calibration
-
-            write_calibration(cfg, metrics)
-        if out.metrics and writer:
-            outputs.save_json(out.metrics, metrics)
-        return P.RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+        if write_outputs and distributed.is_writer():  # under jax.distributed only process 0 writes
+            write_call_outputs(cfg, final, frames, decoded, metrics, reporter)
+        return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
 
     def close(self) -> None:
         """Free the device memory this model holds; later calls are refused."""
@@ -451,8 +417,6 @@ class LoadedModel:
             self.encoders.close()
             if hasattr(self.ckpt, "close"):
                 self.ckpt.close()
-            import gc
-
             gc.collect()
 
 
@@ -463,25 +427,6 @@ def check_load_bound(spec: Any, base: RunConfig, cfg: RunConfig) -> None:
         if opt.load_bound and was != now:
             raise UserError(f"options.{name} is fixed when {spec.id} loads ({was!r} here; this call asks {now!r}): "
                             f"load the model again with options.{name}={now}")
-
-
-def write_video(path: str, frames: np.ndarray, fps: int, wave: Any = None, sample_rate: Any = None) -> None:
-    """The mp4 of one video (with its audio track when the model makes sound)."""
-    video.write_mp4(path, frames, fps)
-    if wave is not None:
-        audio.mux_audio(path, wave[0], int(sample_rate or 16000))
-
-
-def save_audio(path: str, decoded: Decoded, reporter: Any) -> None:
-    """``output.save_audio``: the first video's waveform as a 16-bit PCM .wav, or every video's as float32
-    (B, samples, channels) .npy (exact, for parity checks); a model without sound writes nothing and says so."""
-    if decoded.audio is None:
-        reporter.log(f"output.save_audio: this model makes no sound, {path} is not written")
-        return
-    if path.lower().endswith(".wav"):
-        outputs.write_atomic(path, lambda tmp: audio.write_wav(tmp, decoded.audio[0], int(decoded.sample_rate)))
-    else:
-        outputs.save_npy(path, np.asarray(decoded.audio, np.float32))
 
 
 class _TensorHeads:
@@ -515,7 +460,7 @@ class _Progress:
             self.on_progress(self.done, self.total)
 
 
-def run(cfg: RunConfig, plugins: Any, reporter: Any = None) -> "P.RunResult":
+def run(cfg: RunConfig, plugins: Any, reporter: Any = None) -> RunResult:
     """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
     for one call (``vidax run``)."""
     model = LoadedModel(cfg, plugins, reporter, single=True)

@@ -41,6 +41,17 @@ class Reporter:
         return update
 
 
+def follow_chunks(bar: tqdm) -> Callable[[int, int], None]:
+    """``on_chunk(done, total)`` for a bar: the VAE says how many chunks there are and how many are done."""
+
+    def on_chunk(done: int, total: int) -> None:
+        if total and bar.total != total:
+            bar.total = total
+        bar.update(max(done - bar.n, 0))
+
+    return on_chunk
+
+
 def close_bars() -> None:
     """Close every open bar (each ends its line), so an ``error:`` line printed next starts its own line and no
     bar is redrawn after it when the failed work's frames are collected."""

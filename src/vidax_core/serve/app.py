@@ -23,10 +23,10 @@ from vidax_core.serve.limits import Limits
 
 
 def run_locally(pipe: Any) -> Callable[[Job, Callable[[int, int], None]], None]:
-    """A job's work on one process: the pipe call, then the mp4 write."""
+    """A job's work on one process: the call planned when the job was posted, then the mp4 write."""
 
     def run(job: Job, on_progress: Callable[[int, int], None]) -> None:
-        out = pipe(**job.plan.kwargs, on_progress=on_progress, cancel=job.cancel)
+        out = pipe.run(job.plan.call, on_progress=on_progress, cancel=job.cancel)
         out.save(job.video_path)
 
     return run
@@ -88,25 +88,17 @@ class App:
 
 
 def page_info(pipe: Any, limits: Limits) -> dict[str, Any]:
-    """What the page offers: the config's defaults, a size step and the frame counts the model accepts (found by
-    asking ``pipe.resolve``), within the server's limits."""
+    """What the page offers: the config's defaults, a size step and the frame counts the model accepts (by its
+    own rules, ``pipe.accepts``: no call is planned), within the server's limits."""
     base = pipe.config
     s = base.sampling
     fps = int(base.output.fps or pipe.fps)
     defaults = {"prompt": base.prompt, "width": s.width, "height": s.height, "num_frames": s.num_frames,
                 "num_steps": s.num_steps, "seed": s.seed}
-
-    def valid(**kwargs: Any) -> bool:
-        try:
-            pipe.resolve(**kwargs)
-            return True
-        except UserError:
-            return False
-
     size_step = next((k for k in (1, 2, 4, 8, 16, 32, 64, 128)
-                      if valid(width=s.width + k, height=s.height + k)), 16)
+                      if pipe.accepts(width=s.width + k, height=s.height + k)), 16)
     top = min(limits.max_frames, max(4 * (s.num_frames or 0), 33), 257)  # null: the model predicts it
-    frames = [n for n in range(1, top + 1) if valid(num_frames=n)] or [s.num_frames]
+    frames = [n for n in range(1, top + 1) if pipe.accepts(num_frames=n)] or [s.num_frames]
     max_side = max(size_step, 2 * math.isqrt(limits.max_pixels) // size_step * size_step)
     return {"model": str(pipe.spec.id), "fps": fps, "defaults": defaults, "size_step": size_step,
             "frame_choices": frames, "max_side": max_side, "max_steps": limits.max_steps,

@@ -80,7 +80,7 @@ class LeaderRunner:
 
     def __call__(self, job, on_progress: Callable[[int, int], None]) -> None:
         send(job_message(job.plan.kwargs, job.image_path))
-        out = self.pipe(**job.plan.kwargs, on_progress=on_progress, cancel=lambda: agreed(job.cancel.is_set()))
+        out = self.pipe.run(job.plan.call, on_progress=on_progress, cancel=lambda: agreed(job.cancel.is_set()))
         out.save(job.video_path)
 
     def idle(self) -> None:

@@ -2,8 +2,8 @@
 
 The fields are the OpenAI videos API's (``prompt``, ``model``, ``seconds``, ``size``, ``input_reference``) plus
 vidax's sampling names. Form data carries every value as text, JSON carries typed values; both end in the same
-:class:`VideoRequest`. :func:`plan` then asks the pipe itself (``pipe.resolve``) whether the call is valid, so a
-request is refused with the same words ``vidax run`` would print, before it is queued.
+:class:`VideoRequest`. :func:`plan` then has the pipe itself plan the call (``pipe.prepare``), so a request is
+refused with the same words ``vidax run`` would print, before it is queued; the worker runs that very plan.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class VideoRequest:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a valid request will run: the call's keywords and what the video object reports."""
+    """What a valid request will run: the call's keywords, the pipe's plan of it (``call``: what the worker runs)
+    and what the video object reports."""
 
     prompt: str
     kwargs: dict[str, Any]
@@ -61,6 +62,7 @@ class Plan:
     num_frames: int
     num_steps: int
     fps: int
+    call: Any = None
 
 
 def from_json(body: bytes, limits: Limits) -> VideoRequest:
@@ -142,7 +144,7 @@ def check_image(data: bytes) -> Upload:
 
 def plan(req: VideoRequest, pipe: Any, limits: Limits, image_path: str | None,
          served_model: str) -> Plan:
-    """The call for ``req`` on ``pipe``, validated by ``pipe.resolve`` and held to ``limits``."""
+    """The call for ``req`` on ``pipe``, planned by ``pipe.prepare`` and held to ``limits``."""
     v = req.values
     if "prompt" not in v or not v["prompt"].strip():
         raise UserError("prompt is required: describe the video to generate")
@@ -168,7 +170,8 @@ def plan(req: VideoRequest, pipe: Any, limits: Limits, image_path: str | None,
     for key in ("height", "width"):
         if key in kwargs and kwargs[key] < 1:
             raise UserError(f"{key} must be a positive number of pixels, got {kwargs[key]}")
-    cfg = pipe.resolve(prompt=v["prompt"], **kwargs)
+    call = pipe.prepare(prompt=v["prompt"], **kwargs)
+    cfg = call.cfg
     s = cfg.sampling
     _at_most("num_steps", s.num_steps, limits.max_steps, "--max-steps")
     _at_most("num_frames", s.num_frames, limits.max_frames, "--max-frames")
@@ -177,7 +180,7 @@ def plan(req: VideoRequest, pipe: Any, limits: Limits, image_path: str | None,
                         f"limit of {limits.max_pixels} (--max-pixels)")
     fps = int(cfg.output.fps or pipe.fps)
     return Plan(v["prompt"], {"prompt": v["prompt"], **kwargs}, f"{s.width}x{s.height}",
-                _seconds_text(s.num_frames, fps), int(s.num_frames), int(s.num_steps), fps)
+                _seconds_text(s.num_frames, fps), int(s.num_frames), int(s.num_steps), fps, call)
 
 
 def _kind(name: str) -> str:

@@ -22,7 +22,7 @@ def converted_tree_problems(plugins: Any, overrides: Sequence[str]) -> list[str]
     dtype differs from the model built shape-only (empty when the checkpoint fills the model exactly)."""
     from vidax_core.io.checkpoint import checkpoint_for_run
     from vidax_core.nn.state import abstract_model
-    from vidax_core.runner.pipeline import build_dit
+    from vidax_core.runner.denoiser import build_dit
 
     cfg = resolve(plugins, overrides)
     spec = plugins.registry.get(cfg.model.id)
@@ -54,7 +54,7 @@ def sharding_table(plugins: Any, overrides: Sequence[str]) -> dict[str, list]:
 
     from vidax_core.io.checkpoint import checkpoint_for_run
     from vidax_core.parallel import sharding
-    from vidax_core.runner.pipeline import build_dit
+    from vidax_core.runner.denoiser import build_dit
 
     cfg = resolve(plugins, overrides)
     spec = plugins.registry.get(cfg.model.id)

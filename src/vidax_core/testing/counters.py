@@ -1,5 +1,6 @@
-"""Counting what a call really does: XLA backend compiles and the files it opens (a test asserts that a second
-call of the same shape compiles nothing and reads no weight file)."""
+"""Counting what a call really does: XLA backend compiles, the files it opens and the checkpoint tensors it reads
+(a test asserts that a second call of the same shape compiles nothing, opens no weight file and places no
+weight)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,18 @@ class Counters:
 
         monkeypatch.setattr(builtins, "open", counting_open)
         monitoring.register_event_duration_secs_listener(self._on_event)
+        self.tensor_reads = 0  # checkpoint tensors read to be placed (every weight goes through a lazy leaf)
+        from vidax_core.io import lazy
+
+        def counted(real):
+            def read(*a, **k):
+                self.tensor_reads += 1
+                return real(*a, **k)
+
+            return read
+
+        monkeypatch.setattr(lazy.Part, "read", counted(lazy.Part.read))
+        monkeypatch.setattr(lazy, "_rows", counted(lazy._rows))
 
     def _on_event(self, name: str, _secs: float, **_kw) -> None:
         self.events[name] += 1
@@ -34,6 +47,7 @@ class Counters:
     def reset(self) -> None:
         self.opens.clear()
         self.events.clear()
+        self.tensor_reads = 0
 
     @property
     def weight_opens(self) -> list[str]:

@@ -68,7 +68,7 @@ def _main(path: str) -> int:
     from vidax_core import config as config_mod
     from vidax_core.errors import UserError
     from vidax_core.plugins import get_plugins
-    from vidax_core.runner import loaded, pipeline
+    from vidax_core.runner import loaded, sampling
     from vidax_core.runner.progress import Reporter
 
     with open(path) as f:
@@ -81,9 +81,9 @@ def _main(path: str) -> int:
     for name, extra in spec["configs"].items():
         overrides = list(spec["base"]) + [f"output.path={os.path.join(spec['work'], name + '.mp4')}",
                                           "output.overwrite=true"] + list(extra)
-        draw = pipeline._draw_noise
+        draw = sampling._draw_noise
         if name in spec.get("moved", ()):
-            pipeline._draw_noise = _one_ulp_noise(draw)
+            sampling._draw_noise = _one_ulp_noise(draw)
         try:
             cfg = config_mod.resolve(None, overrides, plugins.preset_for)
             res = loaded.run(cfg, plugins, Reporter(quiet=True))
@@ -91,7 +91,7 @@ def _main(path: str) -> int:
             results[name] = {"error": str(exc)}
             continue
         finally:
-            pipeline._draw_noise = draw
+            sampling._draw_noise = draw
         ref = res.latents if ref is None else ref
         m = res.metrics
         results[name] = {"rel": _rel(res.latents, ref), "parallel": m["parallel"], "offload": m["offload"],

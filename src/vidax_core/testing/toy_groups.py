@@ -3,7 +3,7 @@
 ``ToyGroupsPlugin(double, single)`` registers model ``toy-groups`` whose denoiser has a ``double_blocks`` group of
 ``double`` blocks and a ``single_blocks`` group of ``single`` blocks (both streamable), plus non-block parameters,
 and a decoy parameter whose name ends in ``blocks`` but is no group. It implements no ``bench_reference``, no VAE
-and no weights: only what ``vidax run --dry-run`` and the bench's planning read. ``toy_checkpoint(dir)`` writes
+and no weights: only what ``vidax run --dry-run`` and the bench's planning read (its latent grid and sampler). ``toy_checkpoint(dir)`` writes
 the one file its checkpoint folder needs.
 """
 
@@ -88,6 +88,12 @@ class ToyGroupsPlugin:
     @hookimpl
     def offload_block_groups(self, spec, model):
         return ["double_blocks", "single_blocks"]
+
+    @hookimpl
+    def scheduler(self, spec, ckpt, run):
+        from vidax_core.schedulers.base import get_sampler
+
+        return get_sampler("flow_euler")
 
     @hookimpl
     def vae_latent_shape(self, spec, ckpt, run):

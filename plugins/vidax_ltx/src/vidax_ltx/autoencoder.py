@@ -36,6 +36,11 @@ class DecodeSettings:
     noise_scale: float | None = None
     seed: int = 0
 
+    @classmethod
+    def of(cls, run: Any) -> "DecodeSettings":
+        o = run.options
+        return cls(float(o.get("decode_timestep") or 0.0), o.get("decode_noise_scale"), int(run.sampling.seed))
+
 
 class LTXVideoAutoencoder:
     """Wraps the VAE helper's model (``vidax_ltx.vae``) with the pipeline's token layout and latent statistics."""
@@ -47,6 +52,14 @@ class LTXVideoAutoencoder:
 
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
         return latent_grid(num_frames, height, width, self.temporal_factor, self.spatial_factor)
+
+    def for_call(self, run: Any) -> "LTXVideoAutoencoder":
+        """This VAE (same weights and programs) with the call's decode settings: its seed and decode options."""
+        import copy
+
+        new = copy.copy(self)
+        new.decode = DecodeSettings.of(run)
+        return new
 
     def _stats(self) -> tuple[np.ndarray, np.ndarray, float]:
         c = self.cfg

@@ -13,6 +13,7 @@ image is encoded). Audio: audio VAE to a mel spectrogram, vocoder to a waveform 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,14 @@ class LTX2Autoencoder:
         c = self.video_cfg
         return latent_grid(num_frames, height, width, int(c.temporal_compression_ratio or 8),
                            int(c.spatial_compression_ratio or 32))
+
+    def for_call(self, run: Any) -> "LTX2Autoencoder":
+        """These decoders (same weights and programs) with the call's seed, noise file and decode options."""
+        o = run.options
+        return dataclasses.replace(
+            self, decode_timestep=float(o.get("decode_timestep") or 0.0),
+            decode_noise_scale=None if o.get("decode_noise_scale") is None else float(o["decode_noise_scale"]),
+            seed=int(run.sampling.seed), noise_path=run.sampling.initial_noise)
 
     def audio_shape(self, num_frames: int, frame_rate: float) -> tuple[int, int, int]:
         """(channels, latent frames, latent mel bins) of the audio latents for a video of ``num_frames`` at
@@ -131,8 +140,4 @@ def load(ckpt: Any, run: Any) -> LTX2Autoencoder:
     audio = load_audio_vae(LTX2AudioVAEConfig.from_config(ckpt.config("audio_vae")), ckpt.tensors("audio_vae"),
                            with_encoder=False)
     vocoder = load_audio_vocoder(ckpt.config("vocoder"), ckpt.tensors("vocoder"))
-    o = run.options
-    return LTX2Autoencoder(video, cfg, audio, vocoder, float(o.get("decode_timestep") or 0.0),
-                           None if o.get("decode_noise_scale") is None else float(o["decode_noise_scale"]),
-                           int(run.sampling.seed), diffusion=diffusion, placement=placement,
-                           noise_path=run.sampling.initial_noise)
+    return LTX2Autoencoder(video, cfg, audio, vocoder, diffusion=diffusion, placement=placement).for_call(run)

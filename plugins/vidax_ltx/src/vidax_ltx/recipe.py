@@ -74,6 +74,5 @@ def load_vae(ckpt, run):
         uses_condition_pipeline(run) or run.sampling.initial_noise is None)
     model = vae_lib.load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder)
     t, sp = vae_factors(raw)
-    s, o = run.sampling, run.options
-    decode = DecodeSettings(float(o.get("decode_timestep") or 0.0), o.get("decode_noise_scale"), int(s.seed))
-    return LTXVideoAutoencoder(model, cfg, latent_grid(s.num_frames, s.height, s.width, t, sp), decode)
+    s = run.sampling
+    return LTXVideoAutoencoder(model, cfg, latent_grid(s.num_frames, s.height, s.width, t, sp), DecodeSettings.of(run))

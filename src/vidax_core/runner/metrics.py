@@ -1,0 +1,116 @@
+"""The metrics record of one generated video (``output.metrics``) and the one-line summary ``vidax run`` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+import psutil
+
+from vidax_core import attention, precision
+from vidax_core.config import RunConfig
+from vidax_core.model_api import Decoded
+from vidax_core.runner import memory, throughput
+from vidax_core.runner.progress import Timer
+
+
+def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Timer, decoded: Decoded, *,
+                experts: list, tracker: Any, backend: str, memory_phases: dict, prompt_cache_hits: int) -> dict[str, Any]:
+    """The metrics record of one generated video (``output.metrics``): ``plan`` the call's plan, ``results`` its
+    passes' :class:`vidax_core.runner.sampling.PassResult`, ``experts`` and ``tracker`` the loaded denoisers and
+    their resident bytes, ``memory_phases`` the anonymous memory per phase of this load and call."""
+    passes, samplers = plan.passes, plan.samplers
+    last = results[-1]
+    step_times = [t for r in results for t in r.step_times]
+    compile_s = sum(max(r.step_times[0] - _steady(r.step_times), 0.0) for r in results)
+    timer.add("compile_s", compile_s)
+    timer.add("sampling_s", float(sum(step_times)))
+    offloaded = [e for e in experts if e.placement.offload_groups]
+    placement0 = experts[0].placement
+    p0 = placement0.plan
+    metrics = {
+        "model": spec.id,
+        "load_s": timer.phases.get("load_s", 0.0),
+        "encode_s": timer.phases.get("encode_s", 0.0),
+        "compile_s": timer.phases.get("compile_s", 0.0),
+        "sampling_s": timer.phases.get("sampling_s", 0.0),
+        "per_step_s": _steady(last.step_times),
+        "step_times_s": step_times,
+        "num_steps": sum(r.splan.num_steps for r in results),
+        "decode_s": timer.phases.get("decode_s", 0.0),
+        "total_s": timer.total(),
+        "peak_rss_mb": peak_rss_mb(),
+        # anonymous memory only (the mapped checkpoint's pages are the OS's to drop), and the devices' own peak
+        "peak_anon_mb": memory.peak_anon_mb(),
+        # per phase of this load and call: the anonymous MiB at its start and the most seen during it
+        "anon_mb_phases": {k: {"start": round(w.base, 1), "peak": round(w.peak, 1)}
+                           for k, w in memory_phases.items()},
+        "peak_device_mb": memory.peak_device_mb(),
+        "matmul_precision": precision.effective(cfg),
+        "latent_shape": _shape_list(last.shapes),
+        "sampler": getattr(samplers[-1], "name", type(samplers[-1]).__name__),
+        "guidance": last.guide.describe(),
+        "guidance_branches": [b.name for b in last.guide.branches],
+        "model_calls_per_step": [list(b) for b in last.batches],
+        "experts": [e.build.component for e in experts],
+        "expert_per_step": [experts[k].build.component for r in results for k in r.schedule],
+        "backend": jax.default_backend(),
+        "attention_backend": backend,
+        "parallel": {"dp": p0.dp, "tp": p0.tp, "sp": p0.sp, "devices": p0.size, "processes": jax.process_count()},
+        "offload": {"enabled": bool(offloaded), "chunk_size": cfg.offload.chunk_size,
+                    "storage": cfg.offload.storage if offloaded else None,
+                    "host_bytes": sum(pl.host.host_bytes() for e in offloaded for pl in e.step.pools)
+                    if offloaded else None,
+                    "groups": list(placement0.offload_groups),
+                    "non_block_weight_bytes": int(tracker.base) if offloaded else None,
+                    "chunk_weight_bytes": {pl.name: int(pl.chunk_bytes) for pl in offloaded[0].step.pools}
+                    if offloaded else None,
+                    # where the streamed chunks live (pinned_host: DMA-able) and, per group from its later steps,
+                    # one chunk's transfer and compute timed apart vs streamed together, and the share hidden
+                    "host_memory": offloaded[0].step.pools[0].host.memory if offloaded else None,
+                    "overlap": {pl.name: pl.overlap for pl in offloaded[0].step.pools} if offloaded else None},
+        # Largest per-device bytes of DiT weights resident on devices at any time during sampling (non-block
+        # params + the at most two streamed chunks with offload; all params without).
+        "peak_resident_weight_bytes": int(tracker.peak),
+        "weight_storage": [e.build.weight_storage for e in experts],  # 8-bit block weights per expert, or None
+        "audio": decoded.audio is not None,
+        "passes": [{"name": p.name, "height": p.run.sampling.height, "width": p.run.sampling.width,
+                    "num_steps": r.splan.num_steps, "latent_shape": _shape_list(r.shapes),
+                    "per_step_s": _steady(r.step_times)} for p, r in zip(passes, results)],
+        "compiled_step": any(r.compiled for r in results),
+        "prompt_cache_hits": prompt_cache_hits,
+    }
+    metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, plan.grids[-1],
+                                          last.contexts, metrics["per_step_s"], p0.size))
+    metrics["attention_calls"] = attention.calls()
+    if any(r.cache is not None for r in results):
+        metrics["cache"] = results[-1].cache if len(results) == 1 else [r.cache for r in results]
+    return metrics
+
+
+def summary(metrics: dict[str, Any]) -> str:
+    return (
+        f"done in {metrics['total_s']:.1f}s: load {metrics['load_s']:.1f}s, encode {metrics['encode_s']:.1f}s, "
+        f"sampling {metrics['sampling_s']:.1f}s (first step's compile {metrics['compile_s']:.1f}s, then "
+        f"{metrics['per_step_s']:.3f} s/step), decode {metrics['decode_s']:.1f}s, "
+        f"peak RSS {metrics['peak_rss_mb']:.0f} MB"
+    )
+
+
+def peak_rss_mb() -> float:
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    except Exception:  # pragma: no cover - non-POSIX
+        return psutil.Process().memory_info().rss / 2**20
+
+
+def _steady(times: list[float]) -> float:
+    """Per-step seconds without the first step's compile: the median of the later steps."""
+    return float(np.median(times[1:])) if len(times) > 1 else times[0]
+
+
+def _shape_list(shapes: Any) -> Any:
+    return jax.tree.map(list, shapes, is_leaf=lambda v: isinstance(v, tuple))
