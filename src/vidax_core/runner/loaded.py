@@ -13,6 +13,7 @@ sources stay open, so a rebuilt VAE reads no file again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
@@ -39,7 +40,7 @@ from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
-from vidax_core.runner import memory
+from vidax_core.runner import memory, memory_plan
 from vidax_core.runner.experts import check_switch_step
 from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
@@ -150,6 +151,7 @@ class LoadedModel:
         self.encoders = TextEncoders(self._build_encoder, getattr(cfg.runtime, "text_encoder", "host"))
         self._mesh = None
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
+        self.encode_on: memory_plan.EncoderPlacement | None = None
         self.load_s = time.perf_counter() - t0
         self.first_plan = self.plan_call(cfg, build_vae=False)
         if load_weights:
@@ -235,8 +237,19 @@ class LoadedModel:
             self.reporter.log(s.line() + " (unfused, swapped in)")
         self._lora_now = entries
 
+    def _encoder_scope(self):
+        """Where the prompt encoder builds and runs (``runtime.encode_on``, :mod:`.memory_plan`), decided once per
+        pipe: ``vidax run`` encodes before the denoiser is placed, a loaded pipe beside its device weights."""
+        if self.encode_on is None:
+            beside = 0 if (self.single and not self.experts) else int(max(self.tracker.base, self.tracker.peak))
+            self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside)
+            self.reporter.log(f"text encoder on {'the host CPU' if self.encode_on.where == 'cpu' else 'the devices'}"
+                              f" ({self.encode_on.reason})")
+        return memory_plan.cpu_scope() if self.encode_on.where == "cpu" else contextlib.nullcontext()
+
     def _build_encoder(self) -> Any:
-        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=self.mesh)
+        mesh = None if self.encode_on is not None and self.encode_on.where == "cpu" else self.mesh
+        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=mesh)
         if encoder is None:
             raise UserError(f"the plugin of {self.spec.id} provides no text encoder")
         return encoder
@@ -318,11 +331,13 @@ class LoadedModel:
         t0 = time.perf_counter()
         found = self.encoders.lookup(key)
         if found is None:
-            encoder = self.encoders.acquire()
-            try:
-                found = P.encode_with(self.spec, encoder, cfg, self.plugins, kinds, self.mesh)
-            finally:
-                self.encoders.release(final=self.single)
+            with self._encoder_scope():
+                encoder = self.encoders.acquire()
+                try:
+                    found = P.encode_with(self.spec, encoder, cfg, self.plugins, kinds,
+                                          None if self.encode_on.where == "cpu" else self.mesh)
+                finally:
+                    self.encoders.release(final=self.single)
             self.encoders.store(key, found)
         self._encoded = (cfg, found, time.perf_counter() - t0)
         return found

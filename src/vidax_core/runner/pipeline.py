@@ -460,6 +460,7 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
                            for k, w in getattr(model, "memory_phases", {}).items()},
         "peak_device_mb": memory.peak_device_mb(),
         "matmul_precision": precision.effective(cfg),
+        "text_encoder_on": getattr(getattr(model, "encode_on", None), "where", None),
         "latent_shape": _shape_list(last.shapes),
         "sampler": getattr(samplers[-1], "name", type(samplers[-1]).__name__),
         "guidance": last.guide.describe(),
