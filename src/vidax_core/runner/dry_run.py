@@ -140,14 +140,17 @@ def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident
     enc = mp.encoder_bytes(ckpt)
     where = mp.encoder_placement(cfg, ckpt, 0, peak)
     if enc is None:
-        plan.add("text encoder", "not sized", note="its weights are not at hand")
+        plan.add("text encoder", "not sized", note="its weights are not at hand", phase="encode")
     elif where.where == "cpu":
-        plan.add("text encoder", "host CPU", host=enc, note=f"runtime.encode_on: {where.reason}")
+        plan.add("text encoder", "host CPU, then freed", host=enc, note=f"at float32; runtime.encode_on: {where.reason}",
+                 phase="encode")
     else:
-        plan.add("text encoder", "device, then freed", note=f"before the denoiser is placed ({_fmt_bytes(enc)} at "
-                 "float32, not counted in the peak below)")
+        plan.add("text encoder", "device, then freed", enc, note="at float32, before the denoiser is placed",
+                 phase="encode")
     streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
     dev = int(resident / tp)
+    if cpu and streamed and cfg.offload.storage == "host":  # the CPU uses its chunks in place: no copies in flight
+        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)
     if cfg.offload.enabled and streamed:
         if cfg.offload.storage == "disk":
             plan.add("denoiser", "device + disk cache", dev, note=f"{_fmt_bytes(streamed_bytes)} of blocks read through "
@@ -162,7 +165,7 @@ def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident
     if vae:
         plan.add("vae", "device", vae, note="at float32, built before sampling")
     if cpu:
-        plan.rows = [(p, w.replace("device", "cpu device"), d, h + d, n) for p, w, d, h, n in plan.rows]
+        plan.rows = [(p, w.replace("device", "cpu device"), d, h + d, n, ph) for p, w, d, h, n, ph in plan.rows]
     return plan.lines(_fmt_bytes)
 
 

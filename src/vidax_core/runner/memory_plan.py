@@ -113,23 +113,29 @@ def cpu_scope():
 
 @dataclass
 class Placement:
-    """The dry run's placement table: (part, where, device bytes, host bytes, note) rows and the verdict."""
+    """The dry run's placement table: (part, where, device bytes, host bytes, note, phase) rows and the verdict.
+    ``vidax run`` encodes its prompts before it places the denoiser, so the peaks are the larger of the ``encode``
+    phase's and the ``denoise`` phase's sums."""
 
-    rows: list[tuple[str, str, int, int, str]] = field(default_factory=list)
+    rows: list[tuple[str, str, int, int, str, str]] = field(default_factory=list)
     budget: int | None = None
 
-    def add(self, part: str, where: str, device: int = 0, host: int = 0, note: str = "") -> None:
-        self.rows.append((part, where, int(device), int(host), note))
+    def add(self, part: str, where: str, device: int = 0, host: int = 0, note: str = "",
+            phase: str = "denoise") -> None:
+        self.rows.append((part, where, int(device), int(host), note, phase))
+
+    def _peak(self, column: int) -> int:
+        return max(sum(r[column] for r in self.rows if r[5] == phase) for phase in ("encode", "denoise"))
 
     def device_peak(self) -> int:
-        return sum(r[2] for r in self.rows)
+        return self._peak(2)
 
     def host_total(self) -> int:
-        return sum(r[3] for r in self.rows)
+        return self._peak(3)
 
     def lines(self, fmt) -> list[str]:
         out = [f"placement:  per device{' of ' + fmt(self.budget) if self.budget else ''}"]
-        for part, where, dev, host, note in self.rows:
+        for part, where, dev, host, note, _phase in self.rows:
             amounts = ", ".join(x for x in (f"device {fmt(dev)}" if dev else "", f"host {fmt(host)}" if host else "")
                                 if x) or "-"
             out.append(f"  {part:<13} {where:<26} {amounts}{'; ' + note if note else ''}")
@@ -141,6 +147,6 @@ class Placement:
             out.append(f"  peak per device ~{fmt(peak)} of {fmt(self.budget)}: {verdict}")
         else:
             out.append(f"  peak per device ~{fmt(peak)} (the device's memory is not known: name one with --device)")
-        out.append(f"  host memory ~{fmt(self.host_total())} held by the run (beside the runtime's own and the page "
-                   "cache of the checkpoint files)")
+        out.append(f"  host memory ~{fmt(self.host_total())} held by the run at its peak (beside the runtime's own and "
+                   "the page cache of the checkpoint files)")
         return out
