@@ -14,7 +14,8 @@
 #                   a 40 GB host beside the TPU runtime in pinned memory)
 #   hunyuan15-480p  HunyuanVideo-1.5 T2V 480p, 848x480x121, fp8 blocks, the full Qwen2.5-VL-7B text tower
 # --wheels DIR installs vidax from wheels first (benchmarks/accelerator.sh --wheels, TPU form). PYTHON picks the
-# interpreter (default: the project's .venv, else python3); EXTRA adds run keys.
+# interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N and FULL_TEXT=0 write a cut
+# checkpoint (N blocks, a one-layer text encoder) to check the script itself on a small machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: benchmarks/tpu_big.sh OUT_DIR CASE [--wheels DIR]}
@@ -62,7 +63,8 @@ if [ ! -f "$CK/random_checkpoint.json" ]; then
   rm -rf "$CK"
   log "writing $ID with random fp8 weights and its full text encoder into $CK"
   "$PY" -m vidax_core.cli bench --write-random-checkpoint "$ID" "$CK" --weight-dtype float8_e4m3fn \
-    --full-text-encoder || { echo "error: writing the checkpoint failed" >&2; exit 1; }
+    $([ "${FULL_TEXT:-1}" = 1 ] && echo --full-text-encoder) ${BLOCKS:+--blocks $BLOCKS} \
+    || { echo "error: writing the checkpoint failed" >&2; exit 1; }
 fi
 log "running $CONFIG, $STEPS steps: ${RUN[*]} ${EXTRA:-}"
 export VIDAX_OFFLOAD_CACHE=${VIDAX_OFFLOAD_CACHE:-$WEIGHTS/offload-cache}

@@ -16,6 +16,7 @@ checkpoint's parsed JSON configs and open tensor sources (a rebuilt VAE reads no
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
@@ -42,7 +43,7 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import memory
+from vidax_core.runner import memory, memory_plan
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
 from vidax_core.runner.metrics import run_metrics
 from vidax_core.runner.outputs import write_call_outputs
@@ -151,6 +152,7 @@ class LoadedModel:
         self._vaes: dict[str, Any] = {}
         self.encoders = TextEncoders(self._build_encoder, getattr(cfg.runtime, "text_encoder", "host"))
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
+        self.encode_on: memory_plan.EncoderPlacement | None = None
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.load_s = time.perf_counter() - t0
         if load_weights:
@@ -226,8 +228,19 @@ class LoadedModel:
             self.reporter.log(s.line() + " (unfused, swapped in)")
         self._lora_now = entries
 
+    def _encoder_scope(self):
+        """Where the prompt encoder builds and runs (``runtime.encode_on``, :mod:`.memory_plan`), decided once per
+        pipe: ``vidax run`` encodes before the denoiser is placed, a loaded pipe beside its device weights."""
+        if self.encode_on is None:
+            beside = 0 if (self.single and not self.experts) else int(max(self.tracker.base, self.tracker.peak))
+            self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside)
+            self.reporter.log(f"text encoder on {'the host CPU' if self.encode_on.where == 'cpu' else 'the devices'}"
+                              f" ({self.encode_on.reason})")
+        return memory_plan.cpu_scope() if self.encode_on.where == "cpu" else contextlib.nullcontext()
+
     def _build_encoder(self) -> Any:
-        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=self.mesh)
+        mesh = None if self.encode_on is not None and self.encode_on.where == "cpu" else self.mesh
+        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=mesh)
         if encoder is None:
             raise UserError(f"the plugin of {self.spec.id} provides no text encoder")
         return encoder
@@ -284,11 +297,13 @@ class LoadedModel:
         t0 = time.perf_counter()
         found = self.encoders.lookup(key)
         if found is None:
-            encoder = self.encoders.acquire()
-            try:
-                found = encode_prompts(self.spec, encoder, cfg, self.plugins, kinds, self.mesh)
-            finally:
-                self.encoders.release(final=self.single)
+            with self._encoder_scope():
+                encoder = self.encoders.acquire()
+                try:
+                    found = encode_prompts(self.spec, encoder, cfg, self.plugins, kinds,
+                                           None if self.encode_on.where == "cpu" else self.mesh)
+                finally:
+                    self.encoders.release(final=self.single)
             self.encoders.store(key, found)
         self._encoded = (cfg, found, time.perf_counter() - t0)
         return found
@@ -397,7 +412,8 @@ class LoadedModel:
         timer.add("decode_s", time.perf_counter() - t0)
         metrics = run_metrics(self.spec, cfg, plan, results, timer, decoded, experts=self.experts,
                               tracker=self.tracker, backend=self.backend, memory_phases=self.memory_phases,
-                              prompt_cache_hits=self.encoders.hits)
+                              prompt_cache_hits=self.encoders.hits,
+                              text_encoder_on=getattr(self.encode_on, "where", None))
         if predicted:
             metrics["predicted"] = predicted
         if write_outputs and distributed.is_writer():  # under jax.distributed only process 0 writes
