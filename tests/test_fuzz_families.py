@@ -203,7 +203,7 @@ def vae_config(family: str, cfg: dict):
 
 def open_before_weights(family: str, overrides: list[str], full: bool) -> None:
     from vidax_core.io.checkpoint import checkpoint_for_run
-    from vidax_core.runner import plan as pipeline
+    from vidax_core.runner import plan as planning
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.preflight import preflight
 
@@ -216,13 +216,13 @@ def open_before_weights(family: str, overrides: list[str], full: bool) -> None:
         describe_plan(cfg, plugins)
     preflight(cfg, spec, plugins, check_outputs=False)
     ckpt = checkpoint_for_run(cfg, spec, plugins)
-    passes = pipeline.sampling_passes(spec, ckpt, cfg, plugins)
+    passes = planning.sampling_passes(spec, ckpt, cfg, plugins)
     for p in passes:
-        sampler = pipeline.select_sampler(spec, ckpt, p.run, plugins)
-        pipeline.select_guidance(spec, ckpt, p.run, plugins)
+        sampler = planning.select_sampler(spec, ckpt, p.run, plugins)
+        planning.select_guidance(spec, ckpt, p.run, plugins)
         grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
         if grid is not None:
-            pipeline.sampling_plan(spec, ckpt, p.run, plugins, sampler, tuple(int(v) for v in grid))
+            planning.sampling_plan(spec, ckpt, p.run, plugins, sampler, tuple(int(v) for v in grid))
     build_dit(spec, ckpt, cfg, plugins)
     if ckpt.has("vae"):
         vae_config(family, ckpt.config("vae"))
@@ -273,7 +273,7 @@ def _override(value) -> str:
 def use_options(family: str, model_id: str, overrides: list[str]) -> None:
     """The pre-run checks, then what the run does with an accepted option before weights (and the prompt
     template as encode_prompt fills it)."""
-    from vidax_core.runner import plan as pipeline
+    from vidax_core.runner import plan as planning
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.preflight import preflight
 
@@ -293,11 +293,11 @@ def use_options(family: str, model_id: str, overrides: list[str]) -> None:
     from vidax_core.io.checkpoint import checkpoint_for_run
 
     ckpt = checkpoint_for_run(cfg, spec, plugins)
-    for p in pipeline.sampling_passes(spec, ckpt, cfg, plugins):
-        sampler = pipeline.select_sampler(spec, ckpt, p.run, plugins)
+    for p in planning.sampling_passes(spec, ckpt, cfg, plugins):
+        sampler = planning.select_sampler(spec, ckpt, p.run, plugins)
         grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
         if grid is not None:
-            pipeline.sampling_plan(spec, ckpt, p.run, plugins, sampler, tuple(int(v) for v in grid))
+            planning.sampling_plan(spec, ckpt, p.run, plugins, sampler, tuple(int(v) for v in grid))
 
 
 def _options_surface(family: str, data, surface: str) -> None:

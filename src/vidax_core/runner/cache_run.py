@@ -1,5 +1,5 @@
 """The runner's side of step caching: the pass's plan (checked against the model and the run), each expert's
-initial cache state, the TeaCache signal, and the pass's report. Keeps :mod:`vidax_core.runner.pipeline` to a few
+initial cache state, the TeaCache signal, and the pass's report. Keeps :mod:`vidax_core.runner.sampling` to a few
 calls."""
 
 from __future__ import annotations
