@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from vidax_core import config as config_mod
+from vidax_core.config.scope import SAMPLING_KEYS
 from vidax_core.errors import UserError
 from vidax_core.plugins import get_plugins
 from vidax_core.runner.preflight import preflight
-from vidax_core.serve.jobs import Cancelled
+from vidax_core.errors import Cancelled
 
-CALL_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "width", "num_frames", "seed",
-             "max_sequence_length")
+CALL_KEYS = SAMPLING_KEYS
 
 
 @dataclass

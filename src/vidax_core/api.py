@@ -20,20 +20,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from vidax_core.config import scope
 from vidax_core.errors import Cancelled, UserError
 
 __all__ = ["load", "Pipe", "Output", "UserError", "Cancelled", "SAMPLING_KEYS", "CALL_ARGUMENTS"]
 
-SAMPLING_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "width", "num_frames", "seed",
-                 "max_sequence_length", "initial_noise", "scheduler")
-TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", "vae", "cache")
-CALL_ARGUMENTS = TOP_KEYS + SAMPLING_KEYS
-# a load's key a call may not change -> the override that changes it at load
-LOAD_ONLY = {"model": "model.…=…", "parallel": "parallel.…=…", "attention": "attention.backend=…",
-             "offload": "offload.…=…", "runtime": "runtime.…=…", "distributed": "distributed.…=…",
-             "checkpoint": "model.checkpoint=…", "dtype": "model.dtype=…", "weight_dtype": "model.weight_dtype=…",
-             "dp": "parallel.dp=…", "tp": "parallel.tp=…", "sp": "parallel.sp=…", "lora": "lora=[{path: …}]",
-             "lora_mode": "lora_mode=…"}
+# the keys a call may change and the ones the load fixes come from the config schema (vidax_core.config.scope)
+SAMPLING_KEYS, CALL_ARGUMENTS = scope.SAMPLING_KEYS, scope.CALL_ARGUMENTS
+TOP_KEYS = tuple(k for k in scope.call_keys() if k != "sampling")
+LOAD_ONLY = scope.load_only_hints()  # a load's key a call may not change -> the override that changes it at load
 NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "save_audio": None, "metrics": None}
 
 
@@ -188,7 +183,7 @@ class Pipe:
             elif key == "lora":
                 raise UserError("lora cannot change between calls of a pipe loaded with lora_mode=fused (the "
                                 "adapters are fused into its weights): load with lora_mode=unfused to pass lora= "
-                                f"per call, or load again with {LOAD_ONLY['lora']}")
+                                "per call, or load again with lora=[{path: …}]")
             elif key in LOAD_ONLY:
                 raise UserError(f"{key} cannot change between calls of a loaded pipe (it is fixed when the model "
                                 f"loads): load again with {LOAD_ONLY[key]} to change it")

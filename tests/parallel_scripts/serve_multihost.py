@@ -21,7 +21,7 @@ import jax  # noqa: E402
 
 from serve_stub import TINY, StubPipe, post_json, request, wait_done  # noqa: E402
 from vidax_core.serve import Server, multihost  # noqa: E402
-from vidax_core.serve.jobs import Cancelled  # noqa: E402
+from vidax_core.errors import Cancelled  # noqa: E402
 
 pid, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 jax.config.update("jax_cpu_collectives_implementation", "gloo")

@@ -1,7 +1,8 @@
 """Attention dispatch: every model calls :func:`attention` with (batch, seq, heads, head_dim) tensors.
 
-The backend is chosen once per run (``attention.backend`` in the config; the pipeline calls
-:func:`set_backend`) and never changes silently. Backends (all (B, S, H, D), scale 1/sqrt(D), fp32 softmax):
+The backend is chosen once per loaded model (``attention.backend`` in the config) and never changes silently: a
+loaded pipe resolves it (:func:`resolve_backend`) and traces everything it runs inside :func:`scope`, so two pipes
+in one process each keep their own. Backends (all (B, S, H, D), scale 1/sqrt(D), fp32 softmax):
 
 * ``xla``        plain einsum; materialises the (B, H, Sq, Sk) fp32 logits. Any platform.
 * ``blockwise``  pure-JAX online-softmax over (block_q, block_k) tiles with ``lax.scan``; memory linear in
@@ -32,17 +33,19 @@ Masks travel as these O(S) pieces (lengths, (B, S) masks and segment ids, a flag
 its padding and causal masks (a dense mask only for segment ids and for a causal mask combined with
 ``kv_mask``, logged), and ``xla`` holds (Sq, Sk) logits by design.
 
-Each call site records the backend it ran (:func:`calls`, cleared by :func:`set_backend`): the run metrics and
-``vidax bench`` report it as ``attention_calls``.
+Each call site records the backend it ran, into the record of the active :func:`scope` (a pipe's own) or else the
+process-wide one (:func:`calls`, cleared by :func:`set_backend`): the run metrics and ``vidax bench`` report it as
+``attention_calls``.
 
-Until :func:`set_backend` is called the process uses ``xla`` (the original behaviour, so code that calls
-models directly, e.g. tests and converters, is unaffected). The backend is read when a function is traced:
-set it before jit-compiling anything that calls :func:`attention`.
+Outside any scope, until :func:`set_backend` is called, the process uses ``xla`` (the original behaviour, so code
+that calls models directly, e.g. tests and converters, is unaffected). The backend is read when a function is
+traced: choose it before jit-compiling anything that calls :func:`attention`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import sys
 from typing import Callable, Iterator
@@ -66,6 +69,26 @@ _requested = DEFAULT_BACKEND  # what the config asked for ("auto" or a concrete 
 _resolved = DEFAULT_BACKEND  # the concrete backend attention() runs
 _fallbacks_logged: set[str] = set()
 _calls: dict[str, dict] = {}  # call site -> what ran there (filled while tracing; see calls())
+# (requested, resolved, call record) of the scope a loaded pipe runs in; None: the process-wide state above
+_scoped: contextvars.ContextVar[tuple[str, str, dict] | None] = contextvars.ContextVar("vidax_attention",
+                                                                                       default=None)
+
+
+@contextlib.contextmanager
+def scope(requested: str, resolved: str, record: dict) -> Iterator[str]:
+    """Within the block, :func:`attention` runs ``resolved`` (the concrete backend of config value ``requested``)
+    and call sites are recorded into ``record``, whatever the process-wide backend is: a loaded pipe runs and
+    traces every call inside its own scope."""
+    token = _scoped.set((requested, resolved, record))
+    try:
+        yield resolved
+    finally:
+        _scoped.reset(token)
+
+
+def _state() -> tuple[str, str, dict]:
+    active = _scoped.get()
+    return active if active is not None else (_requested, _resolved, _calls)
 
 
 # Frames skipped when naming a call site: the dispatch itself and the shared attention block every DiT calls.
@@ -84,7 +107,7 @@ def _call_site() -> str:
 
 
 def _record(backend: str, q: jax.Array, k: jax.Array) -> None:
-    _calls[_call_site()] = {"backend": backend, "q_len": int(q.shape[1]), "kv_len": int(k.shape[1]),
+    _state()[2][_call_site()] = {"backend": backend, "q_len": int(q.shape[1]), "kv_len": int(k.shape[1]),
                             "heads": int(q.shape[2]), "head_dim": int(q.shape[3]), "dtype": str(q.dtype)}
 
 
@@ -198,8 +221,8 @@ def set_backend(name: str) -> str:
 
 
 def get_backend() -> str:
-    """The concrete backend :func:`attention` currently runs."""
-    return _resolved
+    """The concrete backend :func:`attention` currently runs (the active scope's, else the process-wide one)."""
+    return _state()[1]
 
 
 @contextlib.contextmanager
@@ -241,13 +264,13 @@ def attention(
         if tuple(jnp.shape(kv_lengths)) != (q.shape[0],):
             raise ValueError(f"kv_lengths must be (B,) = {(q.shape[0],)}; got {tuple(jnp.shape(kv_lengths))}")
         kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
-    backend = _resolved
+    requested, backend, _ = _state()
     if backend == "cudnn":
         why, fallback = _cudnn.unsupported(q), "xla"
         if why is None:
             why, fallback = _cudnn.dense_mask_reason(q, k, kv_mask, q_segment_ids, causal, causal_prefix), "blockwise"
         if why is not None:
-            if _requested == "cudnn":
+            if requested == "cudnn":
                 raise UserError(f"attention.backend=cudnn cannot take this call: {why}: use auto or {fallback}")
             if why not in _fallbacks_logged:
                 _fallbacks_logged.add(why)

@@ -133,26 +133,36 @@ class LoraEntry:
     expert: str | None = None
 
 
+# Who may set a top-level key (``dataclasses.field`` metadata, read by :mod:`vidax_core.config.scope`): the load
+# (fixed for a loaded pipe's life), each call, or ``vidax run`` alone (a batch of prompts).
+LOAD, CALL, RUN = {"scope": "load"}, {"scope": "call"}, {"scope": "run"}
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    prompt: str = ""
-    negative_prompt: str = ""
-    image: str | None = None
-    video: str | None = None
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    attention: AttentionConfig = field(default_factory=AttentionConfig)
-    offload: OffloadConfig = field(default_factory=OffloadConfig)
-    vae: VaeConfig = field(default_factory=VaeConfig)
-    output: OutputConfig = field(default_factory=OutputConfig)
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    options: Any = field(default_factory=dict)  # family knobs the model's plugin declares (ModelSpec.options)
-    lora: Any = field(default_factory=list)  # [LoraEntry] after validation (see check_lora)
-    lora_mode: str = "fused"  # fused: into the weights at load; unfused: factors applied in the step (docs/lora.md)
-    prompts: Any = None  # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
-    cache: Any = None  # step caching: null | {method: mag | first_block | teacache, ...} (vidax_core.config.cache)
+    model: ModelConfig = field(default_factory=ModelConfig, metadata=LOAD)
+    prompt: str = field(default="", metadata=CALL)
+    negative_prompt: str = field(default="", metadata=CALL)
+    image: str | None = field(default=None, metadata=CALL)
+    video: str | None = field(default=None, metadata=CALL)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig, metadata=CALL)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig, metadata=LOAD)
+    attention: AttentionConfig = field(default_factory=AttentionConfig, metadata=LOAD)
+    offload: OffloadConfig = field(default_factory=OffloadConfig, metadata=LOAD)
+    vae: VaeConfig = field(default_factory=VaeConfig, metadata=CALL)
+    output: OutputConfig = field(default_factory=OutputConfig, metadata=CALL)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig, metadata=LOAD)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig, metadata=LOAD)
+    # family knobs the model's plugin declares (ModelSpec.options); an Option with load_bound is fixed at load
+    options: Any = field(default_factory=dict, metadata=CALL)
+    # [LoraEntry] after validation (see check_lora); per call only with lora_mode unfused
+    lora: Any = field(default_factory=list, metadata=LOAD)
+    # fused: into the weights at load; unfused: factors applied in the step (docs/lora.md)
+    lora_mode: str = field(default="fused", metadata=LOAD)
+    # a batch: a list of prompts or {prompt: ..., seed: ..., output: ...} (vidax run only)
+    prompts: Any = field(default=None, metadata=RUN)
+    # step caching: null | {method: mag | first_block | teacache, ...} (vidax_core.config.cache)
+    cache: Any = field(default=None, metadata=CALL)
 
 
 DTYPES = ("float32", "bfloat16", "float16")

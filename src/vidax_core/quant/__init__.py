@@ -11,6 +11,5 @@ precision. Modules, one concept each:
 * :mod:`.formats` – recognising the 8-bit files people download (plain casts, ComfyUI, LightX2V) from their tensors;
 * :mod:`.source` – a checkpoint's tensors with the scale tensors folded into their weights;
 * :mod:`.leaf` – one tensor converted onto a (possibly 8-bit) parameter, its scale following the same transform;
-* :mod:`.policy` – what a run uses (the run key or the checkpoint's own storage) applied to a denoiser build;
-* :mod:`.requant` – fresh scales for a weight that changed (the hook a LoRA merge on an 8-bit base calls).
+* :mod:`.policy` – what a run uses (the run key or the checkpoint's own storage) applied to a denoiser build.
 """

@@ -130,7 +130,8 @@ class LoadedModel:
         preflight(cfg, spec, plugins)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
         setup_runtime(cfg)
-        self.backend = attention.set_backend(cfg.attention.backend)  # before anything that attends is traced
+        self.backend = attention.resolve_backend(cfg.attention.backend)  # this pipe's: every call traces in its scope
+        self.attention_calls: dict[str, dict] = {}  # the backend each attention call site of this pipe ran
         self.ckpt = ckpt = checkpoint_for_run(cfg, spec, plugins)
         ckpt.progress = self.reporter.byte_progress
         ckpt.keep_open = True
@@ -164,7 +165,7 @@ class LoadedModel:
         """Place every expert's weights with the base call's placement (already checked)."""
         if self.experts:
             return
-        with memory.window() as w:
+        with memory.window() as w, self._attention():
             self._load_weights()
         self.memory_phases["load"] = w
 
@@ -320,8 +321,12 @@ class LoadedModel:
         cfg = cfg or self.base
         if plan is None and cfg is self.base:
             plan = self.first_plan
-        with self._lock, precision.scope(cfg):
+        with self._lock, precision.scope(cfg), self._attention():
             return self._generate(cfg, plan, on_progress, cancel, write_outputs)
+
+    def _attention(self):
+        """This pipe's attention backend and call record, whatever another pipe in the process uses."""
+        return attention.scope(self.base.attention.backend, self.backend, self.attention_calls)
 
     def _predict_frames(self, cfg: RunConfig, plan: CallPlan | None) -> tuple[RunConfig, dict | None]:
         """A call without ``sampling.num_frames`` on a model that predicts it: encode the prompts (or take the
@@ -413,7 +418,8 @@ class LoadedModel:
         metrics = run_metrics(self.spec, cfg, plan, results, timer, decoded, experts=self.experts,
                               tracker=self.tracker, backend=self.backend, memory_phases=self.memory_phases,
                               prompt_cache_hits=self.encoders.hits,
-                              text_encoder_on=getattr(self.encode_on, "where", None))
+                              text_encoder_on=getattr(self.encode_on, "where", None),
+                              attention_calls=self.attention_calls)
         if predicted:
             metrics["predicted"] = predicted
         if write_outputs and distributed.is_writer():  # under jax.distributed only process 0 writes

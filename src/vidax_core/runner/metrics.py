@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import psutil
 
-from vidax_core import attention, precision
+from vidax_core import precision
 from vidax_core.config import RunConfig
 from vidax_core.model_api import Decoded
 from vidax_core.runner import memory, throughput
@@ -17,7 +17,7 @@ from vidax_core.runner.progress import Timer
 
 def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Timer, decoded: Decoded, *,
                 experts: list, tracker: Any, backend: str, memory_phases: dict, prompt_cache_hits: int,
-                text_encoder_on: str | None = None) -> dict[str, Any]:
+                text_encoder_on: str | None = None, attention_calls: dict | None = None) -> dict[str, Any]:
     """The metrics record of one generated video (``output.metrics``): ``plan`` the call's plan, ``results`` its
     passes' :class:`vidax_core.runner.sampling.PassResult`, ``experts`` and ``tracker`` the loaded denoisers and
     their resident bytes, ``memory_phases`` the anonymous memory per phase of this load and call."""
@@ -85,7 +85,7 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
     }
     metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, plan.grids[-1],
                                           last.contexts, metrics["per_step_s"], p0.size))
-    metrics["attention_calls"] = attention.calls()
+    metrics["attention_calls"] = {k: dict(v) for k, v in (attention_calls or {}).items()}
     if any(r.cache is not None for r in results):
         metrics["cache"] = results[-1].cache if len(results) == 1 else [r.cache for r in results]
     return metrics

@@ -45,7 +45,7 @@ class App:
         self.quiet, self._log_requests = quiet, log_requests
         self._resolve_lock = threading.Lock()
         runner = runner or run_locally(pipe)
-        self.jobs = JobQueue(runner, limits.max_queue, limits.max_jobs_kept, jobsmod.cancelled_types(), self.log,
+        self.jobs = JobQueue(runner, limits.max_queue, limits.max_jobs_kept, self.log,
                              idle=getattr(runner, "idle", None), idle_s=getattr(runner, "idle_s", jobsmod.IDLE_S),
                              on_stop=getattr(runner, "stop", None))
         self._page_info = page_info(pipe, limits)

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from vidax_core.errors import UserError
+from vidax_core.errors import Cancelled, UserError
 from vidax_core.serve.request import Plan
 
 ID_PREFIX = "video_"
@@ -24,21 +24,6 @@ IDLE_S = 5.0  # a runner with an idle() hook (the multi-host leader) is called t
 
 class QueueFull(Exception):
     """The queue holds ``max_queue`` waiting jobs already (the server answers 429)."""
-
-
-class Cancelled(Exception):
-    """Fallback when the pipe module has no ``Cancelled`` of its own (see :func:`cancelled_types`)."""
-
-
-def cancelled_types() -> tuple[type[BaseException], ...]:
-    """The exceptions that mean "the call was cancelled": the API's ``vidax.Cancelled`` (defined in
-    :mod:`vidax_core.errors`) and this module's own."""
-    from vidax_core import errors
-
-    found: list[type[BaseException]] = [Cancelled]
-    if isinstance(getattr(errors, "Cancelled", None), type):
-        found.append(errors.Cancelled)
-    return tuple(found)
 
 
 def new_id() -> str:
@@ -84,13 +69,11 @@ class JobQueue:
     """
 
     def __init__(self, run: Callable[[Job, Callable[[int, int], None]], None], max_queue: int,
-                 max_jobs_kept: int, cancelled: tuple[type[BaseException], ...] = (Cancelled,),
-                 log: Callable[[str], None] = lambda m: None, idle: Callable[[], None] | None = None,
+                 max_jobs_kept: int, log: Callable[[str], None] = lambda m: None, idle: Callable[[], None] | None = None,
                  idle_s: float = IDLE_S, on_stop: Callable[[], None] | None = None) -> None:
         self._run = run
         self.max_queue = max_queue
         self.max_jobs_kept = max_jobs_kept
-        self._cancelled = cancelled
         self._log = log
         self._idle, self._idle_s, self._on_stop = idle, idle_s, on_stop
         self._jobs: dict[str, Job] = {}  # insertion order = creation order
@@ -190,7 +173,7 @@ class JobQueue:
 
         try:
             self._run(job, on_progress)
-        except self._cancelled:
+        except Cancelled:
             self._finish(job, "failed", {"code": "cancelled", "message": "the job was cancelled"})
         except UserError as exc:
             self._finish(job, "failed", {"code": "invalid_request", "message": " ".join(str(exc).split())})

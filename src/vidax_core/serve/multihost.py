@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from vidax_core.errors import UserError
-from vidax_core.serve.jobs import IDLE_S, cancelled_types
+from vidax_core.errors import Cancelled, UserError
+from vidax_core.serve.jobs import IDLE_S
 
 
 def process_index() -> int:
@@ -108,7 +108,7 @@ def follow(pipe: Any, workdir: str, log: Callable[[str], None] = lambda m: print
             kwargs["image"] = image_path
         try:
             pipe(**kwargs, cancel=lambda: agreed(None))
-        except (UserError, *cancelled_types()):
+        except (UserError, Cancelled):
             pass  # process 0 reports it to the client
         except Exception as exc:  # process 0 fails the job; this process keeps following
             log(f"process {process_index()}: job failed: {type(exc).__name__}: {exc}")

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from vidax_core.config import scope
 from vidax_core.errors import UserError
 from vidax_core.serve import multipart
 from vidax_core.serve.limits import Limits
@@ -26,7 +27,8 @@ FIELDS: dict[str, str] = {
     "input_reference": "file", "seed": "int", "num_steps": "int", "num_frames": "int", "height": "int",
     "width": "int", "guidance_scale": "float",
 }
-CALL_KEYS = ("negative_prompt", "seed", "num_steps", "num_frames", "height", "width", "guidance_scale")
+# the request fields handed to the pipe as they are: those that are call arguments (prompt is checked apart)
+CALL_KEYS = tuple(k for k in FIELDS if k in scope.CALL_ARGUMENTS and k != "prompt")
 MAX_SEED = 2**63 - 1
 _SIZE = re.compile(r"^\s*(\d{1,6})\s*[xX]\s*(\d{1,6})\s*$")
 _IMAGE_FORMATS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "BMP": "bmp", "GIF": "gif"}
