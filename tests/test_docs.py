@@ -143,3 +143,78 @@ def test_hook_tables_list_exactly_the_hookspecs(where):
     listed = readme_hook_names() if where == "README.md" else tutorial_hook_names()
     want = hookspec_names()
     assert listed == want, f"{where}: missing {sorted(want - listed)}, not hooks {sorted(listed - want)}"
+
+
+# --- the README's front page: models, distributions, keys ---
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_model_rows() -> dict[str, tuple[str, str, str]]:
+    """id -> (family, tasks, default config) from the README's model table rows
+    ``| `id` | [family](docs/models/family.md) | t2v,i2v | `configs/x.yaml` |``."""
+    rows = re.findall(r"^\| `([^`]+)` \| \[([a-z0-9]+)\]\([^)]*\) \| ([a-z0-9,]+) \| `([^`]+)` \|$", _readme(), re.M)
+    return {i: (family, tasks, config) for i, family, tasks, config in rows}
+
+
+def test_readme_model_table_is_what_list_models_prints():
+    from vidax_core.plugins import get_plugins
+
+    registry = {s.id: (s.family, ",".join(s.tasks), s.default_config) for s in get_plugins().registry}
+    listed = readme_model_rows()
+    assert len(registry) >= 29
+    assert sorted(set(registry) - set(listed)) == [], "README's model table misses these ids"
+    assert sorted(set(listed) - set(registry)) == [], "README's model table names ids no plugin registers"
+    wrong = {i: (listed[i], registry[i]) for i in registry if listed[i] != registry[i]}
+    assert not wrong, f"README row != vidax list-models: {wrong}"
+
+
+def _distributions() -> dict[str, str]:
+    """distribution name -> its folder, from every pyproject.toml of the repository."""
+    out = {}
+    for toml in [ROOT / "pyproject.toml", *ROOT.glob("plugins/*/pyproject.toml"), *ROOT.glob("examples/*/pyproject.toml")]:
+        name = re.search(r'^name\s*=\s*"([^"]+)"', toml.read_text(encoding="utf-8"), re.M).group(1)
+        folder = toml.parent.relative_to(ROOT).as_posix()
+        out[name] = "src/vidax_core/" if folder == "." else folder + "/"
+    return out
+
+
+def test_readme_layout_names_every_distribution():
+    text = _readme()
+    block = text[text.index("## Layout"):]
+    block = block[block.index("```") + 3: block.index("```", block.index("```") + 3)]
+    dists = _distributions()
+    assert {"vidax-core", "vidax-wan"} <= set(dists)
+    missing = [f"{folder} ({name})" for name, folder in dists.items()
+               if not re.search(rf"^{re.escape(folder)}\s+distribution `{re.escape(name)}`", block, re.M)]
+    assert not missing, f"README's layout misses: {missing}"
+
+
+def readme_key_sections() -> dict[str, str]:
+    """Top-level key -> its text in the README's key listing (the YAML block after "The keys are:")."""
+    text = _readme()
+    start = text.index("```yaml", text.index("The keys are:"))
+    block = text[start + 7: text.index("```", start + 7)]
+    heads = list(re.finditer(r"^([a-z_]+):", block, re.M))
+    return {m.group(1): block[m.start(): heads[n + 1].start() if n + 1 < len(heads) else len(block)]
+            for n, m in enumerate(heads)}
+
+
+def test_readme_key_listing_names_every_key():
+    import dataclasses
+
+    from vidax_core.config import RunConfig
+
+    sections = readme_key_sections()
+    missing = []
+    for f in dataclasses.fields(RunConfig):
+        if f.name not in sections:
+            missing.append(f.name)
+            continue
+        kind = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if kind is not None and dataclasses.is_dataclass(kind):
+            missing += [f"{f.name}.{sub.name}" for sub in dataclasses.fields(kind)
+                        if not re.search(rf"\b{sub.name}\b", sections[f.name])]
+    assert not missing, f"README's key listing misses: {missing}"
+    assert {"cache", "prompts", "lora_mode"} <= set(sections)
