@@ -51,14 +51,16 @@ def test_defaults_and_overrides_reach_owner_dispatch():
     spec = p.registry.get("toy-a")
     assert p.call("check_run", spec, run=None) == ["toy says no"]
     assert p.call("shard_rules", spec) is None  # the core's default rules
-    assert p.call("offload_block_groups", spec, model=None, run=None) is None  # every DitBuild.block_counts group
     out = p.call("convert_checkpoint", spec, component="transformer", tensors={"w": np.ones(2, np.float32)},
                  abstract={("w",): Leaf()}, config={})
     assert list(out) == [("w",)] and out[("w",)].tolist() == [1.0, 1.0]
     assert p.call("convert_checkpoint", spec, component="vae", tensors={}, abstract={}, config={}) is None
-    ref = p.call("bench_reference", spec, engine="diffusers", ckpt_dir="/ckpt", run="RUN")
-    assert ref == "/ckpt" + "RUN"
-    assert p.call("bench_reference", spec, engine="other", ckpt_dir="/ckpt", run="RUN") is None
+    from vidax_core.bench.reference import reference_runner
+
+    assert reference_runner(p, spec, "diffusers", "/ckpt", "RUN") == "/ckpt" + "RUN"  # the declared reference
+    with pytest.raises(Exception, match="provides no other reference"):
+        reference_runner(p, spec, "other", "/ckpt", "RUN")
+    assert p.declared(spec, "quantization_keep", component="transformer") is None  # the core's DEFAULT_KEEP
     assert p.call("builtin_checkpoint", spec, name="tiny") is None  # no assets/ beside this test module
     assert p.call("check_checkpoint", spec, ckpt=None, run=None) == []  # no dit_config: nothing to parse
 
@@ -177,3 +179,45 @@ def test_entry_point_may_name_the_class_or_a_module_exposing_plugin(tmp_path, va
     assert proc.returncode == 0, proc.stderr
     assert [(m["id"], m["family"], m["plugin"]) for m in json.loads(proc.stdout)] == [
         ("toy-ep", "toy", "vidax-toy-family")]
+
+
+def test_a_family_written_against_the_earlier_contract_still_loads():
+    """Methods named as hooks the contract no longer has (``quantization_keep``, ``bench_reference``,
+    ``offload_block_groups``) load and answer in place of the declarations that replaced them."""
+
+    class Earlier(Toy):
+        diffusers_reference = None
+
+        def quantization_keep(self, spec, component):
+            return [r"only_this"]
+
+        def bench_reference(self, spec, engine, ckpt_dir, run):
+            return f"{engine} at {ckpt_dir}"
+
+        def offload_block_groups(self, spec, model, run):
+            return ["blocks"]
+
+    from vidax_core.bench.reference import reference_runner
+
+    p = Plugins()
+    p.add(Earlier(), "earlier")
+    spec = p.registry.get("toy-a")
+    assert p.declared(spec, "quantization_keep", component="transformer") == [r"only_this"]
+    assert reference_runner(p, spec, "diffusers", "/ckpt", None) == "diffusers at /ckpt"
+    assert p.declared(spec, "offload_block_groups", model=None, run=None) == ["blocks"]
+
+
+def test_a_module_plugin_implementing_a_retired_hook_is_one_line():
+    import types
+
+    mod = types.ModuleType("earlier_module_plugin")
+
+    @hookimpl
+    def offload_block_groups(spec, model, run):
+        return ["blocks"]
+
+    mod.offload_block_groups = offload_block_groups
+    with pytest.raises(pluggy.PluginValidationError) as err:
+        Plugins().add(mod, "earlier")
+    line = str(err.value)
+    assert "\n" not in line and "offload_block_groups is no hook" in line and "DitBuild.block_counts" in line

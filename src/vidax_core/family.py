@@ -5,21 +5,25 @@ family states what is its own (its models, its DiT build, its key table, its che
 
 * ``register_models`` registers one :class:`ModelSpec` per entry of ``models`` (with ``family``,
   ``checkpoint_formats`` and ``options``);
-* ``shard_rules`` and ``offload_block_groups`` return None: the core's default rules and every group of
-  ``DitBuild.block_counts``;
+* ``shard_rules`` returns None: the core's default rules;
 * ``dit_config`` parses the transformer config.json with ``dit_config_class`` and ``conversion_rules`` returns
   ``dit_rules`` (both ``".module:name"`` inside the plugin's package, imported on first use);
 * ``convert_checkpoint`` applies ``conversion_rules()`` to the components in ``dit_components``;
 * ``builtin_checkpoint`` serves ``assets/<name>`` beside the subclass's module;
-* ``bench_reference`` builds ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called
-  with ``(ckpt_dir, run)``) for ``--reference diffusers``;
 * ``check_run`` returns ``run_problems(spec, run)`` of the module ``checks`` names (``".checks"``) and
   ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse, then returns that
   module's ``checkpoint_problems(spec, ckpt, run, dit_config)`` (either function may be absent);
-* ``quantization_keep`` keeps the core's default layers in full precision when the run stores weights 8-bit
-  (:data:`vidax_core.quant.keep.DEFAULT_KEEP`: norms, modulation, embeddings, patch embedding, heads) and
-  ``quantization_outside_blocks`` makes no Linear layer outside the stacked blocks 8-bit;
+* ``quantization_outside_blocks`` makes no Linear layer outside the stacked blocks 8-bit;
 * every other hook returns None ("use the core's default").
+
+Besides hooks, a family declares (class attributes): its ``models``, ``options``, ``checkpoint_formats``, the
+``dit_components`` / ``dit_config_class`` / ``dit_rules`` / ``checks`` its default hooks read,
+``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called with ``(ckpt_dir, run)``: the
+reference of ``vidax bench --reference diffusers``), ``quantization_keep`` (regexes of the Linear layers an 8-bit
+run keeps in full precision; None: :data:`vidax_core.quant.keep.DEFAULT_KEEP`, norms, modulation, embeddings,
+patch embedding, heads), ``cache_layout`` and ``lora_experts``. Offload streams every group of
+``DitBuild.block_counts``. A subclass that defines a method named ``quantization_keep``, ``bench_reference`` or
+``offload_block_groups`` (:data:`RETIRED`, with the hook signatures of those names) has it answer instead.
 
 Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
 ``conversion_ignore``, ``lora_key_map``): any other public method is refused when the plugin loads, so a
@@ -50,6 +54,7 @@ class FamilyPlugin:
     dit_rules: str | None = None  # ".convert_dit:DIT_RULES": conversion_rules() of every dit_components folder
     checks: str | None = None  # ".checks": its run_problems / checkpoint_problems answer check_run / check_checkpoint
     cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
+    quantization_keep: Sequence[str] | None = None  # layers an 8-bit run keeps in full precision; None: DEFAULT_KEEP
     lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
 
     # ---- helpers a family overrides (not hooks) ----
@@ -111,9 +116,6 @@ class FamilyPlugin:
     def shard_rules(self, spec):
         return None
 
-    def offload_block_groups(self, spec, model, run):
-        return None
-
     def build_text_encoder(self, spec, ckpt, run, mesh):
         return None
 
@@ -153,21 +155,11 @@ class FamilyPlugin:
     def open_checkpoint(self, spec, path):
         return None
 
-    def bench_reference(self, spec, engine, ckpt_dir, run):
-        if engine != "diffusers" or not self.diffusers_reference:
-            return None
-        return self._ref(self.diffusers_reference)(ckpt_dir, run)
-
     def bench_dit(self, spec, need_reference, config):
         return None
 
     def vae_latent_shape(self, spec, ckpt, run):
         return None
-
-    def quantization_keep(self, spec, component):
-        from vidax_core.quant.keep import DEFAULT_KEEP
-
-        return DEFAULT_KEEP
 
     def quantization_outside_blocks(self, spec, component):
         return ()
@@ -195,10 +187,30 @@ def hook_names() -> frozenset[str]:
 
 HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore", "lora_key_map"})
 
+# Method names that are declarations (or a default), not hooks -> what to write instead. A FamilyPlugin subclass
+# defining one as a method has it answer (:meth:`vidax_core.plugins.Plugins.declared`); a module of ``@hookimpl``
+# functions implementing one is refused with this line.
+RETIRED = {
+    "offload_block_groups": "offload streams every group of DitBuild.block_counts: list there only the stacked "
+                            "groups to stream",
+    "quantization_keep": "declare the regexes as the FamilyPlugin class attribute quantization_keep = (...)",
+    "bench_reference": "declare diffusers_reference = '.module:Class' on a FamilyPlugin subclass (called with "
+                       "(ckpt_dir, run))",
+}
+
+
+def diffusers_reference(family: Any, engine: str, ckpt_dir: str, run: Any) -> Any:
+    """The reference run ``family`` declares for ``vidax bench --reference ENGINE`` (``diffusers_reference``,
+    instantiated with ``(ckpt_dir, run)``), or None."""
+    ref = getattr(family, "diffusers_reference", None)
+    if engine != "diffusers" or not ref or not isinstance(family, FamilyPlugin):
+        return None
+    return family._ref(ref)(ckpt_dir, run)
+
 
 def stray_methods(plugin: FamilyPlugin) -> list[str]:
     """Public methods of ``plugin``'s class that are neither hooks nor base helpers (misspelled hooks)."""
-    allowed = hook_names() | HELPERS
+    allowed = hook_names() | HELPERS | set(RETIRED)
     out = []
     for cls in type(plugin).__mro__:
         if cls in (FamilyPlugin, object):

@@ -7,7 +7,14 @@ still works).
 Every per-model hook takes the :class:`~vidax_core.registry.ModelSpec` first and is called only on the plugin that
 registered that model id (:meth:`vidax_core.plugins.Plugins.call`), so several families coexist and no plugin needs
 an "is this my model" guard; returning ``None`` means "use the core's default" where a hook has one.
-``register_models`` is the one collector hook: every plugin contributes its model ids to the registry.
+``register_models`` is the one collector hook: every plugin contributes its model ids to the registry. The core
+never calls a hook through pluggy's own hook calling (which would ask every plugin, first answer first): a per-model
+hook has one answering plugin, so no spec here carries pluggy's ``firstresult``.
+
+What never differed between families is no hook but a default or a declaration of
+:class:`vidax_core.family.FamilyPlugin` (``quantization_keep``, ``diffusers_reference``, the streamed block groups =
+``DitBuild.block_counts``); :data:`vidax_core.family.RETIRED` says what a family written against an earlier
+contract changes.
 
 Objects passed in:
 
@@ -30,7 +37,7 @@ def register_models(register):
     """Call ``register(ModelSpec(...))`` once per model id this plugin provides."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def build_dit(spec, ckpt, run):
     """Return a :class:`vidax_core.model_api.DitBuild` for ``spec``: how to construct the denoiser (NNX module),
     its parameter dtype and its config; or a list of them for a mixture of experts over time (each with its
@@ -41,13 +48,14 @@ def build_dit(spec, ckpt, run):
     conditioning (``Conditioning.model_kwargs``) and the guidance strategy (``Branch.model_kwargs``,
     ``Guidance.model_inputs``); it returns the prediction in the latents' layout (same structure). Those keyword
     inputs reach ``pre(latents, timestep, context, **kwargs)`` too when offload drives the staged forward.
-    Fill ``DitBuild.heads``, ``patch_size`` and ``block_counts``: the core checks ``parallel.tp``/``sp`` and
-    ``offload.chunk_size`` against them before any weight loads; ``latent_shapes`` when the latents are not
+    Fill ``DitBuild.heads``, ``patch_size`` and ``block_counts`` (the stacked groups ``offload.enabled`` streams
+    from host memory): the core checks ``parallel.tp``/``sp`` and ``offload.chunk_size`` against them before any
+    weight loads; ``latent_shapes`` when the latents are not
     ``(B, in_channels, F, H, W)``; ``t_min``/``t_max`` for experts. This hook is called only for models registered
     by this plugin."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def convert_checkpoint(spec, component, tensors, abstract, config):
     """Convert ``tensors`` (source key -> lazy array) of ``component`` (e.g. "transformer") onto ``abstract``
     (flat path -> ShapeDtypeStruct of the model built by ``build_dit``) and return path -> numpy array. ``config``
@@ -56,7 +64,7 @@ def convert_checkpoint(spec, component, tensors, abstract, config):
     Return None to decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def shard_rules(spec):
     """Return a sequence of ``(logical_axis_name, mesh_axis_or_None)`` pairs mapping the DiT's logical parameter
     and activation axes (``embed``, ``heads``, ``mlp``, ``layers`` ...) onto mesh axes (``tp``, ``sp``, ``dp``).
@@ -65,26 +73,17 @@ def shard_rules(spec):
     does not replicate everything)."""
 
 
-@hookspec(firstresult=True)
-def offload_block_groups(spec, model, run):
-    """Return the names of the stacked block groups of ``model`` to stream from host memory when
-    ``offload.enabled`` (e.g. ``["blocks"]``, or ``["double_blocks", "single_blocks"]``). ``model`` is the
-    denoiser built shape-only (``nnx.eval_shape``: attributes and shapes, no memory); ``run`` the run config.
-    Groups not named here stay resident but still run: the executor runs every group the model lists in its
-    ``block_groups``, and refuses a model with stacked groups missing from that list. Return None for the default:
-    every group named in ``DitBuild.block_counts``."""
-
-
-@hookspec(firstresult=True)
+@hookspec
 def build_text_encoder(spec, ckpt, run, mesh):
     """Load and return the family's prompt encoder object (opaque to the core; handed back to
-    ``encode_prompt``). It is built, used and freed BEFORE the denoiser's weights are placed, so a large encoder
-    may use the whole accelerator memory; ``mesh`` is the run's device mesh (axes dp, sp, tp): place a large
+    ``encode_prompt``). ``vidax run`` builds, uses and frees it BEFORE the denoiser's weights are placed, so a
+    large encoder may use the whole accelerator memory; a loaded pipe keeps it between calls as
+    ``runtime.text_encoder`` says; ``mesh`` is the run's device mesh (axes dp, sp, tp): place a large
     encoder tensor-parallel across it with :mod:`vidax_core.parallel.sharding` and the encoder's logical axes.
     Return None to decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def encode_prompt(spec, encoder, prompts, run):
     """Encode ``prompts`` with ``encoder`` (from ``build_text_encoder``) into the DiT's text context.
 
@@ -98,13 +97,16 @@ def encode_prompt(spec, encoder, prompts, run):
     keep theirs. Return None to decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def build_vae(spec, ckpt, run):
     """Load and return the family's :class:`vidax_core.model_api.VideoAutoencoder` (latent shape, decode to
-    frames). Return None to decline."""
+    frames). A loaded pipe keeps it for later calls of the same frame count, size, ``options``, ``vae`` settings
+    and kinds of media (:func:`vidax_core.runner.loaded.vae_key`): read nothing else from ``run`` here, and hand
+    per-call values (the seed of a decode noise) to the VAE through its ``for_call(run)``. Return None to
+    decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     """Return a :class:`vidax_core.model_api.Conditioning` with what the denoiser needs beyond the prompt,
     computed once before sampling: image or video conditioning (``run.image``, ``run.video``; read a clip with
@@ -115,14 +117,14 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     nothing is needed."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def scheduler(spec, ckpt, run):
     """Return a :class:`vidax_core.schedulers.base.Sampler` to use when the run names none
     (``sampling.scheduler: null``). Return None to let the core read the checkpoint's
     ``scheduler/scheduler_config.json``."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def guidance(spec, ckpt, run):
     """Return the :class:`vidax_core.guidance.Guidance` strategy of this run (classifier-free with either formula,
     per-step scales, guidance rescale, spatio-temporal guidance, embedded guidance ...), built from
@@ -130,7 +132,7 @@ def guidance(spec, ckpt, run):
     default: classifier-free ``uncond + g * (cond - uncond)`` when ``guidance_scale > 1``, else one pass."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def sampling_plan(spec, ckpt, run, sampler, latent_shape):
     """Return keyword arguments for ``sampler.plan(...)`` beyond the step count: an explicit ``sigmas`` or
     ``timesteps`` list (distilled schedules), ``mu`` or ``seq_len`` for a dynamic shift from the token count.
@@ -139,7 +141,7 @@ def sampling_plan(spec, ckpt, run, sampler, latent_shape):
     the last ``int(N * s)`` of its N steps. Return None for ``sampler.plan(run.sampling.num_steps)``."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def sampling_passes(spec, ckpt, run):
     """Return the denoising passes of this run, a list of :class:`vidax_core.model_api.SamplingPass`, when the
     model's recipe chains several (LTX-Video's multi-scale recipe: a pass at a smaller size, the latent upscaler,
@@ -147,7 +149,7 @@ def sampling_passes(spec, ckpt, run):
     differs. Return None for one pass of ``run`` itself."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def predict_num_frames(spec, ckpt, run, context):
     """For a model that predicts its length (``ModelSpec.predicts`` holds ``"num_frames"``) and a run that leaves
     ``sampling.num_frames`` unset: return ``(num_frames, info)``, the frame count for this prompt (one the model
@@ -156,21 +158,21 @@ def predict_num_frames(spec, ckpt, run, context):
     Called after the prompt is encoded, before the latent grid is planned. Return None to decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def check_run(spec, run):
     """Return a list of one-line problems with ``run`` for this model (e.g. "sampling.num_frames must be 4k+1
     for Wan, got 16: use 17"), checked before any heavy work; an empty list when all is well. Return None to
     decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def builtin_checkpoint(spec, name):
     """Return the local folder (diffusers layout) of the built-in checkpoint ``name`` (e.g. "tiny-random") that
     ships with the plugin, used by ``model.checkpoint: builtin:<name>`` for demos and tests without downloads.
     Return None to decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def open_checkpoint(spec, path):
     """Claim the local folder ``path`` that has no ``model_index.json`` (e.g. a model's original release files)
     and return a :class:`vidax_core.io.checkpoint.Checkpoint` (usually a subclass) that answers in diffusers terms:
@@ -181,23 +183,7 @@ def open_checkpoint(spec, path):
     other as not in a known layout)."""
 
 
-@hookspec(firstresult=True)
-def bench_reference(spec, engine, ckpt_dir, run):
-    """Return the reference run of ``vidax bench --reference ENGINE`` for ``spec``: a zero-argument callable
-    that, when called, runs ``run`` (the validated :class:`vidax_core.config.RunConfig`: prompt, sampling,
-    ``model.dtype``) with the engine's own pipeline (e.g. ``engine="diffusers"``: the family's diffusers
-    pipeline) from the local checkpoint folder ``ckpt_dir`` and returns a dict with the same metric keys as the
-    vidax side: ``engine``, ``load_s``, ``encode_s``, ``compile_s`` (first step minus the steady step),
-    ``per_step_s`` (median of steps 1..), ``step_times_s``, ``num_steps``, ``decode_s``, ``total_s``,
-    ``peak_rss_mb``, ``device_peak_bytes`` (None where the engine cannot tell) and ``latent_shape``.
-
-    Building the callable must be cheap (it is built once in the parent process to fail early): import the
-    engine's packages lazily and raise a one-line :class:`vidax_core.errors.UserError` when they are missing or
-    the run is one the reference cannot do. torch/diffusers are test-only: never import them at module level.
-    Return None to decline (no reference for this model or this engine): the user gets a one-line error."""
-
-
-@hookspec(firstresult=True)
+@hookspec
 def bench_dit(spec, need_reference, config):
     """Return the model parts of ``vidax bench --dit-only`` for ``spec``'s family (random weights, no
     checkpoint weights read), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):
@@ -221,15 +207,16 @@ def bench_dit(spec, need_reference, config):
     packages are missing. Return None to decline."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def vae_latent_shape(spec, ckpt, run):
     """Return ``(latent_frames, latent_height, latent_width)`` of ``run``'s video from the VAE's configuration
-    alone, without reading any weight (``vidax run --dry-run`` uses it to check that ``parallel.sp`` divides the
-    video tokens with the real run's planning, before anything loads). It must equal what the VAE object of
-    ``build_vae`` reports. Return None to decline (the dry run then says the token check was skipped)."""
+    alone, without reading any weight: the planner (:mod:`vidax_core.runner.plan`) checks every call's grid against
+    the denoiser's patch, position limits and ``parallel.sp`` with it before anything loads, and the dry run prints
+    it. It must equal what the VAE object of ``build_vae`` reports (a call checks that). Return None to decline: a
+    call then plans its grid once the VAE is built, and the dry run says the token check was skipped."""
 
 
-@hookspec(firstresult=True)
+@hookspec
 def check_checkpoint(spec, ckpt, run):
     """Return a list of one-line problems with the checkpoint ``ckpt`` for this model and ``run``, found from its
     configuration files alone (no weight is read): e.g. an image-to-video model id given a text-to-video checkpoint
@@ -237,16 +224,7 @@ def check_checkpoint(spec, ckpt, run):
     other. Each line names the file and the key. An empty list when all is well; None to decline."""
 
 
-@hookspec(firstresult=True)
-def quantization_keep(spec, component):
-    """Return regexes of the denoiser's Linear layers (searched in their '/'-joined parameter paths, e.g.
-    ``blocks/attn1/to_q``) that stay in full precision when a run stores its weights 8-bit
-    (``model.weight_dtype`` or an 8-bit checkpoint). Outside the stacked block groups only the layers
-    ``quantization_outside_blocks`` names are 8-bit. The core's default (:data:`vidax_core.quant.keep.DEFAULT_KEEP`) keeps norms, modulation, embeddings,
-    patch embedding and heads; None means that default."""
-
-
-@hookspec(firstresult=True)
+@hookspec
 def quantization_outside_blocks(spec, component):
     """Return regexes (full matches of the '/'-joined parameter path, e.g. ``time_proj``) of the denoiser's Linear
     layers outside its stacked block groups that are 8-bit too in an 8-bit run: the large embedder / projection

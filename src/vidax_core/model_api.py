@@ -29,7 +29,8 @@ class DitBuild:
     the checkpoint folder its weights come from; ``config`` is the family's frozen architecture config;
     ``in_channels`` the latent channels the sampler works on. For the parallel checks made before weights load:
     ``heads`` (attention heads, split by tp then sp), ``patch_size`` ((pt, ph, pw): video tokens =
-    latent F*H*W / (pt*ph*pw)) and ``block_counts`` ({stacked group name: blocks}, split by offload.chunk_size).
+    latent F*H*W / (pt*ph*pw)) and ``block_counts`` ({stacked group name: blocks}: the groups ``offload.enabled``
+    streams from host memory, split by offload.chunk_size).
 
     ``latent_shapes(batch, (f, h, w))`` gives the shape of the latents the sampler works on, in the layout of the
     family's diffusers pipeline (what it takes as ``latents=``): a tuple, or a dict of tuples for several latent
@@ -101,8 +102,7 @@ class Conditioning:
     """What the denoiser needs beyond the prompt (an image, a video, first-frame latents), from
     ``prepare_conditioning``; every function is traced inside the jitted step.
 
-    * ``arrays``: host arrays with batch 1 handed to the step; ``branch_arrays`` overrides entries per guidance
-      branch (``{"uncond": {"image_context": black_image_tokens}}``).
+    * ``arrays``: host arrays with batch 1 handed to the step (every guidance branch reads the same ones).
     * ``model_kwargs``: names in ``arrays`` passed to the denoiser as keyword arguments.
     * ``prepare(x, t, arrays) -> (x, t)``: the sampler's latents and scalar model timestep -> the denoiser's input
       and timesteps (``(B,)``, per token ``(B, S)`` or any shape the denoiser takes). None = identity. ``arrays``
@@ -110,8 +110,7 @@ class Conditioning:
       the noise level rather than the model timestep (Cosmos-Predict2.5).
     * ``after_model(pred, x, t, arrays) -> pred``: adjusts each branch's prediction before guidance (Cosmos
       replaces the velocity of its conditioning frames). ``x``/``t`` are what ``prepare`` returned.
-    * ``after_step(latents, arrays) -> latents``: applied to the sampler's output after every step (HunyuanVideo
-      I2V puts the clean first frame back); ``finalize`` once after the last step.
+    * ``finalize(latents, arrays) -> latents``: once after the last step.
     * ``per_token_update``: hand ``prepare``'s per-token timesteps to the sampler update too
       (``sampler.step(..., per_token_timesteps=t)``), as LTX's conditioned pipelines do: True for the whole
       latents, or the key of the one latent stream they apply to (``"video"``).
@@ -124,9 +123,10 @@ class Conditioning:
       the seeded draw, ``given`` the run's ``sampling.initial_noise`` or the latents a previous pass hands on
       (:class:`SamplingPass`), None without either; ``sigma`` the plan's first noise level. The result may use
       another layout than ``noise`` (packed tokens, extra conditioning tokens) when ``finalize`` maps it back.
-    * ``select_update(new, old, t, arrays) -> latents``: which entries take the sampler's update this step (``t``
-      the step's scalar model timestep); LTXConditionPipeline holds a partly-strong conditioning token until ``t``
-      falls below its strength's level.
+    * ``select_update(new, old, t, arrays) -> latents``: the latents after this step from the sampler's output
+      ``new`` and the step's input ``old`` (``t`` the step's scalar model timestep): which entries take the update
+      (LTXConditionPipeline holds a partly-strong conditioning token until ``t`` falls below its strength's level),
+      or what is put back after it (HunyuanVideo I2V's clean first frame).
     * ``before_step(latents, t, arrays) -> latents``: applied to the latents before each step's model calls (and
       kept); with ``step_noise_shape`` set, ``arrays["step_noise"]`` holds fresh standard normal noise of that shape
       each step, ``jax.random.normal(fold_in(fold_in(key(seed), 5), i), shape)`` (LTXConditionPipeline's
@@ -139,10 +139,8 @@ class Conditioning:
 
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
     model_kwargs: tuple[str, ...] = ()
-    branch_arrays: Mapping[str, Mapping[str, np.ndarray]] = field(default_factory=dict)
     prepare: Callable[..., tuple[Any, Any]] | None = None
     after_model: Callable[..., Any] | None = None
-    after_step: Callable[..., Any] | None = None
     finalize: Callable[..., Any] | None = None
     per_token_update: bool | str = False
     latents: Callable[[Any], Any] | None = None

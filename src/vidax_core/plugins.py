@@ -25,7 +25,7 @@ import pluggy
 
 from vidax_core import hookspecs
 from vidax_core.errors import PluginError, UserError
-from vidax_core.family import FamilyPlugin, as_plugin_object, hook_names, stray_methods
+from vidax_core.family import RETIRED, FamilyPlugin, as_plugin_object, hook_names, stray_methods
 from vidax_core.registry import ModelSpec, Registry
 
 GROUP = "vidax"
@@ -74,6 +74,11 @@ class Plugins:
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise pluggy.PluginValidationError(module, f"plugin {name!r}: method {stray[0]!r} is not a vidax hook"
                                                    f"{hint}; name helper methods with a leading underscore")
+        else:
+            retired = sorted(n for n in RETIRED if getattr(getattr(module, n, None), "vidax_impl", None) is not None)
+            if retired:
+                raise pluggy.PluginValidationError(module, f"plugin {name!r}: {retired[0]} is no hook: "
+                                                   f"{RETIRED[retired[0]]}")
         self.pm.register(module, name=name)
         self.pm.check_pending()
         hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
@@ -136,6 +141,22 @@ class Plugins:
         owner = self.owner(spec)
         obj = self.pm.get_plugin(owner) if owner is not None else None
         return obj if isinstance(obj, FamilyPlugin) else None
+
+    def declared(self, spec: ModelSpec, name: str, **kwargs: Any) -> Any:
+        """The declaration ``name`` of the family that registered ``spec`` (a :class:`FamilyPlugin` class
+        attribute), or, where the family defines ``name`` as a method (:data:`vidax_core.family.RETIRED`), that
+        method's answer to ``spec`` and ``kwargs``. None for a family that declares nothing or a module plugin."""
+        obj = self.family_object(spec)
+        value = getattr(obj, name, None) if obj is not None else None
+        if not callable(value):
+            return value
+        try:
+            return value(spec=spec, **kwargs)
+        except (UserError, PluginError):
+            raise
+        except Exception as exc:
+            info = next((i for i in self.infos if i.name == self.owner(spec)), None)
+            raise PluginError((info.distribution if info else "") or str(self.owner(spec)), name, exc) from exc
 
     def call(self, hook_name: str, spec: ModelSpec, **kwargs: Any) -> Any:
         """Call the per-model hook ``hook_name`` on the plugin that registered ``spec`` only.

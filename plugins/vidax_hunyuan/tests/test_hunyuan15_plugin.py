@@ -155,16 +155,17 @@ def test_bench_reference_is_the_15_pipeline(tmp_path):
     """``vidax bench --reference diffusers`` gets the 1.5 pipelines' reference for every 1.5 id; a folder that is
     not a diffusers pipeline (the original release) and a scheduler override are refused in one line."""
     from vidax_core.errors import UserError
+    from vidax_core.family import diffusers_reference
     from vidax_hunyuan.hunyuan15_bench_reference import Hunyuan15DiffusersReference
 
     (tmp_path / "model_index.json").write_text("{}")
     run = _run()
     run.sampling.scheduler = None
     for spec in (SimpleNamespace(id=m["id"], tasks=m["tasks"]) for m in presets.MODELS):
-        ref = plugin.bench_reference(spec, "diffusers", str(tmp_path), run)
+        ref = diffusers_reference(plugin, "diffusers", str(tmp_path), run)
         assert isinstance(ref, Hunyuan15DiffusersReference), spec.id
     with pytest.raises(UserError, match="not a diffusers-layout pipeline folder"):
-        plugin.bench_reference(T2V, "diffusers", str(tmp_path / "release"), run)
+        diffusers_reference(plugin, "diffusers", str(tmp_path / "release"), run)
     run.sampling.scheduler = "unipc"
     with pytest.raises(UserError, match="leave sampling.scheduler unset"):
-        plugin.bench_reference(T2V, "diffusers", str(tmp_path), run)
+        diffusers_reference(plugin, "diffusers", str(tmp_path), run)

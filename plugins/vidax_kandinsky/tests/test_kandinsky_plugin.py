@@ -146,9 +146,10 @@ def test_bench_reference_runs_the_pipeline(plugins):
     folder = plugin.builtin_checkpoint(spec, "tiny-random")
     cfg = run(plugins, "kandinsky5-t2v-lite", "sampling.num_steps=2", "sampling.num_frames=5", "sampling.height=32",
               "sampling.width=32", "sampling.max_sequence_length=128", "model.dtype=float32")
-    row = plugins.call("bench_reference", spec, engine="diffusers", ckpt_dir=folder, run=cfg)()
+    from vidax_core.bench.reference import reference_runner
+
+    row = reference_runner(plugins, spec, "diffusers", folder, cfg)()
     assert row["latent_shape"] == [1, 2, 4, 4, 4] and row["frames_shape"] == [1, 5, 32, 32, 3]
     assert row["per_step_s"] > 0 and row["decode_s"] > 0
     with pytest.raises(UserError, match="text-to-video runs only"):
-        plugins.call("bench_reference", spec, engine="diffusers", ckpt_dir=folder,
-                     run=run(plugins, "kandinsky5-t2v-lite", "image=x.png"))
+        reference_runner(plugins, spec, "diffusers", folder, run(plugins, "kandinsky5-t2v-lite", "image=x.png"))

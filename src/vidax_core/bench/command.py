@@ -16,7 +16,7 @@ Metrics per case: load, encode, compile (first step minus the steady step), per-
 decode, total, peak host RSS, peak device bytes where the backend reports them (``Device.memory_stats()`` on
 GPU/TPU, ``torch.cuda.max_memory_allocated`` for the reference; "n/a" on CPU) and, for vidax, the peak bytes of
 DiT weights resident on a device. With ``--reference ENGINE`` each row also gets the ratio vidax / ENGINE per
-metric; the reference run comes from the plugin that registered the model (hook ``bench_reference``), so a family
+metric; the reference run comes from the family that registered the model (its ``diffusers_reference``), so a family
 without one gets a one-line error before any case runs.
 A step-cache sweep (``--sweep cache=...`` or ``cache.FIELD=...``) gets an uncached case first when it names none,
 and each cached case's second-video sampling time as a ratio to it (``vs_uncached``).
@@ -136,7 +136,7 @@ def offload_all_chunk(spec, ckpt, cfg, plugins) -> int:
     builds = list(built) if isinstance(built, (list, tuple)) else [built]
     counts = []
     for b in builds:
-        groups = plugins.call("offload_block_groups", spec, model=None, run=cfg) or list(b.block_counts or ())
+        groups = plugins.declared(spec, "offload_block_groups", model=None, run=cfg) or list(b.block_counts or ())
         counts += [n for g, n in (b.block_counts or {}).items() if g in groups]
     if not counts:
         raise UserError(f"--sweep offload=all: the plugin of {spec.id} reports no block groups to offload")

@@ -68,9 +68,9 @@ class _VidaxStep:
         return init_state(self.sampler, self.plan, latents)
 
     def args(self, contexts, plan_arrays=None, scales=None) -> tuple:
-        """(contexts, plan arrays, scales, noise, cond arrays, branch arrays); ``contexts``: [cond, uncond]."""
+        """(contexts, plan arrays, scales, noise, cond arrays); ``contexts``: [cond, uncond]."""
         return (list(contexts), self.plan.arrays() if plan_arrays is None else plan_arrays,
-                self.scales if scales is None else scales, None, {}, {})
+                self.scales if scales is None else scales, None, {})
 
 
 def dit_parts(overrides, need_reference: bool):

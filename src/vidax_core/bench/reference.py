@@ -1,7 +1,7 @@
 """The other side of ``vidax bench --reference ENGINE``: the model's own plugin provides it.
 
-The core knows no reference pipeline: it asks the plugin that registered the model (hook ``bench_reference``) for
-a callable that runs the same checkpoint, dtype, shapes, steps and guidance with ENGINE (e.g. diffusers) and
+The core knows no reference pipeline: the family that registered the model declares one (``diffusers_reference``
+on its :class:`vidax_core.FamilyPlugin`) that builds a callable that runs the same checkpoint, dtype, shapes, steps and guidance with ENGINE (e.g. diffusers) and
 returns the same metrics as the vidax side. A family without one is a one-line user error, before any work.
 """
 
@@ -14,7 +14,11 @@ from vidax_core.errors import UserError
 
 def reference_runner(plugins: Any, spec: Any, engine: str, ckpt_dir: str, run: Any) -> Callable[[], dict[str, Any]]:
     """The plugin's reference run of ``run`` for ``spec``, or a :class:`UserError` saying there is none."""
-    runner = plugins.call("bench_reference", spec, engine=engine, ckpt_dir=ckpt_dir, run=run)
+    from vidax_core.family import diffusers_reference
+
+    runner = plugins.declared(spec, "bench_reference", engine=engine, ckpt_dir=ckpt_dir, run=run)
+    if runner is None:
+        runner = diffusers_reference(plugins.family_object(spec), engine, ckpt_dir, run)
     if runner is None:
         who = f" ({spec.plugin})" if getattr(spec, "plugin", "") else ""
         raise UserError(f"--reference {engine}: the plugin of {spec.id}{who} provides no {engine} reference "

@@ -85,8 +85,8 @@ def pass_plan(spec: Any, plugins: Any, cfg: Any, experts: Sequence[Any], batches
 
 
 def initial_states(plan: CachePlan, experts: Sequence[Any], step_plan: Any, num_steps: int, args: tuple) -> list:
-    """Each expert's initial cache state; ``args`` = (latents, i, contexts, plan_arrays, scales, cond_arrays,
-    branch_arrays) as the step takes them."""
+    """Each expert's initial cache state; ``args`` = (latents, i, contexts, plan_arrays, scales, cond_arrays) as
+    the step takes them."""
     from vidax_core.runner.step import call_carries
 
     out = []

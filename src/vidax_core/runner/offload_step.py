@@ -103,25 +103,24 @@ class OffloadedStep:
         def full_model(rest_state):
             return nnx.merge(graphdef, *abstract_groups, rest_state)
 
-        def pre(rest_state, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays):
+        def pre(rest_state, latents, i, contexts, plan_arrays, scales, cond_arrays):
             with sharding.activate(mesh, rules):
                 m = full_model(rest_state)
                 latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
-                inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
-                calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, _scales_at(scales, i))
+                inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
+                calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, _scales_at(scales, i))
                 return [m.pre(x, t, ctx, **kw) for x, t, ctx, kw in calls]
 
-        def post(rest_state, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays,
-                 branch_arrays):
+        def post(rest_state, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays):
             with sharding.activate(mesh, rules):
                 m = full_model(rest_state)
                 s_i = _scales_at(scales, i)
                 latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
-                inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
-                calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, s_i)
+                inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
+                calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, s_i)
                 preds = [m.post(h, aux, jax.tree.map(lambda a: a.shape, x))
                          for h, aux, (x, _, _, _) in zip(hs, auxs, calls)]
-                return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, branch_arrays, s_i, inputs,
+                return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, s_i, inputs,
                               preds)
 
         self._between = None
@@ -162,11 +161,11 @@ class OffloadedStep:
                                                                   nnx.split(getattr(model, groups[0]))[0],
                                                                   in_mesh, mesh, rules)
 
-    def __call__(self, params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays, branch_arrays):
+    def __call__(self, params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays):
         cst = host = None
         if self.cache is not None:  # {"sampler", "cache"} and, for a schedule, this step's row on the host
             cst, host, state = state["cache"], state.get("host_flags"), state["sampler"]
-        outs = self._pre(self.rest, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays)
+        outs = self._pre(self.rest, latents, i, contexts, plan_arrays, scales, cond_arrays)
         hs, auxs = [], []
         for b, (h, aux) in enumerate(outs):
             if cst is None:
@@ -177,8 +176,7 @@ class OffloadedStep:
                 h, cst = self._scheduled_call(b, cst, host, h, aux, i)
             hs.append(h)
             auxs.append(aux)
-        out = self._post(self.rest, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays,
-                         branch_arrays)
+        out = self._post(self.rest, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays)
         return out if cst is None else (out[0], {"sampler": out[1], "cache": cst})
 
     def _stream(self, h: Any, aux: Any) -> Any:

@@ -131,11 +131,11 @@ def stacked_groups(abstract_state: Any) -> set[str]:
 
 def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Plugins,
                    model: Any = None) -> tuple[str, ...]:
-    """The groups to stream from the host, checked against the model (``model``: its ``nnx.eval_shape``, built
-    here when not given): every stacked group must be one the model runs by name (``block_groups``), or offload
-    would silently skip it."""
+    """The groups to stream from the host (every group of ``DitBuild.block_counts``), checked against the model
+    (``model``: its ``nnx.eval_shape``, built here when not given): every stacked group must be one the model runs
+    by name (``block_groups``), or offload would silently skip it."""
     model = model if model is not None else nnx.eval_shape(build.ctor)
-    names = plugins.call("offload_block_groups", spec, model=model, run=cfg) or list(build.block_counts or ())
+    names = plugins.declared(spec, "offload_block_groups", model=model, run=cfg) or list(build.block_counts or ())
     if not names:
         raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
     runs = tuple(getattr(model, "block_groups", ()) or ())

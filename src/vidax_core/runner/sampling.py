@@ -88,7 +88,6 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     plan_arrays = put(splan.arrays())
     scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
-    branch_arrays = put({k: dict(v) for k, v in cond.branch_arrays.items()}) if cond is not None else {}
     x = put(latents)
     state = put(init_state(sampler, splan, latents))
     ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)
@@ -96,7 +95,7 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     cond_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 5)
     step_noise = cond.step_noise_shape if cond is not None else None
     caches = cache_run.initial_states(cache_plan, experts, plan, splan.num_steps, (
-        x, np.int32(0), ctxs, plan_arrays, scales, cond_arrays, branch_arrays)) if cache_plan is not None else None
+        x, np.int32(0), ctxs, plan_arrays, scales, cond_arrays)) if cache_plan is not None else None
 
     step_times: list[float] = []
     bar = reporter.bar(splan.num_steps, label, unit="step")
@@ -113,14 +112,12 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
         arrays_i = cond_arrays if step_noise is None else {
             **cond_arrays, "step_noise": put(_draw_noise(jax.random.fold_in(cond_key, i), step_noise))}
         if caches is None:
-            x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i,
-                              branch_arrays)
+            x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i)
         else:
             carried = {"sampler": state, "cache": caches[schedule[i]]}
             if e.model is not None and cache_plan.schedule:
                 carried["host_flags"] = cache_run.host_flags(cache_plan, schedule[i], i)
-            x, both = e.step(e.params, x, carried, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i,
-                             branch_arrays)
+            x, both = e.step(e.params, x, carried, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i)
             state, caches[schedule[i]] = both["sampler"], both["cache"]
         jax.block_until_ready(x)
         step_times.append(time.perf_counter() - t_step)

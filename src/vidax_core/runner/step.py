@@ -99,7 +99,7 @@ def before_step(plan: StepPlan, plan_arrays, i, latents, cond_arrays) -> Any:
     return cond.before_step(latents, plan_arrays["timesteps"][i].astype(jnp.float32), cond_arrays)
 
 
-def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays, branch_arrays) -> dict[str, BranchInput]:
+def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays) -> dict[str, BranchInput]:
     """Each branch's denoiser input and timesteps (``Conditioning.prepare`` with the branch's arrays)."""
     sampler, cond = plan.sampler, plan.cond
     x0 = jax.tree.map(lambda a: sampler.scale_model_input(plan_arrays, i, a), latents)
@@ -111,13 +111,13 @@ def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays, branch_a
         x, t = x0, t0
         if cond is not None and cond.prepare is not None:
             step_arrays = {"sigma": values["sigma"]}  # models fed the noise level
-            x, t = cond.prepare(x, t, {**step_arrays, **cond_arrays, **branch_arrays.get(b.name, {})})
+            x, t = cond.prepare(x, t, {**step_arrays, **cond_arrays})
         t = jnp.broadcast_to(t, (_latent_batch(latents),) + jnp.shape(t)[1:]).astype(jnp.float32)
         out[b.name] = BranchInput(x, t, kwargs)
     return out
 
 
-def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, cond_arrays, branch_arrays,
+def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, cond_arrays,
                       scales_i) -> list[tuple[Any, Any, Any, dict]]:
     """(x, t, context, kwargs) of each model call: the batch's branches stacked on axis 0."""
     calls = []
@@ -126,8 +126,7 @@ def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, 
         for n in names:
             inp = inputs[n]
             bsz = _latent_batch(inp.x)
-            arrays = {**cond_arrays, **branch_arrays.get(n, {})}
-            kw = {k: _bcast(arrays[k], bsz) for k in (plan.cond.model_kwargs if plan.cond else ())}
+            kw = {k: _bcast(cond_arrays[k], bsz) for k in (plan.cond.model_kwargs if plan.cond else ())}
             kw.update({k: _bcast(jnp.reshape(v, (1,)) if jnp.ndim(v) == 0 else v, bsz) for k, v in inp.kwargs.items()})
             kw.update(plan.guidance.model_inputs(scales_i, bsz))
             xs.append(inp.x)
@@ -140,15 +139,16 @@ def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, 
     return calls
 
 
-def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, branch_arrays, scales_i,
+def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, scales_i,
            inputs: dict[str, BranchInput], batch_preds: Sequence[Any]):
-    """Split the calls' predictions per branch, post-model conditioning, guidance, sampler update, after-step."""
+    """Split the calls' predictions per branch, post-model conditioning, guidance, sampler update, the
+    conditioning's ``select_update``."""
     cond, sampler = plan.cond, plan.sampler
     preds = {}
     for names, pred in zip(plan.batches, batch_preds):
         for n, p in zip(names, _split(pred, len(names))):
             if cond is not None and cond.after_model is not None:
-                p = cond.after_model(p, inputs[n].x, inputs[n].t, {**cond_arrays, **branch_arrays.get(n, {})})
+                p = cond.after_model(p, inputs[n].x, inputs[n].t, cond_arrays)
             preds[n] = jax.tree.map(lambda a: a.astype(jnp.float32), p)
     guided = plan.guidance.combine_at(preds, scales_i, latents, plan_arrays["sigmas"][i].astype(jnp.float32))
     extra = {}
@@ -165,8 +165,6 @@ def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, b
         new, new_state = sampler.step(plan_arrays, state, i, guided, latents, noise, **extra)
     if cond is not None and cond.select_update is not None:
         new = cond.select_update(new, latents, plan_arrays["timesteps"][i].astype(jnp.float32), cond_arrays)
-    if cond is not None and cond.after_step is not None:
-        new = cond.after_step(new, cond_arrays)
     return new, new_state
 
 
@@ -176,42 +174,42 @@ def _scales_at(scales, i):
 
 def make_step(graphdef: nnx.GraphDef, plan: StepPlan, mesh=None, rules=None):
     """The jitted step with resident weights:
-    ``step(params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays, branch_arrays)``."""
+    ``step(params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays)``."""
 
-    def step(params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays, branch_arrays):
+    def step(params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays):
         with sharding.activate(mesh, rules):
             model = nnx.merge(graphdef, params)
             s_i = _scales_at(scales, i)
             latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
-            inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
-            calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, s_i)
+            inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
+            calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, s_i)
             if plan.cache is None:
                 preds = [model(x, t, ctx, **kw) for x, t, ctx, kw in calls]
-                return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, branch_arrays, s_i, inputs,
+                return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, s_i, inputs,
                               preds)
             from vidax_core.runner.cache_plan import step_calls
 
             preds, cache = step_calls(model, plan.cache, plan.batches, calls, state["cache"], i)
-            new, sampler_state = finish(plan, plan_arrays, i, latents, state["sampler"], noise, cond_arrays,
-                                        branch_arrays, s_i, inputs, preds)
+            new, sampler_state = finish(plan, plan_arrays, i, latents, state["sampler"], noise, cond_arrays, s_i,
+                                        inputs, preds)
             return new, {"sampler": sampler_state, "cache": cache}
 
     return jax.jit(step, donate_argnums=(1, 2))
 
 
-def call_carries(model_fn, plan: StepPlan, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays):
+def call_carries(model_fn, plan: StepPlan, latents, i, contexts, plan_arrays, scales, cond_arrays):
     """Shapes of each model call's block-stack carry (``model.pre``'s first output), traced only: what the step
     cache's state is shaped like. ``model_fn()`` gives the model inside the trace."""
 
-    def carries(latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays):
+    def carries(latents, i, contexts, plan_arrays, scales, cond_arrays):
         model = model_fn()
         s_i = _scales_at(scales, i)
         latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
-        inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays, branch_arrays)
-        calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, branch_arrays, s_i)
+        inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
+        calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, s_i)
         return [model.pre(x, t, ctx, **kw)[0] for x, t, ctx, kw in calls]
 
-    return jax.eval_shape(carries, latents, i, contexts, plan_arrays, scales, cond_arrays, branch_arrays)
+    return jax.eval_shape(carries, latents, i, contexts, plan_arrays, scales, cond_arrays)
 
 
 def init_state(sampler: sched_base.Sampler, sampler_plan, latents: Any) -> Any:

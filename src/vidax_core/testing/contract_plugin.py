@@ -40,7 +40,8 @@ OPTIONS = {
     "first_frame": Option(False, bool, "frame 0 is clean: per-token timesteps, velocity and latents replaced"),
     "sigmas": Option(None, list[float] | None, "explicit sigma list (distilled schedule)"),
     "declare_all_groups": Option(True, bool, "the model lists every stacked group in block_groups"),
-    "stream_groups": Option(None, list[str] | None, "the groups offload_block_groups names (null = all)"),
+    "stream_groups": Option(None, list[str] | None, "the groups DitBuild.block_counts names, those offload streams "
+                                                    "(null = all)"),
 }
 
 
@@ -240,18 +241,14 @@ def build_dit(spec, ckpt, run):
         video = (batch, f * h * w, C)
         return {"video": video, "audio": (batch, f * AUDIO_PER_FRAME, CA)} if audio else video
 
+    streamed = run.options["stream_groups"] or list(GROUPS)
     return DitBuild(ctor=lambda: ctor(), config=None, in_channels=C, heads=2, patch_size=(1, 1, 1),
-                    block_counts=dict(GROUPS), latent_shapes=shapes)
+                    block_counts={g: n for g, n in GROUPS.items() if g in streamed}, latent_shapes=shapes)
 
 
 @hookimpl
 def convert_checkpoint(spec, component, tensors, abstract):
     return {path: np.asarray(tensors[".".join(map(str, path))]) for path in abstract}
-
-
-@hookimpl
-def offload_block_groups(spec, model, run):
-    return run.options["stream_groups"] or list(model.block_groups)
 
 
 @dataclass
@@ -348,15 +345,13 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     from vidax_core.model_api import Conditioning
 
     arrays: dict[str, Any] = {}
-    branch: dict[str, Any] = {}
     kwargs: tuple[str, ...] = ()
     if run.video is not None:
         clip = read_video(run.video, height=run.sampling.height, width=run.sampling.width)
         arrays["video_feat"] = clip.mean(axis=(0, 1, 2))[None].astype(np.float32)
-        branch["uncond"] = {"video_feat": np.zeros((1, 3), np.float32)}  # the negative branch sees a black clip
         kwargs = ("video_feat",)
     if not run.options["first_frame"]:
-        return Conditioning(arrays=arrays, model_kwargs=kwargs, branch_arrays=branch) if arrays else None
+        return Conditioning(arrays=arrays, model_kwargs=kwargs) if arrays else None
     f, h, w = latent_shape
     n0 = h * w
     arrays["clean"] = clean_first_frame(latent_shape)
@@ -379,8 +374,8 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
         v = video_of(pred)
         return with_video(pred, v.at[:, :n0].set(0.25))  # a known velocity for the clean frame
 
-    return Conditioning(arrays=arrays, model_kwargs=kwargs, branch_arrays=branch, prepare=prepare,
-                        after_model=after_model, after_step=substitute,
+    return Conditioning(arrays=arrays, model_kwargs=kwargs, prepare=prepare, after_model=after_model,
+                        select_update=lambda new, old, t, a: substitute(new, a),
                         per_token_update="video" if run.options["audio"] else True)
 
 
@@ -410,8 +405,8 @@ def numpy_reference(ckpt_folder: str, run, noise: Any, sigmas: np.ndarray, video
     n0 = hh * ww
     x = {k: np.asarray(v, np.float64) for k, v in noise.items()} if isinstance(noise, dict) else np.asarray(noise, np.float64)
     vid = lambda a: a["video"] if isinstance(a, dict) else a
-    feat = {"cond": np.zeros((1, 3)) if video_feat is None else video_feat[None].astype(np.float64),
-            "uncond": np.zeros((1, 3))}
+    feat = np.zeros((1, 3)) if video_feat is None else video_feat[None].astype(np.float64)
+    feat = {"cond": feat, "uncond": feat}
     keep = np.concatenate([np.zeros((1, n0)), np.ones((1, (f - 1) * n0))], axis=1)
     clean = clean_first_frame(grid).astype(np.float64)
     ts = sigmas[:-1] * 1000.0

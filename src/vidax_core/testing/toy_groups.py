@@ -2,7 +2,7 @@
 
 ``ToyGroupsPlugin(double, single)`` registers model ``toy-groups`` whose denoiser has a ``double_blocks`` group of
 ``double`` blocks and a ``single_blocks`` group of ``single`` blocks (both streamable), plus non-block parameters,
-and a decoy parameter whose name ends in ``blocks`` but is no group. It implements no ``bench_reference``, no VAE
+and a decoy parameter whose name ends in ``blocks`` but is no group. It declares no ``diffusers_reference``, no VAE
 and no weights: only what ``vidax run --dry-run`` and the bench's planning read (its latent grid and sampler). ``toy_checkpoint(dir)`` writes
 the one file its checkpoint folder needs.
 """
@@ -84,10 +84,6 @@ class ToyGroupsPlugin:
         ctor = _toy_module(self.double, self.single)
         return DitBuild(ctor=ctor, config=None, in_channels=4, heads=HEADS, patch_size=(1, 2, 2),
                         block_counts={"double_blocks": self.double, "single_blocks": self.single})
-
-    @hookimpl
-    def offload_block_groups(self, spec, model):
-        return ["double_blocks", "single_blocks"]
 
     @hookimpl
     def scheduler(self, spec, ckpt, run):

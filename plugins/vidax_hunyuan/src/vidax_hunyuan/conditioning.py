@@ -49,5 +49,5 @@ def prepare(run: Any, vae: Any, latent_shape: tuple[int, int, int]) -> Condition
         arrays={"image_latents": img},
         latents=latents,
         prepare=lambda x, t, arrays: (with_image(x, arrays), t),
-        after_step=with_image,
+        select_update=lambda new, old, t, arrays: with_image(new, arrays),  # the clean first frame back
     )
