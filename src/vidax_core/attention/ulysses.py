@@ -63,6 +63,7 @@ def self_attention(
     kv_lengths: jax.Array | None = None,
     causal: bool = False,
     causal_prefix: int | None = None,
+    causal_block: int | None = None,
 ) -> jax.Array:
     """Attention where q, k and v are all sequence-sharded (video self-attention): Ulysses when sp > 1.
 
@@ -72,6 +73,8 @@ def self_attention(
         kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
     masks = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
     flags = dict(causal=causal, causal_prefix=causal_prefix)
+    if causal_block is not None:  # only then, so that a call without it reads as before
+        flags["causal_block"] = causal_block
     ctx = sharding.active()
     if ctx is None:
         return attention(q, k, v, **masks, **flags)

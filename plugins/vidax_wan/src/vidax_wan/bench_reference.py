@@ -126,7 +126,7 @@ class WanDitBench:
         """A constructor of the vidax DiT with ``blocks`` blocks (called under ``nnx.eval_shape``)."""
         from flax import nnx
 
-        from .dit import WanDiT, WanDiTConfig
+        from vidax_core.wan_dit.model import WanDiT, WanDiTConfig
 
         cfg = WanDiTConfig.from_config({**self.arch, "num_layers": blocks})
         return lambda: WanDiT(cfg, rngs=nnx.Rngs(0))
@@ -134,8 +134,8 @@ class WanDitBench:
     def paired_dits(self, blocks: int, seed: int = 0) -> tuple[Any, Any, int]:
         """(vidax DiT, diffusers transformer, parameter count) with the same random fp32 weights."""
         torch, diffusers = _imports()
-        from .convert_dit import load_dit
-        from .dit import WanDiTConfig
+        from vidax_core.wan_dit.keys import load_dit
+        from vidax_core.wan_dit.model import WanDiTConfig
 
         torch.manual_seed(seed)
         ref = diffusers.WanTransformer3DModel(**{**self.arch, "num_layers": blocks}).eval().float()

@@ -28,7 +28,7 @@ def checkpoint_config_problems(spec, ckpt) -> list[str]:
     from vidax_core import SOURCE_KEY, UserError
     from vidax_core.vae.wan21 import WanVAEConfig
 
-    from .dit import WanDiTConfig
+    from vidax_core.wan_dit.model import WanDiTConfig
 
     problems: list[str] = []
 

@@ -98,7 +98,7 @@ def prepare(run, vae: Any, latent_shape, dit_cfg, model_index: dict, clip: Any =
 def prepare_for_run(run, ckpt, vae: Any, latent_shape) -> Conditioning:
     """The image conditioning of ``run`` from the checkpoint: Wan2.1 I2V adds CLIP image tokens for its extra
     cross-attention (a DiT config with ``image_dim``), Wan2.2 only the first-frame latents."""
-    from .dit import WanDiTConfig
+    from vidax_core.wan_dit.model import WanDiTConfig
 
     dit_cfg = WanDiTConfig.from_config(ckpt.config("transformer"))
     clip = processor = None

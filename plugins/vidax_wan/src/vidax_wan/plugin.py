@@ -31,17 +31,17 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
     lora_experts = {"high_noise": "transformer", "low_noise": "transformer_2"}
 
     def dit_config(self, ckpt, component="transformer", **overrides):
-        from .dit import WanDiTConfig
+        from vidax_core.wan_dit.model import WanDiTConfig
 
         return WanDiTConfig.from_config({**ckpt.config(component), **overrides})
 
     def conversion_rules(self, component):
-        from .convert_dit import DIT_RULES
+        from vidax_core.wan_dit.keys import DIT_RULES
 
         return DIT_RULES
 
     def conversion_ignore(self, component):
-        from .convert_dit import DIT_IGNORE
+        from vidax_core.wan_dit.keys import DIT_IGNORE
 
         return DIT_IGNORE
 
@@ -59,9 +59,9 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
-        from .flops import counter as dit_flops
+        from vidax_core.wan_dit.flops import counter as dit_flops
 
-        from .dit import WanDiT
+        from vidax_core.wan_dit.model import WanDiT
         from .experts import boundary, two_experts
 
         def one(component: str, **expert) -> DitBuild:
