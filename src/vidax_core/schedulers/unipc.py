@@ -48,10 +48,14 @@ class UniPCSampler(Sampler):
     ``use_corrector=False`` disables the corrector everywhere; ``disable_corrector`` lists step
     indices ``k`` whose result is not corrected (diffusers semantics: the corrector that would run
     at the start of step ``k+1`` is skipped).
+
+    ``last_in_place``: the sample a step keeps for the next step's corrector is its own output whenever the step
+    ran no corrector (the first step, and after a disabled one). diffusers' SkyReels-V2 diffusion-forcing loop
+    works so: it writes each frame's update into the latents its per-frame scheduler holds as ``last_sample``.
     """
 
     name = "unipc"
-    step_fields = ("solver_order", "prediction_type", "predict_x0", "use_corrector")
+    step_fields = ("solver_order", "prediction_type", "predict_x0", "use_corrector", "last_in_place")
 
     solver_order: int = 2
     solver_type: str = "bh2"
@@ -81,6 +85,7 @@ class UniPCSampler(Sampler):
     use_beta_sigmas: bool = False
     sigma_min: float | None = None
     sigma_max: float | None = None
+    last_in_place: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "disable_corrector", tuple(int(k) for k in self.disable_corrector))
@@ -343,7 +348,8 @@ class UniPCSampler(Sampler):
         # UniP predictor
         res = self._history_sum(hist, m_t, gather(pa, "p_rk", i), gather(pa, "p_rho", i))
         x_t = gather(pa, "p_ratio", i) * x - gather(pa, "p_a", i) * m_t - gather(pa, "p_c", i) * res
-        return x_t.astype(sample.dtype), {"hist": hist, "last": x}
+        last = jnp.where(gather(pa, "c_on", i), x, x_t) if self.last_in_place else x
+        return x_t.astype(sample.dtype), {"hist": hist, "last": last}
 
 
 def _sigma_to_t(sigma, log_sigmas):
