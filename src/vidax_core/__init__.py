@@ -30,6 +30,7 @@ _EXPORTS = {
     # what hooks return
     "DitBuild": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
+    "WindowedSampling": "windows", "Window": "windows", "WindowStart": "windows", "WindowDone": "windows",
     "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
     "SpatioTemporal": "guidance", "Embedded": "guidance", "default_guidance": "guidance",
     # checkpoints and conversion

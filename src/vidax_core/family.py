@@ -138,6 +138,9 @@ class FamilyPlugin:
     def sampling_passes(self, spec, ckpt, run):
         return None
 
+    def sampling_windows(self, spec, ckpt, run):
+        return None
+
     def check_run(self, spec, run):
         check = self._check_function("run_problems")
         return check(spec, run) if check else None

@@ -148,6 +148,15 @@ def sampling_passes(spec, ckpt, run):
 
 
 @hookspec(firstresult=True)
+def sampling_windows(spec, ckpt, run):
+    """Return a :class:`vidax_core.windows.WindowedSampling` when ``run`` makes its video in windows (chunked,
+    autoregressive sampling: Helios' chunks, SkyReels-V2's diffusion-forcing windows): each window a denoising
+    loop conditioned on latents made before it, decoded and appended to the video as it completes. It is called
+    before any weight loads (from the config files alone; keep it cheap) and once more per call for the object
+    that carries the windows' state. Return None for one ordinary denoising pass."""
+
+
+@hookspec(firstresult=True)
 def check_run(spec, run):
     """Return a list of one-line problems with ``run`` for this model (e.g. "sampling.num_frames must be 4k+1
     for Wan, got 16: use 17"), checked before any heavy work; an empty list when all is well. Return None to
