@@ -1,0 +1,49 @@
+"""Tiny random SkyReels-V2 pipelines built with diffusers (the PyTorch reference) for the parity tests: the Wan
+tiny VAE, UMT5 and tokenizer of :mod:`vidax_core.testing.tiny.wan`, a 2-block SkyReelsV2Transformer3DModel (with the
+fps embedding for diffusion forcing), UniPC on flow sigmas at the recipe's shift 8. torch loads only when called."""
+
+from __future__ import annotations
+
+from vidax_core.testing.tiny.wan import TINY_DIT, TINY_UMT5, TINY_VAE
+
+SHIFT = 8.0
+
+
+def build_tiny_skyreels(kind: str = "df", seed: int = 0, dit: dict | None = None):
+    """A random-weight fp32 ``SkyReelsV2DiffusionForcingPipeline`` (``kind="df"``) or ``SkyReelsV2Pipeline``."""
+    import tempfile
+
+    import torch
+    from diffusers import (AutoencoderKLWan, SkyReelsV2DiffusionForcingPipeline, SkyReelsV2Pipeline,
+                           SkyReelsV2Transformer3DModel, UniPCMultistepScheduler)
+    from transformers import AutoTokenizer, UMT5Config, UMT5EncoderModel
+
+    from vidax_core.testing.reference import randomize_
+    from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
+
+    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    torch.manual_seed(seed)
+    text_encoder = UMT5EncoderModel(UMT5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_UMT5)).eval()
+    arch = {**TINY_DIT, "inject_sample_info": kind == "df", **(dit or {})}
+    transformer = SkyReelsV2Transformer3DModel(**arch).eval()
+    vae = AutoencoderKLWan(**TINY_VAE).eval()
+    randomize_(text_encoder, seed + 1, 0.3)
+    randomize_(transformer, seed + 2, 0.1)
+    randomize_(vae, seed + 3, 0.1)
+    sched = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, num_train_timesteps=1000,
+                                    flow_shift=SHIFT)
+    cls = SkyReelsV2DiffusionForcingPipeline if kind == "df" else SkyReelsV2Pipeline
+    return cls(tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=sched)
+
+
+def no_ftfy() -> None:
+    """diffusers' SkyReels pipelines call ftfy even when it is not installed; ftfy.fix_text is the identity on the
+    tests' ASCII prompts (vidax, like the Wan pipelines without ftfy, applies only the HTML/whitespace cleaning)."""
+    import types
+
+    from diffusers.pipelines.skyreels_v2 import pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing
+
+    for module in (pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing):
+        if not hasattr(module, "ftfy"):
+            module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)
