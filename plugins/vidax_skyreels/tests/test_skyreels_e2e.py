@@ -9,7 +9,6 @@ over two windows.
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -17,9 +16,7 @@ import pytest
 from vidax_core.testing.cli import run_args, run_e2e
 from vidax_core.testing.parity import assert_run_matches
 from vidax_core.testing.reference import reference_outputs, save_pipeline
-
-sys.path.insert(0, os.path.dirname(__file__))
-from tiny import build_tiny_skyreels, no_ftfy  # noqa: E402
+from vidax_skyreels.tiny import build_tiny_skyreels, no_ftfy
 
 pytest.importorskip("torch")
 

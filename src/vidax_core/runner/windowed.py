@@ -15,6 +15,7 @@ frames stay there. The run's metrics add each window's times and ``device_peak_b
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable
 
@@ -130,8 +131,10 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
                                 start.latents, first=(k == 0), label=f"window {k + 1}/{n}", splan=start.plan,
                                 progress=sampled, step_key=(step_key, "window", tuple(w.grid), w.key),
                                 cond=start.conditioning, step_noise=start.step_noise)
-            results.append(res)
-            done = ws.finish(k, res.final)
+            # an owned host copy: on the CPU backend the pass's result is a view of its device buffer
+            final = np.array(res.final, np.float32, copy=True)
+            results.append(dataclasses.replace(res, final=None))
+            done = ws.finish(k, final)
             kept.append(np.asarray(done.output))
             t1 = time.perf_counter()
             if decoder is not None:
@@ -170,8 +173,6 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
 def _metrics(model: Any, cfg: Any, call: Any, results: list, timer: Any, rows: list, memory: DeviceMemory) -> dict:
     """The run's metrics record (:func:`vidax_core.runner.pipeline.run_metrics`, the windows as its passes) and
     the windows' own figures."""
-    import dataclasses
-
     n = len(results)
     as_passes = dataclasses.replace(call, passes=[SamplingPass(cfg, name=f"window {k + 1}") for k in range(n)],
                                     samplers=[call.samplers[0]] * n,

@@ -44,6 +44,12 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         return DitBuild.of(SkyReelsDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg))
 
+    def builtin_checkpoint(self, spec, name):
+        """``tiny-random`` is a diffusion-forcing pipeline; the text-to-video id's is ``tiny-random-t2v``."""
+        if spec.id not in presets.DIFFUSION_FORCING:
+            name = f"{name}-t2v"
+        return super().builtin_checkpoint(spec, name)
+
     def sampling_windows(self, spec, ckpt, run):
         """Diffusion forcing: the windows of :mod:`.forcing` (one window for a video no longer than
         ``base_num_frames``); the text-to-video id runs one ordinary pass."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from vidax_core.testing.tiny.wan import TINY_DIT, TINY_UMT5, TINY_VAE
 
 SHIFT = 8.0
+BUILTIN = {"tiny-random": "df", "tiny-random-t2v": "t2v"}  # built-in checkpoint -> pipeline kind
 
 
 def build_tiny_skyreels(kind: str = "df", seed: int = 0, dit: dict | None = None):
@@ -47,3 +48,8 @@ def no_ftfy() -> None:
     for module in (pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing):
         if not hasattr(module, "ftfy"):
             module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)
+
+
+def save_tiny_skyreels(out_dir, kind: str = "df", seed: int = 0) -> None:
+    """``save_pretrained`` a tiny pipeline (safetensors) into ``out_dir``."""
+    build_tiny_skyreels(kind, seed=seed).save_pretrained(str(out_dir), safe_serialization=True)
