@@ -50,6 +50,6 @@ def no_ftfy() -> None:
             module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)
 
 
-def save_tiny_skyreels(out_dir, kind: str = "df", seed: int = 0) -> None:
+def save_tiny_skyreels(out_dir, kind: str = "df", seed: int = 0, dit: dict | None = None) -> None:
     """``save_pretrained`` a tiny pipeline (safetensors) into ``out_dir``."""
-    build_tiny_skyreels(kind, seed=seed).save_pretrained(str(out_dir), safe_serialization=True)
+    build_tiny_skyreels(kind, seed=seed, dit=dit).save_pretrained(str(out_dir), safe_serialization=True)
