@@ -3,7 +3,8 @@
 
 Draw ``n`` of shape ``s`` is the archive's ``noise_n`` (checked against ``s``) or, without a file,
 ``jax.random.normal(fold_in(key(seed), n), s)``. The archive's names and shapes are checked against the run's
-planned draws before any weight loads; each member is read when its draw comes.
+planned draws before any weight loads; each member is read when its draw comes. A run that draws once also takes
+a .npy: the array the reference pipeline takes as ``latents=``.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ def draw_name(n: int) -> str:
 
 
 def check_draws(path: str, shapes: Sequence[tuple[int, ...]]) -> None:
-    """A one-line error unless ``path`` is a .npz holding exactly noise_0..noise_{n-1} with the planned shapes."""
+    """A one-line error unless ``path`` is a .npz holding exactly noise_0..noise_{n-1} with the planned shapes (or,
+    for a run that draws once, a .npy of that shape: what the reference pipeline takes as ``latents=``)."""
     where = f"sampling.initial_noise {path}"
     want = [draw_name(n) for n in range(len(shapes))]
-    how = (f"this model draws noise {len(shapes)} times: give a .npz holding noise_0 .. noise_{len(shapes) - 1} "
+    how = (f"this run draws noise {len(shapes)} times: give a .npz holding noise_0 .. noise_{len(shapes) - 1} "
            "(numpy.savez), each in the reference pipeline's draw order and layout (see the family's docs page)")
     if not N.is_zip(path):
+        if len(shapes) == 1:
+            N.check_shape(N.npy_header(path, where), tuple(shapes[0]), where)
+            return
         raise UserError(f"{where} is a single array, but {how}")
     with N._open(path, where) as f:
         try:
@@ -58,6 +63,8 @@ class Draws:
     def __call__(self, shape: Sequence[int]) -> np.ndarray:
         n, shape = self.count, tuple(int(v) for v in shape)
         self.count += 1
+        if self.path and not N.is_zip(self.path):  # a run that draws once: the .npy is its noise
+            return N.load_initial_noise(self.path, shape)
         if self.path:
             where = f"sampling.initial_noise {self.path}: {draw_name(n)}"
             with N._open(self.path, where) as f, zipfile.ZipFile(f) as z:

@@ -56,6 +56,14 @@ def grids(ws: WindowedSampling) -> list[tuple[int, int, int]]:
     return sorted(seen, key=lambda g: -int(np.prod(g)))
 
 
+def describe(ws: WindowedSampling) -> str:
+    """One line: the number of windows, their latent frames and steps."""
+    frames = [int(w.grid[0]) for w in ws.windows]
+    steps = sorted({int(w.num_steps) for w in ws.windows})
+    return (f"{len(frames)} window{'s' if len(frames) > 1 else ''} of {', '.join(map(str, frames))} latent frames, "
+            f"{'/'.join(map(str, steps))} steps each, {ws.total_steps} in all")
+
+
 class DeviceMemory:
     """Peak device bytes over a run: the backend's own peak where it keeps one (TPU, GPU), else the largest sum of
     live device arrays seen at each :meth:`sample` (the CPU backend keeps no statistics)."""

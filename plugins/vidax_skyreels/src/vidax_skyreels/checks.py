@@ -52,3 +52,17 @@ def forcing_problems(run) -> list[str]:
                 f"windows have {', '.join(map(str, geo.frames))}: change num_frames, base_num_frames or "
                 "overlap_history (the reference's recipe: base_num_frames 97 with causal_block_size 5)"]
     return []
+
+
+def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
+    """An image-to-video denoiser (more input than output channels) or one whose latents are not the VAE's."""
+    problems = []
+    if dit.in_channels != dit.out_channels:
+        problems.append(f"transformer/config.json: in_channels={dit.in_channels} differs from out_channels="
+                        f"{dit.out_channels} (an image-to-video denoiser), but {spec.id} feeds it only the noisy "
+                        f"latents: use a {spec.id} checkpoint")
+    z_dim = ckpt.config("vae").get("z_dim") if ckpt.has("vae") else None
+    if z_dim is not None and dit.out_channels != z_dim:
+        problems.append(f"transformer/config.json: out_channels={dit.out_channels} does not match z_dim={z_dim} of "
+                        "vae/config.json")
+    return problems
