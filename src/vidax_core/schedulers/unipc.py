@@ -86,6 +86,9 @@ class UniPCSampler(Sampler):
     sigma_min: float | None = None
     sigma_max: float | None = None
     last_in_place: bool = False
+    #: the model timestep of a flow sigma is ``sigma x T`` cut to an integer, as diffusers casts it; HeliosScheduler
+    #: keeps the float
+    integer_timesteps: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "disable_corrector", tuple(int(k) for k in self.disable_corrector))
@@ -123,7 +126,8 @@ class UniPCSampler(Sampler):
         return alpha, s * alpha
 
     def schedule(self, num_steps: int, sigmas=None, mu=None, seq_len=None) -> tuple[np.ndarray, np.ndarray]:
-        """``(timesteps int64 (N,), sigmas float32 (N+1,))`` exactly as ``set_timesteps`` builds them."""
+        """``(timesteps (N,), sigmas float32 (N+1,))`` exactly as ``set_timesteps`` builds them (int64 timesteps
+        unless ``integer_timesteps`` is off)."""
         T = self.num_train_timesteps
         if self.use_dynamic_shifting and mu is None:
             if seq_len is None:
@@ -183,8 +187,9 @@ class UniPCSampler(Sampler):
             s = np.interp(ts, np.arange(0, len(vp.sigmas)), vp.sigmas)
             last = vp.sigma_first if self.final_sigmas_type == "sigma_min" else 0
             s = np.concatenate([s, [last]]).astype(np.float32)
-        # torch's float -> int64 conversion truncates toward zero
-        ts = np.trunc(np.asarray(ts, dtype=np.float64)).astype(np.int64)
+        ts = np.asarray(ts, dtype=np.float64)
+        if self.integer_timesteps:  # torch's float -> int64 conversion truncates toward zero
+            ts = np.trunc(ts).astype(np.int64)
         return ts, s
 
     def orders(self, num_steps: int) -> np.ndarray:

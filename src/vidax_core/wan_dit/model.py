@@ -204,6 +204,20 @@ class WanBlock(nnx.Module):
                          (BATCH, SEQ, EMBED))
 
 
+def patch_tokens(latents: jax.Array, kernel: jax.Array, bias: jax.Array, patch: Sequence[int]
+                 ) -> tuple[jax.Array, tuple[int, int, int]]:
+    """A non-overlapping conv3d patch embedding (stride == kernel ``patch``) as patchify + one matmul: latents
+    (B, C, F, H, W) -> float32 tokens (B, F/pt * H/ph * W/pw, D) in (f, h, w) order and the token grid. ``kernel``
+    is (pt, ph, pw, C, D) (the conv kernel channel-last), ``bias`` (D,)."""
+    f, hh, ww = latents.shape[2:]
+    pt, ph, pw = patch
+    if f % pt or hh % ph or ww % pw:
+        raise ValueError(f"latent shape {(f, hh, ww)} is not divisible by patch_size {tuple(patch)}")
+    p, _ = patchify(latents, tuple(patch), order="thwc")
+    x = jnp.matmul(p.astype(kernel.dtype), kernel.reshape(-1, kernel.shape[-1]), preferred_element_type=jnp.float32)
+    return x + bias.astype(jnp.float32), (f // pt, hh // ph, ww // pw)
+
+
 def run_blocks(block_graphdef: nnx.GraphDef, stacked_block_state: nnx.State, x: jax.Array, *inputs: Any) -> jax.Array:
     """Run the blocks whose params are stacked on the leading axis of ``stacked_block_state`` with ``lax.scan``;
     ``inputs`` are :meth:`WanBlock.__call__`'s after ``x`` (``ctx, tproj, rope[, img_ctx]``), the same every layer.
@@ -230,6 +244,8 @@ class WanDiT(nnx.Module):
     (B, Li, image_dim) CLIP image tokens for I2V configs (FLF2V: first- and last-frame tokens concatenated on the
     sequence axis, Li = ``pos_embed_seq_len``; diffusers' (2B, Li/2, image_dim) layout is accepted too).
     """
+
+    block_type = WanBlock  # a family built on this DiT may stack its own block (Helios)
 
     def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
@@ -264,7 +280,7 @@ class WanDiT(nnx.Module):
             self.image_norm1 = self.image_linear_1 = self.image_linear_2 = self.image_norm2 = None
             self.image_pos_embed = None
         # Blocks, stacked on a leading 'layers' axis.
-        self.blocks = stacked(lambda r: WanBlock(cfg, rngs=r), cfg.num_layers, rngs)
+        self.blocks = stacked(lambda r: self.block_type(cfg, rngs=r), cfg.num_layers, rngs)
         # Output head.
         self.proj_out = Linear(dim, cfg.out_channels * pt * ph * pw, (EMBED, None), dtype=dt, rngs=rngs)
         self.scale_shift_table = param(
@@ -332,15 +348,8 @@ class WanDiT(nnx.Module):
                 + (" (I2V: concatenate the mask + condition latents to the noisy latents first)"
                    if c < cfg.in_channels else "")
             )
-        pt, ph, pw = cfg.patch_size
-        if f % pt or hh % ph or ww % pw:
-            raise ValueError(f"latent shape {(f, hh, ww)} is not divisible by patch_size {cfg.patch_size}")
-        # (B, C, F, H, W) -> (B, S, pt*ph*pw*C): the conv3d patch kernel flattened channel-last
-        p, _ = patchify(latents, cfg.patch_size, order="thwc")
-        k = self.patch_kernel[...]
-        x = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
-        x = constrain((x + self.patch_bias[...].astype(jnp.float32)).astype(cfg.residual_dtype), (BATCH, SEQ, EMBED))
-        return x, (f // pt, hh // ph, ww // pw)
+        x, grid = patch_tokens(latents, self.patch_kernel[...], self.patch_bias[...], cfg.patch_size)
+        return constrain(x.astype(cfg.residual_dtype), (BATCH, SEQ, EMBED)), grid
 
     def embed_image(self, image_context: jax.Array | None) -> jax.Array | None:
         """I2V image tokens (B, Li, image_dim) -> (B, Li, dim) in the param dtype, replicated over sp; None -> None.

@@ -39,16 +39,13 @@ def build_tiny_skyreels(kind: str = "df", seed: int = 0, dit: dict | None = None
 
 
 def no_ftfy() -> None:
-    """diffusers' SkyReels pipelines call ftfy even when it is not installed; ftfy.fix_text is the identity on the
-    tests' ASCII prompts (vidax, like the Wan pipelines without ftfy, applies only the HTML/whitespace cleaning)."""
-    import types
-
+    """diffusers' SkyReels pipelines call ftfy even when it is not installed (see
+    :func:`vidax_core.testing.reference.identity_ftfy`)."""
     from diffusers.pipelines.skyreels_v2 import pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing
 
-    for module in (pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing):
-        if not hasattr(module, "ftfy"):
-            module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)
+    from vidax_core.testing.reference import identity_ftfy
 
+    identity_ftfy(pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing)
 
 def save_tiny_skyreels(out_dir, kind: str = "df", seed: int = 0, dit: dict | None = None) -> None:
     """``save_pretrained`` a tiny pipeline (safetensors) into ``out_dir``."""

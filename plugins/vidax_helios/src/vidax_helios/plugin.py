@@ -1,0 +1,55 @@
+"""The Helios family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+
+Helios (PKU-YuanGroup) is a Wan2.1-14B fine-tune that makes long video chunk by chunk, each chunk conditioned on a
+multi-scale history of the latents before it. The UMT5 prompt encoding and the Wan VAE come from the core
+(:class:`vidax_core.encoders.wan_text.WanTextHooks`, :class:`vidax_core.vae.wan_hooks.WanVAEHooks`); its DiT is built
+from the core's Wan DiT parts (:mod:`.dit`); ``helios-base`` runs as diffusers' ``HeliosPipeline``, chunk by chunk
+(:mod:`.chunks`), with the checkpoint's HeliosScheduler (:mod:`vidax_core.schedulers.helios`). Registering imports
+no JAX.
+"""
+
+from __future__ import annotations
+
+from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.encoders.wan_text import WanTextHooks
+from vidax_core.vae.wan_hooks import WanVAEHooks
+
+from . import presets
+
+
+class HeliosPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
+    family = "helios"
+    models = presets.MODELS
+    options = presets.OPTIONS
+    diffusers_reference = ".bench_reference:HeliosDiffusersReference"
+    checks = ".checks"
+    dit_config_class = ".dit:HeliosDiTConfig"
+    dit_rules = ".convert_dit:DIT_RULES"
+
+    def conversion_ignore(self, component):
+        from .convert_dit import DIT_IGNORE
+
+        return DIT_IGNORE
+
+    def build_dit(self, spec, ckpt, run):
+        from vidax_core import DitBuild
+
+        from .dit import HeliosDiT
+        from .flops import counter
+
+        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
+        return DitBuild.of(HeliosDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
+                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers},
+                           flops=counter(cfg, dict(run.options or {}).get("history_sizes", [16, 2, 1])))
+
+    def sampling_windows(self, spec, ckpt, run):
+        from vidax_core.vae.wan_video import latent_grid
+
+        from .chunks import HeliosChunks
+
+        dit = self.dit_config(ckpt)
+        _, h, w = latent_grid(ckpt.config("vae"), 1, run.sampling.height, run.sampling.width)
+        return HeliosChunks(run, (h, w), dit.in_channels, tuple(dit.patch_size), dict(ckpt.config("scheduler")))
+
+
+plugin = HeliosPlugin()
