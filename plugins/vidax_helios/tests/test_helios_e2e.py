@@ -25,7 +25,7 @@ def test_chunks_match_diffusers(tmp_path, case):
     from diffusers.pipelines.helios import pipeline_helios as module
 
     from vidax_core.testing.draws import reference_windowed_outputs
-    from vidax_core.testing.reference import identity_ftfy
+    from vidax_core.bench.torch_reference import identity_ftfy
 
     identity_ftfy(module)
     pipe = build_tiny_helios(seed=5, scheduler=CASES[case])

@@ -170,3 +170,14 @@ class DiffusersReference:
         """The clock's metrics row with the final latents' and frames' shapes, the dtype and ``extra``."""
         return self.clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
                                   dtype=str(self.dtype).replace("torch.", ""), **extra)
+
+
+def identity_ftfy(*modules: Any) -> None:
+    """Give diffusers pipeline ``modules`` that call ``ftfy.fix_text`` unconditionally (SkyReels-V2, Helios) an
+    identity ``ftfy`` when the package is not installed: vidax applies only the pipelines' HTML and whitespace
+    cleaning, which equals ftfy's result on plain prompts."""
+    import types
+
+    for module in modules:
+        if not hasattr(module, "ftfy"):
+            module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)

@@ -236,13 +236,3 @@ def registered_models(family: str) -> set[str]:
 
     return {s.id for s in get_plugins().registry if s.family == family}
 
-
-def identity_ftfy(*modules: Any) -> None:
-    """Give diffusers pipeline ``modules`` that call ``ftfy.fix_text`` unconditionally an identity ``ftfy`` when the
-    package is not installed: it is the identity on the tests' ASCII prompts (vidax applies only the pipelines'
-    HTML and whitespace cleaning)."""
-    import types
-
-    for module in modules:
-        if not hasattr(module, "ftfy"):
-            module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)

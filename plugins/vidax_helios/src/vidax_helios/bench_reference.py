@@ -5,9 +5,10 @@ reference runs."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from vidax_core.bench.torch_reference import DiffusersReference
+from vidax_core.bench.torch_reference import DiffusersReference, identity_ftfy
 
 
 class HeliosDiffusersReference(DiffusersReference):
@@ -19,6 +20,7 @@ class HeliosDiffusersReference(DiffusersReference):
     def __call__(self) -> dict[str, Any]:
         torch, diffusers, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
+        identity_ftfy(sys.modules[diffusers.HeliosPipeline.__module__])
         pipe = self.load(diffusers.HeliosPipeline)
         guided = s.guidance_scale > 1.0
         with clock.phase("encode"):

@@ -88,3 +88,15 @@ class HeliosChunks(WindowedSampling):
             self.first = latents[:, :, :1].copy()
         self.history = np.concatenate([self.history, latents], axis=2)[:, :, -sum(self.sizes):]
         return WindowDone(output=latents, decode=latents)
+
+
+def example_inputs(cfg: Any, sizes: list[int], batch: int, grid: Any, text: int) -> tuple[None, Any, dict]:
+    """``DitBuild.example_inputs``: the text context and a chunk's history at the three scales with the pipeline's
+    frame indices (``vidax bench --random-dit`` times a call with its history tokens)."""
+    f, h, w = grid
+    long, mid, one = sizes
+    hist = {"latents_history_short": ((batch, cfg.in_channels, 1 + one, h, w), "float32"),
+            "latents_history_mid": ((batch, cfg.in_channels, mid, h, w), "float32"),
+            "latents_history_long": ((batch, cfg.in_channels, long, h, w), "float32")}
+    idx = {k: np.repeat(v.astype(np.int32), batch, axis=0) for k, v in layout(list(sizes), f).items()}
+    return None, ((batch, text, cfg.text_dim), cfg.dtype), {**hist, **idx}

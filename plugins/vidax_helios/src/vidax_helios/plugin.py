@@ -10,6 +10,8 @@ no JAX.
 
 from __future__ import annotations
 
+import functools
+
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.encoders.wan_text import WanTextHooks
 from vidax_core.vae.wan_hooks import WanVAEHooks
@@ -34,13 +36,15 @@ class HeliosPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
+        from .chunks import example_inputs
         from .dit import HeliosDiT
         from .flops import counter
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
+        sizes = list(dict(run.options or {}).get("history_sizes", [16, 2, 1]))
         return DitBuild.of(HeliosDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers},
-                           flops=counter(cfg, dict(run.options or {}).get("history_sizes", [16, 2, 1])))
+                           flops=counter(cfg, sizes), example_inputs=functools.partial(example_inputs, cfg, sizes))
 
     def sampling_windows(self, spec, ckpt, run):
         from vidax_core.vae.wan_video import latent_grid

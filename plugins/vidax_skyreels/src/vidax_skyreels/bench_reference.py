@@ -8,9 +8,10 @@ torch and diffusers are imported only when the reference runs.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from vidax_core.bench.torch_reference import DiffusersReference
+from vidax_core.bench.torch_reference import DiffusersReference, identity_ftfy
 
 from .presets import DIFFUSION_FORCING
 
@@ -26,6 +27,7 @@ class SkyReelsDiffusersReference(DiffusersReference):
         run, s = self.run, self.run.sampling
         forcing = run.model.id in DIFFUSION_FORCING
         cls = diffusers.SkyReelsV2DiffusionForcingPipeline if forcing else diffusers.SkyReelsV2Pipeline
+        identity_ftfy(sys.modules[cls.__module__])
         pipe = self.load(cls)
         guided = s.guidance_scale > 1.0
         with clock.phase("encode"):
@@ -39,7 +41,7 @@ class SkyReelsDiffusersReference(DiffusersReference):
             guidance_scale=s.guidance_scale, generator=self.generator(), output_type="latent",
             callback_on_step_end=clock.on_step_end, max_sequence_length=s.max_sequence_length)
         if forcing:
-            kwargs.update({k: v for k, v in dict(run.options).items()}, fps=int(run.output.fps))
+            kwargs.update(dict(run.options), fps=int(run.output.fps), prompt=None)
         with clock.sampling():
             latents = pipe(**kwargs).frames
         with clock.phase("decode"):

@@ -97,3 +97,9 @@ def config_for_run(config: dict, run: Any = None, **overrides: Any) -> SkyReelsD
     if cbs is not None:
         overrides["num_frame_per_block"] = int(cbs)
     return SkyReelsDiTConfig.from_config(config, **overrides)
+
+
+def example_inputs(cfg: SkyReelsDiTConfig, batch: int, grid: Any, text: int) -> tuple[None, Any, dict]:
+    """``DitBuild.example_inputs``: the text context and, with the fps embedding, the fps rows."""
+    context = ((batch, text, cfg.text_dim), cfg.dtype)
+    return None, context, ({"fps": ((batch,), "int32")} if cfg.inject_sample_info else {})

@@ -10,6 +10,8 @@ Registering imports no JAX.
 
 from __future__ import annotations
 
+import functools
+
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.encoders.wan_text import WanTextHooks
 from vidax_core.vae.wan_hooks import WanVAEHooks
@@ -38,11 +40,12 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         from vidax_core import DitBuild
         from vidax_core.wan_dit.flops import counter as dit_flops
 
-        from .dit import SkyReelsDiT
+        from .dit import SkyReelsDiT, example_inputs
 
         cfg = self.dit_config(ckpt, run, dtype=dit_weight_dtype(run))
         return DitBuild.of(SkyReelsDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
-                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg))
+                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
+                           example_inputs=functools.partial(example_inputs, cfg))
 
     def builtin_checkpoint(self, spec, name):
         """``tiny-random`` is a diffusion-forcing pipeline; the text-to-video id's is ``tiny-random-t2v``."""

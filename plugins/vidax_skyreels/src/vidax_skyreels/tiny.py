@@ -40,10 +40,10 @@ def build_tiny_skyreels(kind: str = "df", seed: int = 0, dit: dict | None = None
 
 def no_ftfy() -> None:
     """diffusers' SkyReels pipelines call ftfy even when it is not installed (see
-    :func:`vidax_core.testing.reference.identity_ftfy`)."""
+    :func:`vidax_core.bench.torch_reference.identity_ftfy`)."""
     from diffusers.pipelines.skyreels_v2 import pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing
 
-    from vidax_core.testing.reference import identity_ftfy
+    from vidax_core.bench.torch_reference import identity_ftfy
 
     identity_ftfy(pipeline_skyreels_v2, pipeline_skyreels_v2_diffusion_forcing)
 

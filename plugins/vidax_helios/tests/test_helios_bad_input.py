@@ -1,0 +1,48 @@
+"""Helios' rows of the bad-input table: each mistake is exit code 2 and one `error:` line saying what to use
+instead, before any weight loads (the CLI in-process, as tests/test_bad_input.py runs it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vidax_core import cli
+
+BASE = ["model.id=helios-base", "model.checkpoint=builtin:tiny-random", "sampling.height=32", "sampling.width=32",
+        "sampling.num_steps=2", "sampling.num_frames=18", "options.num_latent_frames_per_chunk=3"]
+
+
+def _npz(path, **arrays):
+    np.savez(path, **{k: np.zeros(s, np.float32) for k, s in arrays.items()})
+    return f"sampling.initial_noise={path}"
+
+
+CASES = [
+    ("size", lambda t: BASE + ["sampling.height=40"], "multiple of 16"),
+    ("history-sizes", lambda t: BASE + ["options.history_sizes=[16, 2]"], "three positive latent frame counts"),
+    ("chunk", lambda t: BASE + ["options.num_latent_frames_per_chunk=0"], "at least 1"),
+    ("keep-first-frame-false", lambda t: BASE + ["options.keep_first_frame=false"], "keep it true"),
+    ("sp-does-not-divide", lambda t: BASE + ["parallel.sp=3", "parallel.dp=1"], "tokens of a chunk and its history"),
+    ("noise-one-draw-for-two-chunks", lambda t: BASE + [_npz(t / "n.npz", noise_0=(1, 4, 3, 4, 4))],
+     "missing noise_1"),
+    ("noise-wrong-shape", lambda t: BASE + [_npz(t / "n.npz", noise_0=(1, 4, 3, 4, 4), noise_1=(1, 4, 9, 4, 4))],
+     "noise_1 has shape (1, 4, 9, 4, 4), this run needs (1, 4, 3, 4, 4)"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(case, tmp_path, capsys, monkeypatch):
+    from vidax_core.runner import pipeline
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("reached sampling: this input was not refused before the denoising loop")
+
+    monkeypatch.setattr(pipeline, "sample_pass", refuse)
+    monkeypatch.chdir(tmp_path)
+    name, setup, fragment = case
+    code = cli.main(["run", *setup(tmp_path), "--quiet"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    assert fragment in err[0], err[0]
+    print(f"{name}: {err[0]}")
