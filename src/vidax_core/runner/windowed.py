@@ -10,7 +10,8 @@ stream: nothing is left under ``output.path`` unless the whole run completes) an
 Device memory holds one window: the pass returns its latents to the host, the finished windows' latents and
 frames stay there. The run's metrics add each window's times and ``device_peak_bytes``: the backend's peak
 (``memory_stats``) where it keeps one, else the largest total of live device arrays seen after each step
-(``device_peak_source`` says which), the figure a test compares between a 4-window and an 8-window run.
+(``device_peak_source`` says which); with live arrays also ``device_run_peak_bytes``, that peak above what was
+live when the run started, the figure a test compares between a 4-window and an 8-window call of one pipe.
 """
 
 from __future__ import annotations
@@ -66,21 +67,31 @@ def describe(ws: WindowedSampling) -> str:
 
 class DeviceMemory:
     """Peak device bytes over a run: the backend's own peak where it keeps one (TPU, GPU), else the largest sum of
-    live device arrays seen at each :meth:`sample` (the CPU backend keeps no statistics)."""
+    live device arrays seen at each :meth:`sample` (the CPU backend keeps no statistics); with live arrays also
+    how far that peak rose above the bytes live when the run started (what the run itself held: a loaded pipe's
+    weights and caches excluded)."""
 
     def __init__(self) -> None:
         stats = jax.local_devices()[0].memory_stats()
         self.source = "memory_stats" if stats and "peak_bytes_in_use" in stats else "live_arrays"
-        self.peak = 0
+        self.start = self.peak = self._live() if self.source == "live_arrays" else 0
+
+    @staticmethod
+    def _live() -> int:
+        return sum(int(a.nbytes) for a in jax.live_arrays())
 
     def sample(self) -> None:
         if self.source == "live_arrays":
-            self.peak = max(self.peak, sum(int(a.nbytes) for a in jax.live_arrays()))
+            self.peak = max(self.peak, self._live())
 
     def result(self) -> int:
         if self.source == "memory_stats":
             return max(int(d.memory_stats().get("peak_bytes_in_use", 0)) for d in jax.local_devices())
         return self.peak
+
+    def held(self) -> int | None:
+        """Peak minus the bytes live at the start (None with the backend's statistics, a process-wide peak)."""
+        return self.peak - self.start if self.source == "live_arrays" else None
 
 
 class _Sampled:
@@ -189,5 +200,6 @@ def _metrics(model: Any, cfg: Any, call: Any, results: list, timer: Any, rows: l
     totals = [r["total_s"] for r in rows]
     metrics.update(windows=rows, num_windows=n,
                    per_window_s=float(np.median(totals[1:])) if n > 1 else float(totals[0]),
-                   device_peak_bytes=memory.result(), device_peak_source=memory.source)
+                   device_peak_bytes=memory.result(), device_peak_source=memory.source,
+                   device_run_peak_bytes=memory.held())
     return metrics
