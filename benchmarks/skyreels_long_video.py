@@ -41,20 +41,20 @@ def write_shapes() -> None:
     """{component: {"config": config.json, "shapes": {key: shape}}} of the real DF-1.3B transformer and Wan2.1 VAE
     (diffusers on the meta device) and the one-layer text encoder."""
     sys.path.insert(0, os.path.join(HERE, "..", "plugins", "vidax_skyreels", "tests"))
-    sys.path.insert(0, os.path.join(HERE, "..", "plugins", "vidax_wan", "tests"))
     import torch
     from diffusers import AutoencoderKLWan, SkyReelsV2Transformer3DModel
     from test_skyreels_full_size import DITS
-    from test_wan_full_size import WAN21_VAE
     from transformers import UMT5Config, UMT5EncoderModel
+
+    from vidax_core.testing.config_folders import diffusers_config
+    from vidax_core.testing.published import WAN21_VAE
 
     out = {}
     with torch.device("meta"):
         for name, module, cls in (("transformer", SkyReelsV2Transformer3DModel(**DITS[MODEL]),
                                    "SkyReelsV2Transformer3DModel"),
                                   ("vae", AutoencoderKLWan(**WAN21_VAE), "AutoencoderKLWan")):
-            config = {k: list(v) if isinstance(v, tuple) else v for k, v in dict(module.config).items()}
-            out[name] = {"config": {"_class_name": cls, **config},
+            out[name] = {"config": diffusers_config(module, cls),
                          "shapes": {k: list(v.shape) for k, v in module.state_dict().items()}}
         text = UMT5EncoderModel(UMT5Config(vocab_size=1, **TEXT_ENCODER))
         out["text_encoder"] = {"config": None, "shapes": {k: list(v.shape) for k, v in text.state_dict().items()

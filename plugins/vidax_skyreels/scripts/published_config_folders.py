@@ -1,54 +1,23 @@
 """Folders holding only the published JSON files of every SkyReels-V2 model (no weights), for `vidax run ...
---dry-run` and the random-checkpoint writer.
-
-The transformer configs are the ones the full-size test checks (plugins/vidax_skyreels/tests/
-test_skyreels_full_size.py); the Wan2.1 VAE and UMT5-XXL are the Wan full-size test's; all are passed through
-diffusers / transformers on the meta device so every default is filled in. Needs the test extra.
+--dry-run` and the random-checkpoint writer: the transformer configs the full-size test checks
+(plugins/vidax_skyreels/tests/test_skyreels_full_size.py) with the Wan2.1 VAE and UMT5-XXL, filled in by diffusers
+on the meta device (vidax_core.testing.config_folders). Needs the test extra.
 
     python plugins/vidax_skyreels/scripts/published_config_folders.py CONFIGS
 """
 
-import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "vidax_wan", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-import torch  # noqa: E402
-from diffusers import AutoencoderKLWan, SkyReelsV2Transformer3DModel  # noqa: E402
 from test_skyreels_full_size import DITS, SCHEDULER_SHIFT  # noqa: E402
-from test_wan_full_size import UMT5_XXL, WAN21_VAE  # noqa: E402
-from transformers import UMT5Config  # noqa: E402
 
-
-def write(folder, name, data):
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, name), "w") as f:
-        json.dump(data, f, indent=1)
-
-
-def lists(d):
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
+from vidax_core.testing.config_folders import write_wan_based  # noqa: E402
 
 SCHED = {"_class_name": "UniPCMultistepScheduler", "num_train_timesteps": 1000, "prediction_type": "flow_prediction",
          "use_flow_sigmas": True, "flow_shift": SCHEDULER_SHIFT, "solver_order": 2}
-out = sys.argv[1]
 for mid, dit in DITS.items():
-    root = os.path.join(out, mid)
-    pipeline = "SkyReelsV2DiffusionForcingPipeline" if "-df-" in mid else "SkyReelsV2Pipeline"
-    write(root, "model_index.json", {
-        "_class_name": pipeline, "scheduler": ["diffusers", "UniPCMultistepScheduler"],
-        "text_encoder": ["transformers", "UMT5EncoderModel"], "tokenizer": ["transformers", "T5TokenizerFast"],
-        "transformer": ["diffusers", "SkyReelsV2Transformer3DModel"], "vae": ["diffusers", "AutoencoderKLWan"]})
-    with torch.device("meta"):
-        transformer = dict(SkyReelsV2Transformer3DModel(**dit).config)
-        vae = dict(AutoencoderKLWan(**WAN21_VAE).config)
-    write(os.path.join(root, "transformer"), "config.json",
-          {"_class_name": "SkyReelsV2Transformer3DModel", **lists(transformer)})
-    write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLWan", **lists(vae)})
-    write(os.path.join(root, "text_encoder"), "config.json", UMT5Config(**UMT5_XXL).to_dict())
-    write(os.path.join(root, "scheduler"), "scheduler_config.json", SCHED)
-    print("wrote", root)
+    write_wan_based(os.path.join(sys.argv[1], mid), transformer=dit, transformer_class="SkyReelsV2Transformer3DModel",
+                    pipeline="SkyReelsV2DiffusionForcingPipeline" if "-df-" in mid else "SkyReelsV2Pipeline",
+                    scheduler=SCHED)

@@ -16,10 +16,7 @@ from vidax_core.testing.reference import check_full_size, registered_models
 pytest.importorskip("torch")
 
 # Published configurations (config.json of the Wan-AI *-Diffusers repositories).
-WAN21_VAE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-                 temperal_downsample=[False, True, True])
-UMT5_XXL = dict(vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
-                relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu")
+from vidax_core.testing.published import UMT5_XXL, WAN21_VAE  # noqa: E402 - the VAE and UMT5 other families share
 DIT_COMMON = dict(patch_size=(1, 2, 2), attention_head_dim=128, text_dim=4096, freq_dim=256, cross_attn_norm=True,
                   qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024)
 WAN22_VAE = dict(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],

@@ -18,7 +18,7 @@ class HeliosDiffusersReference(DiffusersReference):
     scheduler = "HeliosScheduler"
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers, device, dtype, clock = self.start()
+        _, diffusers, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
         identity_ftfy(sys.modules[diffusers.HeliosPipeline.__module__])
         pipe = self.load(diffusers.HeliosPipeline)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from vidax_core.bench.torch_reference import DiffusersReference, identity_ftfy
+from vidax_core.bench.torch_reference import DiffusersReference, decode_wan_latents, identity_ftfy
 
 from .presets import DIFFUSION_FORCING
 
@@ -23,7 +23,7 @@ class SkyReelsDiffusersReference(DiffusersReference):
     scheduler = "scheduler config"
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers, device, dtype, clock = self.start()
+        _, diffusers, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
         forcing = run.model.id in DIFFUSION_FORCING
         cls = diffusers.SkyReelsV2DiffusionForcingPipeline if forcing else diffusers.SkyReelsV2Pipeline
@@ -45,11 +45,5 @@ class SkyReelsDiffusersReference(DiffusersReference):
         with clock.sampling():
             latents = pipe(**kwargs).frames
         with clock.phase("decode"):
-            vae = pipe.vae
-            z = latents.to(vae.device, dtype=vae.dtype)
-            shape = (1, vae.config.z_dim, 1, 1, 1)
-            mean = torch.tensor(vae.config.latents_mean).view(shape).to(z.device, z.dtype)
-            inv_std = 1.0 / torch.tensor(vae.config.latents_std).view(shape).to(z.device, z.dtype)
-            video = vae.decode(z / inv_std + mean, return_dict=False)[0]
-            frames = pipe.video_processor.postprocess_video(video, output_type="np")
+            frames = decode_wan_latents(pipe, latents)
         return self.metrics(latents, frames, scheduler=type(pipe.scheduler).__name__)

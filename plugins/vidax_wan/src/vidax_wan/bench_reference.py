@@ -19,7 +19,7 @@ import numpy as np
 
 from vidax_core.errors import UserError
 
-from vidax_core.bench.torch_reference import DiffusersReference
+from vidax_core.bench.torch_reference import DiffusersReference, decode_wan_latents
 from vidax_core.bench.torch_reference import torch_diffusers as _imports
 
 
@@ -55,7 +55,7 @@ class WanDiffusersReference(DiffusersReference):
         pipe.scheduler = reference_scheduler(pipe, self.run.sampling.scheduler)
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers, device, dtype, clock = self.start()
+        _, diffusers, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
         pipe = self.load(diffusers.WanPipeline)  # only the DiT in model.dtype, as vidax runs it
 
@@ -78,13 +78,7 @@ class WanDiffusersReference(DiffusersReference):
             latents = pipe(**kwargs).frames
 
         with clock.phase("decode"):
-            vae = pipe.vae
-            z = latents.to(vae.device, dtype=vae.dtype)
-            shape = (1, vae.config.z_dim, 1, 1, 1)
-            mean = torch.tensor(vae.config.latents_mean).view(shape).to(z.device, z.dtype)
-            inv_std = 1.0 / torch.tensor(vae.config.latents_std).view(shape).to(z.device, z.dtype)
-            video = vae.decode(z / inv_std + mean, return_dict=False)[0]
-            frames = pipe.video_processor.postprocess_video(video, output_type="np")
+            frames = decode_wan_latents(pipe, latents)
         return self.metrics(latents, frames, scheduler=type(pipe.scheduler).__name__)
 
 
