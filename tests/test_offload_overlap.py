@@ -2,7 +2,9 @@
 how much of each chunk's transfer its compute hides (``output.metrics.offload``), with latents equal to the
 resident run's.
 
-The CPU client has ``pinned_host`` memory, so the path an accelerator takes is the one tested here.
+The CPU client has ``pinned_host`` memory, so with ``VIDAX_OFFLOAD_COPY=1`` the path an accelerator takes (pinned
+chunks copied to the device by the transfer thread) is the one tested here; without it the CPU keeps each chunk
+as device arrays and uses it in place.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ FAST = ("sampling.num_steps=4", "sampling.height=64", "sampling.width=64", "samp
         "output.path=null")
 
 
-def test_pinned_chunks_overlap_metrics_and_equal_latents():
+def test_pinned_chunks_overlap_metrics_and_equal_latents(monkeypatch):
+    monkeypatch.setenv("VIDAX_OFFLOAD_COPY", "1")
     with vidax.load(DEMO, *FAST) as pipe:
         resident = pipe().latents
     with vidax.load(DEMO, *FAST, "offload.enabled=true") as pipe:

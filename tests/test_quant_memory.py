@@ -6,7 +6,8 @@ kernel's output axis.
 The tiny Wan here is wide enough (width 128, FFN 1024, 6 blocks) that its blocks hold most of its bytes, as in the
 real models; the per-output-channel fp32 scales cost 4 bytes per channel (4 / in_features of a kernel). Its
 non-block weights are about 0.4 of a block (Wan2.1-14B: 0.7), dominated, as in the real model, by the time
-embedder and time projection, which Wan stores 8-bit too (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS).
+embedder and time projection, which Wan stores 8-bit too when asked (``model.quantize_outside_blocks``, the family's
+vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS); by default quantization at load covers the blocks only (issue 39).
 """
 
 from __future__ import annotations
@@ -46,11 +47,13 @@ def _run(ckpt, out, name, *extra):
 def runs(ckpt, tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     off = ["offload.enabled=true", "offload.chunk_size=1"]
+    more = ["model.weight_dtype=int8", "model.quantize_outside_blocks=true"]
     return {
         "bf16": _run(ckpt, out, "bf16"),
-        "int8": _run(ckpt, out, "int8", "model.weight_dtype=int8"),
-        "int8-offload": _run(ckpt, out, "int8o", "model.weight_dtype=int8", *off),
+        "int8": _run(ckpt, out, "int8", *more),
+        "int8-offload": _run(ckpt, out, "int8o", *more, *off),
         "bf16-offload": _run(ckpt, out, "bf16o", *off),
+        "int8-blocks-offload": _run(ckpt, out, "int8b", "model.weight_dtype=int8", *off),
     }
 
 
@@ -96,6 +99,15 @@ def test_offload_streams_8bit_chunks(ckpt, runs):
     np.testing.assert_allclose(le, runs["int8"][1], rtol=0, atol=1e-5)  # streamed 8-bit = resident 8-bit
 
 
+def test_at_load_quantization_covers_the_blocks_only_by_default(runs):
+    """Without ``model.quantize_outside_blocks`` the non-block weights stay as the checkpoint stores them (bf16
+    here: the same bytes as the bf16 run), while the streamed chunks are 8-bit all the same."""
+    mb, mf, me = runs["int8-blocks-offload"][0], runs["bf16-offload"][0], runs["int8-offload"][0]
+    assert mb["offload"]["non_block_weight_bytes"] == mf["offload"]["non_block_weight_bytes"]
+    assert me["offload"]["non_block_weight_bytes"] < 0.8 * mf["offload"]["non_block_weight_bytes"]
+    assert mb["offload"]["chunk_weight_bytes"] == me["offload"]["chunk_weight_bytes"]
+
+
 _TP2 = """
 import json, sys
 from vidax_core import cli
@@ -109,13 +121,14 @@ for name, extra in runs.items():
 print(json.dumps(res))
 """
 _OFF = ["offload.enabled=true", "offload.chunk_size=1"]
+_INT8 = ["model.weight_dtype=int8", "model.quantize_outside_blocks=true"]  # Wan's embedders 8-bit too
 _TP_RUNS = {  # fp32 compute for the split check (TP's reductions then match one device to ~1e-6), bf16 for ratios
-    "tp2": ["model.weight_dtype=int8", "model.dtype=float32", "parallel.tp=2"],
-    "tp1": ["model.weight_dtype=int8", "model.dtype=float32", "parallel.tp=1"],
+    "tp2": [*_INT8, "model.dtype=float32", "parallel.tp=2"],
+    "tp1": [*_INT8, "model.dtype=float32", "parallel.tp=1"],
     "bf16": ["parallel.tp=2"],
-    "int8": ["model.weight_dtype=int8", "parallel.tp=2"],
+    "int8": [*_INT8, "parallel.tp=2"],
     "bf16-offload": ["parallel.tp=2", *_OFF],
-    "int8-offload": ["model.weight_dtype=int8", "parallel.tp=2", *_OFF],
+    "int8-offload": [*_INT8, "parallel.tp=2", *_OFF],
 }
 
 

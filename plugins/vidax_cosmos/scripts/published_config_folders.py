@@ -79,7 +79,8 @@ def cosmos3(out):
 
     vae = dict(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
                temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12,
-               patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4)
+               patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4,
+               latents_mean=[0.0] * 48, latents_std=[1.0] * 48)  # 48 channels (values as the Wan2.2 full-size test)
     for model_id, dit in CONFIGS.items():
         root = os.path.join(out, model_id)
         write(root, "model_index.json", {"_class_name": "Cosmos3OmniPipeline", "default_use_system_prompt": True,

@@ -26,7 +26,7 @@ from diffusers import (  # noqa: E402
     HunyuanVideoTransformer3DModel,
 )
 from test_hunyuan_full_size import CLIP_L, DIT, LLAMA_8B  # noqa: E402
-from transformers import CLIPTextConfig, LlamaConfig  # noqa: E402
+from transformers import CLIPTextConfig, LlamaConfig, LlavaConfig  # noqa: E402
 
 # folder -> (pipeline of the published model_index.json, image_condition_type of its transformer)
 MODELS = {"t2v": ("HunyuanVideoPipeline", None), "i2v": ("HunyuanVideoImageToVideoPipeline", "token_replace")}
@@ -54,7 +54,8 @@ def main(out: str) -> None:
         write(root, "model_index.json", {
             "_class_name": pipeline,
             "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"],
-            "text_encoder": ["transformers", "LlamaModel"],
+            "text_encoder": ["transformers", "LlavaForConditionalGeneration" if name == "i2v" else "LlamaModel"],
+            **({"image_processor": ["transformers", "CLIPImageProcessor"]} if name == "i2v" else {}),
             "text_encoder_2": ["transformers", "CLIPTextModel"],
             "transformer": ["diffusers", "HunyuanVideoTransformer3DModel"],
             "vae": ["diffusers", "AutoencoderKLHunyuanVideo"]})
@@ -62,7 +63,21 @@ def main(out: str) -> None:
         write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLHunyuanVideo", **vae})
         write(os.path.join(root, "scheduler"), "scheduler_config.json",
               {"_class_name": "FlowMatchEulerDiscreteScheduler", **sched})
-        write(os.path.join(root, "text_encoder"), "config.json", LlamaConfig(**LLAMA_8B).to_dict())
+        if name == "i2v":  # llava-llama-3-8b: Llama-3-8B text, CLIP-L/14-336 vision (tests/test_encoder_llava.py)
+            text = {**LlamaConfig(**LLAMA_8B).to_dict(), "model_type": "llama"}
+            vision = dict(model_type="clip_vision_model", hidden_size=1024, intermediate_size=4096,
+                          num_hidden_layers=24, num_attention_heads=16, image_size=336, patch_size=14,
+                          hidden_act="quick_gelu", projection_dim=768)
+            write(os.path.join(root, "text_encoder"), "config.json", LlavaConfig(
+                text_config=text, vision_config=vision, image_token_index=128257, vision_feature_layer=-2,
+                vision_feature_select_strategy="default", projector_hidden_act="gelu").to_dict())
+            write(os.path.join(root, "image_processor"), "preprocessor_config.json", {
+                "image_processor_type": "CLIPImageProcessor", "crop_size": {"height": 336, "width": 336},
+                "size": {"shortest_edge": 336}, "do_center_crop": True, "do_normalize": True, "do_resize": True,
+                "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+                "resample": 3})
+        else:
+            write(os.path.join(root, "text_encoder"), "config.json", LlamaConfig(**LLAMA_8B).to_dict())
         write(os.path.join(root, "text_encoder_2"), "config.json", CLIPTextConfig(**CLIP_L).to_dict())
         print(f"wrote {root}")
 

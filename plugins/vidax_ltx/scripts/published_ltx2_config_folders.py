@@ -30,6 +30,20 @@ def write(folder, name, data):
         json.dump(data, f, indent=1, default=list)
 
 
+#: google/gemma-3-12b-it's config.json (LTX-2's text encoder): the text model and the SigLIP vision tower.
+GEMMA3_12B = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "boi_token_index": 255999,
+    "eoi_token_index": 256000, "image_token_index": 262144, "mm_tokens_per_image": 256,
+    "text_config": {"model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+                    "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                    "query_pre_attn_scalar": 256, "sliding_window": 1024, "rope_theta": 1000000.0,
+                    "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+                    "vocab_size": 262208, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                      "num_hidden_layers": 27, "num_attention_heads": 16, "image_size": 896, "patch_size": 14,
+                      "vision_use_head": False},
+}
+
 #: (folder = model id, DiT config, text encoder model_type); the dev and distilled LTX-2.5 DiTs share one config.
 MODELS = (("ltx-2-19b-dev", LTX_2_19B, "gemma3"), ("ltx-2.5-22b-dev", LTX_2_5_22B, "gemma4_unified"),
           ("ltx-2.5-22b-distilled", LTX_2_5_22B, "gemma4_unified"))
@@ -38,7 +52,12 @@ MODELS = (("ltx-2-19b-dev", LTX_2_19B, "gemma3"), ("ltx-2.5-22b-dev", LTX_2_5_22
 def main(out: str) -> None:
     for name, dit, gemma in MODELS:
         root = os.path.join(out, name)
-        write(root, "model_index.json", {"_class_name": "LTX2Pipeline"})
+        write(root, "model_index.json", {
+            "_class_name": "LTX2Pipeline", "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"],
+            "vae": ["diffusers", "AutoencoderKLLTX2Video"], "audio_vae": ["diffusers", "AutoencoderKLLTX2Audio"],
+            **({"text_encoder": ["transformers", "Gemma3ForConditionalGeneration"]} if gemma == "gemma3" else {}),
+            "tokenizer": ["transformers", "GemmaTokenizerFast"], "connectors": ["ltx2", "LTX2TextConnectors"],
+            "transformer": ["diffusers", "LTX2VideoTransformer3DModel"], "vocoder": ["ltx2", "LTX2Vocoder"]})
         with torch.device("meta"):
             cfg = dict(LTX2VideoTransformer3DModel(**dit).config)
         write(os.path.join(root, "transformer"), "config.json", {"_class_name": "LTX2VideoTransformer3DModel", **cfg})
@@ -49,7 +68,7 @@ def main(out: str) -> None:
             write(os.path.join(root, comp), "config.json", {"_class_name": cls})
         write(os.path.join(root, "scheduler"), "scheduler_config.json",
               {"_class_name": "FlowMatchEulerDiscreteScheduler", **SHIFT_DEFAULTS})
-        write(os.path.join(root, "text_encoder"), "config.json", {"model_type": gemma})
+        write(os.path.join(root, "text_encoder"), "config.json", GEMMA3_12B if gemma == "gemma3" else {"model_type": gemma})
         os.makedirs(os.path.join(root, "tokenizer"), exist_ok=True)
         print(f"wrote {root}")
 

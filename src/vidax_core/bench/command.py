@@ -87,12 +87,23 @@ def add_parser(sub) -> None:
     d.add_argument("--dit-only", action="store_true",
                    help="time one guided DiT step vidax vs the plugin's reference, compile time vs depth, VAE "
                         "compile vs frames")
-    d.add_argument("--blocks", type=int, default=2, help="blocks for the timed step (default 2)")
+    d.add_argument("--blocks", type=int, default=None,
+                   help="blocks for the timed step (default 2); with --write-random-checkpoint, the blocks kept per "
+                        "denoiser block group (default all)")
     d.add_argument("--compile-blocks", default="2,30", help="block counts for the compile-time ratio (default 2,30)")
     d.add_argument("--vae-frames", default="5,17,33", help="frame counts for VAE decode compile time (default 5,17,33)")
     d.add_argument("--vae-size", type=int, default=32, help="VAE decode height=width for the compile test (default 32)")
     d.add_argument("--repeats", type=int, default=3, help="timed DiT steps after the warm-up step (default 3)")
     d.add_argument("--skip", default="", help="comma list of parts to skip: step,compile,vae,reference")
+    w = b.add_argument_group("a random checkpoint of any model id, numpy only (vidax_core.bench.random_checkpoint)")
+    w.add_argument("--write-random-checkpoint", nargs=2, metavar=("MODEL_ID", "OUT"),
+                   help="write MODEL_ID's published layout with random weights into the folder OUT and exit")
+    w.add_argument("--weight-dtype", default="bfloat16", choices=("bfloat16", "float8_e4m3fn", "int8"),
+                   help="storage of the denoiser's block matrices (default bfloat16; int8 with per-channel scales)")
+    w.add_argument("--full-text-encoder", action="store_true",
+                   help="every layer of the text encoders (default: one layer, full width and vocabulary)")
+    w.add_argument("--fill", default="random", choices=("random", "zeros"),
+                   help="zeros: headers only, the data left as holes of sparse files (layout checks)")
     r = b.add_argument_group("random full-width DiT (vidax bench --random-dit CONFIG model.checkpoint=<config-only "
                              "folder>; see vidax_core.bench.random_dit)")
     r.add_argument("--random-dit", action="store_true",
@@ -418,6 +429,16 @@ def lora_ratio_lines(report: dict[str, Any]) -> list[str]:
 def cmd_bench(args: argparse.Namespace) -> int:
     from vidax_core.errors import UserError
 
+    if getattr(args, "write_random_checkpoint", None):
+        from vidax_core.bench.random_checkpoint import write_random_checkpoint
+
+        model_id, out = args.write_random_checkpoint
+        summary = write_random_checkpoint(model_id, out, blocks=args.blocks, weight_dtype=args.weight_dtype,
+                                          full_text_encoder=args.full_text_encoder, fill=args.fill,
+                                          log=(lambda _m: None) if args.quiet else print)
+        total = sum(c.get("bytes", 0) for c in summary["components"].values())
+        print(f"wrote {out}: {model_id} with random weights, {total / 2**30:.2f} GiB in {summary['seconds']} s")
+        return 0
     if getattr(args, "random_dit", False):
         from vidax_core.bench import random_dit
 

@@ -108,7 +108,7 @@ def bench_step(args, parts) -> dict[str, Any]:
     import numpy as np
     from flax import nnx
 
-    blocks, repeats = args.blocks, max(args.repeats, 1)
+    blocks, repeats = args.blocks or 2, max(args.repeats, 1)
     _say(args, f"step: building a {blocks}-block {parts.label} DiT and its reference (random weights) ...")
     t0 = time.perf_counter()
     model, ref, n_params = parts.paired_dits(blocks, 0)

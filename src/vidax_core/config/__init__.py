@@ -32,6 +32,9 @@ class ModelConfig:
     revision: str | None = None
     dtype: str | None = None  # null = the model's precision policy
     weight_dtype: str | None = None  # null = the checkpoint's own storage; float8_e4m3fn | int8 (vidax_core.quant)
+    # with weight_dtype set: also the family's named Linear layers outside the blocks (Wan: its embedders and time
+    # projection) 8-bit; a checkpoint's own 8-bit layers stay 8-bit whatever this says
+    quantize_outside_blocks: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class AttentionConfig:
 class OffloadConfig:
     enabled: bool = False
     chunk_size: Any = 1  # blocks per transfer: one integer for every group, or {group name: integer}
+    storage: str = "host"  # host: the streamed blocks held once in (pinned) host memory; disk: read from a file cache
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,9 @@ class RuntimeConfig:
     compilation_cache: bool = True
     compilation_cache_dir: str = "~/.cache/vidax/jax"
     text_encoder: str = "host"
+    # auto: highest where the compute dtype is float32 (TPU and TF32 GPUs round float32 matmul inputs otherwise),
+    # the backend's default for bf16/fp16
+    matmul_precision: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,8 @@ class RunConfig:
 
 DTYPES = ("float32", "bfloat16", "float16")
 WEIGHT_DTYPES = ("float8_e4m3fn", "int8")  # 8-bit weight-only storage of the DiT's block weights
+MATMUL_PRECISIONS = ("auto", "default", "high", "highest")
+OFFLOAD_STORAGE = ("host", "disk")
 
 # (key, predicate, requirement) range checks applied after type validation.
 _RANGES: Sequence[tuple[str, Any, str]] = (
@@ -166,6 +175,9 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
     ("model.weight_dtype", lambda v: v is None or v in WEIGHT_DTYPES,
      f"must be null (the checkpoint's storage) or one of {', '.join(WEIGHT_DTYPES)}"),
     ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
+    ("runtime.matmul_precision", lambda v: v in MATMUL_PRECISIONS, f"must be one of {', '.join(MATMUL_PRECISIONS)}"),
+    ("offload.storage", lambda v: v in OFFLOAD_STORAGE, "must be host (the streamed blocks in host memory) or disk "
+     "(read from a file cache while the previous chunk computes)"),
     ("lora_mode", lambda v: v in ("fused", "unfused"), "must be fused (into the weights at load) or unfused "
      "(factors applied in the step; a loaded pipe may then swap adapters per call)"),
 )

@@ -184,6 +184,11 @@ class Checkpoint:
         """Drop the tensor sources kept open for a loaded pipe."""
         self.__dict__.pop("_open_sources", None)
 
+    def forget(self, component: str) -> None:
+        """Drop ``component``'s kept tensor source (its files are unmapped once nothing else reads them): the
+        denoiser's, once its weights are placed."""
+        self.__dict__.get("_open_sources", {}).pop(component, None)
+
 
 MAX_JSON_BYTES = 512 << 20  # the largest tokenizer.json files are tens of MiB
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.io import lazy
 from vidax_core.quant import leaf as quant_leaf
 
 Path = tuple[Any, ...]
@@ -153,24 +154,28 @@ def convert(
     ignore: Iterable[str] = (),
     on_tensor: Callable[[str, int], None] | None = None,
     check_only: bool = False,
-) -> dict[Path, np.ndarray]:
+) -> dict[Path, Any]:
     """Fill the abstract tree ``abstract`` (path -> object with .shape/.dtype) from ``tensors``.
 
     ``tensors`` maps source keys to arrays or lazy loaders (anything ``np.asarray`` accepts, or a zero-arg
-    callable). Returns path -> host numpy array cast to ``dtype`` (default: the abstract leaf dtype).
-    ``ignore`` holds regexes of source keys that are known and intentionally dropped. Transforms return views
-    where they can, so a tensor is copied once, when it is cast or stacked.
+    callable). Every key is routed and every shape checked from the sources' headers first, with no tensor data
+    read; every missing, unexpected and mis-shaped key is collected and raised once. The result maps each path to
+    a :class:`vidax_core.io.lazy.LazyLeaf` in ``dtype`` (default: the abstract leaf dtype), read when it is placed
+    (a stacked leaf a layer range at a time), so no converted copy of the model is ever held whole; ``on_tensor``
+    is called as each source tensor is read. ``ignore`` holds regexes of source keys that are known and
+    intentionally dropped.
 
-    ``check_only`` checks keys and shapes without keeping any data (values are None): with zero-stride stand-in
-    arrays (``np.broadcast_to``) it verifies a full-size checkpoint layout in no memory.
+    ``check_only`` checks keys and shapes and returns None values: with zero-stride stand-in arrays
+    (``np.broadcast_to``) it verifies a full-size checkpoint layout in no memory.
 
     An 8-bit kernel (one with a ``kernel_scale`` sibling in ``abstract``, :mod:`vidax_core.quant`) is filled
     with its scale from the one source weight (:func:`vidax_core.quant.leaf.prepare`); a source value may be a
     :class:`vidax_core.quant.source.Quantized` weight, which a full-precision parameter gets dequantised.
     """
     ignore_re = [re.compile(p) for p in ignore]
-    out: dict[Path, np.ndarray] = {}
-    filled: dict[Path, np.ndarray] = {}  # stacked targets: per-layer fill mask
+    single: dict[Path, lazy.Part] = {}
+    layers: dict[Path, dict[int, lazy.Part]] = {}  # stacked targets: layer -> its part
+    dtypes: dict[Path, np.dtype] = {}  # what each filled path is read as
     unexpected: list[str] = []
     mismatched: list[str] = []
     misshaped_paths: set[Path] = set()  # reported as mis-shaped, so not again as missing
@@ -189,40 +194,66 @@ def convert(
         full_shape = tuple(leaf.shape)
         sp = quant_leaf.scale_path(path, abstract)  # an 8-bit kernel: its values and scale come together
         want_dtype = np.dtype(leaf.dtype) if sp is not None or dtype is None else np.dtype(dtype)
-        per_layer = (lambda shape: tuple(shape)[1:]) if layer is not None else tuple
-        arr, scale = quant_leaf.prepare(tensors[key], rule.transform, want_dtype,
-                                        per_layer(abstract[sp].shape) if sp is not None else None, check_only,
-                                        per_layer(full_shape))
+        want = full_shape[1:] if layer is not None else full_shape
+        got = _converted_shape(tensors, key, rule.transform)
         if layer is None:
-            if arr.shape != full_shape:
-                mismatched.append(f"{key} {tuple(arr.shape)} vs expected {full_shape} at {path_str(path)}")
+            if got != full_shape:
+                mismatched.append(f"{key} {got} vs expected {full_shape} at {path_str(path)}")
                 misshaped_paths.add(path)
                 continue
-            out[path] = None if check_only else arr.astype(want_dtype, copy=False)
-            if sp is not None:
-                out[sp] = None if check_only else scale
-        else:
-            if layer >= full_shape[0] or arr.shape != full_shape[1:]:
-                mismatched.append(
-                    f"{key} {tuple(arr.shape)} vs expected {full_shape[1:]} (layer {layer} of {full_shape[0]} at {path_str(path)})"
-                )
-                misshaped_paths.add(path)
-                continue
-            targets = [(path, arr, want_dtype)] + ([(sp, scale, np.dtype(np.float32))] if sp is not None else [])
-            for p, a, dt in targets:
-                if p not in out:
-                    out[p] = None if check_only else np.zeros(tuple(abstract[p].shape), dt)
-                    filled[p] = np.zeros(full_shape[0], bool)
-                if not check_only:
-                    out[p][layer] = a.astype(dt, copy=False)
-                filled[p][layer] = True
-        if on_tensor is not None:
-            on_tensor(key, arr.nbytes)
+        elif layer >= full_shape[0] or got != full_shape[1:]:
+            mismatched.append(
+                f"{key} {got} vs expected {full_shape[1:]} (layer {layer} of {full_shape[0]} at {path_str(path)})"
+            )
+            misshaped_paths.add(path)
+            continue
+        scale_shape = None if sp is None else (tuple(abstract[sp].shape)[1:] if layer is not None
+                                               else tuple(abstract[sp].shape))
+        targets = [(path, want_dtype, lazy.Part(key, tensors, rule.transform, want_dtype, scale_shape, want))]
+        if sp is not None:
+            targets.append((sp, np.dtype(np.float32),
+                            lazy.Part(key, tensors, rule.transform, want_dtype, scale_shape, want, "scale")))
+        for p, dt, part in targets:
+            dtypes[p] = dt
+            if layer is None:
+                single[p] = part
+            else:
+                layers.setdefault(p, {})[layer] = part
 
-    missing = [path_str(p) for p in abstract if p not in out and p not in misshaped_paths]
-    for p, mask in filled.items():
-        if not mask.all() and p not in misshaped_paths:
-            missing.append(f"{path_str(p)} layers {np.flatnonzero(~mask).tolist()}")
+    missing = [path_str(p) for p in abstract if p not in single and p not in layers and p not in misshaped_paths]
+    for p, got in layers.items():
+        absent = [i for i in range(int(abstract[p].shape[0])) if i not in got]
+        if absent and p not in misshaped_paths:
+            missing.append(f"{path_str(p)} layers {absent}")
     if missing or unexpected or mismatched:
         raise ConversionError(component, missing, unexpected, mismatched)
+    if check_only:
+        return {p: None for p in [*single, *layers]}
+    memo = lazy.ScaleMemo()
+    out: dict[Path, Any] = {}
+    for p, part in single.items():
+        out[p] = lazy.LazyLeaf(abstract[p].shape, dtypes[p], [part], stacked=False, memo=memo, on_tensor=on_tensor)
+    for p, got in layers.items():
+        parts = [got[i] for i in range(int(abstract[p].shape[0]))]
+        out[p] = lazy.LazyLeaf(abstract[p].shape, dtypes[p], parts, stacked=True, memo=memo, on_tensor=on_tensor)
     return out
+
+
+def _converted_shape(tensors: Mapping[str, Any], key: str, transform: Transform | None) -> tuple[int, ...]:
+    """The shape ``key`` has after ``transform``, from the source's header where it says one (no data read):
+    the transform runs on a zero-stride stand-in of the source's shape."""
+    from vidax_core.quant.source import Quantized, shape_of
+
+    value = None
+    if hasattr(tensors, "shape"):
+        shape = tuple(tensors.shape(key))
+    else:
+        value = tensors[key]
+        if isinstance(value, Quantized):
+            value = value.data
+        if callable(value):
+            value = value()
+        shape = tuple(np.shape(value)) if hasattr(value, "shape") else shape_of(tensors, key)
+    if transform is None:
+        return shape
+    return tuple(transform(np.broadcast_to(np.zeros((), np.float32), shape)).shape)

@@ -44,15 +44,24 @@ def materialize(
 ) -> nnx.Module:
     """Merge host arrays into the abstract state and return a live module.
 
-    ``put(path, array)`` places each array (default: ``jax.device_put``), so sharded placement can be plugged in.
+    ``put(path, value)`` places each value (default: :func:`vidax_core.parallel.sharding.put` onto the default
+    device), so sharded placement can be plugged in; a value may be a lazy checkpoint leaf
+    (:class:`vidax_core.io.lazy.LazyLeaf`), read as it is placed.
     """
-    put = put or (lambda _p, a: jax.device_put(a))
+    from vidax_core.io.lazy import checking_only
+
+    if checking_only():
+        put = lambda _p, a: jax.ShapeDtypeStruct(tuple(a.shape), a.dtype)  # noqa: E731
+    elif put is None:
+        from vidax_core.parallel.sharding import put as put_one
+
+        put = lambda _p, a: put_one(a, None)  # noqa: E731
     flat = nnx.to_flat_state(abstract_state)
     new = []
     for path, var in flat:
         path = tuple(path)
         if path not in values:
             raise KeyError(f"no value for parameter {'/'.join(map(str, path))}")
-        new.append((path, var.replace(put(path, np.asarray(values[path])))))
+        new.append((path, var.replace(put(path, values[path]))))
     state = nnx.from_flat_state(new)
     return nnx.merge(graphdef, state)

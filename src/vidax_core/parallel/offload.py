@@ -8,9 +8,10 @@ Every block group (Wan: ``blocks``; HunyuanVideo: double and single stream) gets
   their dp/sp layouts, so it composes with SP);
 * the chunk program (``run_block_group`` on one chunk) is jitted once and reused for every chunk and every step:
   all chunks have the same shapes and shardings;
-* double buffering: chunk i+1's transfer is issued before chunk i's compute is dispatched, so the copy overlaps
-  the compute; before chunk i+2 is issued, chunk i's compute has finished and its weights are freed. At most two
-  chunks are resident: peak weight bytes = non-block params + 2 chunks;
+* double buffering: chunk i+1's transfer is issued, from a transfer thread of the pool, before chunk i's compute is
+  dispatched, so the copy runs under the compute (the next step's first chunk under this step's last one); before
+  chunk i+2 is issued, chunk i's compute has finished and its weights are freed. At most two chunks are resident:
+  peak weight bytes = non-block params + 2 chunks. On the CPU backend a pinned chunk is used where it lies;
 * the activation buffer is donated to each chunk call (output aliases input). XLA cannot alias weight inputs to
   any output, so chunk weights are freed explicitly (``Array.delete``) as soon as their compute is done.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import jax
@@ -69,6 +71,7 @@ class BlockPool:
             return run_group(name, graphdef, chunk_state, x, aux)
 
         self._fn = jax.jit(run_chunk, donate_argnums=(1,))
+        self._thread = None if host.direct else ThreadPoolExecutor(1, thread_name_prefix=f"vidax-offload-{name}")
         self._next: tuple[int, Any] | None = None
         self._resident: Any = None  # a group that is one chunk is transferred once and kept
         self._runs = 0
@@ -77,15 +80,22 @@ class BlockPool:
 
     # -- transfers ----------------------------------------------------------------------------------------------
 
-    def _put(self, i: int) -> Any:
-        dev = self.host.put(i)
-        self.tracker.add(id(dev), self.chunk_bytes)
-        return dev
+    def _put(self, i: int) -> "_Transfer":
+        """Chunk ``i`` on its way to the devices: issued from the transfer thread, which waits for the copy, so
+        the copy runs while the dispatching thread's programs compute (a ``device_put`` issued from the thread
+        that dispatches the compute hid 2-4% of it on a TPU v5e, the thread 76-100%: docs/benchmarks.md)."""
+        if self._thread is None:  # a direct chunk: nothing to copy
+            t = _Transfer(value=self.host.put(i))
+        else:
+            t = _Transfer(future=self._thread.submit(lambda: jax.block_until_ready(self.host.put(i))))
+        self.tracker.add(id(t), self.chunk_bytes)
+        return t
 
-    def _free(self, dev: Any) -> None:
-        for a in jax.tree.leaves(dev):
-            a.delete()
-        self.tracker.remove(id(dev))
+    def _free(self, t: "_Transfer") -> None:
+        if not self.host.direct:  # a direct chunk is the host's own copy
+            for a in jax.tree.leaves(t.get()):
+                a.delete()
+        self.tracker.remove(id(t))
 
     def prefetch(self) -> None:
         """Issue chunk 0's transfer now (e.g. while the previous group or the embedding computes)."""
@@ -99,7 +109,7 @@ class BlockPool:
         """Chunk 0 on the devices without consuming it: the one already prefetched (or kept, for a group of one
         chunk), else issued now. The next :meth:`run` starts from it, so reading it costs no second transfer."""
         self.prefetch()
-        return self._resident if self.num_chunks == 1 else self._next[1]
+        return (self._resident if self.num_chunks == 1 else self._next[1]).get()
 
     def _run_chunk(self, chunk: Any, x: jax.Array, aux: Any) -> jax.Array:
         with warnings.catch_warnings():
@@ -110,9 +120,10 @@ class BlockPool:
         """One chunk's transfer with nothing else running, then its compute with the chunk already there."""
         jax.block_until_ready(x)
         t0 = time.perf_counter()
-        dev = jax.block_until_ready(self._put(self.num_chunks - 1))
+        dev = self._put(self.num_chunks - 1)
+        jax.block_until_ready(dev.get())
         t1 = time.perf_counter()
-        jax.block_until_ready(self._run_chunk(dev, jax.tree.map(jnp.copy, x), aux))
+        jax.block_until_ready(self._run_chunk(dev.get(), jax.tree.map(jnp.copy, x), aux))
         t2 = time.perf_counter()
         self._free(dev)
         self._alone = (t1 - t0, t2 - t1)
@@ -137,7 +148,7 @@ class BlockPool:
             self.prefetch()
             if prefetch_after is not None and prefetch_after is not self:
                 prefetch_after.prefetch()
-            return self._run_chunk(self._resident, x, aux)
+            return self._run_chunk(self._resident.get(), x, aux)
         if self._runs == 2:
             self._time_alone(x, aux)
         self.prefetch()
@@ -153,7 +164,7 @@ class BlockPool:
                 self._next = (i + 1, self._put(i + 1))
             elif prefetch_after is not None:
                 prefetch_after.prefetch()  # overlaps this last chunk's compute
-            x = self._run_chunk(cur, x, aux)
+            x = self._run_chunk(cur.get(), x, aux)
             prev = cur
         jax.block_until_ready(x)
         if self._runs > 2:
@@ -168,3 +179,17 @@ class BlockPool:
         if self._resident is not None:
             self._free(self._resident)
             self._resident = None
+
+
+class _Transfer:
+    """A chunk's device arrays, or the future of the thread copying them."""
+
+    __slots__ = ("value", "future")
+
+    def __init__(self, value: Any = None, future: Future | None = None) -> None:
+        self.value, self.future = value, future
+
+    def get(self) -> Any:
+        if self.future is not None:
+            self.value, self.future = self.future.result(), None
+        return self.value

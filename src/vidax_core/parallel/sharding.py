@@ -90,7 +90,7 @@ def param_placer(abstract_state, mesh: Mesh, rules: Rules):
     """``put(path, host_array)`` that places each parameter of ``abstract_state`` on ``mesh`` by its logical axes
     (one sharded transfer per array), for loaders that take a ``put`` (``materialize``)."""
     specs = param_specs(abstract_state, rules, mesh)
-    return lambda path, array: put(np.asarray(array), NamedSharding(mesh, specs.get(tuple(path), P())))
+    return lambda path, array: put(array, NamedSharding(mesh, specs.get(tuple(path), P())))
 
 
 def param_specs(abstract_state, rules: Rules, mesh: Mesh | None = None) -> dict[tuple, P]:
@@ -168,7 +168,14 @@ def constrain(x: jax.Array, names: Sequence[str | None]) -> jax.Array:
 
 def put(array: np.ndarray, sharding: NamedSharding | None) -> jax.Array:
     """One sharded transfer of a host (numpy) array. Under ``jax.distributed`` each process supplies only the shards
-    of its own devices (every process holds the full host array)."""
+    of its own devices (every process holds the full host array). A lazy checkpoint value
+    (:class:`vidax_core.io.lazy.LazyLeaf`) is read and placed a piece at a time (:mod:`vidax_core.parallel.place`)."""
+    from vidax_core.io.lazy import LazyLeaf
+
+    if isinstance(array, LazyLeaf):
+        from vidax_core.parallel.place import place
+
+        return place(array, sharding)
     if sharding is None:
         return jax.device_put(array)
     if jax.process_count() > 1:

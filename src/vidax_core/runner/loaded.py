@@ -14,6 +14,7 @@ sources stay open, so a rebuilt VAE reads no file again.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import threading
 import time
@@ -23,7 +24,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vidax_core import attention, lora
+from vidax_core import attention, lora, precision
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
@@ -33,10 +34,12 @@ from vidax_core.model_api import Decoded
 from vidax_core.parallel import distributed
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.parallel import sharding
+from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
+from vidax_core.runner import memory
 from vidax_core.runner import windowed
 from vidax_core.runner.experts import check_switch_step
 from vidax_core.runner.preflight import preflight
@@ -123,6 +126,7 @@ class LoadedModel:
         self.closed = False
         self._lock = threading.Lock()
         t0 = time.perf_counter()
+        memory.start()
         self.spec = spec = plugins.registry.get(cfg.model.id)
         preflight(cfg, spec, plugins)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
@@ -173,20 +177,29 @@ class LoadedModel:
             + (f"; {len(passes)} passes: " + ", ".join(f"{p.run.sampling.width}x{p.run.sampling.height}"
                                                        for p in passes) if len(passes) > 1 else ""))
         if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
-            self._encode_call(plan)
+            with precision.scope(cfg):
+                self._encode_call(plan)
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading
         for build, placement in zip(self.builds, placements):
+            files = ()
+            if placement.offload_groups and cfg.offload.storage == "disk":  # refused before any weight is read
+                files = tuple(check_streamable(self.ckpt.tensors(build.component),
+                                               f"{self.ckpt.source} ({build.component})"))
             build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
                                       put=placement.put, adapters=self.adapters)
             if placement.offload_groups:
                 host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
-                                  placement.specs, placement.mesh)
+                                  placement.specs, placement.mesh, storage=cfg.offload.storage, files=files,
+                                  extra={"component": build.component, "lora": repr(cfg.lora), "mode": cfg.lora_mode},
+                                  log=self.reporter.log)
                 self.experts.append(P.Expert(build, placement, model, host=host))
             else:
                 graphdef, params = nnx.split(model)
                 self.experts.append(P.Expert(build, placement, None, graphdef, params))
                 self.tracker.base += sharding.per_device_bytes(params)
             del model
+            self.ckpt.forget(build.component)  # placed: the file is unmapped (a disk cache is its own file)
+        gc.collect()  # the conversion's lazy leaves and staging buffers, some held in reference cycles
         self.load_s += time.perf_counter() - t0
 
     def use_adapters(self, cfg: RunConfig) -> None:
@@ -319,8 +332,9 @@ class LoadedModel:
         n)`` receives the frames as they are made: window ``k`` of ``n`` of a chunked model, else all at once."""
         if self.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
-        with self._lock:
-            return self._generate(cfg or self.base, on_progress, cancel, write_outputs, on_chunk)
+        cfg = cfg or self.base
+        with self._lock, precision.scope(cfg):
+            return self._generate(cfg, on_progress, cancel, write_outputs, on_chunk)
 
     def _generate(self, cfg: RunConfig, on_progress, cancel, write_outputs: bool, on_chunk=None) -> P.RunResult:
         timer = Timer()

@@ -38,7 +38,8 @@ from vidax_core.nn.state import abstract_model, materialize
 from vidax_core.plugins import Plugins
 from vidax_core import attention
 from vidax_core.runner import experts as expert_plan
-from vidax_core.runner import throughput
+from vidax_core.runner import memory, throughput
+from vidax_core import precision
 from vidax_core.runner.preflight import preflight  # noqa: F401 - part of this module's interface
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.registry import ModelSpec
@@ -160,8 +161,8 @@ class Placement:
 
     def put(self, path: tuple, array: np.ndarray) -> Any:
         if path and path[0] in self.offload_groups:
-            return np.asarray(array)  # stays on the host; streamed by the offload executor
-        return sharding.put(np.asarray(array), self.sharding(path))
+            return array  # read into its host chunks (or disk cache) by the offload executor
+        return sharding.put(array, self.sharding(path))
 
     def replicated(self):
         from jax.sharding import NamedSharding, PartitionSpec
@@ -449,6 +450,10 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
         "decode_s": timer.phases.get("decode_s", 0.0),
         "total_s": timer.total(),
         "peak_rss_mb": peak_rss_mb(),
+        # anonymous memory only (the mapped checkpoint's pages are the OS's to drop), and the devices' own peak
+        "peak_anon_mb": memory.peak_anon_mb(),
+        "peak_device_mb": memory.peak_device_mb(),
+        "matmul_precision": precision.effective(cfg),
         "latent_shape": _shape_list(last.shapes),
         "sampler": getattr(samplers[-1], "name", type(samplers[-1]).__name__),
         "guidance": last.guide.describe(),
@@ -460,6 +465,9 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
         "attention_backend": model.backend,
         "parallel": {"dp": p0.dp, "tp": p0.tp, "sp": p0.sp, "devices": p0.size, "processes": jax.process_count()},
         "offload": {"enabled": bool(offloaded), "chunk_size": cfg.offload.chunk_size,
+                    "storage": cfg.offload.storage if offloaded else None,
+                    "host_bytes": sum(pl.host.host_bytes() for e in offloaded for pl in e.step.pools)
+                    if offloaded else None,
                     "groups": list(placement0.offload_groups),
                     "non_block_weight_bytes": int(tracker.base) if offloaded else None,
                     "chunk_weight_bytes": {pl.name: int(pl.chunk_bytes) for pl in offloaded[0].step.pools}

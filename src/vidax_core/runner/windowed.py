@@ -29,6 +29,7 @@ from vidax_core.io.draws import Draws, check_draws
 from vidax_core.io.video import Mp4Stream
 from vidax_core.model_api import Decoded, SamplingPass
 from vidax_core.parallel import distributed
+from vidax_core.runner import memory
 from vidax_core.runner import pipeline as P
 from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
 
@@ -72,8 +73,7 @@ class DeviceMemory:
     weights and caches excluded)."""
 
     def __init__(self) -> None:
-        stats = jax.local_devices()[0].memory_stats()
-        self.source = "memory_stats" if stats and "peak_bytes_in_use" in stats else "live_arrays"
+        self.source = "memory_stats" if memory.peak_device_mb() is not None else "live_arrays"
         self.start = self.peak = self._live() if self.source == "live_arrays" else 0
 
     @staticmethod
@@ -85,8 +85,8 @@ class DeviceMemory:
             self.peak = max(self.peak, self._live())
 
     def result(self) -> int:
-        if self.source == "memory_stats":
-            return max(int(d.memory_stats().get("peak_bytes_in_use", 0)) for d in jax.local_devices())
+        if self.source == "memory_stats":  # the devices' own peak (vidax_core.runner.memory)
+            return int(memory.peak_device_mb() * 2**20)
         return self.peak
 
     def held(self) -> int | None:
