@@ -1,11 +1,10 @@
-"""benchmarks/skyreels_long_video.py (the accelerator figure's one command) end to end on CPU at tiny size: it
-writes a random checkpoint from shapes, makes a long video window by window and prints one row per window; and
-the committed real shapes are the DF-1.3B transformer's (1.436B parameters) and the Wan2.1 VAE's."""
+"""benchmarks/skyreels_long_video.py (the accelerator figure's one command) end to end on CPU at tiny size (the built-in
+tiny checkpoint): it makes a long video window by window and prints one row per window (the real-shape random
+checkpoint it writes otherwise is test_skyreels_random_checkpoint's)."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -24,9 +23,3 @@ def test_the_script_runs_at_tiny_size(tmp_path):
     assert len(rows) == metrics["num_windows"] == 2  # 25 frames: windows of 5 latent frames overlapping by 2
     assert (tmp_path / "video.mp4").stat().st_size > 0 and "projected" in proc.stdout
 
-
-def test_the_real_shapes_are_the_published_ones():
-    shapes = json.load(open(os.path.join(ROOT, "benchmarks", "skyreels_shapes.json")))
-    params = sum(math.prod(s) for s in shapes["transformer"]["shapes"].values())
-    assert 1.43e9 < params < 1.44e9 and shapes["transformer"]["config"]["inject_sample_info"]
-    assert shapes["vae"]["config"]["z_dim"] == 16 and shapes["vae"]["config"]["base_dim"] == 96
