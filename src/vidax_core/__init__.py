@@ -32,7 +32,7 @@ _EXPORTS = {
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
     "WindowedSampling": "windows", "Window": "windows", "WindowStart": "windows", "WindowDone": "windows",
     "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
-    "SpatioTemporal": "guidance", "Embedded": "guidance", "default_guidance": "guidance",
+    "SpatioTemporal": "guidance", "Embedded": "guidance", "CFGZeroStar": "guidance", "default_guidance": "guidance",
     # checkpoints and conversion
     "Checkpoint": "io.checkpoint", "KeyRule": "io.convert", "convert": "io.convert", "linear": "io.convert",
     "conv": "io.convert", "read_video": "io.clip", "load_image": "io.image", "preprocess_image": "io.image",

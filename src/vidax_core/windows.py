@@ -45,22 +45,25 @@ class WindowStart:
     """What a window starts from: its initial ``latents`` (in the DiT's layout), the ``sampler`` and its ``plan``,
     the :class:`vidax_core.model_api.Conditioning` (history or prefix, per-frame inputs; None for none), and
     ``step_noise(i)``: the array the conditioning reads as ``step_noise`` at step ``i`` (None: the core's seeded
-    draw of ``Conditioning.step_noise_shape``)."""
+    draw of ``Conditioning.step_noise_shape``); ``guide``: the window's guidance when it differs from the run's
+    (same branches: a per-stage zero-init), None for the run's."""
 
     latents: np.ndarray
     sampler: Any
     plan: Any
     conditioning: Any = None
     step_noise: Callable[[int], np.ndarray] | None = None
+    guide: Any = None
 
 
 @dataclass(frozen=True)
 class WindowDone:
     """What a finished window leaves: ``output``, the latents it adds to what ``output.save_latents`` writes
-    (joined on the frame axis over the windows), and ``decode``, the latents whose frames it adds to the video."""
+    (joined on the frame axis over the windows), and ``decode``, the latents whose frames it adds to the video; both
+    None for a window whose latents only start the next one (a coarse stage of a coarse-to-fine chunk)."""
 
-    output: np.ndarray
-    decode: np.ndarray
+    output: np.ndarray | None
+    decode: np.ndarray | None
 
 
 class WindowedSampling:

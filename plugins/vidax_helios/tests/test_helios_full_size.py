@@ -19,12 +19,7 @@ DIT = dict(patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128,
            qk_norm="rms_norm_across_heads", eps=1e-6, rope_dim=(44, 42, 42), rope_theta=10000.0,
            guidance_cross_attn=True, zero_history_timestep=True, has_multi_term_memory_patch=True,
            is_amplify_history=False, history_scale_mode="per_head")
-DITS = {"helios-base": DIT}
-# HeliosPipeline's one-stage scheduler with dynamic shifting (the recipe shifts every timestep by the token count)
-SCHEDULER = {"_class_name": "HeliosScheduler", "num_train_timesteps": 1000, "shift": 1.0, "stages": 1,
-             "scheduler_type": "unipc", "use_dynamic_shifting": True, "time_shift_type": "exponential",
-             "prediction_type": "flow_prediction", "solver_order": 2, "solver_type": "bh2", "predict_x0": True,
-             "lower_order_final": True, "use_flow_sigmas": True}
+DITS = {"helios-base": DIT, "helios-mid": DIT, "helios-distilled": DIT}  # one architecture, three trainings
 
 
 def test_every_registered_helios_model_is_covered():
@@ -45,8 +40,21 @@ def test_full_size_dit(model_id):
                     params=(1.3e10, 1.6e10))
 
 
-def test_the_scheduler_config_reads():
-    from vidax_core.schedulers.base import sampler_from_scheduler_config
+@pytest.mark.parametrize("model_id", sorted(DITS))
+def test_the_scheduler_config_reads(model_id):
+    """Each id's scheduler config (vidax_helios.presets.SCHEDULERS: one stage of UniPC for HeliosPipeline, three
+    stages of UniPC or DMD for the pyramid) is what diffusers' class keeps and what vidax reads."""
+    import diffusers
 
-    sampler = sampler_from_scheduler_config(SCHEDULER)
-    assert sampler.name == "unipc" and sampler.use_dynamic_shifting and not sampler.integer_timesteps
+    from vidax_core.schedulers.base import sampler_from_scheduler_config
+    from vidax_helios.presets import SCHEDULERS
+
+    cfg = SCHEDULERS[model_id]
+    ref = getattr(diffusers, cfg["_class_name"])(**{k: v for k, v in cfg.items() if k != "_class_name"})
+    assert {k: ref.config[k] for k in cfg if k != "_class_name"} == {k: v for k, v in cfg.items() if k != "_class_name"}
+    sampler = sampler_from_scheduler_config(cfg)
+    if model_id == "helios-base":
+        assert sampler.name == "unipc" and sampler.use_dynamic_shifting and not sampler.integer_timesteps
+    else:
+        assert sampler.name == "helios_pyramid" and sampler.stages == 3
+        assert sampler.kind == ("dmd" if model_id == "helios-distilled" else "unipc")

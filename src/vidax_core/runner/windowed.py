@@ -146,7 +146,8 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
             t0 = time.perf_counter()
             start = ws.start(k, draws, call.samplers[0])
             res = P.sample_pass(spec, model.ckpt, SamplingPass(cfg), model.plugins, reporter, timer, model.experts,
-                                model.tracker, vae, start.sampler, call.guides[0], tuple(w.grid), contexts,
+                                model.tracker, vae, start.sampler, start.guide or call.guides[0], tuple(w.grid),
+                                contexts,
                                 start.latents, first=(k == 0), label=f"window {k + 1}/{n}", splan=start.plan,
                                 progress=sampled, step_key=(step_key, "window", tuple(w.grid), w.key),
                                 cond=start.conditioning, step_noise=start.step_noise)
@@ -154,9 +155,12 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
             final = np.array(res.final, np.float32, copy=True)
             results.append(dataclasses.replace(res, final=None))
             done = ws.finish(k, final)
-            kept.append(np.asarray(done.output))
+            if done.output is not None:
+                kept.append(np.asarray(done.output))
             t1 = time.perf_counter()
-            if decoder is not None:
+            if done.decode is None:
+                pass
+            elif decoder is not None:
                 emit(decoder.push(done.decode), k)
             elif ws.decode == SEPARATE:
                 emit(_frames(vae.decode_video(done.decode, tiling=cfg.vae.tiling)), k)

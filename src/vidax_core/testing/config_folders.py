@@ -26,10 +26,10 @@ def diffusers_config(module: Any, class_name: str) -> dict[str, Any]:
 
 
 def write_wan_based(root: str, *, pipeline: str, transformer: Any, transformer_class: str,
-                    scheduler: Mapping[str, Any]) -> None:
+                    scheduler: Mapping[str, Any], pipeline_config: Mapping[str, Any] | None = None) -> None:
     """One model's folder: ``transformer`` is the diffusers class (built here on the meta device from the config
     ``transformer_class`` names it by, a dict); the VAE and text encoder are the Wan2.1 VAE and UMT5-XXL of the Wan
-    full-size test's published configs."""
+    full-size test's published configs; ``pipeline_config``: the pipeline's own entries of ``model_index.json``."""
     import torch
     import diffusers
     from transformers import UMT5Config
@@ -42,7 +42,8 @@ def write_wan_based(root: str, *, pipeline: str, transformer: Any, transformer_c
     write_json(root, "model_index.json", {
         "_class_name": pipeline, "scheduler": ["diffusers", scheduler["_class_name"]],
         "text_encoder": ["transformers", "UMT5EncoderModel"], "tokenizer": ["transformers", "T5TokenizerFast"],
-        "transformer": ["diffusers", transformer_class], "vae": ["diffusers", "AutoencoderKLWan"]})
+        "transformer": ["diffusers", transformer_class], "vae": ["diffusers", "AutoencoderKLWan"],
+        **dict(pipeline_config or {})})
     write_json(os.path.join(root, "transformer"), "config.json", dit)
     write_json(os.path.join(root, "vae"), "config.json", vae)
     write_json(os.path.join(root, "text_encoder"), "config.json", UMT5Config(**UMT5_XXL).to_dict())

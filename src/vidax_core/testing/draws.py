@@ -2,8 +2,8 @@
 
 Pipelines that draw noise more than once (one draw per chunk or window, fresh noise at each step) cannot be
 reproduced from one ``latents=`` array. :func:`record_draws` runs a diffusers pipeline while recording what its
-module's ``randn_tensor`` and ``torch.randn_like`` return, in order, as numpy; :func:`replay_draws` answers the
-same calls from such a list. :func:`reference_windowed_outputs` runs a pipeline twice from the same draws (its
+module's ``randn_tensor``, ``torch.randn_like`` and seeded ``torch.randn`` (a ``generator`` given) return, in
+order, as numpy; :func:`replay_draws` answers the same calls from such a list. :func:`reference_windowed_outputs` runs a pipeline twice from the same draws (its
 ``output_type="latent"`` result, then its frames) and returns the draws as the ``noise_0``, ``noise_1``, ...
 mapping a ``sampling.initial_noise`` .npz holds. torch is imported inside the functions.
 """
@@ -21,21 +21,38 @@ import numpy as np
 def _patched(module: ModuleType, make) -> Iterator[None]:
     import torch
 
-    saved_tensor, saved_like = module.randn_tensor, torch.randn_like
+    saved_tensor, saved_like, saved_randn = module.randn_tensor, torch.randn_like, torch.randn
+    inside = []  # a draw made inside another (randn_tensor calls torch.randn) is that draw, not a second one
+
+    def once(draw, args, kwargs):
+        if inside:
+            return draw(*args, **kwargs)
+        inside.append(True)
+        try:
+            return make(draw, args, kwargs)
+        finally:
+            inside.pop()
 
     def tensor(shape, generator=None, device=None, dtype=None, layout=None):
-        return make(saved_tensor, (tuple(shape),), dict(generator=generator, device=device, dtype=dtype,
+        return once(saved_tensor, (tuple(shape),), dict(generator=generator, device=device, dtype=dtype,
                                                         layout=layout))
 
     def like(x, *args, **kwargs):
-        return make(lambda *_a, **_k: saved_like(x, *args, **kwargs), (tuple(x.shape),), {"dtype": x.dtype,
+        return once(lambda *_a, **_k: saved_like(x, *args, **kwargs), (tuple(x.shape),), {"dtype": x.dtype,
                                                                                           "device": x.device})
 
-    module.randn_tensor, torch.randn_like = tensor, like
+    def randn(*size, generator=None, **kwargs):  # a pipeline's own seeded draws (Helios' block noise)
+        if generator is None or inside:
+            return saved_randn(*size, generator=generator, **kwargs)
+        shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
+        return once(lambda *_a, **_k: saved_randn(*size, generator=generator, **kwargs), (shape,),
+                    {"dtype": kwargs.get("dtype"), "device": kwargs.get("device")})
+
+    module.randn_tensor, torch.randn_like, torch.randn = tensor, like, randn
     try:
         yield
     finally:
-        module.randn_tensor, torch.randn_like = saved_tensor, saved_like
+        module.randn_tensor, torch.randn_like, torch.randn = saved_tensor, saved_like, saved_randn
 
 
 @contextlib.contextmanager

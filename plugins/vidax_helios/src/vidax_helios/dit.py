@@ -184,10 +184,15 @@ class HeliosDiT(WanDiT):
         frames = jnp.broadcast_to(frames, (b, frames.shape[-1]))
         cos, sin = rope_tables(cfg, frames, grid[1], grid[2])
         pieces = [(x, (cos.reshape(b, -1, cos.shape[-1]), sin.reshape(b, -1, sin.shape[-1])))]
+        short = history.get("latents_history_short")
+        # every scale's RoPE grid is the short history's patch grid (the chunk's own is coarser in the pyramid's
+        # early stages)
+        hist_hw = grid[1:] if short is None else (short.shape[3] // cfg.patch_size[1],
+                                                   short.shape[4] // cfg.patch_size[2])
         for name in SCALES:  # each scale goes in front: [long; mid; short; chunk]
             lat, idx = history.get(f"latents_history_{name}"), history.get(f"indices_latents_history_{name}")
             if lat is not None and idx is not None:
-                pieces.insert(0, self._history(name, lat, jnp.broadcast_to(idx, (b, idx.shape[-1])), grid[1:]))
+                pieces.insert(0, self._history(name, lat, jnp.broadcast_to(idx, (b, idx.shape[-1])), hist_hw))
         x = jnp.concatenate([p[0] for p in pieces], axis=1).astype(cfg.residual_dtype)
         rope = tuple(constrain(jnp.concatenate([p[1][i] for p in pieces], axis=1), (BATCH, SEQ, None))
                      for i in range(2))

@@ -1,6 +1,9 @@
 """Tiny random Helios pipelines built with diffusers (the PyTorch reference) for the parity tests: the Wan tiny
 VAE, UMT5 and tokenizer of :mod:`vidax_core.testing.tiny.wan`, a 2-block HeliosTransformer3DModel (the history patch
-embeddings included), HeliosScheduler (one stage, UniPC, dynamic shifting). torch loads only when called."""
+embeddings included), HeliosScheduler (one stage, UniPC, dynamic shifting). torch loads only when called.
+
+:func:`pyramid_builtin` makes the pyramid ids' built-in ``tiny-random`` from the packaged one without torch: the
+same weights as a HeliosPyramidPipeline with the id's scheduler config and model_index flags."""
 
 from __future__ import annotations
 
@@ -41,3 +44,31 @@ def build_tiny_helios(seed: int = 0, dit: dict | None = None, scheduler: dict | 
 def save_tiny_helios(out_dir, seed: int = 0, dit: dict | None = None, scheduler: dict | None = None) -> None:
     """``save_pretrained`` a tiny pipeline (safetensors) into ``out_dir``."""
     build_tiny_helios(seed, dit, scheduler).save_pretrained(str(out_dir), safe_serialization=True)
+
+
+def pyramid_builtin(packaged: str, model_id: str) -> str:
+    """The packaged ``tiny-random`` folder as ``model_id``'s HeliosPyramidPipeline (``presets.SCHEDULERS`` /
+    ``PIPELINES``), written into the cache once (:func:`vidax_core.io.builtin.generated_checkpoint`)."""
+    import json
+    import os
+    import shutil
+    from importlib.metadata import version
+
+    from vidax_core.io.builtin import generated_checkpoint, write_json
+
+    from .presets import PIPELINES, SCHEDULERS
+
+    def write(folder: str) -> None:
+        os.makedirs(folder)
+        for comp in ("text_encoder", "tokenizer", "transformer", "vae"):
+            shutil.copytree(os.path.join(packaged, comp), os.path.join(folder, comp))
+        os.makedirs(os.path.join(folder, "scheduler"))
+        # gamma 1/4: at the published 1/3 the block noise's covariance is singular, which diffusers' float32
+        # Cholesky refuses on the CPU, where the parity tests run this checkpoint
+        write_json(os.path.join(folder, "scheduler", "scheduler_config.json"), {**SCHEDULERS[model_id], "gamma": 0.25})
+        with open(os.path.join(packaged, "model_index.json")) as f:
+            index = json.load(f)
+        index.update(PIPELINES[model_id], scheduler=["diffusers", SCHEDULERS[model_id]["_class_name"]])
+        write_json(os.path.join(folder, "model_index.json"), index)
+
+    return generated_checkpoint("vidax-helios", version("vidax-helios"), f"tiny-random-{model_id}", write)
