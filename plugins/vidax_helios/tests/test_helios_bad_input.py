@@ -17,6 +17,18 @@ def _npz(path, **arrays):
     return f"sampling.initial_noise={path}"
 
 
+PYRAMID = ["model.id=helios-mid", "model.checkpoint=builtin:tiny-random", "sampling.height=64", "sampling.width=64",
+           "sampling.num_steps=6", "options.pyramid_num_inference_steps_list=[2, 2, 2]", "sampling.num_frames=18",
+           "options.num_latent_frames_per_chunk=3"]
+
+
+def _builtin(model_id: str) -> str:
+    from vidax_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    return plugins.call("builtin_checkpoint", plugins.registry.get(model_id), name="tiny-random")
+
+
 CASES = [
     ("size", lambda t: BASE + ["sampling.height=40"], "multiple of 16"),
     ("history-sizes", lambda t: BASE + ["options.history_sizes=[16, 2]"], "three positive latent frame counts"),
@@ -27,6 +39,18 @@ CASES = [
      "missing noise_1"),
     ("noise-wrong-shape", lambda t: BASE + [_npz(t / "n.npz", noise_0=(1, 4, 3, 4, 4), noise_1=(1, 4, 9, 4, 4))],
      "noise_1 has shape (1, 4, 9, 4, 4), this run needs (1, 4, 3, 4, 4)"),
+    # the pyramid ids (HeliosPyramidPipeline)
+    ("pyramid-steps", lambda t: PYRAMID + ["sampling.num_steps=5"], "set sampling.num_steps=6"),
+    ("pyramid-size", lambda t: PYRAMID + ["sampling.height=48"], "must be a multiple of 64"),
+    ("pyramid-scheduler", lambda t: PYRAMID + ["sampling.scheduler=unipc"], "remove sampling.scheduler"),
+    ("pyramid-stage-count", lambda t: PYRAMID + ["options.pyramid_num_inference_steps_list=[3, 3]"],
+     "has stages=3: give 3 step counts"),
+    ("pyramid-checkpoint-as-base", lambda t: BASE + [f"model.checkpoint={_builtin('helios-distilled')}"],
+     "run it as helios-mid or helios-distilled"),
+    ("base-checkpoint-as-pyramid", lambda t: PYRAMID + [f"model.checkpoint={_builtin('helios-base')}"],
+     "is not the HeliosPyramidPipeline helios-mid runs"),
+    ("pyramid-noise-without-block-noise", lambda t: PYRAMID + [_npz(t / "n.npz", noise_0=(1, 4, 3, 8, 8))],
+     "missing noise_1"),
 ]
 
 

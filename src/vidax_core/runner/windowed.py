@@ -60,10 +60,19 @@ def grids(ws: WindowedSampling) -> list[tuple[int, int, int]]:
 
 def describe(ws: WindowedSampling) -> str:
     """One line: the number of windows, their latent frames and steps."""
+    n = len(ws.windows)
     frames = [int(w.grid[0]) for w in ws.windows]
     steps = sorted({int(w.num_steps) for w in ws.windows})
-    return (f"{len(frames)} window{'s' if len(frames) > 1 else ''} of {', '.join(map(str, frames))} latent frames, "
-            f"{'/'.join(map(str, steps))} steps each, {ws.total_steps} in all")
+    grids = [tuple(int(v) for v in w.grid) for w in ws.windows]
+    if len({g[1:] for g in grids}) > 1:  # coarse-to-fine windows: each latent grid and how many windows use it
+        counts = {g: grids.count(g) for g in sorted(set(grids), key=lambda g: int(np.prod(g)))}
+        what = "on latent grids " + ", ".join(f"{'x'.join(map(str, g))} ({c})" for g, c in counts.items())
+    elif len(set(frames)) == 1 and n > 8:
+        what = f"of {frames[0]} latent frames"
+    else:
+        what = f"of {', '.join(map(str, frames))} latent frames"
+    return (f"{n} window{'s' if n > 1 else ''} {what}, {'/'.join(map(str, steps))} steps each, "
+            f"{ws.total_steps} in all")
 
 
 class DeviceMemory:

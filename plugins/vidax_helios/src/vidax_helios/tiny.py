@@ -46,29 +46,42 @@ def save_tiny_helios(out_dir, seed: int = 0, dit: dict | None = None, scheduler:
     build_tiny_helios(seed, dit, scheduler).save_pretrained(str(out_dir), safe_serialization=True)
 
 
-def pyramid_builtin(packaged: str, model_id: str) -> str:
-    """The packaged ``tiny-random`` folder as ``model_id``'s HeliosPyramidPipeline (``presets.SCHEDULERS`` /
-    ``PIPELINES``), written into the cache once (:func:`vidax_core.io.builtin.generated_checkpoint`)."""
+def as_pyramid(folder: str, model_id: str) -> None:
+    """Make the tiny HeliosPipeline checkpoint in ``folder`` ``model_id``'s HeliosPyramidPipeline: its scheduler
+    config (``presets.SCHEDULERS``, with ``gamma`` 1/4: at the published 1/3 the block noise's covariance is
+    singular, which diffusers' float32 Cholesky refuses on the CPU, where the parity tests run) and its
+    ``model_index.json`` flags (``presets.PIPELINES``)."""
     import json
+    import os
+
+    from vidax_core.io.builtin import write_json
+
+    from .presets import PIPELINES, SCHEDULERS
+
+    sched = {**SCHEDULERS[model_id], "gamma": 0.25}
+    os.makedirs(os.path.join(folder, "scheduler"), exist_ok=True)
+    write_json(os.path.join(folder, "scheduler", "scheduler_config.json"), sched)
+    with open(os.path.join(folder, "model_index.json")) as f:
+        index = json.load(f)
+    index.update(PIPELINES[model_id], scheduler=["diffusers", sched["_class_name"]])
+    write_json(os.path.join(folder, "model_index.json"), index)
+
+
+def pyramid_builtin(packaged: str, model_id: str) -> str:
+    """The packaged ``tiny-random`` folder as ``model_id``'s HeliosPyramidPipeline (:func:`as_pyramid`), written
+    into the cache once (:func:`vidax_core.io.builtin.generated_checkpoint`)."""
     import os
     import shutil
     from importlib.metadata import version
 
-    from vidax_core.io.builtin import generated_checkpoint, write_json
-
-    from .presets import PIPELINES, SCHEDULERS
+    from vidax_core.io.builtin import generated_checkpoint
 
     def write(folder: str) -> None:
         os.makedirs(folder)
+        for name in ("model_index.json",):
+            shutil.copy(os.path.join(packaged, name), os.path.join(folder, name))
         for comp in ("text_encoder", "tokenizer", "transformer", "vae"):
             shutil.copytree(os.path.join(packaged, comp), os.path.join(folder, comp))
-        os.makedirs(os.path.join(folder, "scheduler"))
-        # gamma 1/4: at the published 1/3 the block noise's covariance is singular, which diffusers' float32
-        # Cholesky refuses on the CPU, where the parity tests run this checkpoint
-        write_json(os.path.join(folder, "scheduler", "scheduler_config.json"), {**SCHEDULERS[model_id], "gamma": 0.25})
-        with open(os.path.join(packaged, "model_index.json")) as f:
-            index = json.load(f)
-        index.update(PIPELINES[model_id], scheduler=["diffusers", SCHEDULERS[model_id]["_class_name"]])
-        write_json(os.path.join(folder, "model_index.json"), index)
+        as_pyramid(folder, model_id)
 
     return generated_checkpoint("vidax-helios", version("vidax-helios"), f"tiny-random-{model_id}", write)
