@@ -1,6 +1,6 @@
 """Regenerate the tiny random-weight SkyReels-V2 checkpoints that ship in vidax-skyreels: ``builtin:tiny-random``
-(a diffusion-forcing pipeline, fps embedding) and the text-to-video id's ``tiny-random-t2v``, both written by
-diffusers' own ``save_pretrained``. Needs the test extra:
+(a diffusion-forcing pipeline, fps embedding), the text-to-video id's ``tiny-random-t2v`` and the image-to-video
+id's ``tiny-random-i2v``, each written by diffusers' own ``save_pretrained``. Needs the test extra:
     python plugins/vidax_skyreels/scripts/make_tiny_asset.py
 """
 

@@ -12,6 +12,8 @@ DF = ["model.id=skyreels-v2-df-1.3b-540p", "model.checkpoint=builtin:tiny-random
       "sampling.width=32", "sampling.num_steps=2"]
 T2V = ["model.id=skyreels-v2-t2v-14b-540p", "model.checkpoint=builtin:tiny-random", "sampling.height=32",
        "sampling.width=32"]
+I2V = ["model.id=skyreels-v2-i2v-14b-540p", "model.checkpoint=builtin:tiny-random", "sampling.height=32",
+       "sampling.width=32", "sampling.num_frames=9"]
 
 
 def _npz(path, **arrays):
@@ -43,7 +45,24 @@ CASES = [
     ("i2v-checkpoint", lambda t: DF + [_i2v_checkpoint(t / "c")], "an image-to-video denoiser"),
     ("cache-with-windows", lambda t: DF + ["sampling.num_frames=9", "cache={method: first_block, threshold: 0.1}"],
      "does not apply to skyreels-v2-df-1.3b-540p"),
+    ("i2v-without-image", lambda t: I2V, "makes video from an image: set `image:"),
+    ("image-on-t2v", lambda t: T2V + [f"image={_image(t)}"], "text-to-video only and takes no image"),
+    ("t2v-checkpoint-as-i2v", lambda t: I2V + [f"image={_image(t)}", "model.checkpoint=" + _t2v_builtin()],
+     "needs an image-to-video denoiser (12 input channels"),
 ]
+
+
+def _image(folder):
+    from vidax_core.testing.reference import write_test_image
+
+    return write_test_image(folder / "image.png")
+
+
+def _t2v_builtin():
+    from vidax_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    return plugins.call("builtin_checkpoint", plugins.registry.get("skyreels-v2-t2v-14b-540p"), name="tiny-random")
 
 
 def _i2v_checkpoint(folder):

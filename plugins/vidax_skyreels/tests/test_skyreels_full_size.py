@@ -23,8 +23,12 @@ DITS = {
     "skyreels-v2-df-14b-540p": dict(COMMON, **S14B, inject_sample_info=False),
     "skyreels-v2-df-14b-720p": dict(COMMON, **S14B, inject_sample_info=False),
     "skyreels-v2-t2v-14b-540p": dict(COMMON, **S14B, inject_sample_info=False),
+    # Wan2.1-I2V-14B's layout: 36 input channels (latents, mask, image latents), CLIP ViT-H tokens (width 1280)
+    "skyreels-v2-i2v-14b-540p": dict(COMMON, **S14B, inject_sample_info=False, in_channels=36, image_dim=1280,
+                                     added_kv_proj_dim=5120),
 }
-BOUNDS = {"skyreels-v2-df-1.3b-540p": (1.3e9, 1.5e9)}  # published sizes: 1.3B and 14B
+BOUNDS = {"skyreels-v2-df-1.3b-540p": (1.3e9, 1.5e9),  # published sizes: 1.3B and 14B (16.4B with the image parts)
+          "skyreels-v2-i2v-14b-540p": (1.6e10, 1.7e10)}
 SCHEDULER_SHIFT = 8.0  # the recipe's flow shift, in the published scheduler configs
 
 

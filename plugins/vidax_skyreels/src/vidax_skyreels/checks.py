@@ -15,6 +15,8 @@ def run_problems(spec, run) -> list[str]:
     s = run.sampling
     problems = frame_count_problems(s.num_frames, TEMPORAL_FACTOR, "SkyReels-V2", "the VAE compresses time by 4")
     problems += size_problems(s, SPATIAL_MULTIPLE, spec.id)
+    if "i2v" in spec.tasks and run.image is None:
+        problems.append(f"{spec.id} makes video from an image: set `image: path/to/first_frame.png`")
     if spec.id in DIFFUSION_FORCING and not problems:
         problems += forcing_problems(run)
     return problems
@@ -55,9 +57,17 @@ def forcing_problems(run) -> list[str]:
 
 
 def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
-    """An image-to-video denoiser (more input than output channels) or one whose latents are not the VAE's."""
+    """An image-to-video denoiser for a text id or the reverse, one whose latents are not the VAE's."""
     problems = []
-    if dit.in_channels != dit.out_channels:
+    if "i2v" in spec.tasks:
+        want = 2 * dit.out_channels + TEMPORAL_FACTOR
+        if dit.in_channels != want or dit.image_dim is None:
+            problems.append(f"transformer/config.json: in_channels={dit.in_channels}, image_dim={dit.image_dim}: "
+                            f"{spec.id} needs an image-to-video denoiser ({want} input channels: latents, mask and "
+                            "image latents; CLIP image tokens): use a SkyReels-V2-I2V checkpoint")
+        elif not ckpt.has("image_encoder"):
+            problems.append(f"the checkpoint has no image_encoder/ folder: {spec.id} encodes the image with CLIP")
+    elif dit.in_channels != dit.out_channels:
         problems.append(f"transformer/config.json: in_channels={dit.in_channels} differs from out_channels="
                         f"{dit.out_channels} (an image-to-video denoiser), but {spec.id} feeds it only the noisy "
                         f"latents: use a {spec.id} checkpoint")

@@ -3,8 +3,9 @@
 SkyReels-V2 (Skywork) is built on Wan2.1's parts: the UMT5 prompt encoding and the Wan VAE come from the core
 (:class:`vidax_core.encoders.wan_text.WanTextHooks`, :class:`vidax_core.vae.wan_hooks.WanVAEHooks`), its DiT is
 the core's Wan DiT with per-frame timesteps, causal frame blocks and an fps embedding (:mod:`.dit`). The
-text-to-video id runs as diffusers' ``SkyReelsV2Pipeline`` (one pass, classifier-free guidance); the
-diffusion-forcing ids as ``SkyReelsV2DiffusionForcingPipeline``, window by window (:mod:`.forcing`).
+text-to-video id runs as diffusers' ``SkyReelsV2Pipeline`` (one pass, classifier-free guidance), the image-to-video
+id as ``SkyReelsV2ImageToVideoPipeline`` (Wan2.1's image conditioning, from the core); the diffusion-forcing ids as
+``SkyReelsV2DiffusionForcingPipeline``, window by window (:mod:`.forcing`).
 Registering imports no JAX.
 """
 
@@ -48,10 +49,20 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
                            example_inputs=functools.partial(example_inputs, cfg))
 
     def builtin_checkpoint(self, spec, name):
-        """``tiny-random`` is a diffusion-forcing pipeline; the text-to-video id's is ``tiny-random-t2v``."""
+        """``tiny-random`` is a diffusion-forcing pipeline; the text- and image-to-video ids' are
+        ``tiny-random-t2v`` and ``tiny-random-i2v``."""
         if spec.id not in presets.DIFFUSION_FORCING:
-            name = f"{name}-t2v"
+            name = f"{name}-{'i2v' if 'i2v' in spec.tasks else 't2v'}"
         return super().builtin_checkpoint(spec, name)
+
+    def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
+        """Image-to-video as Wan2.1's: the first frame's latents and mask concatenated on channels, CLIP image
+        tokens for the image cross-attention (:mod:`vidax_core.wan_dit.conditioning`)."""
+        if run.image is None:
+            return None
+        from vidax_core.wan_dit.conditioning import prepare_for_run
+
+        return prepare_for_run(run, ckpt, vae, latent_shape, dit_cfg=self.dit_config(ckpt, run))
 
     def sampling_windows(self, spec, ckpt, run):
         """Diffusion forcing: the windows of :mod:`.forcing` (one window for a video no longer than

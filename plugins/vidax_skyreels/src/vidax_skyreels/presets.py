@@ -86,6 +86,16 @@ MODELS = [
         "preset": _preset(544, 960, 97, negative=ENGLISH_NEGATIVE_PROMPT),
         "options": {},
     },
+    {
+        "id": "skyreels-v2-i2v-14b-540p",
+        "tasks": ("i2v",),
+        "hub_repo": "Skywork/SkyReels-V2-I2V-14B-540P-Diffusers",
+        "default_config": "configs/skyreels_v2_i2v_14b_540p.yaml",
+        "description": "SkyReels-V2 image-to-video, 14B DiT (Wan2.1-I2V width, CLIP image tokens), 540P "
+                       "(SkyReelsV2ImageToVideoPipeline)",
+        "preset": _preset(544, 960, 97, guidance=5.0, negative=ENGLISH_NEGATIVE_PROMPT),
+        "options": {},
+    },
 ]
 
 DIFFUSION_FORCING = frozenset(m["id"] for m in MODELS if m["options"])

@@ -101,7 +101,7 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         return checkpoint_config_problems(spec, ckpt)
 
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
-        from .conditioning import prepare_for_run
+        from vidax_core.wan_dit.conditioning import prepare_for_run
 
         return prepare_for_run(run, ckpt, vae, latent_shape) if run.image is not None else None
 
