@@ -2,7 +2,8 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PLUGINS := plugins/vidax_wan plugins/vidax_cosmos plugins/vidax_cogvideox plugins/vidax_ltx plugins/vidax_hunyuan plugins/vidax_skyreels plugins/vidax_helios
+PLUGINS := plugins/vidax_wan plugins/vidax_cosmos plugins/vidax_cogvideox plugins/vidax_ltx plugins/vidax_hunyuan \
+	plugins/vidax_kandinsky plugins/vidax_skyreels plugins/vidax_helios
 
 .PHONY: demo test install install-test clean
 
@@ -29,8 +30,10 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
 
-# Long fuzz campaign (issues 12, 29): FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config, checkpoint
-# folder, .pth) and FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat
+# Long fuzz campaign (issues 12, 29, 43): FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config,
+# checkpoint folder, .pth), of the Python API (vidax.load, pipe calls, --prompts files, sizes against every family's
+# denoiser), of vidax serve (request lines, request bodies) and of what rides with weights (LoRA metadata, 8-bit
+# tags), and FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat
 # templates, prompt templates, original-release metadata) and of initial-noise files; prints the counts per outcome
 # of each surface (and family) and fails on any internal error, hang or memory blow-up. Both cores: the counts of
 # every xdist worker go to out/fuzz/ and tests/fuzz_report.py prints the summed table and the wall time.
@@ -42,7 +45,8 @@ fuzz: install-test
 	start=$$(date +%s); VIDAX_FUZZ_CAMPAIGN=1 VIDAX_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
 		VIDAX_FUZZ_FAMILY_EXAMPLES=$(FUZZ_FAMILY_EXAMPLES) VIDAX_FUZZ_REPORT=out/fuzz \
 		$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider tests/test_fuzz_families.py \
-		tests/test_fuzz_config.py tests/test_fuzz_checkpoint.py tests/test_fuzz_pth.py; rc=$$?; \
+		tests/test_fuzz_config.py tests/test_fuzz_checkpoint.py tests/test_fuzz_pth.py tests/test_fuzz_api.py \
+		tests/test_fuzz_serve.py tests/test_fuzz_adapters.py; rc=$$?; \
 		$(BIN)/python tests/fuzz_report.py out/fuzz $$(( $$(date +%s) - start )) && exit $$rc
 
 clean:

@@ -12,8 +12,8 @@
 #        the machine's own index (TPU_INDEX, default file:///opt/pypi/simple) plus DIR, with pip --target SITE
 #        (default /tmp/vidax-site: commands there run as an ordinary user); SITE goes last on PYTHONPATH so the
 #        machine's JAX stays first.
-# CONFIGS=DIR: the published config-only folders (plugins/vidax_wan/scripts/published_config_folders.py, which
-# needs torch + diffusers: on a TPU make them elsewhere and bring them); default OUT_DIR/published.
+# CONFIGS=DIR: the published Wan2.1-14B folder the random-DiT cases read their architecture from (default
+# OUT_DIR/published, written there by vidax bench --write-random-checkpoint --fill zeros: no torch needed).
 # CASES=a,b,...: run only these cases (default all); BUDGET=S: wall seconds for everything (default 585);
 # ATTN=a,b: the attention backends of the attn cases; REPEATS=N: timed calls after the first (default 2);
 # T_ATTN, T_OFF, T_QUANT: per-case timeouts in seconds (default 140, 90, 120; on a TPU 170, 160, 240, so there
@@ -25,14 +25,19 @@
 #                          time, call time, TFLOP/s, MFU (vidax bench --random-dit)
 #   offload_480p           the same DiT streamed from pinned host memory, chunk 1 and 2: streamed call time,
 #                          h2d time per chunk, the same program resident, hidden fraction
-#   pipeline_13b           the full Wan2.1-1.3B pipeline (random weights, bf16, 480x832x17, 5 steps) vs
-#                          diffusers' WanPipeline on the same GPU (vidax bench --reference diffusers). Skipped on a
-#                          TPU: its random checkpoint and the reference need torch + diffusers on the accelerator
+#   pipeline_13b           the full Wan2.1-1.3B pipeline (random weights written with numpy by vidax bench
+#                          --write-random-checkpoint, bf16, 480x832x17, 5 steps), on a GPU beside diffusers'
+#                          WanPipeline (--reference diffusers), on a TPU vidax alone (no diffusers there)
+#   numerics               the same checkpoint, fixed noise, 3 steps at 256x256x9, on the accelerator in float32
+#                          and bf16 for each attention backend (TPU: xla, pallas_tpu; GPU: xla, cudnn) against a
+#                          float32 run on this host's CPU (a second process, JAX_PLATFORMS=cpu): relative L2 of the
+#                          latents within 5e-4 (float32) and 3e-2 (bf16) (benchmarks/numerics.py)
 #   quant_fusion           8-bit weights (docs/quantization.md): a Wan2.1-14B-width slice (2 blocks, one 480p latent
 #                          frame), bf16 vs int8 vs fp8: XLA's compiled temp bytes (does the dequantisation fuse into
 #                          the matmul, or copy a block's kernels?) and the forward's call time on random weights
 # Results: OUT_DIR/<case>.json + .md, OUT_DIR/accelerator.json (every case, its status and wall time) and
-# OUT_DIR/accelerator.md (one table).
+# OUT_DIR/accelerator.md (one table). The exit status is non-zero when a case failed. PYTHON unset: the project's
+# .venv/bin/python where there is one, else python3.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: benchmarks/accelerator.sh OUT_DIR [--wheels DIR | --cpu-check]}
@@ -47,7 +52,7 @@ while [ "$#" -gt 0 ]; do
   shift
 done
 mkdir -p "$OUT"
-PY=${PYTHON:-python3}
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 start=$(date +%s)
 log() { echo "[accelerator.sh +$(( $(date +%s) - start ))s] $*" >&2; }
 
@@ -86,22 +91,29 @@ if [ "$CPU" = 1 ]; then  # tiny shapes, same cases and code paths
   PIPE=(configs/demo.yaml sampling.height=32 sampling.width=32 sampling.num_frames=1 sampling.num_steps=3
         sampling.max_sequence_length=16)
   QUANT=(--width tiny --blocks 2 --frames 1 --height 8 --width-px 8) T_QUANT=240
+  PIPE_REF=(--reference diffusers)
+  CKARGS=(--blocks 1) NUMARGS=(--size 32x32x5 --steps 2 --set sampling.max_sequence_length=16)
+  NUM_BACKENDS=xla T_NUM=300
 else
   CFGS=${CONFIGS:-$OUT/published}
-  [ -d "$CFGS/wan2.1-t2v-14b" ] || timeout 120 "$PY" plugins/vidax_wan/scripts/published_config_folders.py "$CFGS" >/dev/null
+  [ -f "$CFGS/wan2.1-t2v-14b/model_index.json" ] || "$PY" -m vidax_core.cli bench --write-random-checkpoint \
+    wan2.1-t2v-14b "$CFGS/wan2.1-t2v-14b" --fill zeros --quiet >/dev/null  # the published layout, weights as holes
   ARCH=(model.id=wan2.1-t2v-14b "model.checkpoint=$CFGS/wan2.1-t2v-14b" model.dtype=bfloat16 sampling.num_frames=81)
   SIZE480=(sampling.height=480 sampling.width=832) SIZE720=(sampling.height=720 sampling.width=1280)
   BLOCKS=4 BLOCKS720=2 T_PIPE=150 REPEATS=${REPEATS:-2} INPROC=
   if [ "$PLATFORM" = tpu ]; then  # caps above the cases' times on a v5e chip (docs/benchmarks.md: 121-135 s)
     ATTN=${ATTN:-pallas_tpu,blockwise,xla} T_ATTN=${T_ATTN:-170} T_OFF=${T_OFF:-160} T_QUANT=${T_QUANT:-240}
-    NO_PIPE="needs torch + diffusers on the accelerator (the random 1.3B checkpoint, the reference); the TPU image has no diffusers and a CPU-only torch"
+    PIPE_REF=()  # diffusers cannot run there: vidax alone, on the writer's checkpoint
+    NUM_BACKENDS=${NUM_BACKENDS:-xla,pallas_tpu}
   else
     ATTN=${ATTN:-cudnn,blockwise,xla} T_ATTN=${T_ATTN:-140} T_OFF=${T_OFF:-90} T_QUANT=${T_QUANT:-120}
-    CKPT="$OUT/ckpt-wan13b-random"
-    [ -d "$CKPT" ] || timeout 90 "$PY" benchmarks/make_random_checkpoint.py "$CKPT" --dtype bfloat16 >/dev/null
-    PIPE=(benchmarks/gpu_wan13b.yaml "model.checkpoint=$CKPT")
+    PIPE_REF=(--reference diffusers)
+    NUM_BACKENDS=${NUM_BACKENDS:-xla,cudnn}
   fi
   QUANT=(--width 14b --blocks 2 --frames 1 --height 60 --width-px 104)
+  CKARGS=() NUMARGS=(--size 256x256x9 --steps 3) T_NUM=${T_NUM:-330}
+  CKPT="$OUT/ckpt-wan13b-random"  # the torch-free writer's full-size Wan2.1-1.3B (random weights)
+  PIPE=(benchmarks/gpu_wan13b.yaml "model.checkpoint=$CKPT")
 fi
 
 STATUS="$OUT/status.tsv"
@@ -132,14 +144,31 @@ case_run attn_720p "$T_ATTN" "$PY" "${RB[@]}" --random-blocks "$BLOCKS720" --nam
   "${ARCH[@]}" "${SIZE720[@]}"
 case_run offload_480p "$T_OFF" "$PY" "${RB[@]}" --random-blocks "$BLOCKS" --name offload_480p --attention auto \
   --offload 1,2 "${ARCH[@]}" "${SIZE480[@]}"
-if [ -n "${NO_PIPE:-}" ]; then
-  [[ ",${CASES:-pipeline_13b}," == *",pipeline_13b,"* ]] && printf '%s\t%s\t%s\t%s\n' pipeline_13b - 0 "$NO_PIPE" >> "$STATUS"
-else
-  case_run pipeline_13b "$T_PIPE" "$PY" -m vidax_core.cli bench "${PIPE[@]}" --reference diffusers $INPROC --quiet \
-    --out "$OUT" --name pipeline_13b
-fi
+write_ckpt() {  # the writer's Wan2.1-1.3B once per OUT (random weights, numpy only: no torch on the accelerator)
+  [ -f "$CK/model_index.json" ] || "$PY" -m vidax_core.cli bench --write-random-checkpoint wan2.1-t2v-1.3b "$CK" \
+    "${CKARGS[@]}" --quiet
+}
+CK=${CKPT:-$OUT/ckpt-wan13b-random}
+if [ "$CPU" = 0 ] && [[ ",${CASES:-pipeline_13b}," == *",pipeline_13b,"* ]]; then write_ckpt; fi
+case_run pipeline_13b "$T_PIPE" "$PY" -m vidax_core.cli bench "${PIPE[@]}" "${PIPE_REF[@]}" \
+  $INPROC --quiet --out "$OUT" --name pipeline_13b
+numerics() {  # the float32 CPU reference in a process of its own, then every backend x dtype on this machine
+  write_ckpt || return 1
+  JAX_PLATFORMS=cpu "$PY" benchmarks/numerics.py reference "$CK" "$OUT/numerics" "${NUMARGS[@]}" || return 1
+  "$PY" benchmarks/numerics.py compare "$CK" "$OUT/numerics" "${NUMARGS[@]}" --backends "$NUM_BACKENDS"
+  local rc=$?
+  cp "$OUT/numerics/numerics.json" "$OUT/numerics/numerics.md" "$OUT/" 2>/dev/null
+  return $rc
+}
+export -f numerics write_ckpt
+export PY CK OUT NUM_BACKENDS
+NUMARGS_STR="${NUMARGS[*]}" CKARGS_STR="${CKARGS[*]}"
+export NUMARGS_STR CKARGS_STR
+case_run numerics "$T_NUM" bash -c 'NUMARGS=($NUMARGS_STR); CKARGS=($CKARGS_STR); numerics'
 case_run quant_fusion "$T_QUANT" "$PY" benchmarks/quant_memory_analysis.py "${QUANT[@]}" --time --out "$OUT" \
   --name quant_fusion
 
 "$PY" benchmarks/collect.py "$OUT" "$STATUS" "$(( $(date +%s) - start ))" "$([ "$CPU" = 1 ] && echo cpu-check || echo accelerator)"
-log "done: $OUT/accelerator.md"
+rc=$?
+log "done: $OUT/accelerator.md$([ "$rc" = 0 ] || echo " (a case failed: exit $rc)")"
+exit "$rc"

@@ -130,11 +130,16 @@ def test_dry_run_prints_8bit_bytes(tmp_path, ckpt, capfd):
 
     base = _dry(["model.checkpoint=builtin:tiny-random"], capfd)
     keyed = _dry(["model.checkpoint=builtin:tiny-random", "model.weight_dtype=float8_e4m3fn"], capfd)
+    more = _dry(["model.checkpoint=builtin:tiny-random", "model.weight_dtype=float8_e4m3fn",
+                 "model.quantize_outside_blocks=true"], capfd)
     assert "8-bit:" not in base
-    # Wan's time / text embedder MLPs and time projection are 8-bit too (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS)
+    # at-load quantization covers the blocks only; with model.quantize_outside_blocks Wan's time / text embedder
+    # MLPs and time projection are 8-bit too (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS)
+    assert re.search(r"^8-bit: .* of float8_e4m3fn weights in \d+ Linear kernels \+ .* of fp32 scales", keyed,
+                     re.M), keyed
     assert re.search(r"^8-bit: .* of float8_e4m3fn weights in \d+ Linear kernels \(5 outside the blocks\) \+ .* of fp32 "
-                     "scales", keyed, re.M), keyed
-    assert per_device(keyed) < per_device(base)
+                     "scales", more, re.M), more
+    assert per_device(more) < per_device(keyed) < per_device(base)
     _rewrite(ckpt, lambda t: _int8(t))  # one LightX2V-style int8 layer: the run detects int8 storage
     found = _dry([f"model.checkpoint={ckpt}"], capfd)
     assert re.search(r"^8-bit: .* of int8 weights", found, re.M), found

@@ -1,5 +1,6 @@
 """``vidax bench --random-dit`` times one random-weight DiT call of every family's architecture, structured text
-contexts included (LTX-Video's hidden + mask, HunyuanVideo's hidden + mask + pooled and guidance input), resident
+contexts included (LTX-Video's hidden + mask, HunyuanVideo's hidden + mask + pooled and guidance input,
+Kandinsky 5's channel-last latents, hidden + pooled and RoPE-scale input), resident
 and streamed from pinned host memory, with FLOPs from the family's count."""
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from vidax_core.bench import random_dit
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 DEMOS = {"wan": "demo.yaml", "cosmos": "cosmos_demo.yaml", "cogvideox": "cogvideox_demo.yaml",
-         "ltx": "ltx_demo.yaml", "hunyuan": "hunyuan_demo.yaml", "skyreels": "skyreels_demo.yaml",
-         "helios": "helios_demo.yaml"}
+         "ltx": "ltx_demo.yaml", "hunyuan": "hunyuan_demo.yaml", "kandinsky": "kandinsky_demo.yaml",
+         "skyreels": "skyreels_demo.yaml", "helios": "helios_demo.yaml"}
 SMALL = ["sampling.height=64", "sampling.width=64", "sampling.max_sequence_length=16"]
 
 

@@ -2,7 +2,10 @@
 ``Gemma4UnifiedForConditionalGeneration`` on a tiny random model (CPU): mixed sliding / full layers, full layers
 with their own head size, one KV head and values from the key projection, proportional RoPE, value norm and
 per-layer scalars. Every hidden state in fp32 with left and right padding against the float64 reference; leaving
-out a Gemma-4 detail moves the result past the bound; the configs transformers and the release write read alike."""
+out a Gemma-4 detail moves the result past the bound; the configs transformers and the release write read alike.
+Also, on six layers: two KV-shared layers (``num_kv_shared_layers``: no k/v weights, the keys and values of the
+last earlier layer of their type) with the double-wide MLP, and ``Gemma4ForConditionalGeneration``'s per-layer
+inputs (``hidden_size_per_layer_input``) with the same sharing."""
 
 from __future__ import annotations
 
@@ -29,15 +32,32 @@ TEXT = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_l
                              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
 
 
-@functools.cache
-def _build():
-    """(composite config dict, torch model fp32, state dict as numpy); parameters and layer scalars random."""
-    from transformers.models.gemma4_unified import configuration_gemma4_unified as c
-    from transformers.models.gemma4_unified.modeling_gemma4_unified import Gemma4UnifiedForConditionalGeneration
+#: Six layers whose last two reuse keys and values (layers 2 and 3 store them), the sharing variants' base.
+SHARED = dict(TEXT, num_hidden_layers=6, layer_types=["sliding_attention", "full_attention"] * 3,
+              num_kv_shared_layers=2)
+VARIANTS = {"base": ("unified", TEXT),
+            "kv_shared": ("unified", dict(SHARED, use_double_wide_mlp=True)),
+            "per_layer_inputs": ("gemma4", dict(SHARED, hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB))}
 
-    cfg = c.Gemma4UnifiedConfig(text_config=c.Gemma4UnifiedTextConfig(**TEXT), vision_config=None, audio_config=None)
+
+@functools.cache
+def _build(variant: str = "base"):
+    """(composite config dict, torch model fp32, state dict as numpy); parameters and layer scalars random."""
+    kind, text = VARIANTS[variant]
+    if kind == "unified":
+        from transformers.models.gemma4_unified import configuration_gemma4_unified as c
+        from transformers.models.gemma4_unified.modeling_gemma4_unified import (
+            Gemma4UnifiedForConditionalGeneration as Model)
+
+        cfg = c.Gemma4UnifiedConfig(text_config=c.Gemma4UnifiedTextConfig(**text), vision_config=None,
+                                    audio_config=None)
+    else:
+        from transformers.models.gemma4 import configuration_gemma4 as c
+        from transformers.models.gemma4.modeling_gemma4 import Gemma4ForConditionalGeneration as Model
+
+        cfg = c.Gemma4Config(text_config=c.Gemma4TextConfig(**text), vision_config=None, audio_config=None)
     torch.manual_seed(0)
-    model = Gemma4UnifiedForConditionalGeneration(cfg).eval().float()
+    model = Model(cfg).eval().float()
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.normal_(0.0, 0.5 if "embed" in name else 0.15)
@@ -85,21 +105,39 @@ def test_config_reads_the_gemma4_layout():
     released = dict(cfg_dict["text_config"], global_head_dim=16, num_global_key_value_heads=1)
     released.pop("per_layer_config")
     assert dl.DecoderLLMConfig.from_config(dict(cfg_dict, text_config=released)) == cfg
-    for bad in (dict(num_kv_shared_layers=2), dict(use_bidirectional_attention="all"), dict(enable_moe_block=True)):
+    for bad in (dict(use_bidirectional_attention="all"), dict(enable_moe_block=True)):
         with pytest.raises(UserError, match="Gemma-4"):
             dl.DecoderLLMConfig.from_config(dict(cfg_dict, text_config=dict(cfg_dict["text_config"], **bad)))
+    with pytest.raises(UserError, match="num_kv_shared_layers=4 must be below num_hidden_layers=4"):
+        dl.DecoderLLMConfig.from_config(dict(cfg_dict, text_config=dict(cfg_dict["text_config"], num_kv_shared_layers=4)))
 
 
-@pytest.mark.parametrize("side", ["left", "right"])
-def test_every_hidden_state_matches_transformers_fp32(side):
-    cfg_dict, model, sd = _build()
+def test_config_reads_kv_sharing_and_per_layer_inputs():
+    """Layers 4 and 5 reuse what layers 2 (sliding) and 3 (full) store; they form their own kinds (no k/v weights,
+    the double-wide MLP); ``gemma4`` reads the per-layer inputs, ``gemma4_unified`` (which has none) ignores them."""
+    shared = dl.DecoderLLMConfig.from_config(_build("kv_shared")[0])
+    assert [shared.kv_mode(i) for i in range(6)] == [None, None, "store", "store", "reuse", "reuse"]
+    assert [k[4:] for k in shared.kinds] == [(False, 48), (False, 48), (True, 96), (True, 96)]
+    ple = dl.DecoderLLMConfig.from_config(_build("per_layer_inputs")[0])
+    assert (ple.hidden_size_per_layer_input, ple.vocab_size_per_layer_input, ple.kv_shared_layers) == (8, VOCAB, 2)
+    unified = dict(_build("kv_shared")[0], text_config=dict(_build("kv_shared")[0]["text_config"],
+                                                            hidden_size_per_layer_input=8))
+    assert dl.DecoderLLMConfig.from_config(unified).hidden_size_per_layer_input == 0
+    _, _, sd = _build("kv_shared")
+    assert not any(k.startswith("model.language_model.layers.4.self_attn.k_") for k in sd)  # shipped without k/v
+
+
+@pytest.mark.parametrize("variant, side", [("base", "left"), ("base", "right"), ("kv_shared", "left"),
+                                           ("per_layer_inputs", "right")])
+def test_every_hidden_state_matches_transformers_fp32(variant, side):
+    cfg_dict, model, sd = _build(variant)
     ids, mask = _batch(side)
     want64 = _valid(_torch_hidden(model, ids, mask, torch.float64), mask)
     want32 = _valid(_torch_hidden(model, ids, mask, torch.float32), mask)
     cfg = dl.DecoderLLMConfig.from_config(cfg_dict)
     got = _vidax(cfg, sd, ids, mask)
-    assert got.shape == want64.shape == (5, int(mask.sum()), 32)
-    assert_fp32_parity(f"gemma4 {side}-padded", got, want32, want64,
+    assert got.shape == want64.shape == (cfg.num_hidden_layers + 1, int(mask.sum()), 32)
+    assert_fp32_parity(f"gemma4 {variant} {side}-padded", got, want32, want64,
                        vidax_err=fp32_error(lambda w: _vidax(cfg, w, ids, mask), sd, base=got))
 
 

@@ -126,6 +126,16 @@ class Outcomes:
         assert not bad, f"fuzz {self.surface}: {bad} ({len(self.signatures)} distinct)"
 
 
+def report_all(outcomes: Any) -> None:
+    """The end of a module with several surfaces: each one that saw inputs reported (and saved), then any internal
+    error or hang among them fails the module."""
+    for o in outcomes:
+        if sum(o.counts.values()):
+            o.report()
+    for o in outcomes:
+        o.assert_clean()
+
+
 def check_contract(outcomes: Outcomes, fn: Callable[[], Any], expect_error: str | None = None, label: str = "") -> str:
     """Run ``fn`` under the contract; record and return the outcome ("ok" or "user_error")."""
 

@@ -196,7 +196,7 @@ def vae_config(family: str, cfg: dict):
         from vidax_ltx.vae import LTXVAEConfig
 
         return LTXVAEConfig.from_config(cfg)
-    from vidax_hunyuan.vae import HunyuanVAEConfig
+    from vidax_core.vae.hunyuan import HunyuanVAEConfig
 
     return HunyuanVAEConfig.from_config(cfg)
 

@@ -214,5 +214,6 @@ def test_adapter_paths(tmp_path, monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # read at import: setenv is too late
     with pytest.raises(UserError) as err:
         locate("SomeOrg/some-lora", "x/y.safetensors", "lora[1]")
-    assert "lora[1]: cannot fetch x/y.safetensors from hub repo SomeOrg/some-lora" in str(err.value)
+    assert ("lora[1]: hub repo SomeOrg/some-lora is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
+            "download x/y.safetensors") in str(err.value)
     assert "\n" not in str(err.value)

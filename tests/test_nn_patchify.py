@@ -26,16 +26,27 @@ def _video(shape=(B, C, F, H, W)) -> np.ndarray:
 
 
 @pytest.mark.parametrize("order", ["thwc", "cthw", "hwtc", "wtch"])
-@pytest.mark.parametrize("layout", ["cfhw", "fchw"])
+@pytest.mark.parametrize("layout", ["cfhw", "fchw", "fhwc"])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_round_trip_exact(order, layout, dtype):
-    x = _video() if layout == "cfhw" else _video((B, F, C, H, W))
+    x = _video({"cfhw": (B, C, F, H, W), "fchw": (B, F, C, H, W), "fhwc": (B, F, H, W, C)}[layout])
     x = jnp.asarray(x % 251, dtype)  # exactly representable in bf16 too
     tok, grid = patchify(x, PATCH, order=order, layout=layout)
     assert grid == (F // 2, H // 3, W // 2)
     assert tok.shape == (B, 2 * 2 * 5, C * 12) and tok.dtype == dtype
     back = unpatchify(tok, grid, PATCH, order=order, layout=layout)
     np.testing.assert_array_equal(np.asarray(back, np.float32), np.asarray(x, np.float32))
+
+
+def test_channel_last_is_channel_first_moved():
+    """``layout="fhwc"`` tokens equal the channel-first ones of the same video (Kandinsky 5's latents)."""
+    x = _video()
+    last = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    for order in ("thwc", "cthw"):
+        tok, grid = patchify(last, PATCH, order=order, layout="fhwc")
+        np.testing.assert_array_equal(np.asarray(tok), np.asarray(patchify(jnp.asarray(x), PATCH, order=order)[0]))
+        np.testing.assert_array_equal(np.asarray(unpatchify(tok, grid, PATCH, order=order, layout="fhwc")),
+                                      np.asarray(last))
 
 
 def test_orders_are_distinct():

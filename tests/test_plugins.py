@@ -111,3 +111,32 @@ def test_duplicate_model_id_is_refused():
     p.add(B(), "b")
     with pytest.raises(ValueError, match="registered twice"):
         _ = p.registry
+
+
+def test_a_plugin_bug_is_reported_as_the_plugin_s(tmp_path):
+    """A hook that raises something other than a UserError is the plugin's bug, and the CLI says so: one line
+    naming the distribution and the hook, exit 1, not vidax's 'internal error'; a UserError stays the user's."""
+    _fake_dist(tmp_path, "vidax-buggy", "vidax_buggy_plugin", """
+        from vidax_core import FamilyPlugin, UserError
+
+        class BuggyPlugin(FamilyPlugin):
+            family = "buggy"
+            models = [{"id": "buggy-tiny", "tasks": ("t2v",), "preset": {"sampling": {
+                "num_steps": 2, "guidance_scale": 1.0, "height": 16, "width": 16, "num_frames": 1,
+                "max_sequence_length": 8}, "output": {"fps": 8}}}]
+
+            def check_run(self, spec, run):
+                if run.sampling.seed == 7:
+                    raise UserError("seed 7 is unlucky: use another sampling.seed")
+                return run.sampling.frame_count  # a typo: the field is num_frames
+
+        plugin = BuggyPlugin()
+    """)
+    proc = _run(["run", "model.id=buggy-tiny", "--dry-run"], tmp_path, VIDAX_LOAD_PLUGINS="vidax_buggy_plugin")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: error in plugin vidax-buggy, hook check_run: AttributeError: "), lines[0]
+    assert "internal error" not in lines[0] and "report it to the plugin's authors" in lines[0]
+    proc = _run(["run", "model.id=buggy-tiny", "sampling.seed=7", "--dry-run"], tmp_path,
+                VIDAX_LOAD_PLUGINS="vidax_buggy_plugin")
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: seed 7 is unlucky: use another sampling.seed"

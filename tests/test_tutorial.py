@@ -102,6 +102,32 @@ def test_every_name_of_the_public_api_section_imports():
     assert set(names) <= set(core.__all__)
 
 
+IMPORT = re.compile(r"\bfrom\s+(vidax_core[\w.]*)\s+import\s+(\([^)]*\)|[^\n]+)")
+PUBLIC = ("vidax_core", "vidax_core.testing")  # the plugin API and the test kit
+
+
+def test_the_page_and_the_example_import_only_what_vidax_core_exports():
+    """Every ``from vidax_core... import`` in the page's code (the example package's files and the snippets) and in
+    examples/ names ``vidax_core`` or the kit ``vidax_core.testing``, and each name is in that package's
+    ``__all__``: a third party following the page uses the public surface only."""
+    import importlib
+
+    with open(DOC, encoding="utf-8") as f:
+        texts = {"docs/writing-a-plugin.md": "\n".join(re.findall(r"```python\n(.*?)```", f.read(), re.DOTALL))}
+    texts.update({f"examples/{p}": t for p, t in example_files().items() if p.endswith(".py")})
+    seen, bad = 0, []
+    for where, text in texts.items():
+        for module, names in IMPORT.findall(text):
+            names = re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"#.*", "", names))
+            seen += len(names)
+            if module not in PUBLIC:
+                bad.append(f"{where}: from {module} import {', '.join(names)}")
+                continue
+            public = set(importlib.import_module(module).__all__)
+            bad += [f"{where}: {module}.{n} is not exported" for n in names if n not in public]
+    assert seen > 60 and not bad, bad
+
+
 def run(cmd: list[str], env: dict, cwd, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
 

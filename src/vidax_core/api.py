@@ -28,8 +28,12 @@ SAMPLING_KEYS = ("num_steps", "guidance_scale", "guidance_scale_2", "height", "w
                  "max_sequence_length", "initial_noise", "scheduler")
 TOP_KEYS = ("prompt", "negative_prompt", "image", "video", "options", "output", "vae", "cache")
 CALL_ARGUMENTS = TOP_KEYS + SAMPLING_KEYS
-LOAD_ONLY = ("model", "parallel", "attention", "offload", "runtime", "distributed", "checkpoint", "dtype", "dp", "tp",
-             "sp", "lora", "lora_mode")
+# a load's key a call may not change -> the override that changes it at load
+LOAD_ONLY = {"model": "model.…=…", "parallel": "parallel.…=…", "attention": "attention.backend=…",
+             "offload": "offload.…=…", "runtime": "runtime.…=…", "distributed": "distributed.…=…",
+             "checkpoint": "model.checkpoint=…", "dtype": "model.dtype=…", "weight_dtype": "model.weight_dtype=…",
+             "dp": "parallel.dp=…", "tp": "parallel.tp=…", "sp": "parallel.sp=…", "lora": "lora=[{path: …}]",
+             "lora_mode": "lora_mode=…"}
 NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "save_audio": None, "metrics": None}
 
 
@@ -59,9 +63,14 @@ class Output:
 def resolve_config(config: Any, overrides: Sequence[str] = (), plugins: Any = None):
     """A run config from a YAML path, a model id, a dict or a RunConfig, plus ``key=value`` overrides."""
     from vidax_core import config as config_mod
+    from vidax_core.config.parse import short_repr
     from vidax_core.plugins import get_plugins
 
     plugins = plugins or get_plugins()
+    for item in overrides:
+        if not isinstance(item, str):
+            raise UserError(f"vidax.load takes overrides as 'key=value' strings after the config, got "
+                            f"{type(item).__name__} {short_repr(item)}")
     if isinstance(config, config_mod.RunConfig):
         if not overrides:
             return config
@@ -127,6 +136,9 @@ class Pipe:
         model); ``on_chunk(frames, k, n)`` with the new frames (B, T, H, W, 3) as each of the ``n`` windows of a
         chunked model completes (once, with every frame, for other models); ``cancel`` (an Event or a callable)
         stops the run between steps and keeps nothing partial."""
+        check_callbacks(on_progress, cancel)
+        if on_chunk is not None and not callable(on_chunk):
+            raise UserError(f"on_chunk must be a function of (frames, k, n), got {type(on_chunk).__name__}")
         cfg = self._call_config(kwargs)
         result = self._model.generate(cfg, on_progress=on_progress, cancel=cancel, on_chunk=on_chunk)
         return Output(result.frames, result.latents, result.metrics, result.audio, result.sample_rate,
@@ -141,6 +153,7 @@ class Pipe:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
         changes: dict[str, Any] = {"output": dict(NO_OUTPUT)}
         for key, value in kwargs.items():
+            value = plain(value, key)
             if key in SAMPLING_KEYS:
                 changes.setdefault("sampling", {})[key] = value
             elif key == "options":
@@ -158,10 +171,10 @@ class Pipe:
             elif key == "lora":
                 raise UserError("lora cannot change between calls of a pipe loaded with lora_mode=fused (the "
                                 "adapters are fused into its weights): load with lora_mode=unfused to pass lora= "
-                                "per call, or load again with lora.…=…")
+                                f"per call, or load again with {LOAD_ONLY['lora']}")
             elif key in LOAD_ONLY:
                 raise UserError(f"{key} cannot change between calls of a loaded pipe (it is fixed when the model "
-                                f"loads): load again with {key}.…=… to change it")
+                                f"loads): load again with {LOAD_ONLY[key]} to change it")
             else:
                 import difflib
 
@@ -185,6 +198,45 @@ class Pipe:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "loaded"
         return f"<vidax.Pipe {self.spec.id} ({state})>"
+
+
+def check_callbacks(on_progress: Any, cancel: Any) -> None:
+    """A call's ``on_progress`` must be callable and its ``cancel`` an Event or a callable, before anything runs."""
+    if on_progress is not None and not callable(on_progress):
+        raise UserError(f"on_progress must be a function of (done, total), got {type(on_progress).__name__}")
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)) and not callable(cancel):
+        raise UserError(f"cancel must be a threading.Event or a function returning true to stop, got "
+                        f"{type(cancel).__name__}")
+
+
+PLAIN = (str, int, float, bool, type(None))
+
+
+def plain(value: Any, key: str, depth: int = 0) -> Any:
+    """A call argument as what a YAML config holds (text, numbers, true/false, null, lists, mappings with text
+    keys; a numpy scalar becomes its Python number), so every later check sees the values a config file gives;
+    anything else (a set, bytes, an object) is refused by name."""
+    from vidax_core.config.parse import short_repr
+
+    if isinstance(value, PLAIN):
+        return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if not key.isprintable():  # a name with a newline or a control character: named by its repr, on one line
+        key = short_repr(key)
+    if depth > 16:
+        raise UserError(f"{key} is nested too deeply to be a call argument")
+    if isinstance(value, (list, tuple)):
+        return [plain(v, f"{key}[{n}]", depth + 1) for n, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise UserError(f"{key} has a key {short_repr(k)} that is not text: name its entries with strings")
+            out[k] = plain(v, f"{key}.{k}" if k.isprintable() else f"{key}[{short_repr(k)}]", depth + 1)
+        return out
+    raise UserError(f"{key} must be text, a number, true/false, null, a list or a mapping (what a config file "
+                    f"holds), got {type(value).__name__} {short_repr(value)}")
 
 
 def load(config: Any, *overrides: str, reporter: Any = None, quiet: bool = True, plugins: Any = None) -> Pipe:

@@ -20,7 +20,7 @@ import traceback
 from typing import Sequence
 
 from vidax_core import __version__
-from vidax_core.errors import UserError
+from vidax_core.errors import PluginError, UserError
 
 EXIT_USER_ERROR = 2
 
@@ -39,7 +39,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print(describe_plan(cfg, plugins, device=args.device))
         if entries is not None:
-            print(f"batch:      {len(entries)} prompts, one load (each line is checked when the batch runs)")
+            from vidax_core.runner.batch import describe
+
+            print(describe(entries, cfg.output))
         return 0
     if entries is not None:
         from vidax_core.runner.batch import run_batch
@@ -124,7 +126,9 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     plugins = get_plugins()
     preset = plugins.preset_for(args.model_id)
     merged = config_mod.merge(config_mod.defaults_dict(), preset, {"model": {"id": args.model_id}})
-    cfg = config_mod.validate(merged)
+    cfg = config_mod.validate(merged, required=False)
+    for key in config_mod.unset_required(cfg):  # left to the user (LTX-2.5's frame count): say so, not refuse
+        print(f"# {key} has no default for {args.model_id}: set it (null below)")
     print(config_mod.to_yaml(cfg), end="")
     return 0
 
@@ -200,11 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as exc:
+        _close_bars()
         if args.debug:
             traceback.print_exc()
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
+        _close_bars()
         # Temporary outputs were removed while the exception unwound. Leave at once: a normal interpreter
         # shutdown while XLA may still be compiling on its own threads can crash (seen as SIGSEGV).
         print("error: interrupted; no partial output was written", file=sys.stderr)
@@ -214,7 +220,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `vidax list-models --json | head`
         sys.stderr.close()
         return 0
+    except PluginError as exc:  # a plugin's own hook failed: its authors, not vidax's, can fix it
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}; rerun with --debug for the traceback and report it to the plugin's authors",
+              file=sys.stderr)
+        return 1
     except Exception as exc:  # a bug, not a user mistake: say so, keep the traceback behind --debug
+        _close_bars()
         if args.debug:
             traceback.print_exc()
         first = (str(exc).splitlines() or [""])[0]
@@ -224,11 +237,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:  # e.g. a Rust panic surfacing from a native library; exits stay clean
         if isinstance(exc, SystemExit):
             raise
+        _close_bars()
         if args.debug:
             traceback.print_exc()
         print(f"error: internal error ({type(exc).__name__}: {_one_line(exc)[:200]}); rerun with --debug for "
               "the traceback and please report it", file=sys.stderr)
         return 1
+
+
+def _close_bars() -> None:
+    """End any progress bar's line before the ``error:`` line (bars exist only once the runner was imported)."""
+    progress = sys.modules.get("vidax_core.runner.progress")
+    if progress is not None:
+        progress.close_bars()
+    sys.stderr.flush()
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

@@ -141,6 +141,9 @@ class FamilyPlugin:
     def sampling_windows(self, spec, ckpt, run):
         return None
 
+    def predict_num_frames(self, spec, ckpt, run, context):
+        return None
+
     def check_run(self, spec, run):
         check = self._check_function("run_problems")
         return check(spec, run) if check else None

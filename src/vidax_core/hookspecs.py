@@ -157,6 +157,15 @@ def sampling_windows(spec, ckpt, run):
 
 
 @hookspec(firstresult=True)
+def predict_num_frames(spec, ckpt, run, context):
+    """For a model that predicts its length (``ModelSpec.predicts`` holds ``"num_frames"``) and a run that leaves
+    ``sampling.num_frames`` unset: return ``(num_frames, info)``, the frame count for this prompt (one the model
+    accepts) and a JSON-able dict of what was predicted (e.g. ``{"seconds": ...}``; the run prints it and puts it
+    in its metrics as ``predicted``). ``context`` is the encoded prompt, what ``encode_prompt`` returned for it.
+    Called after the prompt is encoded, before the latent grid is planned. Return None to decline."""
+
+
+@hookspec(firstresult=True)
 def check_run(spec, run):
     """Return a list of one-line problems with ``run`` for this model (e.g. "sampling.num_frames must be 4k+1
     for Wan, got 16: use 17"), checked before any heavy work; an empty list when all is well. Return None to

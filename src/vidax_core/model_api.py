@@ -9,6 +9,19 @@ import numpy as np
 
 
 @dataclass(frozen=True)
+class GridLimit:
+    """The token grid (latent grid / patch) a denoiser can take, per axis (frames, height, width): at most
+    ``most`` tokens (None: any number), or exactly that many with ``exact`` (a learned table of one size).
+    ``what`` names the limit and where it is set, for the one-line refusal
+    (:mod:`vidax_core.runner.grid_check`), e.g. ``"rope_max_seq_len=32 in transformer/config.json (the DiT's
+    RoPE table)"``."""
+
+    most: tuple[int | None, int | None, int | None]
+    what: str
+    exact: bool = False
+
+
+@dataclass(frozen=True)
 class DitBuild:
     """How to build a family's denoiser.
 
@@ -35,6 +48,11 @@ class DitBuild:
     uses them. None = ``latent_shape`` latents, one context array ``(batch, text_tokens, width)`` of the config's
     ``text_dim`` / ``context_dim`` / ``text_embed_dim`` and no keyword inputs.
 
+    ``grid_limit``: the largest (or the one) token grid the denoiser's position embedding covers
+    (:class:`GridLimit`); every entry point refuses a size past it before any weight loads, naming the key to change.
+    None = no limit. The latent grid must also be a multiple of ``patch_size``, unless ``pads_to_patch`` (the
+    denoiser pads it, as Cosmos3's does).
+
     A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
     ``t_min <= t < t_max``.
     """
@@ -53,6 +71,8 @@ class DitBuild:
     t_min: float = float("-inf")
     t_max: float = float("inf")
     weight_storage: str | None = None  # "int8" / "float8_e4m3fn": the block weights are 8-bit (vidax_core.quant)
+    grid_limit: GridLimit | None = None
+    pads_to_patch: bool = False
 
     @classmethod
     def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":
@@ -182,7 +202,8 @@ class VideoAutoencoder(Protocol):
     def decode_video(
         self, latents: np.ndarray, on_chunk: Callable[[int, int], None] | None = None, **params: Any
     ) -> np.ndarray:
-        """Latents (B, C, F, H, W) -> float32 frames in [0, 1], (B, T, H, W, 3).
+        """Latents in the family's layout (what ``DitBuild.latent_shape`` gives: (B, C, F, H, W) for most families,
+        (B, F, C, H, W) for CogVideoX, (B, F, H, W, C) for Kandinsky 5) -> float32 frames in [0, 1], (B, T, H, W, 3).
 
         ``on_chunk(done, total)`` after each decoded time chunk. ``params`` condition the decoder where the family's
         VAE takes them (e.g. ``timestep=`` for LTX-Video) and carry run knobs (``tiling=``, ``devices=``); a VAE
@@ -198,7 +219,8 @@ class VideoAutoencoder(Protocol):
     def encode_video(
         self, frames: np.ndarray, on_chunk: Callable[[int, int], None] | None = None, **params: Any
     ) -> np.ndarray:
-        """Float32 frames in [0, 1], (B, T, H, W, 3) -> latents (B, C, F, H, W) in the DiT's (normalised) space.
+        """Float32 frames in [0, 1], (B, T, H, W, 3) -> latents in the DiT's (normalised) space and the family's
+        layout (as :meth:`decode_video` takes them).
 
         The inverse direction of :meth:`decode_video`, for conditioning on images or clips; same ``params`` rules.
         """

@@ -6,7 +6,9 @@ form) still registers as it is.
 
 ``VIDAX_LOAD_PLUGINS`` (comma-separated entry-point names) restricts which plugins load; an empty value loads
 none. A plugin that fails to import costs one warning line on stderr, never the CLI. Hook implementations with
-misspelled names fail loudly through ``check_pending``.
+misspelled names fail loudly through ``check_pending``. A per-model hook that raises anything but a
+:class:`UserError` raises :class:`vidax_core.errors.PluginError` naming the plugin and the hook (the CLI reports it
+as the plugin's error, not vidax's).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import pluggy
 
 from vidax_core import hookspecs
+from vidax_core.errors import PluginError, UserError
 from vidax_core.family import FamilyPlugin, as_plugin_object, hook_names, stray_methods
 from vidax_core.registry import ModelSpec, Registry
 
@@ -147,10 +150,21 @@ class Plugins:
         for impl in reversed(caller.get_hookimpls()):  # pluggy's order: the last registered answers first
             if not _may_answer(impl, owner, spec):
                 continue
-            out = impl.function(**{name: args[name] for name in impl.argnames})
+            out = self._run_hook(impl, hook_name, {name: args[name] for name in impl.argnames})
             if out is not None or owner is not None:
                 return out
         return None
+
+    def _run_hook(self, impl: Any, hook_name: str, kwargs: dict) -> Any:
+        """``impl``'s hook function on ``kwargs``; an exception other than a :class:`UserError` becomes a
+        :class:`PluginError` naming the plugin's distribution and the hook."""
+        try:
+            return impl.function(**kwargs)
+        except (UserError, PluginError):
+            raise
+        except Exception as exc:
+            info = next((i for i in self.infos if i.name == impl.plugin_name), None)
+            raise PluginError((info.distribution if info else "") or impl.plugin_name, hook_name, exc) from exc
 
     def preset_for(self, model_id: str) -> dict:
         """The registered preset (config defaults) of ``model_id``."""

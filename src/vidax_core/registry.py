@@ -50,6 +50,9 @@ class ModelSpec:
     #: The VAE's ``vae.tiling`` knobs, name -> bool / int / float (a fraction), as its diffusers ``enable_tiling``
     #: names them; None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`. Checked once, before loading.
     tiling: Mapping[str, Any] | None = None
+    #: ``sampling.*`` keys the model may predict when a run leaves them unset (``("num_frames",)``: LTX-2.5's
+    #: duration head, hook ``predict_num_frames``); every other key without a preset default must be set.
+    predicts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.options:  # the declared options' defaults become part of the preset (shown by show-config)
@@ -70,6 +73,7 @@ class ModelSpec:
             "checkpoint_formats": list(self.checkpoint_formats),
             "description": self.description,
             "options": {k: {"default": o.default, "help": o.help} for k, o in self.options.items()},
+            "predicts": list(self.predicts),
         }
 
 

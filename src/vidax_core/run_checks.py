@@ -6,13 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def frame_count_problems(num_frames: int, step: int, who: str, why: str, hint: str = "") -> list[str]:
-    """``num_frames`` must be ``step * k + 1`` (``why`` says the reason); the message names the nearest such
+def frame_count_problems(sampling: Any, step: int, who: str, why: str = "", hint: str = "") -> list[str]:
+    """``sampling.num_frames`` (``sampling`` the run's ``sampling`` section, as :func:`size_problems` takes it, or
+    the frame count itself) must be ``step * k + 1``; ``why`` says the reason. The message names the nearest such
     count, then ``hint``."""
+    num_frames = int(getattr(sampling, "num_frames", sampling))
     if not (num_frames - 1) % step:
         return []
     k = max(-(-(num_frames - 1) // step), 0)  # the nearest valid count above
-    return [f"sampling.num_frames must be {step}k+1 for {who} ({why}), got {num_frames}: use {step * k + 1}{hint}"]
+    reason = f" ({why})" if why else ""
+    return [f"sampling.num_frames must be {step}k+1 for {who}{reason}, got {num_frames}: use {step * k + 1}{hint}"]
 
 
 def size_problems(sampling: Any, multiple: int, who: str) -> list[str]:

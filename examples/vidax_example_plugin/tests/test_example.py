@@ -9,10 +9,8 @@ from flax import nnx
 from vidax_example_plugin import plugin
 from vidax_example_plugin.tiny import write_tiny
 
-from vidax_core import Checkpoint, abstract_model, materialize
-from vidax_core.io.convert import ConversionError
-from vidax_core.plugins import Plugins
-from vidax_core.testing.checks import resolve
+from vidax_core import Checkpoint, ConversionError, Plugins, abstract_model, materialize
+from vidax_core.testing import resolve
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import os
 
 from vidax_example_plugin.tiny import write_tiny
 
-from vidax_core.testing.family import FamilyTests
+from vidax_core.testing import FamilyTests
 
 
 class TestExampleFamily(FamilyTests):

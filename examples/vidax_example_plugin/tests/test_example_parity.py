@@ -17,9 +17,8 @@ from safetensors.numpy import load_file
 from vidax_example_plugin import plugin
 from vidax_example_plugin.tiny import write_tiny
 
-from vidax_core import Checkpoint, abstract_model, materialize
-from vidax_core.plugins import Plugins
-from vidax_core.testing.checks import fp32_tolerance, resolve
+from vidax_core import Checkpoint, Plugins, abstract_model, materialize
+from vidax_core.testing import fp32_tolerance, resolve
 
 
 def linear(d_in: int, d_out: int) -> torch.nn.Linear:

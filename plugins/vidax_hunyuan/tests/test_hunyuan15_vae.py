@@ -209,7 +209,7 @@ def test_blocks_match_diffusers_and_wrong_variants_do_not(monkeypatch):
     from diffusers.models.autoencoders import autoencoder_kl_hunyuanvideo15 as D
 
     import vidax_hunyuan.vae15_blocks as B
-    import vidax_hunyuan.vae_blocks as B10
+    import vidax_core.vae.hunyuan_blocks as B10
     from vidax_core.testing.parity import assert_fp32_parity
     from vidax_core.vae import pixel_shuffle
     from vidax_core.vae.wan21 import RMSNorm

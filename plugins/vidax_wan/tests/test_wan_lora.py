@@ -284,3 +284,28 @@ def test_cli_run_with_two_adapters_matches_diffusers(tmp_path):
     assert err < 1e-4, err
     assert rel_l2(plain, ref) > 100 * max(err, 1e-6)
     assert rel_l2(wrong_scale, ref) > 100 * max(err, 1e-6)
+
+
+@pytest.mark.parametrize("alpha", [0, None, 6])
+def test_peft_metadata_alpha_as_diffusers(tmp_path, alpha):
+    """diffusers builds ``LoraConfig(**metadata)``: ``lora_alpha`` 0 scales the delta by 0, a config without
+    ``lora_alpha`` takes peft's default of 8 (factor 8 / rank), and any other alpha gives alpha / rank."""
+    t = {}
+    for m, (down, up) in factors(block_modules(), 12).items():
+        k = "transformer." + dit_key(m)
+        t[f"{k}.lora_A.weight"], t[f"{k}.lora_B.weight"] = down, up
+    cfg = {"r": RANK, "target_modules": sorted({k[len("transformer."):].rsplit(".lora_", 1)[0] for k in t})}
+    if alpha is not None:
+        cfg["lora_alpha"] = alpha
+    path = save_adapter(tmp_path / "a.safetensors", t, cfg)
+    factor_one = save_adapter(tmp_path / "one.safetensors", t, {**cfg, "lora_alpha": RANK})  # the old reading
+    pipe = pipeline()
+    base = state(pipe)
+    ours = vidax_fused(base, [(path, 1.0)], key_map)
+    ref = diffusers_fused(pipe, [(path, 1.0, {})])["transformer"]
+    assert max_diff(ref, ours) < TOL
+    if alpha == 0:
+        assert max_diff(ref, base) == 0.0  # diffusers too adds nothing
+    else:
+        assert max_diff(ref, base) > 100 * TOL
+    assert max_diff(ref, vidax_fused(base, [(factor_one, 1.0)], key_map)) > 100 * TOL

@@ -64,10 +64,13 @@ def self_attention(
     causal: bool = False,
     causal_prefix: int | None = None,
     causal_block: int | None = None,
+    fn=None,
 ) -> jax.Array:
     """Attention where q, k and v are all sequence-sharded (video self-attention): Ulysses when sp > 1.
 
-    Mask keywords as in :func:`vidax_core.attention.attention`, as global (B, S) / (B,) arrays.
+    Mask keywords as in :func:`vidax_core.attention.attention`, as global (B, S) / (B,) arrays. ``fn(q, k, v)``
+    replaces the backend call (no mask keywords then): an attention that needs the whole sequence of its heads,
+    such as NABLA's block-sparse one (:mod:`vidax_core.attention.nabla`), runs there after the all-to-all.
     """
     if kv_lengths is not None:
         kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
@@ -75,9 +78,12 @@ def self_attention(
     flags = dict(causal=causal, causal_prefix=causal_prefix)
     if causal_block is not None:  # only then, so that a call without it reads as before
         flags["causal_block"] = causal_block
+    if fn is not None and (any(m is not None for m in masks.values()) or causal or causal_prefix or causal_block):
+        raise ValueError("self_attention: an fn takes no mask keywords")
+    run = attention if fn is None else (lambda q, k, v, **_: fn(q, k, v))
     ctx = sharding.active()
     if ctx is None:
-        return attention(q, k, v, **masks, **flags)
+        return run(q, k, v, **masks, **flags)
     sp = ctx.axis("seq")
     spec = _specs(ctx, True)
     names, arrays, m_specs = _split_masks(masks, {n: _mask_spec(ctx) for n in masks})
@@ -85,9 +91,9 @@ def self_attention(
     def local(q, k, v, *ms):
         kw = dict(zip(names, ms), **flags)
         if sp is None:
-            return attention(q, k, v, **kw)
+            return run(q, k, v, **kw)
         q, k, v = (_seq_to_heads(t, sp) for t in (q, k, v))
-        return _heads_to_seq(attention(q, k, v, **kw), sp)
+        return _heads_to_seq(run(q, k, v, **kw), sp)
 
     return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec, spec, spec) + m_specs, out_specs=spec,
                          check_vma=False)(q, k, v, *arrays)

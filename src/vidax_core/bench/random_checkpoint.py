@@ -356,45 +356,66 @@ def write_random_checkpoint(model_id: str, out: str, *, blocks: int | None = Non
                     index = {**index, comp: tiny_index[comp]}
         with open(os.path.join(out, "model_index.json"), "w") as f:
             json.dump(index, f, indent=1)
-    for comp, c in lay["components"].items():
-        folder = os.path.join(out, comp)
-        files = dict(c["files"])
-        tensors = c["tensors"]
-        if comp in summary["components"]:
-            continue
-        if tensors is None:
-            os.makedirs(folder, exist_ok=True)
-            for fname, text in files.items():
-                with open(os.path.join(folder, fname), "w") as f:
+    plans: dict[str, tuple[dict, dict, dict]] = {}  # component -> (config, tensors, what was cut)
+    shrink_text = not full_text_encoder
+    for _attempt in range(2):
+        plans = {}
+        for comp, c in lay["components"].items():
+            if comp in summary["components"] or c["tensors"] is None:
+                continue
+            config, tensors, cut = json.loads(c["files"]["config.json"]), c["tensors"], {}
+            keep = blocks if DIT_COMPONENTS.match(comp) else (1 if shrink_text and TEXT_COMPONENTS.match(comp)
+                                                              else None)
+            if keep is not None:
+                config, tensors, cut = cut_layers(config, tensors, keep)
+            rows = _tiny_vocab(tiny, comp) if TEXT_COMPONENTS.match(comp) and shrink_text else None
+            if rows:
+                config, tensors, vocab_cut = cut_vocab(config, tensors, rows)
+                cut.update({f"vocabulary {old}": new for old, new in vocab_cut.items()})
+            plans[comp] = (config, tensors, cut)
+        for comp, c in lay["components"].items():  # every JSON file first: the family's checks read them
+            if comp in summary["components"]:
+                continue
+            os.makedirs(os.path.join(out, comp), exist_ok=True)
+            for fname, text in c["files"].items():
+                if comp in plans and fname == "config.json":
+                    text = json.dumps(plans[comp][0], indent=1)
+                with open(os.path.join(out, comp, fname), "w") as f:
                     f.write(text)
-            continue
-        config = json.loads(files["config.json"])
-        keep = blocks if DIT_COMPONENTS.match(comp) else (None if full_text_encoder or not TEXT_COMPONENTS.match(comp)
-                                                          else 1)
-        cut = {}
-        if keep is not None:
-            config, tensors, cut = cut_layers(config, tensors, keep)
-        rows = _tiny_vocab(tiny, comp) if TEXT_COMPONENTS.match(comp) and not full_text_encoder else None
-        if rows:
-            config, tensors, vocab_cut = cut_vocab(config, tensors, rows)
-            cut.update({f"vocabulary {old}": new for old, new in vocab_cut.items()})
-        files["config.json"] = json.dumps(config, indent=1)
-        os.makedirs(folder, exist_ok=True)
-        for fname, text in files.items():
-            with open(os.path.join(folder, fname), "w") as f:
-                f.write(text)
+        problems = _config_problems(model_id, out, plugins) if shrink_text else []
+        if not problems:
+            break
+        log(f"the text encoders keep every layer: the model reads them all ({problems[0]})")
+        shrink_text = False
+    for comp, (config, tensors, cut) in plans.items():
         entries, scales = component_entries(comp, tensors, weight_dtype)
         library = (index.get(comp) or ["diffusers"])[0]
         fname = "model.safetensors" if library == "transformers" else "diffusion_pytorch_model.safetensors"
-        nbytes = write_safetensors(os.path.join(folder, fname), entries,
+        nbytes = write_safetensors(os.path.join(out, comp, fname), entries,
                                    None if fill == "zeros" else _Filler(pools, scales))
         summary["components"][comp] = {"bytes": nbytes, "tensors": len(entries), "layers_cut": cut}
-        log(f"{comp}: {len(entries)} tensors, {nbytes / 2**30:.2f} GiB"
-            + (f" (cut {', '.join(f'{p} {n}->{keep}' if isinstance(n, int) and not p.startswith('vocabulary') else f'{p}->{n}' for p, n in cut.items())})" if cut else ""))
+        shown = ", ".join(f"{p} {n}" if isinstance(n, int) and not p.startswith("vocabulary") else f"{p}->{n}"
+                          for p, n in cut.items())
+        log(f"{comp}: {len(entries)} tensors, {nbytes / 2**30:.2f} GiB" + (f" (cut: {shown})" if cut else ""))
     summary["seconds"] = round(time.perf_counter() - t0, 1)
     with open(os.path.join(out, "random_checkpoint.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary
+
+
+def _config_problems(model_id: str, folder: str, plugins: Any) -> list[str]:
+    """The family's checkpoint checks over the written JSON files (a text encoder cut to one layer can break a
+    model that reads every layer's hidden state, as Cosmos-Predict2.5 does)."""
+    from vidax_core.api import resolve_config
+    from vidax_core.io.checkpoint import Checkpoint
+
+    spec = plugins.registry.get(model_id)
+    try:
+        cfg = resolve_config(model_id, [f"model.checkpoint={folder}", "sampling.num_frames=121"], plugins)
+        found = plugins.call("check_checkpoint", spec, ckpt=Checkpoint(folder), run=cfg)
+    except UserError as exc:
+        return [str(exc)]
+    return [p for p in (found or []) if "text_encoder" in p]
 
 
 # ---- checking a written folder against the loaders --------------------------------------------------------------

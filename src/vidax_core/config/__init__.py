@@ -106,6 +106,9 @@ class RuntimeConfig:
     # auto: highest where the compute dtype is float32 (TPU and TF32 GPUs round float32 matmul inputs otherwise),
     # the backend's default for bf16/fp16
     matmul_precision: str = "auto"
+    # where the prompt encoder computes: auto (the device when it fits beside what is placed, else the host's CPU),
+    # device, cpu (vidax_core.runner.memory_plan)
+    encode_on: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,8 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
      f"must be null (the checkpoint's storage) or one of {', '.join(WEIGHT_DTYPES)}"),
     ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
     ("runtime.matmul_precision", lambda v: v in MATMUL_PRECISIONS, f"must be one of {', '.join(MATMUL_PRECISIONS)}"),
+    ("runtime.encode_on", lambda v: v in ("auto", "device", "cpu"), "must be auto, device (the run's devices) or cpu "
+     "(this host's CPU)"),
     ("offload.storage", lambda v: v in OFFLOAD_STORAGE, "must be host (the streamed blocks in host memory) or disk "
      "(read from a file cache while the previous chunk computes)"),
     ("lora_mode", lambda v: v in ("fused", "unfused"), "must be fused (into the weights at load) or unfused "
@@ -183,9 +188,22 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
 )
 
 
-# Keys with no core default that every model's preset (or the user) must set.
+# Keys with no core default that every model's preset (or the user) must set; ``sampling.num_frames`` too, unless
+# the model predicts it (``ModelSpec.predicts``, checked with the model: :func:`check_required_for`).
 REQUIRED = ("sampling.num_steps", "sampling.guidance_scale", "sampling.height", "sampling.width",
-            "sampling.num_frames", "sampling.max_sequence_length", "output.fps")
+            "sampling.max_sequence_length", "output.fps")
+PREDICTABLE = ("sampling.num_frames",)
+
+
+def unset_message(key: str) -> str:
+    return f"config key {key} is not set and the model's preset gives no default: set {key}=..."
+
+
+def check_required_for(cfg: "RunConfig", predicts: Sequence[str] = ()) -> None:
+    """The keys of :data:`PREDICTABLE` must be set unless the model predicts them (its ``ModelSpec.predicts``)."""
+    for key in PREDICTABLE:
+        if _get(cfg, key) is None and key.split(".")[-1] not in predicts:
+            raise UserError(unset_message(key))
 
 
 def check_chunk_size(value: Any) -> None:
@@ -262,6 +280,11 @@ def defaults_dict() -> dict[str, Any]:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is list or tp is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        plural = ("lists" if typing.get_origin(item) is list else
+                  {int: "integers", float: "numbers", bool: "true/false values", str: "strings"}.get(item, "values"))
+        return f"a list of {plural}"
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args:
         inner = " or ".join(_type_name(a) for a in args)
@@ -349,6 +372,11 @@ def _get(cfg: RunConfig, dotted: str) -> Any:
     return obj
 
 
+def unset_required(cfg: RunConfig) -> list[str]:
+    """The keys of :data:`REQUIRED` that are still null."""
+    return [key for key in REQUIRED if _get(cfg, key) is None]
+
+
 def check_backend(name: str) -> None:
     """``attention.backend`` names a backend the attention package knows (its list lives there)."""
     from vidax_core.attention.backends import ATTENTION_BACKENDS
@@ -358,12 +386,12 @@ def check_backend(name: str) -> None:
                         f"got {short_repr(name)}")
 
 
-def validate(data: Mapping[str, Any]) -> RunConfig:
-    """Validate a merged plain dict into a frozen :class:`RunConfig`."""
+def validate(data: Mapping[str, Any], *, required: bool = True) -> RunConfig:
+    """Validate a merged plain dict into a frozen :class:`RunConfig`; ``required=False`` leaves the keys of
+    :data:`REQUIRED` that nothing set as null (``vidax show-config`` prints such a config)."""
     cfg = _build(RunConfig, data, "")
-    for key in REQUIRED:
-        if _get(cfg, key) is None:
-            raise UserError(f"config key {key} is not set and the model's preset gives no default: set {key}=...")
+    for key in unset_required(cfg) if required else ():
+        raise UserError(unset_message(key))
     for key, ok, requirement in _RANGES:
         value = _get(cfg, key)
         if value is not None and not ok(value):

@@ -73,7 +73,7 @@ def parse_cache(value: Any, num_steps: int | None = None) -> Any:
                         f"{short_repr(value)}")
     data = dict(value)
     method = data.pop("method", None)
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         close = difflib.get_close_matches(str(method), list(METHODS), n=1, cutoff=0.5)
         hint = f" — did you mean {close[0]}?" if close else ""
         raise UserError(f"config key cache.method must be one of {', '.join(METHODS)}, got {short_repr(method)}{hint}")

@@ -13,9 +13,13 @@ Gemma-3, all layers). One model covers them, driven by the checkpoint's transfor
 * rotate-half RoPE from :mod:`vidax_core.nn.rope`: plain, ``linear`` and ``llama3`` frequency scaling, partial
   rotary, Gemma-4's ``proportional`` (the whole head rotates, frequencies past ``partial_rotary_factor`` are 0),
   Qwen2.5-VL's mRoPE (position ids (3, B, S));
-* Gemma-4 (unified) text tower: ``x * w`` norms with Gemma's sandwich layout, attention scale 1 (q/k normed), a
-  gain-free RMS norm of the values, full-attention layers whose values are their keys' projection
-  (``attention_k_eq_v``, with their own head size and KV heads), each layer's output times a learned scalar;
+* Gemma-4 text tower (``gemma4_unified`` and ``gemma4``): ``x * w`` norms with Gemma's sandwich layout, attention
+  scale 1 (q/k normed), a gain-free RMS norm of the values, full-attention layers whose values are their keys'
+  projection (``attention_k_eq_v``, with their own head size and KV heads), each layer's output times a learned
+  scalar; the last ``num_kv_shared_layers`` layers reuse the keys and values of the last earlier layer of their
+  attention type (they have no k/v projections; ``use_double_wide_mlp`` doubles their MLP); ``gemma4``'s per-layer
+  inputs (``hidden_size_per_layer_input``): a second token embedding plus a projection of the input embeddings give
+  each layer a small vector that gates a residual branch after its MLP;
 * causal masks with key padding (left or right); per-layer ``layer_types`` mixing sliding-window and full
   attention, each type with its own RoPE (Gemma-3: local theta 1e4, global 1e6); per-type head size and KV heads
   (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind.
@@ -153,6 +157,10 @@ class DecoderLLMConfig:
     value_norm: bool = False  # gain-free RMS norm of each value head (Gemma-4)
     k_eq_v_types: tuple[str, ...] = ()  # layer types whose values are the key projection (Gemma-4 attention_k_eq_v)
     layer_scalar: bool = False  # each layer's output times a learned scalar (Gemma-4)
+    kv_shared_layers: int = 0  # the last N layers reuse an earlier layer's keys and values (num_kv_shared_layers)
+    double_wide_shared_mlp: bool = False  # those layers' MLP is twice as wide (use_double_wide_mlp)
+    hidden_size_per_layer_input: int = 0  # per-layer input width (Gemma-4's per-layer embeddings); 0 = none
+    vocab_size_per_layer_input: int = 0
     dtype: Any = jnp.float32
 
     def __post_init__(self) -> None:
@@ -180,6 +188,14 @@ class DecoderLLMConfig:
                 raise UserError(
                     f"mrope_section {list(spec.mrope_section)} must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
                 )
+        if not 0 <= self.kv_shared_layers < self.num_hidden_layers:
+            raise UserError(f"num_kv_shared_layers={self.kv_shared_layers} must be below num_hidden_layers="
+                            f"{self.num_hidden_layers}: a shared layer reuses the keys and values of an earlier one")
+        first = self.num_hidden_layers - self.kv_shared_layers
+        missing = sorted(set(self.layer_types[first:]) - set(self.layer_types[:first]))
+        if missing:
+            raise UserError(f"num_kv_shared_layers={self.kv_shared_layers}: no earlier layer of type {missing[0]} "
+                            "produces the keys and values the shared layers of that type reuse")
 
     def head_dim_of(self, layer_type: str) -> int:
         return dict(self.head_dim_per_type).get(layer_type, self.head_dim)
@@ -190,16 +206,30 @@ class DecoderLLMConfig:
     def rope_spec(self, layer_type: str) -> RopeSpec:
         return dict(self.rope)[layer_type]
 
-    def kind_key(self, layer_type: str) -> tuple[int, int, int, bool]:
+    def kv_mode(self, layer: int) -> str | None:
+        """transformers' ``kv_sharing_modes``: ``"reuse"`` for the last ``kv_shared_layers`` layers, ``"store"`` for
+        the last earlier layer of each type (its keys and values are reused), else None."""
+        first = self.num_hidden_layers - self.kv_shared_layers
+        if layer >= first:
+            return "reuse"
+        t = self.layer_types[layer]
+        if self.kv_shared_layers and t not in self.layer_types[layer + 1:first]:
+            return "store"
+        return None
+
+    def kind_key(self, layer: int) -> tuple[int, int, int, bool, bool, int]:
         """Layers with the same key share parameter shapes and one stacked tree: (head size, KV heads, rotary
-        dim, values from the key projection)."""
-        hd = self.head_dim_of(layer_type)
-        return hd, self.kv_heads(layer_type), self.rope_spec(layer_type).rot_dim(hd), layer_type in self.k_eq_v_types
+        dim, values from the key projection, keys and values reused, MLP width)."""
+        t = self.layer_types[layer]
+        hd = self.head_dim_of(t)
+        shared = self.kv_mode(layer) == "reuse"
+        mlp = self.intermediate_size * (2 if shared and self.double_wide_shared_mlp else 1)
+        return hd, self.kv_heads(t), self.rope_spec(t).rot_dim(hd), t in self.k_eq_v_types, shared, mlp
 
     @property
-    def kinds(self) -> tuple[tuple[int, int, int, bool], ...]:
+    def kinds(self) -> tuple[tuple[int, int, int, bool, bool, int], ...]:
         """Distinct kind keys in order of first appearance."""
-        return tuple(dict.fromkeys(self.kind_key(t) for t in self.layer_types))
+        return tuple(dict.fromkeys(self.kind_key(i) for i in range(self.num_hidden_layers)))
 
     @property
     def uses_mrope(self) -> bool:
@@ -230,13 +260,13 @@ class DecoderLLMConfig:
         fields["head_dim"] = int(c.get("head_dim") or c["hidden_size"] // heads)
         fields["num_key_value_heads"] = int(c.get("num_key_value_heads") or heads)
         n = int(c["num_hidden_layers"])
-        if family in ("gemma", "gemma4"):
+        if family in ("gemma", "gemma4", "gemma4_ple"):
             fields.update(gemma_norm=True, sandwich_norms=True, qk_norm=True, scale_embeddings=True,
                           hidden_act=c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh",
                           query_pre_attn_scalar=float(c.get("query_pre_attn_scalar", fields["head_dim"])),
                           attention_bias=bool(c.get("attention_bias", False)))
-            if family == "gemma4":
-                fields.update(_gemma4_fields(c))
+            if family in ("gemma4", "gemma4_ple"):
+                fields.update(_gemma4_fields(c, per_layer_inputs=family == "gemma4_ple"))
             elif c.get("use_bidirectional_attention"):
                 raise UserError("Gemma-3 with use_bidirectional_attention is not supported: it is not a causal encoder")
             pattern = int(c.get("sliding_window_pattern", 6))
@@ -264,24 +294,30 @@ class DecoderLLMConfig:
         return from_config_dict(cls, fields, **overrides)
 
 
-def _gemma4_fields(c: Mapping[str, Any]) -> dict[str, Any]:
-    """What a Gemma-4 unified text config changes from Gemma-3. Full layers have their own head size and KV heads:
+def _gemma4_fields(c: Mapping[str, Any], *, per_layer_inputs: bool) -> dict[str, Any]:
+    """What a Gemma-4 text config changes from Gemma-3. Full layers have their own head size and KV heads:
     transformers writes them as ``per_layer_config`` (layer index -> overrides), released configs as
-    ``global_head_dim`` (default 512) and, with ``attention_k_eq_v``, ``num_global_key_value_heads``."""
+    ``global_head_dim`` (default 512) and, with ``attention_k_eq_v``, ``num_global_key_value_heads``.
+    ``num_kv_shared_layers`` / ``use_double_wide_mlp`` as both transformers models read them; the per-layer inputs
+    only for ``gemma4`` (``per_layer_inputs``; transformers' ``gemma4_unified`` has none and ignores the keys),
+    whose ``hidden_size_per_layer_input`` defaults to 256 there."""
     unsupported = []
     if c.get("use_bidirectional_attention") == "all":
         unsupported.append("use_bidirectional_attention='all' (not a causal encoder)")
-    if int(c.get("num_kv_shared_layers") or 0):
-        unsupported.append(f"num_kv_shared_layers={c['num_kv_shared_layers']} (key/value sharing across layers)")
-    if int(c.get("hidden_size_per_layer_input") or 0):
-        unsupported.append("hidden_size_per_layer_input (per-layer input embeddings)")
     if c.get("enable_moe_block"):
         unsupported.append("enable_moe_block (mixture-of-experts layers)")
     if unsupported:
         raise UserError("Gemma-4 text config with " + ", ".join(unsupported) + " is not supported")
     k_eq_v = bool(c.get("attention_k_eq_v", False))
     fields: dict[str, Any] = dict(gemma_norm=False, query_pre_attn_scalar=1.0, value_norm=True, layer_scalar=True,
-                                  k_eq_v_types=(FULL,) if k_eq_v else ())
+                                  k_eq_v_types=(FULL,) if k_eq_v else (),
+                                  kv_shared_layers=int(c.get("num_kv_shared_layers") or 0),
+                                  double_wide_shared_mlp=bool(c.get("use_double_wide_mlp", False)))
+    if per_layer_inputs:
+        width = c.get("hidden_size_per_layer_input", 256)
+        fields["hidden_size_per_layer_input"] = int(width or 0)
+        if fields["hidden_size_per_layer_input"]:
+            fields["vocab_size_per_layer_input"] = int(c.get("vocab_size_per_layer_input") or 262_144)
     per_layer = c.get("per_layer_config")
     if isinstance(per_layer, Mapping):
         types = list(c.get("layer_types") or [])
@@ -305,15 +341,17 @@ def _family(model_type: str) -> str:
     if model_type.startswith("gemma"):
         if model_type in ("gemma4_unified", "gemma4_unified_text"):
             return "gemma4"
+        if model_type in ("gemma4", "gemma4_text"):
+            return "gemma4_ple"  # the per-layer-input generation
         if model_type not in ("gemma3", "gemma3_text"):
-            raise UserError(f"model_type={model_type!r}: only Gemma-3 and Gemma-4 unified are read from "
-                            "config.json; build DecoderLLMConfig directly for other Gemma layouts")
+            raise UserError(f"model_type={model_type!r}: only Gemma-3 and Gemma-4 are read from config.json; build "
+                            "DecoderLLMConfig directly for other Gemma layouts")
         return "gemma"
     if model_type.startswith("qwen2"):
         return "qwen2"
     if model_type in ("llama", "llava", "mistral"):
         return "llama"
-    raise UserError(f"model_type={model_type!r} is not a supported decoder LLM (llama, qwen2*, gemma3, "
+    raise UserError(f"model_type={model_type!r} is not a supported decoder LLM (llama, qwen2*, gemma3, gemma4, "
                     "gemma4_unified)")
 
 
@@ -338,7 +376,7 @@ def _rope_specs(c: Mapping[str, Any], family: str, head_dim: int, layer_types: S
     params = c.get("rope_parameters") or {}
     scaling = c.get("rope_scaling") or {}
     partial = float(c.get("partial_rotary_factor", 1.0))
-    if family in ("gemma", "gemma4"):
+    if family in ("gemma", "gemma4", "gemma4_ple"):
         per_type = params if FULL in params or SLIDING in params else {}
         full = {"rope_theta": c.get("rope_theta", 1_000_000.0), **scaling, **(per_type.get(FULL) or {})}
         local = {"rope_theta": c.get("rope_local_base_freq", 10_000.0), **(per_type.get(SLIDING) or {})}
@@ -378,8 +416,9 @@ class Attention(nnx.Module):
     """
 
     def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs,
-                 k_eq_v: bool = False):
+                 k_eq_v: bool = False, shared: bool = False):
         self.core = core and not cfg.attn_logit_softcapping
+        self.shared = shared  # keys and values come from an earlier layer: no k / v projections or key norm
         self.value_norm, self.eps = cfg.value_norm, cfg.rms_norm_eps
         self.num_heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, kv_heads, head_dim
         self.scale = (cfg.query_pre_attn_scalar or head_dim) ** -0.5
@@ -387,33 +426,47 @@ class Attention(nnx.Module):
         dt, h = cfg.dtype, cfg.hidden_size
         qkv_bias = cfg.attention_bias or cfg.qkv_bias
         self.q_proj = Linear(h, self.num_heads * head_dim, (EMBED, HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
-        self.k_proj = Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias)
-        self.v_proj = (None if k_eq_v else  # values are the key projection (before the key norm)
+        self.k_proj = (None if shared else
+                       Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias))
+        self.v_proj = (None if k_eq_v or shared else  # k_eq_v: values are the key projection (before the key norm)
                        Linear(h, kv_heads * head_dim, (EMBED, KV_HEADS), dtype=dt, rngs=rngs, bias=qkv_bias))
         self.o_proj = Linear(self.num_heads * head_dim, h, (HEADS, EMBED), dtype=dt, rngs=rngs,
                              bias=cfg.attention_bias)
         if cfg.qk_norm:
             self.q_norm = RMSNorm(head_dim, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm, names=(None,))
-            self.k_norm = RMSNorm(head_dim, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm, names=(None,))
+            self.k_norm = (None if shared else
+                           RMSNorm(head_dim, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm, names=(None,)))
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, visible: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, visible: jax.Array,
+                 kv: tuple[jax.Array, jax.Array] | None = None) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         """x (B, S, hidden); cos/sin (B, S, pairs) float32; visible: the (B, S) key-padding mask when ``core``,
-        else the (B, S, S) bool visibility (query, key)."""
+        else the (B, S, S) bool visibility (query, key); ``kv``: a shared layer's keys (normed, rotated) and values
+        (normed), (B, S, kv_heads, head_dim) each. Returns the output and this layer's keys and values."""
         b, s, _ = x.shape
         hd, kvh, g = self.head_dim, self.kv_heads, self.num_heads // self.kv_heads
         dt = self.q_proj.kernel[...].dtype
         q = self.q_proj(x).reshape(b, s, self.num_heads, hd)
-        k = self.k_proj(x).reshape(b, s, kvh, hd)
-        v = k if self.v_proj is None else self.v_proj(x).reshape(b, s, kvh, hd)
-        if self.value_norm:
-            v = rms_norm(v, eps=self.eps)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+            q = self.q_norm(q)
         c, sn = cos[:, :, None, :], sin[:, :, None, :]
         q = rope.apply_rotate_half(q.astype(jnp.float32), c, sn)
-        k = rope.apply_rotate_half(k.astype(jnp.float32), c, sn).astype(dt)
+        if self.shared:
+            k, v = kv
+        else:
+            k = self.k_proj(x).reshape(b, s, kvh, hd)
+            v = k if self.v_proj is None else self.v_proj(x).reshape(b, s, kvh, hd)
+            if self.value_norm:
+                v = rms_norm(v, eps=self.eps)
+            if self.k_norm is not None:
+                k = self.k_norm(k)
+            k = rope.apply_rotate_half(k.astype(jnp.float32), c, sn).astype(dt)
+        return self._attend(q, k, v, visible, dt), (k, v)
+
+    def _attend(self, q, k, v, visible, dt):
+        b, s = q.shape[:2]
+        hd, kvh, g = self.head_dim, self.kv_heads, self.num_heads // self.kv_heads
         if self.core:
             factor = self.scale * math.sqrt(hd)  # the core attention scales by head_dim ** -0.5
             q = (q if factor == 1.0 else q * factor).astype(dt)
@@ -432,8 +485,8 @@ class Attention(nnx.Module):
 class GatedMLP(nnx.Module):
     """down(act(gate x) * up x)."""
 
-    def __init__(self, cfg: DecoderLLMConfig, *, rngs: nnx.Rngs):
-        dt, h, m, bias = cfg.dtype, cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
+    def __init__(self, cfg: DecoderLLMConfig, *, rngs: nnx.Rngs, width: int | None = None):
+        dt, h, m, bias = cfg.dtype, cfg.hidden_size, width or cfg.intermediate_size, cfg.mlp_bias
         self.act = ACTIVATIONS[cfg.hidden_act]
         self.gate_proj = Linear(h, m, (EMBED, MLP), dtype=dt, rngs=rngs, bias=bias)
         self.up_proj = Linear(h, m, (EMBED, MLP), dtype=dt, rngs=rngs, bias=bias)
@@ -450,28 +503,39 @@ class DecoderLayer(nnx.Module):
     MLP's pre-norm)."""
 
     def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs,
-                 k_eq_v: bool = False):
+                 k_eq_v: bool = False, shared: bool = False, mlp_width: int | None = None):
         norm = lambda: RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)  # noqa: E731
         self.sandwich = cfg.sandwich_norms
         self.input_layernorm = norm()
-        self.self_attn = Attention(cfg, head_dim, kv_heads, core=core, rngs=rngs, k_eq_v=k_eq_v)
+        self.self_attn = Attention(cfg, head_dim, kv_heads, core=core, rngs=rngs, k_eq_v=k_eq_v, shared=shared)
         self.layer_scalar = param(jnp.ones((1,), jnp.float32), (None,)) if cfg.layer_scalar else None
         self.post_attention_layernorm = norm()
-        self.mlp = GatedMLP(cfg, rngs=rngs)
+        self.mlp = GatedMLP(cfg, rngs=rngs, width=mlp_width)
         if self.sandwich:
             self.pre_feedforward_layernorm = norm()
             self.post_feedforward_layernorm = norm()
+        self.per_layer = bool(cfg.hidden_size_per_layer_input)
+        if self.per_layer:  # Gemma-4's per-layer input branch
+            d, dt = cfg.hidden_size_per_layer_input, cfg.dtype
+            self.act = ACTIVATIONS[cfg.hidden_act]
+            self.per_layer_input_gate = Linear(cfg.hidden_size, d, (EMBED, None), dtype=dt, rngs=rngs, bias=False)
+            self.per_layer_projection = Linear(d, cfg.hidden_size, (None, EMBED), dtype=dt, rngs=rngs, bias=False)
+            self.post_per_layer_input_norm = norm()
 
-    def __call__(self, x, cos, sin, visible):
-        """x: float32 residual stream (B, S, hidden)."""
-        a = self.self_attn(self.input_layernorm(x), cos, sin, visible)
+    def __call__(self, x, cos, sin, visible, kv=None, per_layer_input=None):
+        """x: float32 residual stream (B, S, hidden); ``kv``: a shared layer's keys and values; ``per_layer_input``:
+        this layer's (B, S, d) input. Returns the new stream and the layer's keys and values."""
+        a, kv = self.self_attn(self.input_layernorm(x), cos, sin, visible, kv)
         if self.sandwich:
             x = x + self.post_attention_layernorm(a)
             x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
         else:
             x = x + a.astype(jnp.float32)
             x = x + self.mlp(self.post_attention_layernorm(x)).astype(jnp.float32)
-        return x if self.layer_scalar is None else x * self.layer_scalar[...].astype(jnp.float32)
+        if self.per_layer:
+            g = self.act(self.per_layer_input_gate(x).astype(jnp.float32)) * per_layer_input.astype(jnp.float32)
+            x = x + self.post_per_layer_input_norm(self.per_layer_projection(g))
+        return (x if self.layer_scalar is None else x * self.layer_scalar[...].astype(jnp.float32)), kv
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -504,11 +568,13 @@ def text_position_ids(attention_mask: jax.Array) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-    """Layers ``start..stop`` (in the kind's own numbering) of kind ``kind``, run as one scan."""
+    """Layers ``start..stop`` (in the kind's own numbering) of kind ``kind``, run as one scan; ``first`` is the
+    model's index of its first layer."""
 
     kind: int
     start: int
     stop: int
+    first: int = 0
 
 
 def layer_plan(cfg: DecoderLLMConfig) -> tuple[tuple[tuple[int, int], ...], tuple[Segment, ...]]:
@@ -516,13 +582,13 @@ def layer_plan(cfg: DecoderLLMConfig) -> tuple[tuple[tuple[int, int], ...], tupl
     kinds = cfg.kinds
     counts = [0] * len(kinds)
     where, segments = [], []
-    for t in cfg.layer_types:
-        k = kinds.index(cfg.kind_key(t))
+    for i in range(cfg.num_hidden_layers):
+        k = kinds.index(cfg.kind_key(i))
         where.append((k, counts[k]))
         if segments and segments[-1].kind == k:
-            segments[-1] = Segment(k, segments[-1].start, counts[k] + 1)
+            segments[-1] = dataclasses.replace(segments[-1], stop=counts[k] + 1)
         else:
-            segments.append(Segment(k, counts[k], counts[k] + 1))
+            segments.append(Segment(k, counts[k], counts[k] + 1, i))
         counts[k] += 1
     return tuple(where), tuple(segments)
 
@@ -539,17 +605,40 @@ class DecoderLLM(nnx.Module):
         where, _ = layer_plan(cfg)
         sizes = [sum(1 for k, _ in where if k == i) for i in range(len(cfg.kinds))]
         self.kinds = nnx.List([
-            stacked(lambda r, hd=hd, kvh=kvh, core=core, kv=kv: DecoderLayer(cfg, hd, kvh, core=core, rngs=r,
-                                                                             k_eq_v=kv), n, rngs)
-            for (hd, kvh, _, kv), n, core in zip(cfg.kinds, sizes, self._core_kinds())
+            stacked(lambda r, hd=hd, kvh=kvh, core=core, kv=kv, sh=sh, m=m: DecoderLayer(
+                cfg, hd, kvh, core=core, rngs=r, k_eq_v=kv, shared=sh, mlp_width=m), n, rngs)
+            for (hd, kvh, _, kv, sh, m), n, core in zip(cfg.kinds, sizes, self._core_kinds())
         ])
         self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm)
+        d = cfg.hidden_size_per_layer_input
+        if d:  # Gemma-4's per-layer inputs: a token embedding and a projection of the input embeddings, per layer
+            n = cfg.num_hidden_layers * d
+            self.embed_tokens_per_layer = param(
+                jax.random.normal(rngs.params(), (cfg.vocab_size_per_layer_input, n), cfg.dtype), (VOCAB, None))
+            self.per_layer_model_projection = Linear(cfg.hidden_size, n, (EMBED, None), dtype=cfg.dtype, rngs=rngs,
+                                                     bias=False)
+            self.per_layer_projection_norm = RMSNorm(d, eps=cfg.rms_norm_eps, plus_one=cfg.gemma_norm, names=(None,))
+
+    def _types_of(self, key) -> tuple[str, ...]:
+        cfg = self.cfg
+        return tuple(dict.fromkeys(cfg.layer_types[i] for i in range(cfg.num_hidden_layers) if cfg.kind_key(i) == key))
 
     def _core_kinds(self) -> list[bool]:
         """Per kind: True when all its layers attend fully (the core attention takes them)."""
         cfg = self.cfg
-        return [all(t == FULL for t in cfg.layer_types if cfg.kind_key(t) == key) and not cfg.attn_logit_softcapping
-                for key in cfg.kinds]
+        return [self._types_of(key) == (FULL,) and not cfg.attn_logit_softcapping for key in cfg.kinds]
+
+    def _per_layer_inputs(self, input_ids: jax.Array, x: jax.Array) -> jax.Array:
+        """(layers, B, S, d) float32: ``(norm(project(x) / sqrt(hidden)) + embed_per_layer(ids)) / sqrt(2)``, the
+        per-layer embedding scaled by ``sqrt(d)`` in the weight dtype, as transformers' Gemma-4."""
+        cfg = self.cfg
+        d, n = cfg.hidden_size_per_layer_input, cfg.num_hidden_layers
+        table = self.embed_tokens_per_layer[...]
+        tokens = jnp.take(table, input_ids, axis=0) * jnp.asarray(d**0.5, table.dtype)
+        proj = self.per_layer_model_projection(x).astype(jnp.float32) * np.float32(cfg.hidden_size**-0.5)
+        proj = self.per_layer_projection_norm(proj.reshape(*x.shape[:-1], n, d))
+        out = (proj + tokens.astype(jnp.float32).reshape(proj.shape)) * np.float32(2.0**-0.5)
+        return jnp.moveaxis(out, 2, 0)
 
     def _tables(self, position_ids: jax.Array, attention_mask: jax.Array):
         """Per kind: the layer types it holds, their (T, B, S, pairs) cos/sin and masks ((T, B, S) key padding
@@ -557,7 +646,7 @@ class DecoderLLM(nnx.Module):
         cfg = self.cfg
         out = []
         for key, core in zip(cfg.kinds, self._core_kinds()):
-            types = tuple(t for t in (FULL, SLIDING) if t in cfg.layer_types and cfg.kind_key(t) == key)
+            types = tuple(t for t in (FULL, SLIDING) if t in self._types_of(key))
             cos, sin, vis = [], [], []
             for t in types:
                 spec = cfg.rope_spec(t)
@@ -604,19 +693,34 @@ class DecoderLLM(nnx.Module):
         type_index = [[] for _ in cfg.kinds]
         for t, (k, _) in zip(cfg.layer_types, where):
             type_index[k].append(tables[k][0].index(t))
+        per_layer = None
+        if cfg.hidden_size_per_layer_input:
+            if inputs_embeds is not None:
+                raise ValueError("Gemma-4's per-layer inputs are looked up from input_ids: give no inputs_embeds")
+            per_layer = self._per_layer_inputs(input_ids, x)
+        stored: dict[str, tuple[jax.Array, jax.Array]] = {}  # layer type -> the keys and values shared layers reuse
         hidden = [x[None]]
         for seg in segments:
             graphdef, state = nnx.split(self.kinds[seg.kind])
             state = jax.tree.map(lambda a, seg=seg: a[seg.start:seg.stop], state)
-            _, cos, sin, vis = tables[seg.kind]
+            types, cos, sin, vis = tables[seg.kind]
             idx = jnp.asarray(type_index[seg.kind][seg.start:seg.stop], jnp.int32)
+            layers = range(seg.first, seg.first + seg.stop - seg.start)
+            ple = per_layer[seg.first:layers.stop] if per_layer is not None else jnp.zeros((len(layers),))
+            shared = (None if not cfg.kinds[seg.kind][4] else
+                      tuple(jnp.stack([stored[t][j] for t in types]) for j in (0, 1)))
+            keep = [n for n, i in enumerate(layers) if cfg.kv_mode(i) == "store"]
 
-            def body(h, xs, graphdef=graphdef, cos=cos, sin=sin, vis=vis):
-                layer_state, i = xs
-                h = nnx.merge(graphdef, layer_state)(h, cos[i], sin[i], vis[i])
-                return h, h
+            def body(h, xs, graphdef=graphdef, cos=cos, sin=sin, vis=vis, shared=shared, keep=bool(keep)):
+                layer_state, i, ple_i = xs
+                kv = None if shared is None else (shared[0][i], shared[1][i])
+                h, kv = nnx.merge(graphdef, layer_state)(h, cos[i], sin[i], vis[i], kv,
+                                                           ple_i if per_layer is not None else None)
+                return h, (h, kv if keep else None)
 
-            x, ys = jax.lax.scan(body, x, (state, idx))
+            x, (ys, kvs) = jax.lax.scan(body, x, (state, idx, ple))
+            for n in keep:
+                stored[cfg.layer_types[layers[n]]] = (kvs[0][n], kvs[1][n])
             hidden.append(ys)
         hidden = jnp.concatenate(hidden, axis=0)
         return hidden.at[-1].set(self.norm(hidden[-1]))
@@ -723,6 +827,11 @@ _LAYER = r"k(\d+)\.layers\.(\d+)\."
 RULES: tuple[KeyRule, ...] = (
     KeyRule(r"embed_tokens\.weight", "embed_tokens"),
     KeyRule(r"norm\.weight", "norm/weight"),
+    KeyRule(r"embed_tokens_per_layer\.weight", "embed_tokens_per_layer"),
+    KeyRule(r"per_layer_model_projection\.weight", "per_layer_model_projection/kernel", linear),
+    KeyRule(r"per_layer_projection_norm\.weight", "per_layer_projection_norm/weight"),
+    KeyRule(_LAYER + r"(per_layer_input_gate|per_layer_projection)\.weight", "kinds/{1}/{3}/kernel", linear,
+            layer_group=2),
     KeyRule(_LAYER + r"self_attn\.(q_proj|k_proj|v_proj|o_proj)\.weight", "kinds/{1}/self_attn/{3}/kernel", linear,
             layer_group=2),
     KeyRule(_LAYER + r"self_attn\.(q_proj|k_proj|v_proj|o_proj)\.bias", "kinds/{1}/self_attn/{3}/bias", layer_group=2),
@@ -736,6 +845,8 @@ RULES: tuple[KeyRule, ...] = (
         "kinds/{1}/{3}/weight",
         layer_group=2,
     ),
+    KeyRule(_LAYER + r"post_per_layer_input_norm\.weight", "kinds/{1}/post_per_layer_input_norm/weight",
+            layer_group=2),
 )
 
 
@@ -745,7 +856,9 @@ class _KindKeys(Mapping):
 
     def __init__(self, tensors: Mapping[str, Any], where: Sequence[tuple[int, int]]):
         self._map: dict[str, str] = {}
-        prefix = re.compile(PREFIX + r"(embed_tokens\.weight|norm\.weight|layers\.(\d+)\.(.*))")
+        prefix = re.compile(PREFIX + r"(embed_tokens\.weight|norm\.weight|embed_tokens_per_layer\.weight|"
+                                     r"per_layer_model_projection\.weight|per_layer_projection_norm\.weight|"
+                                     r"layers\.(\d+)\.(.*))")
         ignore = [re.compile(p) for p in IGNORE]
         for key in tensors:
             m = prefix.fullmatch(key)

@@ -151,6 +151,19 @@ class TextTokenizer:
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size(with_added_tokens=True)
 
+    def encode_ids(self, text: str) -> list[int]:
+        """The token ids of ``text`` with the special tokens the post-processor adds, neither truncated nor padded
+        (transformers' ``tokenizer(text)["input_ids"]``)."""
+        tok = self.tokenizer
+        tok.no_truncation()
+        tok.no_padding()
+        return list(_native(lambda: tok.encode(text, add_special_tokens=True), "the prompt cannot be tokenized").ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens kept (transformers' ``decode`` without tokenization-space clean-up)."""
+        return _native(lambda: self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False),
+                       "the token ids cannot be decoded")
+
     def __call__(self, texts: str | Sequence[str], max_length: int) -> tuple[np.ndarray, np.ndarray]:
         """Tokenize ``texts`` to ``(ids, mask)``, both int32 of shape (batch, max_length)."""
         if isinstance(texts, str):

@@ -4,15 +4,9 @@ reference's prompt cleaning, then UMT5-XXL in fp32 (the reference's precision) w
 
 from __future__ import annotations
 
-import html
-import re
-
 import numpy as np
 
-
-def prompt_clean(text: str) -> str:
-    """The reference pipeline's prompt cleaning (HTML unescape twice, collapse whitespace)."""
-    return re.sub(r"\s+", " ", html.unescape(html.unescape(text)).strip()).strip()
+from vidax_core.encoders.prompt_clean import prompt_clean
 
 
 def encode(text, prompts, max_len: int) -> np.ndarray:

@@ -208,3 +208,13 @@ def read_all(value: Any) -> np.ndarray:
 
 def nbytes(value: Any) -> int:
     return int(value.nbytes) if hasattr(value, "nbytes") else int(np.asarray(value).nbytes)
+
+
+def read_layers(value: Any, lo: int, hi: int) -> Any:
+    """Layers ``[lo, hi)`` of a stacked parameter: read from the checkpoint for a lazy leaf, sliced on its device for
+    a jax array (random benchmark weights), a view of a host array otherwise."""
+    if isinstance(value, LazyLeaf):
+        return value.read(lo, hi)
+    if hasattr(value, "addressable_shards"):
+        return value[lo:hi]
+    return np.asarray(value)[lo:hi]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -114,9 +115,10 @@ def checked_noise(noise: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
 
 
 def is_zip(path: str) -> bool:
+    """A zip archive (a .npz): a first entry's header, or the end record of an archive with no entry."""
     try:
         with open(path, "rb") as f:
-            return f.read(4) == b"PK\x03\x04"
+            return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
     except OSError:
         return False
 
@@ -135,12 +137,16 @@ def npy_header(path: str, where: str) -> NpyHeader:
         return read_header(f, os.fstat(f.fileno()).st_size, where)
 
 
+def _archive_for_one(where: str, shape: Any) -> UserError:
+    return UserError(f"{where} is a .npz archive, but this model's latents are one array of shape {tuple(shape)}: "
+                     "save it alone with numpy.save (.npy)")
+
+
 def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
     """A .npy array of exactly ``shape``, real numbers, all finite; mapped only after its header is checked."""
     where = f"sampling.initial_noise {path}"
     if is_zip(path):
-        raise UserError(f"{where} is a .npz archive, but this model's latents are one array of shape "
-                        f"{tuple(shape)}: save it alone with numpy.save (.npy)")
+        raise _archive_for_one(where, shape)
     h = npy_header(path, where)
     check_shape(h, shape, where)
     try:
@@ -188,9 +194,15 @@ def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple[int, ..
     return finite32(arr, where)
 
 
+#: Names of a model's later noise draws beside its latent streams: a name and the draw's index, ``decoder_0``...
+DRAW_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*_\d+")
+
+
 def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
     """One checked float32 array per latent stream of ``shapes`` from the .npz ``path``: the member names and
-    headers are checked first, and only the bytes of the wanted shapes are decompressed."""
+    headers are checked first, and only the bytes of the wanted shapes are decompressed. Members named like a
+    later draw (:data:`DRAW_NAME`, e.g. ``decoder_0``) are left to the model part that draws them
+    (:func:`load_npz_draw`)."""
     where = _npz_where(path)
     need = ", ".join(sorted(shapes))
     how = f"this model's latents are several arrays ({need}): give a .npz holding each (numpy.savez)"
@@ -200,15 +212,83 @@ def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, n
         except ZIP_ERRORS:
             raise UserError(f"{where} is not a readable .npz archive: {how}") from None
         with z:
-            found = _members(z, path)
+            found = {k: v for k, v in _members(z, path).items() if k in shapes or not DRAW_NAME.fullmatch(k)}
             if sorted(found) != sorted(shapes):
-                raise UserError(f"{where} holds {', '.join(sorted(found)) or 'nothing'}, this model needs {need}")
+                raise UserError(f"{where} holds {', '.join(sorted(found)) or 'no array'}, this model needs {need}")
             try:
                 return {k: _read_member(z, found[k], tuple(s), f"{where}: {k}") for k, s in shapes.items()}
             except UserError:
                 raise
             except ZIP_ERRORS as exc:
                 raise UserError(f"{where} is a damaged .npz archive ({type(exc).__name__}): {how}") from None
+
+
+def check_noise_shapes(path: str, shapes: Any) -> None:
+    """The noise file against what the run takes as ``latents=`` (one shape, or {stream: shape}): the stream
+    names and each header's shape, before any weight loads (no data is read)."""
+    where = _npz_where(path)
+    if not isinstance(shapes, dict):
+        if is_zip(path):
+            raise _archive_for_one(where, shapes)
+        check_shape(npy_header(path, where), tuple(shapes), where)
+        return
+    need = ", ".join(sorted(shapes))
+    if not is_zip(path):
+        raise UserError(f"{where} is one .npy array, but this model's latents are several arrays ({need}): give a "
+                        ".npz holding each (numpy.savez)")
+    with _open(path, where) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                found = {k: v for k, v in _members(z, path).items() if k in shapes or not DRAW_NAME.fullmatch(k)}
+                if sorted(found) != sorted(shapes):
+                    raise UserError(f"{where} holds {', '.join(sorted(found)) or 'no array'}, this model needs {need}")
+                for k, s in shapes.items():
+                    with z.open(found[k]) as m:
+                        check_shape(read_header(m, found[k].file_size, f"{where}: {k}"), tuple(s), f"{where}: {k}")
+        except UserError:
+            raise
+        except ZIP_ERRORS as exc:
+            raise UserError(f"{where} is not a readable .npz archive ({type(exc).__name__}): write it with "
+                            "numpy.savez") from None
+
+
+def npz_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """Array name -> shape of the .npz ``path`` (empty for a .npy), from the member headers (nothing is inflated
+    beyond them)."""
+    if not is_zip(path):
+        return {}
+    where = _npz_where(path)
+    with _open(path, where) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                out = {}
+                for name, info in _members(z, path).items():
+                    with z.open(info) as m:
+                        out[name] = read_header(m, info.file_size, f"{where}: {name}").shape
+                return out
+        except UserError:
+            raise
+        except ZIP_ERRORS as exc:
+            raise UserError(f"{where} is not a readable .npz archive ({type(exc).__name__}): write it with "
+                            "numpy.savez") from None
+
+
+def load_npz_draw(path: str, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The later draw ``name`` (see :data:`DRAW_NAME`) of the .npz ``path`` as checked float32 of exactly
+    ``shape``, or None when the archive has no such member (or ``path`` is a .npy)."""
+    where = _npz_where(path)
+    if not is_zip(path):
+        return None
+    with _open(path, where) as f:
+        try:
+            with zipfile.ZipFile(f) as z:
+                info = _members(z, path).get(name)
+                return None if info is None else _read_member(z, info, tuple(shape), f"{where}: {name}")
+        except UserError:
+            raise
+        except ZIP_ERRORS as exc:
+            raise UserError(f"{where} is a damaged .npz archive ({type(exc).__name__}): write it with "
+                            "numpy.savez") from None
 
 
 def check_noise_file(path: str) -> None:

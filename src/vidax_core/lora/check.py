@@ -156,3 +156,19 @@ def targets(adapter: Adapter, mapped: dict[str, Any], keys: set[str], shape: Cal
         raise UserError(f"{where} ({adapter.path}, {adapter.layout} layout) does not fit {model}: "
                         f"{len(problems)} problem{'s' if len(problems) > 1 else ''}: {shown}")
     return out
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_multiplier(factors: Any, scale: float, where: str) -> None:
+    """``scale * factor`` of every module (``factors``: (module name, alpha / rank) pairs) must be a finite float32
+    number: the deltas are fused (or applied) in float32, and a product beyond its range makes every weight it
+    touches infinite (NaN frames, exit 0). So must the scale itself (an infinite scale times a zero delta is NaN)."""
+    if not abs(float(scale)) <= FLOAT32_MAX:
+        raise UserError(f"{where}.scale {scale:g} is beyond float32 (at most {FLOAT32_MAX:.3g}): lower it")
+    for name, factor in factors:
+        m = float(scale) * float(factor)
+        if not (abs(m) <= FLOAT32_MAX):  # NaN fails too
+            raise UserError(f"{where}: scale {scale:g} x alpha/rank {factor:g} of {name} is {m:g}, beyond "
+                            f"float32 (at most {FLOAT32_MAX:.3g}): lower {where}.scale or fix the adapter's alpha")

@@ -39,8 +39,9 @@ class AdapterFile:
             return None
         try:
             data = json.loads(raw)
-        except (TypeError, ValueError):
-            raise UserError(f"{self.path}: its {METADATA_KEY} metadata is not JSON: re-save the adapter") from None
+        except (TypeError, ValueError, RecursionError):
+            raise UserError(f"{self.path}: its {METADATA_KEY} metadata is not JSON (or nested too deeply): re-save "
+                            "the adapter") from None
         if not isinstance(data, dict):
             return None
         found = {k[len(prefix) + 1:]: v for k, v in data.items() if k.startswith(prefix + ".")}
@@ -80,14 +81,57 @@ def _safetensors_name(path: str, where: str) -> str:
 
 
 def _from_hub(repo: str, weight_name: str | None, where: str) -> str:
-    try:
-        from huggingface_hub import hf_hub_download
+    """The adapter from the local Hugging Face cache, else downloaded; without a network (``HF_HUB_OFFLINE``, or
+    the hub's host not reachable within ``HUB_TIMEOUT_S``) one line at once instead of the hub client's retries."""
+    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
-        return hf_hub_download(repo, weight_name or DIFFUSERS_WEIGHT_NAME)
-    except Exception as exc:  # noqa: BLE001 - offline, unknown repo, missing file: one line either way
-        detail = " ".join(str(exc).split())[:160]
-        raise UserError(f"{where}: cannot fetch {weight_name or DIFFUSERS_WEIGHT_NAME} from hub repo {repo} "
-                        f"({detail}); download it and give its local path") from None
+    name = weight_name or DIFFUSERS_WEIGHT_NAME
+    how = f"download {name} of {repo} on a connected machine and give its local path"
+    try:
+        cached = try_to_load_from_cache(repo, name)
+    except Exception:  # noqa: BLE001 - a name the cache cannot hold is looked up on the hub, which says why
+        cached = None
+    if isinstance(cached, str):
+        return cached
+    if constants.HF_HUB_OFFLINE:
+        raise UserError(f"{where}: hub repo {repo} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
+                        f"{how}")
+    down = _unreachable(constants.ENDPOINT)
+    if down:
+        raise UserError(f"{where}: hub repo {repo} is not in the local Hugging Face cache and {constants.ENDPOINT} "
+                        f"cannot be reached ({down}): {how}")
+    try:
+        return hf_hub_download(repo, name, etag_timeout=HUB_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - unknown repo, missing file, a failed transfer: one line either way
+        raise UserError(f"{where}: cannot fetch {name} from hub repo {repo} ({clip(exc)}): {how}") from None
+
+
+HUB_TIMEOUT_S = 5.0
+
+
+def _unreachable(endpoint: str) -> str | None:
+    """Why the hub's host cannot be reached (name lookup or TCP connect within ``HUB_TIMEOUT_S``), or None. Behind
+    a proxy the host is reached through it: not probed."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    u = urlsplit(endpoint)
+    try:
+        socket.create_connection((u.hostname or "", u.port or (443 if u.scheme == "https" else 80)),
+                                 timeout=HUB_TIMEOUT_S).close()
+    except OSError as exc:
+        return clip(exc.strerror or exc)
+    return None
+
+
+def clip(text: Any, limit: int = 200) -> str:
+    """``text`` on one line, cut at a word boundary (never mid-word) when longer than ``limit``."""
+    one = " ".join(str(text).split())
+    if len(one) <= limit:
+        return one
+    return one[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
 
 
 def read(path: str, weight_name: str | None = None, where: str = "lora") -> AdapterFile:

@@ -12,7 +12,10 @@ Layouts (the prefix of every key says which):
 * ``plain`` – no prefix: the module names decide between the diffusers and the original names.
 
 A module's delta is ``factor * up @ down`` (+ ``diff``) with ``factor = alpha / rank`` when the file gives an alpha,
-else the peft config's ``lora_alpha / rank`` (``/ sqrt(rank)`` with ``use_rslora``), else 1, as diffusers folds it.
+else the peft config's ``lora_alpha / rank`` (``/ sqrt(rank)`` with ``use_rslora``; ``alpha_pattern`` per module;
+peft's default alpha 8 when the config names none; 0 scales the delta by 0), else 1, as diffusers folds it. The peft
+config is checked when it is read: a non-number, NaN or infinite alpha or a pattern that is no regular expression is
+one line naming the metadata key.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from vidax_core.lora.files import AdapterFile
+from vidax_core.errors import UserError
+from vidax_core.lora.files import METADATA_KEY, AdapterFile
 
 PREFIXES = (("diffusers", "transformer."), ("diffusers", "base_model.model."), ("original", "diffusion_model."),
             ("kohya", "lora_unet_"))
@@ -59,6 +63,61 @@ class Record:
         return float(np.asarray(a, np.float64).reshape(-1)[0]) if a is not None and np.size(a) == 1 else None
 
 
+PEFT_DEFAULT_ALPHA = 8.0  # peft's LoraConfig default, what diffusers uses when the saved config names no lora_alpha
+
+
+@dataclass(frozen=True)
+class Peft:
+    """The checked peft ``LoraConfig`` fields that set the factor: the alpha, the per-module alphas (compiled
+    patterns, first match wins, as peft's ``get_pattern_key``) and rsLoRA."""
+
+    alpha: float = PEFT_DEFAULT_ALPHA
+    patterns: tuple[tuple[re.Pattern, float], ...] = ()
+    rslora: bool = False
+
+    @classmethod
+    def read(cls, cfg: Any, where: str) -> "Peft":
+        if not isinstance(cfg, dict):
+            raise UserError(f"{where}: its peft config is a {type(cfg).__name__}, not a mapping: re-save the adapter")
+        alpha = _alpha(cfg.get("lora_alpha", PEFT_DEFAULT_ALPHA), f"{where}: lora_alpha")
+        rslora = cfg.get("use_rslora", False)
+        if not isinstance(rslora, bool):
+            raise UserError(f"{where}: use_rslora must be true/false, got {_short(rslora)}")
+        pats = cfg.get("alpha_pattern") or {}
+        if not isinstance(pats, dict):
+            raise UserError(f"{where}: alpha_pattern must map module patterns to alphas, got {_short(pats)}")
+        patterns = []
+        for pattern, value in pats.items():
+            key = f"{where}: alpha_pattern[{_short(pattern)}]"
+            try:
+                re.compile(pattern)  # its own errors, at positions of its own text
+                patterns.append((re.compile(rf"(.*\.)?({pattern})$"), _alpha(value, key)))
+            except (re.error, RecursionError, OverflowError) as exc:
+                raise UserError(f"{key} is not a regular expression ({' '.join(str(exc).split())[:80]})") from None
+        return cls(alpha, tuple(patterns), rslora)
+
+    def factor(self, name: str, rank: int) -> float:
+        alpha = next((a for pattern, a in self.patterns if pattern.match(name)), self.alpha)
+        return alpha / (math.sqrt(rank) if self.rslora else rank)
+
+
+def _alpha(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{key} must be a number, got {_short(value)}: re-save the adapter")
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise UserError(f"{key} must be a finite number, got {_short(value)}: re-save the adapter")
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 @dataclass
 class Adapter:
     """A normalised adapter: its layout, its records by module name and the problems found reading it."""
@@ -67,7 +126,7 @@ class Adapter:
     layout: str
     records: dict[str, Record]
     problems: list[str]
-    peft: dict[str, Any] | None = None
+    peft: Peft | None = None
 
     def factor(self, rec: Record) -> float:
         """The multiplier of ``up @ down`` (and of a peft ``lora_B.bias``) for one module at scale 1."""
@@ -76,15 +135,7 @@ class Adapter:
             return 1.0
         if rec.alpha is not None:
             return rec.alpha / r
-        cfg = self.peft
-        if not cfg:
-            return 1.0
-        alpha = float(cfg.get("lora_alpha", cfg.get("r", r)) or r)
-        for pattern, value in (cfg.get("alpha_pattern") or {}).items():
-            if re.match(rf"(.*\.)?({pattern})$", rec.name):
-                alpha = float(value)
-                break
-        return alpha / (math.sqrt(r) if cfg.get("use_rslora") else r)
+        return 1.0 if self.peft is None else self.peft.factor(rec.name, r)
 
 
 def _split(key: str) -> tuple[str, str] | None:
@@ -141,4 +192,6 @@ def normalise(f: AdapterFile) -> Adapter:
     if unknown:
         problems.append(f"{len(unknown)} keys that are no LoRA part (lora_A/B, lora_down/up, alpha, diff, diff_b): "
                         + ", ".join(unknown[:4]) + (", ..." if len(unknown) > 4 else ""))
-    return Adapter(f.path, layout or "plain", records, problems, f.peft_config() if layout != "original" else None)
+    raw = f.peft_config() if layout != "original" else None
+    peft = None if raw is None else Peft.read(raw, f"{f.path}: metadata {METADATA_KEY}")
+    return Adapter(f.path, layout or "plain", records, problems, peft)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from vidax_core.errors import UserError
 from vidax_core.lora.check import Target
 
 Delta = Callable[[], np.ndarray]
@@ -39,7 +40,8 @@ def _record_weight_delta(t: Target) -> np.ndarray:
         up = np.asarray(p["up"], np.float32)
         r = down.shape[0]
         prod = up.reshape(up.shape[0], r) @ down.reshape(r, -1)
-        out = np.float32(t.factor) * prod.reshape((up.shape[0], *down.shape[1:]))
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused where the deltas are summed
+            out = np.float32(t.factor) * prod.reshape((up.shape[0], *down.shape[1:]))
     if "diff" in p:
         diff = np.asarray(p["diff"], np.float32)
         out = diff if out is None else out + diff
@@ -85,8 +87,13 @@ class FusedTensors(Mapping[str, Any]):
         if key not in self.deltas:
             return value
         w = np.array(value() if callable(value) else value, dtype=np.float32)
-        for scale, delta in self.deltas[key]:
-            w += np.float32(scale) * delta()
+        with np.errstate(over="ignore", invalid="ignore"):  # refused just below, in one line
+            for scale, delta in self.deltas[key]:
+                w += np.float32(scale) * delta()
+        if not np.isfinite(w).all() and np.isfinite(np.asarray(value() if callable(value) else value)).all():
+            # a finite scale and alpha can still overflow float32 once multiplied out
+            raise UserError(f"lora: the adapters fused into {key} give values beyond float32 (NaN or infinite): "
+                            "lower the lora scales (lora[i].scale) or fix the adapter")
         return w
 
     def nbytes(self, key: str) -> int:

@@ -134,6 +134,7 @@ def prepare(cfg: Any, spec: Any, ckpt: Any, builds: Sequence[Any], plugins: Any,
             out.summaries.append(self_checked(i, entry, where, comp))
             continue
         adapter, targets = read_adapter(entry.path, entry.weight_name, where, key_map, sources[comp], spec.id)
+        check.check_multiplier([(t.record.name, t.factor) for t in targets], float(entry.scale), where)
         out.targets.setdefault(comp, []).append((float(entry.scale), targets))
         for key, items in fuse.terms(targets, float(entry.scale)).items():
             out.deltas.setdefault(comp, {}).setdefault(key, []).extend(items)
@@ -150,6 +151,7 @@ def self_checked(i: int, entry: Any, where: str, comp: str) -> Summary:
     problems = adapter.problems + [p for r in adapter.records.values() for p in check.record_problems(r)]
     if problems:
         raise UserError(f"{where} ({adapter.path}): {len(problems)} problems: " + "; ".join(problems[:check.SHOWN]))
+    check.check_multiplier([(n, adapter.factor(r)) for n, r in adapter.records.items()], float(entry.scale), where)
     recs = list(adapter.records.values())
     return Summary(i, adapter.path, adapter.layout + " (keys not checked: the checkpoint's weights are not here)",
                    comp, float(entry.scale), len(recs), tuple(sorted({r.rank for r in recs if r.rank})),

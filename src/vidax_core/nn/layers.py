@@ -28,8 +28,9 @@ class Linear(nnx.Module):
     accumulation; the result is in the kernel's dtype, or fp32 when ``fp32_out``.
 
     An 8-bit layer (:mod:`vidax_core.quant.linear`) holds an int8 / float8_e4m3fn kernel, its fp32
-    ``kernel_scale`` (one per output channel, shape (1, out)) and the ``compute_dtype`` it replaced: the kernel is
-    dequantised inside the matmul's fusion, so no full-precision copy of it is kept.
+    ``kernel_scale`` (one per output channel, shape (1, out)) and the ``compute_dtype`` it replaced: the 8-bit values
+    (exact in bf16 / fp32) enter the matmul converted inside its fusion and the per-output-channel scale multiplies
+    the fp32 product, so no dequantised copy of the kernel is kept and no rounding is added to the weights.
 
     Unfused LoRA (:mod:`vidax_core.lora.unfused`): ``lora_down`` (in, R), ``lora_up`` (R, out) and ``lora_scale``
     (R,) add ``((x @ lora_down) * lora_scale) @ lora_up``, and ``lora_bias`` (out,) a bias delta; they are ordinary
@@ -49,9 +50,12 @@ class Linear(nnx.Module):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         k = self.kernel[...]
-        if self.kernel_scale is not None:
-            k = (k.astype(jnp.float32) * self.kernel_scale[...]).astype(self.compute_dtype)
+        scale = None
+        if self.kernel_scale is not None:  # 8-bit values are exact in the compute dtype; the scale follows the matmul
+            k, scale = k.astype(self.compute_dtype), self.kernel_scale[...].astype(jnp.float32)
         y = jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32)
+        if scale is not None:
+            y = y * scale
         if self.bias is not None:
             y = y + self.bias[...].astype(jnp.float32)
         if self.lora_down is not None:

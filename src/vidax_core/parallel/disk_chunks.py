@@ -29,7 +29,7 @@ import numpy as np
 
 from vidax_core.errors import UserError
 from vidax_core.parallel import sharding as shd
-from vidax_core.parallel.host_chunks import read_layers
+from vidax_core.io.lazy import read_layers
 
 DISK = "disk"
 CACHE_ENV = "VIDAX_OFFLOAD_CACHE"

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from vidax_core.io.lazy import read_layers
 from vidax_core.parallel import sharding as shd
 
 PINNED, PAGEABLE = "pinned_host", "numpy"
@@ -107,15 +108,6 @@ class HostChunks:
     def host_bytes(self) -> int:
         return sum(int(np.prod(a.shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
                    for a in jax.tree.leaves(self.abstract))
-
-
-def read_layers(leaf: Any, lo: int, hi: int) -> np.ndarray:
-    """Layers ``[lo, hi)`` of a stacked leaf: read from the checkpoint for a lazy leaf, a view of a host array."""
-    from vidax_core.io.lazy import LazyLeaf
-
-    if isinstance(leaf, LazyLeaf):
-        return leaf.read(lo, hi)
-    return np.asarray(leaf)[lo:hi]
 
 
 def _platform(shardings: Any) -> str:

@@ -23,10 +23,9 @@ STEP_BYTES = 256 << 20  # host staging per transfer of a stacked leaf
 
 
 def place(leaf: LazyLeaf, sharding: Any = None) -> jax.Array:
-    """``leaf`` read and placed on ``sharding`` (the default device when None)."""
-    if sharding is None:
-        sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    if jax.process_count() > 1:
+    """``leaf`` read and placed on ``sharding`` (None: the default device, uncommitted, as ``jax.device_put``
+    places an array, so a later program may move it to its mesh)."""
+    if jax.process_count() > 1 and sharding is not None:
         return jax.make_array_from_callback(leaf.shape, sharding, lambda idx: _read_index(leaf, idx))
     step = _rows_per_step(leaf)
     if step is None or not _layer_axis_whole(sharding, leaf.ndim):
@@ -34,7 +33,7 @@ def place(leaf: LazyLeaf, sharding: Any = None) -> jax.Array:
         out = jax.block_until_ready(jax.device_put(host, sharding))
         del host
         return out
-    buf = _zeros(leaf.shape, leaf.dtype.str, sharding)()
+    buf = _zeros(leaf.shape, leaf.dtype, sharding)()
     for lo in range(0, leaf.shape[0], step):  # the last piece may be shorter: one more update program
         host = leaf.read_rows(lo, min(lo + step, leaf.shape[0]))
         buf = _write(buf, jax.device_put(host, sharding), lo)
@@ -57,7 +56,7 @@ def _rows_per_step(leaf: LazyLeaf) -> int | None:
 def _layer_axis_whole(sharding: Any, ndim: int) -> bool:
     """The leading (layer) axis is not split over devices, so a range of layers takes the leaf's sharding."""
     spec = getattr(sharding, "spec", None)
-    return spec is None or len(spec) == 0 or spec[0] is None
+    return sharding is None or spec is None or len(spec) == 0 or spec[0] is None
 
 
 def _read_index(leaf: LazyLeaf, index: tuple) -> np.ndarray:
@@ -69,9 +68,11 @@ def _read_index(leaf: LazyLeaf, index: tuple) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def _zeros(shape: tuple[int, ...], dtype: str, sharding: Any) -> Any:
+def _zeros(shape: tuple[int, ...], dtype: np.dtype, sharding: Any) -> Any:
     """The program making a zero buffer of ``shape`` on ``sharding`` (cached per shape, not the buffer itself)."""
-    return jax.jit(lambda: jnp.zeros(shape, np.dtype(dtype)), out_shardings=sharding)
+    if sharding is None:
+        return jax.jit(lambda: jnp.zeros(shape, dtype))
+    return jax.jit(lambda: jnp.zeros(shape, dtype), out_shardings=sharding)
 
 
 @functools.partial(jax.jit, donate_argnums=0)

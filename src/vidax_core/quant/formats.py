@@ -38,8 +38,9 @@ def metadata_layers(metadata: Mapping[str, Any], where: str) -> dict[str, dict]:
         return {}
     try:
         data = json.loads(raw) if isinstance(raw, str) else raw
-    except (TypeError, ValueError):
-        raise UserError(f"{where}: the _quantization_metadata entry is not JSON: re-download the checkpoint") from None
+    except (TypeError, ValueError, RecursionError):
+        raise UserError(f"{where}: the _quantization_metadata entry is not JSON (or nested too deeply): re-download "
+                        "the checkpoint") from None
     layers = data.get("layers") if isinstance(data, dict) else None
     if not isinstance(layers, dict):
         raise UserError(f"{where}: _quantization_metadata has no 'layers' mapping: re-download the checkpoint")
@@ -50,7 +51,7 @@ def read_tag(value: Any, key: str) -> dict:
     """A ``<layer>.comfy_quant`` tensor (uint8 bytes of a JSON object) as a dict."""
     try:
         conf = json.loads(np.asarray(value).astype(np.uint8).tobytes().decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise UserError(f"checkpoint tensor {key} is not a JSON quantization tag: re-download the checkpoint") from None
     if not isinstance(conf, dict):
         raise UserError(f"checkpoint tensor {key} is not a JSON object: re-download the checkpoint")
@@ -59,14 +60,17 @@ def read_tag(value: Any, key: str) -> dict:
 
 def check_comfy_layer(layer: str, conf: Mapping[str, Any]) -> None:
     """One line for a ComfyUI layer format weight-only execution cannot load."""
-    fmt = conf.get("format")
+    fmt, params = conf.get("format"), conf.get("params")
+    if params is not None and not isinstance(params, Mapping):
+        raise UserError(f"layer {layer}: its quantization tag's params must be a mapping, got "
+                        f"{type(params).__name__}: re-download the checkpoint")
     if fmt == "nvfp4":
         raise UserError(f"layer {layer} is nvfp4 (4-bit, block scales), which vidax does not run: use an fp8 or "
                         "int8 checkpoint, or the bf16 one with model.weight_dtype=float8_e4m3fn")
     if fmt not in COMFY_LOADABLE:
         raise UserError(f"layer {layer} has quantization format {str(fmt)[:40]!r}; vidax loads "
                         f"{', '.join(COMFY_LOADABLE)}: use such a checkpoint or the bf16 one")
-    if fmt == "int8_tensorwise" and (conf.get("convrot") or (conf.get("params") or {}).get("convrot")):
+    if fmt == "int8_tensorwise" and (conf.get("convrot") or (params or {}).get("convrot")):
         raise UserError(f"layer {layer} is rotated int8 (convrot), which needs its activations rotated too: use a "
                         "plain int8 or fp8 checkpoint")
 

@@ -83,6 +83,6 @@ def prepare(value: Any, transform: Callable | None, target_dtype: Any, scale_sha
     mode = modes.mode_of_dtype(target_dtype)
     if st is not None and np.dtype(t.dtype) == np.dtype(target_dtype) and st.shape == t.shape:
         return t, _reduce_to(st, scale_shape, key)
-    w = modes.dequantize(t, st) if st is not None else np.asarray(t, np.float32)
+    w = modes.dequantize(t, st) if st is not None else t  # a plain source is quantized a row block at a time
     q, s = modes.quantize(w, mode)
     return q, s.reshape(scale_shape) if s.shape != scale_shape else s

@@ -1,22 +1,28 @@
 """Many prompts, one load: the ``prompts:`` list of a config or ``vidax run --prompts FILE``.
 
-A prompts file is text (one prompt a line; blank lines and lines starting with ``#`` are skipped) or JSONL
-(``.jsonl``: one object a line with ``prompt`` and per-line overrides such as ``seed``, ``image``, ``num_frames``,
-``options`` or ``output``). Every line is checked before any weight loads and a bad one is reported with its line
-number. Each video goes to its line's ``output`` or to ``output.path`` numbered (``out/video.mp4`` ->
+A prompts file is text (one prompt a line; blank lines and lines starting with ``#`` are skipped), JSONL
+(``.jsonl`` / ``.ndjson``, any case: one object a line with ``prompt`` and per-line overrides such as ``seed``,
+``image``, ``num_frames``, ``options`` or ``output``) or JSON (``.json``: a list of such objects or prompt strings).
+A text file whose every line is a JSON object is read as JSONL (a prompt is never a JSON object). The file must be
+a regular file of at most 64 MiB (a device or a FIFO is refused: it may never end). Every line is checked before
+any weight loads and a bad one is reported with its line number. Each video goes to its line's ``output`` or to ``output.path`` numbered (``out/video.mp4`` ->
 ``out/video_0001.mp4``; ``save_latents``, ``save_frames``, ``save_audio`` and ``metrics`` are numbered alike); an output that
 already exists is skipped unless ``output.overwrite=true``, so a killed batch resumes where it stopped.
 """
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from vidax_core.api import CALL_ARGUMENTS
+from vidax_core.config.parse import short_repr
 from vidax_core.errors import UserError
 
 OUTPUT_KEYS = ("path", "save_latents", "save_frames", "save_audio", "metrics")
@@ -35,37 +41,81 @@ class Item:
 
 
 def read_prompts_file(path: str) -> list[tuple[str, Any]]:
-    """(where, entry) per prompt of a text or JSONL file; ``where`` names the file and line."""
-    try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            raise UserError(f"--prompts {path} is larger than {MAX_FILE_BYTES >> 20} MiB")
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise UserError(f"--prompts {path} cannot be read ({exc.strerror or exc})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"--prompts {path}: not UTF-8 text (byte {exc.start})") from None
-    jsonl = path.endswith((".jsonl", ".ndjson"))
+    """(where, entry) per prompt of a text, JSONL or JSON file; ``where`` names the file and line."""
+    text = _read_text(path)
+    kind = os.path.splitext(path)[1].lower()
+    lines = ((n, line) for n, line in enumerate(io.StringIO(text), 1) if line.strip())
+    first = next(lines, None)
+    if first is None:
+        raise UserError(f"--prompts {path} holds no prompt")
+    if kind == ".json" and not _is_object(first[1]):
+        return _json_list(path, text)
+    jsonl = kind in (".jsonl", ".ndjson", ".json") or _is_object(first[1])  # a prompt is never a JSON object
     out: list[tuple[str, Any]] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in itertools.chain([first], lines):
         where = f"--prompts {path} line {n}"
-        if not line.strip() or (not jsonl and line.lstrip().startswith("#")):
-            continue
         if jsonl:
-            try:
-                entry = json.loads(line)
-            except ValueError as exc:
-                raise UserError(f"{where}: not a JSON object ({str(exc).splitlines()[0]})") from None
-        else:
-            entry = line.strip()
-        out.append((where, entry))
+            out.append((where, _json_line(where, line)))
+        elif not line.lstrip().startswith("#"):
+            out.append((where, line.strip()))
         if len(out) > MAX_PROMPTS:
             raise UserError(f"--prompts {path}: more than {MAX_PROMPTS} prompts; split the file")
     if not out:
         raise UserError(f"--prompts {path} holds no prompt")
     return out
+
+
+def _read_text(path: str) -> str:
+    """The file's text: a regular file (a device or a FIFO may never end) of at most MAX_FILE_BYTES."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+        if regular:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_FILE_BYTES + 1)  # bounded by the read itself: the file may grow after the stat
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise UserError(f"--prompts {path} cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if not regular:
+        raise UserError(f"--prompts {path} is not a regular file (a device, FIFO or folder): write the prompts to a "
+                        "file")
+    if len(raw) > MAX_FILE_BYTES:
+        raise UserError(f"--prompts {path} is larger than {MAX_FILE_BYTES >> 20} MiB: split it")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"--prompts {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _is_object(line: str) -> bool:
+    head = line.strip()
+    if not (head.startswith("{") and head.endswith("}")):
+        return False
+    try:
+        return isinstance(json.loads(head), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _json_line(where: str, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise UserError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise UserError(f"{where}: not JSON ({str(exc).splitlines()[0][:120]})") from None
+
+
+def _json_list(path: str, text: str) -> list[tuple[str, Any]]:
+    """A ``.json`` file: a list of prompt strings and ``{"prompt": ...}`` objects (or one such object)."""
+    data = _json_line(f"--prompts {path}", text)
+    data = [data] if isinstance(data, dict) else data
+    if not isinstance(data, list):
+        raise UserError(f"--prompts {path}: a .json file holds a list of prompts or {{\"prompt\": ...}} objects, got "
+                        f"{type(data).__name__}")
+    if not data:
+        raise UserError(f"--prompts {path} holds no prompt")
+    if len(data) > MAX_PROMPTS:
+        raise UserError(f"--prompts {path}: more than {MAX_PROMPTS} prompts; split the file")
+    return [(f"--prompts {path} item {n}", e) for n, e in enumerate(data)]
 
 
 def entries_from_config(prompts: Any) -> list[tuple[str, Any]]:
@@ -130,6 +180,18 @@ def plan_items(entries: list[tuple[str, Any]], base_output: Any) -> list[Item]:
         skip = bool(files) and not outs["overwrite"] and all(os.path.exists(str(f)) for f in files)
         items.append(Item(where, args, outs, skip))
     return items
+
+
+def describe(entries: list[tuple[str, Any]], base_output: Any, shown: int = 3) -> str:
+    """The dry run's ``batch:`` lines: how many videos (each line's keys and outputs checked), the first prompts."""
+    items = plan_items(entries, base_output)
+    skipped = sum(it.skip for it in items)
+    head = (f"batch:      {len(items)} videos, one load" + (f" ({skipped} skipped: their outputs exist)" if skipped
+                                                          else "")
+            + "; each line's call is checked when the batch runs, before any weight loads")
+    rows = [f"  {it.where}: {short_repr(it.args['prompt'])} -> {it.outputs['path'] or 'no mp4'}" for it in items[:shown]]
+    more = [f"  ... and {len(items) - shown} more"] if len(items) > shown else []
+    return "\n".join([head, *rows, *more])
 
 
 def check_items(model: Any, items: list[Item]) -> list[Any]:

@@ -16,11 +16,13 @@ import jax
 import numpy as np
 
 from vidax_core.config import RunConfig, to_yaml
+from vidax_core.errors import UserError
 from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import windowed
+from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
 
 
@@ -111,21 +113,61 @@ def _chunk_text(chunk: Any) -> str:
 
 
 def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any, batch: int,
-                 tokens: int | None) -> str:
-    """The ``activations:`` line: one block's live intermediates per device (:mod:`.activations`)."""
+                 tokens: int | None) -> tuple[str, int]:
+    """The ``activations:`` line and its bytes: one block's live intermediates per device (:mod:`.activations`)."""
     from vidax_core.runner.activations import block_activation_bytes, block_widths
 
     if tokens is None:
-        return "not estimated (no video token count without the latent grid and patch size)"
+        return "not estimated (no video token count without the latent grid and patch size)", 0
     widths = block_widths(abstract_state, (build.block_counts or {}).keys())
     if widths is None:
-        return "not estimated (the denoiser's parameters name no embed axis)"
+        return "not estimated (the denoiser's parameters name no embed axis)", 0
     text = int(cfg.sampling.max_sequence_length or 0)
     n = block_activation_bytes(widths, batch=batch, tokens=tokens, text_tokens=text, dp=mesh_plan.dp,
                                tp=mesh_plan.tp, sp=mesh_plan.sp, compute_bytes=np.dtype(build.param_dtype).itemsize)
     return (f"~{_fmt_bytes(n)} per device inside one block (estimate: batch {batch} over dp={mesh_plan.dp}, "
             f"{tokens} video + {text} text tokens, width {widths.model}, attention {widths.attention}, "
-            f"MLP {widths.mlp}; fp32 residual in and out + the larger of Ulysses q/k/v/out and the MLP hidden)")
+            f"MLP {widths.mlp}; fp32 residual in and out + the larger of Ulysses q/k/v/out and the MLP hidden)"), n
+
+
+def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
+               activation_bytes: int, peak: Any) -> list[str]:
+    """The ``placement:`` block (:mod:`vidax_core.runner.memory_plan`): where the text encoder, the denoiser and
+    the VAE live, the per-device peak against the device's memory, and the host memory the run holds."""
+    from vidax_core.runner import memory_plan as mp
+
+    plan = mp.Placement(budget=mp.device_budget(peak))
+    cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
+    enc = mp.encoder_bytes(ckpt)
+    where = mp.encoder_placement(cfg, ckpt, 0, peak)
+    if enc is None:
+        plan.add("text encoder", "not sized", note="its weights are not at hand", phase="encode")
+    elif where.where == "cpu":
+        plan.add("text encoder", "host CPU, then freed", host=enc, note=f"at float32; runtime.encode_on: {where.reason}",
+                 phase="encode")
+    else:
+        plan.add("text encoder", "device, then freed", enc, note="at float32, before the denoiser is placed",
+                 phase="encode")
+    streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
+    dev = int(resident / tp)
+    if cpu and streamed and cfg.offload.storage == "host":  # the CPU uses its chunks in place: no copies in flight
+        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)
+    if cfg.offload.enabled and streamed:
+        if cfg.offload.storage == "disk":
+            plan.add("denoiser", "device + disk cache", dev, note=f"{_fmt_bytes(streamed_bytes)} of blocks read through "
+                     "the page cache from ~/.cache/vidax/offload")
+        else:
+            plan.add("denoiser", "device + pinned host", dev, streamed_bytes,
+                     note="the streamed blocks once in host memory")
+    else:
+        plan.add("denoiser", "device", dev)
+    plan.add("activations", "device", activation_bytes, note="one block, estimate")
+    vae = mp.component_bytes(ckpt, "vae", as_float32=True)
+    if vae:
+        plan.add("vae", "device", vae, note="at float32, built before sampling")
+    if cpu:
+        plan.rows = [(p, w.replace("device", "cpu device"), d, h + d, n, ph) for p, w, d, h, n, ph in plan.rows]
+    return plan.lines(_fmt_bytes)
 
 
 def target_device(cfg: RunConfig, device: str | None) -> tuple[RunConfig, Any, str]:
@@ -180,6 +222,9 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
     ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
+    if cfg.sampling.num_frames is None:
+        raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
+                        "prompt, which a dry run does not load; set sampling.num_frames=...")
     builds = build_dit(spec, ckpt, cfg, plugins)
     from vidax_core import lora
 
@@ -199,12 +244,14 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         steps = p.run.sampling.num_steps
         if grid is not None:
             grid = tuple(int(v) for v in grid)
+            check_grid(spec, ckpt, plugins, builds, p.run, grid)
             place_passes(spec, builds, [p], [grid], [select_guidance(spec, ckpt, p.run, plugins)], plugins)
             sampler = select_sampler(spec, ckpt, p.run, plugins)
             steps = sampling_plan(spec, ckpt, p.run, plugins, sampler, grid).num_steps
         pass_steps.append(f"{p.name} {steps} steps")
     if latent is not None:
         latent = tuple(int(v) for v in latent)
+        check_grid(spec, ckpt, plugins, builds, cfg, latent)
         placements = [plan_placement(spec, b, cfg, plugins, latent, batch=batch) for b in builds]
         n = video_tokens(builds[0], latent)
         pt, ph, pw = builds[0].patch_size or (1, 1, 1)
@@ -217,8 +264,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
     abstracts = [abstract_model(b.ctor) for b in builds]
     sizes = [size_denoiser(a[2], b.block_counts) for a, b in zip(abstracts, builds)]
-    activations = _activations(cfg, builds[0], abstracts[0][1], mesh_plan, batch,
-                               video_tokens(builds[0], latent) if latent is not None else None)
+    activations, activation_bytes = _activations(cfg, builds[0], abstracts[0][1], mesh_plan, batch,
+                                                 video_tokens(builds[0], latent) if latent is not None else None)
     tp = cfg.parallel.tp
     chunk = cfg.offload.chunk_size
     if cfg.offload.enabled and streamed:
@@ -258,6 +305,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
+        *_placement(cfg, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp, activation_bytes, peak),
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",

@@ -13,6 +13,7 @@ sources stay open, so a rebuilt VAE reads no file again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
@@ -28,7 +29,7 @@ from vidax_core import attention, lora, precision
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
-from vidax_core.io import audio, outputs, video
+from vidax_core.io import audio, noise, outputs, video
 from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.model_api import Decoded
 from vidax_core.parallel import distributed
@@ -39,9 +40,9 @@ from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
-from vidax_core.runner import memory
-from vidax_core.runner import windowed
+from vidax_core.runner import memory, memory_plan, windowed
 from vidax_core.runner.experts import check_switch_step
+from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.text_encoders import TextEncoders
@@ -152,6 +153,8 @@ class LoadedModel:
         self._vaes: dict[str, Any] = {}
         self.encoders = TextEncoders(self._build_encoder, getattr(cfg.runtime, "text_encoder", "host"))
         self._mesh = None
+        self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
+        self.encode_on: memory_plan.EncoderPlacement | None = None
         self.load_s = time.perf_counter() - t0
         self.first_plan = self.plan_call(cfg, build_vae=False)
         if load_weights:
@@ -163,10 +166,17 @@ class LoadedModel:
         """Place every expert's weights with the base config's placement (already checked)."""
         if self.experts:
             return
+        with memory.window() as w:
+            self._load_weights()
+        self.memory_phases["load"] = w
+
+    def _load_weights(self) -> None:
         t0 = time.perf_counter()
         cfg = self.base
         plan = self.plan_call(cfg)
-        placements = P.place_passes(self.spec, self.builds, plan.passes, plan.grids, plan.guides, self.plugins)[0]
+        builds = self.builds if all(plan.grids) else [dataclasses.replace(b, patch_size=None) for b in self.builds]
+        placements = P.place_passes(self.spec, builds, plan.passes, [g or (0, 0, 0) for g in plan.grids],
+                                    plan.guides, self.plugins)[0]
         self._mesh = placements[0].mesh
         p0, guide, passes = placements[0].plan, plan.guides[0], plan.passes
         self.reporter.log(
@@ -230,8 +240,19 @@ class LoadedModel:
             self.reporter.log(s.line() + " (unfused, swapped in)")
         self._lora_now = entries
 
+    def _encoder_scope(self):
+        """Where the prompt encoder builds and runs (``runtime.encode_on``, :mod:`.memory_plan`), decided once per
+        pipe: ``vidax run`` encodes before the denoiser is placed, a loaded pipe beside its device weights."""
+        if self.encode_on is None:
+            beside = 0 if (self.single and not self.experts) else int(max(self.tracker.base, self.tracker.peak))
+            self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside)
+            self.reporter.log(f"text encoder on {'the host CPU' if self.encode_on.where == 'cpu' else 'the devices'}"
+                              f" ({self.encode_on.reason})")
+        return memory_plan.cpu_scope() if self.encode_on.where == "cpu" else contextlib.nullcontext()
+
     def _build_encoder(self) -> Any:
-        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=self.mesh)
+        mesh = None if self.encode_on is not None and self.encode_on.where == "cpu" else self.mesh
+        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=mesh)
         if encoder is None:
             raise UserError(f"the plugin of {self.spec.id} provides no text encoder")
         return encoder
@@ -275,6 +296,7 @@ class LoadedModel:
         if cfg is not self.base:
             preflight(cfg, spec, plugins)
             check_load_bound(spec, self.base, cfg)
+        build_vae = build_vae and cfg.sampling.num_frames is not None  # a predicted count: no grid before encoding
         passes = P.sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [P.select_sampler(spec, ckpt, p.run, plugins) for p in passes]
         guides = [P.select_guidance(spec, ckpt, p.run, plugins) for p in passes]
@@ -284,6 +306,7 @@ class LoadedModel:
                 raise UserError(f"the plugin of {spec.id} plans both passes and windows (plugin bug: report it)")
             grids = windowed.grids(windows)
             for grid in grids:
+                check_grid(spec, ckpt, plugins, self.builds, cfg, grid)
                 P.place_passes(spec, self.builds, passes, [grid], guides, plugins)
             return CallPlan(cfg, passes, samplers, guides, grids[:1], [None], windows)
         if build_vae:
@@ -296,12 +319,16 @@ class LoadedModel:
                 g = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=p.run)
                 grids.append(tuple(int(v) for v in g) if g is not None else None)
         for p, grid, guide in zip(passes, grids, guides):
+            if grid is not None:  # the denoiser's patch and position limits, before the parallel rules
+                check_grid(spec, ckpt, plugins, self.builds, p.run, grid)
             builds = self.builds if grid is not None else [dataclasses.replace(b, patch_size=None) for b in self.builds]
             P.place_passes(spec, builds, [p], [grid or (0, 0, 0)], [guide], plugins)
         splans = [P.sampling_plan(spec, ckpt, p.run, plugins, s, g) if g is not None else None
                   for p, s, g in zip(passes, samplers, grids)]
         for p, sp in zip(passes, splans):
             check_switch_step(p.run.sampling.boundary_step_index, self.builds, sp.num_steps if sp else None, spec.id)
+        if cfg.sampling.initial_noise and grids[0] is not None:  # what the first pass takes as latents=
+            noise.check_noise_shapes(cfg.sampling.initial_noise, self.builds[0].latent_shape(1, grids[0]))
         return CallPlan(cfg, passes, samplers, guides, grids, splans)
 
     # -- one call --------------------------------------------------------------------------------------------
@@ -316,11 +343,13 @@ class LoadedModel:
         t0 = time.perf_counter()
         found = self.encoders.lookup(key)
         if found is None:
-            encoder = self.encoders.acquire()
-            try:
-                found = P.encode_with(self.spec, encoder, cfg, self.plugins, kinds, self.mesh)
-            finally:
-                self.encoders.release(final=self.single)
+            with self._encoder_scope():
+                encoder = self.encoders.acquire()
+                try:
+                    found = P.encode_with(self.spec, encoder, cfg, self.plugins, kinds,
+                                          None if self.encode_on.where == "cpu" else self.mesh)
+                finally:
+                    self.encoders.release(final=self.single)
             self.encoders.store(key, found)
         self._encoded = (cfg, found, time.perf_counter() - t0)
         return found
@@ -336,7 +365,31 @@ class LoadedModel:
         with self._lock, precision.scope(cfg):
             return self._generate(cfg, on_progress, cancel, write_outputs, on_chunk)
 
+    def _predict_frames(self, cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+        """A call without ``sampling.num_frames`` on a model that predicts it: encode the prompts (or take the
+        encoding made during the load), ask the plugin (hook ``predict_num_frames``), and return the call's config
+        with the count, its encoding kept for the call."""
+        if cfg.sampling.num_frames is not None:
+            return cfg, None
+        plan = self.plan_call(cfg, build_vae=False)
+        pre = getattr(self, "_encoded", None)
+        if pre is None or pre[0] is not cfg:  # not encoded during the load
+            self._encode_call(plan)
+        _, found, encode_s = self._encoded
+        answer = self.plugins.call("predict_num_frames", self.spec, ckpt=self.ckpt, run=cfg, context=found[PROMPT])
+        if answer is None:
+            raise UserError(f"sampling.num_frames is not set and the plugin of {self.spec.id} predicts no frame "
+                            "count for this checkpoint: set sampling.num_frames=...")
+        frames, info = answer
+        new = dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling, num_frames=int(frames)))
+        self._encoded = (new, found, encode_s)
+        info = {"num_frames": int(frames), **dict(info or {})}
+        self.reporter.log("predicted: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                                    for k, v in info.items()))
+        return new, info
+
     def _generate(self, cfg: RunConfig, on_progress, cancel, write_outputs: bool, on_chunk=None) -> P.RunResult:
+        cfg, predicted = self._predict_frames(cfg)
         timer = Timer()
         reporter = self.reporter
         first_call = not getattr(self, "_called", False)
@@ -366,30 +419,32 @@ class LoadedModel:
                                      progress, on_chunk=on_chunk, write_outputs=write_outputs,
                                      step_key=structure_key(cfg))
         results: list[P.PassResult] = []
-        passes = plan.passes
-        for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
-                                                               plan.splans)):
-            given = None
-            if k == 0 and cfg.sampling.initial_noise:
-                given = P.initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
-            elif p.carry is not None and results:
-                reporter.log(f"{p.name}: carrying the latents over")
-                given = p.carry(results[-1].final, vae)
-            results.append(P.sample_pass(
-                self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
-                guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
-                label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
-                step_key=structure_key(p.run, k, p.name)))
-        last = results[-1]
-        final = last.final
-        out = cfg.output
-        writer = distributed.is_writer() and write_outputs  # under jax.distributed only process 0 writes
-        if out.save_latents and writer:
-            P.save_latents(out.save_latents, final)
+        with memory.window() as self.memory_phases["sampling"]:
+            passes = plan.passes
+            for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
+                                                                   plan.splans)):
+                given = None
+                if k == 0 and cfg.sampling.initial_noise:
+                    given = P.initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
+                elif p.carry is not None and results:
+                    reporter.log(f"{p.name}: carrying the latents over")
+                    given = p.carry(results[-1].final, vae)
+                results.append(P.sample_pass(
+                    self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
+                    guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
+                    label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
+                    step_key=structure_key(p.run, k, p.name)))
+            last = results[-1]
+            final = last.final
+            out = cfg.output
+            writer = distributed.is_writer() and write_outputs  # under jax.distributed only process 0 writes
+            if out.save_latents and writer:
+                P.save_latents(out.save_latents, final)
 
         t0 = time.perf_counter()
         dbar = reporter.bar(None, "decoding", unit="chunk")
-        decoded = vae.decode_video(final, on_chunk=P._follow(dbar), tiling=cfg.vae.tiling)
+        with memory.window() as self.memory_phases["decode"]:
+            decoded = vae.decode_video(final, on_chunk=P._follow(dbar), tiling=cfg.vae.tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))
@@ -408,6 +463,8 @@ class LoadedModel:
         if out.path and writer:
             write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
         metrics = P.run_metrics(self, cfg, plan, results, timer, decoded)
+        if predicted:
+            metrics["predicted"] = predicted
         if writer:
             from vidax_core.runner.cache_run import write_calibration
 

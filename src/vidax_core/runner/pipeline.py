@@ -29,7 +29,7 @@ from vidax_core.parallel import sharding
 from vidax_core.io.checkpoint import Checkpoint
 from vidax_core.io.noise import checked_noise, load_initial_noise, load_npz_noise  # noqa: F401 - importable here
 from vidax_core.config import RunConfig
-from vidax_core.errors import UserError
+from vidax_core.errors import PluginError, UserError
 from vidax_core.guidance import PROMPT, Guidance, default_guidance
 from vidax_core.model_api import Conditioning, Decoded, DitBuild, SamplingPass
 from vidax_core.runner.offload_step import OffloadedStep
@@ -93,9 +93,12 @@ def select_sampler(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: P
         if picked is not None:
             return picked
         return sched_base.sampler_from_scheduler_config(ckpt.config("scheduler"))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, PluginError) as exc:
+        cause = exc.__cause__ if isinstance(exc, PluginError) else exc  # a family's sampler of a bad config too
+        if not isinstance(cause, (ValueError, TypeError)):
+            raise
         where = "sampling.scheduler" if choice is not None else f"{ckpt.source}/scheduler/scheduler_config.json"
-        raise UserError(f"{where}: {str(exc).splitlines()[0]}") from exc
+        raise UserError(f"{where}: {str(cause).splitlines()[0]}") from exc
 
 
 def build_dit(spec: ModelSpec, ckpt: Checkpoint, cfg: RunConfig, plugins: Plugins) -> list[DitBuild]:
@@ -452,8 +455,12 @@ def run_metrics(model: Any, cfg: RunConfig, plan: Any, results: list["PassResult
         "peak_rss_mb": peak_rss_mb(),
         # anonymous memory only (the mapped checkpoint's pages are the OS's to drop), and the devices' own peak
         "peak_anon_mb": memory.peak_anon_mb(),
+        # per phase of this load and call: the anonymous MiB at its start and the most seen during it
+        "anon_mb_phases": {k: {"start": round(w.base, 1), "peak": round(w.peak, 1)}
+                           for k, w in getattr(model, "memory_phases", {}).items()},
         "peak_device_mb": memory.peak_device_mb(),
         "matmul_precision": precision.effective(cfg),
+        "text_encoder_on": getattr(getattr(model, "encode_on", None), "where", None),
         "latent_shape": _shape_list(last.shapes),
         "sampler": getattr(samplers[-1], "name", type(samplers[-1]).__name__),
         "guidance": last.guide.describe(),

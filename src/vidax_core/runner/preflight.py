@@ -8,7 +8,7 @@ from typing import Mapping
 
 from vidax_core.io import noise, outputs
 from vidax_core.io.media import check_image, check_video
-from vidax_core.config import RunConfig, check_options, check_tiling
+from vidax_core.config import RunConfig, check_options, check_required_for, check_tiling
 from vidax_core.errors import UserError
 from vidax_core.plugins import Plugins
 from vidax_core.registry import ModelSpec
@@ -19,6 +19,7 @@ VIDEO_TASKS = ("v2v",)
 
 def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_outputs: bool = True) -> None:
     """Raise a :class:`UserError` for the first problem found with ``cfg`` for model ``spec``."""
+    check_required_for(cfg, spec.predicts)
     check_options(cfg.options, spec.options, spec.id)
     check_tiling(cfg.vae.tiling, spec.tiling)
     problems = plugins.call("check_run", spec, run=cfg) or []

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from typing import Any, Callable
 
 from tqdm.auto import tqdm
+
+_OPEN: "weakref.WeakSet[tqdm]" = weakref.WeakSet()  # every bar made here and not yet closed
 
 
 class Reporter:
@@ -20,8 +23,10 @@ class Reporter:
             print(message, file=sys.stderr, flush=True)
 
     def bar(self, total: int | None, desc: str, unit: str = "it", **kwargs: Any) -> tqdm:
-        return tqdm(total=total, desc=desc, unit=unit, disable=self.quiet, file=sys.stderr, leave=True,
-                    dynamic_ncols=True, **kwargs)
+        bar = tqdm(total=total, desc=desc, unit=unit, disable=self.quiet, file=sys.stderr, leave=True,
+                   dynamic_ncols=True, **kwargs)
+        _OPEN.add(bar)
+        return bar
 
 
     def byte_progress(self, label: str, total: int | None) -> Callable[[int], None]:
@@ -34,6 +39,17 @@ class Reporter:
                 bar.close()
 
         return update
+
+
+def close_bars() -> None:
+    """Close every open bar (each ends its line), so an ``error:`` line printed next starts its own line and no
+    bar is redrawn after it when the failed work's frames are collected."""
+    for bar in list(_OPEN):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 - a bar that cannot draw any more is closed enough
+            pass
+    _OPEN.clear()
 
 
 class Timer:

@@ -61,7 +61,10 @@ class App:
                 image_path = os.path.join(self.output_dir, f"{job_id}.input.{req.image.ext}")
                 write_atomic(image_path, lambda tmp: _write_bytes(tmp, req.image.data))
             with self._resolve_lock:
-                plan = reqmod.plan(req, self.pipe, self.limits, image_path, self.model_id)
+                try:
+                    plan = reqmod.plan(req, self.pipe, self.limits, image_path, self.model_id)
+                except UserError as exc:  # the client sees its upload by its field name, never a server path
+                    raise UserError(_hide_paths(str(exc), image_path, self.output_dir)) from None
             job = Job(job_id, self.model_id, plan, os.path.join(self.output_dir, f"{job_id}.mp4"), image_path)
             self.jobs.submit(job)
             return job
@@ -102,12 +105,19 @@ def page_info(pipe: Any, limits: Limits) -> dict[str, Any]:
 
     size_step = next((k for k in (1, 2, 4, 8, 16, 32, 64, 128)
                       if valid(width=s.width + k, height=s.height + k)), 16)
-    top = min(limits.max_frames, max(4 * s.num_frames, 33), 257)
+    top = min(limits.max_frames, max(4 * (s.num_frames or 0), 33), 257)  # null: the model predicts it
     frames = [n for n in range(1, top + 1) if valid(num_frames=n)] or [s.num_frames]
     max_side = max(size_step, 2 * math.isqrt(limits.max_pixels) // size_step * size_step)
     return {"model": str(pipe.spec.id), "fps": fps, "defaults": defaults, "size_step": size_step,
             "frame_choices": frames, "max_side": max_side, "max_steps": limits.max_steps,
             "max_prompt_chars": limits.max_prompt_chars}
+
+
+def _hide_paths(message: str, image_path: str | None, output_dir: str) -> str:
+    """``message`` with the uploaded image's server path named ``input_reference`` and the output folder hidden."""
+    if image_path:
+        message = message.replace(repr(image_path), "input_reference").replace(image_path, "input_reference")
+    return message.replace(output_dir, "<output folder>")
 
 
 def _write_bytes(path: str, data: bytes) -> None:

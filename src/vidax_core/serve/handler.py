@@ -256,9 +256,24 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
+    def parse_request(self) -> bool:
+        """http.server's parse, with HTTP/0.9 refused: its answers carry no status line, so a client could not
+        tell an error from a video (a two-word ``GET /path`` line is HTTP/0.9)."""
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.send_error(400, "HTTP/0.9 requests are not supported: send HTTP/1.1 or HTTP/1.0 requests")
+            return False
+        return True
+
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (a malformed request line, oversized headers) as JSON too."""
+        """http.server's own errors (a malformed request line, oversized headers) as JSON too; each is the
+        client's mistake, so a 4xx (http.server answers an HTTP/2+ request line with 505)."""
         self.close_connection = True
+        if code == HTTPStatus.HTTP_VERSION_NOT_SUPPORTED:
+            code, message = 400, f"{message or 'unsupported HTTP version'}: send HTTP/1.1 or HTTP/1.0 requests"
+        elif code >= 500:
+            code = 400
         if getattr(self, "command", None) is None:
             self.command = "GET"
         if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":

@@ -30,6 +30,8 @@ CALL_KEYS = ("negative_prompt", "seed", "num_steps", "num_frames", "height", "wi
 MAX_SEED = 2**63 - 1
 _SIZE = re.compile(r"^\s*(\d{1,6})\s*[xX]\s*(\d{1,6})\s*$")
 _IMAGE_FORMATS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "BMP": "bmp", "GIF": "gif"}
+_NAMES = [{"WEBP": "WebP"}.get(k, k) for k in _IMAGE_FORMATS]
+_FORMAT_NAMES = f"a {', '.join(_NAMES[:-1])} or {_NAMES[-1]} file"
 
 
 @dataclass(frozen=True)
@@ -132,9 +134,9 @@ def check_image(data: bytes) -> Upload:
             fmt = img.format
             img.verify()
     except Exception:  # PIL raises many types for a broken file; all mean the same to the client
-        raise UserError("input_reference is not a readable image (send a PNG, JPEG or WebP file)") from None
+        raise UserError(f"input_reference is not a readable image (send {_FORMAT_NAMES})") from None
     if fmt not in _IMAGE_FORMATS:
-        raise UserError(f"input_reference is a {fmt} image; send a PNG, JPEG or WebP file")
+        raise UserError(f"input_reference is a {fmt} image; send {_FORMAT_NAMES}")
     return Upload(data, _IMAGE_FORMATS[fmt])
 
 

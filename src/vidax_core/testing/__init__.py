@@ -23,6 +23,28 @@ core's checks for free, and assert parity with the kit's tolerances.
   each plugin's); :mod:`~vidax_core.testing.contract_plugin` and :mod:`~vidax_core.testing.toy_groups` — toy
   families for the run contract and the planners.
 
-Importing the kit imports neither PyTorch nor JAX; pytest is needed by :mod:`~vidax_core.testing.family`, the
+The names a plugin's tests use are importable from the package itself (``from vidax_core.testing import
+FamilyTests, resolve, run_e2e, run_args, rel_l2``), resolved on first use. Importing the kit imports neither
+PyTorch nor JAX; pytest is needed by :mod:`~vidax_core.testing.family`, the
 reference helpers and the tiny fixtures need the ``test`` extra (torch, diffusers, transformers).
 """
+
+from importlib import import_module as _import_module
+
+# the kit's names a plugin's tests use, importable from ``vidax_core.testing`` (resolved on first use)
+_EXPORTS = {
+    "FamilyTests": "family", "resolve": "checks", "fp32_tolerance": "parity", "rel_l2": "parity",
+    "RUN_BOUND": "parity", "assert_run_matches": "parity", "assert_fp32_parity": "parity", "fp32_error": "parity",
+    "move_one_ulp": "parity", "run_e2e": "cli", "run_args": "cli", "overrides": "cli", "vidax": "cli",
+    "check_full_size": "reference", "write_test_image": "reference",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vidax_core.testing' has no attribute {name!r}")
+    value = getattr(_import_module(f"vidax_core.testing.{module}"), name)
+    globals()[name] = value
+    return value

@@ -8,6 +8,8 @@
   vidax's (:func:`fp32_error`, measured on vidax itself). Both depend on the CPU (vector width, which matmul kernel,
   the exp/tanh approximations), so a bound from the reference's error alone can break on another x86-64 machine
   while one from both holds wherever each implementation is as accurate as fp32 allows.
+* :func:`move_one_ulp` — every float32 array of a structure moved one ulp at random: the probe behind
+  :func:`fp32_error` and the family kit's derived tolerance.
 * :func:`fp32_error` — vidax's own fp32 rounding error on given inputs, measured as how far its output moves when
   every floating input (weights included) moves by one fp32 ulp in a seeded random direction: a backward-stable
   fp32 computation's forward error is of that size, and the measure needs no float64 build of the model. It also
@@ -58,6 +60,12 @@ def _nudge(x: Any, rng: np.random.Generator) -> Any:
         return x
     sign = rng.integers(0, 2, a.shape).astype(bool)
     return np.where(sign, np.nextafter(a, np.float32(np.inf)), np.nextafter(a, np.float32(-np.inf)))
+
+
+def move_one_ulp(x: Any, seed: int = 0) -> Any:
+    """``x`` with every float32 numpy array in it (nested dicts, lists and tuples followed) moved one ulp up or down
+    at random (``seed``); other values unchanged."""
+    return _nudge(x, np.random.default_rng(seed))
 
 
 def fp32_error(fn: Callable[..., Any], *args: Any, seed: int = 0, base: Any = None) -> float:

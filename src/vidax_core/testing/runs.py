@@ -4,8 +4,11 @@
 
 Multi-device runs need ``--xla_force_host_platform_device_count`` set before JAX is imported, hence the
 subprocess. The runs use the persistent compilation cache (:mod:`vidax_core.testing.cache`), so a layout another
-test class already compiled loads instead of compiling. Every configuration uses the same seed, so all draw the same initial noise; a configuration the core
-refuses reports its one-line error instead of a result.
+test class already compiled loads instead of compiling. Every configuration uses the same seed, so all draw the same
+initial noise, except the configurations named in ``moved``: their seeded noise is moved one float32 ulp up or down
+at random (seed 0), so their distance from the first run is the model's own float32 sensitivity (what a layout that
+changes nothing but the order of float32 operations may differ by). A configuration the core refuses reports its
+one-line error instead of a result.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from typing import Any, Mapping, Sequence
 
 
 def run_many(base: Sequence[str], configs: Mapping[str, Sequence[str]], *, devices: int = 8,
-             plugin_modules: Sequence[str] = (), timeout: int = 900) -> dict[str, Any]:
+             plugin_modules: Sequence[str] = (), moved: Sequence[str] = (), timeout: int = 900) -> dict[str, Any]:
     """``base``: ``key=value`` overrides every run shares (model.id, model.checkpoint, small sizes...);
     ``configs``: name -> extra overrides, the first being the reference. ``plugin_modules``: modules with a
-    ``register(plugins)`` function to add besides the installed plugins (test-only plugins). Returns
+    ``register(plugins)`` function to add besides the installed plugins (test-only plugins). ``moved``: names of
+    configurations whose initial noise is moved one ulp (module docstring). Returns
     ``{name: {"rel": relative L2 error of the final latents vs the first, "metrics": ...} | {"error": msg}}``."""
-    spec = {"base": list(base), "configs": {k: list(v) for k, v in configs.items()}, "plugins": list(plugin_modules)}
+    spec = {"base": list(base), "configs": {k: list(v) for k, v in configs.items()}, "plugins": list(plugin_modules),
+            "moved": list(moved)}
     # the subprocess sees what the caller imports (e.g. a plugin's src/ folder that is not installed)
     from vidax_core.testing.devices import fake_device_env
 
@@ -48,6 +53,13 @@ def _rel(a: Any, b: Any) -> float:
     return float(np.linalg.norm(np.asarray(a) - np.asarray(b)) / max(np.linalg.norm(np.asarray(b)), 1e-30))
 
 
+def _one_ulp_noise(draw):
+    """``draw`` with every value of its result moved one float32 ulp up or down at random (seed 0)."""
+    from vidax_core.testing.parity import move_one_ulp
+
+    return lambda key, shapes: move_one_ulp(draw(key, shapes))
+
+
 def _main(path: str) -> int:
     import importlib
 
@@ -56,7 +68,7 @@ def _main(path: str) -> int:
     from vidax_core import config as config_mod
     from vidax_core.errors import UserError
     from vidax_core.plugins import get_plugins
-    from vidax_core.runner import loaded
+    from vidax_core.runner import loaded, pipeline
     from vidax_core.runner.progress import Reporter
 
     with open(path) as f:
@@ -69,12 +81,17 @@ def _main(path: str) -> int:
     for name, extra in spec["configs"].items():
         overrides = list(spec["base"]) + [f"output.path={os.path.join(spec['work'], name + '.mp4')}",
                                           "output.overwrite=true"] + list(extra)
+        draw = pipeline._draw_noise
+        if name in spec.get("moved", ()):
+            pipeline._draw_noise = _one_ulp_noise(draw)
         try:
             cfg = config_mod.resolve(None, overrides, plugins.preset_for)
             res = loaded.run(cfg, plugins, Reporter(quiet=True))
         except UserError as exc:
             results[name] = {"error": str(exc)}
             continue
+        finally:
+            pipeline._draw_noise = draw
         ref = res.latents if ref is None else ref
         m = res.metrics
         results[name] = {"rel": _rel(res.latents, ref), "parallel": m["parallel"], "offload": m["offload"],

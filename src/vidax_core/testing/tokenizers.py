@@ -92,6 +92,29 @@ def make_tiny_gemma_tokenizer(out_dir: str | os.PathLike, padding_side: str = "r
     return out
 
 
+QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def make_tiny_qwen_tokenizer(out_dir: str | os.PathLike, specials=QWEN_SPECIALS) -> Path:
+    """A tiny tokenizer folder with Qwen2 / Qwen2.5-VL's conventions on the trained tiny vocabulary: Qwen's chat
+    special tokens (``specials``), ``<|endoftext|>`` pads, no post-processor (Qwen adds no tokens), right padding."""
+    import json
+
+    from tokenizers import AddedToken, Tokenizer
+
+    out = Path(out_dir)
+    base = make_tiny_t5_tokenizer(out / "_base")
+    tok = Tokenizer.from_file(str(base / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    data = dict(json.loads(tok.to_str()), post_processor=None)
+    (out / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+        "padding_side": "right", "model_max_length": 32768, "clean_up_tokenization_spaces": False}),
+        encoding="utf-8")
+    return out
+
+
 def tokenizer_vocab_size(tokenizer_dir: str | os.PathLike) -> int:
     """Number of token ids (added tokens included) of the ``tokenizer.json`` in ``tokenizer_dir``."""
     from tokenizers import Tokenizer

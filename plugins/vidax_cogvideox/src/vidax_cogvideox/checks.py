@@ -76,6 +76,23 @@ def checkpoint_config_problems(spec: Any, ckpt: Any, run: Any) -> list[str]:
     return problems
 
 
+def grid_limit(cfg):
+    """The token grid CogVideoX's position embedding covers: 5B-I2V's learned table is one size (its training
+    grid, any frame count), CogVideoX1.5's RoPE grid is sliced from one of ``sample_height x sample_width``; the
+    1.0 RoPE is resized to any grid (None)."""
+    from vidax_core import GridLimit
+
+    p = cfg.patch_size
+    grid = (None, cfg.sample_height // p, cfg.sample_width // p)
+    where = (f"sample_height={cfg.sample_height}, sample_width={cfg.sample_width} (latent pixels) / patch_size={p} in "
+             "transformer/config.json")
+    if cfg.use_learned_positional_embeddings:
+        return GridLimit(grid, f"{where} (the learned position table)", exact=True)
+    if cfg.use_rotary_positional_embeddings and cfg.patch_size_t is not None:
+        return GridLimit(grid, f"{where} (the RoPE grid)")
+    return None
+
+
 def run_problems(spec, run) -> list[str]:
     """Frame count, size, the task's inputs and the VAE tiling knobs, before any weight loads."""
     s = run.sampling

@@ -40,13 +40,14 @@ class CogVideoXPlugin(FamilyPlugin):
 
         from .flops import counter as dit_flops
 
+        from .checks import grid_limit
         from .dit import CogVideoXDiT
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         return DitBuild.of(CogVideoXDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch, block_counts={"blocks": cfg.num_layers},
                            latent_shapes=lambda batch, grid: (batch, grid[0], cfg.out_channels, *grid[1:]),
-                           flops=dit_flops(cfg))
+                           flops=dit_flops(cfg), grid_limit=grid_limit(cfg))
 
     def scheduler(self, spec, ckpt, run):
         """``options.scheduler_class``: the checkpoint's scheduler config read as that class (the official 5B

@@ -32,6 +32,16 @@ def run_problems(spec, run) -> list[str]:
     return problems
 
 
+def grid_limit(cfg):
+    """The token grid the Cosmos DiT's RoPE table covers: ``max(max_size / patch_size)`` positions along every
+    axis (diffusers' ``CosmosRotaryPosEmbed`` builds one table of that length for all three)."""
+    from vidax_core import GridLimit
+
+    n = max(m // p for m, p in zip(cfg.max_size, cfg.patch_size))
+    return GridLimit((n, n, n), f"max_size={list(cfg.max_size)} / patch_size={list(cfg.patch_size)} in "
+                                f"transformer/config.json (the DiT's RoPE table)")
+
+
 def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
     """The DiT config must be a Cosmos-Predict2.5 one and fit the VAE; read from config files only."""
     problems: list[str] = []

@@ -38,7 +38,8 @@ class Cosmos3Plugin(WanVAEHooks, FamilyPlugin):
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         p = cfg.latent_patch_size
         return DitBuild.of(Cosmos3DiT, cfg, in_channels=cfg.latent_channel, heads=cfg.num_attention_heads,
-                           patch_size=(1, p, p), block_counts={"blocks": cfg.num_hidden_layers}, flops=counter(cfg))
+                           patch_size=(1, p, p), block_counts={"blocks": cfg.num_hidden_layers}, flops=counter(cfg),
+                           pads_to_patch=True)  # H and W are zero-padded to the patch, the output cropped
 
     def convert_checkpoint(self, spec, component, tensors, abstract, config):
         """The key table of this config; ModelOpt FP8 weights are refused before any is read as a plain one."""

@@ -30,11 +30,13 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
 
         from .flops import counter as dit_flops
 
+        from .checks import grid_limit
         from .dit import CosmosDiT
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         return DitBuild.of(CosmosDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
-                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg))
+                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
+                           grid_limit=grid_limit(cfg))
 
     def guidance(self, spec, ckpt, run):
         """``cond + g * (cond - uncond)`` when guidance_scale > 1 (the pipeline's formula), else one pass."""

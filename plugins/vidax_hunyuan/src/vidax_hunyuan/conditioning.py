@@ -26,7 +26,7 @@ def image_latents(run: Any, vae: Any) -> np.ndarray:
 
     from vidax_core.io.image import load_image, preprocess_image
 
-    from .vae import encode
+    from vidax_core.vae.hunyuan import encode
 
     s = run.sampling
     x = preprocess_image(load_image(run.image), s.height, s.width)  # (1, 3, H, W) in [-1, 1]

@@ -281,7 +281,7 @@ class OriginalCheckpoint(Checkpoint):
         if component == "transformer":
             return self._dit_tensors()
         if component == "vae":
-            from .vae_convert import open_original_vae
+            from vidax_core.vae.convert_hunyuan import open_original_vae
 
             pts = sorted(f for f in os.listdir(self.path("vae")) if f.endswith((".pt", ".pth")))
             if not pts:

@@ -3,7 +3,8 @@
 Run semantics are those of diffusers' ``HunyuanVideoPipeline``: Llama-3 ``hidden_states[-3]`` of the templated
 prompt (cropped) plus the pooled CLIP-L text, embedded guidance (``guidance_scale * 1000`` is a model input, one
 pass), real classifier-free guidance on top with ``options.true_cfg_scale`` > 1, flow Euler over sigmas
-``linspace(1, 0, N + 1)[:-1]`` shifted by the checkpoint's scheduler (shift 7), and the HunyuanVideo VAE.
+``linspace(1, 0, N + 1)[:-1]`` shifted by the checkpoint's scheduler (shift 7), and the HunyuanVideo VAE (in the
+core, :mod:`vidax_core.vae.hunyuan`, since Kandinsky 5 decodes with it too).
 Registering imports no JAX.
 """
 
@@ -13,11 +14,12 @@ import functools
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.cache.layout import CacheLayout
+from vidax_core.vae.hunyuan_hooks import HunyuanVAEHooks
 
 from . import presets
 
 
-class HunyuanPlugin(FamilyPlugin):
+class HunyuanPlugin(HunyuanVAEHooks, FamilyPlugin):
     family = "hunyuan"
     models = presets.MODELS
     checkpoint_formats = ("diffusers", "hunyuan-original")
@@ -87,17 +89,6 @@ class HunyuanPlugin(FamilyPlugin):
         from .conditioning import prepare
 
         return prepare(run, vae, latent_shape) if "i2v" in spec.tasks else None
-
-    def vae_latent_shape(self, spec, ckpt, run):
-        from .autoencoder import latent_grid
-
-        s = run.sampling
-        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
-
-    def build_vae(self, spec, ckpt, run):
-        from .autoencoder import load_autoencoder
-
-        return load_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder="i2v" in spec.tasks)
 
     def open_checkpoint(self, spec, path):
         """The original release folder: ``[hunyuan-video-t2v-720p/]transformers/mp_rank_00_model_states.pt`` and

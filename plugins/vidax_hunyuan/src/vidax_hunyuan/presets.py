@@ -62,7 +62,7 @@ def _preset() -> dict:
     }
 
 
-# AutoencoderKLHunyuanVideo.enable_tiling's knobs (vidax_hunyuan.vae.HunyuanTiling): spatial, and temporal above
+# AutoencoderKLHunyuanVideo.enable_tiling's knobs (vidax_core.vae.hunyuan.HunyuanTiling): spatial, and temporal above
 # tile_sample_min_num_frames (framewise)
 TILING = {"enabled": bool, "framewise": bool, "tile_sample_min_height": int, "tile_sample_min_width": int,
           "tile_sample_min_num_frames": int, "tile_sample_stride_height": int, "tile_sample_stride_width": int,

@@ -4,7 +4,9 @@
   template, tokenized to ``max_sequence_length + crop_start`` tokens (padding side and pad token from the
   tokenizer's own config, BOS from its post-processor), encoded WITH the attention mask, and ``hidden_states[-3]``
   is kept from token ``crop_start`` on, with the mask cropped alike;
-* CLIP-L text (core ViT, ``kind="text"``): 77 tokens, the pooled output (final-norm EOS token).
+* CLIP-L text (the core's ``clip_text`` tower): 77 tokens, the pooled output (final-norm EOS token).
+
+Both towers load and encode through the core's public tower calls (:mod:`vidax_core.encoders.towers`).
 
 The DiT receives ``{"hidden", "mask", "pooled"}``.
 """
@@ -14,12 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import jax
 import numpy as np
 
-from vidax_core.encoders import decoder_llm as dl
-from vidax_core.encoders.tokenizer import TextTokenizer
-from vidax_core.encoders.vit import ViTConfig, load_vit
+from vidax_core import TextTokenizer, encode_llm, encode_vit, load_llm, load_tokenizer, load_vit_tower
 
 CLIP_LENGTH = 77
 HIDDEN_LAYER = -3  # hidden_states[-(num_hidden_layers_to_skip + 1)] with the pipeline's skip of 2
@@ -28,7 +27,7 @@ HIDDEN_LAYER = -3  # hidden_states[-(num_hidden_layers_to_skip + 1)] with the pi
 @dataclass
 class HunyuanTextEncoder:
     llama_tokenizer: TextTokenizer
-    llama: dl.DecoderLLM
+    llama: Any  # vidax_core.DecoderLLM
     clip_tokenizer: TextTokenizer
     clip: Any
 
@@ -36,17 +35,13 @@ class HunyuanTextEncoder:
 def load(ckpt: Any, *, dtype: Any, mesh: Any = None) -> HunyuanTextEncoder:
     """Both towers from a diffusers-layout checkpoint (``tokenizer``/``text_encoder``, ``tokenizer_2``/
     ``text_encoder_2``); the Llama tensor-parallel over ``mesh``'s tp axis when it has one."""
-    cfg = dl.DecoderLLMConfig.from_config(ckpt.config("text_encoder"), dtype=dtype)
-    llama = dl.load_decoder_llm(cfg, ckpt.tensors("text_encoder"), component="text encoder (Llama-3)", mesh=mesh)
-    clip_cfg = ViTConfig.clip_text(ckpt.config("text_encoder_2"))
-    clip = load_vit(clip_cfg, ckpt.tensors("text_encoder_2"), component="text encoder 2 (CLIP-L text)")
-    return HunyuanTextEncoder(TextTokenizer.from_dir(ckpt.require("tokenizer")), llama,
-                              TextTokenizer.from_dir(ckpt.require("tokenizer_2")), clip)
+    llama = load_llm(ckpt, "text_encoder", dtype=dtype, mesh=mesh, label="text encoder (Llama-3)")
+    clip = load_vit_tower(ckpt, "text_encoder_2", "clip_text", label="text encoder 2 (CLIP-L text)")
+    return HunyuanTextEncoder(load_tokenizer(ckpt, "tokenizer"), llama, load_tokenizer(ckpt, "tokenizer_2"), clip)
 
 
-@jax.jit
 def _clip_pooled(clip, ids):
-    return clip(ids)[1]
+    return encode_vit(clip, ids)[1]
 
 
 def encode(encoder: HunyuanTextEncoder, prompts: Sequence[str], *, template: str, crop_start: int,
@@ -54,11 +49,9 @@ def encode(encoder: HunyuanTextEncoder, prompts: Sequence[str], *, template: str
     """``{"hidden": (N, max_length, D), "mask": (N, max_length) int32, "pooled": (N, D_clip)}`` for ``prompts``."""
     texts = [template.format(p) for p in prompts]
     ids, mask = encoder.llama_tokenizer(texts, max_length + crop_start)
-    hidden, mask = dl.encode(encoder.llama, ids, mask, layers=HIDDEN_LAYER, crop_start=crop_start)
+    hidden, mask = encode_llm(encoder.llama, ids, mask, layers=HIDDEN_LAYER, crop_start=crop_start)
     clip_ids, _ = encoder.clip_tokenizer(list(prompts), CLIP_LENGTH)
-    pooled = _clip_pooled(encoder.clip, clip_ids)
-    return {"hidden": np.asarray(hidden, np.float32), "mask": np.asarray(mask, np.int32),
-            "pooled": np.asarray(pooled, np.float32)}
+    return {"hidden": hidden, "mask": mask, "pooled": _clip_pooled(encoder.clip, clip_ids)}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -112,11 +105,10 @@ def load_i2v(ckpt: Any, *, dtype: Any, mesh: Any = None) -> HunyuanI2VTextEncode
     crop = crop.get("height", size) if isinstance(crop, dict) else crop
     from vidax_core.encoders.clip_vision import CLIP_MEAN, CLIP_STD
 
-    tok = TextTokenizer.from_dir(ckpt.require("tokenizer"))
+    tok = load_tokenizer(ckpt, "tokenizer")
     end_header = tok.tokenizer.token_to_id("<|end_header_id|>")
-    clip_cfg = ViTConfig.clip_text(ckpt.config("text_encoder_2"))
-    clip = load_vit(clip_cfg, ckpt.tensors("text_encoder_2"), component="text encoder 2 (CLIP-L text)")
-    return HunyuanI2VTextEncoder(tok, llava, TextTokenizer.from_dir(ckpt.require("tokenizer_2")), clip,
+    clip = load_vit_tower(ckpt, "text_encoder_2", "clip_text", label="text encoder 2 (CLIP-L text)")
+    return HunyuanI2VTextEncoder(tok, llava, load_tokenizer(ckpt, "tokenizer_2"), clip,
                                  -1 if end_header is None else int(end_header), int(size), int(crop),
                                  tuple(proc.get("image_mean", CLIP_MEAN)), tuple(proc.get("image_std", CLIP_STD)))
 

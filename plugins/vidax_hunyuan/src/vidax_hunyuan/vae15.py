@@ -28,10 +28,10 @@ from flax import nnx
 from vidax_core.errors import UserError
 from vidax_core.io.arch_base import CheckedConfig
 from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
+from vidax_core.vae.hunyuan_video import HunyuanVideoAutoencoder, latent_grid
 from vidax_core.vae.loader import vae_loader
 from vidax_core.vae.tiling import TilePlan, knob, run_tiled
 
-from .autoencoder import HunyuanVideoAutoencoder, latent_grid
 from .hunyuan15_presets import TILING15
 from .vae15_blocks import Decoder, Encoder, down_levels, up_levels
 from .vae15_convert import DECODE_ONLY_IGNORE, DECODER_RULES, VAE_RULES
@@ -260,7 +260,7 @@ def latent_grid15(config: Mapping[str, Any], num_frames: int, height: int, width
 
 
 class HunyuanVideo15Autoencoder(HunyuanVideoAutoencoder):
-    """The VAE as the generic pipeline sees it, like :class:`vidax_hunyuan.autoencoder.HunyuanVideoAutoencoder`.
+    """The VAE as the generic pipeline sees it, like :class:`vidax_core.vae.hunyuan_video.HunyuanVideoAutoencoder`.
 
     The DiT's latents are the raw latents times ``scaling_factor`` (no shift): ``decode_video`` divides by it,
     decodes and returns ``video / 2 + 0.5`` clipped to [0, 1], (B, T, H, W, 3); ``encode_video`` (I2V's first
@@ -280,6 +280,6 @@ class HunyuanVideo15Autoencoder(HunyuanVideoAutoencoder):
 def load_autoencoder15(config: Mapping[str, Any], tensors: Mapping[str, Any], *, with_encoder: bool
                        ) -> HunyuanVideo15Autoencoder:
     """``vae/config.json`` and its safetensors (diffusers key names) -> the pipeline's autoencoder; as
-    :func:`vidax_hunyuan.autoencoder.load_autoencoder` for 1.0."""
+    :func:`vidax_core.vae.hunyuan_video.load_autoencoder` for 1.0."""
     cfg = HunyuanVAE15Config.from_config(config)
     return HunyuanVideo15Autoencoder(load_vae15(cfg, tensors, with_encoder=with_encoder), config)

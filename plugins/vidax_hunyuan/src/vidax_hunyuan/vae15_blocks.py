@@ -1,7 +1,7 @@
 """The layers of the HunyuanVideo-1.5 VAE (diffusers ``AutoencoderKLHunyuanVideo15``), channel-last
 ``(B, T, H, W, C)``.
 
-What it shares with the 1.0 VAE (:mod:`vidax_hunyuan.vae_blocks`, reused here): replicate-padded causal 3x3x3
+What it shares with the 1.0 VAE (:mod:`vidax_core.vae.hunyuan_blocks`, reused here): replicate-padded causal 3x3x3
 convs, 1x1x1 convs, the single-head mid-block attention with a causal *frame* mask, "resnets then one resampler"
 blocks. What is its own: every norm is the channel RMS norm ``x / ||x||_2 * sqrt(C) * gamma`` (the same layer as
 Wan's VAE, :class:`vidax_core.vae.wan21.RMSNorm`) instead of GroupNorm, so no statistic spans frames or pixels,
@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.vae.hunyuan_blocks import Block, PointwiseConv3d, ReplicateCausalConv3d, frame_causal_attention
 from vidax_core.vae.pixel_shuffle import depth_to_space, space_to_depth
 from vidax_core.vae.wan21 import RMSNorm
 
-from .vae_blocks import Block, PointwiseConv3d, ReplicateCausalConv3d, frame_causal_attention
 
 _SPACE = (1, 2, 2)
 _SPACE_TIME = (2, 2, 2)

@@ -6,7 +6,9 @@ It receives the latents ``output.save_latents`` writes, LTX2Pipeline's ``output_
 timestep-conditioned decoder the latents are normalised, mixed with decode noise ``(1 - s) z + s n`` (``s`` =
 ``decode_noise_scale``, by default ``decode_timestep``; ``n`` is vidax's own seeded draw, so parity with diffusers
 holds at ``s = 0``) and denormalised again, then decoded at ``decode_timestep``; frames ``x / 2 + 1/2`` clipped to
-[0, 1]. Audio: audio VAE to a mel spectrogram, vocoder to a waveform at the vocoder's output rate.
+[0, 1]. With ``options.video_decoder=diffusion`` the video is decoded by the LTX-2.5 diffusion decoder instead
+(:mod:`.ltx2_diffusion_decode`; the convolutional VAE is then read only for its latent statistics, or whole when an
+image is encoded). Audio: audio VAE to a mel spectrogram, vocoder to a waveform at the vocoder's output rate.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class LTX2Autoencoder:
     decode_timestep: float = 0.0
     decode_noise_scale: float | None = None
     seed: int = 0
+    diffusion: Any = None  # the LTX-2.5 diffusion decoder, when options.video_decoder=diffusion
+    placement: Any = None  # where it runs (ltx2_diffusion_decode.Placement)
+    noise_path: str | None = None  # sampling.initial_noise (its decoder_k draws replay the reference's)
 
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int]:
         from .autoencoder import latent_grid
@@ -47,6 +52,14 @@ class LTX2Autoencoder:
 
         from . import ltx2_vae
 
+        if self.diffusion is not None:
+            from .ltx2_diffusion_decode import decode, noise_source
+
+            video = decode(self.diffusion, z, noise_source(self.seed, self.noise_path), placement=self.placement,
+                           on_stage=(lambda: on_chunk(0, 1)) if on_chunk else None)
+            if on_chunk:
+                on_chunk(1, 1)
+            return _frames(video)
         cfg = self.video_cfg
         timestep = None
         if getattr(cfg, "timestep_conditioning", False):
@@ -59,8 +72,7 @@ class LTX2Autoencoder:
             timestep = np.full((z.shape[0],), self.decode_timestep, np.float32)
         video = ltx2_vae.decode(self.video_vae, z, timestep=timestep, tiling=params.get("tiling"),
                                 on_chunk=on_chunk, devices=params.get("devices") or jax.local_devices())
-        frames = np.clip(np.asarray(video, np.float32) * np.float32(0.5) + np.float32(0.5), 0.0, 1.0)
-        return np.ascontiguousarray(frames.transpose(0, 2, 3, 4, 1))
+        return _frames(video)
 
     def decode_video(self, latents, on_chunk=None, **params):
         from vidax_core.model_api import Decoded
@@ -86,19 +98,41 @@ class LTX2Autoencoder:
         raise NotImplementedError("LTX-2.x conditions on one image (image-to-video), not on a video")
 
 
+def _frames(video: Any) -> np.ndarray:
+    """Decoded pixels (B, 3, T, H, W) in [-1, 1] -> frames (B, T, H, W, 3) in [0, 1]."""
+    frames = np.clip(np.asarray(video, np.float32) * np.float32(0.5) + np.float32(0.5), 0.0, 1.0)
+    return np.ascontiguousarray(frames.transpose(0, 2, 3, 4, 1))
+
+
 def load(ckpt: Any, run: Any) -> LTX2Autoencoder:
     """The three decoders of a diffusers-layout checkpoint (``vae/``, ``audio_vae/``, ``vocoder/``), with the video
-    encoder when the run has an image to condition on."""
+    encoder when the run has an image to condition on; ``options.video_decoder=diffusion`` reads
+    ``diffusion_decoder/`` for the video instead of the VAE's decoder."""
     from .ltx2_audio import load_audio_vocoder
     from .ltx2_audio_vae import LTX2AudioVAEConfig, load_audio_vae
-    from .ltx2_vae import LTX2VAEConfig, load_ltx2_vae
+    from .ltx2_vae import LTX2VAEConfig, load_ltx2_latent_stats, load_ltx2_vae
 
     cfg = LTX2VAEConfig.from_config(ckpt.config("vae"))
-    video = load_ltx2_vae(cfg, ckpt.tensors("vae"), with_encoder=run.image is not None)
+    diffusion = placement = None
+    if run.options.get("video_decoder") == "diffusion":
+        from vidax_core import dit_weight_dtype
+
+        from . import ltx2_diffusion_decode as dd
+        from .ltx2_diffusion_decoder import LTX2DiffusionDecoderConfig
+
+        dcfg = LTX2DiffusionDecoderConfig.from_config(ckpt.config(dd.COMPONENT), dtype=dit_weight_dtype(run))
+        placement = dd.placement_for(dcfg, run)
+        diffusion = dd.load(dcfg, ckpt.tensors(dd.COMPONENT), placement)
+    if diffusion is not None and run.image is None:
+        video = None
+        load_ltx2_latent_stats(cfg, ckpt.tensors("vae"))
+    else:
+        video = load_ltx2_vae(cfg, ckpt.tensors("vae"), with_encoder=run.image is not None)
     audio = load_audio_vae(LTX2AudioVAEConfig.from_config(ckpt.config("audio_vae")), ckpt.tensors("audio_vae"),
                            with_encoder=False)
     vocoder = load_audio_vocoder(ckpt.config("vocoder"), ckpt.tensors("vocoder"))
     o = run.options
     return LTX2Autoencoder(video, cfg, audio, vocoder, float(o.get("decode_timestep") or 0.0),
                            None if o.get("decode_noise_scale") is None else float(o["decode_noise_scale"]),
-                           int(run.sampling.seed))
+                           int(run.sampling.seed), diffusion=diffusion, placement=placement,
+                           noise_path=run.sampling.initial_noise)

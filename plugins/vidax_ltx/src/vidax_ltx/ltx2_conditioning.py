@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -50,18 +51,42 @@ def _pack_audio(z):
     return jnp.transpose(z, (0, 2, 1, 3)).reshape(b, n, c * m)
 
 
+class Streams:
+    """The two streams' latent statistics of ``vae`` (:class:`LTX2Autoencoder`) and the maps between the raw layouts
+    (``latents=`` / ``audio_latents=``) and the DiT's normalised tokens."""
+
+    def __init__(self, vae: Any):
+        vc = vae.video_cfg
+        shape = (1, -1, 1, 1, 1)
+        self.v_mean = jnp.asarray(np.asarray(vc.latents_mean, np.float32).reshape(shape))
+        self.v_std = jnp.asarray(np.asarray(vc.latents_std, np.float32).reshape(shape))
+        self.v_scale = jnp.float32(vc.scaling_factor)
+        self.a_mean = jnp.asarray(vae.audio_vae.latents_mean[...], jnp.float32)
+        self.a_std = jnp.asarray(vae.audio_vae.latents_std[...], jnp.float32)
+
+    def tokens(self, raw: Any) -> tuple[jax.Array, jax.Array]:
+        """Raw ``{"video": (B, C, F, H, W), "audio": (B, C, L, M)}`` -> normalised (B, F H W, C), (B, L, C M)."""
+        v = _pack_video((jnp.asarray(raw["video"], jnp.float32) - self.v_mean) * self.v_scale / self.v_std)
+        a = (_pack_audio(jnp.asarray(raw["audio"], jnp.float32)) - self.a_mean) / self.a_std
+        return v, a
+
+    def raw(self, video: Any, audio: Any, grid: tuple[int, int, int], audio_shape: tuple[int, int, int]) -> dict:
+        """The inverse of :meth:`tokens` for the latent ``grid`` and audio (channels, frames, bins)."""
+        f, h, w = grid
+        channels, frames, bins = audio_shape
+        v = jnp.moveaxis(video.astype(jnp.float32).reshape(-1, f, h, w, video.shape[-1]), -1, 1)
+        a = audio.astype(jnp.float32) * self.a_std + self.a_mean
+        a = jnp.transpose(a.reshape(a.shape[0], frames, channels, bins), (0, 2, 1, 3))
+        return {"video": v * self.v_std / self.v_scale + self.v_mean, "audio": a}
+
+
 def prepare(run: Any, vae: Any, grid: tuple[int, int, int], dit_cfg: Any, image_crf: int = 0) -> Conditioning:
     """The conditioning of ``run`` for the latent ``grid`` with ``vae`` (:class:`LTX2Autoencoder`): text-to-video,
     or image-to-video when ``run.image`` is set (the image compressed at ``image_crf`` first)."""
     f, h, w = (int(v) for v in grid)
-    vc = vae.video_cfg
-    shape = (1, -1, 1, 1, 1)
-    v_mean = jnp.asarray(np.asarray(vc.latents_mean, np.float32).reshape(shape))
-    v_std = jnp.asarray(np.asarray(vc.latents_std, np.float32).reshape(shape))
-    v_scale = jnp.float32(vc.scaling_factor)
-    a_mean = jnp.asarray(vae.audio_vae.latents_mean[...], jnp.float32)
-    a_std = jnp.asarray(vae.audio_vae.latents_std[...], jnp.float32)
-    channels, frames, bins = vae.audio_shape(run.sampling.num_frames, float(run.options["frame_rate"]))
+    streams = Streams(vae)
+    audio_shape = vae.audio_shape(run.sampling.num_frames, float(run.options["frame_rate"]))
+    frames = audio_shape[1]
     noise_scale = float(run.options.get("noise_scale") or 0.0)
 
     mask = image_tokens = None
@@ -78,17 +103,13 @@ def prepare(run: Any, vae: Any, grid: tuple[int, int, int], dit_cfg: Any, image_
             if image_tokens is not None:
                 video = image_tokens * mask + video * (1.0 - mask)
             return {"video": np.asarray(video, np.float32), "audio": np.asarray(audio, np.float32)}
-        v = _pack_video((jnp.asarray(given["video"], jnp.float32) - v_mean) * v_scale / v_std)
-        a = (_pack_audio(jnp.asarray(given["audio"], jnp.float32)) - a_mean) / a_std
+        v, a = streams.tokens(given)
         v = video_noise_scale * video + (1.0 - video_noise_scale) * v
         a = noise_scale * audio + (1.0 - noise_scale) * a
         return {"video": np.asarray(v, np.float32), "audio": np.asarray(a, np.float32)}
 
     def finalize(x, arrays):
-        v = jnp.moveaxis(x["video"].astype(jnp.float32).reshape(-1, f, h, w, x["video"].shape[-1]), -1, 1)
-        a = x["audio"].astype(jnp.float32) * a_std + a_mean
-        a = jnp.transpose(a.reshape(a.shape[0], frames, channels, bins), (0, 2, 1, 3))
-        return {"video": v * v_std / v_scale + v_mean, "audio": a}
+        return streams.raw(x["video"], x["audio"], (f, h, w), audio_shape)
 
     arrays = {"video_positions": video_positions(dit_cfg, (f, h, w), conditioning_frame_rate(run))[None],
               "audio_positions": audio_positions(dit_cfg, frames)[None],

@@ -115,8 +115,35 @@ class LTX2Plugin(FamilyPlugin):
         from .ltx2_vae import LTX2VAEConfig
 
         c, s = LTX2VAEConfig.from_config(ckpt.config("vae")), run.sampling
+        if s.num_frames is None:  # the duration head predicts it once the prompt is encoded
+            return None
         return latent_grid(s.num_frames, s.height, s.width, int(c.temporal_compression_ratio),
                            int(c.spatial_compression_ratio))
+
+    def sampling_passes(self, spec, ckpt, run):
+        """``options.two_stage``: the distilled recipe's two stages with the latent upsampler between them."""
+        if not run.options.get("two_stage"):
+            return None
+        from .ltx2_two_stage import passes
+
+        return passes(ckpt, run)
+
+    def predict_num_frames(self, spec, ckpt, run, context):
+        """The checkpoint's duration head on the prompt's connector tokens (``LTX2Pipeline`` with ``num_frames``
+        omitted): seconds, then the frame count ``predict_num_frames`` snaps them to."""
+        if not ckpt.has("duration_head"):
+            return None
+        from . import ltx2_duration as dh
+        from .ltx2_vae import LTX2VAEConfig
+
+        head = dh.load(ckpt.config(dh.COMPONENT), ckpt.tensors(dh.COMPONENT))
+        seconds = dh.predict_seconds(head, context["video"][:1], context["audio"][:1])
+        o = run.options
+        fps = float(o["frame_rate"])
+        frames = dh.frames_for_seconds(seconds, fps, int(LTX2VAEConfig.from_config(ckpt.config("vae"))
+                                                         .temporal_compression_ratio),
+                                       float(o["min_seconds"]), float(o["max_seconds"]))
+        return frames, {"seconds": seconds, "duration_s": frames / fps}
 
     def build_vae(self, spec, ckpt, run):
         from .ltx2_autoencoder import load

@@ -6,8 +6,8 @@ set up for the distilled model, so the dev ids switch both on over it), classifi
 guidance rescale 0.7, spatio-temporal guidance 1 at block 28 (29 for LTX-2.0, as the pipeline's docs recommend) and
 modality-isolation guidance 3, 512x768 at 24 fps, 1024 text tokens. Distilled (``ltx-2.5-22b-distilled``): the 8
 distilled sigmas, no guidance of any kind. LTX-2.0 has no duration head, so its ``num_frames`` defaults to the
-pipeline's 121; LTX-2.5's pipeline predicts the length when it is omitted, which vidax does not: its ids need
-``sampling.num_frames``.
+pipeline's 121; the LTX-2.5 ids leave it unset: the checkpoint's ``duration_head/`` predicts it from the prompt
+(``options.min_seconds`` / ``max_seconds`` bound it), and a checkpoint without one needs ``sampling.num_frames``.
 
 With ``image:`` a run is ``LTX2ImageToVideoPipeline``'s: the image, H.264-compressed at ``image_crf``, becomes the
 first latent frame, held clean.
@@ -22,12 +22,17 @@ from vidax_core.registry import Option
 
 #: ``DISTILLED_SIGMA_VALUES`` of ``diffusers.pipelines.ltx2.utils`` (the scheduler appends the final 0).
 DISTILLED_SIGMAS = [1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875]
+#: ``STAGE_2_DISTILLED_SIGMA_VALUES``: the second stage of the distilled two-stage recipe.
+STAGE_2_SIGMAS = [0.909375, 0.725, 0.421875]
 #: The dev recipe's flow-Euler settings over the checkpoint's scheduler config.
 DEV_SCHEDULER = {"use_dynamic_shifting": True, "shift_terminal": 0.1}
 #: ``image_crf`` defaults (``diffusers.pipelines.ltx2.utils``): LTX-2.5 (a Gemma-4 prompt encoder) and earlier.
 IMAGE_CRF_25, IMAGE_CRF = 18, 33
 #: The pipeline's ``calculate_shift`` defaults where the scheduler config lacks a key.
 SHIFT_DEFAULTS = {"base_image_seq_len": 1024, "max_image_seq_len": 4096, "base_shift": 0.95, "max_shift": 2.05}
+
+#: ``options.video_decoder``: the convolutional VAE or the LTX-2.5 diffusion decoder.
+VIDEO_DECODERS = ("vae", "diffusion")
 
 _SCALE = float | None
 OPTIONS = {
@@ -63,6 +68,21 @@ OPTIONS = {
     "decode_noise_scale": Option(None, float | None, "share of fresh noise mixed into the latents before a "
                                  "timestep-conditioned decode; null = decode_timestep (diffusers "
                                  "decode_noise_scale)"),
+    "min_seconds": Option(1.0, float, "lower bound of the duration head's prediction when sampling.num_frames is "
+                          "unset (diffusers min_seconds)"),
+    "max_seconds": Option(20.0, float, "upper bound of the duration head's prediction when sampling.num_frames is "
+                          "unset (diffusers max_seconds)"),
+    "two_stage": Option(False, bool, "the official distilled recipe: a first stage at half the size, the LTX-2 latent "
+                        "upsampler (x2), a second stage at the size with options.stage_2_sigmas"),
+    "stage_2_sigmas": Option(list(STAGE_2_SIGMAS), list[float], "sigmas of the second stage (diffusers "
+                             "STAGE_2_DISTILLED_SIGMA_VALUES)"),
+    "stage_2_noise_scale": Option(None, float | None, "noise mixed into the upsampled latents before the second "
+                                  "stage (the second call's noise_scale); null = the first stage-2 sigma"),
+    "spatial_upsampler": Option(None, str | None, "the LTX-2 latent upsampler of options.two_stage (a diffusers "
+                                "latent_upsampler folder or file); null = the checkpoint's latent_upsampler/"),
+    "video_decoder": Option("vae", str, "vae: the convolutional video VAE (vae/); diffusion: the LTX-2.5 diffusion "
+                            "decoder (diffusion_decoder/, diffusers LTX2VideoDiffusionDecodePipeline)",
+                            choices=VIDEO_DECODERS),
 }
 
 _HUB25 = "Lightricks/LTX-2.5-Diffusers"
@@ -84,11 +104,12 @@ MODELS = [
     {"id": "ltx-2.5-22b-dev", "tasks": ("t2v", "i2v"), "hub_repo": _HUB25,
      "default_config": "configs/ltx25_22b_dev.yaml",
      "description": "LTX-2.5 22B dev: joint video + audio, Gemma-4 prompt encoder (diffusers transformer_full/)",
-     "preset": _preset(frames=None, steps=30, guidance=3.0)},
+     "preset": _preset(frames=None, steps=30, guidance=3.0), "predicts": ("num_frames",)},
     {"id": "ltx-2.5-22b-distilled", "tasks": ("t2v", "i2v"), "hub_repo": _HUB25,
      "default_config": "configs/ltx25_22b_distilled.yaml",
      "description": "LTX-2.5 22B distilled: 8 fixed sigmas, no guidance (diffusers transformer/)",
-     "preset": _preset(frames=None, steps=len(DISTILLED_SIGMAS), guidance=1.0, **_DISTILLED)},
+     "preset": _preset(frames=None, steps=len(DISTILLED_SIGMAS), guidance=1.0, **_DISTILLED),
+     "predicts": ("num_frames",)},
     {"id": "ltx-2-19b-dev", "tasks": ("t2v", "i2v"), "hub_repo": "Lightricks/LTX-2",
      "default_config": "configs/ltx2_19b_dev.yaml",
      "description": "LTX-2.0 19B dev: joint video + audio, Gemma-3 prompt encoder",

@@ -30,10 +30,10 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from .vae import PUBLISHED_VAE_CONFIG, LTXVAE, LTXVAEConfig, decode, decode_plan, encode, encode_plan, load_vae, tiling_options
+from .vae import PUBLISHED_VAE_CONFIG, LTXVAE, LTXVAEConfig, decode, decode_plan, encode, encode_plan, load_vae, read_latent_stats, tiling_options
 from .vae_convert import original_vae_tensors
 
-__all__ = ["PUBLISHED_LTX2_VAE_CONFIG", "LTX2VAEConfig", "load_ltx2_vae", "decode", "encode", "decode_plan", "encode_plan", "tiling_options",
+__all__ = ["PUBLISHED_LTX2_VAE_CONFIG", "LTX2VAEConfig", "load_ltx2_vae", "load_ltx2_latent_stats", "decode", "encode", "decode_plan", "encode_plan", "tiling_options",
            "normalize_latents", "denormalize_latents", "mix_decode_noise", "is_original_layout"]
 
 #: The published LTX-2.0 video VAE ``config.json`` (diffusers' ``convert_ltx2_to_diffusers.py``, version "2.0"):
@@ -107,11 +107,21 @@ def load_ltx2_vae(cfg: LTX2VAEConfig, tensors: Mapping[str, Any], *, with_encode
     diffusers' ``convert_ltx2_vae_to_diffusers`` does; other models' keys in a whole-model file are left out), ->
     a live VAE; ``latents_mean`` / ``latents_std`` go to ``cfg``. Every VAE key must be used (the encoder's are
     dropped when ``with_encoder`` is False)."""
+    return load_vae(cfg, _diffusers_names(tensors), with_encoder=with_encoder, put=put)
+
+
+def load_ltx2_latent_stats(cfg: LTX2VAEConfig, tensors: Mapping[str, Any]) -> None:
+    """Only ``latents_mean`` / ``latents_std`` into ``cfg`` (a run that decodes with the diffusion decoder and
+    encodes no image needs nothing else of the VAE); either layout."""
+    read_latent_stats(cfg, _diffusers_names(tensors))
+
+
+def _diffusers_names(tensors: Mapping[str, Any]) -> Mapping[str, Any]:
     if is_original_layout(tensors):
         if not any(k.startswith("vae.") for k in tensors):
             tensors = {"vae." + k: v for k, v in tensors.items()}
         tensors = original_vae_tensors(tensors, ltx2=True)
-    return load_vae(cfg, tensors, with_encoder=with_encoder, put=put)
+    return tensors
 
 
 def _stats(cfg: LTXVAEConfig) -> tuple[np.ndarray, np.ndarray, np.float32]:

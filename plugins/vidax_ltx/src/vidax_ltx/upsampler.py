@@ -1,4 +1,8 @@
-"""LTX-Video latent upscaler (diffusers ``LTXLatentUpsamplerModel``, ``ltxv-spatial-upscaler-0.9.8``) in Flax NNX.
+"""LTX-Video latent upscaler (diffusers ``LTXLatentUpsamplerModel``, ``ltxv-spatial-upscaler-0.9.8``) in Flax NNX, and
+LTX-2's (``LTX2LatentUpsamplerModel``, the LTX-2 checkpoints' ``latent_upsampler/``), which is the same network
+with its spatial upsampler as a rational resampler: a conv to ``num^2 * mid`` channels, a 2-D pixel shuffle by
+``num`` and a blur-and-stride downsample by ``den`` (``rational_spatial_scale`` 2.0 = 2/1: no blur; 1.5 = 3/2; 0.75
+= 3/4; 4.0 = 4/1; the blur is a normalised 5x5 binomial filter applied per channel and frame, zero padding 2).
 
 ``upsample(model, latents)`` is ``LTXLatentUpsamplerModel.forward``: latents (B, C, F, h, w) in, (B, C, F', h', w')
 out (2x in h and w for the spatial upscaler; 2x - 1 frames for a temporal one), float32 numpy. The network: 3x3(x3)
@@ -32,6 +36,8 @@ from vidax_core.vae.causal_conv import CausalConv3d
 from .vae import depth_to_space
 
 _GROUPS = 32
+#: ``rational_spatial_scale`` -> (upsampling factor, blur downsampling stride), as diffusers' mapping.
+RATIONAL_SCALES = {0.75: (3, 4), 1.5: (3, 2), 2.0: (2, 1), 4.0: (4, 1)}
 
 #: The published 0.9.7 / 0.9.8 spatial upscaler ``config.json``.
 PUBLISHED_UPSAMPLER_CONFIG: dict[str, Any] = dict(in_channels=128, mid_channels=512, num_blocks_per_stage=4, dims=3,
@@ -48,11 +54,19 @@ class LTXUpsamplerConfig:
     dims: int = 3
     spatial_upsample: bool = True
     temporal_upsample: bool = False
+    rational_spatial_scale: float = 2.0
+    use_rational_resampler: bool = False  # LTX2LatentUpsamplerModel's default is True (from_config)
     dtype: Any = jnp.float32
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "LTXUpsamplerConfig":
-        cfg = from_config_dict(cls, dict(config), **overrides)
+        config = dict(config)
+        if config.get("_class_name") == "LTX2LatentUpsamplerModel":
+            config.setdefault("use_rational_resampler", True)
+        cfg = from_config_dict(cls, config, **overrides)
+        if cfg.rational and float(cfg.rational_spatial_scale) not in RATIONAL_SCALES:
+            raise UserError(f"latent upsampler config: rational_spatial_scale must be one of "
+                            f"{', '.join(map(str, RATIONAL_SCALES))}, got {cfg.rational_spatial_scale}")
         if cfg.dims not in (2, 3):
             raise UserError(f"latent upsampler config: dims must be 2 or 3, got {cfg.dims}")
         if not (cfg.spatial_upsample or cfg.temporal_upsample):
@@ -64,9 +78,14 @@ class LTXUpsamplerConfig:
         return cfg
 
     @property
+    def rational(self) -> bool:
+        """LTX-2's rational resampler does the spatial-only upsampling."""
+        return self.use_rational_resampler and self.spatial_upsample and not self.temporal_upsample
+
+    @property
     def stride(self) -> tuple[int, int, int]:
         """(t, h, w) factors of the upsampler's pixel shuffle."""
-        s = 2 if self.spatial_upsample else 1
+        s = RATIONAL_SCALES[float(self.rational_spatial_scale)][0] if self.rational else 2 if self.spatial_upsample else 1
         return (2 if self.temporal_upsample else 1, s, s)
 
 
@@ -95,6 +114,36 @@ class ResBlock(nnx.Module):
         return jax.nn.silu(self.norm2(self.conv2(h)) + x)
 
 
+def blur_downsample(x: jax.Array, stride: int, size: int = 5) -> jax.Array:
+    """Per channel and frame, the normalised binomial ``size x size`` filter at ``stride`` (zero padding
+    ``size // 2``) on channels-last (B, T, H, W, C); identity at stride 1."""
+    if stride == 1:
+        return x
+    import math
+
+    k = np.array([math.comb(size - 1, i) for i in range(size)], np.float64)
+    k2 = (np.outer(k, k) / np.outer(k, k).sum()).astype(np.float32)
+    b, t, h, w, c = x.shape
+    y = jax.lax.conv_general_dilated(x.reshape(b * t, h, w, c), jnp.asarray(np.tile(k2[:, :, None, None], (1, 1, 1, c)),
+                                                                            x.dtype),
+                                     (stride, stride), [(size // 2, size // 2)] * 2,
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=c,
+                                     precision=jax.lax.Precision.HIGHEST)
+    return y.reshape(b, t, *y.shape[1:])
+
+
+class RationalResampler(nnx.Module):
+    """LTX-2's ``SpatialRationalResampler`` per frame: conv to ``num^2`` times the channels, pixel shuffle by ``num``,
+    blur downsample by ``den``."""
+
+    def __init__(self, mid: int, scale: float, *, dtype=jnp.float32):
+        self.num, self.den = RATIONAL_SCALES[float(scale)]
+        self.conv = Conv(mid, mid * self.num**2, 1, dtype=dtype)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return blur_downsample(depth_to_space(self.conv(x), (1, self.num, self.num)), self.den)
+
+
 class LTXUpsampler(nnx.Module):
     """``LTXLatentUpsamplerModel`` on channel-last latents (B, F, h, w, C). Parameters start at zeros/ones."""
 
@@ -108,8 +157,9 @@ class LTXUpsampler(nnx.Module):
         self.initial_norm = GroupNorm(mid, _GROUPS, axes=axes)
         self.res_blocks = nnx.List([ResBlock(mid, kt, axes, dtype=dtype) for _ in range(cfg.num_blocks_per_stage)])
         s = cfg.stride
-        self.upsampler = nnx.List([Conv(mid, mid * s[0] * s[1] * s[2], 3 if cfg.temporal_upsample else 1,
-                                        dtype=dtype)])
+        self.upsampler = (RationalResampler(mid, cfg.rational_spatial_scale, dtype=dtype) if cfg.rational else
+                          nnx.List([Conv(mid, mid * s[0] * s[1] * s[2], 3 if cfg.temporal_upsample else 1,
+                                         dtype=dtype)]))
         self.post_upsample_res_blocks = nnx.List([ResBlock(mid, kt, axes, dtype=dtype)
                                                   for _ in range(cfg.num_blocks_per_stage)])
         self.final_conv = Conv(mid, cfg.in_channels, kt, dtype=dtype)
@@ -118,7 +168,10 @@ class LTXUpsampler(nnx.Module):
         x = jax.nn.silu(self.initial_norm(self.initial_conv(x)))
         for blk in self.res_blocks:
             x = blk(x)
-        x = depth_to_space(self.upsampler[0](x), self.cfg.stride)
+        if self.cfg.rational:
+            x = self.upsampler(x)
+        else:
+            x = depth_to_space(self.upsampler[0](x), self.cfg.stride)
         if self.cfg.temporal_upsample:
             x = x[:, 1:]
         for blk in self.post_upsample_res_blocks:
@@ -147,14 +200,17 @@ UPSAMPLER_RULES: list[KeyRule] = [
     *_conv_rules(r"(res_blocks|post_upsample_res_blocks)\.(\d+)\.(conv1|conv2)", "{1}/{2}/{3}"),
     *_norm_rules(r"(res_blocks|post_upsample_res_blocks)\.(\d+)\.(norm1|norm2)", "{1}/{2}/{3}"),
     *_conv_rules(r"upsampler\.0", "upsampler/0"),
+    *_conv_rules(r"upsampler\.conv", "upsampler/conv"),  # LTX-2's rational resampler
 ]
+#: LTX-2's blur kernel is a fixed buffer (``upsampler.blur_down.kernel``), built here.
+UPSAMPLER_IGNORE = (r"upsampler\.blur_down\.kernel",)
 
 
 def load_upsampler(cfg: LTXUpsamplerConfig, tensors: Mapping[str, Any], *, put=None) -> LTXUpsampler:
     """A ``LTXLatentUpsamplerModel`` state dict (diffusers folder or the original ``ltxv-spatial-upscaler-*``
     file; key -> array or lazy loader) -> a live :class:`LTXUpsampler`; every key must be used."""
     graphdef, abstract, flat = abstract_model(lambda: LTXUpsampler(cfg))
-    values = convert(tensors, UPSAMPLER_RULES, flat, component="latent_upsampler")
+    values = convert(tensors, UPSAMPLER_RULES, flat, component="latent_upsampler", ignore=UPSAMPLER_IGNORE)
     return materialize(graphdef, abstract, values, put=put)
 
 
@@ -163,7 +219,7 @@ def check_upsampler_file(path: str) -> None:
     shapes are those of the model its config builds; nothing is materialized."""
     cfg, tensors = _open_files(path)
     _, _, flat = abstract_model(lambda: LTXUpsampler(cfg))
-    convert(tensors, UPSAMPLER_RULES, flat, component="latent_upsampler", check_only=True)
+    convert(tensors, UPSAMPLER_RULES, flat, component="latent_upsampler", check_only=True, ignore=UPSAMPLER_IGNORE)
 
 
 def open_upsampler(path: str, *, put=None) -> LTXUpsampler:

@@ -486,6 +486,13 @@ def load_vae(cfg: LTXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: boo
     checkpoint lacks them, diffusers' init)."""
     if any(k.startswith("vae.") for k in tensors):
         tensors = original_vae_tensors(tensors)
+    read_latent_stats(cfg, tensors)
+    return _load_tables(cfg, tensors, with_encoder=with_encoder, put=put)
+
+
+def read_latent_stats(cfg: LTXVAEConfig, tensors: Mapping[str, Any]) -> None:
+    """The ``latents_mean`` / ``latents_std`` buffers of a diffusers VAE state dict into ``cfg`` (zeros / ones when
+    the checkpoint lacks them, diffusers' init); nothing else is read."""
     c = cfg.latent_channels
     stats = {}
     for key, default in (("latents_mean", 0.0), ("latents_std", 1.0)):
@@ -496,7 +503,6 @@ def load_vae(cfg: LTXVAEConfig, tensors: Mapping[str, Any], *, with_encoder: boo
             raise UserError(f"vae checkpoint: {key} has {arr.size} entries, expected latent_channels={c}")
         stats[key] = tuple(float(a) for a in arr)
     cfg.latents_mean, cfg.latents_std = stats["latents_mean"], stats["latents_std"]
-    return _load_tables(cfg, tensors, with_encoder=with_encoder, put=put)
 
 
 _load_tables = vae_loader(LTXVAE, vae_rules(True), vae_rules(False), ignore=STATS_KEYS,

@@ -40,13 +40,14 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
         from vidax_core.wan_dit.flops import counter as dit_flops
+        from vidax_core.wan_dit.limits import grid_limit
 
         from .dit import SkyReelsDiT, example_inputs
 
         cfg = self.dit_config(ckpt, run, dtype=dit_weight_dtype(run))
         return DitBuild.of(SkyReelsDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
-                           example_inputs=functools.partial(example_inputs, cfg))
+                           grid_limit=grid_limit(cfg), example_inputs=functools.partial(example_inputs, cfg))
 
     def builtin_checkpoint(self, spec, name):
         """``tiny-random`` is a diffusion-forcing pipeline; the text- and image-to-video ids' are

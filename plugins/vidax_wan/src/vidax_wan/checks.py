@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from vidax_core.run_checks import frame_count_problems, size_problems
-
 from typing import Any, Callable
+
+from vidax_core.run_checks import frame_count_problems, size_problems
+from vidax_core.wan_dit.limits import grid_limit  # noqa: F401 - the Wan plugin states it
 
 from . import presets
 from .experts import has_component

@@ -64,13 +64,16 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         from vidax_core.wan_dit.flops import counter as dit_flops
 
         from vidax_core.wan_dit.model import WanDiT
+
+        from .checks import grid_limit
         from .experts import boundary, two_experts
 
         def one(component: str, **expert) -> DitBuild:
             cfg = self.dit_config(ckpt, component, dtype=dit_weight_dtype(run))
             return DitBuild.of(WanDiT, cfg, in_channels=cfg.out_channels, component=component,
                                heads=cfg.num_attention_heads, patch_size=cfg.patch_size,
-                               block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg), **expert)
+                               block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
+                               grid_limit=grid_limit(cfg, component), **expert)
 
         if not two_experts(ckpt):
             return one("transformer")

@@ -58,12 +58,24 @@ def make_tiny_clip_tokenizer(out_dir: str | os.PathLike) -> Path:
                        "padding_side": "right"})
 
 
+def random_clip_text(tokenizer, seed: int):
+    """A random-weight fp32 tiny ``CLIPTextModel`` (:data:`TINY_CLIP`) for ``tokenizer`` (the tiny CLIP tokenizer:
+    its ``<|endoftext|>`` is EOS and pad, the token before it BOS); HunyuanVideo's and Kandinsky 5's pipelines."""
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    clip = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer), eos_token_id=eos, bos_token_id=eos - 1,
+                                        pad_token_id=eos, **TINY_CLIP)).eval().float()
+    randomize_(clip, seed, 0.3)
+    return clip
+
+
 def build_tiny_hunyuan_pipeline(seed: int = 0, dit: dict | None = None, padding_side: str = "right"):
     """A random-weight fp32 ``HunyuanVideoPipeline`` (text-to-video)."""
     import torch
     from diffusers import (AutoencoderKLHunyuanVideo, FlowMatchEulerDiscreteScheduler, HunyuanVideoPipeline,
                            HunyuanVideoTransformer3DModel)
-    from transformers import AutoTokenizer, CLIPTextConfig, CLIPTextModel, LlamaConfig, LlamaModel
+    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
 
     tmp = Path(tempfile.mkdtemp(prefix="vidax-hunyuan-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_llama_tokenizer(tmp / "llama", padding_side)))
@@ -72,10 +84,7 @@ def build_tiny_hunyuan_pipeline(seed: int = 0, dit: dict | None = None, padding_
     llama = LlamaModel(LlamaConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                                    **TINY_LLAMA)).eval().float()
     randomize_(llama, seed + 1, 0.3)
-    eos = tokenizer_2.convert_tokens_to_ids("<|endoftext|>")
-    clip = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer_2), eos_token_id=eos, bos_token_id=eos - 1,
-                                        pad_token_id=eos, **TINY_CLIP)).eval().float()
-    randomize_(clip, seed + 2, 0.3)
+    clip = random_clip_text(tokenizer_2, seed + 2)
     transformer = HunyuanVideoTransformer3DModel(**{**TINY_DIT, **(dit or {})}).eval().float()
     randomize_(transformer, seed + 3, 0.15)
     vae = AutoencoderKLHunyuanVideo(**TINY_VAE).eval().float()
@@ -98,8 +107,8 @@ def build_tiny_hunyuan_i2v_pipeline(seed: int = 0, dit: dict | None = None):
     import torch
     from diffusers import (AutoencoderKLHunyuanVideo, FlowMatchEulerDiscreteScheduler,
                            HunyuanVideoImageToVideoPipeline, HunyuanVideoTransformer3DModel)
-    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPTextConfig, CLIPTextModel, CLIPVisionConfig,
-                              LlamaConfig, LlavaConfig, LlavaForConditionalGeneration)
+    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration)
 
     tmp = Path(tempfile.mkdtemp(prefix="vidax-hunyuan-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_llama_tokenizer(tmp / "llama")))
@@ -113,10 +122,7 @@ def build_tiny_hunyuan_i2v_pipeline(seed: int = 0, dit: dict | None = None):
         vision_feature_layer=-2, vision_feature_select_strategy="default", projector_hidden_act="gelu",
         pad_token_id=tokenizer.pad_token_id)).eval().float()
     randomize_(llava, seed + 1, 0.3)
-    eos = tokenizer_2.convert_tokens_to_ids("<|endoftext|>")
-    clip = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer_2), eos_token_id=eos, bos_token_id=eos - 1,
-                                        pad_token_id=eos, **TINY_CLIP)).eval().float()
-    randomize_(clip, seed + 2, 0.3)
+    clip = random_clip_text(tokenizer_2, seed + 2)
     transformer = HunyuanVideoTransformer3DModel(**{**TINY_DIT, "image_condition_type": "token_replace",
                                                     **(dit or {})}).eval().float()
     randomize_(transformer, seed + 3, 0.15)

@@ -98,3 +98,100 @@ def build_tiny_ltx2_pipeline(out_dir: str | os.PathLike, generation: str, seed: 
     ckpt = out / "ckpt"
     pipe.save_pretrained(str(ckpt), safe_serialization=True)
     return pipe, ckpt
+
+
+#: A tiny LTX-2.5 diffusion video decoder for the 8-channel tiny VAE: the published stage layout (strides, the
+#: causal temporal upsampling, patch 4: 32x / 8x like the VAE) at widths 64 -> 32 with 8-wide heads, short stacks,
+#: small uneven kernels (the grids of a 64x96, 9-frame video hold them: 2 x 3 latents), 4 heads in stage 5.
+DIFFUSION_DECODER = dict(latent_channels=8, patch_size=4, decoder_head_dim=8,
+                         decoder_stage_channels=(64, 32, 32, 32, 32), decoder_stage_depths=(1, 2, 1, 1, 2),
+                         decoder_stage_kernels=((3, 1, 3), (3, 3, 3), (3, 3, 5), (3, 5, 3)),
+                         decoder_upsample_channel_reductions=(2, 1, 1, 1), decoder_stage5_kernel=(5, 7, 5),
+                         decoder_t_emb_dim=16)
+
+
+def build_tiny_diffusion_decoder(folder: str | os.PathLike | None = None, seed: int = 0, **config):
+    """A random diffusers ``LTX2VideoDiffusionDecoderModel`` (:data:`DIFFUSION_DECODER` with ``config`` overrides),
+    saved with ``save_pretrained`` into ``folder`` when given (a checkpoint's ``diffusion_decoder/``)."""
+    from diffusers.models.autoencoders import LTX2VideoDiffusionDecoderModel
+
+    from vidax_core.testing.reference import randomize_
+
+    model = LTX2VideoDiffusionDecoderModel(**{**DIFFUSION_DECODER, **config}).eval()
+    randomize_(model, seed=seed, std=0.2)
+    if folder is not None:
+        model.save_pretrained(str(folder), safe_serialization=True)
+    return model
+
+
+def use_dense_neighborhood_attention(model) -> None:
+    """Give a reference ``LTX2VideoDiffusionDecoderModel`` an attention processor that runs torch's SDPA under the
+    dense boolean form of diffusers' own neighborhood mask (its ``_neighborhood_block_mask`` ``mask_mod``, evaluated
+    on every query/key pair): the same attention as its FlexAttention processor, which runs eagerly on a CPU and is
+    orders of magnitude slower there. Tiny grids only (the mask is (S, S))."""
+    import torch
+    import torch.nn.functional as F
+    from diffusers.models.autoencoders import ltx2_diffusion_decoder as ref
+
+    masks: dict = {}
+
+    def dense_mask(frames, height, width, kernel):
+        import torch.nn.attention.flex_attention as flex
+
+        if (frames, height, width, kernel) in masks:
+            return masks[frames, height, width, kernel]
+        captured = {}
+        original = flex.create_block_mask
+        flex.create_block_mask = lambda mask_mod, **kw: captured.setdefault("mod", mask_mod)
+        try:
+            ref._neighborhood_block_mask(frames, height, width, kernel, torch.device("cpu"))
+        finally:
+            flex.create_block_mask = original
+        idx = torch.arange(frames * height * width)
+        mask = masks[frames, height, width, kernel] = captured["mod"](0, 0, idx[:, None], idx[None, :])
+        return mask
+
+    class Dense:
+        def __call__(self, attn, hidden_states, block_mask=None):
+            b, t, h, w, _ = hidden_states.shape
+            q, k, v = (x.reshape(b, t * h * w, attn.heads, attn.head_dim).transpose(1, 2)
+                       for x in attn.project_qkv(hidden_states))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=dense_mask(t, h, w, attn.kernel_size), scale=1.0)
+            return attn.to_out[0](out.transpose(1, 2).reshape(b, t, h, w, attn.heads * attn.head_dim))
+
+    for module in model.modules():
+        if isinstance(module, ref.LTX2VideoVaeNeighborhoodAttention):
+            module.processor = Dense()
+
+
+def with_tiny_duration_head(pipe, seed: int = 0):
+    """``pipe`` (a tiny LTX2Pipeline) with a random diffusers ``LTX2DurationHead`` sized to its connectors' outputs
+    (2 queries, 2 heads), as LTX-2.5 checkpoints ship one."""
+    from diffusers import LTX2Pipeline
+    from diffusers.pipelines.ltx2.duration_head import LTX2DurationHead
+
+    from vidax_core.testing.reference import randomize_
+
+    c = pipe.connectors.config
+    head = LTX2DurationHead(video_cross_attention_dim=c.video_hidden_dim, audio_cross_attention_dim=c.audio_hidden_dim,
+                            pooler_hidden_dim=16, num_queries=2, num_pooler_heads=2, mlp_hidden_dim=8).eval()
+    randomize_(head, seed=seed, std=0.3)
+    out = LTX2Pipeline(**{**pipe.components, "duration_head": head})
+    out.set_progress_bar_config(disable=True)
+    return out
+
+
+def build_tiny_latent_upsampler(folder: str | os.PathLike | None = None, seed: int = 0, **config):
+    """A random diffusers ``LTX2LatentUpsamplerModel`` for the 8-channel tiny VAE (32 mid channels, one block per
+    stage, the rational x2 resampler), saved with ``save_pretrained`` into ``folder`` when given (a checkpoint's
+    ``latent_upsampler/``)."""
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    from vidax_core.testing.reference import randomize_
+
+    model = LTX2LatentUpsamplerModel(**{"in_channels": 8, "mid_channels": 32, "num_blocks_per_stage": 1,
+                                        **config}).eval()
+    randomize_(model, seed=seed, std=0.1)
+    if folder is not None:
+        model.save_pretrained(str(folder), safe_serialization=True)
+    return model

@@ -24,8 +24,8 @@ from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.convert import ConversionError, convert  # noqa: E402
 from vidax_core.nn.state import abstract_model, flat_state  # noqa: E402
 from vidax_core.testing.devices import xla_flags
-from vidax_hunyuan.vae import HunyuanVAE, HunyuanVAEConfig, decode, encode, load_vae  # noqa: E402
-from vidax_hunyuan.vae_convert import VAE_RULES, open_original_vae  # noqa: E402
+from vidax_core.vae.convert_hunyuan import VAE_RULES, open_original_vae  # noqa: E402
+from vidax_core.vae.hunyuan import HunyuanVAE, HunyuanVAEConfig, decode, encode, load_vae  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("hunyuan_vae")
 
@@ -157,7 +157,7 @@ def test_frame_causal_attention_is_the_reference_mask():
     """Per-frame attention calls equal one dense softmax with diffusers' causal frame mask."""
     from diffusers.models.autoencoders.autoencoder_kl_hunyuan_video import prepare_causal_attention_mask
 
-    from vidax_hunyuan.vae_blocks import frame_causal_attention
+    from vidax_core.vae.hunyuan_blocks import frame_causal_attention
 
     frames, hw, d = 3, 4, 8
     rng = np.random.default_rng(9)
@@ -235,7 +235,7 @@ import numpy as np
 import jax
 jax.config.update("jax_default_matmul_precision", "highest")
 import vidax_core.vae.tiling as tiling_mod
-from vidax_hunyuan.vae import HunyuanVAEConfig, decode, load_vae
+from vidax_core.vae.hunyuan import HunyuanVAEConfig, decode, load_vae
 used = []
 placements = tiling_mod.placements
 tiling_mod.placements = lambda devs: (used.append(len(devs)), placements(devs))[1]

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The flagship models end to end on one accelerator chip, random full-size weights written with numpy.
+#
+#   benchmarks/tpu_big.sh OUT_DIR CASE [--wheels DIR]      CASE: wan21-14b | wan22-a14b | hunyuan15-480p
+#
+# Each case fits one command of at most 10 minutes: the checkpoint is written once under WEIGHTS (default
+# /tmp/vidax-big/<case>; kept while the machine stays warm, so a second case or a rerun skips the write), then one
+# `vidax run` at the model's reference size with 8-bit weights and offload, STEPS sampling steps (default 4: the
+# per-step time is the median of the steps after the first), the whole video decoded and written (the mp4 under
+# WEIGHTS, too large to bring back). Results: OUT_DIR/<case>.json (the run's metrics: s/step, MFU, compile,
+# decode, peak device and host memory, the writer's summary) and OUT_DIR/<case>.md.
+#   wan21-14b       Wan2.1-T2V-14B, 480x832x81, fp8 blocks, the full UMT5-XXL encoder, offload chunk 2
+#   wan22-a14b      Wan2.2-T2V-A14B, the same, both experts streamed from a disk cache (two 14B experts do not fit
+#                   a 40 GB host beside the TPU runtime in pinned memory)
+#   hunyuan15-480p  HunyuanVideo-1.5 T2V 480p, 848x480x121, fp8 blocks, the full Qwen2.5-VL-7B text tower
+# --wheels DIR installs vidax from wheels first (benchmarks/accelerator.sh --wheels, TPU form). PYTHON picks the
+# interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N and FULL_TEXT=0 write a cut
+# checkpoint (N blocks, a one-layer text encoder) to check the script itself on a small machine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: benchmarks/tpu_big.sh OUT_DIR CASE [--wheels DIR]}
+CASE=${2:?usage: benchmarks/tpu_big.sh OUT_DIR CASE [--wheels DIR]}
+shift 2
+WHEELS=""
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --wheels) WHEELS=${2:?--wheels needs a folder}; shift ;;
+    *) echo "error: unknown argument $1 (use --wheels DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+start=$(date +%s)
+log() { echo "[tpu_big.sh +$(( $(date +%s) - start ))s] $*" >&2; }
+mkdir -p "$OUT"
+if [ -n "$WHEELS" ]; then
+  SITE=${SITE:-/tmp/vidax-site}
+  if [ ! -d "$SITE/vidax_core" ]; then
+    log "installing vidax from $WHEELS into $SITE"
+    PIP=("$PY" -m pip install -q --isolated --disable-pip-version-check --only-binary=:all: --target "$SITE")
+    PIP_CONFIG_FILE=/dev/null "${PIP[@]}" --index-url "${TPU_INDEX:-file:///opt/pypi/simple}" --find-links "$WHEELS" \
+      "flax>=0.12,<=0.12.8" omegaconf pluggy safetensors huggingface_hub tokenizers sentencepiece jinja2 imageio \
+      imageio-ffmpeg tqdm psutil pillow ml_dtypes \
+      && PIP_CONFIG_FILE=/dev/null "${PIP[@]}" --no-index --no-deps --upgrade "$WHEELS"/vidax_*.whl \
+      || { echo "error: installing into $SITE failed" >&2; exit 2; }
+  fi
+  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$SITE
+fi
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+STEPS=${STEPS:-4}
+case "$CASE" in
+  wan21-14b) ID=wan2.1-t2v-14b CONFIG=configs/wan21_14b_480p.yaml
+             RUN=(offload.enabled=true offload.chunk_size=2) ;;
+  wan22-a14b) ID=wan2.2-t2v-a14b CONFIG=configs/wan22_t2v_a14b_480p.yaml
+              RUN=(offload.enabled=true offload.chunk_size=2 offload.storage=disk) ;;
+  hunyuan15-480p) ID=hunyuanvideo-1.5-t2v-480p CONFIG=configs/hunyuan15_t2v_480p.yaml
+                  RUN=(offload.enabled=true offload.chunk_size=2) ;;
+  *) echo "error: unknown case $CASE (wan21-14b, wan22-a14b, hunyuan15-480p)" >&2; exit 2 ;;
+esac
+WEIGHTS=${WEIGHTS:-/tmp/vidax-big}
+CK="$WEIGHTS/$CASE"
+if [ ! -f "$CK/random_checkpoint.json" ]; then
+  rm -rf "$CK"
+  log "writing $ID with random fp8 weights and its full text encoder into $CK"
+  "$PY" -m vidax_core.cli bench --write-random-checkpoint "$ID" "$CK" --weight-dtype float8_e4m3fn \
+    $([ "${FULL_TEXT:-1}" = 1 ] && echo --full-text-encoder) ${BLOCKS:+--blocks $BLOCKS} \
+    || { echo "error: writing the checkpoint failed" >&2; exit 1; }
+fi
+log "running $CONFIG, $STEPS steps: ${RUN[*]} ${EXTRA:-}"
+export VIDAX_OFFLOAD_CACHE=${VIDAX_OFFLOAD_CACHE:-$WEIGHTS/offload-cache}
+"$PY" -m vidax_core.cli run "$CONFIG" "model.checkpoint=$CK" "sampling.num_steps=$STEPS" "${RUN[@]}" ${EXTRA:-} \
+  "output.path=$WEIGHTS/$CASE.mp4" output.overwrite=true "output.metrics=$OUT/$CASE.run.json"
+rc=$?
+"$PY" - "$OUT" "$CASE" "$CK" "$rc" "$(( $(date +%s) - start ))" <<'EOF'
+import json, os, sys
+out, case, ck, rc, wall = sys.argv[1:6]
+row = {"case": case, "exit": int(rc), "wall_s": int(wall)}
+for name, key in (("random_checkpoint.json", "checkpoint"),):
+    p = os.path.join(ck, name)
+    row[key] = json.load(open(p)) if os.path.exists(p) else None
+p = os.path.join(out, case + ".run.json")
+m = json.load(open(p)) if os.path.exists(p) else {}
+row["metrics"] = m
+json.dump(row, open(os.path.join(out, case + ".json"), "w"), indent=1)
+keys = ["per_step_s", "mfu", "compile_s", "decode_s", "encode_s", "load_s", "total_s", "peak_device_mb",
+        "peak_anon_mb", "peak_rss_mb", "matmul_precision", "attention_backend"]
+with open(os.path.join(out, case + ".md"), "w") as f:
+    f.write(f"| case | exit | wall s | " + " | ".join(keys) + " |\n|" + "---|" * (len(keys) + 3) + "\n")
+    f.write(f"| {case} | {rc} | {wall} | " + " | ".join(str(m.get(k, "-")) for k in keys) + " |\n")
+print(open(os.path.join(out, case + ".md")).read())
+EOF
+exit "$rc"

@@ -1,0 +1,25 @@
+"""The VAE hooks of a family whose checkpoint's ``vae/`` is diffusers' AutoencoderKLHunyuanVideo: HunyuanVideo and
+Kandinsky 5 mix :class:`HunyuanVAEHooks` in before :class:`vidax_core.FamilyPlugin`. Importing it imports no JAX
+(registration stays light); the VAE code loads on first use."""
+
+from __future__ import annotations
+
+
+class HunyuanVAEHooks:
+    """``vae_channels_last``: the family's latents are ``(B, F, h, w, C)`` (Kandinsky 5) rather than
+    ``(B, C, F, h, w)`` (HunyuanVideo); see :class:`vidax_core.vae.hunyuan_video.HunyuanVideoAutoencoder`."""
+
+    vae_channels_last = False
+
+    def build_vae(self, spec, ckpt, run):
+        """The checkpoint's VAE, with its encoder only for image-to-video models."""
+        from vidax_core.vae.hunyuan_video import load_autoencoder
+
+        return load_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder="i2v" in spec.tasks,
+                                channels_last=self.vae_channels_last)
+
+    def vae_latent_shape(self, spec, ckpt, run):
+        from vidax_core.vae.hunyuan_video import latent_grid
+
+        s = run.sampling
+        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None

@@ -1,0 +1,61 @@
+"""Where the prompt encoder computes (``runtime.encode_on``) and the dry run's placement block (issue 39 item 3)."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import vidax
+from vidax_core import cli
+from vidax_core.runner import memory_plan as mp
+from vidax_core.runner import throughput
+
+DEMO = os.path.join(os.path.dirname(__file__), "..", "configs", "demo.yaml")
+FAST = ("sampling.num_steps=2", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5",
+        "sampling.max_sequence_length=16")
+
+
+def _cfg(encode_on="auto"):
+    return SimpleNamespace(runtime=SimpleNamespace(encode_on=encode_on))
+
+
+def test_auto_puts_an_encoder_that_does_not_fit_on_the_host_cpu(monkeypatch):
+    peak = throughput.named("tpu-v5e")  # a named target: the local CPU backend is not what is planned
+    monkeypatch.setattr(mp, "encoder_bytes", lambda ckpt: int(22.8 * 2**30))  # UMT5-XXL at float32
+    got = mp.encoder_placement(_cfg(), None, 0, peak)
+    assert got.where == "cpu" and "exceed" in got.reason
+    monkeypatch.setattr(mp, "encoder_bytes", lambda ckpt: int(4 * 2**30))
+    assert mp.encoder_placement(_cfg(), None, 0, peak).where == "device"
+    # beside a placed denoiser of 12 GiB the same encoder no longer fits
+    assert mp.encoder_placement(_cfg(), None, 12 * 2**30, peak).where == "cpu"
+    assert mp.encoder_placement(_cfg("device"), None, 12 * 2**30, peak).where == "device"  # asked for
+
+
+def test_encoding_on_the_cpu_backend_makes_the_same_video():
+    with vidax.load(DEMO, *FAST) as pipe:
+        dev = pipe()
+    with vidax.load(DEMO, *FAST, "runtime.encode_on=cpu") as pipe:
+        cpu = pipe()
+    assert dev.metrics["text_encoder_on"] == "device" and cpu.metrics["text_encoder_on"] == "cpu"
+    np.testing.assert_array_equal(np.asarray(cpu.latents), np.asarray(dev.latents))
+
+
+@pytest.mark.parametrize("device,verdict", [("h200", "fits"), ("tpu-v5e", "fits")])
+def test_dry_run_prints_the_placement(device, verdict, capfd):
+    assert cli.main(["run", DEMO, "--dry-run", "--device", device, "offload.enabled=true"]) == 0
+    out = capfd.readouterr().out
+    lines = out[out.index("placement:"):].splitlines()
+    assert lines[1].lstrip().startswith("text encoder") and "device, then freed" in lines[1]
+    assert lines[2].lstrip().startswith("denoiser") and "device + pinned host" in lines[2]
+    assert any(line.strip().startswith("peak per device") and line.endswith(verdict) for line in lines)
+    assert any(line.strip().startswith("host memory ~") for line in lines)
+
+
+def test_dry_run_names_the_keys_when_it_does_not_fit(capfd, monkeypatch):
+    monkeypatch.setattr(mp, "device_budget", lambda peak=None: 1024)  # a device of 1 KiB
+    assert cli.main(["run", DEMO, "--dry-run", "--device", "h200"]) == 0
+    out = capfd.readouterr().out
+    assert "does not fit: set offload.enabled=true" in out
