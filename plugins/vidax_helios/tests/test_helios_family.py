@@ -1,7 +1,7 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny Helios DiT (4 heads, amplified history keys)
 over two chunks: TP 2 x SP 2 and offload with SP 2 give the one-device latents (the history tokens and their
 modulation, RoPE and key scales under Ulysses and the block streaming); the same for the pyramid pipeline
-(Helios-Distilled: three stages per chunk, the chunk's tokens 16x fewer in the first)."""
+(Helios-Distilled over two chunks: three stages per chunk, the chunk's tokens 16x fewer in the first)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class TestHeliosFamily(FamilyTests):
 class TestHeliosPyramidFamily(FamilyTests):
     model_id = "helios-distilled"
     overrides = ("prompt=a small red fox runs in the snow", "sampling.num_steps=3", "sampling.height=64",
-                 "sampling.width=64", "sampling.num_frames=14", "sampling.guidance_scale=1.0",
+                 "sampling.width=64", "sampling.num_frames=9", "sampling.guidance_scale=1.0",
                  "sampling.max_sequence_length=16", "options.history_sizes=[8, 2, 1]",
                  "options.num_latent_frames_per_chunk=2", "options.pyramid_num_inference_steps_list=[1, 1, 1]")
     golden = os.path.join(os.path.dirname(__file__), "golden", "helios_pyramid_tiny_sharding.json")
