@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -43,7 +44,8 @@ WEIGHT_DTYPES = ("bfloat16", "float8_e4m3fn", "int8")
 FLOAT32_COMPONENTS = ("vae", "audio_vae", "vocoder", "latent_upsampler")
 TEXT_COMPONENTS = re.compile(r"^text_encoder(_\d+)?$")
 DIT_COMPONENTS = re.compile(r"^transformer(_\d+)?$")
-_POOL_ELEMENTS = 1 << 22
+_POOL_ELEMENTS = 1 << 20
+_POOLS_KEPT = 8
 _INDEX = re.compile(r"^(.*?)\.(\d+)\.")
 
 
@@ -194,7 +196,7 @@ class _Pools:
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.unit = self.rng.standard_normal(_POOL_ELEMENTS, dtype=np.float32)
-        self._pools: dict[tuple, np.ndarray] = {}
+        self._pools: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the most recently used few
 
     def pool(self, dt: str, mean: float, std: float) -> np.ndarray:
         std = float(2.0 ** (round(4 * np.log2(std)) / 4)) if std > 0 else 0.0  # few pools: std to 2^(k/4)
@@ -204,6 +206,9 @@ class _Pools:
                 self._pools[key] = np.clip(np.rint(self.unit * 32.0), -127, 127).astype(np.int8)
             else:
                 self._pools[key] = (self.unit * np.float32(std) + np.float32(mean)).astype(_np_dtype(dt))
+            while len(self._pools) > _POOLS_KEPT:
+                self._pools.popitem(last=False)
+        self._pools.move_to_end(key)
         return self._pools[key]
 
     def write(self, f: Any, n: int, dt: str, mean: float, std: float) -> None:

@@ -190,26 +190,27 @@ class LoadedModel:
             with precision.scope(cfg):
                 self._encode_call(plan)
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading
-        for build, placement in zip(self.builds, placements):
-            files = ()
-            if placement.offload_groups and cfg.offload.storage == "disk":  # refused before any weight is read
-                files = tuple(check_streamable(self.ckpt.tensors(build.component),
-                                               f"{self.ckpt.source} ({build.component})"))
-            build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
-                                      put=placement.put, adapters=self.adapters)
-            if placement.offload_groups:
-                host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
-                                  placement.specs, placement.mesh, storage=cfg.offload.storage, files=files,
-                                  extra={"component": build.component, "lora": repr(cfg.lora), "mode": cfg.lora_mode},
-                                  log=self.reporter.log)
-                self.experts.append(P.Expert(build, placement, model, host=host))
-            else:
-                graphdef, params = nnx.split(model)
-                self.experts.append(P.Expert(build, placement, None, graphdef, params))
-                self.tracker.base += sharding.per_device_bytes(params)
-            del model
-            self.ckpt.forget(build.component)  # placed: the file is unmapped (a disk cache is its own file)
-        gc.collect()  # the conversion's lazy leaves and staging buffers, some held in reference cycles
+        with memory.window() as self.memory_phases["weights"]:  # reading and placing the denoisers alone
+            for build, placement in zip(self.builds, placements):
+                files = ()
+                if placement.offload_groups and cfg.offload.storage == "disk":  # refused before any weight is read
+                    files = tuple(check_streamable(self.ckpt.tensors(build.component),
+                                                   f"{self.ckpt.source} ({build.component})"))
+                build, model = P.load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
+                                          put=placement.put, adapters=self.adapters)
+                if placement.offload_groups:
+                    host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
+                                      placement.specs, placement.mesh, storage=cfg.offload.storage, files=files,
+                                      extra={"component": build.component, "lora": repr(cfg.lora), "mode": cfg.lora_mode},
+                                      log=self.reporter.log)
+                    self.experts.append(P.Expert(build, placement, model, host=host))
+                else:
+                    graphdef, params = nnx.split(model)
+                    self.experts.append(P.Expert(build, placement, None, graphdef, params))
+                    self.tracker.base += sharding.per_device_bytes(params)
+                del model
+                self.ckpt.forget(build.component)  # placed: the file is unmapped (a disk cache is its own file)
+            gc.collect()  # the conversion's lazy leaves and staging buffers, some held in reference cycles
         self.load_s += time.perf_counter() - t0
 
     def use_adapters(self, cfg: RunConfig) -> None:
