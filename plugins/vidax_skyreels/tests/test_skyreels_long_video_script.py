@@ -1,6 +1,6 @@
 """benchmarks/skyreels_long_video.py (the accelerator figure's one command) end to end on CPU at tiny size (the built-in
 tiny checkpoint): it makes a long video window by window and prints one row per window (the real-shape random
-checkpoint it writes otherwise is test_skyreels_random_checkpoint's)."""
+checkpoint it writes otherwise is tests/test_random_checkpoint.py's)."""
 
 from __future__ import annotations
 

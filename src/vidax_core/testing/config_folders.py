@@ -3,8 +3,7 @@ random-checkpoint writer: what a family's ``scripts/published_config_folders.py`
 
 :func:`write_wan_based` writes one folder of a family built on Wan's parts (Wan2.1 VAE, UMT5-XXL): the transformer
 config as diffusers fills it on the meta device, the VAE's and UMT5's, the scheduler config and the index. Needs the
-test extra (torch, diffusers, transformers). :func:`assert_layout_loads` checks an id's shipped layout (what the
-random-checkpoint writer builds from such folders) against the family's loaders, without torch.
+test extra (torch, diffusers, transformers).
 """
 
 from __future__ import annotations
@@ -61,13 +60,3 @@ def write_wan_based(root: str, *, pipeline: str, transformer: Any, transformer_c
     write_json(os.path.join(root, "scheduler"), "scheduler_config.json", dict(scheduler))
     print("wrote", root)
 
-
-def assert_layout_loads(model_id: str, folder: str) -> list[str]:
-    """``model_id``'s published layout (``assets/published``) written as a checkpoint of sparse zeros into
-    ``folder`` (``vidax bench --write-random-checkpoint``, no torch) must pass the family's own loaders key by key
-    and shape by shape; returns the components checked."""
-    from vidax_core.bench.random_checkpoint import check_with_loaders, write_random_checkpoint
-
-    summary = write_random_checkpoint(model_id, folder, fill="zeros", log=lambda _: None)
-    assert summary["components"]["transformer"]["bytes"] > 2e9, summary  # bf16: a real DiT's size
-    return check_with_loaders(model_id, folder)
