@@ -131,12 +131,16 @@ class Pipe:
         return n
 
     def __call__(self, *, on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
-                 **kwargs: Any) -> Output:
-        """One video; ``on_progress(done, total)`` is called after each step, ``cancel`` (an Event, or a function
-        returning true to stop) is checked between steps."""
+                 on_chunk: Callable[[np.ndarray, int, int], None] | None = None, **kwargs: Any) -> Output:
+        """One video. ``on_progress(done, total)`` after every denoising step (of every window of a chunked
+        model); ``on_chunk(frames, k, n)`` with the new frames (B, T, H, W, 3) as each of the ``n`` windows of a
+        chunked model completes (once, with every frame, for other models); ``cancel`` (an Event or a callable)
+        stops the run between steps and keeps nothing partial."""
         check_callbacks(on_progress, cancel)
+        if on_chunk is not None and not callable(on_chunk):
+            raise UserError(f"on_chunk must be a function of (frames, k, n), got {type(on_chunk).__name__}")
         cfg = self._call_config(kwargs)
-        result = self._model.generate(cfg, on_progress=on_progress, cancel=cancel)
+        result = self._model.generate(cfg, on_progress=on_progress, cancel=cancel, on_chunk=on_chunk)
         return Output(result.frames, result.latents, result.metrics, result.audio, result.sample_rate,
                       int(cfg.output.fps))
 

@@ -21,6 +21,7 @@ from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
+from vidax_core.runner import windowed
 from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
 
@@ -233,6 +234,9 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     check_switch_step(cfg.sampling.boundary_step_index, builds, cfg.sampling.num_steps, spec.id)
     batch = expected_batch(select_guidance(spec, ckpt, cfg, plugins))
     latent = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
+    windows = windowed.plan(spec, ckpt, cfg, plugins)
+    if windows is not None:  # a chunked run denoises one window at a time: the largest one is sized below
+        latent = windowed.grids(windows)[0]
     passes = sampling_passes(spec, ckpt, cfg, plugins)
     pass_steps = []
     for p in passes if len(passes) > 1 else ():  # every pass's size meets the parallel rules, as in a run
@@ -288,6 +292,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
         *([f"passes:     {'; '.join(pass_steps)} (the largest pass is sized below)"] if pass_steps else []),
+        *([f"windows:    {windowed.describe(windows)} (one window at a time on the devices: the largest is sized "
+           "below)"] if windows is not None else []),
         f"tokens:     {tokens}",
         f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"
         + (" (the device's policy)" if device and cfg.model.dtype == getattr(peak, "policy", None) else ""),

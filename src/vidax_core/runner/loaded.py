@@ -40,7 +40,7 @@ from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import pipeline as P
-from vidax_core.runner import memory, memory_plan
+from vidax_core.runner import memory, memory_plan, windowed
 from vidax_core.runner.experts import check_switch_step
 from vidax_core.runner.grid_check import check_grid
 from vidax_core.runner.preflight import preflight
@@ -105,9 +105,12 @@ class CallPlan:
     guides: list
     grids: list
     splans: list
+    windows: Any = None  # a chunked run's vidax_core.windows.WindowedSampling (grids: its largest window's)
 
     @property
     def total_steps(self) -> int:
+        if self.windows is not None:
+            return self.windows.total_steps
         return int(sum(s.num_steps for s in self.splans))
 
 
@@ -298,6 +301,15 @@ class LoadedModel:
         passes = P.sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [P.select_sampler(spec, ckpt, p.run, plugins) for p in passes]
         guides = [P.select_guidance(spec, ckpt, p.run, plugins) for p in passes]
+        windows = windowed.plan(spec, ckpt, cfg, plugins)
+        if windows is not None:  # every window's grid meets the placement rules; the largest sizes the mesh
+            if len(passes) > 1:
+                raise UserError(f"the plugin of {spec.id} plans both passes and windows (plugin bug: report it)")
+            grids = windowed.grids(windows)
+            for grid in grids:
+                check_grid(spec, ckpt, plugins, self.builds, cfg, grid)
+                P.place_passes(spec, self.builds, passes, [grid], guides, plugins)
+            return CallPlan(cfg, passes, samplers, guides, grids[:1], [None], windows)
         if build_vae:
             vae = self.vae(passes[-1].run)
             grids = [tuple(vae.latent_shape(p.run.sampling.num_frames, p.run.sampling.height, p.run.sampling.width))
@@ -344,13 +356,15 @@ class LoadedModel:
         return found
 
     def generate(self, cfg: RunConfig | None = None, *, on_progress: Callable[[int, int], None] | None = None,
-                 cancel: Any = None, write_outputs: bool = True) -> P.RunResult:
-        """One video from ``cfg`` (a call config of this model; default: the base config)."""
+                 cancel: Any = None, write_outputs: bool = True,
+                 on_chunk: Callable[[np.ndarray, int, int], None] | None = None) -> P.RunResult:
+        """One video from ``cfg`` (a call config of this model; default: the base config). ``on_chunk(frames, k,
+        n)`` receives the frames as they are made: window ``k`` of ``n`` of a chunked model, else all at once."""
         if self.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
         cfg = cfg or self.base
         with self._lock, precision.scope(cfg):
-            return self._generate(cfg, on_progress, cancel, write_outputs)
+            return self._generate(cfg, on_progress, cancel, write_outputs, on_chunk)
 
     def _predict_frames(self, cfg: RunConfig) -> tuple[RunConfig, dict | None]:
         """A call without ``sampling.num_frames`` on a model that predicts it: encode the prompts (or take the
@@ -375,7 +389,7 @@ class LoadedModel:
                                                     for k, v in info.items()))
         return new, info
 
-    def _generate(self, cfg: RunConfig, on_progress, cancel, write_outputs: bool) -> P.RunResult:
+    def _generate(self, cfg: RunConfig, on_progress, cancel, write_outputs: bool, on_chunk=None) -> P.RunResult:
         cfg, predicted = self._predict_frames(cfg)
         timer = Timer()
         reporter = self.reporter
@@ -401,6 +415,10 @@ class LoadedModel:
         timer.add("encode_s", encode_s)
 
         progress = _Progress(plan.total_steps, on_progress, cancel)
+        if plan.windows is not None:
+            return windowed.generate(self, cfg, plan, vae, [by_kind[k] for k in plan.guides[0].prompts], timer,
+                                     progress, on_chunk=on_chunk, write_outputs=write_outputs,
+                                     step_key=structure_key(cfg))
         results: list[P.PassResult] = []
         with memory.window() as self.memory_phases["sampling"]:
             passes = plan.passes
@@ -437,6 +455,8 @@ class LoadedModel:
                          f"{cfg.sampling.width}x{cfg.sampling.height}")
             frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
         timer.add("decode_s", time.perf_counter() - t0)
+        if on_chunk is not None:
+            on_chunk(frames, 0, 1)
         if out.save_frames and writer:
             outputs.save_npy(out.save_frames, frames.astype(np.float32))
         if out.save_audio and writer:
