@@ -87,7 +87,7 @@ if [ "$CPU" = 1 ]; then  # tiny shapes, same cases and code paths
   export JAX_PLATFORMS=cpu
   ARCH=(configs/demo.yaml sampling.num_frames=5)
   SIZE480=(sampling.height=64 sampling.width=64) SIZE720=(sampling.height=64 sampling.width=96)
-  BLOCKS=1 BLOCKS720=1 ATTN=xla,blockwise T_ATTN=240 T_OFF=240 T_PIPE=300 REPEATS=1 INPROC=--in-process BUDGET=900
+  BLOCKS=1 BLOCKS720=1 OFF_BLOCKS=2 ATTN=xla,blockwise T_ATTN=240 T_OFF=240 T_PIPE=300 REPEATS=1 INPROC=--in-process BUDGET=900
   PIPE=(configs/demo.yaml sampling.height=32 sampling.width=32 sampling.num_frames=1 sampling.num_steps=3
         sampling.max_sequence_length=16)
   QUANT=(--width tiny --blocks 2 --frames 1 --height 8 --width-px 8) T_QUANT=240
@@ -142,7 +142,7 @@ case_run attn_480p "$T_ATTN" "$PY" "${RB[@]}" --random-blocks "$BLOCKS" --name a
   "${ARCH[@]}" "${SIZE480[@]}"
 case_run attn_720p "$T_ATTN" "$PY" "${RB[@]}" --random-blocks "$BLOCKS720" --name attn_720p --attention "$ATTN" \
   "${ARCH[@]}" "${SIZE720[@]}"
-case_run offload_480p "$T_OFF" "$PY" "${RB[@]}" --random-blocks "$BLOCKS" --name offload_480p --attention auto \
+case_run offload_480p "$T_OFF" "$PY" "${RB[@]}" --random-blocks "${OFF_BLOCKS:-$BLOCKS}" --name offload_480p --attention auto \
   --offload 1,2 "${ARCH[@]}" "${SIZE480[@]}"
 write_ckpt() {  # the writer's Wan2.1-1.3B once per OUT (random weights, numpy only: no torch on the accelerator)
   [ -f "$CK/model_index.json" ] || "$PY" -m vidax_core.cli bench --write-random-checkpoint wan2.1-t2v-1.3b "$CK" \

@@ -33,7 +33,7 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "accelerator.json").read_text())
     cases = {c["case"]: c for c in report["cases"]}
-    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "quant_fusion"]
+    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "numerics", "quant_fusion"]
     assert all(c["exit"] == 0 for c in cases.values())
     attn = cases["attn_480p"]["result"]
     assert [r["attention"] for r in attn["rows"]] == ["xla", "blockwise"]
@@ -43,10 +43,24 @@ def test_cpu_check_runs_every_case(tmp_path):
     row = cases["pipeline_13b"]["result"]["rows"][0]
     assert row["vidax"]["flops_per_step"] > 0 and row["vidax"]["attention_calls"] and row["reference"]
     assert "| pipeline_13b | 0 |" in (out / "accelerator.md").read_text()
+    numerics = cases["numerics"]["result"]["rows"]  # the writer's checkpoint, CPU against CPU here
+    assert [(r["backend"], r["dtype"]) for r in numerics] == [("xla", "float32"), ("xla", "bfloat16")]
+    assert all(r["ok"] for r in numerics) and numerics[0]["matmul_precision"] == "highest"
+    assert numerics[0]["rel_l2"] <= 5e-4 and 0 < numerics[1]["rel_l2"] <= 3e-2
     quant = cases["quant_fusion"]["result"]["rows"]
     assert [r["weights"] for r in quant] == ["bfloat16", "int8", "float8_e4m3fn"]
     assert all(r["temp_bytes"] > 0 and r["call_s"] > 0 for r in quant)
     assert quant[1]["argument_bytes"] < 0.6 * quant[0]["argument_bytes"]  # the 8-bit program's weights halve
+
+
+def test_a_failing_case_fails_the_script(tmp_path):
+    """A python without vidax (no site-packages): the case fails, and so does the script (it exited 0 before)."""
+    bare = tmp_path / "python"
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")
+    bare.chmod(0o755)
+    proc = _script(str(tmp_path / "out"), "--cpu-check", env={"PYTHON": str(bare), "CASES": "quant_fusion"})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "| quant_fusion | 1 |" in (tmp_path / "out" / "accelerator.md").read_text()
 
 
 def test_collect_records_a_skipped_case_and_its_reason(tmp_path):

@@ -14,7 +14,8 @@ from vidax_core.bench import random_dit
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 DEMOS = {"wan": "demo.yaml", "cosmos": "cosmos_demo.yaml", "cogvideox": "cogvideox_demo.yaml",
-         "ltx": "ltx_demo.yaml", "hunyuan": "hunyuan_demo.yaml", "kandinsky": "kandinsky_demo.yaml"}
+         "ltx": "ltx_demo.yaml", "hunyuan": "hunyuan_demo.yaml", "kandinsky": "kandinsky_demo.yaml",
+         "skyreels": "skyreels_demo.yaml", "helios": "helios_demo.yaml"}
 SMALL = ["sampling.height=64", "sampling.width=64", "sampling.max_sequence_length=16"]
 
 

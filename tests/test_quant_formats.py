@@ -393,3 +393,87 @@ def test_lora_on_an_8bit_base_requantizes_with_fresh_scales(reference, tmp_path)
     np.testing.assert_array_equal(values[("blocks", "attn1", "to_q", "kernel_scale")][0], s_new)
     np.testing.assert_array_equal(values[("blocks", "attn1", "to_q", "kernel")][0], q_new)
     assert not np.array_equal(s_new, out["blocks.0.attn1.to_q.weight_scale"].T)
+
+
+class _Ckpt:
+    """The one component a denoiser build reads, as a run's checkpoint serves it."""
+
+    source = "tiny"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def read_tensors(self, component):
+        return TensorSource([self.path])
+
+    def config(self, component):
+        return dict(TINY_DIT_CONFIG)
+
+
+def _policy_model(path, weight_dtype=None, outside=False):
+    """The tiny Wan DiT as a run builds it: the run's 8-bit policy (quant.policy.builds_for_run), then loaded."""
+    from types import SimpleNamespace
+
+    from vidax_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    spec = plugins.registry.get("wan2.1-t2v-1.3b")
+    run = SimpleNamespace(model=SimpleNamespace(weight_dtype=weight_dtype, quantize_outside_blocks=outside))
+    ckpt = _Ckpt(path)
+    base = DitBuild.of(WanDiT, WanDiTConfig.from_config(TINY_DIT_CONFIG), in_channels=4)
+    build = policy.builds_for_run([base], spec, ckpt, run, plugins)[0]
+    tensors = policy.tensors_for_load(ckpt.read_tensors("transformer"), "tiny")
+    graphdef, state, flat = abstract_model(build.ctor)
+    return materialize(graphdef, state, convert(tensors, DIT_RULES, flat, ignore=DIT_IGNORE))
+
+
+EMBEDDERS = ("time_linear_1", "time_linear_2", "time_proj", "text_linear_1", "text_linear_2")
+
+
+def test_a_files_bf16_embedders_stay_as_stored(reference, inputs, tmp_path):
+    """Plain fp8 blocks beside bf16 embedders (the published fp8 14B's layout): the blocks stay the file's fp8,
+    the embedders stay bf16 values (no second rounding), and the run equals diffusers given the file's weights
+    read as they are (``w.float()``)."""
+    model_t, tensors = reference
+    out, deq = {}, {}
+    for k, w in tensors.items():
+        if BLOCK_LINEAR.fullmatch(k):
+            out[k] = w.astype(E4M3)
+        elif OUTSIDE_LINEAR.fullmatch(k):
+            out[k] = w.astype(ml_dtypes.bfloat16)
+        else:
+            out[k] = w
+        deq[k] = out[k].astype(np.float32)
+    path = str(tmp_path / "dit.safetensors")
+    save_file(out, path)
+    model = _policy_model(path)
+    assert np.dtype(model.blocks.attn1.to_q.kernel[...].dtype) == np.dtype(E4M3)
+    for name in EMBEDDERS:
+        lin = getattr(model, name)
+        assert lin.kernel_scale is None and np.dtype(lin.kernel[...].dtype) == np.float32, name
+    got = np.asarray(_FWD(model, *map(jnp.asarray, inputs)))
+    rel = _rel(got, _want(model_t, deq, inputs))
+    print(f"plain fp8 blocks, bf16 embedders as stored: rel {rel:.2e}")
+    assert rel <= 1e-4
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_at_load_fp8_covers_the_blocks_unless_asked(outside, reference, inputs, tmp_path):
+    """``model.weight_dtype=float8_e4m3fn`` on a float32 checkpoint: the block Linear weights round-trip through
+    the documented per-tensor scaling (absmax / 448), everything outside the blocks stays full precision, unless
+    ``model.quantize_outside_blocks`` adds Wan's embedders (then they round-trip the same way)."""
+    model_t, tensors = reference
+    path = str(tmp_path / "dit.safetensors")
+    save_file(tensors, path)
+    model = _policy_model(path, "float8_e4m3fn", outside)
+    deq = {}
+    for k, w in tensors.items():
+        if BLOCK_LINEAR.fullmatch(k) or (outside and OUTSIDE_LINEAR.fullmatch(k)):
+            q, s = _fp8_tensor(w)  # the test's own round trip, not vidax's quantizer
+            deq[k] = q.astype(np.float32) * s
+    for name in EMBEDDERS:
+        assert (getattr(model, name).kernel_scale is not None) == outside, name
+    got = np.asarray(_FWD(model, *map(jnp.asarray, inputs)))
+    rel = _rel(got, _want(model_t, deq, inputs))
+    print(f"at-load fp8 (outside the blocks too: {outside}): rel {rel:.2e}")
+    assert rel <= 1e-4

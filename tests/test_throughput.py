@@ -54,7 +54,7 @@ def test_run_metrics_report_flops_mfu_and_attention_sites(tmp_path, monkeypatch)
     assert m["flops_per_step"] == pytest.approx(dit_flops(cfg, 2, tuple(m["latent_shape"][2:]), 16))
     assert m["achieved_flops_per_s"] == pytest.approx(m["flops_per_step"] / m["per_step_s"])
     assert m["mfu"] == pytest.approx(m["achieved_flops_per_s"] / 0.5e12)
-    sites = {k: v for k, v in m["attention_calls"].items() if k.startswith("vidax_wan.dit")}
+    sites = {k: v for k, v in m["attention_calls"].items() if k.startswith("vidax_core.wan_dit")}
     assert {v["backend"] for v in sites.values()} == {"xla"}
     f, h, w = m["latent_shape"][2:]  # patch 1x2x2
     assert sorted(v["kv_len"] for v in sites.values()) == sorted([16, f * (h // 2) * (w // 2)])  # cross, self

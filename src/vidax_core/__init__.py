@@ -32,8 +32,9 @@ _EXPORTS = {
     # what hooks return
     "DitBuild": "model_api", "GridLimit": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
+    "WindowedSampling": "windows", "Window": "windows", "WindowStart": "windows", "WindowDone": "windows",
     "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
-    "SpatioTemporal": "guidance", "Embedded": "guidance", "default_guidance": "guidance",
+    "SpatioTemporal": "guidance", "Embedded": "guidance", "CFGZeroStar": "guidance", "default_guidance": "guidance",
     # checkpoints and conversion
     "Checkpoint": "io.checkpoint", "KeyRule": "io.convert", "convert": "io.convert", "linear": "io.convert",
     "ConversionError": "io.convert", "linear_rules": "io.diffusers_rules", "norm_rules": "io.diffusers_rules",

@@ -140,6 +140,9 @@ class FamilyPlugin:
     def sampling_passes(self, spec, ckpt, run):
         return None
 
+    def sampling_windows(self, spec, ckpt, run):
+        return None
+
     def predict_num_frames(self, spec, ckpt, run, context):
         return None
 

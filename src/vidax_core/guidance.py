@@ -132,6 +132,35 @@ class ClassifierFree(Guidance):
 
 
 @dataclass(frozen=True)
+class CFGZeroStar(Guidance):
+    """Two passes combined as CFG-Zero* (Fan et al. 2025, as diffusers' Helios pyramid pipeline with
+    ``is_cfg_zero_star``): ``uncond * a + g * (cond - uncond * a)`` with the per-sample projection
+    ``a = <cond, uncond> / (|uncond|^2 + 1e-8)`` over all other axes; the first ``zero_steps + 1`` steps
+    (``zero_steps`` < 0: none) predict zero (the zero-init)."""
+
+    scale: float = 5.0
+    zero_steps: int = -1
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
+        return (Branch("cond"), Branch("uncond", NEGATIVE))
+
+    def scales(self, timesteps):
+        n = len(timesteps)
+        return {"g": _per_step(self.scale, timesteps), "zero": (np.arange(n) <= self.zero_steps).astype(np.float32)}
+
+    def combine(self, preds, scales):
+        g, zero = scales["g"], scales["zero"]
+
+        def one(c, u):
+            axes = tuple(range(1, c.ndim))
+            a = jnp.sum(c * u, axes, keepdims=True) / (jnp.sum(u * u, axes, keepdims=True) + 1e-8)
+            return jnp.where(zero > 0, 0.0 * c, u * a + g * (c - u * a))
+
+        return _lin(one, preds["cond"], preds["uncond"])
+
+
+@dataclass(frozen=True)
 class SpatioTemporal(Guidance):
     """Three passes: conditional, negative and a perturbed conditional pass (spatio-temporal guidance, as the LTX
     recipes use): ``uncond + g * (cond - uncond) + s * (cond - perturbed)``, then optional guidance rescale.

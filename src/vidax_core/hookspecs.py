@@ -150,6 +150,15 @@ def sampling_passes(spec, ckpt, run):
 
 
 @hookspec
+def sampling_windows(spec, ckpt, run):
+    """Return a :class:`vidax_core.windows.WindowedSampling` when ``run`` makes its video in windows (chunked,
+    autoregressive sampling: Helios' chunks, SkyReels-V2's diffusion-forcing windows): each window a denoising
+    loop conditioned on latents made before it, decoded and appended to the video as it completes. It is called
+    before any weight loads (from the config files alone; keep it cheap) and once more per call for the object
+    that carries the windows' state. Return None for one ordinary denoising pass."""
+
+
+@hookspec
 def predict_num_frames(spec, ckpt, run, context):
     """For a model that predicts its length (``ModelSpec.predicts`` holds ``"num_frames"``) and a run that leaves
     ``sampling.num_frames`` unset: return ``(num_frames, info)``, the frame count for this prompt (one the model

@@ -216,6 +216,12 @@ class VideoAutoencoder(Protocol):
         ignores the ones it has no use for.
         """
 
+    def decode_stream(self, **params: Any) -> Any:
+        """Optional: a decoder for latents that arrive in pieces (a chunked run's windows), an object whose
+        ``push(latents, on_chunk=None)`` returns the frames of those latents decoded after the ones pushed
+        before (causal caches carried over), so that the pieces' frames together are :meth:`decode_video` of
+        the joined latents. Without it a chunked run decodes the joined latents once, at the end."""
+
     def encode_video(
         self, frames: np.ndarray, on_chunk: Callable[[int, int], None] | None = None, **params: Any
     ) -> np.ndarray:

@@ -16,18 +16,13 @@ from vidax_core.testing.reference import check_full_size, registered_models
 pytest.importorskip("torch")
 
 # Published configurations (config.json of the Wan-AI *-Diffusers repositories).
-WAN21_VAE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-                 temperal_downsample=[False, True, True])
-UMT5_XXL = dict(vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
-                relative_attention_num_buckets=32, relative_attention_max_distance=128, feed_forward_proj="gated-gelu")
+from vidax_core.testing.published import CLIP_VIT_H, UMT5_XXL, WAN21_VAE  # noqa: E402 - parts other families share
 DIT_COMMON = dict(patch_size=(1, 2, 2), attention_head_dim=128, text_dim=4096, freq_dim=256, cross_attn_norm=True,
                   qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024)
 WAN22_VAE = dict(base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
                  temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12,
                  patch_size=2, scale_factor_spatial=16,
                  latents_mean=[0.0] * 48, latents_std=[1.0] * 48)
-CLIP_VIT_H = dict(hidden_size=1280, intermediate_size=5120, num_hidden_layers=32, num_attention_heads=16,
-                  image_size=224, patch_size=14, hidden_act="gelu", projection_dim=1024)
 T14B = dict(num_attention_heads=40, ffn_dim=13824, num_layers=40, in_channels=16, out_channels=16)
 I14B = dict(T14B, in_channels=36)
 DITS = {

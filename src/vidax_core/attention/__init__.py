@@ -248,6 +248,7 @@ def attention(
     kv_lengths: jax.Array | None = None,
     causal: bool = False,
     causal_prefix: int | None = None,
+    causal_block: int | None = None,
 ) -> jax.Array:
     """Softmax attention over (B, S, H, D) inputs, scale 1/sqrt(D), softmax in fp32, on the current backend.
 
@@ -256,8 +257,15 @@ def attention(
     ``q_segment_ids``/``kv_segment_ids``: optional (B, Sq)/(B, Sk) integer ids (pass both); a query only sees
     keys with its id. ``causal``: query i sees keys j <= i. ``causal_prefix=P`` (static int): the first P rows are
     causal (and so see only the first P keys), later rows see every key: the mixture-of-transformers mask on a
-    ``[P text tokens; video tokens]`` sequence. Causal masks need Sq == Sk. Returns (B, Sq, H, D) in ``v.dtype``.
+    ``[P text tokens; video tokens]`` sequence. ``causal_block=T`` (static int): block-causal, query i sees keys
+    j with ``j // T <= i // T`` (SkyReels-V2's causal frame blocks); it runs as one unmasked call per block of T
+    queries over the keys up to that block's end, on any backend, with no (Sq, Sk) mask. Causal masks need
+    Sq == Sk. Returns (B, Sq, H, D) in ``v.dtype``.
     """
+    if causal_block is not None:
+        return _block_causal(q, k, v, int(causal_block), kv_mask=kv_mask, q_segment_ids=q_segment_ids,
+                             kv_segment_ids=kv_segment_ids, kv_lengths=kv_lengths, causal=causal,
+                             causal_prefix=causal_prefix)
     _common.check_inputs(q, k, v, kv_mask, q_segment_ids, kv_segment_ids)
     _common.causal_limit(q.shape[1], k.shape[1], causal, causal_prefix)  # argument errors before dispatch
     if kv_lengths is not None:
@@ -281,3 +289,23 @@ def attention(
         kw.update(causal=causal, causal_prefix=causal_prefix)
     _record(backend, q, k)
     return IMPLEMENTATIONS[backend](q, k, v, **kw)
+
+
+def _block_causal(q: jax.Array, k: jax.Array, v: jax.Array, block: int, *, kv_mask, q_segment_ids, kv_segment_ids,
+                  kv_lengths, causal, causal_prefix) -> jax.Array:
+    """:func:`attention` with ``causal_block=block``: the queries of block b attend, unmasked, to the keys of blocks
+    0..b (a static prefix of the keys), one call per block; the outputs are joined on the sequence axis."""
+    if causal or causal_prefix is not None or q_segment_ids is not None or kv_segment_ids is not None:
+        raise ValueError("causal_block does not combine with causal, causal_prefix or segment ids")
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"causal_block needs Sq == Sk; got {q.shape[1]} and {k.shape[1]}")
+    if block < 1:
+        raise ValueError(f"causal_block must be a positive token count, got {block}")
+    if kv_lengths is not None:
+        kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
+    outs = []
+    for start in range(0, q.shape[1], block):
+        end = min(start + block, q.shape[1])
+        mask = None if kv_mask is None else kv_mask[:, :end]
+        outs.append(attention(q[:, start:end], k[:, :end], v[:, :end], kv_mask=mask))
+    return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)

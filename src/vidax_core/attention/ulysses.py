@@ -63,6 +63,7 @@ def self_attention(
     kv_lengths: jax.Array | None = None,
     causal: bool = False,
     causal_prefix: int | None = None,
+    causal_block: int | None = None,
     fn=None,
 ) -> jax.Array:
     """Attention where q, k and v are all sequence-sharded (video self-attention): Ulysses when sp > 1.
@@ -75,7 +76,9 @@ def self_attention(
         kv_mask = _common.lengths_to_mask(kv_lengths, k.shape[1], kv_mask)
     masks = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
     flags = dict(causal=causal, causal_prefix=causal_prefix)
-    if fn is not None and (any(m is not None for m in masks.values()) or causal or causal_prefix):
+    if causal_block is not None:  # only then, so that a call without it reads as before
+        flags["causal_block"] = causal_block
+    if fn is not None and (any(m is not None for m in masks.values()) or causal or causal_prefix or causal_block):
         raise ValueError("self_attention: an fn takes no mask keywords")
     run = attention if fn is None else (lambda q, k, v, **_: fn(q, k, v))
     ctx = sharding.active()

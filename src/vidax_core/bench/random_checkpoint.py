@@ -33,17 +33,20 @@ import os
 import re
 import shutil
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.io.safetensors import write_file
 
 WEIGHT_DTYPES = ("bfloat16", "float8_e4m3fn", "int8")
 FLOAT32_COMPONENTS = ("vae", "audio_vae", "vocoder", "latent_upsampler")
 TEXT_COMPONENTS = re.compile(r"^text_encoder(_\d+)?$")
 DIT_COMPONENTS = re.compile(r"^transformer(_\d+)?$")
-_POOL_ELEMENTS = 1 << 22
+_POOL_ELEMENTS = 1 << 20
+_POOLS_KEPT = 8
 _INDEX = re.compile(r"^(.*?)\.(\d+)\.")
 
 
@@ -194,7 +197,7 @@ class _Pools:
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.unit = self.rng.standard_normal(_POOL_ELEMENTS, dtype=np.float32)
-        self._pools: dict[tuple, np.ndarray] = {}
+        self._pools: OrderedDict[tuple, np.ndarray] = OrderedDict()  # the most recently used few
 
     def pool(self, dt: str, mean: float, std: float) -> np.ndarray:
         std = float(2.0 ** (round(4 * np.log2(std)) / 4)) if std > 0 else 0.0  # few pools: std to 2^(k/4)
@@ -204,6 +207,9 @@ class _Pools:
                 self._pools[key] = np.clip(np.rint(self.unit * 32.0), -127, 127).astype(np.int8)
             else:
                 self._pools[key] = (self.unit * np.float32(std) + np.float32(mean)).astype(_np_dtype(dt))
+            while len(self._pools) > _POOLS_KEPT:
+                self._pools.popitem(last=False)
+        self._pools.move_to_end(key)
         return self._pools[key]
 
     def write(self, f: Any, n: int, dt: str, mean: float, std: float) -> None:
@@ -232,49 +238,20 @@ def _scale(key: str, shape: list) -> tuple[float, float]:
 # ---- writing ---------------------------------------------------------------------------------------------------
 
 
-_ST_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float8_e4m3fn": "F8_E4M3", "int8": "I8",
-              "int64": "I64", "int32": "I32", "bool": "BOOL", "uint8": "U8", "float64": "F64"}
-
-
 def _np_dtype(name: str) -> np.dtype:
     import ml_dtypes
 
     return np.dtype(getattr(ml_dtypes, name, None) or name)
 
 
-def write_safetensors(path: str, entries: Mapping[str, tuple[list, str]], fill: Callable[[str, list, str, Any], None]
-                      | None) -> int:
-    """A safetensors file of ``entries`` (name -> (shape, dtype name)); ``fill(name, shape, dtype, out)`` writes
-    each tensor's bytes to the open file in order (None: the data is left as a hole of a sparse file)."""
-    header: dict[str, Any] = {}
-    offset = 0
-    order = sorted(entries)
-    for name in order:
-        shape, dt = entries[name]
-        n = int(np.prod(shape, dtype=np.int64)) * _np_dtype(dt).itemsize
-        header[name] = {"dtype": _ST_DTYPES[dt], "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(header, separators=(",", ":")).encode()
-    blob += b" " * ((8 - len(blob) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(len(blob).to_bytes(8, "little"))
-        f.write(blob)
-        if fill is None:
-            f.truncate(8 + len(blob) + offset)
-        else:
-            for name in order:
-                shape, dt = entries[name]
-                fill(name, shape, dt, f)
-    return offset
-
-
 class _Filler:
     """Writes each tensor's random values (an int8 weight's scale as computed, integer buffers as zeros)."""
 
-    def __init__(self, pools: _Pools, scales: Mapping[str, np.ndarray]) -> None:
-        self.pools, self.scales = pools, scales
+    def __init__(self, pools: _Pools, entries: Mapping[str, tuple[list, str]], scales: Mapping[str, np.ndarray]):
+        self.pools, self.entries, self.scales = pools, entries, scales
 
-    def __call__(self, name: str, shape: list, dt: str, f: Any) -> None:
+    def __call__(self, name: str, f: Any) -> None:
+        shape, dt = self.entries[name]
         n = int(np.prod(shape, dtype=np.int64))
         dtype = _np_dtype(dt)
         if name in self.scales:
@@ -391,8 +368,8 @@ def write_random_checkpoint(model_id: str, out: str, *, blocks: int | None = Non
         entries, scales = component_entries(comp, tensors, weight_dtype)
         library = (index.get(comp) or ["diffusers"])[0]
         fname = "model.safetensors" if library == "transformers" else "diffusion_pytorch_model.safetensors"
-        nbytes = write_safetensors(os.path.join(out, comp, fname), entries,
-                                   None if fill == "zeros" else _Filler(pools, scales))
+        nbytes = write_file(os.path.join(out, comp, fname), {k: (sh, _np_dtype(dt)) for k, (sh, dt) in entries.items()},
+                            None if fill == "zeros" else _Filler(pools, entries, scales))
         summary["components"][comp] = {"bytes": nbytes, "tensors": len(entries), "layers_cut": cut}
         shown = ", ".join(f"{p} {n}" if isinstance(n, int) and not p.startswith("vocabulary") else f"{p}->{n}"
                           for p, n in cut.items())

@@ -191,6 +191,11 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
     build = build_dit(spec, ckpt, cfg, plugins)[0]
     grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
+    from vidax_core.runner import windowed
+
+    windows = windowed.plan(spec, ckpt, cfg, plugins)
+    if windows is not None:  # a chunked model's call denoises one window
+        grid = windowed.grids(windows)[0]
     if grid is None:
         raise UserError(f"--random-dit: the plugin of {spec.id} gives no latent grid without its VAE weights")
     grid = tuple(int(v) for v in grid)

@@ -170,3 +170,28 @@ class DiffusersReference:
         """The clock's metrics row with the final latents' and frames' shapes, the dtype and ``extra``."""
         return self.clock.metrics(latent_shape=list(latents.shape), frames_shape=list(np.shape(frames)),
                                   dtype=str(self.dtype).replace("torch.", ""), **extra)
+
+
+def identity_ftfy(*modules: Any) -> None:
+    """Give diffusers pipeline ``modules`` that call ``ftfy.fix_text`` unconditionally (SkyReels-V2, Helios) an
+    identity ``ftfy`` when the package is not installed: vidax applies only the pipelines' HTML and whitespace
+    cleaning, which equals ftfy's result on plain prompts."""
+    import types
+
+    for module in modules:
+        if not hasattr(module, "ftfy"):
+            module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)
+
+
+def decode_wan_latents(pipe: Any, latents: Any) -> Any:
+    """The Wan pipelines' decode (Wan, SkyReels-V2): latents de-normalised by the VAE's ``latents_mean`` /
+    ``latents_std``, ``vae.decode``, ``postprocess_video`` to float frames."""
+    import torch
+
+    vae = pipe.vae
+    z = latents.to(vae.device, dtype=vae.dtype)
+    shape = (1, vae.config.z_dim, 1, 1, 1)
+    mean = torch.tensor(vae.config.latents_mean).view(shape).to(z.device, z.dtype)
+    inv_std = 1.0 / torch.tensor(vae.config.latents_std).view(shape).to(z.device, z.dtype)
+    video = vae.decode(z / inv_std + mean, return_dict=False)[0]
+    return pipe.video_processor.postprocess_video(video, output_type="np")

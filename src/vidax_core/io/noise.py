@@ -23,7 +23,7 @@ from vidax_core.errors import UserError
 
 MAGIC = b"\x93NUMPY"
 MAX_HEADER = 10000  # numpy's own default limit (np.lib.format's max_header_size)
-MAX_MEMBERS = 64
+MAX_MEMBERS = 4096  # a chunked run's every draw (windows x diffusion-forcing rows) fits
 HOW = "save a float32 array with numpy.save"
 
 
@@ -171,7 +171,8 @@ def _members(z: zipfile.ZipFile, path: str) -> dict[str, zipfile.ZipInfo]:
     """Array name -> zip entry, from the central directory alone (nothing is decompressed)."""
     infos = z.infolist()
     if len(infos) > MAX_MEMBERS:
-        raise UserError(f"{_npz_where(path)} holds {len(infos)} entries: a latents .npz holds one array per stream")
+        raise UserError(f"{_npz_where(path)} holds {len(infos)} entries, more than the {MAX_MEMBERS} a noise .npz "
+                        "may hold (one array per latent stream, or per draw of a chunked run)")
     out: dict[str, zipfile.ZipInfo] = {}
     for info in infos:
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename

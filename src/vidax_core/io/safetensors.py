@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterator, Mapping
+from typing import BinaryIO, Callable, Iterator, Mapping
 
 import ml_dtypes
 import numpy as np
@@ -133,20 +133,34 @@ def _check_layout(path: str, entries: Mapping[str, tuple], data_size: int) -> No
 def save_file(tensors: Mapping[str, np.ndarray], path: str, metadata: Mapping[str, str] | None = None) -> None:
     """Write numpy arrays as a safetensors file (used by built-in tiny checkpoints and tests); ``metadata`` is
     the header's ``__metadata__`` (string -> string)."""
+    arrays = {name: np.ascontiguousarray(tensors[name]) for name in tensors}
+    write_file(path, {k: (a.shape, a.dtype) for k, a in arrays.items()},
+               lambda name, f: f.write(arrays[name].tobytes()), metadata)
+
+
+def write_file(path: str, entries: Mapping[str, tuple], fill: Callable[[str, BinaryIO], None] | None,
+               metadata: Mapping[str, str] | None = None) -> int:
+    """A safetensors file of ``entries`` (name -> (shape, numpy dtype)), the tensors in name order:
+    ``fill(name, file)`` writes each tensor's bytes in turn (None leaves the data as a hole of a sparse file).
+    Returns the data bytes."""
     inverse = {np.dtype(v): k for k, v in _DTYPES.items()}
     header: dict[str, object] = {"__metadata__": dict(metadata)} if metadata else {}
     offset = 0
-    arrays = []
-    for name in sorted(tensors):
-        arr = np.ascontiguousarray(tensors[name])
-        nbytes = arr.nbytes
-        header[name] = {"dtype": inverse[arr.dtype], "shape": list(arr.shape), "data_offsets": [offset, offset + nbytes]}
+    order = sorted(entries)
+    for name in order:
+        shape, dtype = entries[name]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        header[name] = {"dtype": inverse[np.dtype(dtype)], "shape": [int(d) for d in shape],
+                        "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
-        arrays.append(arr)
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * ((8 - len(blob) % 8) % 8)
     with open(path, "wb") as f:
         f.write(len(blob).to_bytes(8, "little"))
         f.write(blob)
-        for arr in arrays:
-            f.write(arr.tobytes())
+        if fill is None:
+            f.truncate(8 + len(blob) + offset)
+        else:
+            for name in order:
+                fill(name, f)
+    return offset

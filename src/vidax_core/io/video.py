@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from vidax_core.io import outputs
 from vidax_core.io.outputs import write_atomic
 
 
@@ -29,29 +30,88 @@ def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     return out
 
 
-def write_mp4(path: str, frames: np.ndarray, fps: int) -> None:
-    """Write one video (T, H, W, 3) in [0, 1] to ``path`` as yuv420p H.264."""
+def _ffmpeg_writer(tmp: str, width: int, height: int, fps: int):
+    """imageio-ffmpeg's H.264 writer of ``tmp``, primed: ``send`` each uint8 (H, W, 3) frame, then ``close``."""
     import imageio_ffmpeg
 
+    # ffmpeg runs as a child process; the exec follows the fork at once, so JAX's fork warning does not apply
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        gen = imageio_ffmpeg.write_frames(
+            tmp, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=2,
+            output_params=["-f", "mp4"], quality=8,
+        )
+        gen.send(None)
+    return gen
+
+
+def _check_written(tmp: str, path: str, frames: int, width: int, height: int, fps: int) -> None:
+    if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:  # ffmpeg reports some failures only on its stderr
+        raise RuntimeError(f"ffmpeg wrote no video for {path} ({frames} frames of {width}x{height} at {fps} fps)")
+
+
+def write_mp4(path: str, frames: np.ndarray, fps: int) -> None:
+    """Write one video (T, H, W, 3) in [0, 1] to ``path`` as yuv420p H.264."""
     data = to_uint8(frames)
     t, h, w, _ = data.shape
 
     def write(tmp: str) -> None:
-        # ffmpeg runs as a child process; the exec follows the fork at once, so JAX's fork warning does not apply
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-            gen = imageio_ffmpeg.write_frames(
-                tmp, (w, h), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=2,
-                output_params=["-f", "mp4"], quality=8,
-            )
-            gen.send(None)
+        gen = _ffmpeg_writer(tmp, w, h, fps)
         for frame in data:
             gen.send(np.ascontiguousarray(frame))
         gen.close()
-        if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:  # ffmpeg reports some failures only on its stderr
-            raise RuntimeError(f"ffmpeg wrote no video for {path} ({t} frames of {w}x{h} at {fps} fps)")
+        _check_written(tmp, path, t, w, h, fps)
 
     write_atomic(path, write)
+
+
+class Mp4Stream:
+    """An mp4 written as its frames come (a chunked run's windows): :meth:`append` encodes frames into a temporary
+    file beside ``path`` at once, :meth:`commit` finishes it and renames it onto ``path``, :meth:`abort` (a failed
+    or cancelled run) deletes it, so nothing partial is left under ``path``. A context manager: leaving the block
+    by an exception aborts."""
+
+    def __init__(self, path: str, fps: int) -> None:
+        self.path, self.fps = path, int(fps)
+        self._atomic = outputs.atomic_path(path)
+        self._tmp = self._atomic.__enter__()
+        self._gen = None
+        self.frames = 0
+        self.size: tuple[int, int] | None = None
+
+    def append(self, frames: np.ndarray) -> None:
+        """Frames (T, H, W, 3) in [0, 1] appended to the video."""
+        data = to_uint8(frames)
+        if self._gen is None:
+            self.size = (data.shape[2], data.shape[1])
+            self._gen = _ffmpeg_writer(self._tmp, *self.size, self.fps)
+        for frame in data:
+            self._gen.send(np.ascontiguousarray(frame))
+        self.frames += len(data)
+
+    def commit(self) -> None:
+        if self._gen is None:
+            raise RuntimeError(f"no frames were written to {self.path}")
+        self._gen.close()
+        self._gen = None
+        _check_written(self._tmp, self.path, self.frames, *self.size, self.fps)
+        self._atomic.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        if self._gen is not None:
+            try:
+                self._gen.close()
+            except Exception:  # noqa: BLE001 - the file is deleted either way
+                pass
+            self._gen = None
+        self._atomic.__exit__(RuntimeError, RuntimeError("aborted"), None)
+
+    def __enter__(self) -> "Mp4Stream":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if kind is not None:
+            self.abort()
 
 
 def read_mp4(path: str) -> np.ndarray:

@@ -138,7 +138,7 @@ class Attention(nnx.Module):
 
     def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: Rope | None = None, *,
                  kv_mask: jax.Array | None = None, added_kv: jax.Array | None = None,
-                 skip: jax.Array | None = None) -> jax.Array:
+                 skip: jax.Array | None = None, causal_block: int | None = None) -> jax.Array:
         """Self-attention over ``x`` (B, S, dim) when ``kv`` is None (Ulysses all-to-all around the attention under
         sequence parallelism), else cross-attention of the sequence-sharded queries to the replicated ``kv``
         (B, L, kv_dim) under ``kv_mask`` (B, L) bool.
@@ -146,14 +146,15 @@ class Attention(nnx.Module):
         ``rope``: self-attention only. ``added_kv`` (B, Li, added_kv_dim), cross-attention only: a second
         key/value set (own projections, normed keys) the same queries attend to; the two outputs are summed
         before ``to_out``. ``skip`` (B,) float: where 1, the attention is skipped and the values pass straight to
-        ``to_out`` (spatio-temporal guidance's perturbed pass)."""
-        if kv is not None and rope is not None:
-            raise ValueError("RoPE applies to self-attention only; cross-attention takes rope=None")
+        ``to_out`` (spatio-temporal guidance's perturbed pass). ``causal_block`` (static int), self-attention only:
+        block-causal attention over blocks of that many tokens (:func:`vidax_core.attention.attention`)."""
+        if kv is not None and (rope is not None or causal_block is not None):
+            raise ValueError("RoPE and causal blocks apply to self-attention only")
         if added_kv is not None and (kv is None or self.add_k_proj is None):
             raise ValueError("added key/values go to a cross-attention built with added_kv_dim")
         if kv is None:
             q, k, v = self.qkv(x, SEQ, rope)
-            o = ulysses.self_attention(q, k, v, kv_mask=kv_mask)
+            o = ulysses.self_attention(q, k, v, kv_mask=kv_mask, causal_block=causal_block)
         else:
             q = self._q(x, SEQ)
             k, v = self._kv(kv, None)

@@ -22,7 +22,6 @@ import gc
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import jax
@@ -43,10 +42,10 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import memory, memory_plan
+from vidax_core.runner import memory, memory_plan, windowed
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
 from vidax_core.runner.metrics import run_metrics
-from vidax_core.runner.outputs import write_call_outputs
+from vidax_core.runner.outputs import RunResult, write_call_outputs
 from vidax_core.runner.plan import CallPlan, Planner, check_vae_grids, plan_lines
 from vidax_core.runner.preflight import preflight
 from vidax_core.runner.progress import Reporter, Timer, follow_chunks
@@ -54,17 +53,6 @@ from vidax_core.runner.prompts import encode_prompts
 from vidax_core.runner.runtime import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
 from vidax_core.runner.text_encoders import TextEncoders
-
-
-@dataclass
-class RunResult:
-    """One call's final latents (the layout ``output.save_latents`` writes), frames, metrics and audio."""
-
-    latents: Any
-    frames: np.ndarray | None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    audio: np.ndarray | None = None
-    sample_rate: int | None = None
 
 
 def structure_key(cfg: RunConfig, *extra: Any) -> str:
@@ -312,9 +300,11 @@ class LoadedModel:
 
     def generate(self, cfg: RunConfig | None = None, *, plan: CallPlan | None = None,
                  on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
-                 write_outputs: bool = True) -> RunResult:
+                 write_outputs: bool = True, on_chunk: Callable[[np.ndarray, int, int], None] | None = None
+                 ) -> RunResult:
         """One video from ``cfg`` (a call config of this model; default: the base config), or from ``plan``
-        (:meth:`plan_call`'s, made earlier: it is run as planned)."""
+        (:meth:`plan_call`'s, made earlier: it is run as planned). ``on_chunk(frames, k, n)`` receives the frames
+        as they are made: window ``k`` of ``n`` of a chunked model, else all at once."""
         if self.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
         if plan is not None:
@@ -323,7 +313,7 @@ class LoadedModel:
         if plan is None and cfg is self.base:
             plan = self.first_plan
         with self._lock, precision.scope(cfg), self._attention():
-            return self._generate(cfg, plan, on_progress, cancel, write_outputs)
+            return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk)
 
     def _attention(self):
         """This pipe's attention backend and call record, whatever another pipe in the process uses."""
@@ -351,7 +341,8 @@ class LoadedModel:
                                                     for k, v in info.items()))
         return new, info
 
-    def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool) -> RunResult:
+    def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool,
+                  on_chunk=None) -> RunResult:
         cfg, predicted = self._predict_frames(cfg, plan)
         if predicted:  # the frame count is known now: the call is planned with it
             plan = None
@@ -385,6 +376,10 @@ class LoadedModel:
         timer.add("encode_s", encode_s)
 
         progress = _Progress(plan.total_steps, on_progress, cancel)
+        if plan.windows is not None:
+            return windowed.generate(self, cfg, plan, vae, [by_kind[k] for k in plan.guides[0].prompts], timer,
+                                     progress, on_chunk=on_chunk, write_outputs=write_outputs,
+                                     step_key=structure_key(cfg))
         results: list[PassResult] = []
         with memory.window() as self.memory_phases["sampling"]:
             passes = plan.passes
@@ -416,16 +411,22 @@ class LoadedModel:
                          f"{cfg.sampling.width}x{cfg.sampling.height}")
             frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
         timer.add("decode_s", time.perf_counter() - t0)
-        metrics = run_metrics(self.spec, cfg, plan, results, timer, decoded, experts=self.experts,
-                              tracker=self.tracker, backend=self.backend, memory_phases=self.memory_phases,
-                              prompt_cache_hits=self.encoders.hits,
-                              text_encoder_on=getattr(self.encode_on, "where", None),
-                              attention_calls=self.attention_calls)
+        if on_chunk is not None:
+            on_chunk(frames, 0, 1)
+        metrics = self.metrics(cfg, plan, results, timer, decoded)
         if predicted:
             metrics["predicted"] = predicted
         if write_outputs and distributed.is_writer():  # under jax.distributed only process 0 writes
             write_call_outputs(cfg, final, frames, decoded, metrics, reporter)
         return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+
+    def metrics(self, cfg: RunConfig, plan: CallPlan, results: list, timer: Timer, decoded: Decoded) -> dict:
+        """The metrics record of one call of this model (:func:`.metrics.run_metrics`)."""
+        return run_metrics(self.spec, cfg, plan, results, timer, decoded, experts=self.experts, tracker=self.tracker,
+                           backend=self.backend, memory_phases=self.memory_phases,
+                           prompt_cache_hits=self.encoders.hits,
+                           text_encoder_on=getattr(self.encode_on, "where", None),
+                           attention_calls=self.attention_calls)
 
     def close(self) -> None:
         """Free the device memory this model holds; later calls are refused."""

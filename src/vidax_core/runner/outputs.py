@@ -1,9 +1,11 @@
-"""Every file a call writes, in one place: the mp4 (with its audio track), ``output.save_latents`` /
-``save_frames`` / ``save_audio``, the step cache's calibration and the metrics record. Each file is written
-atomically (:mod:`vidax_core.io.outputs`); under ``jax.distributed`` only process 0 writes."""
+"""What a call gives back (:class:`RunResult`) and every file it writes, in one place: the mp4 (with its audio
+track), ``output.save_latents`` / ``save_frames`` / ``save_audio``, the step cache's calibration and the metrics
+record. Each file is written atomically (:mod:`vidax_core.io.outputs`; a chunked run streams its mp4 window by
+window, committed only when the run completes); under ``jax.distributed`` only process 0 writes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -12,9 +14,21 @@ from vidax_core.io import audio, outputs, video
 from vidax_core.model_api import Decoded
 
 
+@dataclass
+class RunResult:
+    """One call's final latents (the layout ``output.save_latents`` writes), frames, metrics and audio."""
+
+    latents: Any
+    frames: np.ndarray | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    audio: np.ndarray | None = None
+    sample_rate: int | None = None
+
+
 def write_call_outputs(cfg: Any, final: Any, frames: np.ndarray, decoded: Decoded, metrics: dict,
-                       reporter: Any) -> None:
-    """The outputs ``cfg.output`` asks for, after the call's video is decoded."""
+                       reporter: Any, *, mp4: bool = True) -> None:
+    """The outputs ``cfg.output`` asks for, after the call's video is decoded (``mp4=False``: the caller
+    streamed the mp4 itself)."""
     from vidax_core.runner.cache_run import write_calibration
 
     out = cfg.output
@@ -24,7 +38,7 @@ def write_call_outputs(cfg: Any, final: Any, frames: np.ndarray, decoded: Decode
         outputs.save_npy(out.save_frames, frames.astype(np.float32))
     if out.save_audio:
         save_audio(out.save_audio, decoded, reporter)
-    if out.path:
+    if out.path and mp4:
         write_video(out.path, frames[0], out.fps, decoded.audio, decoded.sample_rate)
     write_calibration(cfg, metrics)
     if out.metrics:

@@ -31,6 +31,7 @@ from vidax_core.parallel import sharding
 from vidax_core.plugins import Plugins
 from vidax_core.registry import ModelSpec
 from vidax_core.runner.experts import check_switch_step
+from vidax_core.runner import windowed
 from vidax_core.runner.grid_check import check_grid
 from vidax_core.schedulers import base as sched_base
 
@@ -201,6 +202,7 @@ class CallPlan:
     splans: list
     placements: list = field(default_factory=list)  # per pass, per expert
     tokens: list = field(default_factory=list)  # video tokens per pass (None: no grid or no patch size)
+    windows: Any = None  # a chunked run's vidax_core.windows.WindowedSampling (grids: its largest window's)
 
     @property
     def complete(self) -> bool:
@@ -208,6 +210,8 @@ class CallPlan:
 
     @property
     def total_steps(self) -> int:
+        if self.windows is not None:
+            return self.windows.total_steps
         return int(sum(s.num_steps for s in self.splans))
 
 
@@ -260,6 +264,17 @@ class Planner:
         passes = sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [select_sampler(spec, ckpt, p.run, plugins) for p in passes]
         guides = [select_guidance(spec, ckpt, p.run, plugins) for p in passes]
+        windows = windowed.plan(spec, ckpt, cfg, plugins)
+        if windows is not None:  # every window's grid meets the rules; the largest one places the weights
+            if len(passes) > 1:
+                raise UserError(f"the plugin of {spec.id} plans both passes and windows (plugin bug: report it)")
+            grids = windowed.grids(windows)
+            placements = []
+            for grid in grids:
+                check_grid(spec, ckpt, plugins, builds, cfg, grid)
+                placements.append([self.placement(k, cfg, grid, guides[0]) for k in range(len(builds))])
+            return CallPlan(cfg, passes, samplers, guides, grids[:1], [None], placements[:1],
+                            [video_tokens(builds[0], grids[0])], windows)
         grids = [self.grid(p.run, vae) for p in passes]
         placements = []
         for p, grid, guide in zip(passes, grids, guides):
@@ -281,7 +296,7 @@ def check_vae_grids(spec: ModelSpec, plan: CallPlan, vae: Any) -> None:
     disagree would sample one size and decode another)."""
     for p, grid in zip(plan.passes, plan.grids):
         s = p.run.sampling
-        if grid is None or not hasattr(vae, "latent_shape"):
+        if grid is None or plan.windows is not None or not hasattr(vae, "latent_shape"):
             continue
         own = tuple(int(v) for v in vae.latent_shape(s.num_frames, s.height, s.width))
         if own != tuple(grid):
@@ -310,8 +325,12 @@ def plan_lines(plan: CallPlan) -> list[str]:
             latent = f"latent {'x'.join(map(str, grid))}" + (f" ({tokens} video tokens)" if tokens else "")
         head = f"pass {k + 1}/{len(plan.passes)}:" if len(plan.passes) > 1 else "plan:"
         named = f"{p.name}: " if p.name != "sampling" and not p.name.startswith("pass ") else ""
+        if plan.windows is not None:
+            latent = f"largest window's {latent}"
         lines.append(f"{head:<12}{named}{frames} at {s.width}x{s.height}, {steps} steps of {name}, guidance "
                      f"{guide.describe()} ({branches} branch{'es' if branches != 1 else ''}), {latent}")
+    if plan.windows is not None:
+        lines.append(f"windows:    {windowed.describe(plan.windows)} (one window at a time on the devices)")
     m = plan.placements[0][0].plan
     groups = plan.placements[0][0].offload_groups
     lines.append(f"mesh:       dp={m.dp} tp={m.tp} sp={m.sp} over {m.size} of {jax.device_count()} "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -50,11 +50,13 @@ class PassResult:
 def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporter, timer: Timer,
                 experts: list[Expert], tracker, vae, sampler, guide: Guidance, grid, contexts: list[Any], given: Any,
                 *, first: bool, label: str, splan: Any = None, progress: Any = None,
-                step_key: Any = None) -> PassResult:
+                step_key: Any = None, cond: Any = ..., step_noise: Callable[[int], Any] | None = None
+                ) -> PassResult:
     """One denoising pass over the loaded experts: conditioning, plan, the step loop; the final latents on the
     host (after the conditioning's ``finalize``). ``step_key`` names the call structure: a step compiled for the
     same key (and the same grouping of guidance branches) is reused; ``progress`` is told of every step and may
-    cancel between steps."""
+    cancel between steps. A chunked run's window hands its own ``cond`` (else the ``prepare_conditioning`` hook
+    gives it) and ``step_noise(i)``, the conditioning's step noise (else the seeded draw)."""
     cfg = p.run
     batches, prompt_index = plan_batches(guide, contexts)
     dp = experts[0].placement.plan.dp
@@ -63,8 +65,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
         raise UserError(f"parallel.dp={dp} must divide the model batch of {batch} guidance branches of this run: "
                         "change parallel.dp")
     t0 = time.perf_counter()
-    cond: Conditioning | None = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae,
-                                             latent_shape=grid)
+    if cond is ...:
+        cond = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae, latent_shape=grid)
     _check_per_token(sampler, cond)
     splan = splan if splan is not None else sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
     schedule = expert_plan.schedule([e.build for e in experts], splan.timesteps, cfg.sampling.boundary_step_index)
@@ -93,7 +95,7 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)
     noise_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 1)
     cond_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 5)
-    step_noise = cond.step_noise_shape if cond is not None else None
+    step_shape = cond.step_noise_shape if cond is not None else None
     caches = cache_run.initial_states(cache_plan, experts, plan, splan.num_steps, (
         x, np.int32(0), ctxs, plan_arrays, scales, cond_arrays)) if cache_plan is not None else None
 
@@ -109,8 +111,9 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
             active.release()  # only the active expert's blocks are ever on the devices
         active = e
         noise = put(_draw_noise(jax.random.fold_in(noise_key, i), shapes)) if sampler.needs_noise else None
-        arrays_i = cond_arrays if step_noise is None else {
-            **cond_arrays, "step_noise": put(_draw_noise(jax.random.fold_in(cond_key, i), step_noise))}
+        arrays_i = cond_arrays if step_shape is None else {
+            **cond_arrays, "step_noise": put(step_noise(i) if step_noise is not None else
+                                             _draw_noise(jax.random.fold_in(cond_key, i), step_shape))}
         if caches is None:
             x, state = e.step(e.params, x, state, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i)
         else:

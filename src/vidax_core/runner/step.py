@@ -103,7 +103,7 @@ def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays) -> dict[
     """Each branch's denoiser input and timesteps (``Conditioning.prepare`` with the branch's arrays)."""
     sampler, cond = plan.sampler, plan.cond
     x0 = jax.tree.map(lambda a: sampler.scale_model_input(plan_arrays, i, a), latents)
-    t0 = plan_arrays["timesteps"][i].astype(jnp.float32)
+    t0 = sampler.model_timesteps(plan_arrays, i).astype(jnp.float32)
     values = step_values(plan_arrays, i)
     kwargs = cond.step_kwargs(values) if cond is not None and cond.step_kwargs is not None else {}
     out = {}

@@ -124,6 +124,11 @@ class Sampler:
         """What the model is fed at step ``i`` (identity for flow / VP-space samplers)."""
         return sample
 
+    def model_timesteps(self, plan_arrays, i):
+        """The denoiser's timestep at step ``i``: the plan's scalar ``timesteps[i]`` (a per-frame sampler gives one
+        per frame, (1, F))."""
+        return plan_arrays["timesteps"][i]
+
     def step_key(self) -> tuple:
         """Hashable key of what the traced step depends on: two samplers with equal keys trace the same
         ``step`` for the same plan shapes, so a jit cache keyed on it can be shared (e.g. across shifts)."""

@@ -48,10 +48,14 @@ class UniPCSampler(Sampler):
     ``use_corrector=False`` disables the corrector everywhere; ``disable_corrector`` lists step
     indices ``k`` whose result is not corrected (diffusers semantics: the corrector that would run
     at the start of step ``k+1`` is skipped).
+
+    ``last_in_place``: the sample a step keeps for the next step's corrector is its own output whenever the step
+    ran no corrector (the first step, and after a disabled one). diffusers' SkyReels-V2 diffusion-forcing loop
+    works so: it writes each frame's update into the latents its per-frame scheduler holds as ``last_sample``.
     """
 
     name = "unipc"
-    step_fields = ("solver_order", "prediction_type", "predict_x0", "use_corrector")
+    step_fields = ("solver_order", "prediction_type", "predict_x0", "use_corrector", "last_in_place")
 
     solver_order: int = 2
     solver_type: str = "bh2"
@@ -81,6 +85,10 @@ class UniPCSampler(Sampler):
     use_beta_sigmas: bool = False
     sigma_min: float | None = None
     sigma_max: float | None = None
+    last_in_place: bool = False
+    #: the model timestep of a flow sigma is ``sigma x T`` cut to an integer, as diffusers casts it; HeliosScheduler
+    #: keeps the float
+    integer_timesteps: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "disable_corrector", tuple(int(k) for k in self.disable_corrector))
@@ -118,7 +126,8 @@ class UniPCSampler(Sampler):
         return alpha, s * alpha
 
     def schedule(self, num_steps: int, sigmas=None, mu=None, seq_len=None) -> tuple[np.ndarray, np.ndarray]:
-        """``(timesteps int64 (N,), sigmas float32 (N+1,))`` exactly as ``set_timesteps`` builds them."""
+        """``(timesteps (N,), sigmas float32 (N+1,))`` exactly as ``set_timesteps`` builds them (int64 timesteps
+        unless ``integer_timesteps`` is off)."""
         T = self.num_train_timesteps
         if self.use_dynamic_shifting and mu is None:
             if seq_len is None:
@@ -178,8 +187,9 @@ class UniPCSampler(Sampler):
             s = np.interp(ts, np.arange(0, len(vp.sigmas)), vp.sigmas)
             last = vp.sigma_first if self.final_sigmas_type == "sigma_min" else 0
             s = np.concatenate([s, [last]]).astype(np.float32)
-        # torch's float -> int64 conversion truncates toward zero
-        ts = np.trunc(np.asarray(ts, dtype=np.float64)).astype(np.int64)
+        ts = np.asarray(ts, dtype=np.float64)
+        if self.integer_timesteps:  # torch's float -> int64 conversion truncates toward zero
+            ts = np.trunc(ts).astype(np.int64)
         return ts, s
 
     def orders(self, num_steps: int) -> np.ndarray:
@@ -343,7 +353,8 @@ class UniPCSampler(Sampler):
         # UniP predictor
         res = self._history_sum(hist, m_t, gather(pa, "p_rk", i), gather(pa, "p_rho", i))
         x_t = gather(pa, "p_ratio", i) * x - gather(pa, "p_a", i) * m_t - gather(pa, "p_c", i) * res
-        return x_t.astype(sample.dtype), {"hist": hist, "last": x}
+        last = jnp.where(gather(pa, "c_on", i), x, x_t) if self.last_in_place else x
+        return x_t.astype(sample.dtype), {"hist": hist, "last": last}
 
 
 def _sigma_to_t(sigma, log_sigmas):

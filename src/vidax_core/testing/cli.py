@@ -104,3 +104,23 @@ def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str =
         latents = {k: latents[k] for k in latents.files}
     return E2ERun(latents, np.load(out["frames.npy"]), json.loads(out["json"].read_text()), proc.stderr,
                   np.load(out["audio.npy"]) if audio else None)
+
+
+def assert_refused(args: list[str], fragment: str, capsys: Any, monkeypatch: Any) -> str:
+    """``vidax run ARGS`` in-process (as the bad-input table runs it) must stop before the denoising loop with exit
+    code 2 and one ``error:`` line containing ``fragment``; returns that line. ``capsys`` / ``monkeypatch`` are the
+    calling test's pytest fixtures."""
+    from vidax_core import cli
+    from vidax_core.runner import loaded, sampling
+
+    def refuse(*_args: Any, **_kwargs: Any):
+        raise RuntimeError("reached sampling: this input was not refused before the denoising loop")
+
+    monkeypatch.setattr(sampling, "sample_pass", refuse)  # a chunked run's windows
+    monkeypatch.setattr(loaded, "sample_pass", refuse)
+    code = cli.main(["run", *args, "--quiet"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    assert fragment in err[0], err[0]
+    return err[0]

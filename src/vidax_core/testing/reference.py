@@ -235,3 +235,4 @@ def registered_models(family: str) -> set[str]:
     from vidax_core.plugins import get_plugins
 
     return {s.id for s in get_plugins().registry if s.family == family}
+

@@ -257,56 +257,80 @@ def run_tiled(
     Returns the chunks concatenated on the time axis.
     """
     x = np.asarray(x)
-    devs = list(devices) if devices else []
-    b = x.shape[0]
-    batches = [slice(i, i + 1) for i in range(b)] if len(devs) > 1 and b > 1 else [slice(0, b)]
-    th, tw = plan.tile
-    units = [(bs, i, j) for bs in batches for i in plan.rows for j in plan.cols]
-    data, weights, size = placements(devs[: len(units)])  # no device idles on padding when units are few
-    by_shape: dict[tuple, list[int]] = {}
-    for u, (bs, i, j) in enumerate(units):
-        shape = (bs.stop - bs.start, min(th, plan.in_size[0] - i), min(tw, plan.in_size[1] - j))
-        by_shape.setdefault(shape, []).append(u)
-    groups = [m[k : k + size] for m in by_shape.values() for k in range(0, len(m), size)]
-    caches: list[Any] = [None] * len(groups)
-    n = len(bounds)
-    done: list[np.ndarray] = []
+    return TiledStream(x.shape, chunk_fn, plan=plan, devices=devices, finish=finish).push(x, bounds, on_chunk)
 
-    def collect(outs: list[Any]) -> None:
-        tiles: list[np.ndarray] = [None] * len(units)  # type: ignore[list-item]
-        for members, out in zip(groups, outs):
+
+class TiledStream:
+    """:func:`run_tiled` over an input that arrives in pieces: each :meth:`push` runs the time chunks of one piece
+    and returns their blended output, the units' causal caches carried from one piece to the next, so the pieces
+    together give exactly what one :func:`run_tiled` over the joined input gives (a long video decoded window by
+    window as its latents are made). ``shape``: the input's (B, T, H, W, C); only B, H, W matter."""
+
+    def __init__(self, shape: Sequence[int], chunk_fn: ChunkFn, *, plan: TilePlan,
+                 devices: Sequence[Any] | None = None, finish: Callable[[np.ndarray], np.ndarray] | None = None):
+        devs = list(devices) if devices else []
+        b = int(shape[0])
+        self.batches = [slice(i, i + 1) for i in range(b)] if len(devs) > 1 and b > 1 else [slice(0, b)]
+        th, tw = plan.tile
+        self.units = [(bs, i, j) for bs in self.batches for i in plan.rows for j in plan.cols]
+        self.data, self.weights, self.size = placements(devs[: len(self.units)])  # no device idles on padding
+        by_shape: dict[tuple, list[int]] = {}
+        for u, (bs, i, j) in enumerate(self.units):
+            unit_shape = (bs.stop - bs.start, min(th, plan.in_size[0] - i), min(tw, plan.in_size[1] - j))
+            by_shape.setdefault(unit_shape, []).append(u)
+        self.groups = [m[k : k + self.size] for m in by_shape.values() for k in range(0, len(m), self.size)]
+        self.caches: list[Any] = [None] * len(self.groups)
+        self.plan, self.chunk_fn, self.finish = plan, chunk_fn, finish
+        self.started = False
+
+    def _collect(self, outs: list[Any]) -> np.ndarray:
+        plan, size = self.plan, self.size
+        tiles: list[np.ndarray] = [None] * len(self.units)  # type: ignore[list-item]
+        for members, out in zip(self.groups, outs):
             host = np.asarray(out)
             per = host.shape[0] // max(size, len(members)) if size > 1 else host.shape[0]
             for k, u in enumerate(members):
                 tiles[u] = host[k * per : (k + 1) * per]
         per_batch = []
         k = 0
-        for _ in batches:
+        for _ in self.batches:
             grid = []
             for _ in plan.rows:
                 grid.append(tiles[k : k + len(plan.cols)])
                 k += len(plan.cols)
             per_batch.append(blend_tiles(grid, plan))
         chunk = np.concatenate(per_batch, axis=0) if len(per_batch) > 1 else per_batch[0]
-        done.append(finish(chunk) if finish is not None else chunk)
-        if on_chunk is not None:
-            on_chunk(len(done), n)
+        return self.finish(chunk) if self.finish is not None else chunk
 
-    pending = None  # chunk k-1 comes to host while chunk k computes
-    for c, (s, e) in enumerate(bounds):
-        outs = []
-        for g, members in enumerate(groups):
-            parts = [x[units[u][0], s:e, units[u][1] : units[u][1] + th, units[u][2] : units[u][2] + tw]
-                     for u in members]
-            parts += [np.zeros_like(parts[0])] * (size - len(parts) if size > 1 else 0)
-            xg = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-            out, caches[g] = chunk_fn(xg, caches[g], c == 0, (data, weights))
-            if hasattr(out, "copy_to_host_async"):
-                out.copy_to_host_async()
-            outs.append(out)
+    def push(self, x: Any, bounds: Sequence[tuple[int, int]],
+             on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Run the time chunks ``bounds`` of this piece ``x`` (B, t, H, W, C); their outputs joined on time."""
+        x = np.asarray(x)
+        th, tw = self.plan.tile
+        n, done = len(bounds), []
+
+        def collect(outs: list[Any]) -> None:
+            done.append(self._collect(outs))
+            if on_chunk is not None:
+                on_chunk(len(done), n)
+
+        pending = None  # chunk k-1 comes to host while chunk k computes
+        for s, e in bounds:
+            outs = []
+            for g, members in enumerate(self.groups):
+                units = self.units
+                parts = [x[units[u][0], s:e, units[u][1] : units[u][1] + th, units[u][2] : units[u][2] + tw]
+                         for u in members]
+                parts += [np.zeros_like(parts[0])] * (self.size - len(parts) if self.size > 1 else 0)
+                xg = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+                out, self.caches[g] = self.chunk_fn(xg, self.caches[g], not self.started, (self.data, self.weights))
+                if hasattr(out, "copy_to_host_async"):
+                    out.copy_to_host_async()
+                outs.append(out)
+            self.started = True
+            if pending is not None:
+                collect(pending)
+            pending = outs
         if pending is not None:
             collect(pending)
-        pending = outs
-    if pending is not None:
-        collect(pending)
-    return np.concatenate(done, axis=1)
+        return np.concatenate(done, axis=1)

@@ -41,7 +41,7 @@ from vidax_core.io.arch import from_config_dict
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
 from .chunks import chunk_runner
-from .tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
+from .tiling import TilePlan, TiledStream, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 #: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
 TRACE_COUNTS: collections.Counter = collections.Counter()
@@ -483,6 +483,29 @@ def decode_video(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], No
     """
     z = denormalize_latents(vae.cfg, latents)
     return decode_pixels(vae, z, on_chunk=on_chunk, tiling=tiling, devices=devices, finish=_to_frames)
+
+
+class DecodeStream:
+    """:func:`decode_video` over latents that arrive in pieces (a long video's windows): :meth:`push` decodes the
+    new latent frames with the causal caches of the frames before them, so the pieces' frames together are
+    exactly :func:`decode_video` of the joined latents."""
+
+    def __init__(self, vae: WanVAE, *, tiling: Any = None, devices: Sequence[Any] | None = None, **params: Any):
+        self.vae, self.tiling, self.devices = vae, tiling, devices
+        self.stream: TiledStream | None = None
+
+    def push(self, latents: Any, on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Normalised latents (B, z, t, h, w) following the ones pushed before -> their frames (B, t', H, W, 3)."""
+        vae = self.vae
+        z = np.moveaxis(denormalize_latents(vae.cfg, latents), 1, -1)
+
+        def done(x: np.ndarray) -> np.ndarray:
+            return _to_frames(np.clip(vae.decoder_to_pixels(x), -1.0, 1.0))
+
+        if self.stream is None:
+            self.stream = TiledStream(z.shape, chunk_runner(vae, _decode_chunk), devices=self.devices,
+                                      plan=decode_plan(vae.cfg, z.shape[2:4], self.tiling), finish=done)
+        return self.stream.push(z, [(t, t + 1) for t in range(z.shape[1])], on_chunk)
 
 
 def encode_video(vae: WanVAE, frames: Any, *, on_chunk: Callable[[int, int], None] | None = None,

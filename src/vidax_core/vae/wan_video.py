@@ -35,6 +35,16 @@ class WanVideoAutoencoder:
         params.setdefault("devices", jax.local_devices())
         return decode_video(self.vae, latents, on_chunk=on_chunk, **params)
 
+    def decode_stream(self, **params):
+        """A decoder for latents that arrive window by window (:class:`vidax_core.vae.wan21.DecodeStream`): its
+        ``push(latents)`` gives their frames, together exactly :meth:`decode_video` of the joined latents."""
+        import jax
+
+        from vidax_core.vae.wan21 import DecodeStream
+
+        params.setdefault("devices", jax.local_devices())
+        return DecodeStream(self.vae, **params)
+
     def encode_video(self, frames, on_chunk=None, **params):
         """Frames in [0, 1] (B, T, H, W, 3) -> normalised latents (the VAE's posterior mean)."""
         import jax

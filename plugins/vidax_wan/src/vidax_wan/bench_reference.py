@@ -19,7 +19,7 @@ import numpy as np
 
 from vidax_core.errors import UserError
 
-from vidax_core.bench.torch_reference import DiffusersReference
+from vidax_core.bench.torch_reference import DiffusersReference, decode_wan_latents
 from vidax_core.bench.torch_reference import torch_diffusers as _imports
 
 
@@ -55,7 +55,7 @@ class WanDiffusersReference(DiffusersReference):
         pipe.scheduler = reference_scheduler(pipe, self.run.sampling.scheduler)
 
     def __call__(self) -> dict[str, Any]:
-        torch, diffusers, device, dtype, clock = self.start()
+        _, diffusers, device, dtype, clock = self.start()
         run, s = self.run, self.run.sampling
         pipe = self.load(diffusers.WanPipeline)  # only the DiT in model.dtype, as vidax runs it
 
@@ -78,13 +78,7 @@ class WanDiffusersReference(DiffusersReference):
             latents = pipe(**kwargs).frames
 
         with clock.phase("decode"):
-            vae = pipe.vae
-            z = latents.to(vae.device, dtype=vae.dtype)
-            shape = (1, vae.config.z_dim, 1, 1, 1)
-            mean = torch.tensor(vae.config.latents_mean).view(shape).to(z.device, z.dtype)
-            inv_std = 1.0 / torch.tensor(vae.config.latents_std).view(shape).to(z.device, z.dtype)
-            video = vae.decode(z / inv_std + mean, return_dict=False)[0]
-            frames = pipe.video_processor.postprocess_video(video, output_type="np")
+            frames = decode_wan_latents(pipe, latents)
         return self.metrics(latents, frames, scheduler=type(pipe.scheduler).__name__)
 
 
@@ -126,7 +120,7 @@ class WanDitBench:
         """A constructor of the vidax DiT with ``blocks`` blocks (called under ``nnx.eval_shape``)."""
         from flax import nnx
 
-        from .dit import WanDiT, WanDiTConfig
+        from vidax_core.wan_dit.model import WanDiT, WanDiTConfig
 
         cfg = WanDiTConfig.from_config({**self.arch, "num_layers": blocks})
         return lambda: WanDiT(cfg, rngs=nnx.Rngs(0))
@@ -134,8 +128,8 @@ class WanDitBench:
     def paired_dits(self, blocks: int, seed: int = 0) -> tuple[Any, Any, int]:
         """(vidax DiT, diffusers transformer, parameter count) with the same random fp32 weights."""
         torch, diffusers = _imports()
-        from .convert_dit import load_dit
-        from .dit import WanDiTConfig
+        from vidax_core.wan_dit.keys import load_dit
+        from vidax_core.wan_dit.model import WanDiTConfig
 
         torch.manual_seed(seed)
         ref = diffusers.WanTransformer3DModel(**{**self.arch, "num_layers": blocks}).eval().float()

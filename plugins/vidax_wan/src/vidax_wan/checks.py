@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from vidax_core.run_checks import frame_count_problems, size_problems
-
 from typing import Any, Callable
+
+from vidax_core.run_checks import frame_count_problems, size_problems
+from vidax_core.wan_dit.limits import grid_limit  # noqa: F401 - the Wan plugin states it
 
 from . import presets
 from .experts import has_component
@@ -21,14 +22,6 @@ def run_problems(spec, run) -> list[str]:
     return problems
 
 
-def grid_limit(cfg, component: str = "transformer"):
-    """The token grid the Wan DiT's RoPE table covers: ``rope_max_seq_len`` positions along each axis."""
-    from vidax_core import GridLimit
-
-    n = cfg.rope_max_seq_len
-    return GridLimit((n, n, n), f"rope_max_seq_len={n} in {component}/config.json (the DiT's RoPE table)")
-
-
 def checkpoint_config_problems(spec, ckpt) -> list[str]:
     """Does the checkpoint fit this model id? Read from its config files only, before any weight loads. It parses
     every config itself (both experts and the VAE), so the plugin's own check_checkpoint calls it, not the
@@ -36,7 +29,7 @@ def checkpoint_config_problems(spec, ckpt) -> list[str]:
     from vidax_core import SOURCE_KEY, UserError
     from vidax_core.vae.wan21 import WanVAEConfig
 
-    from .dit import WanDiTConfig
+    from vidax_core.wan_dit.model import WanDiTConfig
 
     problems: list[str] = []
 

@@ -158,7 +158,7 @@ def _load(loader: Callable[..., Any], cfg: Any, tensors: Mapping[str, Any], key_
 
 def load_dit_original(cfg: Any, tensors: Mapping[str, Any], **kw: Any) -> Any:
     """A Wan DiT from original-layout tensors (``blocks.0.self_attn.q.weight``...); ``kw`` go to ``load_dit``."""
-    from .convert_dit import load_dit
+    from vidax_core.wan_dit.keys import load_dit
 
     return _load(load_dit, cfg, tensors, dit_key, **kw)
 

@@ -1,13 +1,15 @@
 """The Wan family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
 
 Wan2.1 / 2.2 text-, image- and text-image-to-video with diffusers' WanPipeline / WanImageToVideoPipeline run
-semantics: UMT5 text (:mod:`.text`), classifier-free guidance (per expert for Wan2.2 A14B, :mod:`.experts`), the
-core's Wan VAEs, the original Wan-AI release files (:mod:`.original_format`). Registering imports no JAX.
+semantics: UMT5 text (:mod:`vidax_core.encoders.wan_text`), classifier-free guidance (per expert for Wan2.2
+A14B, :mod:`.experts`), the core's Wan VAEs, the original Wan-AI release files (:mod:`.original_format`).
+Registering imports no JAX.
 """
 
 from __future__ import annotations
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.encoders.wan_text import WanTextHooks
 from vidax_core.vae.wan_hooks import WanVAEHooks
 
 from . import presets
@@ -20,7 +22,7 @@ from . import presets
 QUANTIZED_OUTSIDE_BLOCKS = (r"time_linear_[12]", r"time_proj", r"text_linear_[12]", r"image_linear_[12]")
 
 
-class WanPlugin(WanVAEHooks, FamilyPlugin):
+class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     family = "wan"
     models = presets.MODELS
     checkpoint_formats = ("diffusers", "wan-original")
@@ -31,17 +33,17 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
     lora_experts = {"high_noise": "transformer", "low_noise": "transformer_2"}
 
     def dit_config(self, ckpt, component="transformer", **overrides):
-        from .dit import WanDiTConfig
+        from vidax_core.wan_dit.model import WanDiTConfig
 
         return WanDiTConfig.from_config({**ckpt.config(component), **overrides})
 
     def conversion_rules(self, component):
-        from .convert_dit import DIT_RULES
+        from vidax_core.wan_dit.keys import DIT_RULES
 
         return DIT_RULES
 
     def conversion_ignore(self, component):
-        from .convert_dit import DIT_IGNORE
+        from vidax_core.wan_dit.keys import DIT_IGNORE
 
         return DIT_IGNORE
 
@@ -59,10 +61,11 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
-        from .flops import counter as dit_flops
+        from vidax_core.wan_dit.flops import counter as dit_flops
+
+        from vidax_core.wan_dit.model import WanDiT
 
         from .checks import grid_limit
-        from .dit import WanDiT
         from .experts import boundary, two_experts
 
         def one(component: str, **expert) -> DitBuild:
@@ -100,19 +103,8 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
 
         return checkpoint_config_problems(spec, ckpt)
 
-    def build_text_encoder(self, spec, ckpt, run, mesh):
-        from vidax_core import load_t5_text
-
-        return load_t5_text(ckpt, mesh, model_type="umt5")
-
-    def encode_prompt(self, spec, encoder, prompts, run):
-        from . import text
-
-        return text.encode(encoder, prompts, run.sampling.max_sequence_length)
-
-
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
-        from .conditioning import prepare_for_run
+        from vidax_core.wan_dit.conditioning import prepare_for_run
 
         return prepare_for_run(run, ckpt, vae, latent_shape) if run.image is not None else None
 

@@ -1,4 +1,5 @@
-"""Image conditioning for Wan, as the reference image-to-video pipelines build it.
+"""Image conditioning for Wan-based DiTs, as the reference image-to-video pipelines build it (Wan2.1 / 2.2, and
+SkyReels-V2's SkyReelsV2ImageToVideoPipeline, which is Wan2.1's with its own DiT).
 
 * Wan2.1 I2V and Wan2.2 I2V-A14B: the image, followed by zero frames, is VAE-encoded into first-frame latents.
   A 4-channel mask marks the first (image) frame. Mask + latents are concatenated to the noisy latents on
@@ -95,12 +96,13 @@ def prepare(run, vae: Any, latent_shape, dit_cfg, model_index: dict, clip: Any =
     return Conditioning(arrays=arrays, model_kwargs=kwargs, prepare=_concat_condition)
 
 
-def prepare_for_run(run, ckpt, vae: Any, latent_shape) -> Conditioning:
+def prepare_for_run(run, ckpt, vae: Any, latent_shape, dit_cfg: Any = None) -> Conditioning:
     """The image conditioning of ``run`` from the checkpoint: Wan2.1 I2V adds CLIP image tokens for its extra
-    cross-attention (a DiT config with ``image_dim``), Wan2.2 only the first-frame latents."""
-    from .dit import WanDiTConfig
+    cross-attention (a DiT config with ``image_dim``), Wan2.2 only the first-frame latents. ``dit_cfg``: the DiT's
+    parsed config (default: transformer/config.json read as Wan's)."""
+    from vidax_core.wan_dit.model import WanDiTConfig
 
-    dit_cfg = WanDiTConfig.from_config(ckpt.config("transformer"))
+    dit_cfg = dit_cfg if dit_cfg is not None else WanDiTConfig.from_config(ckpt.config("transformer"))
     clip = processor = None
     if dit_cfg.image_dim is not None:
         from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision

@@ -1,0 +1,82 @@
+"""The SkyReels-V2 family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+
+SkyReels-V2 (Skywork) is built on Wan2.1's parts: the UMT5 prompt encoding and the Wan VAE come from the core
+(:class:`vidax_core.encoders.wan_text.WanTextHooks`, :class:`vidax_core.vae.wan_hooks.WanVAEHooks`), its DiT is
+the core's Wan DiT with per-frame timesteps, causal frame blocks and an fps embedding (:mod:`.dit`). The
+text-to-video id runs as diffusers' ``SkyReelsV2Pipeline`` (one pass, classifier-free guidance), the image-to-video
+id as ``SkyReelsV2ImageToVideoPipeline`` (Wan2.1's image conditioning, from the core); the diffusion-forcing ids as
+``SkyReelsV2DiffusionForcingPipeline``, window by window (:mod:`.forcing`).
+Registering imports no JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core.encoders.wan_text import WanTextHooks
+from vidax_core.vae.wan_hooks import WanVAEHooks
+
+from . import presets
+
+
+class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
+    family = "skyreels"
+    models = presets.MODELS
+    diffusers_reference = ".bench_reference:SkyReelsDiffusersReference"
+    checks = ".checks"
+    dit_rules = ".convert_dit:DIT_RULES"
+
+    def dit_config(self, ckpt, run=None, **overrides):
+        from .dit import config_for_run
+
+        return config_for_run(ckpt.config("transformer"), run, **overrides)
+
+    def conversion_ignore(self, component):
+        from .convert_dit import DIT_IGNORE
+
+        return DIT_IGNORE
+
+    def build_dit(self, spec, ckpt, run):
+        from vidax_core import DitBuild
+        from vidax_core.wan_dit.flops import counter as dit_flops
+        from vidax_core.wan_dit.limits import grid_limit
+
+        from .dit import SkyReelsDiT, example_inputs
+
+        cfg = self.dit_config(ckpt, run, dtype=dit_weight_dtype(run))
+        return DitBuild.of(SkyReelsDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
+                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
+                           grid_limit=grid_limit(cfg), example_inputs=functools.partial(example_inputs, cfg))
+
+    def builtin_checkpoint(self, spec, name):
+        """``tiny-random`` is a diffusion-forcing pipeline; the text- and image-to-video ids' are
+        ``tiny-random-t2v`` and ``tiny-random-i2v``."""
+        if spec.id not in presets.DIFFUSION_FORCING:
+            name = f"{name}-{'i2v' if 'i2v' in spec.tasks else 't2v'}"
+        return super().builtin_checkpoint(spec, name)
+
+    def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
+        """Image-to-video as Wan2.1's: the first frame's latents and mask concatenated on channels, CLIP image
+        tokens for the image cross-attention (:mod:`vidax_core.wan_dit.conditioning`)."""
+        if run.image is None:
+            return None
+        from vidax_core.wan_dit.conditioning import prepare_for_run
+
+        return prepare_for_run(run, ckpt, vae, latent_shape, dit_cfg=self.dit_config(ckpt, run))
+
+    def sampling_windows(self, spec, ckpt, run):
+        """Diffusion forcing: the windows of :mod:`.forcing` (one window for a video no longer than
+        ``base_num_frames``); the text-to-video id runs one ordinary pass."""
+        if spec.id not in presets.DIFFUSION_FORCING:
+            return None
+        from vidax_core.vae.wan_video import latent_grid
+
+        from .forcing import ForcingWindows
+
+        dit = self.dit_config(ckpt, run)
+        _, h, w = latent_grid(ckpt.config("vae"), 1, run.sampling.height, run.sampling.width)
+        return ForcingWindows(run, (h, w), dit.in_channels, fps_embedding=dit.inject_sample_info)
+
+
+plugin = SkyReelsPlugin()
