@@ -379,7 +379,7 @@ class LoadedModel:
         if plan.windows is not None:
             return windowed.generate(self, cfg, plan, vae, [by_kind[k] for k in plan.guides[0].prompts], timer,
                                      progress, on_chunk=on_chunk, write_outputs=write_outputs,
-                                     step_key=structure_key(cfg))
+                                     step_key=structure_key(cfg), sample_pass=sample_pass)
         results: list[PassResult] = []
         with memory.window() as self.memory_phases["sampling"]:
             passes = plan.passes

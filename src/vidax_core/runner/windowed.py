@@ -120,11 +120,12 @@ def _frames(decoded: Any) -> np.ndarray:
 
 
 def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: Any, progress: Any, *,
-             on_chunk: OnChunk | None = None, write_outputs: bool = True, step_key: Any = None) -> Any:
+             on_chunk: OnChunk | None = None, write_outputs: bool = True, step_key: Any = None,
+             sample_pass: Callable[..., Any]) -> Any:
     """Every window of ``call.windows`` in order (see the module docstring); returns the joined latents (what
-    ``output.save_latents`` writes), the frames and the metrics (a :class:`vidax_core.runner.outputs.RunResult`)."""
+    ``output.save_latents`` writes), the frames and the metrics (a :class:`vidax_core.runner.outputs.RunResult`).
+    ``sample_pass``: :func:`vidax_core.runner.sampling.sample_pass`, handed in by the loaded model."""
     from vidax_core.runner.outputs import RunResult, write_call_outputs
-    from vidax_core.runner.sampling import sample_pass
 
     ws: WindowedSampling = call.windows
     spec, reporter, n = model.spec, model.reporter, len(ws.windows)

@@ -111,13 +111,12 @@ def assert_refused(args: list[str], fragment: str, capsys: Any, monkeypatch: Any
     code 2 and one ``error:`` line containing ``fragment``; returns that line. ``capsys`` / ``monkeypatch`` are the
     calling test's pytest fixtures."""
     from vidax_core import cli
-    from vidax_core.runner import loaded, sampling
+    from vidax_core.runner import loaded
 
     def refuse(*_args: Any, **_kwargs: Any):
         raise RuntimeError("reached sampling: this input was not refused before the denoising loop")
 
-    monkeypatch.setattr(sampling, "sample_pass", refuse)  # a chunked run's windows
-    monkeypatch.setattr(loaded, "sample_pass", refuse)
+    monkeypatch.setattr(loaded, "sample_pass", refuse)  # a chunked run's windows too
     code = cli.main(["run", *args, "--quiet"])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2, err
