@@ -14,6 +14,7 @@ is planned without the grid-dependent checks, and the call completes the plan on
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -218,13 +219,15 @@ class CallPlan:
 class Planner:
     """Plans the calls of one load: its model, checkpoint and denoiser builds (each built shape-only once; a
     placement is made once per expert, latent grid, model batch and the settings it reads, and shared by the
-    plans that need it). ``calls`` counts the plans made (a served request is planned once)."""
+    plans that need it). ``calls`` counts the plans made (a served request is planned once). One plan at a time:
+    ``vidax serve`` plans a posted request on its handler thread while the worker runs another."""
 
     def __init__(self, spec: ModelSpec, ckpt: Any, plugins: Plugins, builds: Sequence[DitBuild]) -> None:
         self.spec, self.ckpt, self.plugins, self.builds = spec, ckpt, plugins, list(builds)
         self._shapes: dict[int, Any] = {}
         self._placements: dict[Any, Placement] = {}
         self.calls = 0
+        self._lock = threading.Lock()
 
     def shape(self, k: int) -> Any:
         """Expert ``k``'s module built shape-only (``nnx.eval_shape``), once per load."""
@@ -259,7 +262,11 @@ class Planner:
     def plan(self, cfg: RunConfig, vae: Any = None) -> CallPlan:
         """Every check a call of ``cfg`` makes before sampling, and what it will run. ``vae``: the built VAE, for
         a family whose latent grid comes only from it."""
-        self.calls += 1
+        with self._lock:
+            self.calls += 1
+            return self._plan(cfg, vae)
+
+    def _plan(self, cfg: RunConfig, vae: Any) -> CallPlan:
         spec, ckpt, plugins, builds = self.spec, self.ckpt, self.plugins, self.builds
         passes = sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [select_sampler(spec, ckpt, p.run, plugins) for p in passes]
