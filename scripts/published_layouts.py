@@ -127,6 +127,7 @@ def tensors_of(folder: str, declared: list | None = None, pipeline: str | None =
             model = cls(transformers.AutoConfig.from_pretrained(folder))
     filled = {"_class_name": cls.__name__, **dict(model.config)} if lib == "diffusers" else \
         {**model.config.to_dict(), "architectures": [cls.__name__]}
+    filled.pop("_name_or_path", None)  # the temporary folder it was built from: not part of the layout
     with open(os.path.join(folder, "config.json"), "w") as f:  # every default written out, as save_pretrained does
         json.dump(filled, f, indent=1, default=lambda v: list(v) if isinstance(v, tuple) else str(v))
     state = model.state_dict()

@@ -127,8 +127,14 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     preset = plugins.preset_for(args.model_id)
     merged = config_mod.merge(config_mod.defaults_dict(), preset, {"model": {"id": args.model_id}})
     cfg = config_mod.validate(merged, required=False)
-    for key in config_mod.unset_required(cfg):  # left to the user (LTX-2.5's frame count): say so, not refuse
+    for key in config_mod.unset_required(cfg):  # left to the user: say so, not refuse
         print(f"# {key} has no default for {args.model_id}: set it (null below)")
+    predicts = getattr(plugins.registry.get(args.model_id), "predicts", ()) or ()
+    for key in config_mod.PREDICTABLE:
+        if config_mod._get(cfg, key) is None:  # LTX-2.5's frame count: predicted when its checkpoint can
+            how = (" or leave it null for the checkpoint's prediction (a duration head)"
+                   if key.split(".")[-1] in predicts else "")
+            print(f"# {key} has no default for {args.model_id}: set it{how} (null below)")
     print(config_mod.to_yaml(cfg), end="")
     return 0
 
