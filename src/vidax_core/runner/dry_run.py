@@ -162,7 +162,7 @@ def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident
     plan.add("activations", "device", activation_bytes, note="one block, estimate")
     vae = mp.component_bytes(ckpt, "vae", as_float32=True)
     if vae:
-        plan.add("vae", "device", vae, note="at float32, built before sampling")
+        plan.add("vae", "device", vae, note="at float32, built before the prompts encode", phase="both")
     if cpu:
         plan.rows = [(p, w.replace("device", "cpu device"), d, h + d, n, ph) for p, w, d, h, n, ph in plan.rows]
     return plan.lines(_fmt_bytes)

@@ -164,6 +164,7 @@ class LoadedModel:
         if len(self.builds) > 1:
             self.reporter.log(f"{len(self.builds)} experts switched by timestep")
         if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
+            self.vae(plan.passes[-1].run)  # its VAE first: a broken VAE config is refused before any weight
             with precision.scope(cfg):
                 self._encode_call(plan)
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading
@@ -222,7 +223,10 @@ class LoadedModel:
         """Where the prompt encoder builds and runs (``runtime.encode_on``, :mod:`.memory_plan`), decided once per
         pipe: ``vidax run`` encodes before the denoiser is placed, a loaded pipe beside its device weights."""
         if self.encode_on is None:
-            beside = 0 if (self.single and not self.experts) else int(max(self.tracker.base, self.tracker.peak))
+            if self.single and not self.experts:  # built before the prompts encode, the denoiser after them
+                beside = memory_plan.component_bytes(self.ckpt, "vae", as_float32=True) or 0
+            else:
+                beside = int(max(self.tracker.base, self.tracker.peak))
             self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside)
             self.reporter.log(f"text encoder on {'the host CPU' if self.encode_on.where == 'cpu' else 'the devices'}"
                               f" ({self.encode_on.reason})")
@@ -356,12 +360,12 @@ class LoadedModel:
         t0 = time.perf_counter()
         if plan is None:
             plan = self.plan_call(cfg)
-        self.load_weights()
-        self.use_adapters(cfg)
-        vae = self.vae(plan.passes[-1].run)
+        vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
         if not plan.complete:  # a family whose latent grid only its built VAE gives
             plan = self.planner.plan(cfg, vae)
         check_vae_grids(self.spec, plan, vae)
+        self.load_weights()
+        self.use_adapters(cfg)
         for line in plan_lines(plan):
             reporter.log(line)
         timer.add("load_s", time.perf_counter() - t0)

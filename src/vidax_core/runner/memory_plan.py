@@ -10,8 +10,8 @@ beside them (Wan's UMT5-XXL is 11 GB in bf16, 23 GB in the float32 vidax encodes
   encode more slowly, but a one-chip run of a 14B model with a 6B encoder needs no second copy of anything on the
   chip and the denoiser need not step aside;
 * ``auto``: ``device`` where the encoder (estimated from its checkpoint files at float32) fits the device's
-  memory beside what is placed when it runs (nothing for ``vidax run``, which encodes before placing the
-  denoiser; the denoiser's device weights for a loaded pipe), else ``cpu``.
+  memory beside what is placed when it runs (the VAE for ``vidax run``, which builds its VAE, then encodes, then
+  places the denoiser; the denoiser's device weights for a loaded pipe), else ``cpu``.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class Placement:
     ``vidax run`` encodes its prompts before it places the denoiser, so the peaks are the larger of the ``encode``
     phase's and the ``denoise`` phase's sums."""
 
-    rows: list[tuple[str, str, int, int, str, str]] = field(default_factory=list)
+    rows: list[tuple[str, str, int, int, str, str]] = field(default_factory=list)  # phase: encode|denoise|both
     budget: int | None = None
 
     def add(self, part: str, where: str, device: int = 0, host: int = 0, note: str = "",
@@ -125,7 +125,7 @@ class Placement:
         self.rows.append((part, where, int(device), int(host), note, phase))
 
     def _peak(self, column: int) -> int:
-        return max(sum(r[column] for r in self.rows if r[5] == phase) for phase in ("encode", "denoise"))
+        return max(sum(r[column] for r in self.rows if r[5] in (phase, "both")) for phase in ("encode", "denoise"))
 
     def device_peak(self) -> int:
         return self._peak(2)
