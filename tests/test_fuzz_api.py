@@ -166,15 +166,18 @@ def prompts_files(draw):
 
 
 @pytest.fixture(scope="module")
-def batch_model():
-    """The tiny Wan model opened as a batch opens it before its lines are checked (no weight read)."""
+def batch_model(tmp_path_factory):
+    """The tiny Wan model opened as a batch opens it before its lines are checked (no weight read); its output path
+    is a fresh one (``make demo`` leaves out/demo.mp4 behind, and an existing output is refused before loading)."""
     from vidax_core import config
     from vidax_core.plugins import get_plugins
     from vidax_core.runner.loaded import LoadedModel
     from vidax_core.runner.progress import Reporter
 
     plugins = get_plugins()
-    cfg = config.resolve(DEMO, ["model.checkpoint=builtin:tiny-random", *TINY], plugins.preset_for)
+    out = tmp_path_factory.mktemp("batch") / "o.mp4"
+    cfg = config.resolve(DEMO, ["model.checkpoint=builtin:tiny-random", f"output.path={out}", *TINY],
+                         plugins.preset_for)
     cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, metrics=None))
     model = LoadedModel(cfg, plugins, Reporter(quiet=True), load_weights=False)
     yield cfg, model
