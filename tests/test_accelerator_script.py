@@ -33,7 +33,8 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "accelerator.json").read_text())
     cases = {c["case"]: c for c in report["cases"]}
-    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "quant_fusion"]
+    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "numerics", "quant_fusion",
+                           "random_dit_all"]
     assert all(c["exit"] == 0 for c in cases.values())
     attn = cases["attn_480p"]["result"]
     assert [r["attention"] for r in attn["rows"]] == ["xla", "blockwise"]
@@ -47,6 +48,10 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert [r["weights"] for r in quant] == ["bfloat16", "int8", "float8_e4m3fn"]
     assert all(r["temp_bytes"] > 0 and r["call_s"] > 0 for r in quant)
     assert quant[1]["argument_bytes"] < 0.6 * quant[0]["argument_bytes"]  # the 8-bit program's weights halve
+    families = cases["random_dit_all"]["result"]["rows"]  # every family's tiny demo DiT, one row each
+    assert {r["model"] for r in families} >= {"demo", "cosmos3_demo", "ltx_demo", "ltx2_demo", "kandinsky_demo",
+                                              "hunyuan15_demo"}
+    assert all(r["exit"] == 0 and r["call_s"] > 0 and r["video_tokens"] > 0 for r in families)
 
 
 def test_collect_records_a_skipped_case_and_its_reason(tmp_path):

@@ -7,6 +7,8 @@ core's Wan VAEs, the original Wan-AI release files (:mod:`.original_format`). Re
 
 from __future__ import annotations
 
+import functools
+
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.vae.wan_hooks import WanVAEHooks
 
@@ -62,11 +64,14 @@ class WanPlugin(WanVAEHooks, FamilyPlugin):
         from .flops import counter as dit_flops
 
         from .checks import grid_limit
+        from .conditioning import example_inputs
         from .dit import WanDiT
         from .experts import boundary, two_experts
 
         def one(component: str, **expert) -> DitBuild:
             cfg = self.dit_config(ckpt, component, dtype=dit_weight_dtype(run))
+            if cfg.is_i2v or cfg.in_channels != cfg.out_channels:  # condition channels, CLIP tokens
+                expert["example_inputs"] = functools.partial(example_inputs, cfg, ckpt)
             return DitBuild.of(WanDiT, cfg, in_channels=cfg.out_channels, component=component,
                                heads=cfg.num_attention_heads, patch_size=cfg.patch_size,
                                block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
