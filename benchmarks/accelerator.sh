@@ -93,7 +93,7 @@ if [ "$CPU" = 1 ]; then  # tiny shapes, same cases and code paths
   export JAX_PLATFORMS=cpu
   ARCH=(configs/demo.yaml sampling.num_frames=5)
   SIZE480=(sampling.height=64 sampling.width=64) SIZE720=(sampling.height=64 sampling.width=96)
-  BLOCKS=1 BLOCKS720=1 ATTN=xla,blockwise T_ATTN=240 T_OFF=240 T_PIPE=300 REPEATS=1 INPROC=--in-process BUDGET=900
+  BLOCKS=2 BLOCKS720=1 ATTN=xla,blockwise T_ATTN=240 T_OFF=240 T_PIPE=300 REPEATS=1 INPROC=--in-process BUDGET=900
   PIPE=(configs/demo.yaml sampling.height=32 sampling.width=32 sampling.num_frames=1 sampling.num_steps=3
         sampling.max_sequence_length=16)
   QUANT=(--width tiny --blocks 2 --frames 1 --height 8 --width-px 8) T_QUANT=240
