@@ -16,8 +16,9 @@
 # OUT_DIR/published, written there by vidax bench --write-random-checkpoint --fill zeros: no torch needed).
 # CASES=a,b,...: run only these cases (default all); BUDGET=S: wall seconds for everything (default 585);
 # ATTN=a,b: the attention backends of the attn cases; REPEATS=N: timed calls after the first (default 2);
-# T_ATTN, T_OFF, T_QUANT: per-case timeouts in seconds (default 140, 90, 120; on a TPU 170, 160, 240, so there
-# the cases take two runs of at most 10 minutes: CASES=attn_480p,attn_720p then CASES=offload_480p,quant_fusion).
+# T_ATTN, T_OFF, T_QUANT, T_RDA: per-case timeouts in seconds (default 140, 90, 120, 580; on a TPU 170, 160, 240,
+# so there the cases take several runs of at most 10 minutes: CASES=attn_480p,attn_720p, then
+# CASES=offload_480p,quant_fusion, then CASES=random_dit_all).
 # Cases, each under its own timeout (a failing case is recorded and the next one runs), all within BUDGET:
 #   attn_480p, attn_720p   Wan2.1-14B width (5120, 40 heads), 81 frames, bf16, 4 (720p: 2) of 40 blocks, batch 2:
 #                          the platform's flash kernel (GPU: cuDNN; TPU: Pallas TPU flash attention) vs XLA vs
@@ -35,6 +36,11 @@
 #   quant_fusion           8-bit weights (docs/quantization.md): a Wan2.1-14B-width slice (2 blocks, one 480p latent
 #                          frame), bf16 vs int8 vs fp8: XLA's compiled temp bytes (does the dequantisation fuse into
 #                          the matmul, or copy a block's kernels?) and the forward's call time on random weights
+#   random_dit_all         every family's DiT at its reference size (its default config; the architecture from the
+#                          id's published layout, nothing downloaded), RD_BLOCKS (default 1) block(s) of every group,
+#                          batch 2, attention auto, one process per model under a timeout: grid, tokens, compile,
+#                          call time, TFLOP/s, MFU, device peak (benchmarks/random_dit_all.py; RD_MODELS=a,b picks
+#                          the ids). It needs most of a 10-minute command: run it alone, CASES=random_dit_all
 # Results: OUT_DIR/<case>.json + .md, OUT_DIR/accelerator.json (every case, its status and wall time) and
 # OUT_DIR/accelerator.md (one table). The exit status is non-zero when a case failed. PYTHON unset: the project's
 # .venv/bin/python where there is one, else python3.
@@ -94,6 +100,7 @@ if [ "$CPU" = 1 ]; then  # tiny shapes, same cases and code paths
   PIPE_REF=(--reference diffusers)
   CKARGS=(--blocks 1) NUMARGS=(--size 32x32x5 --steps 2 --set sampling.max_sequence_length=16)
   NUM_BACKENDS=xla T_NUM=300
+  RDA=(--demos --set sampling.max_sequence_length=16 --attention xla) T_RDA=240
 else
   CFGS=${CONFIGS:-$OUT/published}
   [ -f "$CFGS/wan2.1-t2v-14b/model_index.json" ] || "$PY" -m vidax_core.cli bench --write-random-checkpoint \
@@ -112,6 +119,9 @@ else
   fi
   QUANT=(--width 14b --blocks 2 --frames 1 --height 60 --width-px 104)
   CKARGS=() NUMARGS=(--size 256x256x9 --steps 3) T_NUM=${T_NUM:-330}
+  T_RDA=${T_RDA:-580}
+  RDA=(--blocks "${RD_BLOCKS:-1}" --repeats 1 --attention auto --budget "$(( T_RDA - 15 ))"
+       ${RD_MODELS:+--models "$RD_MODELS"})
   CKPT="$OUT/ckpt-wan13b-random"  # the torch-free writer's full-size Wan2.1-1.3B (random weights)
   PIPE=(benchmarks/gpu_wan13b.yaml "model.checkpoint=$CKPT")
 fi
@@ -167,6 +177,7 @@ export NUMARGS_STR CKARGS_STR
 case_run numerics "$T_NUM" bash -c 'NUMARGS=($NUMARGS_STR); CKARGS=($CKARGS_STR); numerics'
 case_run quant_fusion "$T_QUANT" "$PY" benchmarks/quant_memory_analysis.py "${QUANT[@]}" --time --out "$OUT" \
   --name quant_fusion
+case_run random_dit_all "$T_RDA" "$PY" benchmarks/random_dit_all.py "$OUT" "${RDA[@]}"
 
 "$PY" benchmarks/collect.py "$OUT" "$STATUS" "$(( $(date +%s) - start ))" "$([ "$CPU" = 1 ] && echo cpu-check || echo accelerator)"
 rc=$?

@@ -33,7 +33,8 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "accelerator.json").read_text())
     cases = {c["case"]: c for c in report["cases"]}
-    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "numerics", "quant_fusion"]
+    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "numerics", "quant_fusion",
+                           "random_dit_all"]
     assert all(c["exit"] == 0 for c in cases.values())
     attn = cases["attn_480p"]["result"]
     assert [r["attention"] for r in attn["rows"]] == ["xla", "blockwise"]
@@ -51,6 +52,10 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert [r["weights"] for r in quant] == ["bfloat16", "int8", "float8_e4m3fn"]
     assert all(r["temp_bytes"] > 0 and r["call_s"] > 0 for r in quant)
     assert quant[1]["argument_bytes"] < 0.6 * quant[0]["argument_bytes"]  # the 8-bit program's weights halve
+    families = cases["random_dit_all"]["result"]["rows"]  # every family's tiny demo DiT, one row each
+    assert {r["model"] for r in families} >= {"demo", "cosmos3_demo", "ltx_demo", "ltx2_demo", "kandinsky_demo",
+                                              "hunyuan15_demo"}
+    assert all(r["exit"] == 0 and r["call_s"] > 0 and r["video_tokens"] > 0 for r in families)
 
 
 def test_a_failing_case_fails_the_script(tmp_path):
@@ -81,3 +86,21 @@ def test_collect_records_a_skipped_case_and_its_reason(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "collect.py"), str(tmp_path), str(status), "9",
                            "accelerator"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
+
+
+def test_random_dit_all_runs_published_architectures_and_records_a_failure(tmp_path):
+    """The accelerator path of ``random_dit_all``: each id's published width in a process of its own (here one
+    block at a tiny size); a model that fails (CogVideoX-5B-I2V refuses any size but 720x480) is a row with its
+    error, and the exit status says so."""
+    small = [a for kv in ("sampling.height=32", "sampling.width=32", "sampling.num_frames=5",
+                          "sampling.max_sequence_length=8") for a in ("--set", kv)]
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "random_dit_all.py"), str(tmp_path),
+                           "--models", "wan2.1-t2v-1.3b,cogvideox-5b-i2v", "--attention", "xla", *small],
+                          cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    ok, failed = json.loads((tmp_path / "random_dit_all.json").read_text())["rows"]
+    assert ok["model"] == "wan2.1-t2v-1.3b" and ok["exit"] == 0 and ok["grid"] == [2, 4, 4]
+    assert ok["flops_per_call"] > 0 and ok["call_s"] > 0 and ok["attention_backends"] == ["xla"]
+    assert failed["exit"] == 2 and "720x480" in failed["error"]
+    assert "| cogvideox-5b-i2v | error (exit 2)" in (tmp_path / "random_dit_all.md").read_text()

@@ -104,10 +104,13 @@ def add_parser(sub) -> None:
                    help="every layer of the text encoders (default: one layer, full width and vocabulary)")
     w.add_argument("--fill", default="random", choices=("random", "zeros"),
                    help="zeros: headers only, the data left as holes of sparse files (layout checks)")
-    r = b.add_argument_group("random full-width DiT (vidax bench --random-dit CONFIG model.checkpoint=<config-only "
-                             "folder>; see vidax_core.bench.random_dit)")
+    r = b.add_argument_group("random full-width DiT (vidax bench --random-dit CONFIG [--published | "
+                             "model.checkpoint=<config-only folder>]; see vidax_core.bench.random_dit)")
     r.add_argument("--random-dit", action="store_true",
                    help="time one DiT call of the run's architecture with random weights (no weights read)")
+    r.add_argument("--published", action="store_true",
+                   help="read the architecture from the model id's published layout that ships with its plugin "
+                        "(no model.checkpoint, no download)")
     r.add_argument("--random-blocks", type=int, default=None, metavar="N",
                    help="keep N blocks of every stacked group (default: all)")
     r.add_argument("--attention", default="auto", help="comma list of attention backends to time (default auto)")

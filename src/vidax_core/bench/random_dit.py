@@ -2,7 +2,10 @@
 
 The architecture is the run's own: ``model.id`` + ``model.checkpoint`` (a config-only folder or a hub id: only
 the JSON files are read) + the sampling sizes give the denoiser (``build_dit``) and its latent grid, exactly as
-``vidax run`` would build them. ``--blocks N`` keeps N blocks of every stacked group at full width (the step time
+``vidax run`` would build them; with ``--published`` the checkpoint is the id's published layout that ships with its
+plugin (:mod:`vidax_core.bench.random_checkpoint`, written with ``--fill zeros`` into a temporary folder: no
+download, no torch). The conditioning files (``image``, ``video``) are not read: an image-to-video denoiser's extra
+inputs come from ``example_inputs`` like the rest. ``--blocks N`` keeps N blocks of every stacked group at full width (the step time
 of the full model is then about ``per-block x blocks``). Weights: ``model.dtype`` (default the device's policy:
 bf16 on GPU/TPU), drawn on the device. Attention: each backend of ``--attention`` in turn.
 
@@ -17,16 +20,20 @@ to [0, 1].
 
 The text context and any extra model inputs are drawn from the build's ``example_inputs`` (structured contexts:
 LTX-Video's hidden states + mask, HunyuanVideo's hidden + mask + pooled and its guidance input), or one context
-array of the config's text width. Results: ``OUT/NAME.json`` + ``OUT/NAME.md``.
+array of the config's text width. Results: ``OUT/NAME.json`` + ``OUT/NAME.md``. :func:`trace` runs the same set-up
+abstractly (``jax.eval_shape``: no weights, no compile), so every id can be checked at its reference size on CPU.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import contextlib
+import dataclasses
+import shutil
 import statistics
+import tempfile
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from vidax_core.errors import UserError
 
@@ -76,28 +83,71 @@ def _map_pairs(fn, tree: Any) -> Any:
     raise TypeError(f"example_inputs: expected (shape, dtype) pairs, got {tree!r}")
 
 
-def _random_state(abstract: Any, groups: dict[str, int], blocks: int | None, seed: int = 0) -> Any:
-    """Random device arrays for an abstract state, the stacked groups cut to ``blocks`` (std 0.02)."""
+def _cut_state(abstract: Any, groups: dict[str, int], blocks: int | None) -> list[tuple[Any, Any, Any]]:
+    """(path, variable, ShapeDtypeStruct) of every leaf of an abstract state, the stacked groups cut to
+    ``blocks``."""
     import jax
-    import jax.numpy as jnp
+    import numpy as np
     from flax import nnx
 
     from vidax_core.nn.state import leaf_value
 
-    @functools.partial(jax.jit, static_argnums=(1, 2))
-    def make(k, shape, dtype):
-        return (0.02 * jax.random.normal(k, shape, jnp.float32)).astype(dtype)
-
-    key = jax.random.key(seed)
     out = []
-    for i, (path, var) in enumerate(nnx.to_flat_state(abstract)):
+    for path, var in nnx.to_flat_state(abstract):
         leaf = leaf_value(var)
         shape = tuple(leaf.shape)
         if blocks and path and str(path[0]) in groups and shape:
             shape = (min(blocks, shape[0]),) + shape[1:]
-        value = make(jax.random.fold_in(key, i), shape, jnp.dtype(leaf.dtype))  # one program per shape
-        out.append((path, var.replace(value) if hasattr(var, "replace") else value))
-    return nnx.from_flat_state(out)
+        out.append((path, var, jax.ShapeDtypeStruct(shape, np.dtype(leaf.dtype))))
+    return out
+
+
+def _with_values(leaves: list[tuple[Any, Any, Any]], values: list[Any]) -> Any:
+    from flax import nnx
+
+    return nnx.from_flat_state([(path, var.replace(v) if hasattr(var, "replace") else v)
+                                for (path, var, _), v in zip(leaves, values)])
+
+
+_POOL = 1 << 20  # normal draws every leaf is cut from
+_HOST_LEAF = 1 << 22  # leaves up to this many elements are made on the host
+
+
+def _random_state(leaves: list[tuple[Any, Any, Any]], seed: int = 0) -> Any:
+    """Random arrays (std 0.02) for the cut leaves, each a window of one pool of normal draws at its own offset
+    (repeated where the leaf is larger): small leaves cut on the host and put on the device one by one, the large
+    ones (the stacked block matrices) made by ONE device program, so no host copy of the weights is ever made.
+    A program per leaf shape, or a generator per leaf, would spend most of a small run compiling."""
+    import math
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    pool = (0.02 * np.random.default_rng(seed).standard_normal(_POOL)).astype(np.float32)
+
+    def start(i: int) -> int:
+        return (i * 104729) % _POOL  # a prime stride: neighbouring leaves differ
+
+    big = [i for i, (_, _, sd) in enumerate(leaves) if math.prod(sd.shape) > _HOST_LEAF]
+
+    @jax.jit
+    def make(pool):
+        out = []
+        for i in big:
+            sd = leaves[i][2]
+            n = math.prod(sd.shape)
+            reps = -(-(start(i) + n) // _POOL)
+            flat = jnp.broadcast_to(pool, (reps, _POOL)).reshape(-1)[start(i):start(i) + n]
+            out.append(flat.reshape(sd.shape).astype(sd.dtype))
+        return out
+
+    values = dict(zip(big, make(jnp.asarray(pool)) if big else []))
+    for i, (_, _, sd) in enumerate(leaves):
+        if i not in values:
+            host = np.resize(np.roll(pool, -start(i)), math.prod(sd.shape)).reshape(sd.shape)
+            values[i] = jax.device_put(host.astype(sd.dtype))
+    return _with_values(leaves, [values[i] for i in range(len(leaves))])
 
 
 def _median_time(fn, repeats: int) -> tuple[float, float]:
@@ -133,7 +183,7 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
 
     mesh = _one_device_mesh()
     pre = jax.jit(lambda s, x, t, c, kw: nnx.merge(graphdef, s).pre(x, t, c, **kw))
-    post = jax.jit(lambda s, h, aux: nnx.merge(graphdef, s).post(h, aux, x.shape))
+    post = jax.jit(lambda s, h, aux: nnx.merge(graphdef, s).post(h, aux, jax.tree.map(lambda a: a.shape, x)))
     pools = []
     for name, (gdef, st) in group_states.items():
         host = HostChunks(st, chunk, chunk_shardings(st, {}, mesh), kind, direct=False)  # the accelerators' path
@@ -170,6 +220,97 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
             "executor": {p.name: p.overlap for p in pools}}
 
 
+@dataclasses.dataclass
+class Setup:
+    """One random-DiT call as the run would make it: the denoiser's build, its latent grid, the stacked groups
+    (cut to ``kept`` blocks), the abstract state's cut leaves and the inputs as ``(shape, dtype)`` pairs."""
+
+    spec: Any
+    build: Any
+    grid: tuple[int, int, int]
+    batch: int
+    text: int
+    groups: dict[str, int]
+    kept: dict[str, int]
+    graphdef: Any
+    leaves: list
+    inputs: tuple[Any, Any, dict]
+
+
+@contextlib.contextmanager
+def published_checkpoint(model_id: str, plugins: Any) -> Iterator[str]:
+    """A temporary folder holding ``model_id``'s published layout with its data left as holes (configs, headers
+    and tokenizers: what a config-only read needs), removed afterwards."""
+    from vidax_core.bench.random_checkpoint import write_random_checkpoint
+
+    folder = tempfile.mkdtemp(prefix="vidax-published-")
+    try:
+        write_random_checkpoint(model_id, folder, fill="zeros", full_text_encoder=True, log=lambda _m: None,
+                                plugins=plugins)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def setup(args: argparse.Namespace, plugins: Any = None) -> Setup:
+    """The random-DiT call of ``args`` (config, overrides, batch, blocks, ``published``)."""
+    from flax import nnx
+
+    from vidax_core import config as config_mod
+    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.plugins import get_plugins
+    from vidax_core.runner import windowed
+    from vidax_core.runner.denoiser import build_dit
+
+    plugins = plugins or get_plugins()
+    overrides = list(args.overrides or []) + ["image=null", "video=null"]  # the DiT's inputs are example_inputs
+    cfg = config_mod.resolve(args.config, overrides, plugins.preset_for)
+    with contextlib.ExitStack() as stack:
+        if getattr(args, "published", False):
+            folder = stack.enter_context(published_checkpoint(cfg.model.id, plugins))
+            cfg = config_mod.resolve(args.config, overrides + [f"model.checkpoint={folder}"], plugins.preset_for)
+        spec = plugins.registry.get(cfg.model.id)
+        ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
+        build = build_dit(spec, ckpt, cfg, plugins)[0]
+        grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
+        windows = windowed.plan(spec, ckpt, cfg, plugins)
+        if windows is not None:  # a chunked model's call denoises one window
+            grid = windowed.grids(windows)[0]
+        if grid is None:
+            raise UserError(f"--random-dit: the plugin of {spec.id} gives no latent grid without its VAE weights")
+        grid = tuple(int(v) for v in grid)
+        batch, text = int(args.batch), int(cfg.sampling.max_sequence_length or 512)
+        inputs = _example_inputs(build, batch, grid, text)  # may read the checkpoint's configs
+    groups = dict(build.block_counts or {})
+    blocks = args.random_blocks
+    graphdef, abstract = nnx.split(nnx.eval_shape(build.ctor))
+    return Setup(spec=spec, build=build, grid=grid, batch=batch, text=text, groups=groups,
+                 kept={g: min(blocks or n, n) for g, n in groups.items()}, graphdef=graphdef,
+                 leaves=_cut_state(abstract, groups, blocks), inputs=inputs)
+
+
+def _call(graphdef):
+    from flax import nnx
+
+    return lambda s, x, t, c, kw: nnx.merge(graphdef, s)(x, t, c, **kw)
+
+
+def trace(args: argparse.Namespace, plugins: Any = None) -> Any:
+    """The output shapes of the random-DiT call of ``args``, traced abstractly (``jax.eval_shape``: nothing is
+    allocated or compiled), with the run's attention backend (``--attention``'s first)."""
+    import jax
+    import jax.numpy as jnp
+
+    from vidax_core import attention
+
+    st = setup(args, plugins)
+    state = _with_values(st.leaves, [sd for _, _, sd in st.leaves])
+    x, ctx, kw = (_map_pairs(lambda sd: jax.ShapeDtypeStruct(sd[0], jnp.dtype(sd[1])), v) for v in st.inputs)
+    t = jax.ShapeDtypeStruct((st.batch,), jnp.float32)
+    with attention.use_backend(args.attention.split(",")[0].strip() or "auto"):
+        return jax.eval_shape(_call(st.graphdef), state, x, t, ctx, kw)
+
+
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
@@ -177,47 +318,26 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     from flax import nnx
 
     from vidax_core import attention
-    from vidax_core import config as config_mod
+    from vidax_core.bench.report import device_memory
     from vidax_core.flops import step_flops
-    from vidax_core.io.checkpoint import checkpoint_for_run
     from vidax_core.parallel.host_chunks import host_memory_kind
-    from vidax_core.plugins import get_plugins
     from vidax_core.runner import throughput
-    from vidax_core.runner.denoiser import build_dit
 
-    plugins = get_plugins()
-    cfg = config_mod.resolve(args.config, list(args.overrides or []), plugins.preset_for)
-    spec = plugins.registry.get(cfg.model.id)
-    ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
-    build = build_dit(spec, ckpt, cfg, plugins)[0]
-    grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
-    from vidax_core.runner import windowed
-
-    windows = windowed.plan(spec, ckpt, cfg, plugins)
-    if windows is not None:  # a chunked model's call denoises one window
-        grid = windowed.grids(windows)[0]
-    if grid is None:
-        raise UserError(f"--random-dit: the plugin of {spec.id} gives no latent grid without its VAE weights")
-    grid = tuple(int(v) for v in grid)
-    batch, text = int(args.batch), int(cfg.sampling.max_sequence_length or 512)
-    groups = dict(build.block_counts or {})
-    blocks = args.random_blocks
-    module = nnx.eval_shape(build.ctor)
-    graphdef, abstract = nnx.split(module)
-    x, ctx, kw = _example_inputs(build, batch, grid, text)
-    state = _random_state(abstract, groups, blocks)
+    st = setup(args)
+    build, grid, batch, text, groups = st.build, st.grid, st.batch, st.text, st.groups
+    graphdef = st.graphdef
+    state = _random_state(st.leaves)
     rng = np.random.default_rng(0)
-    x, ctx, kw = _draw(x, rng), _draw(ctx, rng), _draw(kw, rng)
+    x, ctx, kw = (_draw(v, rng) for v in st.inputs)
     t = jnp.full((batch,), 500.0, jnp.float32)
-    kept = {g: min(blocks or n, n) for g, n in groups.items()}
-    flops = step_flops(build, [tuple(range(batch))], grid, text, blocks=kept)
+    flops = step_flops(build, [tuple(range(batch))], grid, text, blocks=st.kept)
     peak = throughput.local_peak()
     rows = []
     for name in [b.strip() for b in args.attention.split(",") if b.strip()]:
         row: dict[str, Any] = {"attention": name}
         try:
             with attention.use_backend(name):
-                fn = jax.jit(lambda s, x, t, c, kw: nnx.merge(graphdef, s)(x, t, c, **kw))
+                fn = jax.jit(_call(graphdef))
                 t0 = time.perf_counter()
                 compiled = fn.lower(state, x, t, ctx, kw).compile()
                 row["compile_s"] = time.perf_counter() - t0
@@ -225,6 +345,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 _, row["call_s"] = _median_time(lambda: jax.block_until_ready(compiled(state, x, t, ctx, kw)),
                                                 args.repeats)
                 row.update(throughput.utilisation(flops, row["call_s"], 1, build.param_dtype, peak))
+                row["device_peak_bytes"] = device_memory()["device_peak_bytes"]  # the process's so far
                 for chunk in [int(c) for c in str(args.offload or "").split(",") if c.strip()]:
                     rest, group_states = _split_groups(graphdef, state, groups)
                     row.setdefault("offload", []).append(
@@ -234,9 +355,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             row["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         rows.append(row)
         jax.clear_caches()
-    return {"model": spec.id, "grid": list(grid), "batch": batch, "text_tokens": text,
+    return {"model": st.spec.id, "grid": list(grid), "batch": batch, "text_tokens": text,
             "video_tokens": None if not build.patch_size else int(np.prod(grid) // np.prod(build.patch_size)),
-            "blocks": kept, "dtype": np.dtype(build.param_dtype).name, "backend": jax.default_backend(),
+            "blocks": st.kept, "dtype": np.dtype(build.param_dtype).name, "backend": jax.default_backend(),
             "device": getattr(jax.devices()[0], "device_kind", ""), "peak": peak.name if peak else None,
             "flops_per_call": flops, "rows": rows}
 
@@ -282,6 +403,7 @@ def main(args: argparse.Namespace) -> int:
     rep = bench(args)
     rep["machine"] = machine_info()
     rep["markdown"] = markdown(rep)
-    jpath, mpath = write_report(rep, args.out, args.name or "random_dit")
-    print(rep["markdown"], end="")
+    write_report(rep, args.out, args.name or "random_dit")
+    if not getattr(args, "quiet", False):
+        print(rep["markdown"], end="")
     return 0

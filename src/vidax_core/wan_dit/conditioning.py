@@ -73,6 +73,27 @@ def clip_image_context(clip: Any, processor_config: dict, image: Any) -> np.ndar
     return np.asarray(clip.hidden_state(jnp.asarray(pixels), -2), np.float32)
 
 
+def image_tokens(ckpt: Any, dit_cfg: Any) -> int | None:
+    """Image tokens per sample of an I2V DiT with ``image_dim``: the CLIP tower's patches + its class token (FLF2V:
+    ``pos_embed_seq_len``, both frames'); None without image attention."""
+    if dit_cfg.image_dim is None:
+        return None
+    if dit_cfg.pos_embed_seq_len:
+        return int(dit_cfg.pos_embed_seq_len)
+    from vidax_core.encoders.clip_vision import CLIPVisionConfig
+
+    return CLIPVisionConfig.from_config(ckpt.config("image_encoder")).num_patches + 1
+
+
+def example_inputs(dit_cfg: Any, ckpt: Any, batch: int, grid, text: int):
+    """``DitBuild.example_inputs`` of an image-to-video DiT: the noisy latents with the mask + first-frame
+    channels concatenated (``in_channels`` in all), the UMT5 context and, with image attention, the CLIP tokens."""
+    tokens = image_tokens(ckpt, dit_cfg)
+    latents = ((batch, dit_cfg.in_channels, *grid), "float32")
+    kwargs = {"image_context": ((batch, tokens, dit_cfg.image_dim), "float32")} if tokens else {}
+    return latents, ((batch, text, dit_cfg.text_dim), dit_cfg.dtype), kwargs
+
+
 def prepare(run, vae: Any, latent_shape, dit_cfg, model_index: dict, clip: Any = None,
             processor_config: dict | None = None) -> Conditioning | None:
     """The Conditioning of one run (None for plain text-to-video)."""

@@ -32,6 +32,14 @@ def _prepare(x, t, arrays):
     return jnp.concatenate([x, img], axis=2), t
 
 
+def example_inputs(dit: Any, batch: int, grid, text: int):
+    """``DitBuild.example_inputs`` of an image-to-video DiT: the latents with the image latents concatenated on
+    the channel axis (``in_channels`` in all, (B, F, C, H, W)), the T5 context and, with an ofs embedding, ``ofs``."""
+    f, h, w = grid
+    kwargs = {"ofs": np.full((batch,), OFS, np.float32)} if dit.ofs_embed_dim else {}
+    return ((batch, f, dit.in_channels, h, w), "float32"), ((batch, text, dit.text_embed_dim), dit.dtype), kwargs
+
+
 def prepare(run, vae: Any, grid: tuple[int, int, int], dit: Any) -> Conditioning | None:
     if run.image is None:
         return None

@@ -9,6 +9,7 @@ and the I2V first-frame latent concatenated on channels. Registering imports no 
 
 from __future__ import annotations
 
+import functools
 import math
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
@@ -41,13 +42,16 @@ class CogVideoXPlugin(FamilyPlugin):
         from .flops import counter as dit_flops
 
         from .checks import grid_limit
+        from .conditioning import example_inputs
         from .dit import CogVideoXDiT
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
+        i2v = cfg.in_channels != cfg.out_channels or cfg.ofs_embed_dim
         return DitBuild.of(CogVideoXDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch, block_counts={"blocks": cfg.num_layers},
                            latent_shapes=lambda batch, grid: (batch, grid[0], cfg.out_channels, *grid[1:]),
-                           flops=dit_flops(cfg), grid_limit=grid_limit(cfg))
+                           flops=dit_flops(cfg), grid_limit=grid_limit(cfg),
+                           example_inputs=functools.partial(example_inputs, cfg) if i2v else None)
 
     def scheduler(self, spec, ckpt, run):
         """``options.scheduler_class``: the checkpoint's scheduler config read as that class (the official 5B

@@ -32,6 +32,7 @@ class Cosmos3Plugin(WanVAEHooks, FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
+        from .cosmos3_conditioning import example_inputs
         from .cosmos3_dit import Cosmos3DiT
         from .cosmos3_flops import counter
 
@@ -39,7 +40,7 @@ class Cosmos3Plugin(WanVAEHooks, FamilyPlugin):
         p = cfg.latent_patch_size
         return DitBuild.of(Cosmos3DiT, cfg, in_channels=cfg.latent_channel, heads=cfg.num_attention_heads,
                            patch_size=(1, p, p), block_counts={"blocks": cfg.num_hidden_layers}, flops=counter(cfg),
-                           pads_to_patch=True)  # H and W are zero-padded to the patch, the output cropped
+                           pads_to_patch=True, example_inputs=example_inputs)  # H and W are zero-padded to the patch, the output cropped
 
     def convert_checkpoint(self, spec, component, tensors, abstract, config):
         """The key table of this config; ModelOpt FP8 weights are refused before any is read as a plain one."""

@@ -122,6 +122,26 @@ def prepare(run: Any, vae: Any, grid: tuple[int, int, int], dit_cfg: Any, image_
                         select_update=_hold_first_frame, **common)
 
 
+def example_inputs(dit_cfg: Any, shapes: Any, frame_rate: float, batch: int, grid, text: int):
+    """``DitBuild.example_inputs``: both streams' tokens (video (B, F H W, C), audio (B, L, C M) from the raw
+    ``shapes``), the Gemma context of both streams through the connectors (the caption width when the DiT projects
+    it, else each stream's width) with its mask, and both streams' positions at ``frame_rate``."""
+    raw = shapes(batch, grid)
+    _, c, f, h, w = raw["video"]
+    _, ca, la, m = raw["audio"]
+    wide = dit_cfg.use_prompt_embeddings
+    v_ctx = dit_cfg.caption_channels if wide else dit_cfg.cross_attention_dim
+    a_ctx = dit_cfg.caption_channels if wide else dit_cfg.audio_cross_attention_dim
+    context = {"video": ((batch, text, v_ctx), "float32"), "audio": ((batch, text, a_ctx), "float32"),
+               "mask": ((batch, text), bool)}
+    vpos = video_positions(dit_cfg, (f, h, w), frame_rate)
+    apos = audio_positions(dit_cfg, la)
+    kwargs = {"video_positions": np.broadcast_to(vpos, (batch,) + vpos.shape),
+              "audio_positions": np.broadcast_to(apos, (batch,) + apos.shape),
+              "use_cross_timestep": np.zeros((batch,), np.float32)}
+    return {"video": ((batch, f * h * w, c), "float32"), "audio": ((batch, la, ca * m), "float32")}, context, kwargs
+
+
 def image_pixels(run: Any, crf: int) -> np.ndarray:
     """``image:`` as LTX2ImageToVideoPipeline feeds its VAE: H.264-compressed at ``crf`` (0: off), resized to the
     run's size (bilinear, as its video processor), (1, 3, H, W) in [-1, 1]."""

@@ -14,6 +14,8 @@ imports no JAX.
 
 from __future__ import annotations
 
+import functools
+
 from vidax_core import FamilyPlugin, dit_weight_dtype
 
 from . import ltx2_presets
@@ -42,7 +44,7 @@ class LTX2Plugin(FamilyPlugin):
         from vidax_core import DitBuild
 
         from .ltx2_audio_vae import LTX2AudioVAEConfig
-        from .ltx2_conditioning import latent_shapes
+        from .ltx2_conditioning import conditioning_frame_rate, example_inputs, latent_shapes
         from .ltx2_dit import LTX2DiT
         from .ltx2_flops import counter
         from .ltx2_vae import LTX2VAEConfig
@@ -54,7 +56,8 @@ class LTX2Plugin(FamilyPlugin):
         return DitBuild.of(LTX2DiT, cfg, in_channels=cfg.in_channels, component=self._component(spec, ckpt),
                            heads=cfg.num_attention_heads, patch_size=(1, 1, 1),
                            block_counts={"blocks": cfg.num_layers}, latent_shapes=shapes,
-                           flops=counter(cfg, shapes))
+                           flops=counter(cfg, shapes),
+                           example_inputs=functools.partial(example_inputs, cfg, shapes, conditioning_frame_rate(run)))
 
     def scheduler(self, spec, ckpt, run):
         """The dev recipe's dynamic shifting and ``shift_terminal`` over the checkpoint's scheduler config."""

@@ -99,7 +99,13 @@ def config_for_run(config: dict, run: Any = None, **overrides: Any) -> SkyReelsD
     return SkyReelsDiTConfig.from_config(config, **overrides)
 
 
-def example_inputs(cfg: SkyReelsDiTConfig, batch: int, grid: Any, text: int) -> tuple[None, Any, dict]:
-    """``DitBuild.example_inputs``: the text context and, with the fps embedding, the fps rows."""
-    context = ((batch, text, cfg.text_dim), cfg.dtype)
-    return None, context, ({"fps": ((batch,), "int32")} if cfg.inject_sample_info else {})
+def example_inputs(cfg: SkyReelsDiTConfig, ckpt: Any, batch: int, grid: Any, text: int) -> tuple[Any, Any, dict]:
+    """``DitBuild.example_inputs``: Wan2.1's (the text context; for image-to-video the condition channels and the
+    CLIP tokens) and, with the fps embedding, the fps rows."""
+    from vidax_core.wan_dit.conditioning import example_inputs as wan_inputs
+
+    if cfg.is_i2v or cfg.in_channels != cfg.out_channels:
+        latents, context, kwargs = wan_inputs(cfg, ckpt, batch, grid, text)
+    else:
+        latents, context, kwargs = None, ((batch, text, cfg.text_dim), cfg.dtype), {}
+    return latents, context, {**kwargs, **({"fps": ((batch,), "int32")} if cfg.inject_sample_info else {})}

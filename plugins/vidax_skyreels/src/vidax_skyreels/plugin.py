@@ -47,7 +47,7 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         cfg = self.dit_config(ckpt, run, dtype=dit_weight_dtype(run))
         return DitBuild.of(SkyReelsDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
                            patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
-                           grid_limit=grid_limit(cfg), example_inputs=functools.partial(example_inputs, cfg))
+                           grid_limit=grid_limit(cfg), example_inputs=functools.partial(example_inputs, cfg, ckpt))
 
     def builtin_checkpoint(self, spec, name):
         """``tiny-random`` is a diffusion-forcing pipeline; the text- and image-to-video ids' are

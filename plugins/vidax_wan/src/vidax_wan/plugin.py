@@ -8,6 +8,8 @@ Registering imports no JAX.
 
 from __future__ import annotations
 
+import functools
+
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.encoders.wan_text import WanTextHooks
 from vidax_core.vae.wan_hooks import WanVAEHooks
@@ -61,8 +63,8 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     def build_dit(self, spec, ckpt, run):
         from vidax_core import DitBuild
 
+        from vidax_core.wan_dit.conditioning import example_inputs
         from vidax_core.wan_dit.flops import counter as dit_flops
-
         from vidax_core.wan_dit.model import WanDiT
 
         from .checks import grid_limit
@@ -70,6 +72,8 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
 
         def one(component: str, **expert) -> DitBuild:
             cfg = self.dit_config(ckpt, component, dtype=dit_weight_dtype(run))
+            if cfg.is_i2v or cfg.in_channels != cfg.out_channels:  # condition channels, CLIP tokens
+                expert["example_inputs"] = functools.partial(example_inputs, cfg, ckpt)
             return DitBuild.of(WanDiT, cfg, in_channels=cfg.out_channels, component=component,
                                heads=cfg.num_attention_heads, patch_size=cfg.patch_size,
                                block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
