@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.quant.cpu_bits import held_dtype
 from vidax_core.quant.keep import DEFAULT_KEEP
 from vidax_core.quant.linear import quantize_model
 from vidax_wan.dit import WanDiT, WanDiTConfig
@@ -65,6 +66,7 @@ def measure(cfg: WanDiTConfig, latent: tuple[int, int, int], do_time: bool) -> l
     rows = []
     for mode in MODES:
         graphdef, state = nnx.split(nnx.eval_shape(_ctor(cfg, mode)))
+        state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, held_dtype(a.dtype, None)), state)  # as placed
         fwd = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))
         t0 = time.perf_counter()
         compiled = fwd.lower(state, x, t, c).compile()
@@ -75,6 +77,8 @@ def measure(cfg: WanDiTConfig, latent: tuple[int, int, int], do_time: bool) -> l
                "block_kernel_bytes_bf16": sum(int(np.prod(k.shape[1:])) for k in kernels) * 2}
         if do_time:
             real = nnx.split(jax.jit(_ctor(cfg, mode))())[1]
+            real = jax.tree.map(lambda a, sd: a if a.dtype == sd.dtype else jax.lax.bitcast_convert_type(a, sd.dtype),
+                                real, state)
             args = [jax.random.normal(jax.random.key(1), x.shape, x.dtype), jnp.full(t.shape, 500.0, t.dtype),
                     jax.random.normal(jax.random.key(2), c.shape, c.dtype)]
             jax.block_until_ready(compiled(real, *args))

@@ -30,7 +30,8 @@ class Linear(nnx.Module):
     An 8-bit layer (:mod:`vidax_core.quant.linear`) holds an int8 / float8_e4m3fn kernel, its fp32
     ``kernel_scale`` (one per output channel, shape (1, out)) and the ``compute_dtype`` it replaced: the 8-bit values
     (exact in bf16 / fp32) enter the matmul converted inside its fusion and the per-output-channel scale multiplies
-    the fp32 product, so no dequantised copy of the kernel is kept and no rounding is added to the weights.
+    the fp32 product, so no dequantised copy of the kernel is kept and no rounding is added to the weights. On the
+    CPU backend a float8 kernel arrives as its uint8 bits (:mod:`vidax_core.quant.cpu_bits`).
 
     Unfused LoRA (:mod:`vidax_core.lora.unfused`): ``lora_down`` (in, R), ``lora_up`` (R, out) and ``lora_scale``
     (R,) add ``((x @ lora_down) * lora_scale) @ lora_up``, and ``lora_bias`` (out,) a bias delta; they are ordinary
@@ -52,6 +53,8 @@ class Linear(nnx.Module):
         k = self.kernel[...]
         scale = None
         if self.kernel_scale is not None:  # 8-bit values are exact in the compute dtype; the scale follows the matmul
+            if k.dtype == jnp.uint8:  # float8_e4m3fn bits, as the CPU backend holds them (vidax_core.quant.cpu_bits)
+                k = jax.lax.bitcast_convert_type(k, jnp.float8_e4m3fn)
             k, scale = k.astype(self.compute_dtype), self.kernel_scale[...].astype(jnp.float32)
         y = jnp.matmul(x.astype(k.dtype), k, preferred_element_type=jnp.float32)
         if scale is not None:

@@ -19,6 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from vidax_core.io.lazy import read_layers
 from vidax_core.parallel import sharding as shd
+from vidax_core.quant.cpu_bits import held
 
 PINNED, PAGEABLE = "pinned_host", "numpy"
 IN_PLACE = "device (cpu: used in place)"
@@ -85,7 +86,7 @@ class HostChunks:
         for lo in range(0, self.num_blocks, chunk_size):
             parts = []
             for leaf, sh in zip(leaves, targets):
-                host = read_layers(leaf, lo, lo + chunk_size)
+                host = held(read_layers(leaf, lo, lo + chunk_size), sh)  # float8 on CPU: its bits
                 if self.direct:
                     host = jax.block_until_ready(jax.device_put(host, sh))
                 elif memory == PINNED:

@@ -18,24 +18,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from vidax_core.io.lazy import LazyLeaf
+from vidax_core.quant.cpu_bits import held, held_dtype
 
 STEP_BYTES = 256 << 20  # host staging per transfer of a stacked leaf
 
 
 def place(leaf: LazyLeaf, sharding: Any = None) -> jax.Array:
     """``leaf`` read and placed on ``sharding`` (None: the default device, uncommitted, as ``jax.device_put``
-    places an array, so a later program may move it to its mesh)."""
+    places an array, so a later program may move it to its mesh); float8 on the CPU backend as its uint8 bits
+    (:mod:`vidax_core.quant.cpu_bits`)."""
     if jax.process_count() > 1 and sharding is not None:
-        return jax.make_array_from_callback(leaf.shape, sharding, lambda idx: _read_index(leaf, idx))
+        return jax.make_array_from_callback(leaf.shape, sharding, lambda idx: held(_read_index(leaf, idx), sharding))
     step = _rows_per_step(leaf)
     if step is None or not _layer_axis_whole(sharding, leaf.ndim):
-        host = leaf.read()
+        host = held(leaf.read(), sharding)
         out = jax.block_until_ready(jax.device_put(host, sharding))
         del host
         return out
-    buf = _zeros(leaf.shape, leaf.dtype, sharding)()
+    buf = _zeros(leaf.shape, held_dtype(leaf.dtype, sharding), sharding)()
     for lo in range(0, leaf.shape[0], step):  # the last piece may be shorter: one more update program
-        host = leaf.read_rows(lo, min(lo + step, leaf.shape[0]))
+        host = held(leaf.read_rows(lo, min(lo + step, leaf.shape[0])), sharding)
         buf = _write(buf, jax.device_put(host, sharding), lo)
         jax.block_until_ready(buf)
         del host

@@ -176,6 +176,9 @@ def put(array: np.ndarray, sharding: NamedSharding | None) -> jax.Array:
         from vidax_core.parallel.place import place
 
         return place(array, sharding)
+    from vidax_core.quant.cpu_bits import held
+
+    array = held(array, sharding)  # float8 on the CPU backend: its uint8 bits
     if sharding is None:
         return jax.device_put(array)
     if jax.process_count() > 1:
