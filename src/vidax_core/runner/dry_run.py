@@ -128,8 +128,17 @@ def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any
             f"MLP {widths.mlp}; fp32 residual in and out + the larger of Ulysses q/k/v/out and the MLP hidden)"), n
 
 
+def _dequantised_block_bytes(flat: dict, groups: Any, compute_dtype: Any) -> int:
+    """Bytes of the largest block's 8-bit kernels in ``compute_dtype`` (one layer of each stacked group)."""
+    per_group: dict[str, int] = {}
+    for path, leaf in flat.items():
+        if path and str(path[0]) in groups and np.dtype(leaf.dtype).itemsize == 1 and len(leaf.shape) > 1:
+            per_group[str(path[0])] = per_group.get(str(path[0]), 0) + int(np.prod(leaf.shape[1:]))
+    return max(per_group.values(), default=0) * np.dtype(compute_dtype).itemsize
+
+
 def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
-               activation_bytes: int, peak: Any) -> list[str]:
+               activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any) -> list[str]:
     """The ``placement:`` block (:mod:`vidax_core.runner.memory_plan`): where the text encoder, the denoiser and
     the VAE live, the per-device peak against the device's memory, and the host memory the run holds."""
     from vidax_core.runner import memory_plan as mp
@@ -148,18 +157,23 @@ def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident
                  phase="encode")
     streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
     dev = int(resident / tp)
-    if cpu and streamed and cfg.offload.storage == "host":  # the CPU uses its chunks in place: no copies in flight
+    if cpu and streamed:  # the CPU uses its chunks in place (host) or memory-mapped (disk): no copies in flight
         dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)
     if cfg.offload.enabled and streamed:
         if cfg.offload.storage == "disk":
+            from vidax_core.parallel.disk_chunks import cache_root
+
             plan.add("denoiser", "device + disk cache", dev, note=f"{_fmt_bytes(streamed_bytes)} of blocks read through "
-                     "the page cache from ~/.cache/vidax/offload")
+                     f"the page cache from {cache_root()}")
         else:
             plan.add("denoiser", "device + pinned host", dev, streamed_bytes,
                      note="the streamed blocks once in host memory")
     else:
         plan.add("denoiser", "device", dev)
     plan.add("activations", "device", activation_bytes, note="one block, estimate")
+    if cpu and (dequant := _dequantised_block_bytes(flat, sizes[0].groups, compute_dtype)):
+        plan.add("8-bit kernels", "device", dequant, note="one block's, converted to the compute dtype for its matmuls "
+                 "(XLA:CPU materialises a dot's operands; an accelerator fuses the conversion)")
     vae = mp.component_bytes(ckpt, "vae", as_float32=True)
     if vae:
         plan.add("vae", "device", vae, note="at float32, built before the prompts encode", phase="both")
@@ -280,7 +294,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
-        *_placement(cfg, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp, activation_bytes, peak),
+        *_placement(cfg, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp, activation_bytes, peak,
+                    abstracts[0][2], builds[0].param_dtype),
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",
