@@ -70,6 +70,10 @@ def traced():
     return out
 
 
+TRACED = pytest.mark.xdist_group("random_dit_trace")  # one worker builds the traced fixture (20 s), not both
+
+
+@TRACED
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_every_model_id_traces_at_its_reference_size(traced, model_id):
     """The denoiser's output has the latents' layout (the same shape but for the channel axis: image-to-video
@@ -84,6 +88,7 @@ def test_every_model_id_traces_at_its_reference_size(traced, model_id):
     assert all(n == 1 for n in st.kept.values())
 
 
+@TRACED
 def test_reference_sizes_and_inputs_of_the_families_that_needed_them(traced):
     """Cosmos3 takes token ids, LTX-2 both streams with positions, the I2V denoisers their condition channels (and
     Wan2.1's the CLIP tokens), LTX-Video's multi-scale config its second, upscaled pass."""
