@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core.quant.cpu_bits import held_dtype
+from vidax_core.quant.cpu_bits import held_shapes
 from vidax_core.quant.keep import DEFAULT_KEEP
 from vidax_core.quant.linear import quantize_model
 from vidax_wan.dit import WanDiT, WanDiTConfig
@@ -66,7 +66,7 @@ def measure(cfg: WanDiTConfig, latent: tuple[int, int, int], do_time: bool) -> l
     rows = []
     for mode in MODES:
         graphdef, state = nnx.split(nnx.eval_shape(_ctor(cfg, mode)))
-        state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, held_dtype(a.dtype, None)), state)  # as placed
+        state = held_shapes(state)  # as placed
         fwd = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))
         t0 = time.perf_counter()
         compiled = fwd.lower(state, x, t, c).compile()

@@ -18,18 +18,12 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from vidax_core.quant.cpu_bits import held_shapes
 from vidax_core.quant.keep import DEFAULT_KEEP
 from vidax_core.quant.linear import quantize_model
 
 BLOCKS = 8
-
-
-def _held_as_on_cpu(state):
-    """The abstract state as the CPU backend holds it: float8 kernels as their uint8 bits (quant.cpu_bits)."""
-    from vidax_core.quant.cpu_bits import held_dtype
-
-    cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
-    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, held_dtype(a.dtype, cpu)), state)
+CPU = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])  # float8 kernels held as the CPU backend holds them
 
 
 @pytest.mark.parametrize("mode", ["int8", "float8_e4m3fn"])
@@ -52,7 +46,7 @@ def test_dequantisation_stays_inside_the_scan(mode):
     args = (jax.ShapeDtypeStruct((1, 4, 1, 8, 8), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.float32),
             jax.ShapeDtypeStruct((1, 8, 32), jnp.bfloat16))
     fwd = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))
-    temp = fwd.lower(_held_as_on_cpu(state), *args).compile().memory_analysis().temp_size_in_bytes
+    temp = fwd.lower(held_shapes(state, CPU), *args).compile().memory_analysis().temp_size_in_bytes
     kernels = [leaf for path, leaf in nnx.to_flat_state(state) if path[0] == "blocks" and path[-1] == "kernel"]
     assert kernels and all(np.dtype(k.dtype).itemsize == 1 for k in kernels)
     per_block_fp32 = sum(int(np.prod(k.shape[1:])) for k in kernels) * 4  # one block's kernels dequantised, fp32

@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from vidax_core.io.lazy import read_layers
 from vidax_core.parallel import sharding as shd
-from vidax_core.quant.cpu_bits import held
+from vidax_core.quant.cpu_bits import platform
 
 PINNED, PAGEABLE = "pinned_host", "numpy"
 IN_PLACE = "device (cpu: used in place)"
@@ -86,9 +86,9 @@ class HostChunks:
         for lo in range(0, self.num_blocks, chunk_size):
             parts = []
             for leaf, sh in zip(leaves, targets):
-                host = held(read_layers(leaf, lo, lo + chunk_size), sh)  # float8 on CPU: its bits
-                if self.direct:
-                    host = jax.block_until_ready(jax.device_put(host, sh))
+                host = read_layers(leaf, lo, lo + chunk_size)
+                if self.direct:  # (shd.put holds float8 as its bits on the CPU backend, as every placement does)
+                    host = jax.block_until_ready(shd.put(host, sh))
                 elif memory == PINNED:
                     host = jax.block_until_ready(jax.device_put(host, sh.with_memory_kind(PINNED)))
                 parts.append(host)
@@ -113,7 +113,7 @@ class HostChunks:
 
 def _platform(shardings: Any) -> str:
     leaves = jax.tree.leaves(shardings)
-    return next(iter(leaves[0].device_set)).platform if leaves else "cpu"
+    return platform(leaves[0]) if leaves else "cpu"
 
 
 def pin_groups(model: Any, groups: tuple[str, ...], chunk_size_of, specs, mesh, *, storage: str = "host",

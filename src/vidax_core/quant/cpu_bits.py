@@ -35,6 +35,12 @@ def held_dtype(dtype: Any, sharding: Any) -> np.dtype:
     return BITS if dtype == FLOAT8 and platform(sharding) == "cpu" else dtype
 
 
+def held_shapes(tree: Any, sharding: Any = None) -> Any:
+    """``jax.ShapeDtypeStruct`` leaves of ``tree`` with the dtypes the devices of ``sharding`` hold them in (what a
+    program compiled for placed weights sees)."""
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, held_dtype(a.dtype, sharding)), tree)
+
+
 def held(host: Any, sharding: Any) -> Any:
     """``host`` (a numpy array) as the devices of ``sharding`` hold it: a uint8 view of float8_e4m3fn values on the
     CPU backend, else ``host`` itself."""
