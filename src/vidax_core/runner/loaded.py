@@ -42,7 +42,7 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import memory, memory_plan, windowed
+from vidax_core.runner import device_oom, memory, memory_plan, windowed
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
 from vidax_core.runner.metrics import run_metrics
 from vidax_core.runner.outputs import RunResult, write_call_outputs
@@ -224,7 +224,7 @@ class LoadedModel:
         pipe: ``vidax run`` encodes before the denoiser is placed, a loaded pipe beside its device weights."""
         if self.encode_on is None:
             if self.single and not self.experts:  # built before the prompts encode, the denoiser after them
-                beside = memory_plan.component_bytes(self.ckpt, "vae", as_float32=True) or 0
+                beside = memory_plan.vae_bytes(self.ckpt, self.base) or 0
             else:
                 beside = int(max(self.tracker.base, self.tracker.peak))
             self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside)
@@ -372,7 +372,8 @@ class LoadedModel:
 
         pre = getattr(self, "_encoded", None)
         if pre is None or pre[0] is not cfg:
-            self._encode_call(plan)
+            with device_oom.phase("encode"):
+                self._encode_call(plan)
         else:  # encoded during the load, before this call's clock started
             timer.start -= pre[2]
         _, by_kind, encode_s = self._encoded
@@ -385,7 +386,7 @@ class LoadedModel:
                                      progress, on_chunk=on_chunk, write_outputs=write_outputs,
                                      step_key=structure_key(cfg), sample_pass=sample_pass)
         results: list[PassResult] = []
-        with memory.window() as self.memory_phases["sampling"]:
+        with memory.window() as self.memory_phases["sampling"], device_oom.phase("sampling"):
             passes = plan.passes
             for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
                                                                    plan.splans)):
@@ -404,7 +405,7 @@ class LoadedModel:
 
         t0 = time.perf_counter()
         dbar = reporter.bar(None, "decoding", unit="chunk")
-        with memory.window() as self.memory_phases["decode"]:
+        with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"):
             decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar), tiling=cfg.vae.tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):

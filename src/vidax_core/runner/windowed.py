@@ -28,7 +28,7 @@ from vidax_core.io.draws import Draws, check_draws
 from vidax_core.io.video import Mp4Stream
 from vidax_core.model_api import Decoded, SamplingPass
 from vidax_core.parallel import distributed
-from vidax_core.runner import memory
+from vidax_core.runner import device_oom, memory
 from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
 
 OnChunk = Callable[[np.ndarray, int, int], None]
@@ -156,12 +156,13 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
         for k, w in enumerate(ws.windows):
             t0 = time.perf_counter()
             start = ws.start(k, draws, call.samplers[0])
-            res = sample_pass(spec, model.ckpt, SamplingPass(cfg), model.plugins, reporter, timer, model.experts,
-                                model.tracker, vae, start.sampler, start.guide or call.guides[0], tuple(w.grid),
-                                contexts,
-                                start.latents, first=(k == 0), label=f"window {k + 1}/{n}", splan=start.plan,
-                                progress=sampled, step_key=(step_key, "window", tuple(w.grid), w.key),
-                                cond=start.conditioning, step_noise=start.step_noise)
+            with device_oom.phase("sampling"):
+                res = sample_pass(spec, model.ckpt, SamplingPass(cfg), model.plugins, reporter, timer, model.experts,
+                                  model.tracker, vae, start.sampler, start.guide or call.guides[0], tuple(w.grid),
+                                  contexts, start.latents, first=(k == 0), label=f"window {k + 1}/{n}",
+                                  splan=start.plan, progress=sampled,
+                                  step_key=(step_key, "window", tuple(w.grid), w.key), cond=start.conditioning,
+                                  step_noise=start.step_noise)
             # an owned host copy: on the CPU backend the pass's result is a view of its device buffer
             final = np.array(res.final, np.float32, copy=True)
             results.append(dataclasses.replace(res, final=None))
@@ -169,12 +170,13 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
             if done.output is not None:
                 kept.append(np.asarray(done.output))
             t1 = time.perf_counter()
-            if done.decode is None:
-                pass
-            elif decoder is not None:
-                emit(decoder.push(done.decode), k)
-            elif ws.decode == SEPARATE:
-                emit(_frames(vae.decode_video(done.decode, tiling=cfg.vae.tiling)), k)
+            with device_oom.phase("decode"):  # beside the resident denoiser
+                if done.decode is None:
+                    pass
+                elif decoder is not None:
+                    emit(decoder.push(done.decode), k)
+                elif ws.decode == SEPARATE:
+                    emit(_frames(vae.decode_video(done.decode, tiling=cfg.vae.tiling)), k)
             t2 = time.perf_counter()
             decode_s += t2 - t1
             rows.append({"window": k, "latent_frames": int(w.grid[0]), "steps": int(res.splan.num_steps),
@@ -184,7 +186,8 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
         latents = np.concatenate(kept, axis=2) if len(kept) > 1 else kept[0]
         if ws.decode == CONTINUE and decoder is None:  # a VAE without a stream decoder: the joined latents once
             t1 = time.perf_counter()
-            emit(_frames(vae.decode_video(latents, tiling=cfg.vae.tiling)), n - 1)
+            with device_oom.phase("decode"):
+                emit(_frames(vae.decode_video(latents, tiling=cfg.vae.tiling)), n - 1)
             decode_s += time.perf_counter() - t1
         if video is not None:
             video.commit()

@@ -1,0 +1,52 @@
+"""A device that runs out of memory is a condition of the run's settings, not a bug: one ``error:`` line naming the
+phase, what XLA asked for and had, and the keys that lower what that phase holds (not "internal error").
+
+XLA reports it as a runtime error whose text holds ``RESOURCE_EXHAUSTED`` (allocating a buffer, or loading a
+program whose temporaries do not fit beside what is already placed, as a VAE decode does beside a resident
+denoiser in a chunked run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Iterator
+
+from vidax_core.errors import UserError
+
+#: What lowers each phase's device memory.
+ADVICE = {
+    "encode": "set runtime.encode_on=cpu (the prompt encoder computes on the host)",
+    "sampling": "lower sampling.height / width / num_frames, or set offload.enabled=true, "
+                "model.weight_dtype=float8_e4m3fn, or spread the run over more devices (parallel.sp / parallel.tp)",
+    "decode": "set vae.tiling=true (the video decodes in spatial tiles), or lower sampling.height / width",
+}
+
+
+def is_device_oom(exc: BaseException) -> bool:
+    """XLA's out-of-memory error, on any backend and JAX version (``JaxRuntimeError`` / ``XlaRuntimeError``)."""
+    return type(exc).__name__ in ("JaxRuntimeError", "XlaRuntimeError") and "RESOURCE_EXHAUSTED" in str(exc)
+
+
+def _detail(text: str) -> str:
+    """What XLA asked for and had, where its message says so."""
+    m = re.search(r"reserve ([\d.]+\s*[KMGT]i?B?)\b.*?There are ([\d.]+\s*[KMGT]i?B?) free", text, re.S)
+    if m:
+        return f"a program needed {m.group(1)}, {m.group(2)} was free"
+    m = re.search(r"(?:allocate|allocating) ([\d.]+\s*[KMGT]i?B?|\d+ bytes)", text)
+    if m:
+        return f"an allocation of {m.group(1)} failed"
+    return " ".join(text.split())[:160]
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Turn XLA's out-of-memory error raised inside into a :class:`UserError` for phase ``name`` (a key of
+    :data:`ADVICE`)."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_device_oom(exc):
+            raise
+        raise UserError(f"the device ran out of memory during {name} ({_detail(str(exc))}): "
+                        f"{ADVICE[name]}") from exc
