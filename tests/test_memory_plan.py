@@ -59,3 +59,21 @@ def test_dry_run_names_the_keys_when_it_does_not_fit(capfd, monkeypatch):
     assert cli.main(["run", DEMO, "--dry-run", "--device", "h200"]) == 0
     out = capfd.readouterr().out
     assert "does not fit: set offload.enabled=true" in out
+
+
+@pytest.mark.parametrize("image", [None, "first_frame.png"])
+def test_the_vae_row_counts_what_the_run_builds(image):
+    """A run that encodes no image or clip builds its VAE decoder only: the dry run's VAE row counts those tensors
+    (LTX-Video-13B's float32 VAE: 2.1 of its 4.65 GiB; the whole file made the host line 11% high)."""
+    from vidax_core.io.checkpoint import Checkpoint
+    from vidax_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    folder = plugins.call("builtin_checkpoint", plugins.registry.get("wan2.1-t2v-1.3b"), name="tiny-random")
+    ckpt = Checkpoint(folder)
+    source = ckpt.read_tensors("vae")
+    sizes = {k: int(np.prod(source.shape(k))) * 4 for k in source}  # every tensor of the tiny VAE is float
+    decoder = sum(n for k, n in sizes.items() if not k.startswith(("encoder.", "quant_conv.")))
+    assert 0 < decoder < sum(sizes.values())
+    run = SimpleNamespace(image=image, video=None, options={})
+    assert mp.vae_bytes(ckpt, run) == (sum(sizes.values()) if image else decoder)

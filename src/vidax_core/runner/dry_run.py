@@ -146,7 +146,7 @@ def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident
     plan = mp.Placement(budget=mp.device_budget(peak))
     cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
     enc = mp.encoder_bytes(ckpt)
-    where = mp.encoder_placement(cfg, ckpt, 0, peak)
+    where = mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak)  # `vidax run` builds its VAE first
     if enc is None:
         plan.add("text encoder", "not sized", note="its weights are not at hand", phase="encode")
     elif where.where == "cpu":
@@ -174,7 +174,7 @@ def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident
     if cpu and (dequant := _dequantised_block_bytes(flat, sizes[0].groups, compute_dtype)):
         plan.add("8-bit kernels", "device", dequant, note="one block's, converted to the compute dtype for its matmuls "
                  "(XLA:CPU materialises a dot's operands; an accelerator fuses the conversion)")
-    vae = mp.component_bytes(ckpt, "vae", as_float32=True)
+    vae = mp.vae_bytes(ckpt, cfg)
     if vae:
         plan.add("vae", "device", vae, note="at float32, built before the prompts encode", phase="both")
     if cpu:

@@ -26,9 +26,11 @@ ENCODER_COMPONENTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "image
 MARGIN = 0.9  # of the device's memory: the rest is left to XLA's own buffers
 
 
-def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False) -> int | None:
+def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False,
+                    skip: tuple[str, ...] = ()) -> int | None:
     """Bytes of ``component``'s weights from its file headers (float tensors counted at 4 bytes with
-    ``as_float32``); None when the files are not at hand (a dry run of a hub repo fetches JSON only)."""
+    ``as_float32``; keys starting with a prefix of ``skip`` left out); None when the files are not at hand (a dry
+    run of a hub repo fetches JSON only)."""
     import numpy as np
 
     try:
@@ -39,6 +41,8 @@ def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False) -> i
         return None
     total = 0
     for key in source:
+        if skip and key.startswith(skip):
+            continue
         n = source.nbytes(key) if hasattr(source, "nbytes") else int(np.asarray(source[key]).nbytes)
         if as_float32 and hasattr(source, "dtype"):
             dt = np.dtype(source.dtype(key))
@@ -46,6 +50,18 @@ def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False) -> i
                 n = n // dt.itemsize * 4
         total += n
     return total
+
+
+#: A diffusers autoencoder's encoder half: a run that encodes no image or clip builds its VAE without it.
+VAE_ENCODER_KEYS = ("encoder.", "quant_conv.")
+
+
+def vae_bytes(ckpt: Any, run: Any) -> int | None:
+    """The VAE's bytes at float32 as a run builds it: decoder only unless the run encodes an image, a clip or a
+    conditioning item (every family's VAE builder leaves the encoder out then)."""
+    encodes = (getattr(run, "image", None) is not None or getattr(run, "video", None) is not None
+               or bool((getattr(run, "options", None) or {}).get("conditions")))
+    return component_bytes(ckpt, "vae", as_float32=True, skip=() if encodes else VAE_ENCODER_KEYS)
 
 
 def encoder_bytes(ckpt: Any) -> int | None:
