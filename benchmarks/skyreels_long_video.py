@@ -14,7 +14,8 @@ time). The video: 544x960, 24 fps, `seconds * 24` frames rounded up to 4k+1 (481
 frames overlapping by 17, the last shorter), 30 steps by default, guidance 6, addnoise_condition 20. Printed: one
 line per window (latent frames, steps, sampling s, decode s, window s), per-step s, compile s, total s, the peak
 device memory, and, when --steps is below the recipe's 30, each full window's time at 30 steps projected from the
-measured per-step time (labelled as a projection). Written: OUT/video.mp4, OUT/metrics.json, OUT/windows.md.
+measured per-step time (labelled as a projection). Written: OUT/video.mp4 (not with --no-video, or where
+imageio-ffmpeg is missing: every window is still decoded), OUT/metrics.json, OUT/windows.md.
 --checkpoint DIR (default OUT/checkpoint) is reused when it holds a checkpoint; --only-checkpoint writes it and
 stops. --tiny: the same script end to end on CPU at tiny size (the built-in tiny checkpoint, 64x64).
 """
@@ -60,6 +61,8 @@ def main() -> int:
     p.add_argument("--tiny", action="store_true", help="CPU check at tiny size")
     p.add_argument("--checkpoint", help="where the random checkpoint is written / reused (default OUT/checkpoint)")
     p.add_argument("--only-checkpoint", action="store_true", help="write the checkpoint and stop")
+    p.add_argument("--no-video", action="store_true",
+                   help="decode every window but write no mp4 (the default where imageio-ffmpeg is missing)")
     a = p.parse_args()
     if not a.out:
         p.error("OUT is required")
@@ -76,11 +79,17 @@ def main() -> int:
             "options.base_num_frames=17", "options.overlap_history=5"] if a.tiny else \
         ["sampling.height=544", "sampling.width=960", "options.base_num_frames=97", "options.overlap_history=17"]
     frames = frames_for(a.seconds)
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        a.no_video = True
+        print("imageio-ffmpeg is not installed: every window is decoded, no mp4 is written", flush=True)
+    video = "output.path=null" if a.no_video else f"output.path={os.path.join(a.out, 'video.mp4')}"
     metrics_path = os.path.join(a.out, "metrics.json")
     code = cli.main(["run", f"model.id={MODEL}", f"model.checkpoint={ckpt}", "prompt=A graceful white swan swims in "
                      "a serene lake at dawn", f"sampling.num_steps={a.steps}", "sampling.guidance_scale=6.0",
                      f"sampling.num_frames={frames}", "options.addnoise_condition=20", "output.fps=24",
-                     f"output.path={os.path.join(a.out, 'video.mp4')}", f"output.metrics={metrics_path}",
+                     video, f"output.metrics={metrics_path}",
                      "output.overwrite=true", *size, "--quiet"])
     if code:
         return code

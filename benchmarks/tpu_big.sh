@@ -8,7 +8,8 @@
 # `vidax run` at the model's reference size with 8-bit weights and offload, STEPS sampling steps (default 4: the
 # per-step time is the median of the steps after the first), the whole video decoded and written (the mp4 under
 # WEIGHTS, too large to bring back). Results: OUT_DIR/<case>.json (the run's metrics: s/step, MFU, compile,
-# decode, peak device and host memory, the writer's summary) and OUT_DIR/<case>.md.
+# decode, peak device and host memory, the writer's summary) and OUT_DIR/<case>.md. Where imageio-ffmpeg cannot be
+# installed the frames are written as WEIGHTS/<case>.frames.npy instead of the mp4.
 #   wan21-14b       Wan2.1-T2V-14B, 480x832x81, fp8 blocks, the full UMT5-XXL encoder, offload chunk 2
 #   wan22-a14b      Wan2.2-T2V-A14B, the same, both experts streamed from a disk cache (two 14B experts do not fit
 #                   a 40 GB host beside the TPU runtime in pinned memory)
@@ -40,9 +41,11 @@ if [ -n "$WHEELS" ]; then
     PIP=("$PY" -m pip install -q --isolated --disable-pip-version-check --only-binary=:all: --target "$SITE")
     PIP_CONFIG_FILE=/dev/null "${PIP[@]}" --index-url "${TPU_INDEX:-file:///opt/pypi/simple}" --find-links "$WHEELS" \
       "flax>=0.12,<=0.12.8" omegaconf pluggy safetensors huggingface_hub tokenizers sentencepiece jinja2 imageio \
-      imageio-ffmpeg tqdm psutil pillow ml_dtypes \
+      tqdm psutil pillow ml_dtypes \
       && PIP_CONFIG_FILE=/dev/null "${PIP[@]}" --no-index --no-deps --upgrade "$WHEELS"/vidax_*.whl \
       || { echo "error: installing into $SITE failed" >&2; exit 2; }
+    PIP_CONFIG_FILE=/dev/null "${PIP[@]}" --no-deps --index-url "${TPU_INDEX:-file:///opt/pypi/simple}" \
+      --find-links "$WHEELS" imageio-ffmpeg || log "imageio-ffmpeg is neither in the index nor in $WHEELS"
   fi
   export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$SITE
 fi
@@ -66,10 +69,15 @@ if [ ! -f "$CK/random_checkpoint.json" ]; then
     $([ "${FULL_TEXT:-1}" = 1 ] && echo --full-text-encoder) ${BLOCKS:+--blocks $BLOCKS} \
     || { echo "error: writing the checkpoint failed" >&2; exit 1; }
 fi
+if "$PY" -c 'import imageio_ffmpeg' 2>/dev/null; then OUTPUT=("output.path=$WEIGHTS/$CASE.mp4")
+else  # no ffmpeg on the machine: the decoded frames are written as float32 .npy instead of the mp4
+  OUTPUT=(output.path=null "output.save_frames=$WEIGHTS/$CASE.frames.npy")
+  log "imageio-ffmpeg is missing: the video's frames go to $WEIGHTS/$CASE.frames.npy"
+fi
 log "running $CONFIG, $STEPS steps: ${RUN[*]} ${EXTRA:-}"
 export VIDAX_OFFLOAD_CACHE=${VIDAX_OFFLOAD_CACHE:-$WEIGHTS/offload-cache}
 "$PY" -m vidax_core.cli run "$CONFIG" "model.checkpoint=$CK" "sampling.num_steps=$STEPS" "${RUN[@]}" ${EXTRA:-} \
-  "output.path=$WEIGHTS/$CASE.mp4" output.overwrite=true "output.metrics=$OUT/$CASE.run.json"
+  "${OUTPUT[@]}" output.overwrite=true "output.metrics=$OUT/$CASE.run.json"
 rc=$?
 "$PY" - "$OUT" "$CASE" "$CK" "$rc" "$(( $(date +%s) - start ))" <<'EOF'
 import json, os, sys
