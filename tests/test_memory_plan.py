@@ -24,10 +24,10 @@ def _cfg(encode_on="auto"):
 
 def test_auto_puts_an_encoder_that_does_not_fit_on_the_host_cpu(monkeypatch):
     peak = throughput.named("tpu-v5e")  # a named target: the local CPU backend is not what is planned
-    monkeypatch.setattr(mp, "encoder_bytes", lambda ckpt: int(22.8 * 2**30))  # UMT5-XXL at float32
+    monkeypatch.setattr(mp, "encoder_bytes", lambda *_a: int(22.8 * 2**30))  # UMT5-XXL at float32
     got = mp.encoder_placement(_cfg(), None, 0, peak)
     assert got.where == "cpu" and "exceed" in got.reason
-    monkeypatch.setattr(mp, "encoder_bytes", lambda ckpt: int(4 * 2**30))
+    monkeypatch.setattr(mp, "encoder_bytes", lambda *_a: int(4 * 2**30))
     assert mp.encoder_placement(_cfg(), None, 0, peak).where == "device"
     # beside a placed denoiser of 12 GiB the same encoder no longer fits
     assert mp.encoder_placement(_cfg(), None, 12 * 2**30, peak).where == "cpu"
@@ -77,3 +77,24 @@ def test_the_vae_row_counts_what_the_run_builds(image):
     assert 0 < decoder < sum(sizes.values())
     run = SimpleNamespace(image=image, video=None, options={})
     assert mp.vae_bytes(ckpt, run) == (sum(sizes.values()) if image else decoder)
+
+
+@pytest.mark.parametrize("model_id, follows", [("cosmos-predict2.5-2b", True), ("wan2.1-t2v-1.3b", False)])
+def test_encoders_are_sized_at_the_dtype_they_compute_in(model_id, follows):
+    """An LLM encoder a model declares (``encoders_in_weight_dtype``) is built in the denoiser's weight dtype, bf16
+    on a TPU: sized at float32 the dry run said 37.8 GiB for Cosmos-Predict2.5-14B's Reason1 on a v5e, twice what
+    it holds. T5-type encoders compute in float32 everywhere."""
+    from vidax_core.io.checkpoint import Checkpoint
+    from vidax_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    spec = plugins.registry.get(model_id)
+    ckpt = Checkpoint(plugins.call("builtin_checkpoint", spec, name="tiny-random"))
+    assert ("text_encoder" in spec.encoders_in_weight_dtype) is follows
+    f32 = mp.component_bytes(ckpt, "text_encoder", as_float32=True)
+    others = sum(mp.component_bytes(ckpt, c, as_float32=True) or 0 for c in mp.ENCODER_COMPONENTS[1:])
+    for dtype, itemsize in (("bfloat16", 2), ("float32", 4)):
+        cfg = SimpleNamespace(model=SimpleNamespace(dtype=dtype))
+        want = f32 // 4 * (itemsize if follows else 4) + others
+        assert mp.encoder_bytes(ckpt, spec, cfg) == want
+        assert mp.encoder_dtype(spec, cfg) == (dtype if follows else "float32")

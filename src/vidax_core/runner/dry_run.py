@@ -137,7 +137,7 @@ def _dequantised_block_bytes(flat: dict, groups: Any, compute_dtype: Any) -> int
     return max(per_group.values(), default=0) * np.dtype(compute_dtype).itemsize
 
 
-def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
+def _placement(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
                activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any) -> list[str]:
     """The ``placement:`` block (:mod:`vidax_core.runner.memory_plan`): where the text encoder, the denoiser and
     the VAE live, the per-device peak against the device's memory, and the host memory the run holds."""
@@ -145,15 +145,15 @@ def _placement(cfg: RunConfig, ckpt: Any, sizes: list, streamed: tuple, resident
 
     plan = mp.Placement(budget=mp.device_budget(peak))
     cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
-    enc = mp.encoder_bytes(ckpt)
-    where = mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak)  # `vidax run` builds its VAE first
+    enc, enc_dtype = mp.encoder_bytes(ckpt, spec, cfg), mp.encoder_dtype(spec, cfg)
+    where = mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec)  # `vidax run`: VAE first
     if enc is None:
         plan.add("text encoder", "not sized", note="its weights are not at hand", phase="encode")
     elif where.where == "cpu":
-        plan.add("text encoder", "host CPU, then freed", host=enc, note=f"at float32; runtime.encode_on: {where.reason}",
-                 phase="encode")
+        plan.add("text encoder", "host CPU, then freed", host=enc,
+                 note=f"at {enc_dtype}; runtime.encode_on: {where.reason}", phase="encode")
     else:
-        plan.add("text encoder", "device, then freed", enc, note="at float32, before the denoiser is placed",
+        plan.add("text encoder", "device, then freed", enc, note=f"at {enc_dtype}, before the denoiser is placed",
                  phase="encode")
     streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
     dev = int(resident / tp)
@@ -294,7 +294,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
-        *_placement(cfg, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp, activation_bytes, peak,
+        *_placement(cfg, spec, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp, activation_bytes, peak,
                     abstracts[0][2], builds[0].param_dtype),
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",

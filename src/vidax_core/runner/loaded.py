@@ -227,7 +227,7 @@ class LoadedModel:
                 beside = memory_plan.vae_bytes(self.ckpt, self.base) or 0
             else:
                 beside = int(max(self.tracker.base, self.tracker.peak))
-            self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside)
+            self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside, spec=self.spec)
             self.reporter.log(f"text encoder on {'the host CPU' if self.encode_on.where == 'cpu' else 'the devices'}"
                               f" ({self.encode_on.reason})")
         return memory_plan.cpu_scope() if self.encode_on.where == "cpu" else contextlib.nullcontext()

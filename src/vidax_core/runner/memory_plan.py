@@ -9,7 +9,8 @@ beside them (Wan's UMT5-XXL is 11 GB in bf16, 23 GB in the float32 vidax encodes
 * ``cpu``: on this host's CPU (JAX's CPU backend beside the accelerator), its weights in host memory; prompts
   encode more slowly, but a one-chip run of a 14B model with a 6B encoder needs no second copy of anything on the
   chip and the denoiser need not step aside;
-* ``auto``: ``device`` where the encoder (estimated from its checkpoint files at float32) fits the device's
+* ``auto``: ``device`` where the encoder (estimated from its checkpoint files at the dtype it computes in:
+  float32, or the denoiser's weight dtype for the LLM encoders a model declares) fits the device's
   memory beside what is placed when it runs (the VAE for ``vidax run``, which builds its VAE, then encodes, then
   places the denoiser; the denoiser's device weights for a loaded pipe), else ``cpu``.
 """
@@ -26,11 +27,12 @@ ENCODER_COMPONENTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "image
 MARGIN = 0.9  # of the device's memory: the rest is left to XLA's own buffers
 
 
-def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False,
+def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False, itemsize: int | None = None,
                     skip: tuple[str, ...] = ()) -> int | None:
-    """Bytes of ``component``'s weights from its file headers (float tensors counted at 4 bytes with
+    """Bytes of ``component``'s weights from its file headers (float tensors counted at ``itemsize`` bytes, 4 with
     ``as_float32``; keys starting with a prefix of ``skip`` left out); None when the files are not at hand (a dry
     run of a hub repo fetches JSON only)."""
+    itemsize = itemsize or (4 if as_float32 else None)
     import numpy as np
 
     try:
@@ -44,10 +46,10 @@ def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False,
         if skip and key.startswith(skip):
             continue
         n = source.nbytes(key) if hasattr(source, "nbytes") else int(np.asarray(source[key]).nbytes)
-        if as_float32 and hasattr(source, "dtype"):
+        if itemsize and hasattr(source, "dtype"):
             dt = np.dtype(source.dtype(key))
             if dt.kind == "f" or dt.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-                n = n // dt.itemsize * 4
+                n = n // dt.itemsize * itemsize
         total += n
     return total
 
@@ -64,9 +66,25 @@ def vae_bytes(ckpt: Any, run: Any) -> int | None:
     return component_bytes(ckpt, "vae", as_float32=True, skip=() if encodes else VAE_ENCODER_KEYS)
 
 
-def encoder_bytes(ckpt: Any) -> int | None:
-    """The prompt (and image) encoders' bytes at float32, from their files (None when none is sized)."""
-    sizes = [component_bytes(ckpt, c, as_float32=True) for c in ENCODER_COMPONENTS]
+def encoder_dtype(spec: Any, cfg: Any, component: str = "text_encoder") -> str:
+    """The dtype ``component`` computes in: the denoiser's weight dtype where the model declares it
+    (``ModelSpec.encoders_in_weight_dtype``: the LLM encoders), else float32."""
+    import numpy as np
+
+    from vidax_core.model_api import dit_weight_dtype
+
+    if spec is not None and component in getattr(spec, "encoders_in_weight_dtype", ()):
+        return np.dtype(dit_weight_dtype(cfg)).name
+    return "float32"
+
+
+def encoder_bytes(ckpt: Any, spec: Any = None, cfg: Any = None) -> int | None:
+    """The prompt (and image) encoders' bytes in the dtypes they compute in (:func:`encoder_dtype`), from their
+    files (None when none is sized)."""
+    import numpy as np
+
+    sizes = [component_bytes(ckpt, c, itemsize=np.dtype(encoder_dtype(spec, cfg, c)).itemsize)
+             for c in ENCODER_COMPONENTS]
     sizes = [s for s in sizes if s]
     return sum(sizes) if sizes else None
 
@@ -100,25 +118,27 @@ class EncoderPlacement:
     reason: str
 
 
-def encoder_placement(cfg: Any, ckpt: Any, beside_bytes: int, peak: Any = None) -> EncoderPlacement:
+def encoder_placement(cfg: Any, ckpt: Any, beside_bytes: int, peak: Any = None, spec: Any = None
+                      ) -> EncoderPlacement:
     """Where the prompt encoder computes for ``cfg`` (``runtime.encode_on``), with ``beside_bytes`` of this
     run's weights on the device while it does; ``peak``: a named target device (the dry run's ``--device``),
-    else this process's devices."""
+    else this process's devices; ``spec``: the model (which encoders compute in its weight dtype)."""
     asked = getattr(cfg.runtime, "encode_on", "auto")
     if asked in ("device", "cpu"):
         return EncoderPlacement(asked, f"runtime.encode_on={asked}")
     if peak is None and jax.default_backend() == "cpu":
         return EncoderPlacement("device", "the devices are this host's CPU")
-    need, budget = encoder_bytes(ckpt), device_budget(peak)
+    need, budget = encoder_bytes(ckpt, spec, cfg), device_budget(peak)
+    dt = encoder_dtype(spec, cfg)
     if need is None or budget is None:
         return EncoderPlacement("device", "its size or the device's memory is not known")
     if need + beside_bytes <= MARGIN * budget:
-        return EncoderPlacement("device", f"{need / 2**30:.1f} GiB (float32) + {beside_bytes / 2**30:.1f} GiB placed "
+        return EncoderPlacement("device", f"{need / 2**30:.1f} GiB ({dt}) + {beside_bytes / 2**30:.1f} GiB placed "
                                           f"fit the device's {budget / 2**30:.1f} GiB")
     if peak is None and not cpu_available():
-        return EncoderPlacement("device", f"it does not fit ({need / 2**30:.1f} GiB at float32) but JAX has no CPU "
+        return EncoderPlacement("device", f"it does not fit ({need / 2**30:.1f} GiB at {dt}) but JAX has no CPU "
                                           "backend here (JAX_PLATFORMS excludes cpu)")
-    return EncoderPlacement("cpu", f"{need / 2**30:.1f} GiB (float32) + {beside_bytes / 2**30:.1f} GiB placed exceed "
+    return EncoderPlacement("cpu", f"{need / 2**30:.1f} GiB ({dt}) + {beside_bytes / 2**30:.1f} GiB placed exceed "
                                    f"{MARGIN:.0%} of the device's {budget / 2**30:.1f} GiB")
 
 
