@@ -4,8 +4,9 @@ Each case runs the real pipeline (``vidax_core.runner.loaded.run``) and compares
 generation written as a float64 numpy loop (``numpy_reference``): pytree text contexts with masks and per-prompt
 lengths, every guidance strategy (two formulas, per-step scales, rescale, a three-branch one, embedded guidance
 with and without true CFG), pytree latents with an audio stream muxed into the mp4, an explicit sigma list,
-per-token timesteps in the sampler update, post-model and post-step conditioning, a ``video:`` input with a
-per-branch value, options validation, and offload of two heterogeneous block groups.
+per-token timesteps in the sampler update, post-step conditioning, a prediction the denoiser fixes from a keyword
+input (carried from ``pre`` to ``post`` under offload), a ``video:`` input with a per-branch value, options
+validation, and offload of two heterogeneous block groups.
 """
 
 from __future__ import annotations
@@ -127,6 +128,16 @@ def test_audio_latents_sigma_list_per_token_and_conditioning(plugins, ckpt, tmp_
     np.testing.assert_array_equal(saved["audio"], result.latents["audio"])
     assert audio_stream_count(os.path.join(tmp, "v.mp4")) == 1
     assert result.metrics["audio"] is True
+
+
+@pytest.mark.parametrize("over", [{}, {"offload.enabled": True}])
+def test_the_denoiser_sets_the_clean_frame_velocity(plugins, ckpt, tmp_path, over):
+    """The clean first frame's known velocity is the denoiser's own doing, from the conditioning's ``keep`` mask
+    passed as a keyword input (under offload ``pre`` hands it to ``post`` in the aux). Guidance rescale reads every
+    token's velocity, so the result depends on that frame's."""
+    cfg, result, ref = run_and_reference(plugins, ckpt, str(tmp_path), **{
+        "options.first_frame": True, "options.guidance_mode": "rescale", **over})
+    assert rel_err(result.latents, ref) < TOL
 
 
 def test_video_input_with_a_negative_branch_value(plugins, ckpt, tmp_path):

@@ -221,3 +221,29 @@ def test_a_module_plugin_implementing_a_retired_hook_is_one_line():
         Plugins().add(mod, "earlier")
     line = str(err.value)
     assert "\n" not in line and "offload_block_groups is no hook" in line and "DitBuild.block_counts" in line
+
+
+@pytest.mark.parametrize("field, instead", [("after_model", "model_kwargs"), ("before_step", "select_update")])
+def test_a_family_passing_a_retired_conditioning_field_fails_with_one_line(field, instead):
+    """``Conditioning(after_model=...)`` / ``before_step=...`` (each served one family, which now does it itself)
+    raised in a family's ``prepare_conditioning`` reaches the caller as that plugin's one-line error, saying what to
+    write instead; the fields' names are gone from the dataclass."""
+    import dataclasses
+
+    from vidax_core import Conditioning
+    from vidax_core.errors import PluginError
+
+    class Earlier(Toy):
+        def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
+            return Conditioning(arrays={}, **{field: lambda *a: a[0]})
+
+    p = Plugins()
+    p.add(Earlier(), "earlier")
+    with pytest.raises(PluginError) as err:
+        p.call("prepare_conditioning", p.registry.get("toy-a"), ckpt=None, run=None, vae=None, latent_shape=(1, 2, 2))
+    line = str(err.value)
+    assert "\n" not in line and line.startswith("error in plugin earlier, hook prepare_conditioning: TypeError: "
+                                                 f"Conditioning({field}=...) is no longer part of the contract: ")
+    assert instead in line, line
+    assert field not in {f.name for f in dataclasses.fields(Conditioning)}
+    assert Conditioning(arrays={"a": 1}, model_kwargs=("a",)).model_kwargs == ("a",)

@@ -103,13 +103,14 @@ class Conditioning:
     ``prepare_conditioning``; every function is traced inside the jitted step.
 
     * ``arrays``: host arrays with batch 1 handed to the step (every guidance branch reads the same ones).
-    * ``model_kwargs``: names in ``arrays`` passed to the denoiser as keyword arguments.
+    * ``model_kwargs``: names in ``arrays`` passed to the denoiser as keyword arguments (to ``__call__`` and, under
+      offload, to ``pre``, whose aux may carry them to ``post``). A change the reference makes to the model's
+      prediction belongs in the denoiser so: Cosmos-Predict2.5's DiT takes the velocity of its conditioning frames
+      as ``condition_velocity`` and puts it in its output.
     * ``prepare(x, t, arrays) -> (x, t)``: the sampler's latents and scalar model timestep -> the denoiser's input
       and timesteps (``(B,)``, per token ``(B, S)`` or any shape the denoiser takes). None = identity. ``arrays``
       also holds ``"sigma"``, the sampler's noise level at this step (its plan's ``sigmas[i]``), for denoisers fed
       the noise level rather than the model timestep (Cosmos-Predict2.5).
-    * ``after_model(pred, x, t, arrays) -> pred``: adjusts each branch's prediction before guidance (Cosmos
-      replaces the velocity of its conditioning frames). ``x``/``t`` are what ``prepare`` returned.
     * ``finalize(latents, arrays) -> latents``: once after the last step.
     * ``per_token_update``: hand ``prepare``'s per-token timesteps to the sampler update too
       (``sampler.step(..., per_token_timesteps=t)``), as LTX's conditioned pipelines do: True for the whole
@@ -127,10 +128,10 @@ class Conditioning:
       ``new`` and the step's input ``old`` (``t`` the step's scalar model timestep): which entries take the update
       (LTXConditionPipeline holds a partly-strong conditioning token until ``t`` falls below its strength's level),
       or what is put back after it (HunyuanVideo I2V's clean first frame).
-    * ``before_step(latents, t, arrays) -> latents``: applied to the latents before each step's model calls (and
-      kept); with ``step_noise_shape`` set, ``arrays["step_noise"]`` holds fresh standard normal noise of that shape
-      each step, ``jax.random.normal(fold_in(fold_in(key(seed), 5), i), shape)`` (LTXConditionPipeline's
-      ``image_cond_noise_scale`` re-noises its conditioning tokens so).
+    * ``step_noise_shape``: with it set, ``arrays["step_noise"]`` holds fresh standard normal noise of that shape
+      each step, ``jax.random.normal(fold_in(fold_in(key(seed), 5), i), shape)``, for ``prepare`` and
+      ``select_update`` (LTXConditionPipeline's ``image_cond_noise_scale`` re-noises its conditioning tokens before
+      each step: ``prepare`` gives the model the re-noised tokens and ``select_update`` keeps them).
     * ``step_kwargs(values) -> dict``: keyword inputs of every model call that change from step to step, from
       ``values`` = ``{"sigma", "timestep", "next_timestep"}`` of this step (scalars; ``next_timestep`` is the plan's
       next model timestep, 0 at the last step); scalar results are broadcast to the call's batch. HunyuanVideo-1.5's
@@ -140,15 +141,30 @@ class Conditioning:
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
     model_kwargs: tuple[str, ...] = ()
     prepare: Callable[..., tuple[Any, Any]] | None = None
-    after_model: Callable[..., Any] | None = None
     finalize: Callable[..., Any] | None = None
     per_token_update: bool | str = False
     latents: Callable[[Any], Any] | None = None
     start: Callable[[Any, Any, float], Any] | None = None
     select_update: Callable[..., Any] | None = None
-    before_step: Callable[..., Any] | None = None
     step_noise_shape: tuple[int, ...] | None = None
     step_kwargs: Callable[[Mapping[str, Any]], dict] | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Conditioning":
+        # A retired field is refused with one line saying what to write instead; raised from a family's hook, the
+        # TypeError reaches the user as that plugin's error (vidax_core.errors.PluginError).
+        for name, instead in RETIRED_CONDITIONING.items():
+            if name in kwargs:
+                raise TypeError(f"Conditioning({name}=...) is no longer part of the contract: {instead}")
+        return super().__new__(cls)
+
+
+# Conditioning fields that served one family, moved behind it -> what a family writes instead.
+RETIRED_CONDITIONING = {
+    "after_model": "change the prediction in the denoiser; pass what it reads by name in model_kwargs (vidax-cosmos' "
+                   "DiT takes condition_velocity so)",
+    "before_step": "give the model the changed latents in prepare and keep them in select_update; both read "
+                   "arrays['step_noise'] (vidax-ltx's image_cond_noise_scale does so)",
+}
 
 
 @dataclass(frozen=True)

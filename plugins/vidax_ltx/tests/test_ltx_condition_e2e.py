@@ -272,9 +272,10 @@ def test_multiscale_recipe_matches_diffusers(tmp_path, monkeypatch, case):
 
 
 def test_conditioned_recipe_is_the_same_parallel_and_offloaded(tmp_path):
-    """The paths the kit's text-to-video runs do not take, in one run: per-step re-noised image tokens (a step's
-    before_step, run in both halves of an offloaded step) of the frame-0 image, and a later keyframe's extra tokens
-    split over sp, under TP 2 and under offload with SP 2 (the built-in checkpoint's 2 heads allow tp 2 or sp 2, not both)."""
+    """The paths the kit's text-to-video runs do not take, in one run: per-step re-noised image tokens (the
+    conditioning's prepare and select_update, in both halves of an offloaded step) of the frame-0 image, and a later
+    keyframe's extra tokens split over sp, under TP 2 and under offload with SP 2 (the built-in checkpoint's 2 heads
+    allow tp 2 or sp 2, not both)."""
     from vidax_core.testing.runs import run_many
 
     image = tmp_path / "input.png"

@@ -19,7 +19,7 @@ from flax import nnx
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.parallel import sharding
 from vidax_core.parallel.host_chunks import HostChunks
-from vidax_core.runner.step import StepPlan, _scales_at, batch_call_inputs, before_step, branch_inputs, finish
+from vidax_core.runner.step import StepPlan, _scales_at, batch_call_inputs, branch_inputs, finish
 
 
 def _top_level(name: str):
@@ -106,7 +106,6 @@ class OffloadedStep:
         def pre(rest_state, latents, i, contexts, plan_arrays, scales, cond_arrays):
             with sharding.activate(mesh, rules):
                 m = full_model(rest_state)
-                latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
                 inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
                 calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, _scales_at(scales, i))
                 return [m.pre(x, t, ctx, **kw) for x, t, ctx, kw in calls]
@@ -115,7 +114,6 @@ class OffloadedStep:
             with sharding.activate(mesh, rules):
                 m = full_model(rest_state)
                 s_i = _scales_at(scales, i)
-                latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
                 inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
                 calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, s_i)
                 preds = [m.post(h, aux, jax.tree.map(lambda a: a.shape, x))

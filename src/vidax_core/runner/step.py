@@ -91,14 +91,6 @@ def _latent_batch(latents: Any) -> int:
     return jax.tree.leaves(latents)[0].shape[0]
 
 
-def before_step(plan: StepPlan, plan_arrays, i, latents, cond_arrays) -> Any:
-    """The conditioning's ``before_step`` (the identity without one): the latents this step works from."""
-    cond = plan.cond
-    if cond is None or cond.before_step is None:
-        return latents
-    return cond.before_step(latents, plan_arrays["timesteps"][i].astype(jnp.float32), cond_arrays)
-
-
 def branch_inputs(plan: StepPlan, plan_arrays, i, latents, cond_arrays) -> dict[str, BranchInput]:
     """Each branch's denoiser input and timesteps (``Conditioning.prepare`` with the branch's arrays)."""
     sampler, cond = plan.sampler, plan.cond
@@ -141,14 +133,11 @@ def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, 
 
 def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, scales_i,
            inputs: dict[str, BranchInput], batch_preds: Sequence[Any]):
-    """Split the calls' predictions per branch, post-model conditioning, guidance, sampler update, the
-    conditioning's ``select_update``."""
+    """Split the calls' predictions per branch, guidance, sampler update, the conditioning's ``select_update``."""
     cond, sampler = plan.cond, plan.sampler
     preds = {}
     for names, pred in zip(plan.batches, batch_preds):
         for n, p in zip(names, _split(pred, len(names))):
-            if cond is not None and cond.after_model is not None:
-                p = cond.after_model(p, inputs[n].x, inputs[n].t, cond_arrays)
             preds[n] = jax.tree.map(lambda a: a.astype(jnp.float32), p)
     guided = plan.guidance.combine_at(preds, scales_i, latents, plan_arrays["sigmas"][i].astype(jnp.float32))
     extra = {}
@@ -180,7 +169,6 @@ def make_step(graphdef: nnx.GraphDef, plan: StepPlan, mesh=None, rules=None):
         with sharding.activate(mesh, rules):
             model = nnx.merge(graphdef, params)
             s_i = _scales_at(scales, i)
-            latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
             inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
             calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, s_i)
             if plan.cache is None:
@@ -204,7 +192,6 @@ def call_carries(model_fn, plan: StepPlan, latents, i, contexts, plan_arrays, sc
     def carries(latents, i, contexts, plan_arrays, scales, cond_arrays):
         model = model_fn()
         s_i = _scales_at(scales, i)
-        latents = before_step(plan, plan_arrays, i, latents, cond_arrays)
         inputs = branch_inputs(plan, plan_arrays, i, latents, cond_arrays)
         calls = batch_call_inputs(plan, inputs, contexts, cond_arrays, s_i)
         return [model.pre(x, t, ctx, **kw)[0] for x, t, ctx, kw in calls]

@@ -4,8 +4,10 @@ runs it).
 Model id ``contract-toy``. Its denoiser is a per-token MLP whose modulation reads a pytree text context (hidden
 states + key-padding mask, possibly of a different length per prompt), an embedded guidance input, a per-branch
 conditioning input (a clip's mean colour; black for the negative branch) and per-token timesteps; it carries a
-pytree ``{"video", "audio"}`` through two stacked block groups with a transition between them. Latents are packed
-(B, S, C) like LTX's, optionally with an audio stream. Every behaviour is switched by ``options``.
+pytree ``{"video", "audio"}`` through two stacked block groups with a transition between them. With a clean first
+frame it also takes the conditioning's token mask and gives those tokens a known velocity itself (under offload the
+mask goes from ``pre`` to ``post`` in the aux). Latents are packed (B, S, C) like LTX's, optionally with an audio
+stream. Every behaviour is switched by ``options``.
 
 :func:`numpy_reference` is the same generation written as a plain float64 numpy loop, independent of the
 pipeline: tests compare ``vidax run`` with it.
@@ -37,7 +39,8 @@ OPTIONS = {
     "true_cfg_scale": Option(2.5, float, "negative-prompt CFG on top of embedded guidance"),
     "audio": Option(False, bool, "denoise an audio latent stream too"),
     "unpadded": Option(False, bool, "each prompt keeps its own length (branches differ in shape)"),
-    "first_frame": Option(False, bool, "frame 0 is clean: per-token timesteps, velocity and latents replaced"),
+    "first_frame": Option(False, bool, "frame 0 is clean: per-token timesteps, velocity (by the denoiser, from "
+                                       "the keep mask) and latents replaced"),
     "sigmas": Option(None, list[float] | None, "explicit sigma list (distilled schedule)"),
     "declare_all_groups": Option(True, bool, "the model lists every stacked group in block_groups"),
     "stream_groups": Option(None, list[str] | None, "the groups DitBuild.block_counts names, those offload streams "
@@ -142,6 +145,18 @@ def toy_forward(xp, w, x, t, ctx, guidance, video_feat, skip_b=False):
     return out["video"]
 
 
+def _with_clean_velocity(out, keep):
+    """The prediction with the known velocity 0.25 on the tokens ``keep`` (B, S) marks 0 (the clean frame): the
+    toy's reference fixes its conditioning tokens' prediction, so its denoiser does, given ``keep``."""
+    import jax.numpy as jnp
+
+    if keep is None:
+        return out
+    video = out["video"] if isinstance(out, dict) else out
+    video = jnp.where(keep[..., None] > 0, video, jnp.asarray(0.25, video.dtype))
+    return {**out, "video": video} if isinstance(out, dict) else video
+
+
 def _transition(xp, h):
     if "audio" not in h:
         return {"video": h["video"] * 0.5}
@@ -182,14 +197,14 @@ def _module(declare_all: bool):
                     w[f"{g}.w"], w[f"{g}.b"] = getattr(self, g).w[...], getattr(self, g).b[...]
             return w
 
-        def __call__(self, x, t, ctx, guidance=None, video_feat=None, skip_b=False):
+        def __call__(self, x, t, ctx, guidance=None, video_feat=None, skip_b=False, keep=None):
             b = jax.tree.leaves(x)[0].shape[0]
             guidance = jnp.zeros((b,)) if guidance is None else guidance
             video_feat = jnp.zeros((b, 3)) if video_feat is None else video_feat
-            return toy_forward(jnp, self.weights(), x, t, ctx, guidance, video_feat, skip_b)
+            return _with_clean_velocity(toy_forward(jnp, self.weights(), x, t, ctx, guidance, video_feat, skip_b), keep)
 
         # the staged forward the offload executor drives
-        def pre(self, x, t, ctx, guidance=None, video_feat=None, skip_b=False):
+        def pre(self, x, t, ctx, guidance=None, video_feat=None, skip_b=False, keep=None):
             b = jax.tree.leaves(x)[0].shape[0]
             guidance = jnp.zeros((b,)) if guidance is None else guidance
             video_feat = jnp.zeros((b, 3)) if video_feat is None else video_feat
@@ -199,7 +214,10 @@ def _module(declare_all: bool):
             h = {"video": video @ w["in_proj"]}
             if isinstance(x, dict):
                 h["audio"] = x["audio"] @ w["audio_in"]
-            return h, {"mod": mod if mod.ndim == 3 else mod[:, None], "skip_b": jnp.asarray(skip_b)}
+            aux = {"mod": mod if mod.ndim == 3 else mod[:, None], "skip_b": jnp.asarray(skip_b)}
+            if keep is not None:
+                aux["keep"] = keep
+            return h, aux
 
         @staticmethod
         def run_block_group(name, graphdef, state, h, aux):
@@ -221,8 +239,7 @@ def _module(declare_all: bool):
             out = {"video": h["video"] @ w["out_proj"]}
             if "audio" in h:
                 out["audio"] = h["audio"] @ w["audio_out"]
-                return out
-            return out["video"]
+            return _with_clean_velocity(out if "audio" in h else out["video"], aux.get("keep"))
 
     return ToyDiT
 
@@ -370,11 +387,8 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     def prepare(x, t, a):
         return substitute(x, a), t * a["keep"]  # per-token timesteps: the clean frame's tokens get t = 0
 
-    def after_model(pred, x, t, a):
-        v = video_of(pred)
-        return with_video(pred, v.at[:, :n0].set(0.25))  # a known velocity for the clean frame
-
-    return Conditioning(arrays=arrays, model_kwargs=kwargs, prepare=prepare, after_model=after_model,
+    # "keep" goes to the denoiser too, which gives the clean frame a known velocity
+    return Conditioning(arrays=arrays, model_kwargs=kwargs + ("keep",), prepare=prepare,
                         select_update=lambda new, old, t, a: substitute(new, a),
                         per_token_update="video" if run.options["audio"] else True)
 

@@ -9,7 +9,8 @@ reduces to the plain model call):
   model timestep is one value per latent frame: ``conditional_frame_timestep`` on the conditioning frames, the
   sampler's sigma elsewhere (the pipeline feeds sigma in [0, 1], not the 0..1000 timestep);
 * after each model call the velocity of the conditioning frames is replaced by ``noise - condition`` (the initial
-  noise, no separate noise is drawn for them);
+  noise, no separate noise is drawn for them): the DiT does it, given that velocity as ``condition_velocity``
+  (:class:`vidax_cosmos.dit.CosmosDiT`);
 * the sampler's latents are never overwritten: what comes out (and is saved) is what the pipeline returns.
 
 Conditioning latents: the image (``image:``, taken as ``to_tensor`` then nearest-resized as the pipeline does) or
@@ -80,11 +81,6 @@ def _prepare(cft: float):
     return prepare
 
 
-def _after_model(pred, x, t, arrays):
-    m = arrays["condition_mask"]
-    return arrays["velocity"] + pred.astype(jnp.float32) * (1.0 - m)
-
-
 def prepare(run, vae: Any, grid: tuple[int, int, int], channels: int) -> Conditioning:
     """The Conditioning of one run (every task)."""
     f, h, w = grid
@@ -106,12 +102,12 @@ def prepare(run, vae: Any, grid: tuple[int, int, int], channels: int) -> Conditi
     indicator[:, :n] = 1.0
     mask = np.broadcast_to(indicator[:, None, :, None, None], (1, 1, f, h, w)).astype(np.float32)
     arrays = {"condition_mask": mask, "cond_latents": cond, "cond_indicator": indicator,
-              "velocity": np.zeros_like(cond)}
+              "condition_velocity": np.zeros_like(cond)}
 
     def latents(noise):
-        arrays["velocity"] = ((np.asarray(noise, np.float32) - cond) * mask).astype(np.float32)
+        arrays["condition_velocity"] = ((np.asarray(noise, np.float32) - cond) * mask).astype(np.float32)
         return noise
 
     cft = float(run.options.get("conditional_frame_timestep", 0.0001))
-    return Conditioning(arrays=arrays, model_kwargs=("condition_mask",), prepare=_prepare(cft),
-                        after_model=_after_model, latents=latents)
+    return Conditioning(arrays=arrays, model_kwargs=("condition_mask", "condition_velocity"), prepare=_prepare(cft),
+                        latents=latents)

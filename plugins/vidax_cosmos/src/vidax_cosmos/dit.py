@@ -12,7 +12,9 @@ Layout and numerics follow the diffusers reference:
   cross-attention to the text (per-head q/k RMSNorm), GELU MLP; each sub-layer is AdaLN-LoRA modulated and gated;
 * the text is the encoder's concatenated hidden layers, projected to the cross-attention width by Linear + GELU
   (``use_crossattn_projection``);
-* output head: AdaLN-LoRA (shift, scale) + linear, unpatchified from ``h w t c`` feature order.
+* output head: AdaLN-LoRA (shift, scale) + linear, unpatchified from ``h w t c`` feature order; given
+  ``condition_velocity``, the output on the conditioning frames is replaced by it, as ``Cosmos2_5_PredictBasePipeline``
+  does after every transformer call.
 
 Norms, modulation, gates and the residual stream run in float32; matmuls in the parameter dtype.
 Blocks live in ONE stacked tree (leading ``layers`` axis) run with ``lax.scan``; ``pre`` / ``run_block_group`` /
@@ -137,12 +139,17 @@ class CosmosBlock(nnx.Module):
 
 
 class CosmosDiT(nnx.Module):
-    """The Cosmos-Predict2.5 denoiser: ``(latents, timestep, context, condition_mask=, padding_mask=)`` ->
-    velocity ``(B, out_channels, F, H, W)`` float32.
+    """The Cosmos-Predict2.5 denoiser: ``(latents, timestep, context, condition_mask=, padding_mask=,
+    condition_velocity=)`` -> velocity ``(B, out_channels, F, H, W)`` float32.
 
     ``timestep`` is (B,) or one value per latent frame (B, F) (diffusers' (B, 1, F, 1, 1) is accepted too);
     ``context`` (B, L, context_dim); ``condition_mask`` (B, 1, F, H, W) (zeros when None, for configs with the
-    extra channel); ``padding_mask`` (B, 1, H, W) at latent resolution (zeros when None)."""
+    extra channel); ``padding_mask`` (B, 1, H, W) at latent resolution (zeros when None).
+
+    ``condition_velocity`` (B, out_channels, F, H, W): the velocity of the conditioning frames (zero elsewhere), which
+    replaces the prediction where ``condition_mask`` is 1 (``condition_velocity + out * (1 - condition_mask)``, what
+    ``Cosmos2_5_PredictBasePipeline`` does to the transformer's output with its ``gt_velocity``). None = the
+    transformer's output as it is (diffusers' ``CosmosTransformer3DModel``)."""
 
     block_groups = ("blocks",)
 
@@ -194,8 +201,9 @@ class CosmosDiT(nnx.Module):
         temb = self.time_linear_2(jax.nn.silu(self.time_linear_1(proj)))
         return self.time_norm(proj), temb
 
-    def embed(self, latents, timestep, context, condition_mask=None, padding_mask=None):
-        """Patchify + time/text embeddings -> (x, aux) with aux = ctx, emb, temb, rope."""
+    def embed(self, latents, timestep, context, condition_mask=None, padding_mask=None, condition_velocity=None):
+        """Patchify + time/text embeddings -> (x, aux) with aux = ctx, emb, temb, rope (and, with
+        ``condition_velocity``, it and the condition mask, for :meth:`post`)."""
         cfg = self.cfg
         b, _, f, hh, ww = latents.shape
         pt, ph, pw = cfg.patch_size
@@ -211,7 +219,13 @@ class CosmosDiT(nnx.Module):
         ctx = constrain(ctx, (BATCH, None, EMBED))
         cos, sin = rope_tables(cfg, grid)
         rope = (constrain(cos, (SEQ, None)), constrain(sin, (SEQ, None)))
-        return x, {"ctx": ctx, "emb": emb, "temb": temb, "rope": rope}
+        aux = {"ctx": ctx, "emb": emb, "temb": temb, "rope": rope}
+        if condition_velocity is not None:
+            if condition_mask is None:
+                raise ValueError("condition_velocity replaces the velocity where condition_mask is 1: pass both")
+            aux["condition_velocity"] = jnp.asarray(condition_velocity, jnp.float32)
+            aux["condition_mask"] = jnp.asarray(condition_mask, jnp.float32)
+        return x, aux
 
     def head(self, x, aux, grid):
         h = self.norm_out(x, aux["emb"], aux["temb"], per_frame=True)
@@ -220,8 +234,8 @@ class CosmosDiT(nnx.Module):
 
     # -- staged forward (offload) ---------------------------------------------------------------------------------
 
-    def pre(self, latents, timestep, context, condition_mask=None, padding_mask=None):
-        return self.embed(latents, timestep, context, condition_mask, padding_mask)
+    def pre(self, latents, timestep, context, condition_mask=None, padding_mask=None, condition_velocity=None):
+        return self.embed(latents, timestep, context, condition_mask, padding_mask, condition_velocity)
 
     @staticmethod
     def run_block_group(name, graphdef, state, x, aux):
@@ -232,10 +246,13 @@ class CosmosDiT(nnx.Module):
     def post(self, x, aux, latent_shape):
         pt, ph, pw = self.cfg.patch_size
         f, hh, ww = latent_shape[-3:]
-        return self.head(x, aux, (f // pt, hh // ph, ww // pw))
+        out = self.head(x, aux, (f // pt, hh // ph, ww // pw))
+        if "condition_velocity" in aux:
+            out = aux["condition_velocity"] + out * (1.0 - aux["condition_mask"])
+        return out
 
-    def __call__(self, latents, timestep, context, condition_mask=None, padding_mask=None):
-        x, aux = self.embed(latents, timestep, context, condition_mask, padding_mask)
+    def __call__(self, latents, timestep, context, condition_mask=None, padding_mask=None, condition_velocity=None):
+        x, aux = self.embed(latents, timestep, context, condition_mask, padding_mask, condition_velocity)
         graphdef, state = nnx.split(self.blocks)
         x = self.run_block_group("blocks", graphdef, state, x, aux)
         return self.post(x, aux, latents.shape)

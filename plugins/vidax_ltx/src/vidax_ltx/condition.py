@@ -24,7 +24,10 @@ How it differs from the single-pass LTXPipeline / LTXImageToVideoPipeline (:mod:
   ``jax.random.normal(jax.random.fold_in(jax.random.key(seed), 4), shape)``.
 * ``options.image_cond_noise_scale`` s > 0: before each step the fully-strong conditioning tokens (mask 1) are set
   to their starting values plus ``s * noise * (t / 1000)**2``, with fresh per-step noise (the core's
-  ``step_noise``), as the pipeline's ``add_noise_to_image_conditioning_latents``.
+  ``step_noise``), as the pipeline's ``add_noise_to_image_conditioning_latents``. The model sees them so
+  (``prepare``) and the step keeps them (``select_update``), so each step hands on, and the last one returns, the
+  tokens the pipeline's loop holds after that step. In between only the sampler's update reads them, and it leaves
+  a token of per-token timestep 0 as it is.
 """
 
 from __future__ import annotations
@@ -89,17 +92,28 @@ def _hold_until_due(new, old, t, arrays):
     return jnp.where(due, new, old)
 
 
-def _renoise_fn(scale: float):
-    """``add_noise_to_image_conditioning_latents``: the mask-1 tokens from their start plus scaled, t^2 noise."""
+def _renoise_fns(scale: float):
+    """``(prepare, select_update)`` with ``add_noise_to_image_conditioning_latents``: at every step the mask-1
+    tokens are their start plus ``scale * step_noise * (t / 1000)**2`` (the step's noise and model timestep ``t``),
+    in the model's input and in what the step keeps. The kept value adds whatever update the step gave the token
+    (none at mask 1, whose per-token timestep is 0), as the pipeline's update of its re-noised latents does."""
     s = np.float32(scale)
 
-    def before_step(latents, t, arrays):
+    def renoised(t, arrays):
         tt = t / 1000.0
-        noised = arrays["cond_init"] + s * arrays["step_noise"] * (tt * tt)
         hard = (arrays["cond_mask"] > 1.0 - 1e-6)[..., None]
-        return jnp.where(hard, noised, latents)
+        return arrays["cond_init"] + s * arrays["step_noise"] * (tt * tt), hard
 
-    return before_step
+    def prepare(x, t, arrays):
+        noised, hard = renoised(t, arrays)
+        return _per_token_t(jnp.where(hard, noised, x), t, arrays)
+
+    def select_update(new, old, t, arrays):
+        kept = _hold_until_due(new, old, t, arrays)
+        noised, hard = renoised(t, arrays)
+        return jnp.where(hard, noised + (kept - old), kept)
+
+    return prepare, select_update
 
 
 def _unpack_fn(grid: Sequence[int], extra: int = 0):
@@ -233,9 +247,9 @@ def prepare(run, vae: Any, grid: tuple[int, int, int], dit: LTXDiTConfig, factor
     finalize = _unpack_fn(grid, n_extra)
     if not conds:
         return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), start=start, finalize=finalize)
-    more = {}
+    prep, select, more = _per_token_t, _hold_until_due, {}
     if renoise:
-        more = dict(before_step=_renoise_fn(float(run.options["image_cond_noise_scale"])),
-                    step_noise_shape=(1, arrays["cond_mask"].shape[1], int(vae.cfg.latent_channels)))
-    return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), prepare=_per_token_t, per_token_update=True,
-                        start=start, select_update=_hold_until_due, finalize=finalize, **more)
+        prep, select = _renoise_fns(float(run.options["image_cond_noise_scale"]))
+        more = dict(step_noise_shape=(1, arrays["cond_mask"].shape[1], int(vae.cfg.latent_channels)))
+    return Conditioning(arrays=arrays, model_kwargs=("rope_coords",), prepare=prep, per_token_update=True,
+                        start=start, select_update=select, finalize=finalize, **more)
