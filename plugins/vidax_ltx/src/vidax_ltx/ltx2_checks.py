@@ -72,6 +72,7 @@ def checkpoint_problems(spec, ckpt, run, dit_cfg) -> list[str]:
         from .ltx2_two_stage import upsampler_problems
 
         problems += upsampler_problems(ckpt, dict(o))
+    problems += text_layer_problems(ckpt)
     blocks = o.get("spatio_temporal_guidance_blocks") or ()
     bad = [b for b in blocks if not 0 <= int(b) < dit_cfg.num_layers]
     if bad:
@@ -79,6 +80,24 @@ def checkpoint_problems(spec, ckpt, run, dit_cfg) -> list[str]:
                         f"{dit_cfg.num_layers - 1})")
     return problems
 
+
+
+def text_layer_problems(ckpt) -> list[str]:
+    """The connectors read every hidden state of the text encoder: their ``text_proj_in_factor`` is its layers + 1
+    (checked from the JSON files, before anything loads; a mismatch failed only after the encoder ran)."""
+    if not (ckpt.has("connectors") and ckpt.has("text_encoder")):
+        return []
+    try:
+        want = int(ckpt.config("connectors").get("text_proj_in_factor") or 0)
+        te = ckpt.config("text_encoder")
+        layers = int((te.get("text_config") or te).get("num_hidden_layers") or 0)
+    except Exception:  # noqa: BLE001 - an unreadable config is reported by the loader that reads it
+        return []
+    if want and layers and layers + 1 != want:
+        return [f"text_encoder/config.json has {layers} layers, but the connectors read {want - 1} layers' hidden "
+                "states (connectors/config.json text_proj_in_factor = layers + 1): use the text encoder the "
+                "checkpoint was made with"]
+    return []
 
 
 def diffusion_decoder_problems(ckpt, run) -> list[str]:
