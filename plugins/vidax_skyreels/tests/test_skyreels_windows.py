@@ -59,3 +59,16 @@ def test_a_cancelled_run_leaves_nothing(pipe, tmp_path):
         pipe(prompt="a fox", num_frames=frames_for(3), on_chunk=lambda f, k, n: stop.set(), cancel=stop,
              output={"path": str(tmp_path / "v.mp4")})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_per_step_and_mfu_are_a_full_windows(pipe):
+    """The last window may be shorter than the others (here 3 latent frames after two of 5): the run's
+    ``per_step_s`` and throughput are a full window's (on the TPU the last one's made MFU look 1.5 points higher,
+    docs/benchmarks.md), and the windows' own figures stay in ``passes``."""
+    out = pipe(prompt="a fox", num_frames=1 + 4 * (5 + 3 + 1 - 1))
+    m = out.metrics
+    frames = [p["latent_shape"][2] for p in m["passes"]]
+    assert frames == [5, 5, 3], frames
+    assert m["per_step_s"] == m["passes"][1]["per_step_s"] != m["passes"][2]["per_step_s"]
+    if m.get("achieved_flops_per_s"):
+        assert m["achieved_flops_per_s"] == pytest.approx(m["flops_per_step"] / m["per_step_s"])

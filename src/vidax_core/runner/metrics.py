@@ -24,7 +24,7 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
     passes, samplers = plan.passes, plan.samplers
     last = results[-1]
     step_times = [t for r in results for t in r.step_times]
-    compile_s = sum(max(r.step_times[0] - _steady(r.step_times), 0.0) for r in results)
+    compile_s = sum(max(r.step_times[0] - steady_step_s(r.step_times), 0.0) for r in results)
     timer.add("compile_s", compile_s)
     timer.add("sampling_s", float(sum(step_times)))
     offloaded = [e for e in experts if e.placement.offload_groups]
@@ -36,7 +36,7 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
         "encode_s": timer.phases.get("encode_s", 0.0),
         "compile_s": timer.phases.get("compile_s", 0.0),
         "sampling_s": timer.phases.get("sampling_s", 0.0),
-        "per_step_s": _steady(last.step_times),
+        "per_step_s": steady_step_s(last.step_times),
         "step_times_s": step_times,
         "num_steps": sum(r.splan.num_steps for r in results),
         "decode_s": timer.phases.get("decode_s", 0.0),
@@ -79,7 +79,7 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
         "audio": decoded.audio is not None,
         "passes": [{"name": p.name, "height": p.run.sampling.height, "width": p.run.sampling.width,
                     "num_steps": r.splan.num_steps, "latent_shape": _shape_list(r.shapes),
-                    "per_step_s": _steady(r.step_times)} for p, r in zip(passes, results)],
+                    "per_step_s": steady_step_s(r.step_times)} for p, r in zip(passes, results)],
         "compiled_step": any(r.compiled for r in results),
         "prompt_cache_hits": prompt_cache_hits,
     }
@@ -109,7 +109,7 @@ def peak_rss_mb() -> float:
         return psutil.Process().memory_info().rss / 2**20
 
 
-def _steady(times: list[float]) -> float:
+def steady_step_s(times: list[float]) -> float:
     """Per-step seconds without the first step's compile: the median of the later steps."""
     return float(np.median(times[1:])) if len(times) > 1 else times[0]
 

@@ -28,7 +28,8 @@ from vidax_core.io.draws import Draws, check_draws
 from vidax_core.io.video import Mp4Stream
 from vidax_core.model_api import Decoded, SamplingPass
 from vidax_core.parallel import distributed
-from vidax_core.runner import device_oom, memory
+from vidax_core.runner import device_oom, memory, throughput
+from vidax_core.runner.metrics import steady_step_s
 from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
 
 OnChunk = Callable[[np.ndarray, int, int], None]
@@ -205,12 +206,19 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
 
 def _metrics(model: Any, cfg: Any, call: Any, results: list, timer: Any, rows: list, memory: DeviceMemory) -> dict:
     """The run's metrics record (:func:`vidax_core.runner.metrics.run_metrics`, the windows as its passes) and
-    the windows' own figures."""
+    the windows' own figures; ``per_step_s`` and the throughput entries are a full window's."""
     n = len(results)
     as_passes = dataclasses.replace(call, passes=[SamplingPass(cfg, name=f"window {k + 1}") for k in range(n)],
                                     samplers=[call.samplers[0]] * n,
                                     grids=[tuple(w.grid) for w in call.windows.windows])
     metrics = model.metrics(cfg, as_passes, results, timer, Decoded(np.zeros((1, 0, 1, 1, 3))))
+    # per step and MFU of a full window (the largest, its later instance): the last window may be a shorter one
+    grids = [tuple(w.grid) for w in call.windows.windows]
+    k = max(range(n), key=lambda j: (int(np.prod(grids[j])), j))
+    full = results[k]
+    metrics["per_step_s"] = steady_step_s(full.step_times)
+    metrics.update(throughput.run_metrics(model.experts[full.schedule[-1]].build, full.batches, grids[k],
+                                          full.contexts, metrics["per_step_s"], metrics["parallel"]["devices"]))
     totals = [r["total_s"] for r in rows]
     metrics.update(windows=rows, num_windows=n,
                    per_window_s=float(np.median(totals[1:])) if n > 1 else float(totals[0]),
