@@ -11,7 +11,8 @@ recipe.
 The text encoder is not the 5.7B UMT5-XXL: the writer keeps one UMT5 layer with the real output width (4096) and
 the tiny tokenizer of vidax-skyreels' built-in checkpoint (the prompt is encoded once; it is not part of a window's
 time). The video: 544x960, 24 fps, `seconds * 24` frames rounded up to 4k+1 (481 for 20 s: six windows of 97
-frames overlapping by 17, the last shorter), 30 steps by default, guidance 6, addnoise_condition 20. Printed: one
+frames overlapping by 17, the last shorter), 30 steps by default, guidance 6, addnoise_condition 20, the VAE
+tiled (untiled, a window's decode did not fit beside the resident denoiser on a 16 GB TPU v5e). Printed: one
 line per window (latent frames, steps, sampling s, decode s, window s), per-step s, compile s, total s, the peak
 device memory, and, when --steps is below the recipe's 30, each full window's time at 30 steps projected from the
 measured per-step time (labelled as a projection). Written: OUT/video.mp4 (not with --no-video, or where
@@ -77,7 +78,8 @@ def main() -> int:
 
     size = ["sampling.height=64", "sampling.width=64", "sampling.max_sequence_length=16",
             "options.base_num_frames=17", "options.overlap_history=5"] if a.tiny else \
-        ["sampling.height=544", "sampling.width=960", "options.base_num_frames=97", "options.overlap_history=17"]
+        ["sampling.height=544", "sampling.width=960", "options.base_num_frames=97", "options.overlap_history=17",
+         "vae.tiling=true"]  # untiled, a window's decode program did not fit beside the denoiser on a TPU v5e
     frames = frames_for(a.seconds)
     try:
         import imageio_ffmpeg  # noqa: F401
