@@ -164,9 +164,10 @@ class LoadedModel:
         if len(self.builds) > 1:
             self.reporter.log(f"{len(self.builds)} experts switched by timestep")
         if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
-            self.vae(plan.passes[-1].run)  # its VAE first: a broken VAE config is refused before any weight
+            vae = self.vae(plan.passes[-1].run)  # its VAE first: a broken VAE config is refused before any weight
             with precision.scope(cfg):
                 self._encode_call(plan)
+                self._prepare_first(plan, vae)
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading
         with memory.window() as self.memory_phases["weights"]:  # reading and placing the denoisers alone
             for build, placement in zip(self.builds, placements):
@@ -190,6 +191,19 @@ class LoadedModel:
                 self.ckpt.forget(build.component)  # placed: the file is unmapped (a disk cache is its own file)
             gc.collect()  # the conversion's lazy leaves and staging buffers, some held in reference cycles
         self.load_s += time.perf_counter() - t0
+
+    def _prepare_first(self, plan: CallPlan, vae: Any) -> None:
+        """The first pass's conditioning (hook ``prepare_conditioning``), made with the prompts, before the
+        denoiser is placed: an image encoder (Wan2.1 I2V's 2.5 GB CLIP at float32) and the VAE's encode then never
+        sit beside the denoiser's weights. Its time counts as encoding. Chunked runs condition window by window."""
+        if plan.windows is not None or not plan.complete:
+            return
+        t0 = time.perf_counter()
+        cond = self.plugins.call("prepare_conditioning", self.spec, ckpt=self.ckpt, run=plan.passes[0].run, vae=vae,
+                                 latent_shape=plan.grids[0])
+        self._first_cond = (plan, cond)
+        c, found, encode_s = self._encoded
+        self._encoded = (c, found, encode_s + time.perf_counter() - t0)
 
     def use_adapters(self, cfg: RunConfig) -> None:
         """Unfused mode: put the call's adapters into the factor parameters (same shapes: the compiled steps
@@ -396,11 +410,14 @@ class LoadedModel:
                 elif p.carry is not None and results:
                     reporter.log(f"{p.name}: carrying the latents over")
                     given = p.carry(results[-1].final, vae)
+                made = getattr(self, "_first_cond", None)
+                cond = made[1] if k == 0 and made is not None and made[0] is plan else ...
+                self._first_cond = None
                 results.append(sample_pass(
                     self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
                     guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
                     label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
-                    step_key=structure_key(p.run, k, p.name)))
+                    step_key=structure_key(p.run, k, p.name), cond=cond))
             final = results[-1].final
 
         t0 = time.perf_counter()
