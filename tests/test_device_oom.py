@@ -1,4 +1,4 @@
-"""A device out of memory is one ``error:`` line naming the phase, what XLA asked for and had, and the keys that
+"""Out of memory (a device's, or the CPU backend's) is one ``error:`` line naming the phase, what XLA asked for and had, and the keys that
 lower it (seen on the TPU v5e: a chunked SkyReels-V2 run at 544x960 decoding a window beside its resident
 denoiser), not "internal error"."""
 
@@ -15,10 +15,12 @@ TPU_TEXT = ("RESOURCE_EXHAUSTED: E0101: RuntimeProgramAllocationFailure:\nError 
             "'jit__decode_chunk_impl': Attempting to reserve 4.99G at the bottom of memory. That was not possible. "
             "There are 3.05G free, 0B reserved, and 3.05G reservable.")
 ALLOC_TEXT = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 22.50GiB."
+CPU_TEXT = "INTERNAL: Error dispatching computation: Out of memory allocating 26829645144 bytes."
 
 
 @pytest.mark.parametrize("text, detail", [(TPU_TEXT, "a program needed 4.99G, 3.05G was free"),
-                                          (ALLOC_TEXT, "an allocation of 22.50GiB failed")])
+                                          (ALLOC_TEXT, "an allocation of 22.50GiB failed"),
+                                          (CPU_TEXT, "an allocation of 25.0 GiB failed")])
 @pytest.mark.parametrize("name, key", [("decode", "vae.tiling=true"), ("sampling", "offload.enabled=true"),
                                        ("encode", "runtime.encode_on=cpu")])
 def test_an_out_of_memory_error_names_the_phase_and_the_key(text, detail, name, key):
@@ -26,8 +28,21 @@ def test_an_out_of_memory_error_names_the_phase_and_the_key(text, detail, name, 
         with device_oom.phase(name):
             raise JaxRuntimeError(text)
     msg = str(info.value)
-    assert msg.startswith(f"the device ran out of memory during {name} ({detail}): ") and key in msg
+    assert msg.startswith(f"out of memory during {name} ({detail}): ") and key in msg
     assert "\n" not in msg
+
+
+def test_an_out_of_memory_error_inside_a_plugins_hook_is_found():
+    """A hook's exception arrives wrapped (the plugin's error); XLA's, as its cause, still names the phase (seen:
+    Cosmos-Reason1's encode on the CPU, 25 GiB in one allocation)."""
+    from vidax_core.errors import PluginError
+
+    with pytest.raises(UserError, match=r"^out of memory during encode \(an allocation of 25.0 GiB failed\)"):
+        with device_oom.phase("encode"):
+            try:
+                raise JaxRuntimeError(CPU_TEXT)
+            except JaxRuntimeError as exc:
+                raise PluginError("error in plugin vidax-cosmos, hook encode_prompt") from exc
 
 
 @pytest.mark.parametrize("exc", [JaxRuntimeError("INTERNAL: something else"), RuntimeError(TPU_TEXT),
@@ -53,6 +68,6 @@ def test_vidax_run_says_which_key_lowers_the_decode(config, target, tmp_path, mo
                      "sampling.num_steps=2"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2, err
-    assert err[-1].startswith("error: the device ran out of memory during decode (a program needed 4.99G, 3.05G "
-                              "was free): set vae.tiling=true"), err
+    assert err[-1].startswith("error: out of memory during decode (a program needed 4.99G, 3.05G was free): "
+                              "set vae.tiling=true"), err
     assert not list(tmp_path.iterdir())  # nothing partial is left

@@ -98,3 +98,6 @@ def test_encoders_are_sized_at_the_dtype_they_compute_in(model_id, follows):
         want = f32 // 4 * (itemsize if follows else 4) + others
         assert mp.encoder_bytes(ckpt, spec, cfg) == want
         assert mp.encoder_dtype(spec, cfg) == (dtype if follows else "float32")
+        # on the CPU backend a bf16 encoder's matmuls also hold a float32 copy of its weights
+        on_cpu = f32 // 4 * (itemsize + 4 if follows and itemsize < 4 else 4) + others
+        assert mp.encoder_bytes(ckpt, spec, cfg, cpu=True) == on_cpu

@@ -145,7 +145,9 @@ def _placement(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tupl
 
     plan = mp.Placement(budget=mp.device_budget(peak))
     cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
-    enc, enc_dtype = mp.encoder_bytes(ckpt, spec, cfg), mp.encoder_dtype(spec, cfg)
+    enc, enc_dtype = mp.encoder_bytes(ckpt, spec, cfg, cpu=cpu), mp.encoder_dtype(spec, cfg)
+    if cpu and enc_dtype != "float32":
+        enc_dtype += " + the float32 copy XLA:CPU makes of its weights"
     where = mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec)  # `vidax run`: VAE first
     if enc is None:
         plan.add("text encoder", "not sized", note="its weights are not at hand", phase="encode")

@@ -165,7 +165,7 @@ class LoadedModel:
             self.reporter.log(f"{len(self.builds)} experts switched by timestep")
         if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
             vae = self.vae(plan.passes[-1].run)  # its VAE first: a broken VAE config is refused before any weight
-            with precision.scope(cfg):
+            with precision.scope(cfg), device_oom.phase("encode"):
                 self._encode_call(plan)
                 self._prepare_first(plan, vae)
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading

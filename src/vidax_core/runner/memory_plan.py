@@ -78,13 +78,17 @@ def encoder_dtype(spec: Any, cfg: Any, component: str = "text_encoder") -> str:
     return "float32"
 
 
-def encoder_bytes(ckpt: Any, spec: Any = None, cfg: Any = None) -> int | None:
+def encoder_bytes(ckpt: Any, spec: Any = None, cfg: Any = None, *, cpu: bool = False) -> int | None:
     """The prompt (and image) encoders' bytes in the dtypes they compute in (:func:`encoder_dtype`), from their
-    files (None when none is sized)."""
+    files (None when none is sized). ``cpu``: on the CPU backend an encoder held in bf16 also gets the float32 copy
+    of its weights XLA:CPU makes for its matmuls (Cosmos-Reason1 asked for 25 GiB at once so)."""
     import numpy as np
 
-    sizes = [component_bytes(ckpt, c, itemsize=np.dtype(encoder_dtype(spec, cfg, c)).itemsize)
-             for c in ENCODER_COMPONENTS]
+    def itemsize(c: str) -> int:
+        n = np.dtype(encoder_dtype(spec, cfg, c)).itemsize
+        return n + 4 if cpu and n < 4 else n
+
+    sizes = [component_bytes(ckpt, c, itemsize=itemsize(c)) for c in ENCODER_COMPONENTS]
     sizes = [s for s in sizes if s]
     return sum(sizes) if sizes else None
 
