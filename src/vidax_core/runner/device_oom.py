@@ -38,7 +38,6 @@ def xla_oom(exc: BaseException | None) -> BaseException | None:
     return None
 
 
-
 def _detail(text: str) -> str:
     """What XLA asked for and had, where its message says so."""
     m = re.search(r"reserve ([\d.]+\s*[KMGT]i?B?)\b.*?There are ([\d.]+\s*[KMGT]i?B?) free", text, re.S)

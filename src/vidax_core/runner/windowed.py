@@ -208,12 +208,11 @@ def _metrics(model: Any, cfg: Any, call: Any, results: list, timer: Any, rows: l
     """The run's metrics record (:func:`vidax_core.runner.metrics.run_metrics`, the windows as its passes) and
     the windows' own figures; ``per_step_s`` and the throughput entries are a full window's."""
     n = len(results)
+    grids = [tuple(w.grid) for w in call.windows.windows]
     as_passes = dataclasses.replace(call, passes=[SamplingPass(cfg, name=f"window {k + 1}") for k in range(n)],
-                                    samplers=[call.samplers[0]] * n,
-                                    grids=[tuple(w.grid) for w in call.windows.windows])
+                                    samplers=[call.samplers[0]] * n, grids=grids)
     metrics = model.metrics(cfg, as_passes, results, timer, Decoded(np.zeros((1, 0, 1, 1, 3))))
     # per step and MFU of a full window (the largest, its later instance): the last window may be a shorter one
-    grids = [tuple(w.grid) for w in call.windows.windows]
     k = max(range(n), key=lambda j: (int(np.prod(grids[j])), j))
     full = results[k]
     metrics["per_step_s"] = steady_step_s(full.step_times)

@@ -81,7 +81,6 @@ def checkpoint_problems(spec, ckpt, run, dit_cfg) -> list[str]:
     return problems
 
 
-
 def text_layer_problems(ckpt) -> list[str]:
     """The connectors read every hidden state of the text encoder: their ``text_proj_in_factor`` is its layers + 1
     (checked from the JSON files, before anything loads; a mismatch failed only after the encoder ran)."""
