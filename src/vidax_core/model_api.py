@@ -260,6 +260,13 @@ class Decoded:
     sample_rate: int | None = None
 
 
+def vae_encodes(run: Any) -> bool:
+    """Whether ``run`` encodes media with its VAE (an image, a clip or an ``options.conditions`` item): the families
+    build their VAE with its encoder only then, and the dry run sizes the VAE so."""
+    return (getattr(run, "image", None) is not None or getattr(run, "video", None) is not None
+            or bool((getattr(run, "options", None) or {}).get("conditions")))
+
+
 def dit_weight_dtype(run: Any) -> Any:
     """The denoiser's weight dtype: ``model.dtype`` when set, else the policy every family follows: bf16 weights
     on GPU/TPU (matmuls in bf16; norms, modulation and the residual stream stay fp32 inside the blocks), fp32 on

@@ -60,10 +60,11 @@ VAE_ENCODER_KEYS = ("encoder.", "quant_conv.")
 
 def vae_bytes(ckpt: Any, run: Any) -> int | None:
     """The VAE's bytes at float32 as a run builds it: decoder only unless the run encodes an image, a clip or a
-    conditioning item (every family's VAE builder leaves the encoder out then)."""
-    encodes = (getattr(run, "image", None) is not None or getattr(run, "video", None) is not None
-               or bool((getattr(run, "options", None) or {}).get("conditions")))
-    return component_bytes(ckpt, "vae", as_float32=True, skip=() if encodes else VAE_ENCODER_KEYS)
+    conditioning item (:func:`vidax_core.model_api.vae_encodes`; every family's VAE builder leaves the encoder out
+    otherwise)."""
+    from vidax_core.model_api import vae_encodes
+
+    return component_bytes(ckpt, "vae", as_float32=True, skip=() if vae_encodes(run) else VAE_ENCODER_KEYS)
 
 
 def encoder_dtype(spec: Any, cfg: Any, component: str = "text_encoder") -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 class WanVAEHooks:
     def build_vae(self, spec, ckpt, run):
         """The checkpoint's Wan VAE, with its encoder only when the run conditions on an image or a clip."""
+        from vidax_core.model_api import vae_encodes
         from vidax_core.vae.wan_video import load_wan_autoencoder
 
-        with_encoder = run.image is not None or getattr(run, "video", None) is not None
-        return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=with_encoder)
+        return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=vae_encodes(run))
 
     def vae_latent_shape(self, spec, ckpt, run):
         from vidax_core.vae.wan_video import latent_grid

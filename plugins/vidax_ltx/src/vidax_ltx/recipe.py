@@ -65,13 +65,14 @@ def vae_factors(config: dict) -> tuple[int, int]:
 def load_vae(ckpt, run):
     """The VAE with the run's decode settings (timestep, noise scale, seed); its encoder only when the run
     encodes an image, clip or conditioning item."""
+    from vidax_core.model_api import vae_encodes
+
     from . import vae as vae_lib
     from .autoencoder import DecodeSettings, LTXVideoAutoencoder, latent_grid
 
     raw = ckpt.config("vae")
     cfg = vae_lib.LTXVAEConfig.from_config(raw)
-    with_encoder = (run.image is not None or run.video is not None or bool(run.options.get("conditions"))) and (
-        uses_condition_pipeline(run) or run.sampling.initial_noise is None)
+    with_encoder = vae_encodes(run) and (uses_condition_pipeline(run) or run.sampling.initial_noise is None)
     model = vae_lib.load_vae(cfg, ckpt.tensors("vae"), with_encoder=with_encoder)
     t, sp = vae_factors(raw)
     s = run.sampling
