@@ -124,3 +124,36 @@ def test_the_image_encoder_runs_before_the_denoiser_is_placed(tmp_path, monkeypa
                     sampling=dict(num_steps=2, height=64, width=64, num_frames=5, max_sequence_length=512))
     assert cli.main(["run", *args, f"output.path={tmp_path / 'v.mp4'}", "output.overwrite=true"]) == 0
     assert order == ["clip", "dit"], order
+
+
+def test_a_loaded_image_pipe_keeps_its_image_encoder(tmp_path, monkeypatch):
+    """A loaded Wan2.1 I2V pipe builds its CLIP image encoder on the first call and keeps it (parked on the host,
+    ``runtime.text_encoder=host``): later calls with new images read no checkpoint tensor and build nothing, and
+    each image still reaches the result."""
+    import torch
+
+    import vidax
+    from vidax_core.encoders import clip_vision
+    from vidax_core.testing.counters import Counters
+
+    torch.manual_seed(0)
+    ckpt = tmp_path / "ckpt"
+    save_pipeline(build_tiny_wan_variant("wan2.1-i2v", seed=4), ckpt)
+    images = [write_test_image(tmp_path / f"in{n}.png", seed=n) for n in range(3)]
+    builds = []
+    real_clip = clip_vision.load_clip_vision
+    monkeypatch.setattr(clip_vision, "load_clip_vision", lambda *a, **k: builds.append(1) or real_clip(*a, **k))
+    args = run_args("wan2.1-i2v-14b-480p", ckpt, PROMPT, NEGATIVE, image=images[0],
+                    sampling=dict(num_steps=1, height=64, width=64, num_frames=5, max_sequence_length=512),
+                    runtime=dict(compilation_cache=False))
+    counters = Counters(monkeypatch)
+    with vidax.load({}, *args) as pipe:
+        latents = [np.asarray(pipe(seed=0).latents)]
+        for image in images[1:]:
+            counters.reset()
+            latents.append(np.asarray(pipe(image=str(image), seed=0).latents))
+            assert counters.tensor_reads == 0, f"a new image read {counters.tensor_reads} checkpoint tensors"
+        kept = pipe._model.ckpt.kept_models
+        assert kept.builds("image_encoder") == 1 and len(builds) == 1, "the image encoder was built per call"
+    assert kept.builds("image_encoder") == 0  # closing the pipe drops it
+    assert min(np.abs(a - b).max() for a, b in zip(latents, latents[1:])) > 1e-2  # each image reaches the result

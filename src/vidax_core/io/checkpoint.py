@@ -13,6 +13,7 @@ real one.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import glob
@@ -207,6 +208,19 @@ class Checkpoint:
             return source
         total = sum(source.nbytes(k) for k in source) if hasattr(source, "nbytes") else None
         return ProgressTensors(source, self.progress(component, total))
+
+    # set by a loaded pipe: keeps the models hooks build through :meth:`model` between calls
+    kept_models: Any = None  # vidax_core.runner.text_encoders.KeptModels
+
+    @contextlib.contextmanager
+    def model(self, component: str, build: Callable[[], Any]) -> Iterator[Any]:
+        """``build()``'s model (an image encoder made from ``component``) for one use: built and dropped after
+        it, or in a loaded pipe built once and kept between calls as ``runtime.text_encoder`` says."""
+        if self.kept_models is None:
+            yield build()
+        else:
+            with self.kept_models.use(component, build) as model:
+                yield model
 
     def close(self) -> None:
         """Drop the tensor sources kept open for a loaded pipe."""

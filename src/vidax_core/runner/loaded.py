@@ -10,7 +10,8 @@ as planned.
 What stays between calls: the placed DiT weights (or their host pools when offloaded), the compiled step of each
 distinct call structure (a new shape compiles once), the VAE per :func:`vae_key` (frame count, size, options,
 ``vae`` settings and kinds of media: not the seed, noise, prompts, media content or step recipe), the prompt
-encoder as ``runtime.text_encoder`` says (:mod:`.text_encoders`), a cache of prompt embeddings, and the
+encoder and the encoders hooks build per call (an image encoder) as ``runtime.text_encoder`` says
+(:mod:`.text_encoders`), a cache of prompt embeddings, and the
 checkpoint's parsed JSON configs and open tensor sources (a rebuilt VAE reads no file again).
 """
 
@@ -52,7 +53,7 @@ from vidax_core.runner.progress import Reporter, Timer, follow_chunks
 from vidax_core.runner.prompts import encode_prompts
 from vidax_core.runner.runtime import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
-from vidax_core.runner.text_encoders import TextEncoders
+from vidax_core.runner.text_encoders import KeptModels, TextEncoders
 
 
 def structure_key(cfg: RunConfig, *extra: Any) -> str:
@@ -139,7 +140,10 @@ class LoadedModel:
         self.tracker = offloadlib.ResidentTracker()
         self.experts: list[Expert] = []
         self._vaes: dict[str, Any] = {}
-        self.encoders = TextEncoders(self._build_encoder, getattr(cfg.runtime, "text_encoder", "host"))
+        placement = getattr(cfg.runtime, "text_encoder", "host")
+        self.encoders = TextEncoders(self._build_encoder, placement)
+        if not single:  # the encoders hooks build per call (an image encoder) are kept as the prompt encoder is
+            ckpt.kept_models = KeptModels(placement)
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.encode_on: memory_plan.EncoderPlacement | None = None
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
@@ -461,6 +465,8 @@ class LoadedModel:
             self.experts = []
             self._vaes.clear()
             self.encoders.close()
+            if getattr(self.ckpt, "kept_models", None) is not None:
+                self.ckpt.kept_models.close()
             if hasattr(self.ckpt, "close"):
                 self.ckpt.close()
             gc.collect()

@@ -1,6 +1,7 @@
-"""Where a loaded pipe keeps its prompt encoder between calls, and the cache of prompt embeddings.
+"""Where a loaded pipe keeps its encoders between calls, and the cache of prompt embeddings.
 
-``runtime.text_encoder`` says where the encoder's weights live between calls of one loaded pipe:
+``runtime.text_encoder`` says where the prompt encoder's weights, and those of the other encoders a family
+builds for a call (an image encoder, :class:`KeptModels`), live between calls of one loaded pipe:
 
 * ``host``: after each use its arrays are copied to host memory and their device buffers freed; the next use
   puts them back with the same shardings (no file is read again). The default: on one accelerator an 11 GB
@@ -9,15 +10,16 @@
 * ``device``: the encoder stays on the devices (fastest; needs memory for both).
 * ``reload``: the encoder is freed after each use and rebuilt from the checkpoint when next needed.
 
-A single ``vidax run`` uses the encoder once and frees it whatever the setting. Embeddings are cached per prompt
+A single ``vidax run`` uses each encoder once and frees it whatever the setting. Embeddings are cached per prompt
 text and encoding-relevant settings (a few dozen entries), so a repeated prompt does not run the encoder at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Iterator
 
 import jax
 import numpy as np
@@ -90,20 +92,84 @@ class _Parked:
         return self.encoder
 
 
-class TextEncoders:
-    """The prompt encoder of one loaded pipe: built on first use, kept per ``placement``, with an embedding cache."""
+class KeptModel:
+    """One model a loaded pipe builds on first use and keeps per ``placement`` between uses (see the module)."""
 
-    def __init__(self, build: Callable[[], Any], placement: str = "host", cache_size: int = 32) -> None:
+    def __init__(self, build: Callable[[], Any], placement: str = "host") -> None:
         if placement not in ENCODER_PLACEMENTS:
             raise ValueError(f"text encoder placement must be one of {', '.join(ENCODER_PLACEMENTS)}")
         self._build = build
         self.placement = placement
-        self._encoder: Any = None
+        self._model: Any = None
         self._parked: _Parked | None = None
+        self.builds = 0
+
+    def acquire(self) -> Any:
+        """The model, on the devices."""
+        if self._parked is not None:
+            self._model = self._parked.restore()
+            self._parked = None
+        if self._model is None:
+            self._model = self._build()
+            self.builds += 1
+        return self._model
+
+    def release(self, *, final: bool = False) -> None:
+        """After a use: keep, park on the host, or free the model (``final``: the pipe makes no more calls)."""
+        if self._model is None:
+            return
+        if final or self.placement == "reload":
+            self._model = None
+            gc.collect()
+        elif self.placement == "host":
+            self._parked = _Parked(self._model)
+            self._model = None
+
+    def close(self) -> None:
+        self._model = None
+        self._parked = None
+
+
+class KeptModels:
+    """The models a family's hooks build from the checkpoint for a call (Wan2.1 I2V's CLIP image encoder), kept
+    between the calls of one loaded pipe as ``runtime.text_encoder`` keeps the prompt encoder. Reached through
+    :meth:`vidax_core.io.checkpoint.Checkpoint.model`, which builds and drops when no pipe keeps them."""
+
+    def __init__(self, placement: str = "host") -> None:
+        self.placement = placement
+        self._kept: dict[str, KeptModel] = {}
+
+    def builds(self, component: str) -> int:
+        kept = self._kept.get(component)
+        return kept.builds if kept is not None else 0
+
+    @contextlib.contextmanager
+    def use(self, component: str, build: Callable[[], Any]) -> Iterator[Any]:
+        kept = self._kept.setdefault(component, KeptModel(build, self.placement))
+        try:
+            yield kept.acquire()
+        finally:
+            kept.release()
+
+    def close(self) -> None:
+        for kept in self._kept.values():
+            kept.close()
+        self._kept.clear()
+
+
+class TextEncoders:
+    """The prompt encoder of one loaded pipe: built on first use, kept per ``placement``, with an embedding cache."""
+
+    def __init__(self, build: Callable[[], Any], placement: str = "host", cache_size: int = 32) -> None:
+        self._kept = KeptModel(build, placement)
+        self.placement = placement
         self._cache: OrderedDict[Hashable, Any] = OrderedDict()
         self.cache_size = cache_size
         self.hits = 0
-        self.builds = 0
+
+    @property
+    def builds(self) -> int:
+        return self._kept.builds
 
     def lookup(self, key: Hashable) -> Any | None:
         if key in self._cache:
@@ -120,27 +186,13 @@ class TextEncoders:
 
     def acquire(self) -> Any:
         """The encoder, on the devices."""
-        if self._parked is not None:
-            self._encoder = self._parked.restore()
-            self._parked = None
-        if self._encoder is None:
-            self._encoder = self._build()
-            self.builds += 1
-        return self._encoder
+        return self._kept.acquire()
 
     def release(self, *, final: bool = False) -> None:
         """After a use: keep, park on the host, or free the encoder (``final``: the pipe makes no more calls)."""
-        if self._encoder is None:
-            return
-        if final or self.placement == "reload":
-            self._encoder = None
-            gc.collect()
-        elif self.placement == "host":
-            self._parked = _Parked(self._encoder)
-            self._encoder = None
+        self._kept.release(final=final)
 
     def close(self) -> None:
         """Drop the encoder, its parked copy and the prompt cache; the closing pipe collects the garbage once."""
-        self._encoder = None
-        self._parked = None
+        self._kept.close()
         self._cache.clear()

@@ -124,10 +124,12 @@ def prepare_for_run(run, ckpt, vae: Any, latent_shape, dit_cfg: Any = None) -> C
     from vidax_core.wan_dit.model import WanDiTConfig
 
     dit_cfg = dit_cfg if dit_cfg is not None else WanDiTConfig.from_config(ckpt.config("transformer"))
-    clip = processor = None
-    if dit_cfg.image_dim is not None:
-        from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
+    if dit_cfg.image_dim is None or run.image is None:
+        return prepare(run, vae, latent_shape, dit_cfg, ckpt.model_index)
+    from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
 
-        clip = load_clip_vision(CLIPVisionConfig.from_config(ckpt.config("image_encoder")), ckpt.tensors("image_encoder"))
-        processor = ckpt.config("image_processor")
-    return prepare(run, vae, latent_shape, dit_cfg, ckpt.model_index, clip, processor)
+    def build():
+        return load_clip_vision(CLIPVisionConfig.from_config(ckpt.config("image_encoder")), ckpt.tensors("image_encoder"))
+
+    with ckpt.model("image_encoder", build) as clip:  # a loaded pipe keeps it between calls
+        return prepare(run, vae, latent_shape, dit_cfg, ckpt.model_index, clip, ckpt.config("image_processor"))
