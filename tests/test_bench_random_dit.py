@@ -45,8 +45,7 @@ def test_every_family_runs_resident_and_streamed(family):
     (row,) = rep["rows"]
     assert "error" not in row, row.get("error")
     assert row["call_s"] > 0 and row["attention_calls"]
-    if family != "hunyuan15":  # HunyuanVideo-1.5 states no FLOPs count
-        assert rep["flops_per_call"] > 0
+    assert rep["flops_per_call"] > 0
     if family not in STREAMED:
         return
     streamed = row["offload"][0]

@@ -21,12 +21,16 @@ from .plugin import HunyuanPlugin
 
 
 def example_inputs(cfg, batch: int, grid, text: int):
-    """``DitBuild.example_inputs``: the ``2 C + 1``-channel DiT input and the Qwen / byT5 contexts."""
+    """``DitBuild.example_inputs``: the ``2 C + 1``-channel DiT input and the Qwen / byT5 contexts, plus what a real
+    call of this config also gets (the call its FLOP count describes): the SigLIP image tokens of an
+    image-to-video config and ``timestep_r`` of a meanflow one."""
     latents = ((batch, cfg.in_channels) + tuple(grid), cfg.dtype)
     context = {"hidden": ((batch, text, cfg.text_embed_dim), cfg.dtype), "mask": ((batch, text), "int32"),
                "hidden_2": ((batch, hunyuan15_presets.BYT5_LENGTH, cfg.text_embed_2_dim), cfg.dtype),
                "mask_2": ((batch, hunyuan15_presets.BYT5_LENGTH), "int32")}
-    return latents, context, {}
+    if cfg.task_type == "i2v":
+        context["image"] = ((batch, hunyuan15_presets.IMAGE_TOKENS, cfg.image_embed_dim), cfg.dtype)
+    return latents, context, ({"timestep_r": ((batch,), "float32")} if cfg.use_meanflow else {})
 
 
 class Hunyuan15Plugin(FamilyPlugin):
@@ -43,11 +47,12 @@ class Hunyuan15Plugin(FamilyPlugin):
         from vidax_core import DitBuild
 
         from .dit15 import HunyuanDiT15
+        from .flops import counter15
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         return DitBuild.of(HunyuanDiT15, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
                            patch_size=(cfg.patch_size_t, cfg.patch_size, cfg.patch_size),
-                           block_counts={"double_blocks": cfg.num_layers},
+                           block_counts={"double_blocks": cfg.num_layers}, flops=counter15(cfg),
                            example_inputs=functools.partial(example_inputs, cfg))
 
     def shard_rules(self, spec):
