@@ -1,6 +1,6 @@
-"""Out of memory (a device's, or the CPU backend's) is one ``error:`` line naming the phase, what XLA asked for and had, and the keys that
-lower it (seen on the TPU v5e: a chunked SkyReels-V2 run at 544x960 decoding a window beside its resident
-denoiser), not "internal error"."""
+"""Out of memory (a device's, or the CPU backend's) is one ``error:`` line naming the phase, what XLA asked for
+and had, and the keys that lower it (seen on the TPU v5e: a chunked SkyReels-V2 run at 544x960 decoding a window
+beside its resident denoiser), not "internal error"."""
 
 from __future__ import annotations
 

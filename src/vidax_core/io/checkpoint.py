@@ -223,8 +223,10 @@ class Checkpoint:
                 yield model
 
     def close(self) -> None:
-        """Drop the tensor sources kept open for a loaded pipe."""
+        """Drop the tensor sources kept open and the models kept for a loaded pipe."""
         self.__dict__.pop("_open_sources", None)
+        if self.kept_models is not None:
+            self.kept_models.close()
 
     def forget(self, component: str) -> None:
         """Drop ``component``'s kept tensor source (its files are unmapped once nothing else reads them): the

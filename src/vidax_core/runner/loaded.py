@@ -146,6 +146,7 @@ class LoadedModel:
             ckpt.kept_models = KeptModels(placement)
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.encode_on: memory_plan.EncoderPlacement | None = None
+        self._first_cond: tuple[CallPlan, Any] | None = None  # a single run makes it at load
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.load_s = time.perf_counter() - t0
         if load_weights:
@@ -414,7 +415,7 @@ class LoadedModel:
                 elif p.carry is not None and results:
                     reporter.log(f"{p.name}: carrying the latents over")
                     given = p.carry(results[-1].final, vae)
-                made = getattr(self, "_first_cond", None)
+                made = self._first_cond
                 cond = made[1] if k == 0 and made is not None and made[0] is plan else ...
                 self._first_cond = None
                 results.append(sample_pass(
@@ -465,9 +466,7 @@ class LoadedModel:
             self.experts = []
             self._vaes.clear()
             self.encoders.close()
-            if getattr(self.ckpt, "kept_models", None) is not None:
-                self.ckpt.kept_models.close()
-            if hasattr(self.ckpt, "close"):
+            if hasattr(self.ckpt, "close"):  # its tensor sources and kept models
                 self.ckpt.close()
             gc.collect()
 

@@ -162,7 +162,6 @@ class TextEncoders:
 
     def __init__(self, build: Callable[[], Any], placement: str = "host", cache_size: int = 32) -> None:
         self._kept = KeptModel(build, placement)
-        self.placement = placement
         self._cache: OrderedDict[Hashable, Any] = OrderedDict()
         self.cache_size = cache_size
         self.hits = 0
@@ -170,6 +169,10 @@ class TextEncoders:
     @property
     def builds(self) -> int:
         return self._kept.builds
+
+    @property
+    def placement(self) -> str:
+        return self._kept.placement
 
     def lookup(self, key: Hashable) -> Any | None:
         if key in self._cache:
