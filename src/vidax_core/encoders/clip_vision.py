@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.encoders.policy import resolve_dtype
 from vidax_core.io.arch import from_config_dict
 from vidax_core.encoders.vit import ACTIVATIONS, VISION_RULES, ViTConfig, ViTEncoder, vit_ignore
 from vidax_core.io.convert import KeyRule, convert
@@ -43,9 +44,10 @@ class CLIPVisionConfig:
     patch_size: int = 32
     hidden_act: str = "quick_gelu"
     layer_norm_eps: float = 1e-5
-    dtype: Any = jnp.float32
+    dtype: Any = None  # None: the run's encoder dtype (vidax_core.encoders.policy), float32 outside a run
 
     def __post_init__(self) -> None:
+        resolve_dtype(self)
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act={self.hidden_act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
         if self.hidden_size % self.num_attention_heads:

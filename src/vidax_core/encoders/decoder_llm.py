@@ -52,13 +52,15 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import attention
+from vidax_core.encoders.policy import place_tower, resolve_dtype
 from vidax_core.io.arch import from_config_dict
 from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn import rope
 from vidax_core.nn.layers import Linear, param, stacked
 from vidax_core.nn.norms import rms_norm
-from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.parallel.streamed import is_streamed, jit_unless_streamed, run_stack, stack_depth
+from vidax_core.nn.state import abstract_model
 
 VOCAB, EMBED, HEADS, KV_HEADS, MLP = "vocab", "embed", "heads", "kv_heads", "mlp"
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -161,9 +163,10 @@ class DecoderLLMConfig:
     double_wide_shared_mlp: bool = False  # those layers' MLP is twice as wide (use_double_wide_mlp)
     hidden_size_per_layer_input: int = 0  # per-layer input width (Gemma-4's per-layer embeddings); 0 = none
     vocab_size_per_layer_input: int = 0
-    dtype: Any = jnp.float32
+    dtype: Any = None  # None: the run's encoder dtype (vidax_core.encoders.policy), float32 outside a run
 
     def __post_init__(self) -> None:
+        resolve_dtype(self)
         if len(self.layer_types) != self.num_hidden_layers:
             raise UserError(f"layer_types has {len(self.layer_types)} entries for {self.num_hidden_layers} layers")
         unknown = set(self.layer_types) - {FULL, SLIDING}
@@ -593,6 +596,20 @@ def layer_plan(cfg: DecoderLLMConfig) -> tuple[tuple[tuple[int, int], ...], tupl
     return tuple(where), tuple(segments)
 
 
+@functools.lru_cache(maxsize=None)
+def _layer_body(keep_kv: bool, per_layer_inputs: bool):
+    """The scan body of one layer (one function per flag pair, so a streamed stack compiles its chunk once)."""
+
+    def body(graphdef, h, layer_state, xs_i, aux):
+        i, ple_i = xs_i
+        cos, sin, vis, shared = aux
+        kv = None if shared is None else (shared[0][i], shared[1][i])
+        h, kv = nnx.merge(graphdef, layer_state)(h, cos[i], sin[i], vis[i], kv, ple_i if per_layer_inputs else None)
+        return h, (h, kv if keep_kv else None)
+
+    return body
+
+
 class DecoderLLM(nnx.Module):
     """``__call__(input_ids, attention_mask, position_ids) -> (num_hidden_layers + 1, B, S, hidden)`` float32:
     transformers' ``hidden_states`` (embeddings, each layer's output, the last after the final norm)."""
@@ -701,8 +718,7 @@ class DecoderLLM(nnx.Module):
         stored: dict[str, tuple[jax.Array, jax.Array]] = {}  # layer type -> the keys and values shared layers reuse
         hidden = [x[None]]
         for seg in segments:
-            graphdef, state = nnx.split(self.kinds[seg.kind])
-            state = jax.tree.map(lambda a, seg=seg: a[seg.start:seg.stop], state)
+            stack = self.kinds[seg.kind]
             types, cos, sin, vis = tables[seg.kind]
             idx = jnp.asarray(type_index[seg.kind][seg.start:seg.stop], jnp.int32)
             layers = range(seg.first, seg.first + seg.stop - seg.start)
@@ -710,15 +726,15 @@ class DecoderLLM(nnx.Module):
             shared = (None if not cfg.kinds[seg.kind][4] else
                       tuple(jnp.stack([stored[t][j] for t in types]) for j in (0, 1)))
             keep = [n for n, i in enumerate(layers) if cfg.kv_mode(i) == "store"]
-
-            def body(h, xs, graphdef=graphdef, cos=cos, sin=sin, vis=vis, shared=shared, keep=bool(keep)):
-                layer_state, i, ple_i = xs
-                kv = None if shared is None else (shared[0][i], shared[1][i])
-                h, kv = nnx.merge(graphdef, layer_state)(h, cos[i], sin[i], vis[i], kv,
-                                                           ple_i if per_layer is not None else None)
-                return h, (h, kv if keep else None)
-
-            x, (ys, kvs) = jax.lax.scan(body, x, (state, idx, ple))
+            body = _layer_body(bool(keep), per_layer is not None)
+            aux = (cos, sin, vis, shared)
+            if seg.stop - seg.start == stack_depth(stack):  # the whole stack: resident scan or streamed chunks
+                x, (ys, kvs) = run_stack(stack, x, *aux, body=body, xs=(idx, ple))
+            else:  # layer kinds interleave: a slice of the resident stack (never streamed: memory_plan checks)
+                graphdef, state = nnx.split(stack)
+                state = jax.tree.map(lambda a, seg=seg: a[seg.start:seg.stop], state)
+                x, (ys, kvs) = jax.lax.scan(lambda c, s, g=graphdef: body(g, c, s[0], s[1], aux), x,
+                                            (state, (idx, ple)))
             for n in keep:
                 stored[cfg.layer_types[layers[n]]] = (kvs[0][n], kvs[1][n])
             hidden.append(ys)
@@ -781,16 +797,27 @@ def _forward(graphdef, state, input_ids, attention_mask, position_ids):
     return nnx.merge(graphdef, state)(input_ids, attention_mask, position_ids)
 
 
+def _call(model, input_ids, attention_mask, position_ids):
+    return model(input_ids, attention_mask, position_ids)
+
+
+_streamed_forward = jit_unless_streamed(_call)
+
+
 def hidden_states(
     model: DecoderLLM, input_ids: Any, attention_mask: Any = None, position_ids: Any = None
 ) -> jax.Array:
-    """``model(input_ids, attention_mask, position_ids)`` compiled once per model graph and input shapes."""
+    """``model(input_ids, attention_mask, position_ids)`` compiled once per model graph and input shapes (a model
+    that streams its layers runs one program per chunk of layers)."""
     input_ids = jnp.asarray(input_ids, jnp.int32)
     if attention_mask is None:
         attention_mask = jnp.ones(input_ids.shape, jnp.int32)
-    graphdef, state = nnx.split(model)
     pos = None if position_ids is None else jnp.asarray(position_ids, jnp.int32)
-    return _forward(graphdef, state, input_ids, jnp.asarray(attention_mask, jnp.int32), pos)
+    mask = jnp.asarray(attention_mask, jnp.int32)
+    if is_streamed(model):
+        return _streamed_forward(model, input_ids, mask, pos)
+    graphdef, state = nnx.split(model)
+    return _forward(graphdef, state, input_ids, mask, pos)
 
 
 def encode(
@@ -904,11 +931,7 @@ def load_decoder_llm(
     the model tensor-parallel over its ``tp`` axis by the encoder rules."""
     graphdef, state, flat = abstract_model(lambda: DecoderLLM(cfg, rngs=nnx.Rngs(0)))
     values = convert_params(cfg, tensors, flat, component=component)
-    if put is None and mesh is not None and mesh.size > 1:
-        from vidax_core.parallel import sharding
-
-        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
-    return materialize(graphdef, state, values, put=put)
+    return place_tower(graphdef, state, values, put=put, mesh=mesh)
 
 
 __all__ = [

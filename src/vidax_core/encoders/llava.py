@@ -50,7 +50,7 @@ class LlavaConfig:
     multimodal_projector_bias: bool = True
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], *, dtype: Any = jnp.float32) -> "LlavaConfig":
+    def from_config(cls, config: Mapping[str, Any], *, dtype: Any = None) -> "LlavaConfig":
         """From a LLaVA config.json dict (``image_token_index`` or ``image_token_id``); ``dtype`` for both towers."""
         c = dict(config)
         if not isinstance(c.get("text_config"), Mapping) or not isinstance(c.get("vision_config"), Mapping):

@@ -44,7 +44,9 @@ from vidax_core.errors import UserError
 from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import RMSNorm
-from vidax_core.nn.state import abstract_model, materialize
+from vidax_core.encoders.policy import place_tower, resolve_dtype
+from vidax_core.nn.state import abstract_model
+from vidax_core.parallel.streamed import jit_unless_streamed, run_stack
 
 VOCAB, EMBED, HEADS, MLP = "vocab", "embed", "heads", "mlp"
 
@@ -83,10 +85,11 @@ class T5Config:
     layer_norm_epsilon: float = 1e-6
     model_type: str = "t5"
     position_bias_per_layer: bool | None = None  # None: per layer iff model_type == "umt5"
-    dtype: Any = jnp.float32
+    dtype: Any = None  # None: the run's encoder dtype (vidax_core.encoders.policy), float32 outside a run
     wo_dtype: Any = None  # None: ``dtype``
 
     def __post_init__(self) -> None:
+        resolve_dtype(self)
         parts = self.feed_forward_proj.split("-")
         if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated") or self.act_name not in _ACTIVATIONS:
             raise ValueError(
@@ -313,8 +316,7 @@ class T5Encoder(nnx.Module):
         if self.relative_attention_bias is not None:
             shared = position_bias(self.relative_attention_bias[...], buckets)
         x = jnp.take(self.embedding[...], input_ids, axis=0).astype(jnp.float32)
-        graphdef, state = self.split_blocks()
-        x = run_blocks(graphdef, state, x, buckets, shared, key_bias)
+        x = run_stack(self.blocks, x, buckets, shared, key_bias)  # resident: one scan; else streamed chunks
         return self.final_norm(x)
 
 
@@ -393,21 +395,18 @@ def load_t5(cfg: T5Config, tensors: Mapping[str, Any], *, put: Any = None, mesh:
     graphdef, state, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
     values = convert(tensors, t5_rules(cfg), flat, component=f"text encoder ({cfg.model_type.upper()})",
                      ignore=T5_IGNORE)
-    if put is None and mesh is not None and mesh.size > 1:
-        from vidax_core.parallel import sharding
-
-        put = sharding.param_placer(state, mesh, dict(sharding.ENCODER_RULES))
-    return materialize(graphdef, state, values, put=put)
+    return place_tower(graphdef, state, values, put=put, mesh=mesh)
 
 
 # Jitted once per process: a loaded pipe calls the encoder for many prompts, and a fresh trace per call would
-# compile it again every time.
-encode_text = jax.jit(_encode_text, static_argnames=("max_sequence_length",))
-encode_text.__doc__ = _encode_text.__doc__
+# compile it again every time. A streamed encoder runs eagerly around one jitted program per chunk.
+encode_text = jit_unless_streamed(_encode_text, static_argnames=("max_sequence_length",))
 
 
-@jax.jit
-def call_encoder(encoder: T5Encoder, input_ids: jax.Array) -> jax.Array:
+def _call_encoder(encoder: T5Encoder, input_ids: jax.Array) -> jax.Array:
     """The encoder's hidden states for ``input_ids`` without a mask (CogVideoX's and LTX's pipelines), jitted once."""
     return encoder(input_ids)
+
+
+call_encoder = jit_unless_streamed(_call_encoder)
 

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.parallel.streamed import jit_unless_streamed
 
 #: ``kind`` -> the :class:`vidax_core.encoders.vit.ViTConfig` constructor that reads its transformers config.json
 VIT_KINDS = {
@@ -63,7 +64,7 @@ def load_tokenizer(ckpt: Any, component: str = "tokenizer") -> Any:
     return TextTokenizer.from_dir(ckpt.require(component))
 
 
-def load_llm(ckpt: Any, component: str = "text_encoder", *, dtype: Any = jnp.float32, mesh: Any = None,
+def load_llm(ckpt: Any, component: str = "text_encoder", *, dtype: Any = None, mesh: Any = None,
              label: str | None = None) -> Any:
     """The decoder LLM of ``component`` (a Llama, Qwen2 / Qwen2.5-VL (its text tower; the vision tower's tensors are
     skipped), Gemma-3 or Gemma-4 ``config.json``) in ``dtype``, tensor-parallel over ``mesh``'s ``tp`` axis when it
@@ -86,7 +87,7 @@ def encode_llm(model: Any, ids: Any, mask: Any = None, *, layers: int | Sequence
     return np.asarray(hidden, np.float32), np.asarray(mask, np.int32)
 
 
-def load_vit_tower(ckpt: Any, component: str, kind: str, *, dtype: Any = jnp.float32, label: str | None = None
+def load_vit_tower(ckpt: Any, component: str, kind: str, *, dtype: Any = None, label: str | None = None
                    ) -> Any:
     """The ViT-family tower of ``component`` read as ``kind`` (:data:`VIT_KINDS`); parameters and matmuls in
     ``dtype``, norms, softmax and outputs in float32."""
@@ -117,16 +118,19 @@ def encode_vit(model: Any, inputs: Any, *, attention_mask: Any = None, layer: in
 
 
 def load_t5_tower(ckpt: Any, component: str = "text_encoder", *, mesh: Any = None, **defaults: Any) -> Any:
-    """The T5-family encoder of ``component`` (T5 v1.1, UMT5, byT5) in float32, tensor-parallel over ``mesh``'s
-    ``tp`` axis when it has one; ``defaults`` fill keys its config.json lacks (Wan: ``model_type="umt5"``)."""
+    """The T5-family encoder of ``component`` (T5 v1.1, UMT5, byT5) in the run's encoder dtype
+    (:mod:`vidax_core.encoders.policy`), tensor-parallel over ``mesh``'s ``tp`` axis when it has one; ``defaults``
+    fill keys its config.json lacks (Wan: ``model_type="umt5"``)."""
     from vidax_core.encoders.t5 import T5Config, load_t5
 
     return load_t5(T5Config.from_config({**defaults, **ckpt.config(component)}), ckpt.tensors(component), mesh=mesh)
 
 
-@jax.jit
-def _t5(model, ids, mask):
+def _t5_states(model, ids, mask):
     return model(ids, mask)
+
+
+_t5 = jit_unless_streamed(_t5_states)  # a streamed model runs eagerly around one program per chunk
 
 
 def encode_t5(model: Any, ids: Any, mask: Any = None) -> np.ndarray:

@@ -39,6 +39,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.attention import attention
+from vidax_core.encoders.policy import resolve_dtype
 from vidax_core.io.arch import from_config_dict
 from vidax_core.io.convert import KeyRule, conv, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
@@ -88,9 +89,10 @@ class ViTConfig:
     pooling: str | None = "first"
     projection_dim: int | None = None
     projection_bias: bool = False
-    dtype: Any = jnp.float32
+    dtype: Any = None  # None: the run's encoder dtype (vidax_core.encoders.policy), float32 outside a run
 
     def __post_init__(self) -> None:
+        resolve_dtype(self)
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act={self.hidden_act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
         if self.hidden_size % self.num_attention_heads:
@@ -116,7 +118,7 @@ class ViTConfig:
     def clip_vision(cls, config: Mapping[str, Any], **overrides: Any) -> "ViTConfig":
         """``CLIPVisionModel`` (a ``CLIPModel`` config.json works too: its ``vision_config``)."""
         fixed = dict(kind="vision", class_token=True, patch_bias=False, pre_norm=True, final_norm="pooled",
-                     pooling="first", projection_dim=None, dtype=jnp.float32)
+                     pooling="first", projection_dim=None, dtype=None)
         return from_config_dict(cls, {**config.get("vision_config", config), **fixed}, **overrides)
 
     @classmethod
@@ -125,7 +127,7 @@ class ViTConfig:
         text = dict(config.get("text_config", config))
         proj = text.get("projection_dim", config.get("projection_dim", 512)) if with_projection else None
         fixed = dict(kind="text", causal=True, pre_norm=False, final_norm="all", pooling="eos",
-                     projection_dim=proj, projection_bias=False, dtype=jnp.float32)
+                     projection_dim=proj, projection_bias=False, dtype=None)
         return from_config_dict(cls, {**text, **fixed}, **overrides)
 
     @classmethod
@@ -134,7 +136,7 @@ class ViTConfig:
         vision = dict(config.get("vision_config", config))
         fixed = dict(kind="vision", class_token=False, patch_bias=True, pre_norm=False, final_norm="all",
                      pooling="map" if vision.get("vision_use_head", True) else None, projection_dim=None,
-                     dtype=jnp.float32)
+                     dtype=None)
         base = dict(hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6)
         return from_config_dict(cls, {**base, **vision, **fixed}, **overrides)
 
@@ -144,7 +146,7 @@ class ViTConfig:
         text = dict(config.get("text_config", config))
         fixed = dict(kind="text", causal=False, pre_norm=False, final_norm="all", pooling="last",
                      projection_dim=text.get("projection_size", text.get("hidden_size", 768)), projection_bias=True,
-                     dtype=jnp.float32)
+                     dtype=None)
         base = dict(hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, max_position_embeddings=64,
                     vocab_size=32000)
         return from_config_dict(cls, {**base, **text, **fixed}, **overrides)
