@@ -1,4 +1,4 @@
-"""Where the prompt encoder computes (``runtime.encode_on``) and the dry run's placement block (issue 39 item 3)."""
+"""Where the prompt encoders compute (``runtime.encode_on``), in which dtype, and the dry run's placement block."""
 
 from __future__ import annotations
 
@@ -18,20 +18,39 @@ FAST = ("sampling.num_steps=2", "sampling.height=64", "sampling.width=64", "samp
         "sampling.max_sequence_length=16")
 
 
-def _cfg(encode_on="auto"):
-    return SimpleNamespace(runtime=SimpleNamespace(encode_on=encode_on))
+def _cfg(encode_on="auto", storage="host"):
+    return SimpleNamespace(runtime=SimpleNamespace(encode_on=encode_on), model=SimpleNamespace(dtype="bfloat16"),
+                           offload=SimpleNamespace(enabled=True, storage=storage))
 
 
-def test_auto_puts_an_encoder_that_does_not_fit_on_the_host_cpu(monkeypatch):
+# UMT5-XXL in bf16: 24 layers of 386 MiB and a 2.0 GiB embedding table
+UMT5_XXL = [mp.EncoderSize("text_encoder", 2 * 2**30 + 24 * 386 * 2**20, 386 * 2**20, 24, True)]
+
+
+def test_auto_places_streams_or_moves_an_encoder_to_the_host_cpu(monkeypatch):
     peak = throughput.named("tpu-v5e")  # a named target: the local CPU backend is not what is planned
-    monkeypatch.setattr(mp, "encoder_bytes", lambda *_a: int(22.8 * 2**30))  # UMT5-XXL at float32
-    got = mp.encoder_placement(_cfg(), None, 0, peak)
-    assert got.where == "cpu" and "exceed" in got.reason
-    monkeypatch.setattr(mp, "encoder_bytes", lambda *_a: int(4 * 2**30))
-    assert mp.encoder_placement(_cfg(), None, 0, peak).where == "device"
-    # beside a placed denoiser of 12 GiB the same encoder no longer fits
+    monkeypatch.setattr(mp, "encoder_sizes", lambda *_a: UMT5_XXL)
+    got = mp.encoder_placement(_cfg(), None, 0, peak)  # 11.0 GiB fit the v5e's 15.7 beside nothing
+    assert got.where == "device" and got.device_bytes == UMT5_XXL[0].total
+    # beside a placed denoiser of 8 GiB it no longer fits whole: streamed, the most layers per chunk that fit
+    got = mp.encoder_placement(_cfg(), None, 8 * 2**30, peak)
+    room = int(mp.MARGIN * mp.device_budget(peak)) - 8 * 2**30
+    assert got.where == "stream" and got.device_bytes <= room
+    assert UMT5_XXL[0].device_bytes(got.layers_per_chunk + 1) > room or got.layers_per_chunk * 386 * 2**20 > 2**31
+    # beside 12 GiB not even its embedding and two layers fit: the host CPU
     assert mp.encoder_placement(_cfg(), None, 12 * 2**30, peak).where == "cpu"
     assert mp.encoder_placement(_cfg("device"), None, 12 * 2**30, peak).where == "device"  # asked for
+    assert mp.encoder_placement(_cfg("stream"), None, 0, peak).where == "stream"
+    # a tower that does not stream its layers (CLIP) goes to the host CPU when it does not fit
+    monkeypatch.setattr(mp, "encoder_sizes", lambda *_a: [mp.EncoderSize("text_encoder", 15 * 2**30, 2**28, 48)])
+    assert mp.encoder_placement(_cfg(), None, 0, peak).where == "cpu"
+
+
+def test_on_the_cpu_backend_disk_storage_streams_the_encoder(monkeypatch):
+    monkeypatch.setattr(mp, "encoder_sizes", lambda *_a: UMT5_XXL)
+    assert mp.encoder_placement(_cfg(storage="host"), None, 0).where == "device"  # the devices are host memory
+    got = mp.encoder_placement(_cfg(storage="disk"), None, 0)
+    assert got.where == "stream" and got.layers_per_chunk == 1 and "offload.storage=disk" in got.reason
 
 
 def test_encoding_on_the_cpu_backend_makes_the_same_video():
@@ -79,25 +98,26 @@ def test_the_vae_row_counts_what_the_run_builds(image):
     assert mp.vae_bytes(ckpt, run) == (sum(sizes.values()) if image else decoder)
 
 
-@pytest.mark.parametrize("model_id, follows", [("cosmos-predict2.5-2b", True), ("wan2.1-t2v-1.3b", False)])
-def test_encoders_are_sized_at_the_dtype_they_compute_in(model_id, follows):
-    """An LLM encoder a model declares (``encoders_in_weight_dtype``) is built in the denoiser's weight dtype, bf16
-    on a TPU: sized at float32 the dry run said 37.8 GiB for Cosmos-Predict2.5-14B's Reason1 on a v5e, twice what
-    it holds. T5-type encoders compute in float32 everywhere."""
+@pytest.mark.parametrize("model_id", ["cosmos-predict2.5-2b", "wan2.1-t2v-1.3b"])
+def test_encoders_are_sized_at_the_dtype_they_compute_in(model_id):
+    """Every prompt and image encoder computes in the run's compute dtype, bf16 on a TPU (sized at float32 the dry
+    run said 37.8 GiB for Cosmos-Predict2.5-14B's Reason1 on a v5e, twice what it holds); each streaming tower's
+    largest layer and depth come from its keys."""
     from vidax_core.io.checkpoint import Checkpoint
     from vidax_core.plugins import get_plugins
 
     plugins = get_plugins()
     spec = plugins.registry.get(model_id)
     ckpt = Checkpoint(plugins.call("builtin_checkpoint", spec, name="tiny-random"))
-    assert ("text_encoder" in spec.encoders_in_weight_dtype) is follows
-    f32 = mp.component_bytes(ckpt, "text_encoder", as_float32=True)
-    others = sum(mp.component_bytes(ckpt, c, as_float32=True) or 0 for c in mp.ENCODER_COMPONENTS[1:])
+    f32 = sum(mp.component_bytes(ckpt, c, as_float32=True) or 0 for c in mp.ENCODER_COMPONENTS)
     for dtype, itemsize in (("bfloat16", 2), ("float32", 4)):
         cfg = SimpleNamespace(model=SimpleNamespace(dtype=dtype))
-        want = f32 // 4 * (itemsize if follows else 4) + others
-        assert mp.encoder_bytes(ckpt, spec, cfg) == want
-        assert mp.encoder_dtype(spec, cfg) == (dtype if follows else "float32")
+        assert mp.encoder_bytes(ckpt, spec, cfg) == f32 // 4 * itemsize
+        assert mp.encoder_dtype(spec, cfg) == dtype
         # on the CPU backend a bf16 encoder's matmuls also hold a float32 copy of its weights
-        on_cpu = f32 // 4 * (itemsize + 4 if follows and itemsize < 4 else 4) + others
-        assert mp.encoder_bytes(ckpt, spec, cfg, cpu=True) == on_cpu
+        assert mp.encoder_bytes(ckpt, spec, cfg, cpu=True) == f32 // 4 * (itemsize + 4 if itemsize < 4 else 4)
+        (text,) = [e for e in mp.encoder_sizes(ckpt, spec, cfg) if e.component == "text_encoder"]
+        c = ckpt.config("text_encoder")
+        c = c.get("text_config", c)
+        layers = int(c.get("num_hidden_layers") or c["num_layers"])
+        assert text.streams and text.depth == layers and 0 < text.largest_layer * layers < text.total

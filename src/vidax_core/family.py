@@ -56,7 +56,6 @@ class FamilyPlugin:
     cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
     quantization_keep: Sequence[str] | None = None  # layers an 8-bit run keeps in full precision; None: DEFAULT_KEEP
     lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
-    encoders_in_weight_dtype: tuple[str, ...] = ()  # prompt encoder folders built in the denoiser's weight dtype
 
     # ---- helpers a family overrides (not hooks) ----
 
@@ -100,7 +99,6 @@ class FamilyPlugin:
     def register_models(self, register):
         for m in self.models:
             register(ModelSpec(**{"family": self.family, "checkpoint_formats": self.checkpoint_formats,
-                                  "encoders_in_weight_dtype": self.encoders_in_weight_dtype,
                                   "options": dict(self.options), **m}))  # a model's own entries win
 
     def build_dit(self, spec, ckpt, run):

@@ -53,10 +53,6 @@ class ModelSpec:
     #: ``sampling.*`` keys the model may predict when a run leaves them unset (``("num_frames",)``: LTX-2.5's
     #: duration head, hook ``predict_num_frames``); every other key without a preset default must be set.
     predicts: tuple[str, ...] = ()
-    #: Checkpoint folders of prompt encoders that compute in the denoiser's weight dtype
-    #: (:func:`vidax_core.model_api.dit_weight_dtype`: bf16 on GPU/TPU); every other encoder computes in float32.
-    #: What the dry run and ``runtime.encode_on: auto`` size each encoder at.
-    encoders_in_weight_dtype: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.options:  # the declared options' defaults become part of the preset (shown by show-config)

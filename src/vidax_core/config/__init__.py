@@ -106,8 +106,9 @@ class RuntimeConfig:
     # auto: highest where the compute dtype is float32 (TPU and TF32 GPUs round float32 matmul inputs otherwise),
     # the backend's default for bf16/fp16
     matmul_precision: str = "auto"
-    # where the prompt encoder computes: auto (the device when it fits beside what is placed, else the host's CPU),
-    # device, cpu (vidax_core.runner.memory_plan)
+    # where the prompt encoders compute: auto (the device when they fit beside what is placed, else the device with
+    # their layers streamed from the checkpoint, else the host's CPU), device, stream, cpu (vidax_core.runner.
+    # memory_plan)
     encode_on: str = "auto"
 
 
@@ -189,8 +190,9 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
      f"must be null (the checkpoint's storage) or one of {', '.join(WEIGHT_DTYPES)}"),
     ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
     ("runtime.matmul_precision", lambda v: v in MATMUL_PRECISIONS, f"must be one of {', '.join(MATMUL_PRECISIONS)}"),
-    ("runtime.encode_on", lambda v: v in ("auto", "device", "cpu"), "must be auto, device (the run's devices) or cpu "
-     "(this host's CPU)"),
+    ("runtime.encode_on", lambda v: v in ("auto", "device", "stream", "cpu"), "must be auto, device (the run's "
+     "devices), stream (the run's devices, the encoder's layers streamed from the checkpoint) or cpu (this host's "
+     "CPU)"),
     ("offload.storage", lambda v: v in OFFLOAD_STORAGE, "must be host (the streamed blocks in host memory) or disk "
      "(read from a file cache while the previous chunk computes)"),
     ("lora_mode", lambda v: v in ("fused", "unfused"), "must be fused (into the weights at load) or unfused "

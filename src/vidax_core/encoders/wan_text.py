@@ -1,5 +1,5 @@
 """The Wan pipelines' prompt encoding, shared by the families that copy it (Wan, SkyReels-V2, Helios): the
-reference's prompt cleaning, then UMT5-XXL in fp32 (the reference's precision) with the mask, the padding zeroed
+reference's prompt cleaning, then UMT5-XXL in the run's encoder dtype with the mask, the padding zeroed
 (:func:`vidax_core.encode_text`)."""
 
 from __future__ import annotations

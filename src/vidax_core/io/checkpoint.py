@@ -211,11 +211,22 @@ class Checkpoint:
 
     # set by a loaded pipe: keeps the models hooks build through :meth:`model` between calls
     kept_models: Any = None  # vidax_core.runner.text_encoders.KeptModels
+    # set by the run: the dtype those models compute in (vidax_core.encoders.policy.EncoderPolicy)
+    encoder_policy: Any = None
 
     @contextlib.contextmanager
     def model(self, component: str, build: Callable[[], Any]) -> Iterator[Any]:
-        """``build()``'s model (an image encoder made from ``component``) for one use: built and dropped after
-        it, or in a loaded pipe built once and kept between calls as ``runtime.text_encoder`` says."""
+        """``build()``'s model (an image encoder made from ``component``) for one use, in the run's encoder dtype:
+        built and dropped after it, or in a loaded pipe built once and kept between calls as
+        ``runtime.text_encoder`` says."""
+        if self.encoder_policy is not None:
+            from vidax_core.encoders.policy import encoder_policy
+
+            inner, policy = build, self.encoder_policy
+
+            def build() -> Any:
+                with encoder_policy(policy):
+                    return inner()
         if self.kept_models is None:
             yield build()
         else:

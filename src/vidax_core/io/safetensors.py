@@ -8,7 +8,9 @@ truncated or garbage file be reported as such instead of as a parser traceback.
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import weakref
 from typing import BinaryIO, Callable, Iterator, Mapping
 
 import ml_dtypes
@@ -31,6 +33,17 @@ _DTYPES = {
     "BOOL": np.bool_,
 }
 _MAX_HEADER = 100 * 1024 * 1024
+_MAPPED: dict[int, "weakref.ref[SafetensorsFile]"] = {}  # files with a live memory map (a Mapping: no hash)
+
+
+def release_mapped_pages() -> None:
+    """Drop the pages of every mapped checkpoint file from this process's resident memory (``MADV_DONTNEED``):
+    a tensor already copied to where it lives no longer costs host memory through its file's mapping; the pages
+    stay in the OS page cache, and a later read of them maps them again from there."""
+    for ref in list(_MAPPED.values()):
+        f = ref()
+        if f is not None:
+            f.release_pages()
 
 
 class SafetensorsFile(Mapping[str, np.ndarray]):
@@ -68,7 +81,18 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
     def _map(self) -> np.memmap:
         if self._mm is None:
             self._mm = np.memmap(self.path, dtype=np.uint8, mode="r")
+            key = id(self)
+            _MAPPED[key] = weakref.ref(self, lambda _r, k=key: _MAPPED.pop(k, None))
         return self._mm
+
+    def release_pages(self) -> None:
+        """This file's mapped pages out of the process's resident memory (see :func:`release_mapped_pages`)."""
+        raw = getattr(self._mm, "_mmap", None)
+        if raw is not None and hasattr(raw, "madvise"):
+            try:
+                raw.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError):  # a closed map, or a platform without the advice
+                pass
 
     def __getitem__(self, name: str) -> np.ndarray:
         dtype, shape, start, end = self._entries[name]

@@ -115,6 +115,19 @@ def release(model: Any) -> None:
             stream.release()
 
 
+def detach(model: Any) -> dict[tuple, "StackStream"]:
+    """The streams of ``model``'s stacked modules by path, for :func:`attach` to a copy of it (an encoder parked on
+    the host is split and merged again: its modules are new objects)."""
+    return {tuple(path): _stream_of(m) for path, m in nnx.iter_graph(model) if _stream_of(m) is not None}
+
+
+def attach(model: Any, streams: dict[tuple, "StackStream"]) -> None:
+    """Register ``streams`` (from :func:`detach`) for the modules at the same paths of ``model``."""
+    for path, m in nnx.iter_graph(model):
+        if tuple(path) in streams:
+            _register(m, streams[tuple(path)])
+
+
 def jit_unless_streamed(fn: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
     """``jax.jit(fn)`` for a model (the first argument) with resident weights; ``fn`` itself, run eagerly with
     one jitted program per chunk inside, for a streamed one."""
@@ -241,5 +254,5 @@ def stream_stacks(model: nnx.Module, chunk_layers: int, shardings_of: Callable[[
     return names
 
 
-__all__ = ["FILE", "FileChunks", "StackStream", "chunk_for", "is_streamed", "jit_unless_streamed", "layer_bytes",
+__all__ = ["FILE", "FileChunks", "StackStream", "attach", "chunk_for", "detach", "is_streamed", "jit_unless_streamed", "layer_bytes",
            "release", "run_stack", "stack_depth", "stacked_modules", "stream_stacks"]

@@ -154,6 +154,11 @@ def _placement(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tupl
     elif where.where == "cpu":
         plan.add("text encoder", "host CPU, then freed", host=enc,
                  note=f"at {enc_dtype}; runtime.encode_on: {where.reason}", phase="encode")
+    elif where.where == "stream":
+        plan.add("text encoder", "device, layers streamed", where.device_bytes,
+                 note=f"at {enc_dtype}, {_fmt_bytes(enc)} whole; read from the checkpoint "
+                      f"{where.layers_per_chunk} layer(s) per chunk before the denoiser is placed; runtime.encode_on: "
+                      f"{where.reason}", phase="encode")
     else:
         plan.add("text encoder", "device, then freed", enc, note=f"at {enc_dtype}, before the denoiser is placed",
                  phase="encode")

@@ -35,7 +35,7 @@ from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
 from vidax_core.io import video
 from vidax_core.io.checkpoint import checkpoint_for_run
-from vidax_core.model_api import Decoded
+from vidax_core.model_api import Decoded, dit_weight_dtype
 from vidax_core.parallel import distributed
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.parallel import sharding
@@ -53,7 +53,8 @@ from vidax_core.runner.progress import Reporter, Timer, follow_chunks
 from vidax_core.runner.prompts import encode_prompts
 from vidax_core.runner.runtime import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
-from vidax_core.runner.text_encoders import KeptModels, TextEncoders
+from vidax_core.runner.text_encoders import KeptModels, TextEncoders, encoder_dtypes
+from vidax_core.encoders.policy import EncoderPolicy, encoder_policy
 
 
 def structure_key(cfg: RunConfig, *extra: Any) -> str:
@@ -144,6 +145,8 @@ class LoadedModel:
         self.encoders = TextEncoders(self._build_encoder, placement)
         if not single:  # the encoders hooks build per call (an image encoder) are kept as the prompt encoder is
             ckpt.kept_models = KeptModels(placement)
+        ckpt.encoder_policy = EncoderPolicy(dtype=dit_weight_dtype(cfg))  # image encoders: the run's dtype
+        self.encoder_dtypes: dict[str, str] = {}  # what the prompt encoder's towers hold, once built
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.encode_on: memory_plan.EncoderPlacement | None = None
         self._first_cond: tuple[CallPlan, Any] | None = None  # a single run makes it at load
@@ -239,7 +242,7 @@ class LoadedModel:
         self._lora_now = entries
 
     def _encoder_scope(self):
-        """Where the prompt encoder builds and runs (``runtime.encode_on``, :mod:`.memory_plan`), decided once per
+        """Where the prompt encoders build and run (``runtime.encode_on``, :mod:`.memory_plan`), decided once per
         pipe: ``vidax run`` encodes before the denoiser is placed, a loaded pipe beside its device weights."""
         if self.encode_on is None:
             if self.single and not self.experts:  # built before the prompts encode, the denoiser after them
@@ -247,15 +250,27 @@ class LoadedModel:
             else:
                 beside = int(max(self.tracker.base, self.tracker.peak))
             self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside, spec=self.spec)
-            self.reporter.log(f"text encoder on {'the host CPU' if self.encode_on.where == 'cpu' else 'the devices'}"
-                              f" ({self.encode_on.reason})")
+            where = {"cpu": "the host CPU", "stream": "the devices, its layers streamed from the checkpoint"}
+            self.reporter.log(f"text encoder on {where.get(self.encode_on.where, 'the devices')} in "
+                              f"{memory_plan.encoder_dtype(self.spec, self.base)} ({self.encode_on.reason})")
         return memory_plan.cpu_scope() if self.encode_on.where == "cpu" else contextlib.nullcontext()
+
+    def _encoder_policy(self) -> EncoderPolicy:
+        """The dtype every encoder of this pipe computes in, and how many layers a streamed one reads per chunk."""
+        from vidax_core.io.safetensors import release_mapped_pages
+        from vidax_core.model_api import dit_weight_dtype
+
+        on = self.encode_on
+        layers = on.layers_per_chunk if on is not None and on.where == "stream" else 0
+        return EncoderPolicy(dtype=dit_weight_dtype(self.base), stream_layers=layers, release=release_mapped_pages)
 
     def _build_encoder(self) -> Any:
         mesh = None if self.encode_on is not None and self.encode_on.where == "cpu" else self.mesh
-        encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=mesh)
+        with encoder_policy(self._encoder_policy()):
+            encoder = self.plugins.call("build_text_encoder", self.spec, ckpt=self.ckpt, run=self.base, mesh=mesh)
         if encoder is None:
             raise UserError(f"the plugin of {self.spec.id} provides no text encoder")
+        self.encoder_dtypes = encoder_dtypes(encoder)
         return encoder
 
     @property
@@ -452,7 +467,7 @@ class LoadedModel:
         return run_metrics(self.spec, cfg, plan, results, timer, decoded, experts=self.experts, tracker=self.tracker,
                            backend=self.backend, memory_phases=self.memory_phases,
                            prompt_cache_hits=self.encoders.hits,
-                           text_encoder_on=getattr(self.encode_on, "where", None),
+                           text_encoder_on=_EncodedOn(self.encode_on, self.encoder_dtypes, self.base, self.spec),
                            attention_calls=self.attention_calls)
 
     def close(self) -> None:
@@ -478,6 +493,22 @@ def check_load_bound(spec: Any, base: RunConfig, cfg: RunConfig) -> None:
         if opt.load_bound and was != now:
             raise UserError(f"options.{name} is fixed when {spec.id} loads ({was!r} here; this call asks {now!r}): "
                             f"load the model again with options.{name}={now}")
+
+
+class _EncodedOn:
+    """What the metrics say of the prompt encoders: where they computed, in which dtypes."""
+
+    def __init__(self, on: Any, dtypes: dict[str, str], cfg: RunConfig, spec: Any) -> None:
+        self.on, self.dtypes, self.cfg, self.spec = on, dtypes, cfg, spec
+        self.where = getattr(on, "where", None)
+
+    def describe(self) -> dict[str, Any] | None:
+        if self.on is None:  # every prompt came from the embedding cache
+            return None
+        return {"where": self.on.where, "reason": self.on.reason, "dtypes": dict(self.dtypes),
+                "run_dtype": memory_plan.encoder_dtype(self.spec, self.cfg),
+                "layers_per_chunk": self.on.layers_per_chunk or None,
+                "device_bytes": int(self.on.device_bytes) or None}
 
 
 class _TensorHeads:

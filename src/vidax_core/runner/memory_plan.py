@@ -1,30 +1,37 @@
 """Where each part of a run lives and whether the device holds what it must: the dry run's placement lines and
-the run's choice of where the prompt encoder computes.
+the run's choice of where the prompt encoders compute.
 
 Per device the denoiser holds its resident weights (all of them, or with offload its non-block weights and two
-chunks), the activations of one block, and for a moment the VAE; the prompt encoder is the part that may not fit
-beside them (Wan's UMT5-XXL is 11 GB in bf16, 23 GB in the float32 vidax encodes it in). ``runtime.encode_on``:
+chunks), the activations of one block, and for a moment the VAE; the prompt encoders are the part that may not
+fit beside them (Wan's UMT5-XXL is 11 GB in bf16, LTX-2's Gemma-3 12B 24 GB). Encoders compute in the run's compute
+dtype (bf16 on an accelerator, float32 on the CPU; :func:`encoder_dtype`). ``runtime.encode_on``:
 
-* ``device``: the encoder computes on the run's devices;
-* ``cpu``: on this host's CPU (JAX's CPU backend beside the accelerator), its weights in host memory; prompts
-  encode more slowly, but a one-chip run of a 14B model with a 6B encoder needs no second copy of anything on the
-  chip and the denoiser need not step aside;
-* ``auto``: ``device`` where the encoder (estimated from its checkpoint files at the dtype it computes in:
-  float32, or the denoiser's weight dtype for the LLM encoders a model declares) fits the device's
-  memory beside what is placed when it runs (the VAE for ``vidax run``, which builds its VAE, then encodes, then
-  places the denoiser; the denoiser's device weights for a loaded pipe), else ``cpu``.
+* ``device``: the encoders are placed whole on the run's devices;
+* ``stream``: they compute on the run's devices with their stacked layers streamed from the checkpoint file a
+  chunk at a time by the offload executor (:mod:`vidax_core.parallel.streamed`): the device holds the layers
+  outside the stacks and two chunks, the host only the chunks in flight;
+* ``cpu``: on this host's CPU (JAX's CPU backend beside the accelerator), their weights in host memory;
+* ``auto``: ``device`` where the encoders fit the device's memory beside what is placed when they run (the VAE
+  for ``vidax run``, which builds its VAE, then encodes, then places the denoiser; the denoiser's device weights
+  for a loaded pipe), else ``stream`` (the largest chunk that fits), else ``cpu``. On the CPU backend the devices
+  are host memory: ``stream`` when the run keeps host memory low (``offload.storage=disk``), else ``device``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 
-ENCODE_ON = ("auto", "device", "cpu")
+ENCODE_ON = ("auto", "device", "stream", "cpu")
 ENCODER_COMPONENTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "image_encoder")
 MARGIN = 0.9  # of the device's memory: the rest is left to XLA's own buffers
+#: the towers whose stacked layers stream (vidax_core.encoders: T5 family, decoder LLMs), by config model_type
+STREAMED_TOWERS = ("t5", "umt5", "mt5", "llama", "qwen", "gemma", "mistral")
+_LAYER_KEY = re.compile(r"\.(?:layers|block)\.(\d+)\.")
+STAGING_LIMIT = 2 << 30  # host bytes of one streamed chunk in flight, at most
 
 
 def component_bytes(ckpt: Any, component: str, *, as_float32: bool = False, itemsize: int | None = None,
@@ -68,30 +75,83 @@ def vae_bytes(ckpt: Any, run: Any) -> int | None:
 
 
 def encoder_dtype(spec: Any, cfg: Any, component: str = "text_encoder") -> str:
-    """The dtype ``component`` computes in: the denoiser's weight dtype where the model declares it
-    (``ModelSpec.encoders_in_weight_dtype``: the LLM encoders), else float32."""
+    """The dtype the encoders compute in: the run's compute dtype (``model.dtype``, else bf16 on GPU/TPU and
+    float32 on the CPU), as the reference pipelines run them when loaded in that dtype."""
     import numpy as np
 
     from vidax_core.model_api import dit_weight_dtype
 
-    if spec is not None and component in getattr(spec, "encoders_in_weight_dtype", ()):
-        return np.dtype(dit_weight_dtype(cfg)).name
-    return "float32"
+    return np.dtype(dit_weight_dtype(cfg)).name
+
+
+@dataclass(frozen=True)
+class EncoderSize:
+    """One encoder component's weights in its compute dtype: in all, in its stacked layers (the largest layer,
+    their number), and whether its tower streams them (:data:`STREAMED_TOWERS`)."""
+
+    component: str
+    total: int
+    largest_layer: int = 0
+    depth: int = 0
+    streams: bool = False
+
+    def device_bytes(self, layers_per_chunk: int) -> int:
+        """Device bytes when streamed ``layers_per_chunk`` at a time (two chunks in flight), else in all."""
+        if not self.streams or not layers_per_chunk or self.depth < 2:
+            return self.total
+        return self.total - self.depth * self.largest_layer + min(2 * layers_per_chunk, self.depth) * self.largest_layer
+
+
+def encoder_sizes(ckpt: Any, spec: Any = None, cfg: Any = None) -> list[EncoderSize]:
+    """:class:`EncoderSize` of every encoder component whose files are at hand, at :func:`encoder_dtype`."""
+    import numpy as np
+
+    itemsize = np.dtype(encoder_dtype(spec, cfg)).itemsize
+    out = []
+    for c in ENCODER_COMPONENTS:
+        try:
+            if ckpt is None or not ckpt.has(c):
+                continue
+            source = ckpt.read_tensors(c)
+            model_type = str(ckpt.config(c).get("model_type", ""))
+        except Exception:  # noqa: BLE001 - no local weights: not sized
+            continue
+        total, per_layer = 0, {}
+        for key in source:
+            n = _bytes_at(source, key, itemsize)
+            total += n
+            m = _LAYER_KEY.search(key)
+            if m:
+                per_layer[int(m.group(1))] = per_layer.get(int(m.group(1)), 0) + n
+        streams = model_type.startswith(STREAMED_TOWERS) and len(per_layer) > 1
+        out.append(EncoderSize(c, total, max(per_layer.values(), default=0), len(per_layer), streams))
+    return out
+
+
+def _bytes_at(source: Any, key: str, itemsize: int) -> int:
+    """A tensor's bytes with floating values counted at ``itemsize`` (8-bit weights are dequantised at load)."""
+    import numpy as np
+
+    n = source.nbytes(key) if hasattr(source, "nbytes") else int(np.asarray(source[key]).nbytes)
+    if hasattr(source, "dtype"):
+        dt = np.dtype(source.dtype(key))
+        if dt.kind == "f" or dt.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            n = n // dt.itemsize * itemsize
+    return n
 
 
 def encoder_bytes(ckpt: Any, spec: Any = None, cfg: Any = None, *, cpu: bool = False) -> int | None:
-    """The prompt (and image) encoders' bytes in the dtypes they compute in (:func:`encoder_dtype`), from their
-    files (None when none is sized). ``cpu``: on the CPU backend an encoder held in bf16 also gets the float32 copy
-    of its weights XLA:CPU makes for its matmuls (Cosmos-Reason1 asked for 25 GiB at once so)."""
+    """The encoders' bytes in their compute dtype, whole (None when none is sized). ``cpu``: on the CPU backend a
+    bf16 encoder also gets the float32 copy of its weights XLA:CPU makes for its matmuls (Cosmos-Reason1 asked
+    for 25 GiB at once so)."""
     import numpy as np
 
-    def itemsize(c: str) -> int:
-        n = np.dtype(encoder_dtype(spec, cfg, c)).itemsize
-        return n + 4 if cpu and n < 4 else n
-
-    sizes = [component_bytes(ckpt, c, itemsize=itemsize(c)) for c in ENCODER_COMPONENTS]
-    sizes = [s for s in sizes if s]
-    return sum(sizes) if sizes else None
+    sizes = encoder_sizes(ckpt, spec, cfg)
+    if not sizes:
+        return None
+    total = sum(s.total for s in sizes)
+    itemsize = np.dtype(encoder_dtype(spec, cfg)).itemsize
+    return total + (total // itemsize * 4 if cpu and itemsize < 4 else 0)
 
 
 def device_budget(peak: Any = None) -> int | None:
@@ -119,32 +179,76 @@ def cpu_available() -> bool:
 
 @dataclass
 class EncoderPlacement:
-    where: str  # device | cpu
+    where: str  # device | stream | cpu
     reason: str
+    layers_per_chunk: int = 0  # ``stream``: layers of each streamed encoder per chunk
+    device_bytes: int = 0  # what the encoders hold on each device while they compute (0: not sized)
+
+
+def streamed_chunk(sizes: list[EncoderSize], room: int) -> int:
+    """The most layers per chunk whose encoders fit ``room`` bytes (two chunks in flight; one chunk's host staging
+    at most :data:`STAGING_LIMIT`); 0 when not even one layer per chunk fits or nothing streams."""
+    streams = [s for s in sizes if s.streams]
+    if not streams:
+        return 0
+    deepest = max(s.depth for s in streams)
+    best = 0
+    for k in range(1, deepest + 1):
+        if any(k * s.largest_layer > STAGING_LIMIT for s in streams) and k > 1:
+            break
+        if sum(s.device_bytes(k) for s in sizes) <= room:
+            best = k
+    return best
 
 
 def encoder_placement(cfg: Any, ckpt: Any, beside_bytes: int, peak: Any = None, spec: Any = None
                       ) -> EncoderPlacement:
-    """Where the prompt encoder computes for ``cfg`` (``runtime.encode_on``), with ``beside_bytes`` of this
-    run's weights on the device while it does; ``peak``: a named target device (the dry run's ``--device``),
-    else this process's devices; ``spec``: the model (which encoders compute in its weight dtype)."""
+    """Where the prompt encoders compute for ``cfg`` (``runtime.encode_on``), with ``beside_bytes`` of this
+    run's weights on the device while they do; ``peak``: a named target device (the dry run's ``--device``),
+    else this process's devices; ``spec``: the model."""
     asked = getattr(cfg.runtime, "encode_on", "auto")
-    if asked in ("device", "cpu"):
-        return EncoderPlacement(asked, f"runtime.encode_on={asked}")
-    if peak is None and jax.default_backend() == "cpu":
-        return EncoderPlacement("device", "the devices are this host's CPU")
-    need, budget = encoder_bytes(ckpt, spec, cfg), device_budget(peak)
+    sizes = encoder_sizes(ckpt, spec, cfg)
+    need = sum(s.total for s in sizes)
     dt = encoder_dtype(spec, cfg)
-    if need is None or budget is None:
-        return EncoderPlacement("device", "its size or the device's memory is not known")
-    if need + beside_bytes <= MARGIN * budget:
+    budget = device_budget(peak)
+    cpu_devices = peak is None and jax.default_backend() == "cpu"
+    room = int(MARGIN * budget) - beside_bytes if budget else None
+
+    def stream(reason: str) -> EncoderPlacement:
+        k = streamed_chunk(sizes, room) if room is not None and not cpu_devices else 0
+        if not k:  # nothing known to fit: the smallest chunks
+            k = 1 if any(s.streams for s in sizes) else 0
+        if not k:
+            return EncoderPlacement("device", reason + "; no encoder of this model streams its layers", 0, need)
+        held = sum(s.device_bytes(k) for s in sizes)
+        return EncoderPlacement("stream", f"{reason}; {k} layer{'s' if k > 1 else ''} per chunk, "
+                                          f"{held / 2**30:.1f} GiB on the device at once", k, held)
+
+    if asked == "cpu":
+        return EncoderPlacement("cpu", "runtime.encode_on=cpu", 0, 0)
+    if asked == "device":
+        return EncoderPlacement("device", "runtime.encode_on=device", 0, need)
+    if asked == "stream":
+        return stream("runtime.encode_on=stream")
+    if not sizes:
+        return EncoderPlacement("device", "its size is not known (no local weights)")
+    if cpu_devices:
+        if cfg.offload.enabled and cfg.offload.storage == "disk" and any(s.streams for s in sizes):
+            return stream(f"the devices are this host's CPU and offload.storage=disk keeps host memory low "
+                          f"({need / 2**30:.1f} GiB at {dt} whole)")
+        return EncoderPlacement("device", "the devices are this host's CPU", 0, need)
+    if budget is None:
+        return EncoderPlacement("device", "the device's memory is not known", 0, need)
+    if need <= room:
         return EncoderPlacement("device", f"{need / 2**30:.1f} GiB ({dt}) + {beside_bytes / 2**30:.1f} GiB placed "
-                                          f"fit the device's {budget / 2**30:.1f} GiB")
+                                          f"fit the device's {budget / 2**30:.1f} GiB", 0, need)
+    over = (f"{need / 2**30:.1f} GiB ({dt}) + {beside_bytes / 2**30:.1f} GiB placed exceed {MARGIN:.0%} of the "
+            f"device's {budget / 2**30:.1f} GiB")
+    if any(s.streams for s in sizes) and streamed_chunk(sizes, room):
+        return stream(over)
     if peak is None and not cpu_available():
-        return EncoderPlacement("device", f"it does not fit ({need / 2**30:.1f} GiB at {dt}) but JAX has no CPU "
-                                          "backend here (JAX_PLATFORMS excludes cpu)")
-    return EncoderPlacement("cpu", f"{need / 2**30:.1f} GiB ({dt}) + {beside_bytes / 2**30:.1f} GiB placed exceed "
-                                   f"{MARGIN:.0%} of the device's {budget / 2**30:.1f} GiB")
+        return stream(over + " and JAX has no CPU backend here (JAX_PLATFORMS excludes cpu)")
+    return EncoderPlacement("cpu", over + " even streamed", 0, 0)
 
 
 def cpu_scope():

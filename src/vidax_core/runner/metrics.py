@@ -17,7 +17,7 @@ from vidax_core.runner.progress import Timer
 
 def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Timer, decoded: Decoded, *,
                 experts: list, tracker: Any, backend: str, memory_phases: dict, prompt_cache_hits: int,
-                text_encoder_on: str | None = None, attention_calls: dict | None = None) -> dict[str, Any]:
+                text_encoder_on: Any = None, attention_calls: dict | None = None) -> dict[str, Any]:
     """The metrics record of one generated video (``output.metrics``): ``plan`` the call's plan, ``results`` its
     passes' :class:`vidax_core.runner.sampling.PassResult`, ``experts`` and ``tracker`` the loaded denoisers and
     their resident bytes, ``memory_phases`` the anonymous memory per phase of this load and call."""
@@ -49,7 +49,9 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
                            for k, w in memory_phases.items()},
         "peak_device_mb": memory.peak_device_mb(),
         "matmul_precision": precision.effective(cfg),
-        "text_encoder_on": text_encoder_on,
+        "text_encoder_on": getattr(text_encoder_on, "where", text_encoder_on),
+        # where the prompt encoders computed, their towers' weight dtypes, a streamed one's layers per chunk
+        "text_encoders": text_encoder_on.describe() if hasattr(text_encoder_on, "describe") else None,
         "latent_shape": _shape_list(last.shapes),
         "sampler": getattr(samplers[-1], "name", type(samplers[-1]).__name__),
         "guidance": last.guide.describe(),

@@ -25,6 +25,8 @@ import jax
 import numpy as np
 from flax import nnx
 
+from vidax_core.parallel import streamed
+
 ENCODER_PLACEMENTS = ("host", "device", "reload")
 
 
@@ -51,6 +53,21 @@ def _modules(obj: Any, depth: int = 0) -> list[tuple[Any, str, nnx.Module]]:
     return found
 
 
+def encoder_dtypes(encoder: Any) -> dict[str, str]:
+    """The dtype each tower of an encoder holds its matmul weights in (the floating parameters of two or more
+    dimensions, by bytes), keyed by the attribute holding the tower: what a run reports it computed in."""
+    out: dict[str, str] = {}
+    for _owner, key, module in _modules(encoder):
+        by_dtype: dict[str, int] = {}
+        for a in jax.tree.leaves(nnx.state(module)):
+            dt = np.dtype(a.dtype)
+            if len(getattr(a, "shape", ())) >= 2 and (dt.kind == "f" or dt.name == "bfloat16" or dt.itemsize == 1):
+                by_dtype[dt.name] = by_dtype.get(dt.name, 0) + int(np.prod(a.shape, dtype=np.int64)) * dt.itemsize
+        if by_dtype:
+            out[str(key)] = max(by_dtype, key=by_dtype.get)
+    return out
+
+
 def _movable(a: Any) -> bool:
     """A device array of numbers this process holds whole. PRNG key arrays, and arrays spread over other
     processes' devices (under ``jax.distributed``), stay where they are: parking those is ``device``."""
@@ -65,6 +82,7 @@ class _Parked:
         self.encoder = encoder
         self.saved = []
         for owner, key, module in _modules(encoder):
+            streams = streamed.detach(module)  # streamed layers stay in the checkpoint; their streams move over
             graphdef, state = nnx.split(module)
             # an array placed without a sharding goes back the same way (committed arrays compile anew)
             shardings = jax.tree.map(lambda a: (a.sharding if getattr(a, "_committed", True) else "default")
@@ -73,7 +91,7 @@ class _Parked:
             for a in jax.tree.leaves(state):
                 if _movable(a):
                     a.delete()
-            self.saved.append((owner, key, graphdef, host, shardings))
+            self.saved.append((owner, key, graphdef, host, shardings, streams))
             self._set(owner, key, None)
 
     @staticmethod
@@ -84,10 +102,12 @@ class _Parked:
             object.__setattr__(owner, key, value)
 
     def restore(self) -> Any:
-        for owner, key, graphdef, host, shardings in self.saved:
+        for owner, key, graphdef, host, shardings, streams in self.saved:
             state = jax.tree.map(lambda a, s: a if s is None else jax.device_put(a) if s == "default"
                                  else jax.device_put(a, s), host, shardings)
-            self._set(owner, key, nnx.merge(graphdef, state))
+            module = nnx.merge(graphdef, state)
+            streamed.attach(module, streams)
+            self._set(owner, key, module)
         self.saved = []
         return self.encoder
 

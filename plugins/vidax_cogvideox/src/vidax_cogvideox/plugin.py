@@ -81,7 +81,8 @@ class CogVideoXPlugin(FamilyPlugin):
         return checkpoint_config_problems(spec, ckpt, run)
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
-        """T5 v1.1 XXL in fp32 whatever the DiT dtype (without a mask a bf16 T5 drifts by tens of percent)."""
+        """T5 v1.1 XXL in the run's encoder dtype (bf16 on an accelerator, as the reference pipeline loaded in bf16;
+        unmasked, its padding drifts in bf16 as the reference's does)."""
         from vidax_core import load_t5_text
 
         return load_t5_text(ckpt, mesh)

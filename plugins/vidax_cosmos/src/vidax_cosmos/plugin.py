@@ -20,7 +20,6 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
     models = presets.MODELS
     options = presets.OPTIONS
     checkpoint_formats = ("diffusers", "cosmos-original")
-    encoders_in_weight_dtype = ("text_encoder",)  # Cosmos-Reason1
     diffusers_reference = ".bench_reference:CosmosDiffusersReference"
     dit_config_class = ".dit:CosmosDiTConfig"
     dit_rules = ".convert_dit:DIT_RULES"

@@ -37,7 +37,6 @@ class Hunyuan15Plugin(FamilyPlugin):
     family = "hunyuan"
     models = hunyuan15_presets.MODELS
     checkpoint_formats = ("diffusers", "hunyuan15-release")
-    encoders_in_weight_dtype = ("text_encoder",)  # Qwen2.5-VL (byT5 computes in float32)
     diffusers_reference = ".hunyuan15_bench_reference:Hunyuan15DiffusersReference"
     dit_config_class = ".dit15:HunyuanDiT15Config"
     dit_rules = ".convert_dit15:DIT15_RULES"

@@ -23,7 +23,6 @@ class HunyuanPlugin(HunyuanVAEHooks, FamilyPlugin):
     family = "hunyuan"
     models = presets.MODELS
     checkpoint_formats = ("diffusers", "hunyuan-original")
-    encoders_in_weight_dtype = ("text_encoder",)  # Llama-3 (CLIP-L text computes in float32)
     diffusers_reference = ".bench_reference:HunyuanDiffusersReference"
     dit_config_class = ".dit:HunyuanDiTConfig"
     checks = ".checks"

@@ -30,7 +30,6 @@ def example_inputs(cfg, batch: int, grid, text: int):
 
 class KandinskyPlugin(HunyuanVAEHooks, FamilyPlugin):
     family = "kandinsky"
-    encoders_in_weight_dtype = ("text_encoder",)  # Qwen2.5-VL (CLIP-L text computes in float32)
     models = presets.MODELS
     diffusers_reference = ".bench_reference:KandinskyDiffusersReference"
     dit_config_class = ".dit:KandinskyDiTConfig"

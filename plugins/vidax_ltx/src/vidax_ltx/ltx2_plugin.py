@@ -26,7 +26,6 @@ class LTX2Plugin(FamilyPlugin):
     models = ltx2_presets.MODELS
     options = ltx2_presets.OPTIONS
     checkpoint_formats = ("diffusers", "ltx2-original")
-    encoders_in_weight_dtype = ("text_encoder",)  # Gemma
     dit_components = ("transformer", "transformer_full")
     dit_config_class = ".ltx2_dit:LTX2DiTConfig"
     dit_rules = ".convert_ltx2:LTX2_DIT_RULES"

@@ -90,7 +90,7 @@ class LTXPlugin(FamilyPlugin):
         return passes(ckpt, run)
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
-        """T5 v1.1 XXL in fp32, tensor-parallel over the run's ``tp`` axis when tp > 1."""
+        """T5 v1.1 XXL in the run's encoder dtype, tensor-parallel over the run's ``tp`` axis when tp > 1."""
         from vidax_core import load_t5_text
 
         return load_t5_text(ckpt, mesh)
