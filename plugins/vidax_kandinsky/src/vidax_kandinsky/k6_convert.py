@@ -11,22 +11,11 @@ group 1). The RoPE tables are buffers diffusers does not save.
 
 from __future__ import annotations
 
-from vidax_core import KeyRule, feedforward_rules, linear_rules, norm_rules
+from vidax_core import KeyRule, feedforward_rules, linear_rules
+
+from .convert_dit import attention_rules as _attention, embedding_rules as _embedding
 
 _BLOCK = r"visual_transformer_blocks\.(\d+)\."
-
-
-def _attention(src: str, dst: str) -> list[KeyRule]:
-    rules: list[KeyRule] = []
-    for theirs, ours in (("to_query", "to_q"), ("to_key", "to_k"), ("to_value", "to_v"), ("out_layer", "to_out")):
-        rules += linear_rules(src + theirs, f"{dst}/{ours}", 1)
-    for theirs, ours in (("query_norm", "norm_q"), ("key_norm", "norm_k")):
-        rules += norm_rules(src + theirs, f"{dst}/{ours}", 1, bias=False)
-    return rules
-
-
-def _embedding(name: str) -> list[KeyRule]:
-    return [*linear_rules(rf"{name}\.in_layer", f"{name}/in_layer"), *norm_rules(rf"{name}\.norm", f"{name}/norm")]
 
 
 def _stream(stream: str) -> list[KeyRule]:

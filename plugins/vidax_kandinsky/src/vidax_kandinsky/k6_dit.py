@@ -40,14 +40,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax_core import (Attention, CheckedConfig, FeedForward, LayerNorm, Linear, TimestepEmbedding, constrain,
-                        layer_norm, modulate, param, patchify, replicated_attention, scan_blocks, split_modulation,
-                        stacked, timestep_embedding, unpatchify)
+from vidax_core import (Attention, CheckedConfig, FeedForward, Linear, TimestepEmbedding, constrain, layer_norm,
+                        modulate, param, patchify, replicated_attention, scan_blocks, split_modulation, stacked,
+                        timestep_embedding, unpatchify)
 
-EMBED, BATCH, SEQ = "embed", "batch", "seq"
-LN_EPS = 1e-5
-QK_EPS = float(np.finfo(np.float32).eps)  # torch nn.RMSNorm(eps=None) on float32 input
-MAX_PERIOD = 10000.0
+from . import dit as k5
+from .dit import BATCH, EMBED, LN_EPS, MAX_PERIOD, QK_EPS, SEQ
 TEXT_MAX_POS = 2048  # Kandinsky6RoPE1D's table (text and audio positions)
 VISUAL_MAX_POS = 128  # Kandinsky6RoPE3D's tables, per axis
 
@@ -160,9 +158,8 @@ class Kandinsky6DiTConfig(CheckedConfig):
 
 
 def rope_freqs(pairs: int, scaling: float = 1.0) -> np.ndarray:
-    """diffusers' ``get_freqs(pairs) * scaling``: ``exp(-log(10000) * i / pairs)``, float32."""
-    exponent = np.float32(-math.log(MAX_PERIOD)) * np.arange(pairs, dtype=np.float32) / np.float32(pairs)
-    f = np.exp(exponent).astype(np.float32)
+    """diffusers' ``get_freqs(pairs) * scaling`` (Kandinsky 5's table, scaled in float32)."""
+    f = k5.rope_freqs(pairs)
     return (f * np.float32(scaling)).astype(np.float32) if scaling != 1.0 else f
 
 
@@ -202,9 +199,7 @@ def modulation(time_dim: int, width: int, rngs: nnx.Rngs) -> Linear:
     return Linear(time_dim, width, (None, EMBED), dtype=jnp.float32, rngs=rngs, fp32_out=True)
 
 
-def residual(x: jax.Array, out: jax.Array, g: jax.Array) -> jax.Array:
-    """``apply_gate_sum``: ``(x.float() + gate * out.float()).to(x.dtype)``."""
-    return (x.astype(jnp.float32) + g[:, None, :] * out.astype(jnp.float32)).astype(x.dtype)
+residual = k5.residual  # apply_gate_sum: (x.float() + gate * out.float()).to(x.dtype)
 
 
 def normed(x: jax.Array, shift: jax.Array, scale: jax.Array) -> jax.Array:
@@ -216,16 +211,7 @@ def feed_forward(dim: int, hidden: int, dtype: Any, rngs: nnx.Rngs) -> FeedForwa
     return FeedForward(dim, hidden, dtype=dtype, rngs=rngs, bias=False, activation="gelu")
 
 
-class TextEmbedding(nnx.Module):
-    """``Kandinsky6TextEmbeddings``: Linear then an affine LayerNorm, in the parameter dtype."""
-
-    def __init__(self, d_in: int, d_out: int, dtype: Any, rngs: nnx.Rngs):
-        self.dtype = dtype
-        self.in_layer = Linear(d_in, d_out, (None, EMBED), dtype=dtype, rngs=rngs)
-        self.norm = LayerNorm(d_out, (EMBED,), eps=LN_EPS)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return self.norm(self.in_layer(x)).astype(self.dtype)
+TextEmbedding = k5.TextEmbedding  # Kandinsky6TextEmbeddings: the same Linear + affine LayerNorm
 
 
 class TextBlock(nnx.Module):

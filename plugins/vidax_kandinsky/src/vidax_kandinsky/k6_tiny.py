@@ -52,7 +52,7 @@ def build_tiny_k6_pipeline(seed: int = 0, dit: dict | None = None, *, distill: b
     from vidax_core.testing.reference import randomize_
     from vidax_core.testing.tiny.hunyuan import TINY_VAE
 
-    from .tiny import build_tiny_kandinsky_pipeline
+    from .tiny import build_tiny_kandinsky_pipeline, sharpen_posterior
 
     base = build_tiny_kandinsky_pipeline("t2v", seed)  # its tiny Qwen2.5-VL, CLIP text and tokenizers
     cfg = {**TINY_K6_DIT, "in_text_dim": base.text_encoder.config.text_config.hidden_size,
@@ -65,10 +65,7 @@ def build_tiny_k6_pipeline(seed: int = 0, dit: dict | None = None, *, distill: b
     vae = diffusers.AutoencoderKLHunyuanVideo(**TINY_VAE).eval().float()
     randomize_(vae, seed + 4, 0.1)
     if sharp_posterior:
-        c = TINY_VAE["latent_channels"]
-        with torch.no_grad():
-            vae.quant_conv.weight[c:] = 0.0
-            vae.quant_conv.bias[c:] = -30.0
+        sharpen_posterior(vae)
     audio_vae = diffusers.MMAudioVAE(**TINY_AUDIO_VAE).eval().float()
     _randomize_audio(audio_vae, seed + 5)
     vocoder = diffusers.MMAudioVocoder(**TINY_VOCODER).eval().float()
