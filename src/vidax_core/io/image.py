@@ -53,6 +53,20 @@ def preprocess_image(image: Any, height: int, width: int, vae_scale_factor: int 
     return np.ascontiguousarray((np.float32(2.0) * x - np.float32(1.0)).transpose(2, 0, 1)[None])
 
 
+def resize_crop(image: Any, height: int, width: int) -> Any:
+    """The image resized to cover (height, width) (Lanczos, aspect kept, integer division) and centre-cropped, as
+    diffusers' ``VideoProcessor.preprocess(..., resize_mode="crop")`` (``_resize_and_crop``) does it."""
+    from PIL import Image
+
+    ratio, src_ratio = width / height, image.width / image.height
+    src_w = width if ratio > src_ratio else image.width * height // image.height
+    src_h = height if ratio <= src_ratio else image.height * width // image.width
+    resized = image.resize((src_w, src_h), resample=Image.Resampling.LANCZOS)
+    out = Image.new("RGB", (width, height))
+    out.paste(resized, box=(width // 2 - src_w // 2, height // 2 - src_h // 2))
+    return out
+
+
 def fit_size(image: Any, max_area: int, multiple: int) -> tuple[int, int]:
     """(height, width): ``round(sqrt(max_area * h / w)) // multiple * multiple`` (and w / h for width)."""
     aspect = image.height / image.width

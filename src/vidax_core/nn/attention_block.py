@@ -136,6 +136,33 @@ class Attention(nnx.Module):
         o = constrain(merge_heads(o), (BATCH, seq, HEADS))
         return constrain(self.to_out(o), (BATCH, seq, EMBED))
 
+    def attend(self, x: jax.Array, kv: jax.Array | None = None, *, q_seq: str | None = SEQ,
+               kv_seq: str | None = SEQ, q_rope: Rope | None = None, k_rope: Rope | None = None,
+               kv_mask: jax.Array | None = None) -> jax.Array:
+        """Attention between two streams of any placement: queries ``x`` (B, S, dim) whose token axis is named
+        ``q_seq`` (``seq``: sequence-sharded, None: held whole on every rank), keys/values from ``kv`` (None:
+        ``x``) named ``kv_seq``; RoPE on the queries (``q_rope``) and keys (``k_rope``, default ``q_rope``) when
+        given. Sharded against sharded is the Ulysses self-attention, sharded queries against whole keys a
+        cross-attention, whole queries against sharded keys gather the keys
+        (:func:`vidax_core.attention.ulysses.gathered_kv_attention`), whole against whole run locally."""
+        kv = x if kv is None else kv
+        q = self._q(x, q_seq)
+        k, v = self._kv(kv, kv_seq)
+        if q_rope is not None:
+            q = rotate(q, q_rope, self.rope_style)
+        k_rope = q_rope if k_rope is None else k_rope
+        if k_rope is not None:
+            k = rotate(k, k_rope, self.rope_style)
+        if q_seq == SEQ and kv_seq == SEQ:
+            o = ulysses.self_attention(q, k, v, kv_mask=kv_mask)
+        elif q_seq == SEQ:
+            o = ulysses.cross_attention(q, k, v, kv_mask=kv_mask)
+        elif kv_seq == SEQ:
+            o = ulysses.gathered_kv_attention(q, k, v, kv_mask=kv_mask)
+        else:
+            o = ulysses.replicated_attention(q, k, v, kv_mask=kv_mask)
+        return self.out(o, q_seq)
+
     def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: Rope | None = None, *,
                  kv_mask: jax.Array | None = None, added_kv: jax.Array | None = None,
                  skip: jax.Array | None = None, causal_block: int | None = None) -> jax.Array:

@@ -31,6 +31,7 @@ from vidax_core.schedulers.cogvideox import CogVideoXDDIMSampler, CogVideoXDPMSa
 from vidax_core.schedulers.dpm import DPMSolverSampler
 from vidax_core.schedulers.flow_ancestral import FlowEulerAncestralSampler
 from vidax_core.schedulers.flow_euler import FlowEulerSampler
+from vidax_core.schedulers.piflow import PiflowSampler
 from vidax_core.schedulers import helios as _helios  # noqa: F401 - registers HeliosScheduler
 from vidax_core.schedulers.unipc import UniPCSampler
 
@@ -50,5 +51,6 @@ __all__ = [
     "DPMSolverSampler",
     "FlowEulerAncestralSampler",
     "FlowEulerSampler",
+    "PiflowSampler",
     "UniPCSampler",
 ]

@@ -14,25 +14,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vidax_core.io.image import resize_crop  # noqa: F401  (the pipeline's crop, shared with Kandinsky 6)
+
 from .hunyuan15_presets import closest_size
 
 
 def video_size(image: Any, target: int) -> tuple[int, int]:
     """(height, width) the pipeline derives from ``image`` (a PIL image) and ``target_size``."""
     return closest_size(image.height, image.width, target)
-
-
-def resize_crop(image: Any, height: int, width: int) -> Any:
-    """The image resized to cover (height, width) and centre-cropped (diffusers' ``resize_mode="crop"``)."""
-    from PIL import Image
-
-    ratio, src_ratio = width / height, image.width / image.height
-    src_w = width if ratio > src_ratio else image.width * height // image.height
-    src_h = height if ratio <= src_ratio else image.height * width // image.width
-    resized = image.resize((src_w, src_h), resample=Image.Resampling.LANCZOS)
-    out = Image.new("RGB", (width, height))
-    out.paste(resized, box=(width // 2 - src_w // 2, height // 2 - src_h // 2))
-    return out
 
 
 def siglip_pixels(image: Any, processor: Mapping[str, Any]) -> np.ndarray:

@@ -72,16 +72,21 @@ def condition_channels(grid: tuple[int, int, int], channels: int, image: bool) -
     return cond
 
 
-def image_latent(run: Any, vae: Any) -> np.ndarray:
-    """(1, 1, h, w, C): the run's image as the I2V pipeline encodes it (resized to the video size, a posterior
-    sample of the HunyuanVideo VAE times ``scaling_factor``), the sample drawn from vidax's generator."""
+def image_latent(run: Any, vae: Any, *, crop: bool = False) -> np.ndarray:
+    """(1, 1, h, w, C): the run's image as the I2V pipeline encodes it (resized to the video size, or with ``crop``
+    resized to cover it and centre-cropped as Kandinsky 6's ``resize_mode="crop"``; a posterior sample of the
+    HunyuanVideo VAE times ``scaling_factor``), the sample drawn from vidax's generator."""
     import jax
 
     from vidax_core import load_image, preprocess_image
+    from vidax_core.io.image import resize_crop
     from vidax_core.vae.hunyuan import encode
 
     s = run.sampling
-    pixels = preprocess_image(load_image(run.image), s.height, s.width)[:, :, None]  # (1, 3, 1, H, W) in [-1, 1]
+    image = load_image(run.image)
+    if crop:
+        image = resize_crop(image, s.height, s.width)
+    pixels = preprocess_image(image, s.height, s.width)[:, :, None]  # (1, 3, 1, H, W) in [-1, 1]
     mean, logvar = encode(vae.vae, pixels, devices=jax.local_devices())
     noise = np.random.default_rng(int(s.seed)).standard_normal(mean.shape).astype(np.float32)
     sample = (mean + np.exp(np.float32(0.5) * logvar) * noise) * np.float32(vae.scaling_factor)

@@ -17,7 +17,8 @@ _TEXT = r"text_transformer_blocks\.(\d+)\."
 _VISUAL = r"visual_transformer_blocks\.(\d+)\."
 
 
-def _attention(src: str, dst: str) -> list[KeyRule]:
+def attention_rules(src: str, dst: str) -> list[KeyRule]:
+    """A Kandinsky attention (``to_query`` ... ``key_norm``, both generations) onto the core block's names."""
     rules: list[KeyRule] = []
     for theirs, ours in (("to_query", "to_q"), ("to_key", "to_k"), ("to_value", "to_v"), ("out_layer", "to_out")):
         rules += linear_rules(src + theirs, f"{dst}/{ours}", 1)
@@ -31,22 +32,23 @@ def _feed_forward(src: str, dst: str) -> list[KeyRule]:
             *linear_rules(src + "out_layer", f"{dst}/proj_out", 1, bias=False)]
 
 
-def _embedding(name: str) -> list[KeyRule]:
+def embedding_rules(name: str) -> list[KeyRule]:
+    """A Kandinsky text/pooled embedding (Linear + affine LayerNorm)."""
     return [*linear_rules(rf"{name}\.in_layer", f"{name}/in_layer"), *norm_rules(rf"{name}\.norm", f"{name}/norm")]
 
 
 DIT_RULES: list[KeyRule] = [
     *linear_rules(r"time_embeddings\.in_layer", "time_embeddings/linear_1"),
     *linear_rules(r"time_embeddings\.out_layer", "time_embeddings/linear_2"),
-    *_embedding("text_embeddings"),
-    *_embedding("pooled_text_embeddings"),
+    *embedding_rules("text_embeddings"),
+    *embedding_rules("pooled_text_embeddings"),
     *linear_rules(r"visual_embeddings\.in_layer", "visual_embeddings"),
     *linear_rules(_TEXT + r"text_modulation\.out_layer", "text_blocks/text_modulation", 1),
-    *_attention(_TEXT + r"self_attention\.", "text_blocks/self_attention"),
+    *attention_rules(_TEXT + r"self_attention\.", "text_blocks/self_attention"),
     *_feed_forward(_TEXT + r"feed_forward\.", "text_blocks/feed_forward"),
     *linear_rules(_VISUAL + r"visual_modulation\.out_layer", "visual_blocks/visual_modulation", 1),
-    *_attention(_VISUAL + r"self_attention\.", "visual_blocks/self_attention"),
-    *_attention(_VISUAL + r"cross_attention\.", "visual_blocks/cross_attention"),
+    *attention_rules(_VISUAL + r"self_attention\.", "visual_blocks/self_attention"),
+    *attention_rules(_VISUAL + r"cross_attention\.", "visual_blocks/cross_attention"),
     *_feed_forward(_VISUAL + r"feed_forward\.", "visual_blocks/feed_forward"),
     *linear_rules(r"out_layer\.modulation\.out_layer", "out_modulation"),
     *linear_rules(r"out_layer\.out_layer", "out_layer"),
