@@ -29,7 +29,6 @@ class Kandinsky6Plugin(FamilyPlugin):
     family = "kandinsky"
     models = k6_presets.MODELS
     options = k6_presets.OPTIONS
-    encoders_in_weight_dtype = ("text_encoder",)  # Qwen2.5-VL (CLIP-L text computes in float32)
     dit_config_class = ".k6_dit:Kandinsky6DiTConfig"
     dit_rules = ".k6_convert:K6_DIT_RULES"
     checks = ".k6_checks"
