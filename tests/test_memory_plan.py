@@ -46,11 +46,14 @@ def test_auto_places_streams_or_moves_an_encoder_to_the_host_cpu(monkeypatch):
     assert mp.encoder_placement(_cfg(), None, 0, peak).where == "cpu"
 
 
-def test_on_the_cpu_backend_disk_storage_streams_the_encoder(monkeypatch):
+def test_on_the_cpu_backend_an_offloaded_run_streams_the_encoder(monkeypatch):
     monkeypatch.setattr(mp, "encoder_sizes", lambda *_a: UMT5_XXL)
-    assert mp.encoder_placement(_cfg(storage="host"), None, 0).where == "device"  # the devices are host memory
-    got = mp.encoder_placement(_cfg(storage="disk"), None, 0)
-    assert got.where == "stream" and got.layers_per_chunk == 1 and "offload.storage=disk" in got.reason
+    plain = _cfg()
+    plain.offload.enabled = False
+    assert mp.encoder_placement(plain, None, 0).where == "device"  # the devices are host memory
+    for storage in ("host", "disk"):
+        got = mp.encoder_placement(_cfg(storage=storage), None, 0)
+        assert got.where == "stream" and got.layers_per_chunk == 1 and "offload.enabled" in got.reason
 
 
 def test_encoding_on_the_cpu_backend_makes_the_same_video():
@@ -73,11 +76,35 @@ def test_dry_run_prints_the_placement(device, verdict, capfd):
     assert any(line.strip().startswith("host memory ~") for line in lines)
 
 
-def test_dry_run_names_the_keys_when_it_does_not_fit(capfd, monkeypatch):
+def test_dry_run_names_the_part_and_a_key_not_set_when_it_does_not_fit(capfd, monkeypatch):
     monkeypatch.setattr(mp, "device_budget", lambda peak=None: 1024)  # a device of 1 KiB
     assert cli.main(["run", DEMO, "--dry-run", "--device", "h200"]) == 0
     out = capfd.readouterr().out
-    assert "does not fit: set offload.enabled=true" in out
+    # the run tiles a decode that does not fit untiled, so the advice is the next key: smaller tiles
+    assert "the run tiles it: the untiled decode does not fit" in out
+    assert "(decode) of 1.0 KiB: does not fit: the largest part at that moment is the vae decode" in out
+    assert "smaller tiles: vae.tiling={tile_sample_min_height: 128" in out
+    # with tiling set, the advice names no key already set
+    assert cli.main(["run", DEMO, "--dry-run", "--device", "h200", "vae.tiling=true", "offload.enabled=true"]) == 0
+    out = capfd.readouterr().out
+    verdict = next(line for line in out.splitlines() if "peak per device" in line)
+    assert "does not fit" in verdict and "vae.tiling=true" not in verdict and "offload.enabled=true" not in verdict
+
+
+def test_the_host_line_refuses_a_run_that_does_not_fit(capfd, monkeypatch):
+    """A run whose placement needs more host memory than the machine has stops before reading a weight, one line
+    naming the part and the key; the dry run says the same for a host the user names."""
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=64 << 10))
+    assert cli.main(["run", DEMO, *FAST, "output.path=/tmp/vidax-refused.mp4", "output.metrics=null"]) == 2
+    err = [line for line in capfd.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and err[0].startswith("error: this run needs ~") and "the largest part" in err[0]
+    assert not os.path.exists("/tmp/vidax-refused.mp4")
+    monkeypatch.undo()
+    assert cli.main(["run", DEMO, "--dry-run", "--host-memory", "0.0001"]) == 0
+    line = next(x for x in capfd.readouterr().out.splitlines() if x.strip().startswith("host memory"))
+    assert "named (--host-memory): does not fit: the largest part" in line
 
 
 @pytest.mark.parametrize("image", [None, "first_frame.png"])

@@ -25,6 +25,16 @@ from vidax_core.errors import PluginError, UserError
 EXIT_USER_ERROR = 2
 
 
+def _positive_gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < 1e6):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in GiB (a positive number, e.g. 48)")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from vidax_core import config as config_mod
     from vidax_core.plugins import get_plugins
@@ -37,7 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from vidax_core.runner.dry_run import describe_plan
 
-        print(describe_plan(cfg, plugins, device=args.device))
+        print(describe_plan(cfg, plugins, device=args.device, host_memory_gib=args.host_memory))
         if entries is not None:
             from vidax_core.runner.batch import describe
 
@@ -165,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default=None, metavar="NAME",
                    help="with --dry-run: size and time the run for this device (h200, h100, a100, l40s, b200, "
                         "tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e; default: this machine's)")
+    r.add_argument("--host-memory", type=_positive_gib, default=None, metavar="GIB",
+                   help="with --dry-run: say whether the run fits a host with this much memory (GiB; default: what "
+                        "this machine has available)")
     r.add_argument("--prompts", metavar="FILE", help="a batch: one prompt a line (text) or one JSON object a line "
                    "(.jsonl, with per-line overrides); one load for all, numbered outputs")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress bars or status lines (the output path "

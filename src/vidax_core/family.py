@@ -56,6 +56,7 @@ class FamilyPlugin:
     cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
     quantization_keep: Sequence[str] | None = None  # layers an 8-bit run keeps in full precision; None: DEFAULT_KEEP
     lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
+    vae_decode_frames: int | None = None  # frames one untiled decode program makes; None: all (vae/decode_memory.py)
 
     # ---- helpers a family overrides (not hooks) ----
 
@@ -99,7 +100,8 @@ class FamilyPlugin:
     def register_models(self, register):
         for m in self.models:
             register(ModelSpec(**{"family": self.family, "checkpoint_formats": self.checkpoint_formats,
-                                  "options": dict(self.options), **m}))  # a model's own entries win
+                                  "options": dict(self.options),
+                                  "vae_decode_frames": self.vae_decode_frames, **m}))  # a model's own entries win
 
     def build_dit(self, spec, ckpt, run):
         return None

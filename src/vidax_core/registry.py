@@ -50,6 +50,9 @@ class ModelSpec:
     #: The VAE's ``vae.tiling`` knobs, name -> bool / int / float (a fraction), as its diffusers ``enable_tiling``
     #: names them; None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`. Checked once, before loading.
     tiling: Mapping[str, Any] | None = None
+    #: Frames one untiled decode program of its VAE makes (a causal chunk, a time tile); None: the whole video.
+    #: What the dry run sizes the decode's temporaries by (:mod:`vidax_core.vae.decode_memory`).
+    vae_decode_frames: int | None = None
     #: ``sampling.*`` keys the model may predict when a run leaves them unset (``("num_frames",)``: LTX-2.5's
     #: duration head, hook ``predict_num_frames``); every other key without a preset default must be set.
     predicts: tuple[str, ...] = ()

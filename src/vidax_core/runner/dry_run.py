@@ -21,20 +21,13 @@ from vidax_core.io.checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
+from vidax_core.runner.memory_plan import fmt_bytes as _fmt_bytes
 from vidax_core.runner.preflight import preflight
 
 
 _LORA_MODE = {"fused": "            (lora_mode fused: into the weights at load, no cost per step)",
               "unfused": "            (lora_mode unfused: factors applied in each step, swappable per call of a loaded "
                          "pipe)"}
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024.0
-    return f"{n:.1f} TiB"
-
 
 @dataclass(frozen=True)
 class Sizing:
@@ -137,11 +130,26 @@ def _dequantised_block_bytes(flat: dict, groups: Any, compute_dtype: Any) -> int
     return max(per_group.values(), default=0) * np.dtype(compute_dtype).itemsize
 
 
-def _placement(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
-               activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any) -> list[str]:
-    """The ``placement:`` block (:mod:`vidax_core.runner.memory_plan`): where the text encoder, the denoiser and
-    the VAE live, the per-device peak against the device's memory, and the host memory the run holds."""
-    from vidax_core.runner import memory_plan as mp
+SMALLER_TILES = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}"
+
+
+def _unset(cfg: RunConfig, key: str, value: Any) -> bool:
+    """``key=value`` is advice worth giving: the run does not set it already."""
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part, None)
+    return node != value
+
+
+def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
+                    activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any,
+                    host_memory_gib: float | None = None) -> Any:
+    """The placement (:class:`vidax_core.runner.memory_plan.Placement`) of a run: where the text encoder, the
+    denoiser and the VAE live per phase, against the device's memory and the host's (``host_memory_gib``: a host
+    the user names; else what this machine has available), each part with the key that shrinks it."""
+    import psutil
+
+    from vidax_core.runner import memory, memory_plan as mp
 
     plan = mp.Placement(budget=mp.device_budget(peak))
     cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
@@ -149,44 +157,76 @@ def _placement(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tupl
     if cpu and enc_dtype != "float32":
         enc_dtype += " + the float32 copy XLA:CPU makes of its weights"
     where = mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec)  # `vidax run`: VAE first
+    stream_key = "runtime.encode_on=stream" if _unset(cfg, "runtime.encode_on", "stream") else None
     if enc is None:
-        plan.add("text encoder", "not sized", note="its weights are not at hand", phase="encode")
+        plan.add("text encoder", "not sized", note="its weights are not at hand", phases="encode")
     elif where.where == "cpu":
-        plan.add("text encoder", "host CPU, then freed", host=enc,
-                 note=f"at {enc_dtype}; runtime.encode_on: {where.reason}", phase="encode")
+        plan.add("text encoder", "host CPU, then freed", host=enc, note=f"at {enc_dtype}; runtime.encode_on: "
+                 f"{where.reason}", phases="encode", host_key=stream_key)
     elif where.where == "stream":
         plan.add("text encoder", "device, layers streamed", where.device_bytes,
                  note=f"at {enc_dtype}, {_fmt_bytes(enc)} whole; read from the checkpoint "
                       f"{where.layers_per_chunk} layer(s) per chunk before the denoiser is placed; runtime.encode_on: "
-                      f"{where.reason}", phase="encode")
+                      f"{where.reason}", phases="encode")
     else:
         plan.add("text encoder", "device, then freed", enc, note=f"at {enc_dtype}, before the denoiser is placed",
-                 phase="encode")
+                 phases="encode", device_key=stream_key,
+                 host_key="offload.storage=disk (the encoder streams too)" if cpu and _unset(
+                     cfg, "offload.storage", "disk") else stream_key)
     streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
     dev = int(resident / tp)
     if cpu and streamed:  # the CPU uses its chunks in place (host) or memory-mapped (disk): no copies in flight
         dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)
+    chunk = cfg.offload.chunk_size
+    device_key = ("offload.enabled=true" if not cfg.offload.enabled else
+                  "offload.chunk_size=1" if not isinstance(chunk, dict) and chunk > 1 else
+                  "model.weight_dtype=float8_e4m3fn" if _unset(cfg, "model.weight_dtype", "float8_e4m3fn") else
+                  f"parallel.tp={2 * tp} over {2 * tp} devices")
     if cfg.offload.enabled and streamed:
         if cfg.offload.storage == "disk":
             from vidax_core.parallel.disk_chunks import cache_root
 
             plan.add("denoiser", "device + disk cache", dev, note=f"{_fmt_bytes(streamed_bytes)} of blocks read through "
-                     f"the page cache from {cache_root()}")
+                     f"the page cache from {cache_root()}", device_key=device_key)
         else:
             plan.add("denoiser", "device + pinned host", dev, streamed_bytes,
-                     note="the streamed blocks once in host memory")
+                     note="the streamed blocks once in host memory", device_key=device_key,
+                     host_key="offload.storage=disk")
     else:
-        plan.add("denoiser", "device", dev)
-    plan.add("activations", "device", activation_bytes, note="one block, estimate")
+        plan.add("denoiser", "device", dev, device_key=device_key,
+                 host_key="offload.enabled=true offload.storage=disk" if cpu else None)
+    sp = cfg.parallel.sp
+    plan.add("activations", "device", activation_bytes, note="one block, estimate", phases="denoise",
+             device_key=f"parallel.sp={2 * sp} over {2 * sp} devices, or a lower sampling.height / width / num_frames")
     if cpu and (dequant := _dequantised_block_bytes(flat, sizes[0].groups, compute_dtype)):
         plan.add("8-bit kernels", "device", dequant, note="one block's, converted to the compute dtype for its matmuls "
-                 "(XLA:CPU materialises a dot's operands; an accelerator fuses the conversion)")
+                 "(XLA:CPU materialises a dot's operands; an accelerator fuses the conversion)", phases="denoise")
     vae = mp.vae_bytes(ckpt, cfg)
     if vae:
-        plan.add("vae", "device", vae, note="at float32, built before the prompts encode", phase="both")
+        plan.add("vae", "device", vae, note="at float32, built before the prompts encode", phases="all")
+    decode = mp.decode_bytes(spec, ckpt, cfg)
+    if decode:
+        tiled = mp.tiling_options(cfg.vae.tiling).enabled
+        auto, why = mp.decode_tiling(spec, ckpt, cfg, plan._phase_sum("device", "decode"), peak)
+        if auto is True and not tiled:  # the run tiles it itself: sized tiled, said so
+            decode, tiled = mp.decode_bytes(spec, ckpt, cfg, tiling=True), True
+        plan.add("vae decode", "device", decode, phases="decode",
+                 note=("one tile's temporaries, estimate" + ("; the run tiles it: the untiled decode does not fit"
+                                                             if why else "")) if tiled else
+                 "one decode program's temporaries, estimate",
+                 device_key=SMALLER_TILES if tiled else "vae.tiling=true")
     if cpu:
-        plan.rows = [(p, w.replace("device", "cpu device"), d, h + d, n, ph) for p, w, d, h, n, ph in plan.rows]
-    return plan.lines(_fmt_bytes)
+        for r in plan.rows:
+            r.where, r.host, r.host_key = r.where.replace("device", "cpu device"), r.host + r.device, \
+                r.host_key or r.device_key
+    plan.process_bytes = int((memory.anon_mb() or 0) * 2**20)
+    plan.runtime_bytes = (int(peak.runtime_host_gib * 2**30) if peak is not None and peak.runtime_host_gib is not None
+                          else 0 if cpu or peak is None else None)
+    if host_memory_gib is not None:
+        plan.host_budget, plan.host_label = int(host_memory_gib * 2**30), "named (--host-memory)"
+    elif peak is None:
+        plan.host_budget, plan.host_label = int(psutil.virtual_memory().available), "available"
+    return plan
 
 
 def target_device(cfg: RunConfig, device: str | None) -> tuple[RunConfig, Any, str]:
@@ -232,12 +272,59 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
 
 
 
-def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -> str:
+@dataclass
+class RunSizing:
+    """What a run's plan holds where: the largest pass's latent grid, each denoiser's sizing, the streamed groups,
+    the device weights and activations, and the placement table (:func:`placement_table`)."""
+
+    latent: Any
+    mesh_plan: Any
+    streamed: tuple
+    abstracts: list
+    sizes: list
+    chunk: Any
+    tp: int
+    resident: float
+    how: str
+    activations: str
+    placement: Any
+
+
+def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak: Any = None,
+             host_memory_gib: float | None = None) -> RunSizing:
+    """The sizing of a planned run (the dry run prints it; a run checks its host memory with it before reading a
+    weight), from shapes and file headers only."""
+    from vidax_core.runner.plan import expected_batch, video_tokens
+
+    sized = max(range(len(plan.passes)), key=lambda k: np.prod(plan.grids[k]) if plan.grids[k] else 0)
+    latent, placements = plan.grids[sized], plan.placements[sized]  # the largest pass is sized
+    batch = expected_batch(plan.guides[sized])
+    mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
+    abstracts = [abstract_model(b.ctor) for b in builds]
+    sizes = [size_denoiser(a[2], b.block_counts) for a, b in zip(abstracts, builds)]
+    activations, activation_bytes = _activations(cfg, builds[0], abstracts[0][1], mesh_plan, batch,
+                                                 video_tokens(builds[0], latent) if latent is not None else None)
+    tp, chunk = cfg.parallel.tp, cfg.offload.chunk_size
+    if cfg.offload.enabled and streamed:
+        resident = sum(s.resident(streamed, chunk) for s in sizes)
+        how = f"offload: non-block params + 2 chunks of {_chunk_text(chunk)} block(s) of each streamed group"
+    else:
+        resident = sum(s.total for s in sizes)
+        how = "all weights resident"
+    if len(builds) > 1:
+        how += f"; all {len(builds)} experts stay loaded"
+    table = placement_table(cfg, spec, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp,
+                            activation_bytes, peak, abstracts[0][2], builds[0].param_dtype, host_memory_gib)
+    return RunSizing(latent, mesh_plan, streamed, abstracts, sizes, chunk, tp, resident, how, activations, table)
+
+
+def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
+                  host_memory_gib: float | None = None) -> str:
     """What ``vidax run`` would do with ``cfg``: the call's plan from the planner a real call runs
     (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute."""
     cfg, peak, label = target_device(cfg, device)
     from vidax_core.runner.denoiser import build_dit
-    from vidax_core.runner.plan import Planner, expected_batch, plan_lines, video_tokens
+    from vidax_core.runner.plan import Planner, plan_lines, video_tokens
 
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
@@ -250,9 +337,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
 
     adapters = lora.prepare(cfg, spec, ckpt, builds, plugins, weights_optional=True).summaries
     plan = Planner(spec, ckpt, plugins, builds).plan(cfg)
-    sized = max(range(len(plan.passes)), key=lambda k: np.prod(plan.grids[k]) if plan.grids[k] else 0)
-    latent, placements = plan.grids[sized], plan.placements[sized]  # the largest pass is sized below
-    batch = expected_batch(plan.guides[sized])
+    z = size_run(cfg, spec, ckpt, builds, plan, peak, host_memory_gib)
+    latent, sizes, abstracts, streamed, chunk, tp = z.latent, z.sizes, z.abstracts, z.streamed, z.chunk, z.tp
     if latent is not None:
         n = video_tokens(builds[0], latent)
         pt, ph, pw = builds[0].patch_size or (1, 1, 1)
@@ -260,21 +346,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
                   else "not checked (the denoiser declares no patch size)")
     else:  # no latent grid without the VAE's weights: every rule but sp | tokens is still checked, by the same code
         tokens = f"not checked (the plugin of {spec.id} gives no latent shape without loading its VAE)"
-    mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
-    abstracts = [abstract_model(b.ctor) for b in builds]
-    sizes = [size_denoiser(a[2], b.block_counts) for a, b in zip(abstracts, builds)]
-    activations, activation_bytes = _activations(cfg, builds[0], abstracts[0][1], mesh_plan, batch,
-                                                 video_tokens(builds[0], latent) if latent is not None else None)
-    tp = cfg.parallel.tp
-    chunk = cfg.offload.chunk_size
-    if cfg.offload.enabled and streamed:
-        resident = sum(s.resident(streamed, chunk) for s in sizes)
-        how = f"offload: non-block params + 2 chunks of {_chunk_text(chunk)} block(s) of each streamed group"
-    else:
-        resident = sum(s.total for s in sizes)
-        how = "all weights resident"
-    if len(builds) > 1:
-        how += f"; all {len(builds)} experts stay loaded"
+    mesh_plan, resident, how, activations = z.mesh_plan, z.resident, z.how, z.activations
     files = [c + "/" for c in ("transformer", "transformer_2", "vae", "text_encoder", "tokenizer", "scheduler",
                                 "latent_upsampler")
              if ckpt.has(c)]
@@ -301,8 +373,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),
         f"per device: ~{_fmt_bytes(resident / tp)} of DiT weights ({how}; tensor parallel divides by tp={tp})",
         f"activations: {activations}",
-        *_placement(cfg, spec, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp, activation_bytes,
-                    peak, abstracts[0][2], builds[0].param_dtype),
+        *z.placement.lines(_fmt_bytes),
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",

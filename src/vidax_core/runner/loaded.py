@@ -151,6 +151,7 @@ class LoadedModel:
         self.encode_on: memory_plan.EncoderPlacement | None = None
         self._first_cond: tuple[CallPlan, Any] | None = None  # a single run makes it at load
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
+        self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan)  # before any weight
         self.load_s = time.perf_counter() - t0
         if load_weights:
             self.load_weights()
@@ -442,8 +443,11 @@ class LoadedModel:
 
         t0 = time.perf_counter()
         dbar = reporter.bar(None, "decoding", unit="chunk")
+        tiling, why = memory_plan.decode_tiling(self.spec, self.ckpt, plan.passes[-1].run, self._decode_beside())
+        if why:
+            reporter.log(why)
         with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"):
-            decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar), tiling=cfg.vae.tiling)
+            decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar), tiling=tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))
@@ -461,6 +465,10 @@ class LoadedModel:
         if write_outputs and distributed.is_writer():  # under jax.distributed only process 0 writes
             write_call_outputs(cfg, final, frames, decoded, metrics, reporter)
         return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+
+    def _decode_beside(self) -> int:
+        """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's."""
+        return int(max(self.tracker.base, self.tracker.peak)) + (memory_plan.vae_bytes(self.ckpt, self.base) or 0)
 
     def metrics(self, cfg: RunConfig, plan: CallPlan, results: list, timer: Timer, decoded: Decoded) -> dict:
         """The metrics record of one call of this model (:func:`.metrics.run_metrics`)."""
@@ -484,6 +492,21 @@ class LoadedModel:
             if hasattr(self.ckpt, "close"):  # its tensor sources and kept models
                 self.ckpt.close()
             gc.collect()
+
+
+HOST_CHECK_ENV = "VIDAX_NO_HOST_CHECK"  # set: a run does not refuse on its host memory estimate
+
+
+def check_host_memory(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: CallPlan) -> Any:
+    """The run's placement (what ``--dry-run`` prints) against the memory this machine has available: a run that
+    would not fit stops here, before reading a weight, with one line naming the part and the key that shrinks it
+    (``VIDAX_NO_HOST_CHECK=1`` skips the refusal). Returns the placement (its rows and host estimate)."""
+    from vidax_core.runner.dry_run import size_run
+
+    placement = size_run(cfg, spec, ckpt, builds, plan).placement
+    if placement.host_fits() is False and not os.environ.get(HOST_CHECK_ENV):
+        raise UserError(placement.refusal() + f"; {HOST_CHECK_ENV}=1 runs anyway")
+    return placement
 
 
 def check_load_bound(spec: Any, base: RunConfig, cfg: RunConfig) -> None:

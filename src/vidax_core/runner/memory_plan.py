@@ -14,14 +14,14 @@ dtype (bf16 on an accelerator, float32 on the CPU; :func:`encoder_dtype`). ``run
 * ``auto``: ``device`` where the encoders fit the device's memory beside what is placed when they run (the VAE
   for ``vidax run``, which builds its VAE, then encodes, then places the denoiser; the denoiser's device weights
   for a loaded pipe), else ``stream`` (the largest chunk that fits), else ``cpu``. On the CPU backend the devices
-  are host memory: ``stream`` when the run keeps host memory low (``offload.storage=disk``), else ``device``.
+  are host memory: ``stream`` when the run bounds what it holds (``offload.enabled``), else ``device``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 
@@ -72,6 +72,51 @@ def vae_bytes(ckpt: Any, run: Any) -> int | None:
     from vidax_core.model_api import vae_encodes
 
     return component_bytes(ckpt, "vae", as_float32=True, skip=() if vae_encodes(run) else VAE_ENCODER_KEYS)
+
+
+def tiling_options(value: Any) -> Any:
+    """A ``vae.tiling`` value as an object with ``enabled`` and tile sizes (the reference's defaults when on)."""
+    from types import SimpleNamespace
+
+    from vidax_core.vae.tiling import TilingOptions
+
+    if isinstance(value, Mapping) or hasattr(value, "items"):
+        knobs = {**vars(TilingOptions(enabled=True)), **dict(value)}
+        return SimpleNamespace(**knobs)
+    return TilingOptions.coerce(bool(value))
+
+
+def decode_bytes(spec: Any, ckpt: Any, run: Any, tiling: Any = None) -> int | None:
+    """Device bytes of one decode program of ``run``'s video beyond the VAE's weights (:mod:`vidax_core.vae.
+    decode_memory`), tiled as ``run`` says (or as ``tiling``, a ``vae.tiling`` value); None without the VAE's
+    config."""
+    from vidax_core.vae.decode_memory import decode_bytes as estimate
+
+    try:
+        if ckpt is None or not ckpt.has("vae"):
+            return None
+        config = ckpt.config("vae")
+    except Exception:  # noqa: BLE001 - no VAE config at hand
+        return None
+    s = run.sampling
+    tiling = tiling_options(getattr(run.vae, "tiling", False) if tiling is None else tiling)
+    return estimate(config, int(s.num_frames or 1), int(s.height), int(s.width),
+                    getattr(spec, "vae_decode_frames", None), tiling)
+
+
+def decode_tiling(spec: Any, ckpt: Any, run: Any, held_bytes: int, peak: Any = None) -> tuple[Any, str | None]:
+    """``run``'s ``vae.tiling``, or ``True`` (the reference's tile knobs) where the untiled decode would not fit
+    the device beside the ``held_bytes`` of weights placed while it runs; with the line that says so."""
+    asked = getattr(run.vae, "tiling", False)
+    budget = device_budget(peak)
+    if asked is not False or budget is None or (peak is None and jax.default_backend() == "cpu"):
+        return asked, None
+    need = decode_bytes(spec, ckpt, run)
+    if need is None or need + held_bytes <= MARGIN * budget:
+        return asked, None
+    return True, (f"decoding tiled (vae.tiling=true, the reference's tile sizes): the untiled decode needs "
+                  f"~{need / 2**30:.1f} GiB beside {held_bytes / 2**30:.1f} GiB of weights on the device's "
+                  f"{budget / 2**30:.1f} GiB")
 
 
 def encoder_dtype(spec: Any, cfg: Any, component: str = "text_encoder") -> str:
@@ -233,8 +278,8 @@ def encoder_placement(cfg: Any, ckpt: Any, beside_bytes: int, peak: Any = None, 
     if not sizes:
         return EncoderPlacement("device", "its size is not known (no local weights)")
     if cpu_devices:
-        if cfg.offload.enabled and cfg.offload.storage == "disk" and any(s.streams for s in sizes):
-            return stream(f"the devices are this host's CPU and offload.storage=disk keeps host memory low "
+        if cfg.offload.enabled and any(s.streams for s in sizes):
+            return stream(f"the devices are this host's CPU and offload.enabled bounds what the run holds "
                           f"({need / 2**30:.1f} GiB at {dt} whole)")
         return EncoderPlacement("device", "the devices are this host's CPU", 0, need)
     if budget is None:
@@ -256,42 +301,125 @@ def cpu_scope():
     return jax.default_device(jax.devices("cpu")[0])
 
 
+PHASES = ("encode", "denoise", "decode")
+
+
+@dataclass
+class Row:
+    """One part of a run: where it lives, its bytes per device and on the host, and the phases it is held in
+    (``vidax run`` encodes before it places the denoiser, and decodes with the denoiser still placed)."""
+
+    part: str
+    where: str
+    device: int = 0
+    host: int = 0
+    note: str = ""
+    phases: tuple[str, ...] = ("denoise", "decode")
+    device_key: str | None = None  # the run keys that shrink this part on the device / on the host (none set yet)
+    host_key: str | None = None
+
+
 @dataclass
 class Placement:
-    """The dry run's placement table: (part, where, device bytes, host bytes, note, phase) rows and the verdict.
-    ``vidax run`` encodes its prompts before it places the denoiser, so the peaks are the larger of the ``encode``
-    phase's and the ``denoise`` phase's sums."""
+    """The dry run's placement table and its verdicts, per device and per host: :class:`Row` s, the device's
+    memory (``budget``), the host's (``host_budget``: what the machine has available, or ``--host-memory``), what
+    the process holds before the run's parts (``process_bytes``) and, for a named target device, what its
+    runtime takes of the host by itself (``runtime_bytes``: a TPU v5e's runtime about 14 GiB)."""
 
-    rows: list[tuple[str, str, int, int, str, str]] = field(default_factory=list)  # phase: encode|denoise|both
+    rows: list[Row] = field(default_factory=list)
     budget: int | None = None
+    host_budget: int | None = None
+    host_label: str = "available"
+    process_bytes: int = 0
+    runtime_bytes: int | None = None
 
     def add(self, part: str, where: str, device: int = 0, host: int = 0, note: str = "",
-            phase: str = "denoise") -> None:
-        self.rows.append((part, where, int(device), int(host), note, phase))
+            phases: tuple[str, ...] | str = ("denoise", "decode"), device_key: str | None = None,
+            host_key: str | None = None) -> None:
+        phases = PHASES if phases == "all" else (phases,) if isinstance(phases, str) else tuple(phases)
+        self.rows.append(Row(part, where, int(device), int(host), note, phases, device_key, host_key))
 
-    def _peak(self, column: int) -> int:
-        return max(sum(r[column] for r in self.rows if r[5] in (phase, "both")) for phase in ("encode", "denoise"))
+    def _phase_sum(self, column: str, phase: str) -> int:
+        return sum(getattr(r, column) for r in self.rows if phase in r.phases)
+
+    def _peak_phase(self, column: str) -> str:
+        return max(PHASES, key=lambda ph: self._phase_sum(column, ph))
 
     def device_peak(self) -> int:
-        return self._peak(2)
+        return self._phase_sum("device", self._peak_phase("device"))
 
     def host_total(self) -> int:
-        return self._peak(3)
+        """The host bytes the run's parts hold at their peak phase (beyond what the process holds already)."""
+        return self._phase_sum("host", self._peak_phase("host"))
+
+    def host_need(self) -> int:
+        """Everything the host must hold at the run's peak: the parts, the process and (named target) the runtime."""
+        return self.host_total() + self.process_bytes + (self.runtime_bytes or 0)
+
+    def host_fits(self) -> bool | None:
+        if self.host_budget is None:
+            return None
+        # a local run compares with what is available now: the process and runtime already hold their share
+        need = self.host_need() if self.host_label != "available" else self.host_total()
+        return need <= self.host_budget
+
+    def largest(self, column: str) -> Row | None:
+        phase = self._peak_phase(column)
+        rows = [r for r in self.rows if phase in r.phases and getattr(r, column)]
+        return max(rows, key=lambda r: getattr(r, column)) if rows else None
+
+    def advice(self, column: str) -> str:
+        """Which part does not fit, and the key that shrinks it (never one already set)."""
+        row = self.largest(column)
+        if row is None:
+            return ""
+        key = getattr(row, column + "_key")
+        fix = f": {key}" if key else ""
+        return f"the largest part at that moment is the {row.part} ({_gib(getattr(row, column))}){fix}"
+
+    def refusal(self) -> str:
+        """The one-line reason a run stops before reading a weight (its host need exceeds what is available)."""
+        return (f"this run needs ~{_gib(self.host_total())} of host memory at its peak beside what the process holds, "
+                f"and this machine has {_gib(self.host_budget)} available: {self.advice('host')} "
+                "(vidax run --dry-run shows the whole placement)")
 
     def lines(self, fmt) -> list[str]:
         out = [f"placement:  per device{' of ' + fmt(self.budget) if self.budget else ''}"]
-        for part, where, dev, host, note, _phase in self.rows:
-            amounts = ", ".join(x for x in (f"device {fmt(dev)}" if dev else "", f"host {fmt(host)}" if host else "")
-                                if x) or "-"
-            out.append(f"  {part:<13} {where:<26} {amounts}{'; ' + note if note else ''}")
-        peak = self.device_peak()
+        for r in self.rows:
+            amounts = ", ".join(x for x in (f"device {fmt(r.device)}" if r.device else "",
+                                            f"host {fmt(r.host)}" if r.host else "") if x) or "-"
+            when = "" if r.phases == ("denoise", "decode") or r.phases == PHASES else f" [{'+'.join(r.phases)}]"
+            out.append(f"  {r.part:<13} {r.where:<26} {amounts}{when}{'; ' + r.note if r.note else ''}")
+        peak, phase = self.device_peak(), self._peak_phase("device")
         if self.budget:
-            verdict = "fits" if peak <= self.budget else (
-                "does not fit: set offload.enabled=true (and a smaller offload.chunk_size), model.weight_dtype="
-                "float8_e4m3fn, or parallel.tp / parallel.sp over more devices")
-            out.append(f"  peak per device ~{fmt(peak)} of {fmt(self.budget)}: {verdict}")
+            verdict = "fits" if peak <= self.budget else "does not fit: " + self.advice("device")
+            out.append(f"  peak per device ~{fmt(peak)} ({phase}) of {fmt(self.budget)}: {verdict}")
         else:
-            out.append(f"  peak per device ~{fmt(peak)} (the device's memory is not known: name one with --device)")
-        out.append(f"  host memory ~{fmt(self.host_total())} held by the run at its peak (beside the runtime's own and "
-                   "the page cache of the checkpoint files)")
+            out.append(f"  peak per device ~{fmt(peak)} ({phase}; the device's memory is not known: name one with "
+                       "--device)")
+        parts = [f"~{fmt(self.host_total())} for the run's parts ({self._peak_phase('host')})",
+                 f"~{fmt(self.process_bytes)} the process (Python, JAX)"]
+        if self.runtime_bytes:
+            parts.append(f"~{fmt(self.runtime_bytes)} the device runtime's own")
+        elif self.runtime_bytes is None:
+            parts.append("the device runtime's own (not known for this device)")
+        line = f"  host memory {' + '.join(parts)} = ~{fmt(self.host_need())}"
+        fits = self.host_fits()
+        if fits is not None:
+            line += (f" of {fmt(self.host_budget)} {self.host_label}: "
+                     + ("fits" if fits else "does not fit: " + self.advice("host")))
+        out.append(line + " (the page cache of the checkpoint files is the OS's)")
         return out
+
+
+def fmt_bytes(n: float) -> str:
+    """``n`` bytes in the largest binary unit that keeps it at least 1 (one decimal)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024.0
+    return f"{n:.1f} TiB"
+
+
+def _gib(n: int | None) -> str:
+    return fmt_bytes(n or 0)

@@ -9,6 +9,8 @@ class HunyuanVAEHooks:
     """``vae_channels_last``: the family's latents are ``(B, F, h, w, C)`` (Kandinsky 5) rather than
     ``(B, C, F, h, w)`` (HunyuanVideo); see :class:`vidax_core.vae.hunyuan_video.HunyuanVideoAutoencoder`."""
 
+    vae_decode_frames = 16  # diffusers' time tiles (tile_sample_min_num_frames) above 16 frames
+
     vae_channels_last = False
 
     def build_vae(self, spec, ckpt, run):

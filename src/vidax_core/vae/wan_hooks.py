@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 class WanVAEHooks:
+    vae_decode_frames = 4  # a causal chunk: one latent frame -> four frames
     def build_vae(self, spec, ckpt, run):
         """The checkpoint's Wan VAE, with its encoder only when the run conditions on an image or a clip."""
         from vidax_core.model_api import vae_encodes

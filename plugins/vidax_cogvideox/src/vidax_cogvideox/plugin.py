@@ -26,6 +26,7 @@ def dynamic_scale(guidance_scale: float, num_steps: int):
 
 
 class CogVideoXPlugin(FamilyPlugin):
+    vae_decode_frames = 8  # frame batches of two latent frames
     family = "cogvideox"
     models = presets.MODELS
     options = presets.OPTIONS
