@@ -110,3 +110,22 @@ def test_the_policy_sets_the_dtype_of_towers_built_without_one(umt5):
 
         assert ViTConfig.clip_text({"hidden_size": 32, "num_attention_heads": 4}).dtype == ml_dtypes.bfloat16
     assert T5Config.from_config(config).dtype == np.float32
+
+
+def test_a_loaded_pipe_streaming_its_encoder_makes_the_resident_video():
+    """``runtime.encode_on=stream``: the same video as the resident encoder, across calls of a loaded pipe (the
+    encoder parked on the host between them keeps its streams), and the metrics say where and in which dtype."""
+    import os
+
+    import vidax
+
+    demo = os.path.join(os.path.dirname(__file__), "..", "configs", "demo.yaml")
+    fast = ("sampling.num_steps=2", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5")
+    with vidax.load(demo, *fast) as pipe:
+        want = [np.asarray(pipe(prompt=p).latents) for p in ("a cat", "a dog")]
+    with vidax.load(demo, *fast, "runtime.encode_on=stream") as pipe:
+        got = [pipe(prompt=p) for p in ("a cat", "a dog")]
+    info = got[1].metrics["text_encoders"]
+    assert info["where"] == "stream" and info["layers_per_chunk"] == 1 and info["dtypes"] == {"encoder": "float32"}
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(np.asarray(g.latents), w, rtol=1e-5, atol=1e-5)

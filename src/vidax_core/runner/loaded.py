@@ -119,6 +119,7 @@ class LoadedModel:
         self.spec = spec = plugins.registry.get(cfg.model.id)
         preflight(cfg, spec, plugins)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
+        memory.start_backend()  # the runtime's own host memory, measured apart from vidax's
         setup_runtime(cfg)
         self.backend = attention.resolve_backend(cfg.attention.backend)  # this pipe's: every call traces in its scope
         self.attention_calls: dict[str, dict] = {}  # the backend each attention call site of this pipe ran

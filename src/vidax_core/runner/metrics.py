@@ -42,6 +42,9 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
         "decode_s": timer.phases.get("decode_s", 0.0),
         "total_s": timer.total(),
         "peak_rss_mb": peak_rss_mb(),
+        # of that resident peak, what the device runtime took when it started (a TPU v5e's ~14 GB) and the rest
+        "runtime_host_mb": memory.runtime_mb(),
+        "vidax_host_mb": round(peak_rss_mb() - (memory.runtime_mb() or 0.0), 1),
         # anonymous memory only (the mapped checkpoint's pages are the OS's to drop), and the devices' own peak
         "peak_anon_mb": memory.peak_anon_mb(),
         # per phase of this load and call: the anonymous MiB at its start and the most seen during it

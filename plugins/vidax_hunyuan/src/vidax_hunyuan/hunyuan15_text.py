@@ -26,6 +26,7 @@ import numpy as np
 from vidax_core.encoders import decoder_llm as dl
 from vidax_core.encoders.chat_template import load_chat_template, render_chat, special_tokens
 from vidax_core.encoders.tokenizer import TextTokenizer
+from vidax_core.encoders.towers import encode_t5
 
 from . import hunyuan15_presets as presets
 
@@ -98,11 +99,6 @@ def load(ckpt: Any, *, dtype: Any, mesh: Any = None, i2v: bool = False) -> Hunyu
 
 
 @jax.jit
-def _byt5_states(encoder, ids, mask):
-    return encoder(ids, mask)
-
-
-@jax.jit
 def _siglip_states(encoder, pixels):
     return encoder(pixels)[0]
 
@@ -135,7 +131,7 @@ def encode_byt5(encoder: Hunyuan15TextEncoder, prompts: Sequence[str], *, max_le
     glyphs = [(i, g) for i, g in glyphs if g is not None]
     if glyphs:
         ids, m = encoder.byt5_tokenizer([g for _, g in glyphs], max_length)
-        states = np.asarray(_byt5_states(encoder.byt5, ids, m), np.float32)
+        states = encode_t5(encoder.byt5, ids, m)  # jitted, or streamed layer chunks
         rows = [i for i, _ in glyphs]
         hidden[rows], mask[rows] = states, m
     return hidden, mask
