@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The flagship models end to end on one accelerator chip, random full-size weights written with numpy.
 #
-#   benchmarks/tpu_big.sh OUT_DIR CASE [--wheels DIR]      CASE: wan21-14b | wan22-a14b | hunyuan15-480p
+#   benchmarks/tpu_big.sh OUT_DIR CASE [--wheels DIR]
+#       CASE: wan21-14b | wan21-14b-720p | wan22-a14b | hunyuan15-480p | ltx2-19b
 #
 # Each case fits one command of at most 10 minutes: the checkpoint is written once under WEIGHTS (default
 # /tmp/vidax-big/<case>; kept while the machine stays warm, so a second case or a rerun skips the write), then one
@@ -13,7 +14,13 @@
 #   wan21-14b       Wan2.1-T2V-14B, 480x832x81, fp8 blocks, the full UMT5-XXL encoder, offload chunk 2
 #   wan22-a14b      Wan2.2-T2V-A14B, the same, both experts streamed from a disk cache (two 14B experts do not fit
 #                   a 40 GB host beside the TPU runtime in pinned memory)
+#   wan21-14b-720p  Wan2.1-T2V-14B at 1280x720x81, the same
 #   hunyuan15-480p  HunyuanVideo-1.5 T2V 480p, 848x480x121, fp8 blocks, the full Qwen2.5-VL-7B text tower
+#   ltx2-19b        LTX-2 19B dev at its reference size, fp8 blocks from a disk cache, the full Gemma-3 12B encoder
+# Before the run, its dry run (the same config) is kept as OUT_DIR/<case>.dry.txt, and the run's resident memory is
+# sampled every second into OUT_DIR/<case>.rss.txt, to hold the dry run's host line against what the run held.
+# FILL=random|zeros picks the writer's weights (default zeros: sparse files that cost the host neither time nor
+# memory to write; the step times do not depend on the values).
 # --wheels DIR installs vidax from wheels first (benchmarks/accelerator.sh --wheels, TPU form). PYTHON picks the
 # interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N and FULL_TEXT=0 write a cut
 # checkpoint (N blocks, a one-layer text encoder) to check the script itself on a small machine.
@@ -56,17 +63,22 @@ case "$CASE" in
              RUN=(offload.enabled=true offload.chunk_size=2) ;;
   wan22-a14b) ID=wan2.2-t2v-a14b CONFIG=configs/wan22_t2v_a14b_480p.yaml
               RUN=(offload.enabled=true offload.chunk_size=2 offload.storage=disk) ;;
+  wan21-14b-720p) ID=wan2.1-t2v-14b CONFIG=configs/wan21_14b_720p.yaml
+                  RUN=(offload.enabled=true offload.chunk_size=2) ;;
   hunyuan15-480p) ID=hunyuanvideo-1.5-t2v-480p CONFIG=configs/hunyuan15_t2v_480p.yaml
                   RUN=(offload.enabled=true offload.chunk_size=2) ;;
-  *) echo "error: unknown case $CASE (wan21-14b, wan22-a14b, hunyuan15-480p)" >&2; exit 2 ;;
+  ltx2-19b) ID=ltx-2-19b-dev CONFIG=configs/ltx2_19b_dev.yaml
+            RUN=(offload.enabled=true offload.chunk_size=2 offload.storage=disk) ;;
+  *) echo "error: unknown case $CASE (wan21-14b, wan21-14b-720p, wan22-a14b, hunyuan15-480p, ltx2-19b)" >&2
+     exit 2 ;;
 esac
 WEIGHTS=${WEIGHTS:-/tmp/vidax-big}
-CK="$WEIGHTS/$CASE"
+CK="$WEIGHTS/${ID}"
 if [ ! -f "$CK/random_checkpoint.json" ]; then
   rm -rf "$CK"
   log "writing $ID with random fp8 weights and its full text encoder into $CK"
   "$PY" -m vidax_core.cli bench --write-random-checkpoint "$ID" "$CK" --weight-dtype float8_e4m3fn \
-    $([ "${FULL_TEXT:-1}" = 1 ] && echo --full-text-encoder) ${BLOCKS:+--blocks $BLOCKS} \
+    $([ "${FULL_TEXT:-1}" = 1 ] && echo --full-text-encoder) ${BLOCKS:+--blocks $BLOCKS} --fill "${FILL:-zeros}" \
     || { echo "error: writing the checkpoint failed" >&2; exit 1; }
 fi
 if "$PY" -c 'import imageio_ffmpeg' 2>/dev/null; then OUTPUT=("output.path=$WEIGHTS/$CASE.mp4")
@@ -76,8 +88,17 @@ else  # no ffmpeg on the machine: the decoded frames are written as float32 .npy
 fi
 log "running $CONFIG, $STEPS steps: ${RUN[*]} ${EXTRA:-}"
 export VIDAX_OFFLOAD_CACHE=${VIDAX_OFFLOAD_CACHE:-$WEIGHTS/offload-cache}
-"$PY" -m vidax_core.cli run "$CONFIG" "model.checkpoint=$CK" "sampling.num_steps=$STEPS" "${RUN[@]}" ${EXTRA:-} \
-  "${OUTPUT[@]}" output.overwrite=true "output.metrics=$OUT/$CASE.run.json"
+ARGS=("$CONFIG" "model.checkpoint=$CK" "sampling.num_steps=$STEPS" "${RUN[@]}" ${EXTRA:-} "${OUTPUT[@]}"
+      output.overwrite=true "output.metrics=$OUT/$CASE.run.json")
+"$PY" -m vidax_core.cli run "${ARGS[@]}" --dry-run > "$OUT/$CASE.dry.txt" 2>&1 || log "the dry run failed"
+grep -E "^  (text encoder|denoiser|vae|host memory|peak)" "$OUT/$CASE.dry.txt" >&2
+"$PY" -m vidax_core.cli run "${ARGS[@]}" &
+pid=$!
+( while kill -0 "$pid" 2>/dev/null; do
+    echo "$(( $(date +%s) - start )) $(awk '/^(VmRSS|RssAnon|RssFile):/ {printf "%s %s ", $1, $2}' /proc/$pid/status 2>/dev/null)"
+    sleep 1
+  done ) > "$OUT/$CASE.rss.txt" &
+wait "$pid"
 rc=$?
 "$PY" - "$OUT" "$CASE" "$CK" "$rc" "$(( $(date +%s) - start ))" <<'EOF'
 import json, os, sys
@@ -89,6 +110,17 @@ for name, key in (("random_checkpoint.json", "checkpoint"),):
 p = os.path.join(out, case + ".run.json")
 m = json.load(open(p)) if os.path.exists(p) else {}
 row["metrics"] = m
+rss = []
+p = os.path.join(out, case + ".rss.txt")
+if os.path.exists(p):
+    for line in open(p):
+        parts = line.split()
+        if "VmRSS:" in parts:
+            rss.append(int(parts[parts.index("VmRSS:") + 1]) / 2**20)
+row["sampled_peak_rss_gib"] = round(max(rss), 2) if rss else None
+p = os.path.join(out, case + ".dry.txt")
+row["dry_host_line"] = next((x.strip() for x in open(p) if x.strip().startswith("host memory")), None) \
+    if os.path.exists(p) else None
 json.dump(row, open(os.path.join(out, case + ".json"), "w"), indent=1)
 keys = ["per_step_s", "mfu", "compile_s", "decode_s", "encode_s", "load_s", "total_s", "peak_device_mb",
         "peak_anon_mb", "peak_rss_mb", "matmul_precision", "attention_backend"]

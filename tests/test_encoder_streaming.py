@@ -70,9 +70,13 @@ def test_a_streamed_umt5_gives_the_resident_outputs(umt5, layers):
     config, path = umt5
     cfg = T5Config.from_config(config)
     resident = load_t5(cfg, SafetensorsFile(path))
-    released = []
-    with encoder_policy(EncoderPolicy(stream_layers=layers, release=lambda: released.append(1))):
-        stream = load_t5(cfg, SafetensorsFile(path))
+    reads = []
+    source = SafetensorsFile(path)
+    counted = type("Counted", (dict,), {"__getitem__": lambda self, k: reads.append(k) or source[k]})(
+        {k: None for k in source})
+    with encoder_policy(EncoderPolicy(stream_layers=layers)):
+        stream = load_t5(cfg, counted)
+    loaded = len(reads)
     assert streamed.is_streamed(stream) and not streamed.is_streamed(resident)
     leaves = _block_leaves(stream, ("blocks",))
     assert leaves and all(isinstance(a, jax.ShapeDtypeStruct) for a in leaves)  # no layer held anywhere
@@ -81,8 +85,9 @@ def test_a_streamed_umt5_gives_the_resident_outputs(umt5, layers):
                lambda m: encode_t5(m, ids, mask)):
         want, got = np.asarray(fn(resident)), np.asarray(fn(stream))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
-    n = 4 // layers  # each call reads every chunk once (its pages dropped after); the executor's second run also
-    assert len(released) == 3 * n + (n > 1)  # times one chunk's transfer alone (its overlap figure)
+    per_layer = sum(1 for k in reads[:loaded] if ".block.0." in k)  # tensors of one layer read at load
+    n = 4 // layers  # each call reads every layer's tensors once; the executor's second run also times one chunk's
+    assert len(reads) - loaded == (3 * 4 + (n > 1) * layers) * per_layer  # transfer alone (its overlap figure)
 
 
 @pytest.mark.parametrize("layers", [1, 2, 4])
@@ -129,3 +134,26 @@ def test_a_loaded_pipe_streaming_its_encoder_makes_the_resident_video():
     assert info["where"] == "stream" and info["layers_per_chunk"] == 1 and info["dtypes"] == {"encoder": "float32"}
     for w, g in zip(want, got):
         np.testing.assert_allclose(np.asarray(g.latents), w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_tensor_read_from_a_checkpoint_maps_only_its_bytes_while_it_lives(tmp_path):
+    """Each tensor is a map of its own bytes, gone with the array: a placed weight keeps no page of its file in
+    the process (a whole-file map under gVisor made the whole file resident on the first read)."""
+    import gc
+
+    path = str(tmp_path / "w.safetensors")
+    save_file({"a": np.arange(3 << 18, dtype=np.float32), "b": np.ones((1 << 20,), np.float32)}, path)
+
+    def maps():
+        with open("/proc/self/maps") as f:
+            return [line for line in f if line.rstrip().endswith(path)]
+
+    f = SafetensorsFile(path)
+    a = f["a"]
+    assert a[-1] == (3 << 18) - 1 and not a.flags.writeable
+    (held,) = maps()
+    lo, hi = (int(x, 16) for x in held.split()[0].split("-"))
+    assert hi - lo < (3 << 20) + (1 << 16)  # tensor a's 3 MiB (from a page boundary), not the file's 7 MiB
+    del a
+    gc.collect()
+    assert maps() == []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -25,7 +25,6 @@ import numpy as np
 class EncoderPolicy:
     dtype: Any = None  # None: float32
     stream_layers: int = 0
-    release: Callable[[], None] | None = None  # called after each streamed chunk is read (drops mapped pages)
 
 
 _POLICY: contextvars.ContextVar[EncoderPolicy] = contextvars.ContextVar("vidax_encoder_policy",
@@ -98,7 +97,7 @@ def place_tower(graphdef: Any, abstract_state: Any, values: Any, *, put: Any = N
         return jax.tree_util.tree_map_with_path(
             lambda p, _a: NamedSharding(mesh, specs.get(path + key_path(p), PartitionSpec())), state)
 
-    streamed.stream_stacks(model, policy.stream_layers, shardings_of, policy.release)
+    streamed.stream_stacks(model, policy.stream_layers, shardings_of)
     return model
 
 

@@ -22,26 +22,6 @@ import numpy as np
 from vidax_core.quant import leaf as quant_leaf
 
 
-#: bytes read from checkpoint files between two releases of their mapped pages (:func:`_read_done`)
-RELEASE_EVERY = 512 << 20
-_released = {"since": 0}
-_release_lock = threading.Lock()
-
-
-def _read_done(nbytes: int) -> None:
-    """Count bytes read through file mappings; every :data:`RELEASE_EVERY` of them the mapped pages are dropped
-    from the process (:func:`vidax_core.io.safetensors.release_mapped_pages`), so placing a model never holds its
-    file's pages beside the copy it made: the host holds one copy, the page cache the file."""
-    with _release_lock:
-        _released["since"] += int(nbytes)
-        if _released["since"] < RELEASE_EVERY:
-            return
-        _released["since"] = 0
-    from vidax_core.io.safetensors import release_mapped_pages
-
-    release_mapped_pages()
-
-
 class ScaleMemo:
     """Scales computed while reading 8-bit kernels, kept until their scale leaf takes them (small arrays)."""
 
@@ -148,14 +128,12 @@ class LazyLeaf:
     def read(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
         """Layers ``[lo, hi)`` of a stacked leaf as one new array (the whole leaf when not stacked)."""
         if not self.stacked:
-            arr = np.asarray(self.parts[0].read(self._memo, self._on_tensor), self.dtype)
-            _read_done(arr.nbytes)
-            return arr
+            arr = self.parts[0].read(self._memo, self._on_tensor)
+            return np.asarray(arr, self.dtype)
         hi = self.shape[0] if hi is None else hi
         out = np.empty((hi - lo,) + self.shape[1:], self.dtype)
         for i in range(lo, hi):
             out[i - lo] = self.parts[i].read(self._memo, self._on_tensor)
-        _read_done(out.nbytes)
         return out
 
     def read_rows(self, lo: int, hi: int) -> np.ndarray:
@@ -168,9 +146,7 @@ class LazyLeaf:
             return self.read()[lo:hi]
         if lo == 0 and self._on_tensor is not None:
             self._on_tensor(self.parts[0].key, self.nbytes)
-        got = np.asarray(got, self.dtype)
-        _read_done(got.nbytes)
-        return got
+        return np.asarray(got, self.dtype)
 
     def rows_readable(self) -> bool:
         """Whether :meth:`read_rows` reads only the rows asked for."""

@@ -46,11 +46,10 @@ def _register(module: Any, stream: "StackStream") -> None:
 
 class FileChunks:
     """A stacked group's layers read from the checkpoint a chunk at a time, when transferred: the interface of
-    :class:`vidax_core.parallel.host_chunks.HostChunks` with nothing kept on the host. ``release()`` is called
-    after each chunk is read (the checkpoint drops the pages it mapped, :meth:`Checkpoint.release_pages`)."""
+    :class:`vidax_core.parallel.host_chunks.HostChunks` with nothing kept on the host (each tensor's file map goes
+    with the array read from it, :class:`vidax_core.io.safetensors.SafetensorsFile`)."""
 
-    def __init__(self, state: Any, chunk_size: int, shardings: Any, release: Callable[[], None] | None = None
-                 ) -> None:
+    def __init__(self, state: Any, chunk_size: int, shardings: Any) -> None:
         state = jax.tree.map(lambda a: a, state)  # detached: the module's variables become shapes after this
         leaves, self._treedef = jax.tree.flatten(state)
         self._leaves = leaves
@@ -61,7 +60,6 @@ class FileChunks:
         self.memory, self.direct = FILE, False
         self.abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(tuple(a.shape), np.dtype(a.dtype)), state)
         self._targets = jax.tree.leaves(shardings)
-        self._release = release
 
     def __len__(self) -> int:
         return self.num_blocks // self.chunk_size
@@ -71,8 +69,6 @@ class FileChunks:
         parts = []
         for leaf, sh in zip(self._leaves, self._targets):
             parts.append(shd.put(read_layers(leaf, lo, lo + self.chunk_size), sh))
-        if self._release is not None:
-            self._release()
         gc.collect(0)  # transfer handles can hold their host staging in reference cycles
         return self._treedef.unflatten(parts)
 
@@ -235,8 +231,7 @@ def chunk_for(depth: int, wanted: int) -> int:
     return max(d for d in range(1, wanted + 1) if depth % d == 0)
 
 
-def stream_stacks(model: nnx.Module, chunk_layers: int, shardings_of: Callable[[tuple, Any], Any],
-                  release: Callable[[], None] | None = None) -> list[str]:
+def stream_stacks(model: nnx.Module, chunk_layers: int, shardings_of: Callable[[tuple, Any], Any]) -> list[str]:
     """Stream every stacked module of ``model`` (whose stacked parameters are still lazy checkpoint leaves or
     host arrays): each gets :class:`FileChunks` of at most ``chunk_layers`` layers and holds shapes from now on.
     ``shardings_of(path, state)`` gives the device sharding of each leaf of the stack at ``path``. Returns the
@@ -245,7 +240,7 @@ def stream_stacks(model: nnx.Module, chunk_layers: int, shardings_of: Callable[[
     for path, m in stacked_modules(model):
         state = nnx.state(m)
         depth = int(jax.tree.leaves(state)[0].shape[0])
-        chunks = FileChunks(state, chunk_for(depth, chunk_layers), shardings_of(path, state), release)
+        chunks = FileChunks(state, chunk_for(depth, chunk_layers), shardings_of(path, state))
         graphdef, _ = nnx.split(m)
         nnx.update(m, chunks.abstract)
         name = "/".join(map(str, path))

@@ -259,12 +259,11 @@ class LoadedModel:
 
     def _encoder_policy(self) -> EncoderPolicy:
         """The dtype every encoder of this pipe computes in, and how many layers a streamed one reads per chunk."""
-        from vidax_core.io.safetensors import release_mapped_pages
         from vidax_core.model_api import dit_weight_dtype
 
         on = self.encode_on
         layers = on.layers_per_chunk if on is not None and on.where == "stream" else 0
-        return EncoderPolicy(dtype=dit_weight_dtype(self.base), stream_layers=layers, release=release_mapped_pages)
+        return EncoderPolicy(dtype=dit_weight_dtype(self.base), stream_layers=layers)
 
     def _build_encoder(self) -> Any:
         mesh = None if self.encode_on is not None and self.encode_on.where == "cpu" else self.mesh
