@@ -50,8 +50,9 @@ class ModelSpec:
     #: The VAE's ``vae.tiling`` knobs, name -> bool / int / float (a fraction), as its diffusers ``enable_tiling``
     #: names them; None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`. Checked once, before loading.
     tiling: Mapping[str, Any] | None = None
-    #: ``sampling.*`` keys the model may predict when a run leaves them unset (``("num_frames",)``: LTX-2.5's
-    #: duration head, hook ``predict_num_frames``); every other key without a preset default must be set.
+    #: ``sampling.*`` keys the model fills in itself when a run leaves them unset: ``"num_frames"`` (LTX-2.5's
+    #: duration head, hook ``predict_num_frames``), ``"guidance_scale"`` (the checkpoint's own, e.g. its diffusers
+    #: guider config, read by the model's ``guidance`` hook); every other key without a preset default must be set.
     predicts: tuple[str, ...] = ()
     #: Checkpoint folders of prompt encoders that compute in the denoiser's weight dtype
     #: (:func:`vidax_core.model_api.dit_weight_dtype`: bf16 on GPU/TPU); every other encoder computes in float32.
