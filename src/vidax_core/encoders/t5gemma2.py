@@ -33,7 +33,8 @@ from vidax_core.io.renamed import RenamedTensors
 
 EOI_TOKEN = 256_000  # T5Gemma2Encoder(config, eoi_token_index=256_000): the constructor's, not the config's
 _NORMS = {"pre_self_attn_layernorm": "input_layernorm", "post_self_attn_layernorm": "post_attention_layernorm"}
-_TEXT = re.compile(r"text_model\.(.*)")
+_TEXT = re.compile(r"(?:model\.)?(?:encoder\.)?(?:text_model\.)?(.*)")
+_OTHER = re.compile(r"(?:model\.)?(?:encoder\.)?(?:vision_tower|multi_modal_projector)\..*")
 _LAYER_NORM = re.compile(r"(layers\.\d+\.)(pre_self_attn_layernorm|post_self_attn_layernorm)(\.weight)")
 
 
@@ -52,14 +53,14 @@ def text_config(config: Mapping[str, Any], **overrides: Any) -> dl.DecoderLLMCon
 
 
 def text_tensors(tensors: Mapping[str, Any]) -> RenamedTensors:
-    """The text tower's tensors under the decoder LLM's names (``text_model.`` dropped, Gemma's norm names, the
-    end-of-image embedding at the root); the vision tower's and projector's keys left out."""
+    """The text tower's tensors under the decoder LLM's names (a ``text_model.`` prefix dropped: transformers'
+    ``save_pretrained`` writes the keys without it; Gemma's norm names; the end-of-image embedding at the root);
+    the vision tower's and projector's keys left out."""
 
     def name(key: str) -> str | None:
-        m = _TEXT.fullmatch(key)
-        if m is None:
+        if _OTHER.fullmatch(key):
             return None
-        rest = m.group(1)
+        rest = _TEXT.fullmatch(key).group(1)
         if rest == "embed_tokens.eoi_embedding":
             return "eoi_embedding"
         n = _LAYER_NORM.fullmatch(rest)
@@ -75,9 +76,17 @@ def load_text(config: Mapping[str, Any], tensors: Mapping[str, Any], *, dtype: A
                                mesh=mesh)
 
 
+_VISION = re.compile(r"(?:model\.)?(?:encoder\.)?vision_tower\.(.*)")
+
+
 def vision_tensors(tensors: Mapping[str, Any]) -> RenamedTensors:
     """The SigLIP tower's tensors without their ``vision_tower.`` prefix (the rest left out)."""
-    return RenamedTensors(tensors, lambda k: k[len("vision_tower."):] if k.startswith("vision_tower.") else None)
+
+    def name(key: str) -> str | None:
+        m = _VISION.fullmatch(key)
+        return m.group(1) if m else None
+
+    return RenamedTensors(tensors, name)
 
 
 def load_vision(config: Mapping[str, Any], tensors: Mapping[str, Any], *, dtype: Any = jnp.float32,
