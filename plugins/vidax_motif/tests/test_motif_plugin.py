@@ -146,3 +146,22 @@ def test_a_scheduler_without_sigmas_is_refused(plugins):
     with pytest.raises(UserError, match="dpm_solver\\+\\+ takes none \\(diffusers raises\\): use sampling.scheduler="
                                         "flow_euler or unipc"):
         sampling_plan(spec, ckpt, r, plugins, select_sampler(spec, ckpt, r, plugins), (3, 4, 6))
+
+
+def test_bench_reference_runs_the_pipeline(plugins):
+    """``vidax bench --reference diffusers``: MotifVideoPipeline on the built-in checkpoint, timed, its guider at
+    the run's guidance scale; an image run is refused with one line."""
+    pytest.importorskip("torch")
+    pytest.importorskip("diffusers")
+    from vidax_core import UserError
+    from vidax_core.bench.reference import reference_runner
+
+    spec = plugins.registry.get(MODEL)
+    folder = asset_folder("vidax_motif")
+    cfg = run(plugins, "sampling.num_steps=2", "sampling.num_frames=5", "sampling.height=32", "sampling.width=32",
+              "sampling.max_sequence_length=16", "sampling.guidance_scale=4", "model.dtype=float32")
+    row = reference_runner(plugins, spec, "diffusers", folder, cfg)()
+    assert row["latent_shape"] == [1, 4, 2, 4, 4] and row["frames_shape"] == [1, 5, 32, 32, 3]
+    assert row["per_step_s"] > 0 and row["decode_s"] > 0
+    with pytest.raises(UserError, match="text-to-video runs only"):
+        reference_runner(plugins, spec, "diffusers", folder, run(plugins, "image=x.png"))
