@@ -130,6 +130,8 @@ def _trailing_kind(tensors: Mapping[str, list], prefix: str, count: int) -> int:
     tail = 0
     while tail < count - 1 and kinds.get(count - 1 - tail) != kinds.get(0):
         tail += 1
+    if tail and len({frozenset(kinds.get(i, ())) for i in range(count - tail, count)}) > 1:
+        return 0  # not one trailing kind
     return tail
 
 
