@@ -5,8 +5,8 @@ Text: four layers, sliding (window 4, shorter than the 12-token prompts, so the 
 one KV head; right-padded prompts, ``last_hidden_state`` at the prompts' tokens in fp32 against the float64
 reference (a padded position whose window holds only padding attends to nothing: transformers' SDPA and eager paths
 disagree there, and the pipelines mask those positions out as keys, so nothing reads them); one prompt holds the
-end-of-image token, whose learned embedding replaces the table's. Leaving out what makes it T5Gemma2 (bidirectional attention, the centred window, the
-end-of-image embedding) moves the result past the bound. Vision: the SigLIP tower's ``last_hidden_state``."""
+end-of-image token, whose learned embedding replaces the table's. Leaving out what makes it T5Gemma2
+(bidirectional attention, the centred window, the end-of-image embedding) moves the result past the bound. Vision: the SigLIP tower's ``last_hidden_state``."""
 
 from __future__ import annotations
 
@@ -90,7 +90,8 @@ def test_config_reads_the_encoder():
     cfg_dict, _, _ = _build()
     cfg = t5gemma2.text_config(cfg_dict)
     assert cfg.bidirectional and cfg.eoi_token_index == t5gemma2.EOI_TOKEN and cfg.gemma_norm and cfg.sandwich_norms
-    assert cfg.layer_types == tuple(TEXT["layer_types"]) and cfg.sliding_window == 4 and cfg.query_pre_attn_scalar == 256
+    assert cfg.layer_types == tuple(TEXT["layer_types"]) and cfg.sliding_window == 4
+    assert cfg.query_pre_attn_scalar == 256
     with pytest.raises(UserError, match="T5Gemma2 encoder was expected"):
         t5gemma2.text_config({"text_config": dict(cfg_dict["text_config"], model_type="gemma3_text")})
 

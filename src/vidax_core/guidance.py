@@ -114,8 +114,23 @@ class NoGuidance(Guidance):
     branches = (Branch("cond"),)
 
 
+class _CondUncond(Guidance):
+    """Two passes, the prompt's and the negative prompt's; ``formula`` names the prediction the update is added to
+    (``"uncond"`` or ``"cond"``)."""
+
+    formula: str = "uncond"
+
+    def __post_init__(self) -> None:
+        if self.formula not in ("uncond", "cond"):
+            raise ValueError(f"formula must be 'uncond' or 'cond', got {self.formula!r}")
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
+        return (Branch("cond"), Branch("uncond", NEGATIVE))
+
+
 @dataclass(frozen=True)
-class ClassifierFree(Guidance):
+class ClassifierFree(_CondUncond):
     """Two passes, conditional and negative prompt.
 
     ``formula="uncond"``: ``uncond + g * (cond - uncond)`` (Wan, CogVideoX, LTX, HunyuanVideo true CFG);
@@ -127,14 +142,6 @@ class ClassifierFree(Guidance):
     scale: float | Callable[[float], float] = 5.0
     formula: str = "uncond"
     rescale_phi: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.formula not in ("uncond", "cond"):
-            raise ValueError(f"formula must be 'uncond' or 'cond', got {self.formula!r}")
-
-    @property
-    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
-        return (Branch("cond"), Branch("uncond", NEGATIVE))
 
     def scales(self, timesteps):
         return {"g": _per_step(self.scale, timesteps)}
@@ -256,7 +263,7 @@ class WindowedClassifierFree(ClassifierFree):
 
 
 @dataclass(frozen=True)
-class AdaptiveProjected(Guidance):
+class AdaptiveProjected(_CondUncond):
     """Adaptive projected guidance (Sadat et al. 2024, diffusers' ``AdaptiveProjectedGuidance``): two passes; the
     difference ``cond - uncond`` is averaged with momentum over the steps (``running = diff + momentum *
     running``; no momentum: the step's difference), clipped to an L2 norm of ``norm_threshold`` (0: off), split
@@ -277,14 +284,6 @@ class AdaptiveProjected(Guidance):
     first: int = 0
     last: int | None = None
     carries_state = True
-
-    def __post_init__(self) -> None:
-        if self.formula not in ("uncond", "cond"):
-            raise ValueError(f"formula must be 'uncond' or 'cond', got {self.formula!r}")
-
-    @property
-    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
-        return (Branch("cond"), Branch("uncond", NEGATIVE))
 
     def scales(self, timesteps):
         return {"g": _per_step(self.scale, timesteps), "on": _window(len(timesteps), self.first, self.last)}

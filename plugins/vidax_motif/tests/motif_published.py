@@ -9,7 +9,7 @@ a config-only folder (what ``vidax run --dry-run``, the published layout and the
   card's "2B"; without the single blocks' cross-attention, 1.89 B, the base checkpoint's "1.9B");
 * text_encoder: the repository's ``T5Gemma2Encoder`` config.json (T5Gemma2 4B's encoder: 34 layers, width 2560,
   8 heads of 256, 4 KV heads, sliding window 1024 every 6th layer full; SigLIP so400m at 896 pixels);
-* vae: diffusers' ``AutoencoderKLWan`` (Wan2.1) with its published latent statistics;
+* vae: diffusers' ``AutoencoderKLWan`` (Wan2.1, its published latent statistics are the defaults);
 * scheduler: ``FlowMatchEulerDiscreteScheduler`` (diffusers' defaults; the repository's own values are not recorded
   here), guider: the model card recipe's ``AdaptiveProjectedGuidance`` (8, momentum 0.1, norm threshold 12, per-frame
   norms, original formulation), feature_extractor: SigLIP's processor at 896x896.
@@ -17,7 +17,6 @@ a config-only folder (what ``vidax run --dry-run``, the published layout and the
 
 from __future__ import annotations
 
-import json
 import os
 
 DIT = dict(in_channels=33, out_channels=16, num_attention_heads=12, attention_head_dim=128, num_layers=12,
@@ -44,13 +43,9 @@ TEXT_ENCODER = {
         "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-06, "vision_use_head": False,
     },
 }
-WAN21_STATS = dict(
-    latents_mean=[-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508, 0.4134, -0.0715, 0.5517, -0.3632,
-                  -0.1922, -0.9497, 0.2503, -0.2921],
-    latents_std=[2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579, 1.6382,
-                 1.1253, 2.8251, 1.9160])
-GUIDER = {"_class_name": "AdaptiveProjectedGuidance", "guidance_scale": 8.0, "adaptive_projected_guidance_rescale": 12.0,
-          "adaptive_projected_guidance_momentum": 0.1, "use_original_formulation": True,
+GUIDER = {"_class_name": "AdaptiveProjectedGuidance", "guidance_scale": 8.0,
+          "adaptive_projected_guidance_rescale": 12.0, "adaptive_projected_guidance_momentum": 0.1,
+          "use_original_formulation": True,
           "adaptive_projected_guidance_norm_dim": [-1, -2, -4], "eta": 1.0, "guidance_rescale": 0.0, "start": 0.0,
           "stop": 1.0, "enabled": True}
 FEATURE_EXTRACTOR = {"image_processor_type": "SiglipImageProcessor", "do_resize": True, "size": {"height": 896,
@@ -59,39 +54,30 @@ FEATURE_EXTRACTOR = {"image_processor_type": "SiglipImageProcessor", "do_resize"
 MODEL_ID = "motif-video-2b"
 
 
-def _write(folder: str, name: str, data: dict) -> None:
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, name), "w") as f:
-        json.dump(data, f, indent=1)
-
-
-def _plain(cfg) -> dict:
-    """A diffusers config as JSON: tuples as lists, no ``_use_default_values`` bookkeeping."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dict(cfg).items() if k != "_use_default_values"}
-
-
 def write_folder(out: str) -> str:
     """The config-only diffusers folder of ``motif-video-2b`` under ``out``; needs torch and diffusers (the configs
     pass through them on the meta device, so every default is filled in)."""
     import torch
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, MotifVideoTransformer3DModel
 
+    from vidax_core.testing.config_folders import diffusers_config, write_json
+    from vidax_core.testing.published import WAN21_VAE
+
     with torch.device("meta"):
-        transformer = _plain(MotifVideoTransformer3DModel(**DIT).config)
-        vae = _plain(AutoencoderKLWan(**WAN21_STATS).config)
+        transformer = diffusers_config(MotifVideoTransformer3DModel(**DIT), "MotifVideoTransformer3DModel")
+        vae = diffusers_config(AutoencoderKLWan(**WAN21_VAE), "AutoencoderKLWan")
     root = os.path.join(out, MODEL_ID)
-    _write(root, "model_index.json", {
+    write_json(root, "model_index.json", {
         "_class_name": "MotifVideoPipeline", "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"],
         "text_encoder": ["transformers", "T5Gemma2Encoder"], "tokenizer": ["transformers", "GemmaTokenizerFast"],
         "transformer": ["diffusers", "MotifVideoTransformer3DModel"], "vae": ["diffusers", "AutoencoderKLWan"],
         "guider": ["diffusers", "AdaptiveProjectedGuidance"],
         "feature_extractor": ["transformers", "SiglipImageProcessor"]})
-    _write(os.path.join(root, "transformer"), "config.json", {"_class_name": "MotifVideoTransformer3DModel",
-                                                              **transformer})
-    _write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLWan", **vae})
-    _write(os.path.join(root, "scheduler"), "scheduler_config.json",
-           {"_class_name": "FlowMatchEulerDiscreteScheduler", **_plain(FlowMatchEulerDiscreteScheduler().config)})
-    _write(os.path.join(root, "text_encoder"), "config.json", TEXT_ENCODER)
-    _write(os.path.join(root, "guider"), "guider_config.json", GUIDER)
-    _write(os.path.join(root, "feature_extractor"), "preprocessor_config.json", FEATURE_EXTRACTOR)
+    write_json(os.path.join(root, "transformer"), "config.json", transformer)
+    write_json(os.path.join(root, "vae"), "config.json", vae)
+    write_json(os.path.join(root, "scheduler"), "scheduler_config.json",
+               diffusers_config(FlowMatchEulerDiscreteScheduler(), "FlowMatchEulerDiscreteScheduler"))
+    write_json(os.path.join(root, "text_encoder"), "config.json", TEXT_ENCODER)
+    write_json(os.path.join(root, "guider"), "guider_config.json", GUIDER)
+    write_json(os.path.join(root, "feature_extractor"), "preprocessor_config.json", FEATURE_EXTRACTOR)
     return root

@@ -35,7 +35,8 @@ BASE = dict(in_channels=9, out_channels=4, num_attention_heads=2, attention_head
             enable_text_cross_attention_dual=True, enable_text_cross_attention_single=True)
 VARIANTS = {
     "every_stage": {},
-    "layer_norm_qk_no_decoder": dict(qk_norm="layer_norm", num_decoder_layers=0, enable_text_cross_attention_dual=False),
+    "layer_norm_qk_no_decoder": dict(qk_norm="layer_norm", num_decoder_layers=0,
+                                     enable_text_cross_attention_dual=False),
     "no_qk_norm_temporal_patch": dict(qk_norm=None, patch_size_t=2, image_embed_dim=None,
                                       enable_text_cross_attention_single=False),
     "all_singles_decoder_no_dual": dict(num_layers=0, num_decoder_layers=3, patch_size=1, rope_axes_dim=(4, 2, 6)),

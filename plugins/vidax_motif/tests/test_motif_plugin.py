@@ -129,8 +129,9 @@ def test_sampler_plan_matches_diffusers(plugins, tmp_path, scheduler):
     spec, r = plugins.registry.get(MODEL), run(plugins, "sampling.num_steps=7")
     grid = (31, 92, 160)
     plan = sampling_plan(spec, ckpt, r, plugins, select_sampler(spec, ckpt, r, plugins), grid)
-    mu = calculate_shift(31 * 46 * 80, ref.config.get("base_image_seq_len", 256), ref.config.get("max_image_seq_len", 4096),
-                         ref.config.get("base_shift", 0.5), ref.config.get("max_shift", 1.15))
+    c = ref.config
+    mu = calculate_shift(31 * 46 * 80, c.get("base_image_seq_len", 256), c.get("max_image_seq_len", 4096),
+                         c.get("base_shift", 0.5), c.get("max_shift", 1.15))
     ref.set_timesteps(sigmas=np.linspace(1.0, 1 / 7, 7), mu=mu, device="cpu")
     np.testing.assert_allclose(plan.timesteps, ref.timesteps.numpy(), rtol=1e-6)
     np.testing.assert_allclose(plan.sigmas, ref.sigmas.numpy(), rtol=1e-6, atol=1e-7)

@@ -879,7 +879,8 @@ class _KindKeys(Mapping):
 
     def __init__(self, tensors: Mapping[str, Any], where: Sequence[tuple[int, int]]):
         self._map: dict[str, str] = {}
-        prefix = re.compile(PREFIX + r"(embed_tokens\.weight|eoi_embedding|norm\.weight|embed_tokens_per_layer\.weight|"
+        prefix = re.compile(PREFIX + r"(embed_tokens\.weight|eoi_embedding|norm\.weight|"
+                                     r"embed_tokens_per_layer\.weight|"
                                      r"per_layer_model_projection\.weight|per_layer_projection_norm\.weight|"
                                      r"layers\.(\d+)\.(.*))")
         ignore = [re.compile(p) for p in IGNORE]

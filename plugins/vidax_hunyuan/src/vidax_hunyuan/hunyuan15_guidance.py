@@ -16,11 +16,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import numpy as np
+from vidax_core.guidance import ClassifierFree, NoGuidance, WindowedClassifierFree
+from vidax_core.guiders import FILE, guider_json
 
-from vidax_core.guidance import ClassifierFree, NoGuidance
-
-FILE = "guider/guider_config.json"
 KNOWN = ("ClassifierFreeGuidance",)
 
 
@@ -36,18 +34,6 @@ class GuiderConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "GuiderConfig":
         return cls(**{k: type(getattr(cls, k))(config[k]) for k in cls.__dataclass_fields__ if k in config})
-
-
-def guider_json(ckpt: Any) -> dict | None:
-    """The checkpoint's ``guider/guider_config.json`` as a dict (None without a ``guider/`` folder)."""
-    import os
-
-    from vidax_core.io.checkpoint import read_json_file
-
-    if not ckpt.has("guider"):
-        return None
-    path = os.path.join(ckpt.path("guider"), "guider_config.json")
-    return read_json_file(path) if os.path.isfile(path) else {}
 
 
 def read_guider(ckpt: Any) -> GuiderConfig:
@@ -72,21 +58,6 @@ def guider_problems(ckpt: Any) -> list[str]:
     if not 0.0 <= g.start <= g.stop <= 1.0:
         return [f"{FILE}: start={g.start}, stop={g.stop} must satisfy 0 <= start <= stop <= 1"]
     return []
-
-
-@dataclass(frozen=True)
-class WindowedClassifierFree(ClassifierFree):
-    """Classifier-free guidance applied at steps ``first <= i < last`` only (``scale`` a number)."""
-
-    first: int = 0
-    last: int | None = None
-
-    def scales(self, timesteps):
-        g = np.full((len(timesteps),), float(self.scale), np.float32)
-        steps = np.arange(len(timesteps))
-        inside = (steps >= self.first) & (steps < (len(timesteps) if self.last is None else self.last))
-        off = 0.0 if self.formula == "cond" else 1.0
-        return {"g": np.where(inside, g, np.float32(off)).astype(np.float32)}
 
 
 def guidance(ckpt: Any, run: Any):

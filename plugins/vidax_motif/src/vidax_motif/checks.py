@@ -26,6 +26,9 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
 
     problems: list[str] = []
     if ckpt.has("vae"):
+        factor = ckpt.config("vae").get("scale_factor_spatial", SPATIAL)
+        if isinstance(factor, int) and factor > SPATIAL:  # a Wan2.2-style VAE: check_inputs asks for its factor
+            problems += size_problems(run.sampling, factor, f"{spec.id} (vae/config.json's scale_factor_spatial)")
         z = ckpt.config("vae").get("z_dim", 16)
         if isinstance(z, int) and dit.in_channels != 2 * z + 1:
             problems.append(f"{WHERE}: in_channels={dit.in_channels}, but the pipeline feeds 2 x z_dim + 1 = "

@@ -4,20 +4,18 @@ The table depends on the config (:func:`dit_rules`): which q/k norms exist (``qk
 text cross-attention, and where the single-stream blocks split into the encoder stack (``single_blocks``) and the
 DDT decoder stack (``decoder_blocks``: the checkpoint's last ``num_decoder_layers`` single blocks, renumbered from
 0 by a ``layer_offset`` rule). A single block's ``proj_out`` (over the concatenated [attention; MLP] features) is read
-as two row blocks, ``out_attn`` and ``out_mlp`` (:func:`split_single_proj_out`), so each half stays tensor-parallel.
+as two row blocks, ``out_attn`` and ``out_mlp`` (the core's ``split_single_proj_out``), so each half stays
+tensor-parallel.
 The dual blocks' conditioning-stream projections (``add_q_proj``... , ``norm_added_q``...) land on ``attn_context``.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
-import numpy as np
-
 from vidax_core.io.convert import KeyRule, conv, convert
-from vidax_core.io.diffusers_rules import attention_rules, feedforward_rules, linear_rules, norm_rules
-from vidax_core.quant.source import Quantized
+from vidax_core.io.diffusers_rules import (attention_rules, feedforward_rules, linear_rules, norm_rules,
+                                           split_single_proj_out)
 
 from .dit import MotifDiTConfig
 
@@ -90,33 +88,6 @@ def dit_rules(cfg: MotifDiTConfig) -> list[KeyRule]:
     rules += _single(cfg, "single_blocks", 0, cross=cfg.enable_text_cross_attention_single)
     rules += _dual(cfg)
     return rules
-
-
-_SINGLE_OUT = re.compile(r"(single_transformer_blocks\.\d+\.)proj_out\.(weight|bias)")
-
-
-def split_single_proj_out(tensors: Mapping[str, Any], dim: int) -> dict[str, Any]:
-    """A lazy view of ``tensors`` where each single block's ``proj_out.weight`` (dim, dim + mlp) becomes
-    ``proj_out_attn.weight`` (its first ``dim`` input columns) and ``proj_out_mlp.weight`` (the rest), and
-    ``proj_out.bias`` becomes ``proj_out_mlp.bias``; an 8-bit tensor keeps its per-output-row scale."""
-
-    def load(v):
-        return np.asarray(v() if callable(v) else v)
-
-    out: dict[str, Any] = {}
-    for key, v in tensors.items():
-        m = _SINGLE_OUT.fullmatch(key)
-        if m is None:
-            out[key] = v
-        elif m.group(2) == "bias":
-            out[m.group(1) + "proj_out_mlp.bias"] = v
-        elif isinstance(v, Quantized):
-            out[m.group(1) + "proj_out_attn.weight"] = v.with_data(lambda w: w[:, :dim])
-            out[m.group(1) + "proj_out_mlp.weight"] = v.with_data(lambda w: w[:, dim:])
-        else:
-            out[m.group(1) + "proj_out_attn.weight"] = lambda v=v: load(v)[:, :dim]
-            out[m.group(1) + "proj_out_mlp.weight"] = lambda v=v: load(v)[:, dim:]
-    return out
 
 
 def convert_dit(cfg: MotifDiTConfig, tensors: Mapping[str, Any], abstract: Mapping, **kw: Any) -> dict:

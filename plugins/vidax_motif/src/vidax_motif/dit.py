@@ -45,7 +45,7 @@ from flax import nnx
 from vidax_core.attention import ulysses
 from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn import rope as rope_lib
-from vidax_core.nn.adaln import AdaLayerNormContinuous, gate, modulate
+from vidax_core.nn.adaln import AdaLayerNormContinuous, Modulation, gate, modulate
 from vidax_core.nn.attention_block import Attention, merge_heads, project_heads, qk_norm_layer, rotate
 from vidax_core.nn.feedforward import FeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
@@ -55,7 +55,6 @@ from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
 EMBED, HEADS, MLP = "embed", "heads", "mlp"
-MOD = "mod"  # the blocks' modulation outputs (n * dim wide): split over tp by the family's shard rules
 BATCH, SEQ = "batch", "seq"
 EPS = 1e-6  # the blocks' LayerNorms, q/k norms and the output norm
 IMAGE_EPS = 1e-5  # the image projection's two affine LayerNorms (torch's default)
@@ -153,18 +152,6 @@ def rope_tables(cfg: MotifDiTConfig, grid: Sequence[int]) -> tuple[jax.Array, ja
 # --------------------------------------------------------------------------------------------------------------
 # Pieces of a block
 # --------------------------------------------------------------------------------------------------------------
-
-
-class Modulation(nnx.Module):
-    """``linear(silu(temb))`` split into ``n`` float32 (B, dim) chunks (diffusers ``AdaLayerNormZero`` /
-    ``AdaLayerNormZeroSingle`` ``.linear``); the output width is tensor-parallel (``mod``)."""
-
-    def __init__(self, dim: int, n: int, *, dtype: Any, rngs: nnx.Rngs):
-        self.n = n
-        self.linear = Linear(dim, n * dim, (None, MOD), dtype=dtype, rngs=rngs, fp32_out=True)
-
-    def __call__(self, temb: jax.Array) -> list[jax.Array]:
-        return jnp.split(self.linear(jax.nn.silu(temb.astype(jnp.float32))), self.n, axis=-1)
 
 
 class HeadsQKV(nnx.Module):
