@@ -21,7 +21,8 @@ def check(label: str, got, ref32, ref64, vidax_err: float = 0.0) -> None:
 
 
 def run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray:
-    """diffusers ``decode`` / ``encode`` (latent mean) with tiling as given; float64 when the model is."""
+    """diffusers ``decode`` / ``encode`` (latent mean) / ``posterior`` (mean and clamped log-variance stacked on the
+    channel axis) with tiling as given; float64 when the model is."""
     import torch
 
     model.disable_tiling()
@@ -30,7 +31,11 @@ def run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray
     dtype = next(model.parameters()).dtype
     with torch.no_grad():
         t = torch.from_numpy(x).to(dtype)
-        out = model.decode(t).sample if fn == "decode" else model.encode(t).latent_dist.mean
+        if fn == "decode":
+            out = model.decode(t).sample
+        else:
+            dist = model.encode(t).latent_dist
+            out = torch.cat([dist.mean, dist.logvar], 1) if fn == "posterior" else dist.mean
     model.disable_tiling()
     return out.numpy()
 
