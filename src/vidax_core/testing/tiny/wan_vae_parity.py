@@ -40,6 +40,18 @@ def run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray
     return out.numpy()
 
 
+
+def check_posterior(label: str, vae, ref, ref64, shape: tuple[int, ...]) -> None:
+    """:func:`vidax_core.vae.wan21.encode_posterior` (frames in [0, 1], channel-last) against diffusers'
+    ``latent_dist`` mean and clamped logvar on uniform pixels of ``shape`` (B, 3, T, H, W)."""
+    from vidax_core.vae.wan21 import encode_posterior
+
+    x = np.random.default_rng(4).uniform(-1, 1, shape).astype(np.float32)
+    got = np.concatenate(encode_posterior(vae, np.moveaxis((x + 1) / 2, 1, -1)), 1)
+    expected = run(ref, "posterior", x)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    check(label, got, expected, run(ref64, "posterior", x))
+
 def tiles(th: int, tw: int, sh: int, sw: int) -> dict:
     return dict(tile_sample_min_height=th, tile_sample_min_width=tw, tile_sample_stride_height=sh,
                 tile_sample_stride_width=sw)
