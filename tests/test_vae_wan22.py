@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
-from vidax_core.testing.tiny.wan_vae_parity import check, random_wan_vae, run, tiles  # noqa: E402
+from vidax_core.testing.tiny.wan_vae_parity import check, check_posterior, random_wan_vae, run, tiles  # noqa: E402
 
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.vae import wan21 as vae_mod  # noqa: E402
@@ -134,6 +134,12 @@ def test_encode_matches_diffusers(models, ref64):
     got = np.asarray(vae.encode(x))
     assert got.shape == expected.shape == (1, 4, 3, 4, 4)
     check("wan2.2 encode", got, expected, run(ref64, "encode", x))
+
+
+
+def test_encode_posterior_matches_latent_dist(models, ref64):
+    ref, _, _, vae = models
+    check_posterior("wan2.2 encode posterior", vae, ref, ref64, (1, 3, 9, 64, 64))
 
 
 # Tiled: a 2-D grid whose strides do not divide the frame (edge tiles of other sizes, blending both ways, blends

@@ -129,6 +129,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what a model that fills a PREDICTABLE key in takes it from (show-config's note)
+PREDICTED = {"sampling.num_frames": "prediction: a duration head", "sampling.guidance_scale": "guider config"}
+
+
 def cmd_show_config(args: argparse.Namespace) -> int:
     from vidax_core import config as config_mod
     from vidax_core.plugins import get_plugins
@@ -141,8 +145,8 @@ def cmd_show_config(args: argparse.Namespace) -> int:
         print(f"# {key} has no default for {args.model_id}: set it (null below)")
     predicts = getattr(plugins.registry.get(args.model_id), "predicts", ()) or ()
     for key in config_mod.PREDICTABLE:
-        if config_mod._get(cfg, key) is None:  # LTX-2.5's frame count: predicted when its checkpoint can
-            how = (" or leave it null for the checkpoint's prediction (a duration head)"
+        if config_mod._get(cfg, key) is None:  # LTX-2.5's frame count, Motif-Video's guider scale: the model's
+            how = (f" or leave it null for the checkpoint's ({PREDICTED[key]})"
                    if key.split(".")[-1] in predicts else "")
             print(f"# {key} has no default for {args.model_id}: set it{how} (null below)")
     print(config_mod.to_yaml(cfg), end="")

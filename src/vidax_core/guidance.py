@@ -5,8 +5,13 @@ computes its per-step scales on the host once per run (so a scale may change wit
 cosine guidance and Wan2.2's per-expert scales do), and combines the branch predictions inside the one jitted step.
 Predictions may be pytrees (video and audio latents): the linear formulas apply leaf by leaf.
 
+A strategy may carry state from step to step (adaptive projected guidance's momentum): it sets ``carries_state``,
+gives the first step's state in :meth:`Guidance.init_state` and returns the next one from
+:meth:`Guidance.combine_state`; the step keeps it beside the sampler's.
+
 The family plugin picks the strategy (hook ``guidance``); the run config tunes it through ``sampling.guidance_scale``
-and the family's ``options``. Without a hook answer the core uses :func:`default_guidance`.
+and the family's ``options``. Without a hook answer the core uses :func:`default_guidance`. A checkpoint's diffusers
+guider config (``guider/guider_config.json``) becomes a strategy through :mod:`vidax_core.guiders`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ class Guidance:
     """Base class. Subclasses set ``branches`` and implement :meth:`combine`."""
 
     branches: tuple[Branch, ...] = (Branch("cond"),)
+    carries_state: bool = False  # True: init_state / combine_state carry a pytree of arrays from step to step
 
     def scales(self, timesteps: np.ndarray) -> dict[str, np.ndarray]:
         """Per-step scale tables ``{name: (N,) float32}`` computed on the host from the plan's model timesteps."""
@@ -54,6 +60,17 @@ class Guidance:
         """:meth:`combine` for strategies that also need the step's latents and noise level ``sigma`` (LTX-2.x
         guides in the clean-sample space ``x - sigma * v``, where its rescale is not linear); the step calls this."""
         return self.combine(preds, scales)
+
+    def init_state(self, latents: Any) -> Any:
+        """The state the first step's :meth:`combine_state` gets (``carries_state`` strategies): a pytree of
+        arrays shaped from the pass's latents (batch 1)."""
+        return None
+
+    def combine_state(self, preds: Mapping[str, Any], scales: Mapping[str, jax.Array], latents: Any,
+                      sigma: jax.Array, state: Any) -> tuple[Any, Any]:
+        """The guided prediction and the state the next step gets; the step calls this (stateless strategies:
+        :meth:`combine_at`, the state passed through)."""
+        return self.combine_at(preds, scales, latents, sigma), state
 
     @property
     def prompts(self) -> tuple[str, ...]:
@@ -97,8 +114,23 @@ class NoGuidance(Guidance):
     branches = (Branch("cond"),)
 
 
+class _CondUncond(Guidance):
+    """Two passes, the prompt's and the negative prompt's; ``formula`` names the prediction the update is added to
+    (``"uncond"`` or ``"cond"``)."""
+
+    formula: str = "uncond"
+
+    def __post_init__(self) -> None:
+        if self.formula not in ("uncond", "cond"):
+            raise ValueError(f"formula must be 'uncond' or 'cond', got {self.formula!r}")
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
+        return (Branch("cond"), Branch("uncond", NEGATIVE))
+
+
 @dataclass(frozen=True)
-class ClassifierFree(Guidance):
+class ClassifierFree(_CondUncond):
     """Two passes, conditional and negative prompt.
 
     ``formula="uncond"``: ``uncond + g * (cond - uncond)`` (Wan, CogVideoX, LTX, HunyuanVideo true CFG);
@@ -110,14 +142,6 @@ class ClassifierFree(Guidance):
     scale: float | Callable[[float], float] = 5.0
     formula: str = "uncond"
     rescale_phi: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.formula not in ("uncond", "cond"):
-            raise ValueError(f"formula must be 'uncond' or 'cond', got {self.formula!r}")
-
-    @property
-    def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
-        return (Branch("cond"), Branch("uncond", NEGATIVE))
 
     def scales(self, timesteps):
         return {"g": _per_step(self.scale, timesteps)}
@@ -215,6 +239,86 @@ class Embedded(Guidance):
             return preds["cond"]
         g = scales["g"]
         return _lin(lambda c, u: u + g * (c - u), preds["cond"], preds["uncond"])
+
+
+def _window(n: int, first: int, last: int | None) -> np.ndarray:
+    """(N,) float32: 1 at steps ``first <= i < last`` (``last`` None: to the end), else 0."""
+    steps = np.arange(n)
+    return ((steps >= first) & (steps < (n if last is None else last))).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class WindowedClassifierFree(ClassifierFree):
+    """Classifier-free guidance at steps ``first <= i < last`` only (``scale`` a number): elsewhere the scale is
+    the formula's identity (1 for ``uncond``, 0 for ``cond``), which gives the conditional prediction, as diffusers'
+    guiders with ``start`` / ``stop`` do."""
+
+    first: int = 0
+    last: int | None = None
+
+    def scales(self, timesteps):
+        on = _window(len(timesteps), self.first, self.last)
+        off = np.float32(0.0 if self.formula == "cond" else 1.0)
+        return {"g": np.where(on > 0, np.float32(self.scale), off).astype(np.float32)}
+
+
+@dataclass(frozen=True)
+class AdaptiveProjected(_CondUncond):
+    """Adaptive projected guidance (Sadat et al. 2024, diffusers' ``AdaptiveProjectedGuidance``): two passes; the
+    difference ``cond - uncond`` is averaged with momentum over the steps (``running = diff + momentum *
+    running``; no momentum: the step's difference), clipped to an L2 norm of ``norm_threshold`` (0: off), split
+    into its parts parallel and orthogonal to the conditional prediction, and the parallel part scaled by ``eta``:
+    ``base + scale * (orthogonal + eta * parallel)`` with ``base`` the unconditional prediction (``formula="uncond"``)
+    or the conditional one (``"cond"``: diffusers' ``use_original_formulation``). Norms and projections run over
+    ``norm_dims`` (axes of the prediction, negative from the end; None: all but the batch). Only steps
+    ``first <= i < last`` are guided (and update the average); the others take the conditional prediction. Then
+    the optional guidance rescale ``rescale_phi``, as :class:`ClassifierFree`."""
+
+    scale: float = 7.5
+    momentum: float | None = None
+    norm_threshold: float = 15.0
+    norm_dims: tuple[int, ...] | None = None
+    eta: float = 1.0
+    formula: str = "uncond"
+    rescale_phi: float = 0.0
+    first: int = 0
+    last: int | None = None
+    carries_state = True
+
+    def scales(self, timesteps):
+        return {"g": _per_step(self.scale, timesteps), "on": _window(len(timesteps), self.first, self.last)}
+
+    def init_state(self, latents):
+        return jax.tree.map(lambda a: jnp.zeros(jnp.shape(a), jnp.float32), latents)
+
+    def combine_state(self, preds, scales, latents, sigma, state):
+        g, on = scales["g"], scales["on"] > 0
+        m = np.float32(self.momentum or 0.0)
+
+        def one(c, u, running):
+            axes = tuple(range(1, c.ndim)) if self.norm_dims is None else tuple(d % c.ndim for d in self.norm_dims)
+            diff = c - u
+            running = jnp.where(on, diff + m * running, running) if self.momentum is not None else diff
+            d = running
+            if self.norm_threshold > 0:
+                norm = jnp.sqrt(jnp.sum(d * d, axes, keepdims=True))
+                d = d * jnp.minimum(1.0, np.float32(self.norm_threshold) / norm)
+            unit = c / jnp.maximum(jnp.sqrt(jnp.sum(c * c, axes, keepdims=True)), 1e-12)
+            parallel = jnp.sum(d * unit, axes, keepdims=True) * unit
+            guided = (c if self.formula == "cond" else u) + g * ((d - parallel) + np.float32(self.eta) * parallel)
+            return jnp.where(on, guided, c), running
+
+        c, u = (jax.tree.map(lambda a: a.astype(jnp.float32), preds[k]) for k in ("cond", "uncond"))
+        pairs = jax.tree.map(one, c, u, state)
+        is_pair = lambda x: isinstance(x, tuple)  # noqa: E731
+        out = jax.tree.map(lambda p: p[0], pairs, is_leaf=is_pair)
+        new_state = jax.tree.map(lambda p: p[1], pairs, is_leaf=is_pair)
+        if self.rescale_phi > 0:
+            out = rescale(out, c, jnp.float32(self.rescale_phi))
+        return out, new_state
+
+    def combine(self, preds, scales):
+        raise NotImplementedError("AdaptiveProjected carries a momentum state: the step calls combine_state")
 
 
 def default_guidance(run: Any) -> Guidance:

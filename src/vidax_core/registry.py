@@ -53,8 +53,9 @@ class ModelSpec:
     #: Frames one untiled decode program of its VAE makes (a causal chunk, a time tile); None: the whole video.
     #: What the dry run sizes the decode's temporaries by (:mod:`vidax_core.vae.decode_memory`).
     vae_decode_frames: int | None = None
-    #: ``sampling.*`` keys the model may predict when a run leaves them unset (``("num_frames",)``: LTX-2.5's
-    #: duration head, hook ``predict_num_frames``); every other key without a preset default must be set.
+    #: ``sampling.*`` keys the model fills in itself when a run leaves them unset: ``"num_frames"`` (LTX-2.5's
+    #: duration head, hook ``predict_num_frames``), ``"guidance_scale"`` (the checkpoint's own, e.g. its diffusers
+    #: guider config, read by the model's ``guidance`` hook); every other key without a preset default must be set.
     predicts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

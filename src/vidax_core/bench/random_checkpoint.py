@@ -119,10 +119,27 @@ def _set(config: dict, path: tuple, fn: Callable[[Any], Any]) -> None:
     config[path[-1]] = fn(config[path[-1]])
 
 
+def _trailing_kind(tensors: Mapping[str, list], prefix: str, count: int) -> int:
+    """How many of the group's last blocks hold other modules than its first block (Motif-Video's DDT decoder
+    blocks at the end of its single-stream stack): 0 when every block is alike."""
+    kinds: dict[int, set[str]] = {}
+    for k in tensors:
+        m = _INDEX.match(k)
+        if m and m.group(1) == prefix:
+            kinds.setdefault(int(m.group(2)), set()).add(k[m.end():])
+    tail = 0
+    while tail < count - 1 and kinds.get(count - 1 - tail) != kinds.get(0):
+        tail += 1
+    if tail and len({frozenset(kinds.get(i, ())) for i in range(count - tail, count)}) > 1:
+        return 0  # not one trailing kind
+    return tail
+
+
 def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[dict, dict, dict[str, int]]:
     """``config`` and ``tensors`` with every block group longer than ``keep`` cut to its first ``keep`` layers,
     where the config names that group's length (a ``*layer*`` / ``*block*`` count of the same value); returns the
-    groups cut (prefix -> old count)."""
+    groups cut (prefix -> old count). A count of the group's last blocks that hold other modules than its first
+    (``num_decoder_layers``) becomes the number of them the cut keeps (0 when it keeps only leading blocks)."""
     config = copy.deepcopy(config)
     cut: dict[str, int] = {}
     for prefix, count in block_groups(tensors).items():
@@ -131,6 +148,9 @@ def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[di
         fields = _count_fields(config, count)
         if not fields:
             continue
+        tail = _trailing_kind(tensors, prefix, count)
+        for f in _count_fields(config, tail) if tail else ():  # those of the trailing kind that the cut keeps
+            _set(config, f, lambda _v: max(0, keep - (count - tail)))
         for f in fields:
             _set(config, f, lambda _v: keep)
         for f in _lists_of_length(config, count):

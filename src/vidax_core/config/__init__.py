@@ -200,11 +200,11 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
 )
 
 
-# Keys with no core default that every model's preset (or the user) must set; ``sampling.num_frames`` too, unless
-# the model predicts it (``ModelSpec.predicts``, checked with the model: :func:`check_required_for`).
-REQUIRED = ("sampling.num_steps", "sampling.guidance_scale", "sampling.height", "sampling.width",
-            "sampling.max_sequence_length", "output.fps")
-PREDICTABLE = ("sampling.num_frames",)
+# Keys with no core default that every model's preset (or the user) must set; those of PREDICTABLE too, unless the
+# model fills them in itself (``ModelSpec.predicts``, checked with the model: :func:`check_required_for`): a frame
+# count its duration head predicts (LTX-2.5), a guidance scale its checkpoint's guider config holds (Motif-Video).
+REQUIRED = ("sampling.num_steps", "sampling.height", "sampling.width", "sampling.max_sequence_length", "output.fps")
+PREDICTABLE = ("sampling.num_frames", "sampling.guidance_scale")
 
 
 def unset_message(key: str) -> str:

@@ -22,7 +22,10 @@ Gemma-3, all layers). One model covers them, driven by the checkpoint's transfor
   each layer a small vector that gates a residual branch after its MLP;
 * causal masks with key padding (left or right); per-layer ``layer_types`` mixing sliding-window and full
   attention, each type with its own RoPE (Gemma-3: local theta 1e4, global 1e6); per-type head size and KV heads
-  (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind.
+  (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind;
+* ``bidirectional``: an encoder's attention (T5Gemma2's, :mod:`vidax_core.encoders.t5gemma2`): every query sees
+  every key but padding, a sliding window centred on the query (``(w + 1) // 2`` keys back, ``w // 2`` ahead);
+  ``eoi_token_index``: the token whose embedding is a learned ``eoi_embedding`` (unscaled), as T5Gemma2's.
 
 Layers with full attention only (Llama, Qwen) run :func:`vidax_core.attention.attention` with ``causal=True`` and
 the key-padding mask (KV heads repeated per group). Kinds holding sliding-window layers (Gemma-3), or with logit
@@ -163,6 +166,8 @@ class DecoderLLMConfig:
     double_wide_shared_mlp: bool = False  # those layers' MLP is twice as wide (use_double_wide_mlp)
     hidden_size_per_layer_input: int = 0  # per-layer input width (Gemma-4's per-layer embeddings); 0 = none
     vocab_size_per_layer_input: int = 0
+    bidirectional: bool = False  # an encoder: no causal mask, sliding windows centred on the query (T5Gemma2)
+    eoi_token_index: int | None = None  # this token's embedding is the learned eoi_embedding (T5Gemma2)
     dtype: Any = None  # None: the run's encoder dtype (vidax_core.encoders.policy), float32 outside a run
 
     def __post_init__(self) -> None:
@@ -421,6 +426,7 @@ class Attention(nnx.Module):
     def __init__(self, cfg: DecoderLLMConfig, head_dim: int, kv_heads: int, *, core: bool, rngs: nnx.Rngs,
                  k_eq_v: bool = False, shared: bool = False):
         self.core = core and not cfg.attn_logit_softcapping
+        self.causal = not cfg.bidirectional
         self.shared = shared  # keys and values come from an earlier layer: no k / v projections or key norm
         self.value_norm, self.eps = cfg.value_norm, cfg.rms_norm_eps
         self.num_heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, kv_heads, head_dim
@@ -473,7 +479,8 @@ class Attention(nnx.Module):
         if self.core:
             factor = self.scale * math.sqrt(hd)  # the core attention scales by head_dim ** -0.5
             q = (q if factor == 1.0 else q * factor).astype(dt)
-            out = attention(q, jnp.repeat(k, g, axis=2), jnp.repeat(v, g, axis=2), kv_mask=visible > 0, causal=True)
+            out = attention(q, jnp.repeat(k, g, axis=2), jnp.repeat(v, g, axis=2), kv_mask=visible > 0,
+                            causal=self.causal)
             return self.o_proj(out.astype(dt).reshape(b, s, self.num_heads * hd))
         q = q.astype(dt).reshape(b, s, kvh, g, hd)
         logits = jnp.einsum("bqkgd,bskd->bkgqs", q, k, preferred_element_type=jnp.float32) * self.scale
@@ -546,14 +553,23 @@ class DecoderLayer(nnx.Module):
 # --------------------------------------------------------------------------------------------------------------
 
 
-def visibility(attention_mask: jax.Array, *, sliding_window: int | None = None) -> jax.Array:
-    """(B, S, S) bool: query i sees key j iff j <= i, key j is not padding, and (sliding) i - j < window."""
+def visibility(attention_mask: jax.Array, *, sliding_window: int | None = None,
+               bidirectional: bool = False) -> jax.Array:
+    """(B, S, S) bool: query i sees key j iff key j is not padding and j <= i (causal) and, with a sliding window,
+    i - j < window; ``bidirectional``: any j, a window reaching ``(w + 1) // 2`` keys back (the query's own
+    included) and ``w // 2`` ahead (transformers' bidirectional ``sliding_window_mask_function``)."""
     s = attention_mask.shape[1]
     i = jnp.arange(s)[:, None]
     j = jnp.arange(s)[None, :]
-    vis = j <= i
-    if sliding_window is not None:
-        vis = vis & (i - j < sliding_window)
+    if bidirectional:
+        vis = jnp.ones((s, s), bool)
+        if sliding_window is not None:
+            w = int(sliding_window)
+            vis = ((i - j >= 0) & (i - j < (w + 1) // 2)) | ((j - i > 0) & (j - i < w // 2 + 1))
+    else:
+        vis = j <= i
+        if sliding_window is not None:
+            vis = vis & (i - j < sliding_window)
     return vis[None] & (jnp.asarray(attention_mask) > 0)[:, None, :]
 
 
@@ -619,6 +635,8 @@ class DecoderLLM(nnx.Module):
         self.embed_tokens = param(
             jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.hidden_size), cfg.dtype), (VOCAB, EMBED)
         )
+        if cfg.eoi_token_index is not None:
+            self.eoi_embedding = param(jnp.zeros((cfg.hidden_size,), cfg.dtype), (EMBED,))
         where, _ = layer_plan(cfg)
         sizes = [sum(1 for k, _ in where if k == i) for i in range(len(cfg.kinds))]
         self.kinds = nnx.List([
@@ -678,7 +696,8 @@ class DecoderLLM(nnx.Module):
                 if core:
                     vis.append(jnp.asarray(attention_mask) > 0)
                 else:
-                    vis.append(visibility(attention_mask, sliding_window=cfg.sliding_window if t == SLIDING else None))
+                    vis.append(visibility(attention_mask, sliding_window=cfg.sliding_window if t == SLIDING else None,
+                                          bidirectional=cfg.bidirectional))
             out.append((types, jnp.stack(cos), jnp.stack(sin), jnp.stack(vis)))
         return out
 
@@ -705,6 +724,9 @@ class DecoderLLM(nnx.Module):
             x = jnp.take(table, input_ids, axis=0).astype(jnp.float32)
             if cfg.scale_embeddings:
                 x = x * jnp.asarray(math.sqrt(cfg.hidden_size), table.dtype).astype(jnp.float32)
+            if cfg.eoi_token_index is not None:
+                eoi = self.eoi_embedding[...].astype(jnp.float32)
+                x = jnp.where((input_ids == cfg.eoi_token_index)[..., None], eoi, x)
         tables = self._tables(position_ids, attention_mask)
         where, segments = layer_plan(cfg)
         type_index = [[] for _ in cfg.kinds]
@@ -853,6 +875,7 @@ _LAYER = r"k(\d+)\.layers\.(\d+)\."
 
 RULES: tuple[KeyRule, ...] = (
     KeyRule(r"embed_tokens\.weight", "embed_tokens"),
+    KeyRule(r"eoi_embedding", "eoi_embedding"),
     KeyRule(r"norm\.weight", "norm/weight"),
     KeyRule(r"embed_tokens_per_layer\.weight", "embed_tokens_per_layer"),
     KeyRule(r"per_layer_model_projection\.weight", "per_layer_model_projection/kernel", linear),
@@ -883,7 +906,8 @@ class _KindKeys(Mapping):
 
     def __init__(self, tensors: Mapping[str, Any], where: Sequence[tuple[int, int]]):
         self._map: dict[str, str] = {}
-        prefix = re.compile(PREFIX + r"(embed_tokens\.weight|norm\.weight|embed_tokens_per_layer\.weight|"
+        prefix = re.compile(PREFIX + r"(embed_tokens\.weight|eoi_embedding|norm\.weight|"
+                                     r"embed_tokens_per_layer\.weight|"
                                      r"per_layer_model_projection\.weight|per_layer_projection_norm\.weight|"
                                      r"layers\.(\d+)\.(.*))")
         ignore = [re.compile(p) for p in IGNORE]

@@ -10,6 +10,11 @@ in :class:`vidax_core.io.convert.KeyRule`.
 
 from __future__ import annotations
 
+import re
+from typing import Any, Mapping
+
+import numpy as np
+
 from vidax_core.io.convert import KeyRule, linear
 
 
@@ -60,3 +65,33 @@ def feedforward_rules(src: str, dst: str, layer_group: int | None = None, *, bia
     """diffusers ``FeedForward`` (GELU flavours): ``net.0.proj`` -> ``proj_in``, ``net.2`` -> ``proj_out``."""
     return [*linear_rules(rf"{src}\.net\.0\.proj", _at(dst, "proj_in"), layer_group, bias=bias),
             *linear_rules(rf"{src}\.net\.2", _at(dst, "proj_out"), layer_group, bias=bias)]
+
+
+_SINGLE_OUT = re.compile(r"(single_transformer_blocks\.\d+\.)proj_out\.(weight|bias)")
+
+
+def split_single_proj_out(tensors: Mapping[str, Any], dim: int) -> dict[str, Any]:
+    """A lazy view of ``tensors`` where each of diffusers' single-stream blocks' ``proj_out`` (over the concatenated
+    [attention; MLP] features: ``weight`` (dim, dim + mlp)) becomes two row blocks, ``proj_out_attn.weight`` (its
+    first ``dim`` input columns) and ``proj_out_mlp.weight`` (the rest, with the bias as ``proj_out_mlp.bias``), so a
+    model can keep both halves tensor-parallel (HunyuanVideo, Motif-Video). An 8-bit tensor keeps its per-output-row
+    scale."""
+    from vidax_core.quant.source import Quantized
+
+    def load(v):
+        return np.asarray(v() if callable(v) else v)
+
+    out: dict[str, Any] = {}
+    for key, v in tensors.items():
+        m = _SINGLE_OUT.fullmatch(key)
+        if m is None:
+            out[key] = v
+        elif m.group(2) == "bias":
+            out[m.group(1) + "proj_out_mlp.bias"] = v
+        elif isinstance(v, Quantized):
+            out[m.group(1) + "proj_out_attn.weight"] = v.with_data(lambda w: w[:, :dim])
+            out[m.group(1) + "proj_out_mlp.weight"] = v.with_data(lambda w: w[:, dim:])
+        else:
+            out[m.group(1) + "proj_out_attn.weight"] = lambda v=v: load(v)[:, :dim]
+            out[m.group(1) + "proj_out_mlp.weight"] = lambda v=v: load(v)[:, dim:]
+    return out

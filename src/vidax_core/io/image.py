@@ -7,6 +7,9 @@
   ratio not kept, diffusers' ``resize_mode="default"``), ``/ 255`` in float32, ``2 x - 1``; (1, 3, H, W).
 * :func:`fit_size`: the sizing recipe of diffusers' image-to-video examples: keep the image's aspect ratio inside
   ``max_area`` pixels, each side a multiple of ``multiple`` (VAE factor x patch size).
+* :func:`processor_pixels`: a transformers image processor's PIL backend (``preprocessor_config.json``'s size,
+  resample, mean and std) on a float frame in [0, 1], as pipelines hand their preprocessed frames to an image
+  encoder (Motif-Video's SigLIP).
 """
 
 from __future__ import annotations
@@ -75,6 +78,30 @@ def fit_size(image: Any, max_area: int, multiple: int) -> tuple[int, int]:
     if height < multiple or width < multiple:
         raise UserError(f"image {image.width}x{image.height} is too elongated for max_area={max_area}")
     return height, width
+
+
+def processor_pixels(frame: np.ndarray, processor: dict) -> np.ndarray:
+    """(1, 3, S_h, S_w) float32 ``pixel_values`` of a float (3, H, W) frame in [0, 1] through transformers' PIL-backend
+    image processor with ``do_rescale=False``: the frame goes to PIL as ``uint8(float32(x * 255))`` (truncated; a
+    frame of whole numbers is taken as 0..255 values), is resized to ``size`` with ``resample`` (bicubic by
+    default), scaled back by 1/255 and normalised by ``image_mean`` / ``image_std`` (0.5 by default)."""
+    from PIL import Image
+
+    size = processor.get("size") or {"height": 224, "width": 224}
+    if not isinstance(size, dict) or "height" not in size or "width" not in size:
+        raise UserError(f"preprocessor_config.json size={size!r}: vidax reads {{height, width}} sizes")
+    if processor.get("do_center_crop"):
+        raise UserError("preprocessor_config.json asks for do_center_crop, which vidax does not run for this model")
+    x = np.moveaxis(np.asarray(frame, np.float32), 0, -1)
+    scaled = not np.allclose(x, x.astype(int))
+    u8 = (x.astype(np.float64) * 255).astype(np.float32) if scaled else x
+    resample = Image.Resampling(int(processor.get("resample", Image.Resampling.BICUBIC)))
+    img = Image.fromarray(u8.astype(np.uint8)).resize((int(size["width"]), int(size["height"])), resample=resample)
+    out = np.asarray(img)
+    out = (out.astype(np.float64) * (1 / 255)).astype(np.float32) if scaled else out.astype(np.float32)
+    mean = np.asarray(processor.get("image_mean", (0.5, 0.5, 0.5)), np.float32)
+    std = np.asarray(processor.get("image_std", (0.5, 0.5, 0.5)), np.float32)
+    return np.ascontiguousarray(((out - mean) / std).transpose(2, 0, 1)[None]).astype(np.float32)
 
 
 #: swscale's filter for the colour conversions of :func:`h264_roundtrip` (PyAV's default interpolation).

@@ -9,7 +9,9 @@ The modulation can vary at three granularities, chosen by the conditioning's sha
 * per frame — (B, F, D) with ``per_frame=True``: one modulation per latent frame, broadcast over that frame's
   ``S / F`` tokens (Cosmos with a (B, 1, T, 1, 1) timestep) without materialising a per-token copy.
 
-Modules: :class:`AdaLayerNormZero` (Linear(silu(emb)) -> 6 chunks), :class:`AdaLayerNormSingle` (its own timestep
+Modules: :class:`AdaLayerNormZero` (Linear(silu(emb)) -> 6 chunks), :class:`Modulation` (its linear alone, its
+chunks for a block that norms its streams itself, the width tensor-parallel: HunyuanVideo, Motif-Video),
+:class:`AdaLayerNormSingle` (its own timestep
 MLP; returns the modulation for the blocks' ``scale_shift_table``), :class:`AdaLayerNormContinuous` (output head,
 ``scale`` before ``shift``), :class:`AdaLNLoRA` (Cosmos: low-rank ``linear_2(linear_1(silu(e)))`` per block plus a
 shared term from the time embedder). Norm, modulation and gates run in float32; the modulated activation is
@@ -93,6 +95,20 @@ class AdaLayerNormZero(nnx.Module):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = jnp.split(mod, 6, axis=-1)
         y = modulate(_norm(x, self.eps), shift_msa, scale_msa, per_frame=per_frame).astype(x.dtype)
         return y, gate_msa, shift_mlp, scale_mlp, gate_mlp
+
+
+class Modulation(nnx.Module):
+    """``linear(silu(emb))`` split into ``n`` float32 (B, dim) chunks: the ``.linear`` of diffusers'
+    ``AdaLayerNormZero`` / ``AdaLayerNormZeroSingle`` for a block that applies the chunks itself. The output width
+    is named ``mod`` (a family splits it over tp with the rule ``("mod", "tp")``; the modulation is a large share of
+    an MMDiT's weights)."""
+
+    def __init__(self, dim: int, n: int, *, dtype: Any, rngs: nnx.Rngs):
+        self.n = n
+        self.linear = Linear(dim, n * dim, (None, "mod"), dtype=dtype, rngs=rngs, fp32_out=True)
+
+    def __call__(self, emb: jax.Array) -> list[jax.Array]:
+        return jnp.split(self.linear(jax.nn.silu(emb.astype(jnp.float32))), self.n, axis=-1)
 
 
 class AdaLayerNormSingle(nnx.Module):

@@ -89,6 +89,12 @@ def describe_8bit(flat: dict, groups: Any = ()) -> str | None:
             "matmuls run in the compute dtype")
 
 
+def _guidance_text(cfg: RunConfig) -> str:
+    """``sampling.guidance_scale``, or where it comes from when the model fills it in (its guider config)."""
+    g = cfg.sampling.guidance_scale
+    return "the checkpoint's" if g is None else str(g)
+
+
 def _describe_size(s: Sizing) -> str:
     if not s.groups:
         return f"{_fmt_bytes(s.total)} of parameters (no stacked blocks)"
@@ -361,7 +367,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
         f"checkpoint: {ckpt.source} -> {ckpt.root}",
         f"files:      {', '.join(files) or 'none found'}",
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
-        f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
+        f"{cfg.sampling.num_steps} steps, guidance {_guidance_text(cfg)}",
         *plan_lines(plan),
         f"tokens:     {tokens}" + (" (the largest pass)" if len(plan.passes) > 1 else ""),
         f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"

@@ -91,7 +91,7 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
     x = put(latents)
-    state = put(init_state(sampler, splan, latents))
+    state = put(init_state(sampler, splan, latents, guide))
     ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)
     noise_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 1)
     cond_key = jax.random.fold_in(jax.random.key(cfg.sampling.seed), 5)

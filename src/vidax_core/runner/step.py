@@ -139,7 +139,11 @@ def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, s
     for names, pred in zip(plan.batches, batch_preds):
         for n, p in zip(names, _split(pred, len(names))):
             preds[n] = jax.tree.map(lambda a: a.astype(jnp.float32), p)
-    guided = plan.guidance.combine_at(preds, scales_i, latents, plan_arrays["sigmas"][i].astype(jnp.float32))
+    guide_state = None
+    if plan.guidance.carries_state:
+        state, guide_state = state["sampler"], state["guidance"]
+    guided, guide_state = plan.guidance.combine_state(preds, scales_i, latents,
+                                                      plan_arrays["sigmas"][i].astype(jnp.float32), guide_state)
     extra = {}
     per_token = cond.per_token_update if cond is not None else False
     if per_token:
@@ -154,6 +158,8 @@ def finish(plan: StepPlan, plan_arrays, i, latents, state, noise, cond_arrays, s
         new, new_state = sampler.step(plan_arrays, state, i, guided, latents, noise, **extra)
     if cond is not None and cond.select_update is not None:
         new = cond.select_update(new, latents, plan_arrays["timesteps"][i].astype(jnp.float32), cond_arrays)
+    if plan.guidance.carries_state:
+        new_state = {"sampler": new_state, "guidance": guide_state}
     return new, new_state
 
 
@@ -199,8 +205,13 @@ def call_carries(model_fn, plan: StepPlan, latents, i, contexts, plan_arrays, sc
     return jax.eval_shape(carries, latents, i, contexts, plan_arrays, scales, cond_arrays)
 
 
-def init_state(sampler: sched_base.Sampler, sampler_plan, latents: Any) -> Any:
-    """The sampler's multistep state, one per latent stream."""
+def init_state(sampler: sched_base.Sampler, sampler_plan, latents: Any, guidance: Guidance | None = None) -> Any:
+    """The sampler's multistep state, one per latent stream; with a ``guidance`` that carries state,
+    ``{"sampler": that, "guidance": guidance.init_state(latents)}``."""
     if isinstance(latents, dict):
-        return {k: sampler.init_state(sampler_plan, jnp.asarray(v)) for k, v in latents.items()}
-    return sampler.init_state(sampler_plan, jnp.asarray(latents))
+        state = {k: sampler.init_state(sampler_plan, jnp.asarray(v)) for k, v in latents.items()}
+    else:
+        state = sampler.init_state(sampler_plan, jnp.asarray(latents))
+    if guidance is not None and guidance.carries_state:
+        return {"sampler": state, "guidance": guidance.init_state(latents)}
+    return state

@@ -27,6 +27,7 @@ Equivalence with the reference's cache rules (``feat_cache`` in ``autoencoder_kl
 from __future__ import annotations
 
 import collections
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -379,15 +380,17 @@ def _decode_chunk_impl(graphdef, state, z, caches, *, first):
     return vae.decode_frames(z, cache, first), cache.outputs
 
 
-def _encode_chunk_impl(graphdef, state, x, caches, *, first):
+def _encode_chunk_impl(graphdef, state, x, caches, *, first, moments=False):
     TRACE_COUNTS["encode_first" if first else "encode_chunk"] += 1
     vae = nnx.merge(graphdef, state)
     cache = FeatureCache(caches)
-    return vae.encode_frames(x, cache, first)[..., : vae.cfg.z_dim], cache.outputs
+    out = vae.encode_frames(x, cache, first)
+    return (out if moments else out[..., : vae.cfg.z_dim]), cache.outputs
 
 
 _decode_chunk = jax.jit(_decode_chunk_impl, static_argnames=("graphdef", "first"))
-_encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first"))
+_encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first", "moments"))
+_encode_moments_chunk = functools.partial(_encode_chunk, moments=True)
 
 
 def _spatial_ratio(cfg: WanVAEConfig) -> int:
@@ -431,8 +434,9 @@ def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], N
 
 
 def encode_latents(vae: WanVAE, video: Any, *, on_chunk: Callable[[int, int], None] | None = None,
-                   tiling: Any = None, devices: Sequence[Any] | None = None) -> np.ndarray:
-    """Video (B, 3, T, H, W) in [-1, 1] -> raw latent mean (B, z, 1 + (T - 1) // 4, h, w), float32 on host.
+                   tiling: Any = None, devices: Sequence[Any] | None = None, moments: bool = False) -> np.ndarray:
+    """Video (B, 3, T, H, W) in [-1, 1] -> raw latent mean (B, z, 1 + (T - 1) // 4, h, w), float32 on host;
+    ``moments``: the posterior's mean and log-variance channels (B, 2 z, ...), as the encoder gives them.
 
     The reference's chunks: the first frame, then 4 frames at a time, each through one jitted program per tile.
     """
@@ -443,8 +447,8 @@ def encode_latents(vae: WanVAE, video: Any, *, on_chunk: Callable[[int, int], No
     x = vae.pixels_to_encoder(x)
     n = x.shape[1]
     bounds = [(0, 1)] + [(1 + 4 * (i - 1), 1 + 4 * i) for i in range(1, 1 + (n - 1) // 4)]
-    mu = run_tiled(x, chunk_runner(vae, _encode_chunk), plan=plan, bounds=bounds, devices=devices,
-                   on_chunk=on_chunk)
+    program = _encode_moments_chunk if moments else _encode_chunk
+    mu = run_tiled(x, chunk_runner(vae, program), plan=plan, bounds=bounds, devices=devices, on_chunk=on_chunk)
     return np.moveaxis(mu, -1, 1)
 
 
@@ -506,6 +510,18 @@ class DecodeStream:
             self.stream = TiledStream(z.shape, chunk_runner(vae, _decode_chunk), devices=self.devices,
                                       plan=decode_plan(vae.cfg, z.shape[2:4], self.tiling), finish=done)
         return self.stream.push(z, [(t, t + 1) for t in range(z.shape[1])], on_chunk)
+
+
+def encode_posterior(vae: WanVAE, frames: Any, *, on_chunk: Callable[[int, int], None] | None = None,
+                     tiling: Any = None, devices: Sequence[Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Frames float32 in [0, 1] (B, T, H, W, 3) -> the raw posterior ``(mean, logvar)`` (B, z, t, h, w) each, logvar
+    clamped as diffusers' ``DiagonalGaussianDistribution``: for pipelines that sample it (``latent_dist.sample``);
+    normalise a sample with :func:`normalize_latents`."""
+    from vidax_core.vae.chunks import gaussian_posterior
+
+    pixels = np.moveaxis(np.asarray(frames, np.float32) * np.float32(2) - np.float32(1), -1, 1)
+    out = encode_latents(vae, pixels, on_chunk=on_chunk, tiling=tiling, devices=devices, moments=True)
+    return gaussian_posterior(np.moveaxis(out, 1, -1), vae.cfg.z_dim)
 
 
 def encode_video(vae: WanVAE, frames: Any, *, on_chunk: Callable[[int, int], None] | None = None,

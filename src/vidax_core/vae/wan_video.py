@@ -45,6 +45,16 @@ class WanVideoAutoencoder:
         params.setdefault("devices", jax.local_devices())
         return DecodeStream(self.vae, **params)
 
+    def encode_posterior(self, frames, on_chunk=None, **params):
+        """Frames in [0, 1] (B, T, H, W, 3) -> the raw posterior ``(mean, logvar)`` (B, z, t, h, w), for a
+        pipeline that samples it; :func:`vidax_core.vae.wan21.normalize_latents` normalises a sample."""
+        import jax
+
+        from vidax_core.vae.wan21 import encode_posterior
+
+        params.setdefault("devices", jax.local_devices())
+        return encode_posterior(self.vae, frames, on_chunk=on_chunk, **params)
+
     def encode_video(self, frames, on_chunk=None, **params):
         """Frames in [0, 1] (B, T, H, W, 3) -> normalised latents (the VAE's posterior mean)."""
         import jax

@@ -1,7 +1,7 @@
 """diffusers ``HunyuanVideoTransformer3DModel`` checkpoint -> :class:`vidax_hunyuan.dit.HunyuanDiT` parameters.
 
 The single-stream blocks' ``proj_out`` (over the concatenated [attention; MLP] features) is read as two row
-blocks, ``out_attn`` and ``out_mlp`` (:func:`split_single_proj_out`), so each half stays tensor-parallel.
+blocks, ``out_attn`` and ``out_mlp`` (the core's ``split_single_proj_out``), so each half stays tensor-parallel.
 """
 
 from __future__ import annotations
@@ -9,17 +9,15 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-import numpy as np
-
 from vidax_core.io.convert import KeyRule, conv, convert
 from vidax_core.io.diffusers_rules import (
     attention_rules,
     feedforward_rules,
     linear_rules,
     norm_rules,
+    split_single_proj_out,
 )
 from vidax_core.io.load import dit_loader
-from vidax_core.quant.source import Quantized
 
 from .dit import HunyuanDiT
 
@@ -84,32 +82,6 @@ DIT_RULES: list[KeyRule] = [
     *linear_rules(r"norm_out\.linear", "norm_out/linear"),
     *linear_rules(r"proj_out", "proj_out"),
 ]
-
-_SINGLE_OUT = re.compile(r"(single_transformer_blocks\.\d+\.)proj_out\.(weight|bias)")
-
-
-def split_single_proj_out(tensors: Mapping[str, Any], dim: int) -> dict[str, Any]:
-    """A lazy view of ``tensors`` where each single block's ``proj_out.weight`` (dim, dim + mlp) becomes
-    ``proj_out_attn.weight`` (its first ``dim`` input columns) and ``proj_out_mlp.weight`` (the rest), and
-    ``proj_out.bias`` becomes ``proj_out_mlp.bias``."""
-
-    def load(v):
-        return np.asarray(v() if callable(v) else v)
-
-    out: dict[str, Any] = {}
-    for key, v in tensors.items():
-        m = _SINGLE_OUT.fullmatch(key)
-        if m is None:
-            out[key] = v
-        elif m.group(2) == "bias":
-            out[m.group(1) + "proj_out_mlp.bias"] = v
-        elif isinstance(v, Quantized):  # an 8-bit file: split the 8-bit values, the per-output-row scale stays
-            out[m.group(1) + "proj_out_attn.weight"] = v.with_data(lambda w: w[:, :dim])
-            out[m.group(1) + "proj_out_mlp.weight"] = v.with_data(lambda w: w[:, dim:])
-        else:
-            out[m.group(1) + "proj_out_attn.weight"] = lambda v=v: load(v)[:, :dim]
-            out[m.group(1) + "proj_out_mlp.weight"] = lambda v=v: load(v)[:, dim:]
-    return out
 
 
 def convert_dit(tensors: Mapping[str, Any], abstract: Mapping, **kw: Any) -> dict:

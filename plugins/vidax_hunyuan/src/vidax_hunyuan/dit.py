@@ -38,7 +38,7 @@ from flax import nnx
 from vidax_core.attention import ulysses
 from vidax_core.io.arch_base import TransformerConfig
 from vidax_core.nn import rope as rope_lib
-from vidax_core.nn.adaln import AdaLayerNormContinuous, gate, modulate
+from vidax_core.nn.adaln import AdaLayerNormContinuous, Modulation, gate, modulate
 from vidax_core.nn.attention_block import project_heads, rotate, split_heads
 from vidax_core.nn.feedforward import FeedForward
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
@@ -48,7 +48,6 @@ from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.parallel.sharding import constrain
 
 EMBED, HEADS, MLP = "embed", "heads", "mlp"
-MOD = "mod"  # the blocks' modulation outputs (n * dim wide; a quarter of the 13B model's weights): split over tp
 BATCH, SEQ = "batch", "seq"
 EPS = 1e-6
 
@@ -197,18 +196,6 @@ class TokenRefiner(nnx.Module):
 # --------------------------------------------------------------------------------------------------------------
 # Attention projections of one stream
 # --------------------------------------------------------------------------------------------------------------
-
-
-class Modulation(nnx.Module):
-    """``linear(silu(emb))`` split into ``n`` float32 (B, dim) chunks (diffusers ``AdaLayerNormZero`` /
-    ``AdaLayerNormZeroSingle`` ``.linear``); the output width is tensor-parallel (``mod``)."""
-
-    def __init__(self, dim: int, n: int, *, dtype: Any, rngs: nnx.Rngs):
-        self.n = n
-        self.linear = Linear(dim, n * dim, (None, MOD), dtype=dtype, rngs=rngs, fp32_out=True)
-
-    def __call__(self, emb: jax.Array) -> list[jax.Array]:
-        return jnp.split(self.linear(jax.nn.silu(emb.astype(jnp.float32))), self.n, axis=-1)
 
 
 class QKV(nnx.Module):

@@ -4,100 +4,21 @@ The pipelines take no ``guidance_scale``; their ``ClassifierFreeGuidance`` guide
 ``use_original_formulation`` (``cond + g (cond - uncond)`` instead of ``uncond + g (cond - uncond)``),
 ``guidance_rescale`` and the step window ``start``/``stop`` (fractions of the steps: guidance applies at steps
 ``int(start N) <= i < int(stop N)``, the conditional prediction alone elsewhere). vidax takes every field from the
-file and the scale from ``sampling.guidance_scale`` (the presets hold the published 6.0). Guidance is off, one
-pass per step, when the guider is disabled or the scale is the formulation's identity (1, or 0 for the original
-formulation), as the guider's ``_is_cfg_enabled``; a step outside the window combines with scale 1 (uncond
-formulation) or 0 (original), which is the conditional prediction.
+file (:mod:`vidax_core.guiders`, which also reads the other guider kind it runs) and the scale from
+``sampling.guidance_scale`` (the presets hold the published 6.0). Guidance is off, one pass per step, when the
+guider is disabled, its window holds no step, or the scale is the formulation's identity (1, or 0 for the original
+formulation), as the guider's ``_is_cfg_enabled``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-import numpy as np
+from vidax_core.guiders import guidance_from_guider, guider_json, guider_problems
 
-from vidax_core.guidance import ClassifierFree, NoGuidance
-
-FILE = "guider/guider_config.json"
-KNOWN = ("ClassifierFreeGuidance",)
-
-
-@dataclass(frozen=True)
-class GuiderConfig:
-    guidance_scale: float = 7.5  # ClassifierFreeGuidance's defaults, for keys a file leaves out
-    guidance_rescale: float = 0.0
-    use_original_formulation: bool = False
-    start: float = 0.0
-    stop: float = 1.0
-    enabled: bool = True
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "GuiderConfig":
-        return cls(**{k: type(getattr(cls, k))(config[k]) for k in cls.__dataclass_fields__ if k in config})
-
-
-def guider_json(ckpt: Any) -> dict | None:
-    """The checkpoint's ``guider/guider_config.json`` as a dict (None without a ``guider/`` folder)."""
-    import os
-
-    from vidax_core.io.checkpoint import read_json_file
-
-    if not ckpt.has("guider"):
-        return None
-    path = os.path.join(ckpt.path("guider"), "guider_config.json")
-    return read_json_file(path) if os.path.isfile(path) else {}
-
-
-def read_guider(ckpt: Any) -> GuiderConfig:
-    """The checkpoint's guider config (the class's defaults for what it leaves out, or without a guider)."""
-    config = guider_json(ckpt)
-    return GuiderConfig.from_config(config) if config is not None else GuiderConfig()
-
-
-def guider_problems(ckpt: Any) -> list[str]:
-    config = guider_json(ckpt)
-    if config is None:
-        return []
-    if not isinstance(config, dict):
-        return [f"{FILE}: not a JSON object"]
-    name = config.get("_class_name", "ClassifierFreeGuidance")
-    if name not in KNOWN:
-        return [f"{FILE}: _class_name={name!r} is not supported (vidax runs {', '.join(KNOWN)})"]
-    try:
-        g = GuiderConfig.from_config(config)
-    except (TypeError, ValueError) as exc:
-        return [f"{FILE}: unusable ({exc})"]
-    if not 0.0 <= g.start <= g.stop <= 1.0:
-        return [f"{FILE}: start={g.start}, stop={g.stop} must satisfy 0 <= start <= stop <= 1"]
-    return []
-
-
-@dataclass(frozen=True)
-class WindowedClassifierFree(ClassifierFree):
-    """Classifier-free guidance applied at steps ``first <= i < last`` only (``scale`` a number)."""
-
-    first: int = 0
-    last: int | None = None
-
-    def scales(self, timesteps):
-        g = np.full((len(timesteps),), float(self.scale), np.float32)
-        steps = np.arange(len(timesteps))
-        inside = (steps >= self.first) & (steps < (len(timesteps) if self.last is None else self.last))
-        off = 0.0 if self.formula == "cond" else 1.0
-        return {"g": np.where(inside, g, np.float32(off)).astype(np.float32)}
+__all__ = ["guidance", "guider_problems"]
 
 
 def guidance(ckpt: Any, run: Any):
-    g = read_guider(ckpt)
-    scale = float(run.sampling.guidance_scale)
-    identity = 0.0 if g.use_original_formulation else 1.0
-    if not g.enabled or math.isclose(scale, identity):
-        return NoGuidance()
-    n = int(run.sampling.num_steps)
-    formula = "cond" if g.use_original_formulation else "uncond"
-    if (g.start, g.stop) == (0.0, 1.0):
-        return ClassifierFree(scale=scale, formula=formula, rescale_phi=g.guidance_rescale)
-    return WindowedClassifierFree(scale=scale, formula=formula, rescale_phi=g.guidance_rescale,
-                                  first=int(g.start * n), last=int(g.stop * n))
+    return guidance_from_guider(guider_json(ckpt), scale=float(run.sampling.guidance_scale),
+                                num_steps=int(run.sampling.num_steps))

@@ -21,7 +21,8 @@ def check(label: str, got, ref32, ref64, vidax_err: float = 0.0) -> None:
 
 
 def run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray:
-    """diffusers ``decode`` / ``encode`` (latent mean) with tiling as given; float64 when the model is."""
+    """diffusers ``decode`` / ``encode`` (latent mean) / ``posterior`` (mean and clamped log-variance stacked on the
+    channel axis) with tiling as given; float64 when the model is."""
     import torch
 
     model.disable_tiling()
@@ -30,10 +31,26 @@ def run(model, fn: str, x: np.ndarray, tiling: dict | None = None) -> np.ndarray
     dtype = next(model.parameters()).dtype
     with torch.no_grad():
         t = torch.from_numpy(x).to(dtype)
-        out = model.decode(t).sample if fn == "decode" else model.encode(t).latent_dist.mean
+        if fn == "decode":
+            out = model.decode(t).sample
+        else:
+            dist = model.encode(t).latent_dist
+            out = torch.cat([dist.mean, dist.logvar], 1) if fn == "posterior" else dist.mean
     model.disable_tiling()
     return out.numpy()
 
+
+
+def check_posterior(label: str, vae, ref, ref64, shape: tuple[int, ...]) -> None:
+    """:func:`vidax_core.vae.wan21.encode_posterior` (frames in [0, 1], channel-last) against diffusers'
+    ``latent_dist`` mean and clamped logvar on uniform pixels of ``shape`` (B, 3, T, H, W)."""
+    from vidax_core.vae.wan21 import encode_posterior
+
+    x = np.random.default_rng(4).uniform(-1, 1, shape).astype(np.float32)
+    got = np.concatenate(encode_posterior(vae, np.moveaxis((x + 1) / 2, 1, -1)), 1)
+    expected = run(ref, "posterior", x)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    check(label, got, expected, run(ref64, "posterior", x))
 
 def tiles(th: int, tw: int, sh: int, sw: int) -> dict:
     return dict(tile_sample_min_height=th, tile_sample_min_width=tw, tile_sample_stride_height=sh,
