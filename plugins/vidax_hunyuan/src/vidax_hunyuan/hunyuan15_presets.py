@@ -101,6 +101,7 @@ def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: 
         "id": name,
         "tasks": (task,),
         "hub_repo": HUB.format(f"{res}_{task}" + (f"_{suffix.replace('-', '_')}" if suffix else "")),
+        "original_repo": f"{RELEASE}/transformer/{res}_{task}" + (f"_{suffix.replace('-', '_')}" if suffix else ""),
         "hub_variants": {"diffusers": (HUB.format(f"{res}_{task}_distilled"),),
                          "release": (f"{RELEASE}/transformer/{res}_{task}_distilled",)}.get(cfg_distilled, ()),
         "default_config": f"configs/hunyuan15_{task}_{res}" + (f"_{suffix.replace('-', '_')}" if suffix else "")

@@ -86,7 +86,8 @@ MODELS = [
     {
         "id": "ltx-video-2b-0.9.8-distilled",
         "tasks": ("t2v", "i2v", "v2v"),
-        "hub_repo": None,
+        "hub_repo": None,  # no diffusers-layout repository: a folder assembled by hand (docs/models/ltx.md)
+        "original_repo": "Lightricks/LTX-Video/ltxv-2b-0.9.8-distilled.safetensors",
         "default_config": "configs/ltx_2b_0_9_8_distilled_512p.yaml",
         "description": "LTX-Video 0.9.8 2B distilled (28 blocks, width 2048): multi-scale, 8 + 4 steps, no guidance",
         "preset": _preset(len(DISTILLED_TIMESTEPS), 1.0, **DISTILLED),
@@ -94,7 +95,8 @@ MODELS = [
     {
         "id": "ltx-video-13b-0.9.8-dev",
         "tasks": ("t2v", "i2v", "v2v"),
-        "hub_repo": None,
+        "hub_repo": None,  # no diffusers-layout repository: a folder assembled by hand (docs/models/ltx.md)
+        "original_repo": "Lightricks/LTX-Video/ltxv-13b-0.9.8-dev.safetensors",
         "default_config": "configs/ltx_13b_0_9_8_dev_512p.yaml",
         "description": "LTX-Video 0.9.8 13B dev (48 blocks, width 4096): multi-scale, 30 + 4 steps, guidance 5",
         "preset": _preset(30, 5.0, **DEV),
@@ -103,6 +105,7 @@ MODELS = [
         "id": "ltx-video-13b-0.9.8-distilled",
         "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": "Lightricks/LTX-Video-0.9.8-13B-distilled",
+        "original_repo": "Lightricks/LTX-Video/ltxv-13b-0.9.8-distilled.safetensors",
         "default_config": "configs/ltx_13b_0_9_8_distilled_512p.yaml",
         "description": "LTX-Video 0.9.8 13B distilled (48 blocks, width 4096): multi-scale, 8 + 4 steps, no guidance",
         "preset": _preset(len(DISTILLED_TIMESTEPS), 1.0, **DISTILLED),
