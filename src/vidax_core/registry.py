@@ -55,6 +55,9 @@ class ModelSpec:
     #: The VAE's ``vae.tiling`` knobs, name -> bool / int / float (a fraction), as its diffusers ``enable_tiling``
     #: names them; None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`. Checked once, before loading.
     tiling: Mapping[str, Any] | None = None
+    #: ComfyUI file names of each component (``fnmatch`` patterns, e.g. ``{"transformer": ("wan2.1_t2v_1.3b*",)}``),
+    #: as Comfy-Org publishes them: how a ComfyUI models folder's files are told apart (:mod:`vidax_core.io.component_files`).
+    comfy_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: ``sampling.*`` keys the model may predict when a run leaves them unset (``("num_frames",)``: LTX-2.5's
     #: duration head, hook ``predict_num_frames``); every other key without a preset default must be set.
     predicts: tuple[str, ...] = ()

@@ -19,9 +19,20 @@ def _preset(height: int, width: int, steps: int = 50, guidance: float = 5.0, gui
     return {"negative_prompt": WAN_NEGATIVE_PROMPT, "sampling": sampling, "output": {"fps": fps}}
 
 
+def _comfy(*dits: str, vae: str = "wan_2.1_vae*", image: bool = False) -> dict:
+    """The Comfy-Org file names of one id (``Comfy-Org/Wan_2.{1,2}_ComfyUI_Repackaged`` ``split_files/``): its DiT
+    (two experts: high then low noise), UMT5-XXL (fp16 or fp8_e4m3fn_scaled), VAE and, for I2V, CLIP ViT-H."""
+    files = {"text_encoder": ("umt5_xxl*",), "vae": (vae,)}
+    files.update({c: (d,) for c, d in zip(("transformer", "transformer_2"), dits)})
+    if image:
+        files["image_encoder"] = ("clip_vision_h*",)
+    return files
+
+
 MODELS = [
     {
         "id": "wan2.1-t2v-1.3b",
+        "comfy_files": _comfy("wan2.1_t2v_1.3b*"),
         "tasks": ("t2v",),
         "hub_repo": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
         "original_repo": "Wan-AI/Wan2.1-T2V-1.3B",
@@ -31,6 +42,7 @@ MODELS = [
     },
     {
         "id": "wan2.1-t2v-14b",
+        "comfy_files": _comfy("wan2.1_t2v_14b*"),
         "tasks": ("t2v",),
         "hub_repo": "Wan-AI/Wan2.1-T2V-14B-Diffusers",
         "original_repo": "Wan-AI/Wan2.1-T2V-14B",
@@ -40,6 +52,7 @@ MODELS = [
     },
     {
         "id": "wan2.1-i2v-14b-480p",
+        "comfy_files": _comfy("wan2.1_i2v_480p_14b*", image=True),
         "tasks": ("i2v",),
         "hub_repo": "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
         "original_repo": "Wan-AI/Wan2.1-I2V-14B-480P",
@@ -49,6 +62,7 @@ MODELS = [
     },
     {
         "id": "wan2.1-i2v-14b-720p",
+        "comfy_files": _comfy("wan2.1_i2v_720p_14b*", image=True),
         "tasks": ("i2v",),
         "hub_repo": "Wan-AI/Wan2.1-I2V-14B-720P-Diffusers",
         "original_repo": "Wan-AI/Wan2.1-I2V-14B-720P",
@@ -58,6 +72,7 @@ MODELS = [
     },
     {
         "id": "wan2.2-t2v-a14b",
+        "comfy_files": _comfy("wan2.2_t2v_high_noise_14b*", "wan2.2_t2v_low_noise_14b*"),
         "tasks": ("t2v",),
         "hub_repo": "Wan-AI/Wan2.2-T2V-A14B-Diffusers",
         "original_repo": "Wan-AI/Wan2.2-T2V-A14B",
@@ -67,6 +82,7 @@ MODELS = [
     },
     {
         "id": "wan2.2-i2v-a14b",
+        "comfy_files": _comfy("wan2.2_i2v_high_noise_14b*", "wan2.2_i2v_low_noise_14b*"),
         "tasks": ("i2v",),
         "hub_repo": "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
         "original_repo": "Wan-AI/Wan2.2-I2V-A14B",
@@ -76,6 +92,7 @@ MODELS = [
     },
     {
         "id": "wan2.2-ti2v-5b",
+        "comfy_files": _comfy("wan2.2_ti2v_5b*", vae="wan2.2_vae*"),
         "tasks": ("t2v", "ti2v"),
         "hub_repo": "Wan-AI/Wan2.2-TI2V-5B-Diffusers",
         "original_repo": "Wan-AI/Wan2.2-TI2V-5B",
