@@ -23,7 +23,7 @@ from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.runner import phase_time
-from vidax_core.runner.preflight import preflight
+from vidax_core.runner.preflight import needs_image, placeholder_image, preflight
 
 
 _LORA_MODE = {"fused": "            (lora_mode fused: into the weights at load, no cost per step)",
@@ -286,14 +286,10 @@ def stand_ins(cfg: RunConfig, spec: Any, plugins: Plugins, tmp: str) -> tuple[Ru
     image gets a grey placeholder at the video's size in ``tmp`` (only its size matters to the plan); a model
     that predicts its frame count from the encoded prompt gets 121 frames when its weights are not at hand."""
     notes = []
-    if cfg.image is None and "t2v" not in spec.tasks and any(t.startswith("i2v") for t in spec.tasks):
-        from PIL import Image
-
-        w, h = int(cfg.sampling.width or 64), int(cfg.sampling.height or 64)
-        path = os.path.join(tmp, "placeholder.png")
-        Image.new("RGB", (w, h), (128, 128, 128)).save(path)
-        cfg = replace(cfg, image=path)
-        notes.append(f"image: none given; sized with a {w}x{h} placeholder (a run needs image=path/to/frame.png)")
+    if cfg.image is None and needs_image(spec):
+        cfg = replace(cfg, image=placeholder_image(tmp, cfg.sampling.width, cfg.sampling.height))
+        notes.append(f"image: none given; sized with a {cfg.sampling.width}x{cfg.sampling.height} placeholder (a run "
+                     "needs image=path/to/frame.png)")
     if cfg.sampling.num_frames is None and "num_frames" in spec.predicts and _uses_published(cfg, spec, plugins):
         cfg = replace(cfg, sampling=replace(cfg.sampling, num_frames=121))
         notes.append("sampling.num_frames: unset (the checkpoint's duration head predicts it from the prompt, which "
