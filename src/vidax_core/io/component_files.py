@@ -43,15 +43,22 @@ from vidax_core.errors import UserError
 from vidax_core.io.arch import SOURCE_KEY
 from vidax_core.io.checkpoint import Checkpoint, TensorSource
 
-#: ComfyUI models/ sub-folder -> the components its files may hold, in the order they are filled.
+#: ComfyUI models/ sub-folder -> the components its files may hold, in the order they are filled; an all-in-one
+#: file of ``checkpoints/`` may serve any component its id's patterns name it for (LTX-Video: the DiT and the VAE).
 COMFY_FOLDERS: dict[str, tuple[str, ...]] = {
     "diffusion_models": ("transformer", "transformer_2"), "unet": ("transformer", "transformer_2"),
     "checkpoints": ("transformer",), "text_encoders": ("text_encoder", "text_encoder_2"),
     "clip": ("text_encoder", "text_encoder_2"), "vae": ("vae",), "clip_vision": ("image_encoder",),
+    "latent_upscale_models": ("latent_upsampler",), "upscale_models": ("latent_upsampler",),
 }
+ALL_IN_ONE = "checkpoints"
+OPTIONAL = ("latent_upsampler",)  # looked for in a ComfyUI folder, not required
 #: Components ``model.files`` may name.
 FILE_COMPONENTS = ("transformer", "transformer_2", "text_encoder", "text_encoder_2", "vae", "image_encoder",
-                   "tokenizer", "tokenizer_2")
+                   "latent_upsampler", "tokenizer", "tokenizer_2")
+WEIGHT_COMPONENTS = tuple(c for c in FILE_COMPONENTS if not c.startswith("tokenizer"))
+#: Prefixes a ComfyUI encoder file may carry or lack against the diffusers / transformers names.
+ALIGN_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.", "transformer.")
 #: Prefixes ComfyUI and all-in-one files put before a component's own names (removed when every key has one).
 WRAPPERS = ("model.diffusion_model.", "diffusion_model.", "first_stage_model.", "vae.", "cond_stage_model.",
             "text_encoders.", "conditioner.")
@@ -82,7 +89,8 @@ def find_files(root: str, spec: Any, needed: Sequence[str]) -> tuple[dict[str, s
         subs = [sub for sub, comps in COMFY_FOLDERS.items() if comp in comps]
         files = [f for sub in subs for f in _weights(os.path.join(root, sub))]
         pats = patterns.get(comp, ())
-        hits = [f for f in files if any(fnmatch.fnmatch(os.path.basename(f).lower(), p.lower()) for p in pats)]
+        extra = [f for f in _weights(os.path.join(root, ALL_IN_ONE)) if f not in files]
+        hits = [f for f in files + extra if any(fnmatch.fnmatch(os.path.basename(f).lower(), p.lower()) for p in pats)]
         first = all(COMFY_FOLDERS[sub][0] == comp for sub in subs)
         if hits:
             found[comp] = _preferred(hits)
@@ -175,6 +183,43 @@ class DequantizedTensors(Mapping[str, Any]):
         return len(self.view)
 
 
+class AlignedTensors(StrippedTensors):
+    """An encoder file under the names its diffusers / transformers component uses: a prefix swapped (ComfyUI's
+    Qwen / Gemma files keep ``model.layers.N``, a composite model's text tower reads ``model.language_model.``) and
+    the tensors the component has no place for left out (a vision tower, an LM head, ComfyUI's extras)."""
+
+    def __init__(self, source: Any, rename: Callable[[str], str | None]) -> None:
+        self.source, self.prefix = source, ""
+        self.original = {}
+        for key in source:
+            new = rename(key)
+            if new is not None:
+                self.original[new] = key
+
+
+def align(tensors: Any, wanted: set[str]) -> Any:
+    """``tensors`` renamed onto ``wanted`` (the component's published names) by the prefix change that makes most
+    of them match, the keys outside ``wanted`` left out; unchanged when they match already or nothing fits well
+    (the conversion then reports what is wrong, by the file's names)."""
+    keys = [k for k in tensors if k != SPIECE_KEY]
+    if not keys or not wanted:
+        return tensors
+    swaps = [("", "")] + [(a, "") for a in ALIGN_PREFIXES] + [("", b) for b in ALIGN_PREFIXES] + [
+        (a, b) for a in ALIGN_PREFIXES for b in ALIGN_PREFIXES if a != b]
+
+    def mapped(swap: tuple[str, str], key: str) -> str | None:
+        old, new = swap
+        return new + key[len(old):] if key.startswith(old) else None
+
+    best = max(swaps, key=lambda sw: sum(1 for k in keys if mapped(sw, k) in wanted))
+    hits = sum(1 for k in keys if mapped(best, k) in wanted)
+    if hits < 0.5 * len(wanted):
+        return tensors
+    if best == ("", "") and all(k in wanted for k in keys):
+        return tensors
+    return AlignedTensors(tensors, lambda k: m if (m := mapped(best, k)) in wanted else None)
+
+
 def spiece_folder(source: Any, where: str) -> str | None:
     """The SentencePiece model a ComfyUI T5 / UMT5 file carries, written once into vidax's cache as a tokenizer
     folder (``spiece.model``); None when the file has none."""
@@ -246,6 +291,8 @@ class FilesCheckpoint(Checkpoint):
             if answer is not None:
                 tensors, config = answer
             else:
+                if component not in DENOISERS:
+                    tensors = align(tensors, self._base_keys(component))
                 config = _config_from_shapes(component, tensors, published)
             if config is not None:
                 config = {**config, SOURCE_KEY: path}
@@ -256,6 +303,21 @@ class FilesCheckpoint(Checkpoint):
                 if folder and tok not in self._tokenizers:
                     self._tokenizers[tok] = folder
         return self._read[component]
+
+    def _base_keys(self, component: str) -> set[str]:
+        """The tensor names ``component`` has in the base (the published layout's, or the base folder's)."""
+        try:
+            return set(self.base.read_tensors(component)) if self.base.has(component) else set()
+        except UserError:
+            return set()
+
+    def _base_weights(self, component: str) -> bool:
+        """Whether the base really holds ``component``'s weights (the published layout lists names only)."""
+        if not self.base.has(component):
+            return False
+        if not getattr(self.base, "published", False):
+            return True
+        return component not in WEIGHT_COMPONENTS and not component.startswith("transformer")
 
     def _base_config(self, component: str) -> dict | None:
         try:
@@ -269,7 +331,7 @@ class FilesCheckpoint(Checkpoint):
             return True
         if component.startswith("tokenizer") and self._find_tokenizer(component):
             return True
-        return self.base.has(component)
+        return self._base_weights(component) if component in WEIGHT_COMPONENTS else self.base.has(component)
 
     def path(self, component: str) -> str:
         if component in self.files:
@@ -376,8 +438,9 @@ def open_files(spec: Any, plugins: Any, *, files: Mapping[str, str] | None, fold
     needed = needed_components(base)
     published = getattr(base, "published", False)
     seen: dict[str, list[str]] = {}
-    if folder is not None:
-        found, seen = find_files(comfy_root(folder) or folder, spec, [c for c in needed if c not in weights])
+    if folder is not None:  # the upscaler is looked for, not required (a one-pass run needs none)
+        wanted = [c for c in needed + list(OPTIONAL) if c not in weights]
+        found, seen = find_files(comfy_root(folder) or folder, spec, wanted)
         weights = {**found, **weights}
     missing = [c for c in needed if c not in weights and (published or not base.has(c))]
     if missing:
