@@ -266,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USER_ERROR
+    if getattr(args, "quiet", False):  # huggingface_hub's download bars too (it reads this when imported)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         return args.func(args)
     except UserError as exc:

@@ -333,14 +333,16 @@ def download_from_hub(repo_id: str, revision: str | None, components: Sequence[s
     """Fetch only the files the run needs into the standard Hugging Face cache; return the snapshot folder.
 
     What is cached already is used as is; what is missing is downloaded with huggingface_hub's own progress bars
-    (``--quiet`` turns them off). Offline or unreachable, one :class:`UserError` line says how to get the files."""
+    and one line before them (``--quiet`` turns both off: ``HF_HUB_DISABLE_PROGRESS_BARS``). Offline or unreachable, one :class:`UserError` line says how to get the files."""
     import sys
 
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.utils import are_progress_bars_disabled
 
     at = f" at revision {revision}" if revision else ""
-    if not constants.HF_HUB_OFFLINE and not configs_only and not _cached(repo_id, revision, components):
+    if (not constants.HF_HUB_OFFLINE and not configs_only and not are_progress_bars_disabled()
+            and not _cached(repo_id, revision, components)):
         print(f"fetching {repo_id}{at} ({', '.join(c + '/' for c in components)} as present) into the Hugging Face "
               f"cache {constants.HF_HUB_CACHE}: first use only", file=sys.stderr, flush=True)
     try:
@@ -468,6 +470,11 @@ def checkpoint_for_run(cfg: Any, spec: Any, plugins: Any, *, configs_only: bool 
             comfy = path
     if files or comfy:
         return checked(_files_checkpoint(cfg, spec, plugins, files, comfy), cfg, spec, plugins)
+    if not value:
+        where = (f"; its original release is {spec.original_repo}" if getattr(spec, "original_repo", None) else "")
+        raise UserError(f"no checkpoint given for {spec.id}: no diffusers-layout repo is published for it{where}; set "
+                        f"model.checkpoint to a local folder (docs/models/{spec.family}.md#checkpoints), a ComfyUI "
+                        "models folder, or name the files with model.files")
     ckpt = resolve_checkpoint(
         value,
         revision=cfg.model.revision,
