@@ -74,7 +74,8 @@ class StubPipe:
         return StubCall(self.resolve(**kw), dict(kw))
 
     def run(self, call: "StubCall", on_progress=None, cancel=None, on_decode=None) -> Out:
-        return self(**call.kwargs, on_progress=on_progress, cancel=cancel, on_decode=on_decode)
+        extra = {"on_decode": on_decode} if on_decode is not None else {}  # as a caller without one calls it
+        return self(**call.kwargs, on_progress=on_progress, cancel=cancel, **extra)
 
     def accepts(self, **kw: Any) -> bool:
         try:

@@ -142,7 +142,7 @@ def test_comfy_folder_runs_like_the_diffusers_twin(folders, tmp_path):
 def test_missing_components_are_one_line(folders, tmp_path):
     from vidax_core.api import resolve_config
     from vidax_core.errors import UserError
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
 
     part = tmp_path / "partial"

@@ -18,7 +18,7 @@ import numpy as np
 
 from vidax_core.config import RunConfig, to_yaml
 from vidax_core.errors import UserError
-from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
@@ -253,7 +253,7 @@ def dry_run_checkpoint(cfg: RunConfig, spec: Any, plugins: Plugins) -> tuple[Any
     the local Hugging Face cache is sized from the published layout its plugin ships (configs and tensor shapes
     of every component, text encoders included): no download, no network. Any other checkpoint is read as a run
     reads it (only its JSON files for a hub repo)."""
-    from vidax_core.io.checkpoint import checked
+    from vidax_core.io.run_checkpoint import checked
     from vidax_core.io.published import PublishedCheckpoint
 
     value = cfg.model.checkpoint

@@ -34,7 +34,7 @@ from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
 from vidax_core.io import video
-from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.model_api import Decoded
 from vidax_core.parallel import distributed
 from vidax_core.parallel import offload as offloadlib
