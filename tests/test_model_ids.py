@@ -80,7 +80,8 @@ def test_the_id_alone_downloads_its_repo_with_a_progress_bar(tmp_path):
             "sampling.num_frames=5", "sampling.num_steps=2", "sampling.max_sequence_length=8",
             f"output.path={tmp_path / 'o.mp4'}", "output.overwrite=true",
             f"runtime.compilation_cache_dir={suite_cache_dir()}"]
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_HUB_CACHE")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_HUB_DISABLE_PROGRESS_BARS")}
     env.update(HF_HOME=str(tmp_path / "hf"), JAX_PLATFORMS="cpu")
     with FakeHub({"Wan-AI/Wan2.1-T2V-1.3B-Diffusers": tiny}) as hub:
         proc = subprocess.run(args, env={**env, "HF_ENDPOINT": hub.url}, capture_output=True, text=True,

@@ -13,6 +13,7 @@ User mistakes end with exit code 2 and one ``error:`` line (``--debug`` shows th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -266,10 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USER_ERROR
-    if getattr(args, "quiet", False):  # huggingface_hub's download bars too (it reads this when imported)
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
-        return args.func(args)
+        with _hub_bars(not getattr(args, "quiet", False)):  # --quiet: huggingface_hub's download bars too
+            return args.func(args)
     except UserError as exc:
         _close_bars()
         if args.debug:
@@ -310,6 +310,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: internal error ({type(exc).__name__}: {_one_line(exc)[:200]}); rerun with --debug for "
               "the traceback and please report it", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def _hub_bars(shown: bool):
+    """huggingface_hub's progress bars off for the command when not ``shown``, as they were afterwards."""
+    if shown:
+        yield
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was:
+            enable_progress_bars()
 
 
 def _close_bars() -> None:
