@@ -95,12 +95,18 @@ def config_from_tensors(tensors: Any, published: Mapping[str, Any] | None) -> di
         "qk_norm": pub.get("qk_norm", "rms_norm_across_heads"), "rope_max_seq_len": int(pub.get("rope_max_seq_len", 1024)),
         "image_dim": None, "added_kv_proj_dim": None, "pos_embed_seq_len": None,
     }
-    if "img_emb.proj.0.weight" in tensors:  # Wan2.1 I2V / FLF2V: CLIP image tokens
-        cfg["image_dim"] = _shape(tensors, "img_emb.proj.0.weight")[0]
-        cfg["added_kv_proj_dim"] = dim
-        if "img_emb.emb_pos" in tensors:
-            cfg["pos_embed_seq_len"] = _shape(tensors, "img_emb.emb_pos")[1]
-    return cfg
+    return {**cfg, **image_fields(tensors, dim)}
+
+
+def image_fields(tensors: Any, dim: int) -> dict[str, Any]:
+    """The config entries of Wan2.1 I2V / FLF2V's CLIP image embedder read from the original tensors (none for a
+    text-to-video DiT)."""
+    if "img_emb.proj.0.weight" not in tensors:
+        return {}
+    out = {"image_dim": _shape(tensors, "img_emb.proj.0.weight")[0], "added_kv_proj_dim": dim}
+    if "img_emb.emb_pos" in tensors:
+        out["pos_embed_seq_len"] = _shape(tensors, "img_emb.emb_pos")[1]
+    return out
 
 
 def read_file(tensors: Any, published: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any]] | None:

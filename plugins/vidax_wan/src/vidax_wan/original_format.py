@@ -46,7 +46,7 @@ from vidax_core.io.checkpoint import Checkpoint, TensorSource
 from vidax_core.io.convert import ConversionError
 from vidax_core.errors import UserError
 from vidax_core.io.renamed import RenamedTensors
-from vidax_core.wan_dit.original import DIT_RENAME, dit_key  # noqa: F401 - the DiT's renames live in the core
+from vidax_core.wan_dit.original import DIT_RENAME, dit_key, image_fields  # noqa: F401 - the DiT's renames: core
 from vidax_core.vae.wan_original import (  # the VAE half of the original layout lives in the core
     VAE21_FILE,
     VAE22_FILE,
@@ -336,12 +336,7 @@ def dit_config(original: Mapping[str, Any], tensors: Any) -> dict[str, Any]:
     cfg["cross_attn_norm"] = bool(original.get("cross_attn_norm", True))
     cfg["qk_norm"] = "rms_norm_across_heads" if original.get("qk_norm", True) else None
     cfg["rope_max_seq_len"] = 1024
-    if "img_emb.proj.0.weight" in tensors:  # Wan2.1 I2V / FLF2V: CLIP image tokens
-        cfg["image_dim"] = tensor_shape(tensors, "img_emb.proj.0.weight")[0]
-        cfg["added_kv_proj_dim"] = dim
-        if "img_emb.emb_pos" in tensors:
-            cfg["pos_embed_seq_len"] = tensor_shape(tensors, "img_emb.emb_pos")[1]
-    return cfg
+    return {**cfg, **image_fields(tensors, dim)}  # Wan2.1 I2V / FLF2V: CLIP image tokens
 
 
 def _json_file(path: str) -> dict[str, Any]:
