@@ -5,27 +5,39 @@ BIN := $(VENV)/bin
 PLUGINS := plugins/vidax_wan plugins/vidax_cosmos plugins/vidax_cogvideox plugins/vidax_ltx plugins/vidax_hunyuan \
 	plugins/vidax_kandinsky plugins/vidax_skyreels plugins/vidax_helios plugins/vidax_motif
 
+# What an install depends on: the packaging files and this Makefile's plugin list (sources are installed editable:
+# a change to them needs no reinstall). A stamp file per install records that it ran after the last change to any of them.
+PACKAGING := Makefile pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
+INSTALLED := $(VENV)/.vidax-installed
+TEST_INSTALLED := $(VENV)/.vidax-test-installed
+
 .PHONY: demo test install install-test clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-install: $(BIN)/python
+install: $(INSTALLED)
+
+$(INSTALLED): $(PACKAGING) | $(BIN)/python
 	$(BIN)/pip install -q -e . $(addprefix -e ,$(PLUGINS))
+	touch $@
 
 # One pip run for the product, the plugins and the test extra: pip resolves and checks the environment once. The
 # byte-compiling pip would do file by file (half its time, with torch) runs on every core instead, and takes in the
 # project's own sources: where PYTHONDONTWRITEBYTECODE is set (as on our machines) each of the suite's `vidax` and
 # fake-device subprocesses would otherwise compile them again on import. compileall exits 1 over the few files
 # some packages ship that are not Python 3 (pip passes over them too).
-install-test: $(BIN)/python
-	$(BIN)/pip install -q --no-compile -e ".[test]" $(addprefix -e ,$(PLUGINS))
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib src plugins > /dev/null 2>&1 || true
+install-test: $(TEST_INSTALLED)
 	bash scripts/install_browser.sh
 
+$(TEST_INSTALLED): $(PACKAGING) | $(BIN)/python
+	$(BIN)/pip install -q --no-compile -e ".[test]" $(addprefix -e ,$(PLUGINS))
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib src plugins > /dev/null 2>&1 || true
+	touch $@ $(INSTALLED)
+
 demo: install
-	$(BIN)/vidax run configs/demo.yaml output.overwrite=true
+	$(BIN)/vidax run configs/wan_demo.yaml output.overwrite=true
 
 test: install-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
@@ -50,4 +62,4 @@ fuzz: install-test
 		$(BIN)/python tests/fuzz_report.py out/fuzz $$(( $$(date +%s) - start )) && exit $$rc
 
 clean:
-	rm -rf out build *.egg-info src/*.egg-info plugins/*/src/*.egg-info
+	rm -rf out build *.egg-info src/*.egg-info plugins/*/src/*.egg-info $(INSTALLED) $(TEST_INSTALLED)

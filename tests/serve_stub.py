@@ -73,8 +73,9 @@ class StubPipe:
     def prepare(self, **kw: Any) -> "StubCall":
         return StubCall(self.resolve(**kw), dict(kw))
 
-    def run(self, call: "StubCall", on_progress=None, cancel=None) -> Out:
-        return self(**call.kwargs, on_progress=on_progress, cancel=cancel)
+    def run(self, call: "StubCall", on_progress=None, cancel=None, on_decode=None) -> Out:
+        extra = {"on_decode": on_decode} if on_decode is not None else {}  # as a caller without one calls it
+        return self(**call.kwargs, on_progress=on_progress, cancel=cancel, **extra)
 
     def accepts(self, **kw: Any) -> bool:
         try:
@@ -88,7 +89,7 @@ class StubPipe:
         n = n + (1 - n) % 4  # the Wan rule: 4k + 1
         return n
 
-    def __call__(self, on_progress=None, cancel=None, **kw: Any) -> Out:
+    def __call__(self, on_progress=None, cancel=None, on_decode=None, **kw: Any) -> Out:
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("two calls at once")
         try:
@@ -101,6 +102,10 @@ class StubPipe:
                 time.sleep(self.step_s)
                 if on_progress:
                     on_progress(i + 1, s.num_steps)
+            for k in range(2):  # the decode, in two chunks
+                time.sleep(self.step_s)
+                if on_decode:
+                    on_decode(k + 1, 2)
             self.calls += 1
             rng = np.random.default_rng(s.seed)
             return Out(rng.random((1, s.num_frames, s.height, s.width, 3), np.float32), self.fps)

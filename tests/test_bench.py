@@ -217,7 +217,7 @@ def test_offload_all_chunk_divides_every_group(tmp_path):
     p.add(ToyGroupsPlugin(6, 4), "toy")
     cfg = config_mod.resolve(None, ["model.id=toy-groups", f"model.checkpoint={toy_checkpoint(tmp_path / 't')}"],
                              p.preset_for)
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
 
     spec = p.registry.get("toy-groups")
     assert bench.offload_all_chunk(spec, checkpoint_for_run(cfg, spec, p), cfg, p) == 2  # divides 6 and 4

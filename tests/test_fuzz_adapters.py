@@ -78,7 +78,7 @@ def peft_metadata(draw):
 def wan():
     """The tiny Wan checkpoint opened as a run opens it, its denoiser builds and its transformer tensors."""
     from vidax_core import config
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
     from vidax_core.runner.denoiser import build_dit
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from test_fuzz_contract import Outcomes, check_contract, fuzz_settings
 from vidax_core import config
 from vidax_core.encoders.tokenizer import TextTokenizer
-from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.plugins import get_plugins
 
 JSON_FILES = ["model_index.json", "transformer/config.json", "vae/config.json", "text_encoder/config.json",

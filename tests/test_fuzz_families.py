@@ -202,7 +202,7 @@ def vae_config(family: str, cfg: dict):
 
 
 def open_before_weights(family: str, overrides: list[str], full: bool) -> None:
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.runner import plan as planning
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.preflight import preflight
@@ -290,7 +290,7 @@ def use_options(family: str, model_id: str, overrides: list[str]) -> None:
         tpl.format("a prompt")
         crop = cfg.options.get("crop_start")
         assert crop is None or crop <= len(tpl.encode()) + 8, f"crop_start {crop} passed the check"
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
 
     ckpt = checkpoint_for_run(cfg, spec, plugins)
     for p in planning.sampling_passes(spec, ckpt, cfg, plugins):

@@ -248,3 +248,29 @@ def test_a_failing_job_does_not_take_the_server_down(tmp_path):
         "code": "invalid_request", "message": "the prompt encoder refuses this prompt"}
     assert fine["status"] == "completed"
     assert sorted(os.listdir(tmp_path)) == [f"{ids[2]}.mp4"]
+
+
+def test_decoding_is_a_phase_of_its_own_and_each_job_logs_one_line(tmp_path, capfd):
+    """The steps fill the job's progress up to 90%, the decode has its own phase and percentage (the progress
+    moves on from 90 to 99), the write ends at 100; the server's log holds one line per finished job."""
+    import time
+
+    with Server(StubPipe(DEMO_CONFIG, *TINY, step_s=0.15), port=0, output_dir=str(tmp_path), quiet=False) as srv:
+        capfd.readouterr()
+        job = post_json(srv.url, {"prompt": "a fox"})[1]
+        seen = []
+        while not seen or seen[-1]["status"] not in ("completed", "failed"):
+            seen.append(json.loads(request(srv.url, "GET", f"/v1/videos/{job['id']}")[2]))
+            time.sleep(0.03)
+        bad = post_json(srv.url, {"prompt": "a fox", "num_steps": 0})
+    phases = [o["phase"] for o in seen]
+    assert "sampling" in phases and "decoding" in phases, phases
+    assert phases.index("sampling") < phases.index("decoding")
+    assert all(o["progress"] < 90 for o in seen if o["phase"] == "sampling"), seen
+    assert all(90 <= o["progress"] <= 99 and 0 < o["decode_progress"] <= 100 for o in seen
+               if o["phase"] == "decoding"), seen
+    assert seen[-1]["progress"] == 100 and seen[-1]["phase"] == "done"
+    assert bad[0] == 400  # refused when posted: no job, no log line
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("job ")]
+    assert len(lines) == 1 and lines[0].startswith(f"job {job['id']} completed in "), lines
+    assert "32x32" in lines[0] and "steps" in lines[0]

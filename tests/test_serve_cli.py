@@ -32,9 +32,10 @@ def test_bad_arguments(argv, words, capsys):
 
 
 def test_serve_command(tmp_path):
+    """``vidax serve model.id=...`` (no config file) serves, logs a line per job and stops on Ctrl-C."""
     exe = os.path.join(os.path.dirname(sys.executable), "vidax")
     cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "vidax_core.cli"]
-    proc = subprocess.Popen(cmd + ["serve", DEMO_CONFIG, "model.checkpoint=builtin:tiny-random", *TINY,
+    proc = subprocess.Popen(cmd + ["serve", "model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", *TINY,
                                    f"output.path={tmp_path}/x.mp4", "--port", "0"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -56,6 +57,8 @@ def test_serve_command(tmp_path):
         assert os.listdir(tmp_path) == [f"{job['id']}.mp4"]  # the folder of output.path, nothing else
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, "".join(lines)[-3000:]
+        reader.join(10)
+        assert [line for line in lines if line.startswith(f"job {job['id']} completed in ")], lines[-5:]
     finally:
         if proc.poll() is None:
             proc.kill()

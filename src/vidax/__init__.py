@@ -1,7 +1,7 @@
 """vidax: load a video diffusion model once, generate many videos (the Python face of ``vidax-core``).
 
     import vidax
-    with vidax.load("configs/demo.yaml") as pipe:
+    with vidax.load("configs/wan_demo.yaml") as pipe:
         pipe(prompt="a red fox", seed=1).save("out/fox.mp4")
 
 See docs/python-api.md.

@@ -105,11 +105,15 @@ class Pipe:
         return self._model.plan_call(self._call_config(kwargs))
 
     def run(self, prepared: Any, *, on_progress: Callable[[int, int], None] | None = None,
-            cancel: Any = None, on_chunk: Callable[[np.ndarray, int, int], None] | None = None) -> Output:
+            cancel: Any = None, on_chunk: Callable[[np.ndarray, int, int], None] | None = None,
+            on_decode: Callable[[int, int], None] | None = None) -> Output:
         """One video from a call :meth:`prepare` planned (``vidax serve`` plans a request when it is posted and
         runs that plan); the callbacks as :meth:`__call__` takes them."""
         check_callbacks(on_progress, cancel)
-        result = self._model.generate(plan=prepared, on_progress=on_progress, cancel=cancel, on_chunk=on_chunk)
+        if on_decode is not None and not callable(on_decode):
+            raise UserError(f"on_decode must be a function of (done, total), got {type(on_decode).__name__}")
+        result = self._model.generate(plan=prepared, on_progress=on_progress, cancel=cancel, on_chunk=on_chunk,
+                                      on_decode=on_decode)
         return Output(result.frames, result.latents, result.metrics, result.audio, result.sample_rate,
                       int(prepared.cfg.output.fps))
 
@@ -154,15 +158,18 @@ class Pipe:
         return n
 
     def __call__(self, *, on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
-                 on_chunk: Callable[[np.ndarray, int, int], None] | None = None, **kwargs: Any) -> Output:
+                 on_chunk: Callable[[np.ndarray, int, int], None] | None = None,
+                 on_decode: Callable[[int, int], None] | None = None, **kwargs: Any) -> Output:
         """One video. ``on_progress(done, total)`` after every denoising step (of every window of a chunked
-        model); ``on_chunk(frames, k, n)`` with the new frames (B, T, H, W, 3) as each of the ``n`` windows of a
-        chunked model completes (once, with every frame, for other models); ``cancel`` (an Event or a callable)
-        stops the run between steps and keeps nothing partial."""
+        model); ``on_decode(done, total)`` after every VAE chunk of the final decode (a chunked model decodes
+        window by window as it samples: no such calls); ``on_chunk(frames, k, n)`` with the new frames
+        (B, T, H, W, 3) as each of the ``n`` windows of a chunked model completes (once, with every frame, for other
+        models); ``cancel`` (an Event or a callable) stops the run between steps and keeps nothing partial."""
         check_callbacks(on_progress, cancel)
         if on_chunk is not None and not callable(on_chunk):
             raise UserError(f"on_chunk must be a function of (frames, k, n), got {type(on_chunk).__name__}")
-        return self.run(self.prepare(**kwargs), on_progress=on_progress, cancel=cancel, on_chunk=on_chunk)
+        return self.run(self.prepare(**kwargs), on_progress=on_progress, cancel=cancel, on_chunk=on_chunk,
+                        on_decode=on_decode)
 
     def _call_config(self, kwargs: Mapping[str, Any]):
         if self._model.closed:

@@ -3,7 +3,7 @@
   vidax run CONFIG.yaml [key=value ...] [--prompts FILE] [--dry-run] [--quiet] [--debug]
   vidax list-models [--json]
   vidax plugins [--json]
-  vidax show-config MODEL_ID
+  vidax show-config MODEL_ID        (or: vidax show MODEL_ID)
   vidax bench CONFIG.yaml [key=value ...] [--reference diffusers] [--sweep key=v1,v2]
   vidax serve CONFIG.yaml [key=value ...] [--host 127.0.0.1] [--port 8000] [--max-queue 64] [--output-dir DIR]
 
@@ -13,6 +13,7 @@ User mistakes end with exit code 2 and one ``error:`` line (``--debug`` shows th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -91,12 +92,21 @@ def cmd_list_models(args: argparse.Namespace) -> int:
     if not specs:
         print("no models installed: pip install a family plugin such as vidax-wan")
         return 0
-    rows = [("id", "family", "tasks", "plugin", "version", "default config")]
-    rows += [(s.id, s.family, ",".join(s.tasks), s.plugin, s.version, s.default_config or "-") for s in specs]
+    rows = [("id", "family", "tasks", "plugin", "version", "hub repo",
+             "default config")]
+    rows += [(s.id, s.family, ",".join(s.tasks), s.plugin, s.version, _repo_text(s), s.default_config or "-")
+             for s in specs]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     return 0
+
+
+def _repo_text(spec) -> str:
+    """The id's hub repo as ``list-models`` prints it: ``owner/name[@revision]``, or where its weights come from."""
+    if spec.hub_repo:
+        return spec.hub_repo + (f"@{spec.hub_revision}" if spec.hub_revision else "")
+    return f"none (original: {spec.original_repo})" if spec.original_repo else "none published"
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
@@ -141,9 +151,18 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     preset = plugins.preset_for(args.model_id)
     merged = config_mod.merge(config_mod.defaults_dict(), preset, {"model": {"id": args.model_id}})
     cfg = config_mod.validate(merged, required=False)
+    spec = plugins.registry.get(args.model_id)
+    if spec.hub_repo:
+        print(f"# model.checkpoint: {spec.hub_repo}, the id's published diffusers repo, downloaded into the Hugging "
+              "Face cache on first use; or a local folder, a ComfyUI models folder, model.files (README)")
+    else:
+        print(f"# model.checkpoint has no default for {args.model_id}: no diffusers-layout repo is published; "
+              f"set a local folder (see {_model_doc(spec)})")
+    if spec.original_repo:
+        print(f"# the original release vidax also reads: {spec.original_repo}")
     for key in config_mod.unset_required(cfg):  # left to the user: say so, not refuse
         print(f"# {key} has no default for {args.model_id}: set it (null below)")
-    predicts = getattr(plugins.registry.get(args.model_id), "predicts", ()) or ()
+    predicts = getattr(spec, "predicts", ()) or ()
     for key in config_mod.PREDICTABLE:
         if config_mod._get(cfg, key) is None:  # LTX-2.5's frame count, Motif-Video's guider scale: the model's
             how = (f" or leave it null for the checkpoint's ({PREDICTED[key]})"
@@ -153,13 +172,53 @@ def cmd_show_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_doc(spec) -> str:
+    return f"docs/models/{spec.family}.md"
+
+
 class _ArgumentError(Exception):
     """A command-line syntax mistake, printed as one ``error:`` line (argparse would print its usage first)."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
+        import re
+
+        m = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:  # an unknown command: name the nearest one
+            import difflib
+
+            commands = re.findall(r"'([^']+)'", m.group(2))
+            close = difflib.get_close_matches(m.group(1), commands, n=1, cutoff=0.5)
+            close = close or [c for c in commands if c.startswith(m.group(1)) or m.group(1).startswith(c)][:1]
+            hint = f"did you mean `{self.prog} {close[0]}`? " if close else ""
+            message = f"unknown command {m.group(1)!r}: {hint}commands: {', '.join(commands)}"
         raise _ArgumentError(f"{message} (see `{self.prog} --help`)")
+
+
+class _TopParser(_Parser):
+    """The ``vidax`` parser: its help names the installed families, read from the registry when help is shown."""
+
+    def format_help(self) -> str:
+        self.description = _description()
+        return super().format_help()
+
+
+def _description() -> str:
+    try:
+        from vidax_core.plugins import get_plugins
+
+        specs = list(get_plugins().registry)
+    except Exception:  # noqa: BLE001 - help must print whatever a plugin does
+        specs = []
+    families: dict[str, int] = {}
+    for spec in specs:
+        families[spec.family] = families.get(spec.family, 0) + 1
+    if not families:
+        return "Video diffusion inference in JAX. No model family is installed: pip install a plugin such as vidax-wan."
+    listed = ", ".join(f"{f} ({n})" for f, n in sorted(families.items()))
+    return (f"Video diffusion inference in JAX. Installed families (model ids): {listed}; "
+            "`vidax list-models` names every id.")
 
 
 def _one_line(text: object) -> str:
@@ -167,12 +226,13 @@ def _one_line(text: object) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="vidax", description="Video diffusion inference in JAX: Wan, Cosmos, LTX, HunyuanVideo, CogVideoX.")
+    p = _TopParser(prog="vidax", description="Video diffusion inference in JAX.")
     p.add_argument("--version", action="version", version=f"vidax {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    r = sub.add_parser("run", help="generate a video from a YAML config", description="Generate a video. Keys: see `vidax show-config MODEL_ID`.")
+    r = sub.add_parser("run", help="generate a video from a YAML config or model.id=... alone",
+                       description="Generate a video. Keys: see `vidax show-config MODEL_ID`.")
     r.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     r.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=30 output.path=out/a.mp4")
     r.add_argument("--dry-run", action="store_true", help="validate and print the plan without loading weights")
@@ -197,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="print JSON")
     pl.set_defaults(func=cmd_plugins)
 
-    sc = sub.add_parser("show-config", help="print the merged default config of a model, ready to edit")
+    sc = sub.add_parser("show-config", aliases=["show"], help="print the merged default config of a model, ready to edit")
     sc.add_argument("model_id")
     sc.set_defaults(func=cmd_show_config)
 
@@ -225,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     try:
-        return args.func(args)
+        with _hub_bars(not getattr(args, "quiet", False)):  # --quiet: huggingface_hub's download bars too
+            return args.func(args)
     except UserError as exc:
         _close_bars()
         if args.debug:
@@ -266,6 +327,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: internal error ({type(exc).__name__}: {_one_line(exc)[:200]}); rerun with --debug for "
               "the traceback and please report it", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def _hub_bars(shown: bool):
+    """huggingface_hub's progress bars off for the command when not ``shown``, as they were afterwards."""
+    if shown:
+        yield
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was:
+            enable_progress_bars()
 
 
 def _close_bars() -> None:

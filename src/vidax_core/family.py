@@ -160,6 +160,9 @@ class FamilyPlugin:
     def open_checkpoint(self, spec, path):
         return None
 
+    def component_file(self, spec, component, tensors, published):
+        return None
+
     def bench_dit(self, spec, need_reference, config):
         return None
 

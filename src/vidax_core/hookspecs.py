@@ -193,6 +193,17 @@ def open_checkpoint(spec, path):
 
 
 @hookspec
+def component_file(spec, component, tensors, published):
+    """Read one component from a single file (a ComfyUI models folder's file or ``model.files.<component>``):
+    ``tensors`` is the file's key -> lazy array mapping (a wrapper prefix such as ``model.diffusion_model.``
+    removed; an 8-bit encoder already dequantised), ``published`` the component's config from the id's published
+    layout (None when none ships). Return ``(tensors, config)`` in diffusers terms (keys renamed lazily, e.g. with
+    :class:`vidax_core.io.renamed.RenamedTensors`; the config read from the shapes where the file carries none)
+    when the file is in your original release's layout; return None when it already uses the diffusers /
+    transformers names (the core then takes ``published``, a T5-family encoder's sizes read from its tensors)."""
+
+
+@hookspec
 def bench_dit(spec, need_reference, config):
     """Return the model parts of ``vidax bench --dit-only`` for ``spec``'s family (random weights, no
     checkpoint weights read), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):

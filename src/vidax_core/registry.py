@@ -28,7 +28,10 @@ class ModelSpec:
     """What the core knows about a model id before loading anything.
 
     ``preset`` holds config defaults for this model (same keys as the run config, e.g. sampling steps);
-    ``default_config`` names the YAML under configs/ users start from; ``hub_repo`` the published diffusers repo;
+    ``default_config`` names the YAML under configs/ users start from; ``hub_repo`` the published diffusers repo
+    (at ``hub_revision``, null = its main branch), the checkpoint a run of the id alone downloads on first use (the
+    preset's ``model.checkpoint`` / ``model.revision``); ``original_repo`` the original release vidax also reads
+    (``owner/name`` or ``owner/name/path`` of the files in it), None when vidax reads none or none is published;
     ``hub_variants`` published repos of other weights for the same architecture and id (e.g. CFG-distilled
     checkpoints, run with their own configs), or ``owner/name/sub/folder`` for weights published only inside
     another layout's repo (a config then names a local folder ending in ``sub/folder``, assembled by hand);
@@ -42,6 +45,8 @@ class ModelSpec:
     version: str = ""
     default_config: str | None = None
     hub_repo: str | None = None
+    hub_revision: str | None = None
+    original_repo: str | None = None
     hub_variants: tuple[str, ...] = ()
     checkpoint_formats: tuple[str, ...] = ("diffusers",)
     description: str = ""
@@ -50,6 +55,9 @@ class ModelSpec:
     #: The VAE's ``vae.tiling`` knobs, name -> bool / int / float (a fraction), as its diffusers ``enable_tiling``
     #: names them; None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`. Checked once, before loading.
     tiling: Mapping[str, Any] | None = None
+    #: ComfyUI file names of each component (``fnmatch`` patterns, e.g. ``{"transformer": ("wan2.1_t2v_1.3b*",)}``),
+    #: as Comfy-Org publishes them: how a ComfyUI models folder's files are told apart (:mod:`vidax_core.io.component_files`).
+    comfy_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Frames one untiled decode program of its VAE makes (a causal chunk, a time tile); None: the whole video.
     #: What the dry run sizes the decode's temporaries by (:mod:`vidax_core.vae.decode_memory`).
     vae_decode_frames: int | None = None
@@ -59,6 +67,11 @@ class ModelSpec:
     predicts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.hub_repo:  # the id alone runs: its published repo is the preset's checkpoint (show-config shows it)
+            preset = dict(self.preset)
+            model = {"checkpoint": self.hub_repo, "revision": self.hub_revision}
+            preset["model"] = {**model, **dict(preset.get("model") or {})}
+            object.__setattr__(self, "preset", preset)
         if self.options:  # the declared options' defaults become part of the preset (shown by show-config)
             preset = dict(self.preset)
             preset["options"] = {**{k: o.default for k, o in self.options.items()}, **dict(preset.get("options") or {})}
@@ -73,6 +86,8 @@ class ModelSpec:
             "version": self.version,
             "default_config": self.default_config,
             "hub_repo": self.hub_repo,
+            "hub_revision": self.hub_revision,
+            "original_repo": self.original_repo,
             "hub_variants": list(self.hub_variants),
             "checkpoint_formats": list(self.checkpoint_formats),
             "description": self.description,

@@ -242,3 +242,30 @@ def test_dit_folder_path_chooses_that_dit(t2v, tmp_path):
     shutil.rmtree(root / "text_encoder" / "Glyph-SDXL-v2")
     with pytest.raises(UserError, match=r"no text_encoder/Glyph-SDXL-v2/checkpoints/byt5_model.pt"):
         _open("hunyuanvideo-1.5-t2v-480p", root)
+
+
+def test_a_single_dit_file_reads_as_its_diffusers_twin(t2v):
+    """The release's DiT as one file (ComfyUI's ``diffusion_models/``, here named with ``model.files`` over the
+    diffusers folder, which gives the rest): its config from the shapes, the id's ``480p_t2v`` and the base's
+    RoPE / target size equals the twin's, and so does every tensor (the family's ``component_file`` hook)."""
+    import json
+
+    from vidax_core.api import resolve_config
+    from vidax_core.io.checkpoint import Checkpoint
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
+
+    p = _plugins()
+    dit = t2v / "release" / "transformer" / "480p_t2v" / "diffusion_pytorch_model.safetensors"
+    cfg = resolve_config("hunyuanvideo-1.5-t2v-480p", [f"model.checkpoint={t2v / 'diffusers'}",
+                                                       f"model.files={json.dumps({'transformer': str(dit)})}"], p)
+    ckpt = checkpoint_for_run(cfg, p.registry.get(cfg.model.id), p)
+    ref = Checkpoint(str(t2v / "diffusers"))
+    got, want = ckpt.config("transformer"), ref.config("transformer")
+    assert {k: v for k, v in got.items() if not k.startswith("_")} == {k: v for k, v in want.items()
+                                                                         if not k.startswith("_")}
+    tensors, expected = ckpt.tensors("transformer"), ref.tensors("transformer")
+    assert set(tensors) == set(expected)
+    for k in expected:
+        value = tensors[k]
+        np.testing.assert_array_equal(np.asarray(value() if callable(value) else value), expected[k], err_msg=k)
+    assert ckpt.path("vae") == ref.path("vae")  # the rest from the base folder

@@ -63,6 +63,9 @@ def twin(tmp_path_factory):
     pipe = build_tiny_ltx_pipeline("t2v", seed=5)
     diff = root / "diffusers"
     pipe.save_pretrained(str(diff), safe_serialization=True)
+    # the one T5 value a ComfyUI T5 file cannot say, at the published T5 v1.1 XXL's (relative-attention distance)
+    te = diff / "text_encoder" / "config.json"
+    te.write_text(json.dumps({**json.loads(te.read_text()), "relative_attention_max_distance": 128}))
     dit = {k: v.detach().numpy().copy() for k, v in pipe.transformer.state_dict().items()}
     vae = {k: v.detach().numpy().copy() for k, v in pipe.vae.state_dict().items()}
     original = {original_dit_key(k): v for k, v in dit.items()}
@@ -171,19 +174,42 @@ def test_published_vae_config_is_diffusers_constructible():
     assert vae.spatial_compression_ratio == 32 and vae.temporal_compression_ratio == 8
 
 
-def test_run_from_the_original_file_equals_the_diffusers_twin(twin):
+def test_run_from_the_original_file_equals_the_diffusers_twin(twin, tmp_path):
     """`vidax run` of the preset's multi-scale recipe from the original folder (release file + upscaler file beside
-    it) gives the diffusers folder's (latent_upsampler/) latents exactly. Both use the plain flow-match Euler the
+    it), and from the same files in a ComfyUI models folder, gives the diffusers folder's (latent_upsampler/)
+    latents exactly. Both use the plain flow-match Euler the
     0.9.8 repositories ship (the tiny pipeline's scheduler has LTXPipeline's dynamic shift)."""
     from vidax_core.testing.runs import run_many
 
     diff, orig, _, _, _ = twin
+    comfy = _comfy_folder(tmp_path, diff, orig)
     base = ["model.id=ltx-video-13b-0.9.8-dev", "prompt=a red fox", "negative_prompt=blurry", "sampling.num_steps=2",
             "sampling.height=96", "sampling.width=96", "sampling.num_frames=9", "sampling.max_sequence_length=16",
             "parallel.dp=1", "sampling.scheduler={name: flow_euler}", "options.second_pass_steps=2",
             "options.second_pass_denoise_strength=0.5"]
-    runs = run_many(base, {"diffusers": (f"model.checkpoint={diff}",), "original": (f"model.checkpoint={orig}",)},
+    runs = run_many(base, {"diffusers": (f"model.checkpoint={diff}",), "original": (f"model.checkpoint={orig}",),
+                           "comfy": (f"model.checkpoint={comfy}", f"model.files={{tokenizer: {diff / 'tokenizer'}}}")},
                     devices=1)
-    assert "error" not in runs["original"], runs["original"]
-    print(f"ltx original vs diffusers run: rel {runs['original']['rel']:.1e}")
+    for name in ("original", "comfy"):
+        assert "error" not in runs[name], runs[name]
+        print(f"ltx {name} vs diffusers run: rel {runs[name]['rel']:.1e}")
     assert runs["original"]["rel"] == 0.0
+    assert runs["comfy"]["rel"] <= 1e-4
+
+
+def _comfy_folder(tmp_path, diff, orig):
+    """The release file as ComfyUI keeps it: ``checkpoints/``, the upscaler in ``latent_upscale_models/``, the T5
+    as one ``text_encoders/`` file in transformers names (its config from the id's published layout and the tensor
+    shapes); the tokenizer is named with ``model.files.tokenizer``."""
+    from safetensors.numpy import load_file, save_file
+
+    comfy = tmp_path / "ComfyUI"
+    for sub in ("checkpoints", "latent_upscale_models", "text_encoders"):
+        (comfy / "models" / sub).mkdir(parents=True)
+    shutil.copy(orig / "ltxv-tiny-0.9.8.safetensors", comfy / "models" / "checkpoints" / "ltxv-13b-0.9.8-dev.safetensors")
+    shutil.copy(orig / "ltxv-spatial-upscaler-tiny.safetensors",
+                comfy / "models" / "latent_upscale_models" / "ltxv-spatial-upscaler-0.9.8.safetensors")
+    t5 = load_file(str(next((diff / "text_encoder").glob("*.safetensors"))))
+    save_file(t5, str(comfy / "models" / "text_encoders" / "t5xxl_fp16.safetensors"))
+    return comfy
+

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from vidax_core import config as config_mod
-from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.model_api import Decoded
 from vidax_core.plugins import get_plugins
 

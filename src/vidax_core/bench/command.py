@@ -452,7 +452,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return bench_dit.main(args)
 
     from vidax_core import config as config_mod
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
 
     plugins = get_plugins()

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.io.published import layout_path, read_layout  # noqa: F401 - the shipped layouts' readers
 from vidax_core.io.safetensors import write_file
 
 WEIGHT_DTYPES = ("bfloat16", "float8_e4m3fn", "int8")
@@ -48,32 +49,6 @@ DIT_COMPONENTS = re.compile(r"^transformer(_\d+)?$")
 _POOL_ELEMENTS = 1 << 20
 _POOLS_KEPT = 8
 _INDEX = re.compile(r"^(.*?)\.(\d+)\.")
-
-
-# ---- the published layout ------------------------------------------------------------------------------------
-
-
-def layout_path(model_id: str, plugins: Any = None) -> str:
-    """The shipped layout file of ``model_id`` (in its family plugin's ``assets/published``)."""
-    import sys
-
-    from vidax_core.plugins import get_plugins
-
-    plugins = plugins or get_plugins()
-    spec = plugins.registry.get(model_id)
-    obj = plugins.family_object(spec) if hasattr(plugins, "family_object") else None
-    module = sys.modules.get(type(obj).__module__) if obj is not None else None
-    here = os.path.dirname(getattr(module, "__file__", "") or "")
-    path = os.path.join(here, "assets", "published", f"{model_id}.json.gz")
-    if not os.path.exists(path):
-        raise UserError(f"no published layout ships for {model_id} ({path}): its plugin has none yet "
-                        "(scripts/published_layouts.py writes them)")
-    return path
-
-
-def read_layout(model_id: str, plugins: Any = None) -> dict:
-    with gzip.open(layout_path(model_id, plugins), "rt") as f:
-        return json.load(f)
 
 
 # ---- cutting layers --------------------------------------------------------------------------------------------

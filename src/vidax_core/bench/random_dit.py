@@ -257,7 +257,7 @@ def setup(args: argparse.Namespace, plugins: Any = None) -> Setup:
     from flax import nnx
 
     from vidax_core import config as config_mod
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
     from vidax_core.runner import windowed
     from vidax_core.runner.denoiser import build_dit

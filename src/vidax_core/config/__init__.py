@@ -28,8 +28,10 @@ from vidax_core.errors import UserError
 @dataclass(frozen=True)
 class ModelConfig:
     id: str = "???"
-    checkpoint: str | None = None
+    checkpoint: str | None = None  # a folder (diffusers, original release, ComfyUI models) or a hub repo id
     revision: str | None = None
+    # single files per component: {transformer: F, text_encoder: F, vae: F, ...} (vidax_core.io.component_files)
+    files: Any = None
     dtype: str | None = None  # null = the model's precision policy
     weight_dtype: str | None = None  # null = the checkpoint's own storage; float8_e4m3fn | int8 (vidax_core.quant)
     # with weight_dtype set: also the family's named Linear layers outside the blocks (Wan: its embedders and time
@@ -287,6 +289,17 @@ def check_lora(value: Any) -> tuple[LoraEntry, ...]:
     return tuple(out)
 
 
+def check_files(value: Any) -> None:
+    """``model.files``: null or a mapping of component name -> path of its file (checked further, with the model,
+    when the checkpoint is opened)."""
+    if value is None:
+        return
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                                 for k, v in value.items()):
+        raise UserError("config key model.files must map components to file paths, e.g. {transformer: "
+                        f"wan2.1_t2v_1.3B_fp16.safetensors, vae: wan_2.1_vae.safetensors}}, got {short_repr(value)}")
+
+
 def defaults_dict() -> dict[str, Any]:
     return dataclasses.asdict(RunConfig())
 
@@ -414,6 +427,7 @@ def validate(data: Mapping[str, Any], *, required: bool = True) -> RunConfig:
         check_tiling(cfg.vae.tiling)
     if not isinstance(cfg.options, Mapping):
         raise UserError(f"config key options must be a mapping of the model's options, got {short_repr(cfg.options)}")
+    check_files(cfg.model.files)
     if cfg.model.id in ("", "???"):
         raise UserError("no model chosen: set model.id (see `vidax list-models`)")
     if cfg.prompts is not None and (not isinstance(cfg.prompts, Sequence) or isinstance(cfg.prompts, (str, bytes))):

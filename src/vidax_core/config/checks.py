@@ -99,6 +99,11 @@ def check_paths(cfg: Any) -> Any:
     ckpt = _get(cfg, "model.checkpoint")
     if isinstance(ckpt, str):
         check_path_text("model.checkpoint", ckpt)
+    files = _get(cfg, "model.files")
+    if isinstance(files, Mapping):
+        for key, path in files.items():
+            if isinstance(path, str):
+                check_path_text(f"model.files.{key}", path)
     seen: dict[str, str] = {}
     for key in OUTPUT_KEYS:
         value = _get(cfg, key)

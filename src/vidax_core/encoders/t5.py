@@ -125,6 +125,27 @@ class T5Config:
         return self.num_heads * self.d_kv
 
 
+def config_from_tensors(tensors: Any, base: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` (a transformers T5 / UMT5 config) with the sizes a T5 encoder's tensors (transformers names, as
+    ComfyUI's T5 files keep them) determine: vocabulary and width from ``shared``, depth from the blocks, heads and
+    buckets from the first relative position bias, ``d_kv`` and ``d_ff`` from the projections."""
+    import re
+
+    def shape(key: str) -> tuple[int, ...]:
+        return tuple(tensors.shape(key)) if hasattr(tensors, "shape") else tuple(np.shape(tensors[key]))
+
+    vocab, d_model = shape("shared.weight")
+    blocks = {int(m[1]) for k in tensors if (m := re.match(r"encoder\.block\.(\d+)\.", k))}
+    bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+    buckets, heads = shape(bias) if bias in tensors else (base.get("relative_attention_num_buckets", 32),
+                                                          base.get("num_heads", 8))
+    ff = next((k for k in ("wi_0", "wi") if f"encoder.block.0.layer.1.DenseReluDense.{k}.weight" in tensors), "wi")
+    return {**dict(base), "vocab_size": vocab, "d_model": d_model, "num_layers": len(blocks) or base.get("num_layers"),
+            "num_heads": heads, "relative_attention_num_buckets": buckets,
+            "d_kv": shape("encoder.block.0.layer.0.SelfAttention.q.weight")[0] // heads,
+            "d_ff": shape(f"encoder.block.0.layer.1.DenseReluDense.{ff}.weight")[0]}
+
+
 #: google/t5-v1_1-xxl encoder (Cosmos, HunyuanVideo-era text towers): gated-gelu, untied head, shared bias.
 T5_V1_1_XXL: dict[str, Any] = dict(
     model_type="t5", vocab_size=32128, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,

@@ -340,21 +340,64 @@ def looks_like_repo_id(value: str) -> bool:
 
 
 def download_from_hub(repo_id: str, revision: str | None, components: Sequence[str], configs_only: bool = False) -> str:
-    """Fetch only the files the run needs into the standard Hugging Face cache; return the snapshot folder."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
+    """Fetch only the files the run needs into the standard Hugging Face cache; return the snapshot folder.
 
+    What is cached already is used as is; what is missing is downloaded with huggingface_hub's own progress bars
+    and one line before them (``--quiet`` turns both off: ``HF_HUB_DISABLE_PROGRESS_BARS``). Offline or unreachable, one :class:`UserError` line says how to get the files."""
+    import sys
+
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    at = f" at revision {revision}" if revision else ""
+    if (not constants.HF_HUB_OFFLINE and not configs_only and not are_progress_bars_disabled()
+            and not _cached(repo_id, revision, components)):
+        print(f"fetching {repo_id}{at} ({', '.join(c + '/' for c in components)} as present) into the Hugging Face "
+              f"cache {constants.HF_HUB_CACHE}: first use only", file=sys.stderr, flush=True)
     try:
         return snapshot_download(repo_id, revision=revision, allow_patterns=hub_allow_patterns(components, configs_only))
     except LocalEntryNotFoundError as exc:
+        why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else f"the hub ({constants.ENDPOINT}) cannot be reached"
+        get = f"hf download {repo_id}" + (f" --revision {revision}" if revision else "")
         raise UserError(
-            f"checkpoint {repo_id} is not in the local Hugging Face cache and the hub cannot be reached "
-            f"(HF_HUB_OFFLINE or no network): pre-download it with `hf download {repo_id}` on a connected machine"
+            f"checkpoint {repo_id}{at} is not in the local Hugging Face cache and {why}: pre-download it with "
+            f"`{get}` on a connected machine (same HF_HOME), or set model.checkpoint to a local folder"
         ) from exc
+    except RevisionNotFoundError as exc:
+        raise UserError(f"hub repository {repo_id} has no revision {revision!r}: fix model.revision") from exc
     except RepositoryNotFoundError as exc:
         raise UserError(f"hub repository {repo_id} does not exist or is private (set HF_TOKEN for gated repos)") from exc
     except Exception as exc:
         raise UserError(f"cannot download {repo_id} from the hub: {str(exc).splitlines()[0]}") from exc
+
+
+def _cached(repo_id: str, revision: str | None, components: Sequence[str]) -> bool:
+    """Whether the cache holds a snapshot of ``repo_id`` at ``revision`` with weights in every component folder
+    it has (then nothing is downloaded and no "fetching" line is printed)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(repo_id, revision=revision, local_files_only=True,
+                                   allow_patterns=hub_allow_patterns(components))
+    except Exception:  # noqa: BLE001 - not cached (or not fully)
+        return False
+    folders = [c for c in components if os.path.isdir(os.path.join(folder, c))]
+    return bool(folders) and all(os.listdir(os.path.join(folder, c)) for c in folders)
+
+
+def local_snapshot(repo_id: str, revision: str | None) -> str | None:
+    """The cached snapshot folder of ``repo_id`` at ``revision`` when its denoiser's weights are there (a full
+    download), else None; never reaches the network."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(repo_id, revision=revision, local_files_only=True,
+                                   allow_patterns=hub_allow_patterns(DIFFUSERS_COMPONENTS))
+    except Exception:  # noqa: BLE001 - not cached
+        return None
+    weights = glob.glob(os.path.join(folder, "transformer", "*.safetensors"))
+    return folder if weights else None
 
 
 def resolve_checkpoint(
@@ -366,15 +409,18 @@ def resolve_checkpoint(
     builtin_key: str = "",
     configs_only: bool = False,
     open_folder: Callable[[str], Checkpoint | None] | None = None,
+    default_repo: str | None = None,
 ) -> Checkpoint:
     """Turn ``model.checkpoint`` into a local :class:`Checkpoint`.
 
     ``find_builtin(name)`` returns the folder of a plugin's built-in checkpoint (None if it has none);
     ``configs_only`` fetches only the JSON files of a hub checkpoint (``--dry-run``); ``open_folder(path)`` lets
-    the model's plugin claim a local folder that is not in diffusers layout (its ``open_checkpoint`` hook).
+    the model's plugin claim a local folder that is not in diffusers layout (its ``open_checkpoint`` hook);
+    ``default_repo``: the model id's own hub repo (its errors then name no local folder).
     """
     if not value:
-        raise UserError("no checkpoint given: set model.checkpoint to a diffusers-layout folder or a hub repo id")
+        raise UserError(f"no checkpoint given{' for ' + builtin_key if builtin_key else ''}: set model.checkpoint to "
+                        "a diffusers-layout folder, a ComfyUI models folder or a hub repo id")
     if value.startswith("builtin:"):
         name = value.split(":", 1)[1]
         folder = find_builtin(name) if find_builtin is not None else None
@@ -398,7 +444,9 @@ def resolve_checkpoint(
             )
         return Checkpoint(path, source=value)
     if os.path.exists(path):
-        raise UserError(f"checkpoint {value} is a file: model.checkpoint must be a diffusers-layout folder or a hub repo id")
+        raise UserError(f"checkpoint {value} is a file: name single files per component with model.files "
+                        f"(e.g. model.files={{transformer: {value}, text_encoder: ..., vae: ...}}), or give their "
+                        "ComfyUI models folder, a diffusers-layout folder or a hub repo id as model.checkpoint")
     if looks_like_repo_id(value):
         parent = value.split("/")[0]
         if os.path.isdir(parent):  # a path into an existing folder, not an organisation on the hub
@@ -407,23 +455,8 @@ def resolve_checkpoint(
         try:
             return Checkpoint(download_from_hub(value, revision, components, configs_only), source=value)
         except UserError as exc:
+            if value == default_repo:  # the id's own repo (its preset's): no local folder was meant
+                raise
             raise UserError(f"checkpoint {value}: no local folder {os.path.abspath(value)}, and as a hub repo id: "
                             f"{str(exc).removeprefix(f'checkpoint {value} ')}") from None
     raise UserError(f"checkpoint {value} does not exist (expected a local folder or a hub repo id like Org/Name)")
-
-
-def checkpoint_for_run(cfg: Any, spec: Any, plugins: Any, *, configs_only: bool = False) -> Checkpoint:
-    """``model.checkpoint`` of a run resolved with the model plugin's built-in and foreign-layout hooks, then
-    checked against the model id (the plugin's ``check_checkpoint`` hook) before any weight is read."""
-    ckpt = resolve_checkpoint(
-        cfg.model.checkpoint,
-        revision=cfg.model.revision,
-        find_builtin=lambda name: plugins.call("builtin_checkpoint", spec, name=name),
-        builtin_key=spec.id,
-        configs_only=configs_only,
-        open_folder=lambda path: plugins.call("open_checkpoint", spec, path=path),
-    )
-    problems = plugins.call("check_checkpoint", spec, ckpt=ckpt, run=cfg) or []
-    if problems:
-        raise UserError(str(problems[0]))
-    return ckpt

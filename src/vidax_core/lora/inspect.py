@@ -57,7 +57,7 @@ def describe(path: str, model_id: str, *, checkpoint: str | None = None, expert:
     checked = ""
     if checkpoint is not None:
         from vidax_core import config as config_mod
-        from vidax_core.io.checkpoint import checkpoint_for_run
+        from vidax_core.io.run_checkpoint import checkpoint_for_run
         from vidax_core.runner.denoiser import build_dit
 
         cfg = config_mod.resolve_layers({"model": {"id": model_id, "checkpoint": checkpoint}}, [], plugins.preset_for)

@@ -9,6 +9,7 @@ function, with the video tokens from the VAE's latent grid (hook ``vae_latent_sh
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
@@ -17,12 +18,13 @@ import numpy as np
 
 from vidax_core.config import RunConfig, to_yaml
 from vidax_core.errors import UserError
-from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
+from vidax_core.runner import phase_time
 from vidax_core.runner.memory_plan import fmt_bytes as _fmt_bytes
-from vidax_core.runner.preflight import preflight
+from vidax_core.runner.preflight import needs_image, placeholder_image, preflight
 
 
 _LORA_MODE = {"fused": "            (lora_mode fused: into the weights at load, no cost per step)",
@@ -324,17 +326,82 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
     return RunSizing(latent, mesh_plan, streamed, abstracts, sizes, chunk, tp, resident, how, activations, table)
 
 
+def _encode_where(cfg: RunConfig, ckpt: Any, peak: Any, spec: Any) -> str:
+    """Where the prompt encoder computes in this run (``device`` or ``cpu``), as the placement decides it."""
+    from vidax_core.runner import memory_plan as mp
+
+    return mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec).where
+
+
+def _uses_published(cfg: RunConfig, spec: Any, plugins: Plugins) -> bool:
+    """Whether the dry run sizes ``cfg`` from the id's published layout (:func:`dry_run_checkpoint`)."""
+    from vidax_core.io.checkpoint import local_snapshot
+    from vidax_core.io.published import has_layout
+
+    value = cfg.model.checkpoint
+    default = not value or (value == spec.hub_repo and cfg.model.revision == spec.hub_revision)
+    return default and has_layout(spec.id, plugins) and not (value and local_snapshot(value, cfg.model.revision))
+
+
+def dry_run_checkpoint(cfg: RunConfig, spec: Any, plugins: Plugins) -> tuple[Any, str | None]:
+    """The checkpoint a dry run sizes, and a line saying where its sizes come from when not from its files.
+
+    The id's own hub repo (``model.checkpoint`` left at its preset, or no checkpoint at all) that is not fully in
+    the local Hugging Face cache is sized from the published layout its plugin ships (configs and tensor shapes
+    of every component, text encoders included): no download, no network. Any other checkpoint is read as a run
+    reads it (only its JSON files for a hub repo)."""
+    from vidax_core.io.run_checkpoint import checked
+    from vidax_core.io.published import PublishedCheckpoint
+
+    value = cfg.model.checkpoint
+    if _uses_published(cfg, spec, plugins):
+        ckpt = checked(PublishedCheckpoint(spec.id, plugins, repo=value or spec.original_repo), cfg, spec, plugins)
+        family = plugins.family_object(spec) if hasattr(plugins, "family_object") else None
+        shipped = spec.plugin or type(family).__module__.split(".")[0]
+        why = ("its weights are not in the local Hugging Face cache" if value else
+               "no checkpoint is set and no diffusers-layout repo is published for it")
+        return ckpt, (f"from {spec.id}'s published layout shipped with {shipped} ({why}): every component at "
+                      "its real size, no weights read, nothing downloaded")
+    return checkpoint_for_run(cfg, spec, plugins, configs_only=True), None
+
+
 def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
                   host_memory_gib: float | None = None) -> str:
     """What ``vidax run`` would do with ``cfg``: the call's plan from the planner a real call runs
     (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute."""
     cfg, peak, label = target_device(cfg, device)
+    spec = plugins.registry.get(cfg.model.id)
+    with tempfile.TemporaryDirectory(prefix="vidax-dry-run-") as tmp:
+        shown = cfg
+        cfg, assumed = stand_ins(cfg, spec, plugins, tmp)
+        preflight(cfg, spec, plugins, check_outputs=False)
+        ckpt, sized_from = dry_run_checkpoint(cfg, spec, plugins)
+        return _describe(cfg, shown, spec, plugins, ckpt, sized_from, assumed, peak, label, device, host_memory_gib)
+
+
+def stand_ins(cfg: RunConfig, spec: Any, plugins: Plugins, tmp: str) -> tuple[RunConfig, list[str]]:
+    """The run as the dry run sizes it, and a line per input it had to assume: an image-to-video model given no
+    image gets a grey placeholder at the video's size in ``tmp`` (only its size matters to the plan); a model
+    that predicts its frame count from the encoded prompt gets 121 frames when its weights are not at hand."""
+    notes = []
+    if cfg.image is None and needs_image(spec):
+        cfg = replace(cfg, image=placeholder_image(tmp, cfg.sampling.width, cfg.sampling.height))
+        notes.append(f"image: none given; sized with a {cfg.sampling.width}x{cfg.sampling.height} placeholder (a run "
+                     "needs image=path/to/frame.png)")
+    if cfg.sampling.num_frames is None and "num_frames" in spec.predicts and _uses_published(cfg, spec, plugins):
+        cfg = replace(cfg, sampling=replace(cfg.sampling, num_frames=121))
+        notes.append("sampling.num_frames: unset (the checkpoint's duration head predicts it from the prompt, which "
+                     "a dry run does not encode); sized at 121 frames (set sampling.num_frames to size another)")
+    return cfg, notes
+
+
+def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckpt: Any, sized_from: str | None,
+              assumed: list[str], peak: Any, label: str, device: str | None,
+              host_memory_gib: float | None = None) -> str:
+    """The dry run's report of ``cfg`` (``shown``: the config as the user gave it, printed at the end)."""
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.plan import Planner, plan_lines, video_tokens
 
-    spec = plugins.registry.get(cfg.model.id)
-    preflight(cfg, spec, plugins, check_outputs=False)
-    ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
     if cfg.sampling.num_frames is None:
         raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
                         "prompt, which a dry run does not load; set sampling.num_frames=...")
@@ -364,7 +431,9 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
         denoiser += [f"  {b.component}: {_describe_size(s)}" for b, s in zip(builds, sizes)]
     lines = [
         f"model:      {spec.id} ({spec.family}, plugin {spec.plugin} {spec.version})",
-        f"checkpoint: {ckpt.source} -> {ckpt.root}",
+        f"checkpoint: {ckpt.source}" + ("" if sized_from else f" -> {ckpt.root}"),
+        *([f"sized:      {sized_from}"] if sized_from else []),
+        *[f"assumed:    {a}" for a in assumed],
         f"files:      {', '.join(files) or 'none found'}",
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {_guidance_text(cfg)}",
@@ -381,9 +450,11 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
         f"activations: {activations}",
         *z.placement.lines(_fmt_bytes),
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
+        *phase_time.lines(cfg, plan, builds, ckpt, spec, peak, label, mesh_plan.size,
+                          _encode_where(cfg, ckpt, peak, spec)),
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",
         "resolved config:",
-        to_yaml(cfg),
+        to_yaml(shown),
     ]
     return "\n".join(lines)

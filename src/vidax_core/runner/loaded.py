@@ -34,7 +34,7 @@ from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
 from vidax_core.io import video
-from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.model_api import Decoded, dit_weight_dtype
 from vidax_core.parallel import distributed
 from vidax_core.parallel import offload as offloadlib
@@ -339,11 +339,12 @@ class LoadedModel:
 
     def generate(self, cfg: RunConfig | None = None, *, plan: CallPlan | None = None,
                  on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
-                 write_outputs: bool = True, on_chunk: Callable[[np.ndarray, int, int], None] | None = None
-                 ) -> RunResult:
+                 write_outputs: bool = True, on_chunk: Callable[[np.ndarray, int, int], None] | None = None,
+                 on_decode: Callable[[int, int], None] | None = None) -> RunResult:
         """One video from ``cfg`` (a call config of this model; default: the base config), or from ``plan``
         (:meth:`plan_call`'s, made earlier: it is run as planned). ``on_chunk(frames, k, n)`` receives the frames
-        as they are made: window ``k`` of ``n`` of a chunked model, else all at once."""
+        as they are made: window ``k`` of ``n`` of a chunked model, else all at once; ``on_decode(done, total)``
+        the VAE's chunks as the final decode runs them (a chunked model decodes window by window instead)."""
         if self.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
         if plan is not None:
@@ -352,7 +353,7 @@ class LoadedModel:
         if plan is None and cfg is self.base:
             plan = self.first_plan
         with self._lock, precision.scope(cfg), self._attention():
-            return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk)
+            return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk, on_decode)
 
     def _attention(self):
         """This pipe's attention backend and call record, whatever another pipe in the process uses."""
@@ -381,7 +382,7 @@ class LoadedModel:
         return new, info
 
     def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool,
-                  on_chunk=None) -> RunResult:
+                  on_chunk=None, on_decode=None) -> RunResult:
         cfg, predicted = self._predict_frames(cfg, plan)
         if predicted:  # the frame count is known now: the call is planned with it
             plan = None
@@ -447,7 +448,7 @@ class LoadedModel:
         if why:
             reporter.log(why)
         with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"):
-            decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar), tiling=tiling)
+            decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar, on_decode), tiling=tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))

@@ -17,6 +17,21 @@ IMAGE_TASKS = ("i2v", "ti2v")
 VIDEO_TASKS = ("v2v",)
 
 
+def needs_image(spec: ModelSpec) -> bool:
+    """Whether ``spec`` makes video only from an image (image-to-video, no text-to-video task)."""
+    return "t2v" not in spec.tasks and any(t in IMAGE_TASKS for t in spec.tasks)
+
+
+def placeholder_image(folder: str, width: int | None, height: int | None) -> str:
+    """A grey PNG of the video's size in ``folder``: what a dry run, or a server loading an image-to-video model
+    whose requests bring their own image, plans with (only its size matters to the plan); returns its path."""
+    from PIL import Image
+
+    path = os.path.join(folder, "placeholder.png")
+    Image.new("RGB", (int(width or 64), int(height or 64)), (128, 128, 128)).save(path)
+    return path
+
+
 def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_outputs: bool = True) -> None:
     """Raise a :class:`UserError` for the first problem found with ``cfg`` for model ``spec``."""
     check_required_for(cfg, spec.predicts)

@@ -41,13 +41,16 @@ class Reporter:
         return update
 
 
-def follow_chunks(bar: tqdm) -> Callable[[int, int], None]:
-    """``on_chunk(done, total)`` for a bar: the VAE says how many chunks there are and how many are done."""
+def follow_chunks(bar: tqdm, also: Callable[[int, int], None] | None = None) -> Callable[[int, int], None]:
+    """``on_chunk(done, total)`` for a bar: the VAE says how many chunks there are and how many are done (passed on
+    to ``also``: a caller's own decode progress)."""
 
     def on_chunk(done: int, total: int) -> None:
         if total and bar.total != total:
             bar.total = total
         bar.update(max(done - bar.n, 0))
+        if also is not None:
+            also(done, total)
 
     return on_chunk
 

@@ -26,7 +26,8 @@ def run_locally(pipe: Any) -> Callable[[Job, Callable[[int, int], None]], None]:
     """A job's work on one process: the call planned when the job was posted, then the mp4 write."""
 
     def run(job: Job, on_progress: Callable[[int, int], None]) -> None:
-        out = pipe.run(job.plan.call, on_progress=on_progress, cancel=job.cancel)
+        out = pipe.run(job.plan.call, on_progress=on_progress, cancel=job.cancel, on_decode=job.decoding)
+        job.writing()
         out.save(job.video_path)
 
     return run
@@ -36,8 +37,9 @@ class App:
     """What the handlers share: the pipe's description, the queue, the limits, the output folder."""
 
     def __init__(self, pipe: Any, output_dir: str, limits: Limits, runner=None, quiet: bool = False,
-                 log_requests: bool = False) -> None:
+                 log_requests: bool = False, upload_required: bool = False) -> None:
         self.pipe = pipe
+        self.upload_required = upload_required  # an image-to-video model loaded with no image of its own
         self.model_id = str(pipe.spec.id)
         self.output_dir = os.path.abspath(output_dir)
         os.makedirs(self.output_dir, exist_ok=True)
@@ -48,12 +50,15 @@ class App:
         self.jobs = JobQueue(runner, limits.max_queue, limits.max_jobs_kept, self.log,
                              idle=getattr(runner, "idle", None), idle_s=getattr(runner, "idle_s", jobsmod.IDLE_S),
                              on_stop=getattr(runner, "stop", None))
-        self._page_info = page_info(pipe, limits)
+        self._page_info = page_info(pipe, limits, upload_required)
 
     def create(self, req: reqmod.VideoRequest) -> Job:
         """Check ``req``, queue its job and return it (UserError / QueueFull for the handler to answer)."""
         if self.jobs.counts()["queued"] >= self.limits.max_queue:
             raise QueueFull(f"the queue is full ({self.limits.max_queue} jobs waiting); retry later")
+        if self.upload_required and req.image is None:
+            raise UserError(f"input_reference is required: {self.model_id} makes video from an image; upload the "
+                            "first frame (multipart/form-data)")
         job_id = jobsmod.new_id()
         image_path = None
         try:
@@ -87,14 +92,19 @@ class App:
         self.jobs.stop()
 
 
-def page_info(pipe: Any, limits: Limits) -> dict[str, Any]:
+def page_info(pipe: Any, limits: Limits, upload_required: bool = False) -> dict[str, Any]:
     """What the page offers: the config's defaults, a size step and the frame counts the model accepts (by its
-    own rules, ``pipe.accepts``: no call is planned), within the server's limits."""
+    own rules, ``pipe.accepts``: no call is planned), within the server's limits, and which uploads the model
+    takes (an image: required when it makes video only from one; a clip)."""
     base = pipe.config
     s = base.sampling
     fps = int(base.output.fps or pipe.fps)
-    defaults = {"prompt": base.prompt, "width": s.width, "height": s.height, "num_frames": s.num_frames,
-                "num_steps": s.num_steps, "seed": s.seed}
+    defaults = {"prompt": base.prompt, "negative_prompt": base.negative_prompt, "width": s.width,
+                "height": s.height, "num_frames": s.num_frames, "num_steps": s.num_steps, "seed": s.seed,
+                "guidance_scale": s.guidance_scale}
+    from vidax_core.runner.preflight import IMAGE_TASKS, VIDEO_TASKS
+
+    tasks = tuple(pipe.spec.tasks)
     size_step = next((k for k in (1, 2, 4, 8, 16, 32, 64, 128)
                       if pipe.accepts(width=s.width + k, height=s.height + k)), 16)
     top = min(limits.max_frames, max(4 * (s.num_frames or 0), 33), 257)  # null: the model predicts it
@@ -102,7 +112,9 @@ def page_info(pipe: Any, limits: Limits) -> dict[str, Any]:
     max_side = max(size_step, 2 * math.isqrt(limits.max_pixels) // size_step * size_step)
     return {"model": str(pipe.spec.id), "fps": fps, "defaults": defaults, "size_step": size_step,
             "frame_choices": frames, "max_side": max_side, "max_steps": limits.max_steps,
-            "max_prompt_chars": limits.max_prompt_chars}
+            "max_prompt_chars": limits.max_prompt_chars, "takes_image": any(t in IMAGE_TASKS for t in tasks),
+            "needs_image": upload_required,
+            "takes_video": any(t in VIDEO_TASKS for t in tasks)}
 
 
 def _hide_paths(message: str, image_path: str | None, output_dir: str) -> str:
@@ -139,11 +151,12 @@ class Server:
     """
 
     def __init__(self, pipe: Any, *, host: str = "127.0.0.1", port: int = 8000, output_dir: str | None = None,
-                 limits: Limits | None = None, runner=None, quiet: bool = False, log_requests: bool = False) -> None:
+                 limits: Limits | None = None, runner=None, quiet: bool = False, log_requests: bool = False,
+                 upload_required: bool = False) -> None:
         if output_dir is None:
             path = pipe.config.output.path
             output_dir = (os.path.dirname(str(path)) or ".") if path else "out"
-        self.app = App(pipe, output_dir, limits or Limits(), runner, quiet, log_requests)
+        self.app = App(pipe, output_dir, limits or Limits(), runner, quiet, log_requests, upload_required)
         try:
             self.httpd = _HTTPServer((host, port), Handler)
         except OSError as exc:

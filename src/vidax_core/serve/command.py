@@ -12,6 +12,7 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 
 from vidax_core.errors import UserError
 from vidax_core.serve.limits import Limits
@@ -60,6 +61,21 @@ def default_output_dir(config: str | None, overrides: list[str]) -> str:
     return os.path.dirname(str(cfg.output.path or "")) or "."
 
 
+def _needs_upload(config: str | None, overrides: list[str]):
+    """For an image-to-video model served with no ``image``: a function writing the placeholder it loads with
+    (:func:`vidax_core.runner.preflight.placeholder_image`); None otherwise (the config's image, if any, is the
+    default of requests without an upload)."""
+    from vidax_core import config as config_mod
+    from vidax_core.plugins import get_plugins
+    from vidax_core.runner.preflight import needs_image, placeholder_image
+
+    plugins = get_plugins()
+    cfg = config_mod.resolve(config, overrides, plugins.preset_for)
+    if cfg.image is not None or not needs_image(plugins.registry.get(cfg.model.id)):
+        return None
+    return lambda folder: placeholder_image(folder, cfg.sampling.width, cfg.sampling.height)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     limits = limits_of(args)
     if not 0 <= args.port <= 65535:
@@ -70,7 +86,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from vidax_core.serve.app import Server
 
     output_dir = args.output_dir or default_output_dir(args.config, args.overrides)
-    pipe = vidax.load(args.config, *args.overrides, quiet=args.quiet)
+    overrides, placeholder = list(args.overrides), tempfile.TemporaryDirectory(prefix="vidax-serve-")
+    stand_in = _needs_upload(args.config, overrides)
+    if stand_in is not None:  # loaded with a stand-in: every request brings its own first frame
+        overrides.append(f"image={stand_in(placeholder.name)}")
+    # no config file: the overrides alone (model.id=... and the rest), as `vidax run` takes them
+    pipe = vidax.load(args.config if args.config is not None else {}, *overrides, quiet=args.quiet)
     try:
         many = multihost.process_count() > 1
         if many and multihost.process_index() != 0:
@@ -78,7 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 0
         runner = multihost.LeaderRunner(pipe) if many else None
         server = Server(pipe, host=args.host, port=args.port, output_dir=output_dir, limits=limits, runner=runner,
-                        quiet=args.quiet, log_requests=args.log_requests)
+                        quiet=args.quiet, log_requests=args.log_requests, upload_required=stand_in is not None)
         # the address is printed even with --quiet: with --port 0 it is the only way to learn it
         print(f"serving {server.app.model_id} on {server.url} (page at {server.url}/, API at {server.url}/v1/videos); "
               f"videos go to {server.app.output_dir}", file=sys.stderr, flush=True)
@@ -91,4 +112,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.close()
     finally:
         pipe.close()
+        placeholder.cleanup()
     return 0

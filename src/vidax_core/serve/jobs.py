@@ -19,6 +19,7 @@ from vidax_core.errors import Cancelled, UserError
 from vidax_core.serve.request import Plan
 
 ID_PREFIX = "video_"
+SAMPLED, WRITTEN = 90, 100  # a job's progress once its steps are done, once its mp4 is written
 IDLE_S = 5.0  # a runner with an idle() hook (the multi-host leader) is called this often while nothing waits
 
 
@@ -44,26 +45,48 @@ class Job:
     image_path: str | None = None
     created_at: int = field(default_factory=lambda: int(time.time()))
     status: str = "queued"  # queued | in_progress | completed | failed
-    progress: int = 0
+    progress: int = 0  # of the whole job: the steps up to 90, the decode up to 99, 100 once the mp4 is written
+    phase: str = "queued"  # queued | sampling | decoding | writing | done
+    decode_progress: int = 0  # percent of the VAE's chunks decoded
     completed_at: int | None = None
     error: dict[str, str] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
 
+    def step(self, done: int, total: int) -> None:
+        """``on_progress`` of the pipe call: ``done`` of ``total`` denoising steps."""
+        if total > 0:
+            self.phase = "sampling"
+            self.progress = max(self.progress, min(SAMPLED - 1, SAMPLED * done // total))
+
+    def decoding(self, done: int, total: int) -> None:
+        """``on_decode`` of the pipe call: ``done`` of ``total`` VAE chunks."""
+        if total > 0:
+            self.phase = "decoding"
+            self.decode_progress = min(100, 100 * done // total)
+            self.progress = max(self.progress, SAMPLED + min(WRITTEN - SAMPLED - 1, (WRITTEN - SAMPLED) * done // total))
+
+    def writing(self) -> None:
+        """The frames are decoded; the mp4 is being written."""
+        self.phase, self.decode_progress, self.progress = "writing", 100, max(self.progress, WRITTEN - 1)
+
     def to_object(self) -> dict[str, Any]:
-        """The OpenAI video object (plus vidax's ``num_frames``, ``num_steps`` and ``fps``)."""
+        """The OpenAI video object (plus vidax's ``num_frames``, ``num_steps``, ``fps``, ``phase`` and
+        ``decode_progress``)."""
         return {
             "id": self.id, "object": "video", "model": self.model, "status": self.status,
             "progress": self.progress, "created_at": self.created_at, "completed_at": self.completed_at,
             "expires_at": None, "size": self.plan.size, "seconds": self.plan.seconds, "prompt": self.plan.prompt,
             "remixed_from_video_id": None, "error": self.error, "num_frames": self.plan.num_frames,
-            "num_steps": self.plan.num_steps, "fps": self.plan.fps,
+            "num_steps": self.plan.num_steps, "fps": self.plan.fps, "phase": self.phase,
+            "decode_progress": self.decode_progress,
         }
 
 
 class JobQueue:
     """Jobs by id in creation order, the waiting ones in a FIFO, and the worker thread that runs them.
 
-    ``run(job, on_progress)`` does one job's work (the pipe call and the write of ``job.video_path``); it is
+    ``run(job, on_progress)`` does one job's work (the pipe call and the write of ``job.video_path``; it may report
+    the decode with ``job.decoding`` and the write with ``job.writing``); it is
     the only place the pipe is touched, always from the worker thread. ``idle()`` is called on that thread every
     ``idle_s`` seconds while nothing waits, ``on_stop()`` once when it ends (the multi-host heartbeat and stop).
     """
@@ -166,25 +189,21 @@ class JobQueue:
                 _remove(job.video_path, job.image_path)
 
     def _one(self, job: Job) -> None:
-        def on_progress(done: int, total: int) -> None:
-            if total > 0:
-                # 100 only once the video is written: decoding and writing follow the last step
-                job.progress = max(job.progress, min(99, int(100 * done / total)))
-
+        t0 = time.perf_counter()
         try:
-            self._run(job, on_progress)
+            self._run(job, job.step)
         except Cancelled:
             self._finish(job, "failed", {"code": "cancelled", "message": "the job was cancelled"})
         except UserError as exc:
             self._finish(job, "failed", {"code": "invalid_request", "message": " ".join(str(exc).split())})
         except Exception as exc:  # a bug in a job must not take the server down; the job says what happened
             first = (str(exc).splitlines() or [""])[0][:300]
-            self._log(f"job {job.id} failed with an internal error: {type(exc).__name__}: {first}")
             self._finish(job, "failed", {"code": "internal_error",
                                          "message": f"internal error ({type(exc).__name__}: {first})"})
         else:
-            job.progress = 100
+            job.progress, job.phase = 100, "done"
             self._finish(job, "completed", None)
+        self._log(job_line(job, time.perf_counter() - t0))
 
     def _finish(self, job: Job, status: str, error: dict[str, str] | None) -> None:
         job.error = error
@@ -196,6 +215,15 @@ class JobQueue:
         for job in finished[: max(len(finished) - self.max_jobs_kept, 0)]:
             del self._jobs[job.id]
             _remove(job.video_path, job.image_path)
+
+
+def job_line(job: Job, seconds: float) -> str:
+    """The server log's one line about a finished job."""
+    p = job.plan
+    what = f"{p.size}, {p.num_frames} frames, {p.num_steps} steps" + (", with an upload" if job.image_path else "")
+    if job.status == "completed":
+        return f"job {job.id} completed in {seconds:.1f} s ({what})"
+    return f"job {job.id} failed after {seconds:.1f} s ({what}): {job.error['code']}: {job.error['message'][:200]}"
 
 
 def _remove(*paths: str | None) -> None:

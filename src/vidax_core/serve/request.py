@@ -33,15 +33,17 @@ MAX_SEED = 2**63 - 1
 _SIZE = re.compile(r"^\s*(\d{1,6})\s*[xX]\s*(\d{1,6})\s*$")
 _IMAGE_FORMATS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "BMP": "bmp", "GIF": "gif"}
 _NAMES = [{"WEBP": "WebP"}.get(k, k) for k in _IMAGE_FORMATS]
-_FORMAT_NAMES = f"a {', '.join(_NAMES[:-1])} or {_NAMES[-1]} file"
+_FORMAT_NAMES = f"a {', '.join(_NAMES[:-1])} or {_NAMES[-1]} file, or an mp4 / webm clip"
 
 
 @dataclass(frozen=True)
 class Upload:
-    """An uploaded reference image, checked to decode; ``ext`` comes from its content, never from its name."""
+    """An uploaded reference (an image, checked to decode, or a clip for a video-conditioned model: read when the
+    call is planned); ``ext`` and ``kind`` come from its content, never from its name."""
 
     data: bytes
     ext: str
+    kind: str = "image"  # image | video
 
 
 @dataclass
@@ -119,12 +121,29 @@ def _from_parts(parts: list[multipart.Part], limits: Limits) -> VideoRequest:
             if part.filename is None:
                 raise UserError("input_reference must be an image file upload (image_url and file_id "
                                 "references are not supported)")
-            req.image = check_image(part.data)
+            req.image = check_upload(part.data)
             continue
         if part.filename is not None:
             raise UserError(f"field {part.name!r} must be a value, not a file upload")
         req.values[part.name] = _typed_text(part.name, kind, part.text(), limits)
     return req
+
+
+def video_format(data: bytes) -> str | None:
+    """The container of an uploaded clip from its first bytes (mp4 / mov / webm / avi), None for anything else."""
+    if data[4:8] == b"ftyp":
+        return "mov" if data[8:10] == b"qt" else "mp4"
+    if data[:4] == b"\x1a\x45\xdf\xa3":
+        return "webm"
+    if data[:4] == b"RIFF" and data[8:12] == b"AVI ":
+        return "avi"
+    return None
+
+
+def check_upload(data: bytes) -> Upload:
+    """An uploaded ``input_reference``: a clip (by its container's signature) or an image (:func:`check_image`)."""
+    container = video_format(data)
+    return Upload(data, container, "video") if container else check_image(data)
 
 
 def check_image(data: bytes) -> Upload:
@@ -168,7 +187,7 @@ def plan(req: VideoRequest, pipe: Any, limits: Limits, image_path: str | None,
             raise UserError("give seconds or num_frames, not both")
         kwargs["num_frames"] = int(pipe.frames_for_seconds(v["seconds"]))
     if image_path is not None:
-        kwargs["image"] = image_path
+        kwargs["video" if req.image is not None and req.image.kind == "video" else "image"] = image_path
     for key in ("height", "width"):
         if key in kwargs and kwargs[key] < 1:
             raise UserError(f"{key} must be a positive number of pixels, got {kwargs[key]}")

@@ -20,7 +20,7 @@ def resolve(plugins: Any, overrides: Sequence[str]):
 def converted_tree_problems(plugins: Any, overrides: Sequence[str]) -> list[str]:
     """Convert the run's checkpoint onto each denoiser's abstract tree; list every path whose key set, shape or
     dtype differs from the model built shape-only (empty when the checkpoint fills the model exactly)."""
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.nn.state import abstract_model
     from vidax_core.runner.denoiser import build_dit
 
@@ -52,7 +52,7 @@ def sharding_table(plugins: Any, overrides: Sequence[str]) -> dict[str, list]:
     """Parameter path -> PartitionSpec (as lists) of the first denoiser under the plugin's ``shard_rules``."""
     from flax import nnx
 
-    from vidax_core.io.checkpoint import checkpoint_for_run
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.parallel import sharding
     from vidax_core.runner.denoiser import build_dit
 

@@ -168,3 +168,14 @@ def vae_config_from_tensors(src: Any, wan22: bool) -> dict[str, Any]:
     if len(cfg["latents_mean"]) != z_dim:  # not a published VAE (a tiny test model): no latent normalisation
         cfg["latents_mean"], cfg["latents_std"] = [0.0] * z_dim, [1.0] * z_dim
     return cfg
+
+
+def read_file(tensors: Any) -> tuple[RenamedTensors, dict[str, Any]] | None:
+    """``(tensors under diffusers names, config)`` of a single VAE file in the original Wan names (ComfyUI's
+    ``wan_2.1_vae.safetensors`` / ``wan2.2_vae.safetensors``, which keep them), None for any other file. Wan2.2's
+    VAE is told by its nested ``downsamples.I.downsamples.J`` blocks."""
+    if "decoder.head.2.weight" not in tensors or "conv1.weight" not in tensors:
+        return None
+    wan22 = any(re.match(r"encoder\.downsamples\.\d+\.downsamples\.", k) for k in tensors)
+    config = {"_class_name": "AutoencoderKLWan", **vae_config_from_tensors(tensors, wan22)}
+    return original_vae_tensors(tensors, config), config

@@ -42,6 +42,8 @@ MODELS = [
         "id": "cosmos-predict2.5-2b",
         "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": "nvidia/Cosmos-Predict2.5-2B",
+        "hub_revision": "diffusers/base/post-trained",  # the diffusers layout's branch; main holds the release
+        "original_repo": "nvidia/Cosmos-Predict2.5-2B/base/post-trained",
         "default_config": "configs/cosmos_predict25_2b_720p.yaml",
         "description": "Cosmos-Predict2.5 2B text/image/video-to-world (28 blocks, width 2048), Cosmos-Reason1 text",
         "preset": _preset(),
@@ -50,6 +52,8 @@ MODELS = [
         "id": "cosmos-predict2.5-14b",
         "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": "nvidia/Cosmos-Predict2.5-14B",
+        "hub_revision": "diffusers/base/post-trained",  # the diffusers layout's branch; main holds the release
+        "original_repo": "nvidia/Cosmos-Predict2.5-14B/base/post-trained",
         "default_config": "configs/cosmos_predict25_14b_720p.yaml",
         "description": "Cosmos-Predict2.5 14B text/image/video-to-world (36 blocks, width 5120), Cosmos-Reason1 text",
         "preset": _preset(),

@@ -103,5 +103,11 @@ class Hunyuan15Plugin(FamilyPlugin):
 
         return open_release(spec, path)
 
+    def component_file(self, spec, component, tensors, published):
+        """A ComfyUI / release-named single file: the DiT or the VAE (:func:`.release15.read_component_file`)."""
+        from .release15 import read_component_file
+
+        return read_component_file(spec, component, tensors, published)
+
 
 plugin = Hunyuan15Plugin()

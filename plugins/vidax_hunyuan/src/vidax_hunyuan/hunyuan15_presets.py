@@ -91,6 +91,17 @@ TILING15 = {"enabled": bool, "tile_sample_min_height": int, "tile_sample_min_wid
             "tile_latent_min_height": int, "tile_latent_min_width": int, "tile_overlap_factor": float}
 
 
+def _comfy(res: str, task: str, suffix: str) -> dict:
+    """Comfy-Org's file names (``Comfy-Org/HunyuanVideo_1.5_repackaged`` ``split_files/``): the DiT per resolution
+    and task (fp16 / bf16 / fp8), Qwen2.5-VL-7B, the glyph byT5, the VAE and, for image-to-video, SigLIP."""
+    dit = f"hunyuanvideo1.5_{res}_{task}" + (f"_{suffix.replace('-', '_')}" if suffix else "")
+    files = {"transformer": (dit + "_fp*", dit + "_bf16*"), "text_encoder": ("qwen_2.5_vl_7b*",),
+             "text_encoder_2": ("byt5_small_glyphxl*",), "vae": ("hunyuanvideo15_vae*",)}
+    if task == "i2v":
+        files["image_encoder"] = ("sigclip_vision_patch14_384*",)
+    return files
+
+
 def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: str = "", **preset) -> dict:
     """``cfg_distilled``: where the CFG-distilled DiT of this id is published: "diffusers" (a community repo) or
     "release" (only inside the original release, a folder the user assembles)."""
@@ -101,6 +112,7 @@ def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: 
         "id": name,
         "tasks": (task,),
         "hub_repo": HUB.format(f"{res}_{task}" + (f"_{suffix.replace('-', '_')}" if suffix else "")),
+        "original_repo": f"{RELEASE}/transformer/{res}_{task}" + (f"_{suffix.replace('-', '_')}" if suffix else ""),
         "hub_variants": {"diffusers": (HUB.format(f"{res}_{task}_distilled"),),
                          "release": (f"{RELEASE}/transformer/{res}_{task}_distilled",)}.get(cfg_distilled, ()),
         "default_config": f"configs/hunyuan15_{task}_{res}" + (f"_{suffix.replace('-', '_')}" if suffix else "")
@@ -110,6 +122,7 @@ def _model(res: str, task: str, shift: int, *, suffix: str = "", cfg_distilled: 
         "preset": _preset(target, **preset),
         "options": dict(OPTIONS),
         "tiling": TILING15,
+        "comfy_files": _comfy(res, task, suffix),
     }
 
 

@@ -73,6 +73,7 @@ MODELS = [
         "id": "hunyuanvideo-t2v-13b",
         "tasks": ("t2v",),
         "hub_repo": "hunyuanvideo-community/HunyuanVideo",
+        "original_repo": "tencent/HunyuanVideo",
         "default_config": "configs/hunyuan_t2v_13b_720p.yaml",
         "description": "HunyuanVideo 1.0 13B text-to-video (20 double + 40 single blocks, width 3072), "
                        "Llama-3 + CLIP-L text, embedded guidance",
@@ -84,6 +85,7 @@ MODELS = [
         "id": "hunyuanvideo-i2v-13b",
         "tasks": ("i2v",),
         "hub_repo": "hunyuanvideo-community/HunyuanVideo-I2V",
+        "original_repo": "tencent/HunyuanVideo-I2V",
         "default_config": "configs/hunyuan_i2v_13b_720p.yaml",
         "description": "HunyuanVideo-I2V 13B image-to-video (token_replace first frame), LLaVA-Llama-3 image+text, "
                        "embedded guidance",

@@ -197,3 +197,21 @@ def open_release(spec: Any, path: str) -> Release15Checkpoint | None:
         raise UserError(f"{root} holds the HunyuanVideo-1.5 release but no {first}: add it from {source} as the "
                         "release's checkpoints-download.md says (docs/models/hunyuan.md lists the folder)")
     return Release15Checkpoint(root, variant)
+
+
+def read_component_file(spec: Any, component: str, tensors: Any, published: Mapping[str, Any] | None):
+    """A single file of an id's component in the release's names (a ComfyUI folder's or ``model.files``): the
+    DiT (``double_blocks.N.img_attn_q``..., its config from the shapes, the id's ``<res>_<task>`` and the published
+    RoPE axes, theta and target size) or the VAE
+    (``down.N.block.M``..., its config the published one); None for a file in diffusers names, or another part."""
+    if component == "transformer" and "img_in.proj.weight" in tensors:
+        from .original_dit15 import OriginalDiT15, dit15_config
+
+        renamed = OriginalDiT15(tensors)
+        fixed = {k: published[k] for k in DIFFUSERS_DIT_KEYS if published and k in published}  # RoPE, target size
+        return renamed, dit15_config(renamed, id_variant(spec.id), fixed)
+    if component == "vae" and any(k.startswith(("encoder.down.", "decoder.up.")) for k in tensors):
+        if published is None:
+            raise UserError(f"{spec.id}: no published VAE config ships to read a VAE file in the release's names")
+        return RenamedTensors(tensors, vae_key), dict(published)
+    return None

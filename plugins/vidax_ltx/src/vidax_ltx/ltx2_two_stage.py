@@ -38,10 +38,12 @@ def stage_sizes(height: int, width: int) -> tuple[int, int]:
 def upsampler_problems(ckpt: Any, options: dict) -> list[str]:
     """Before anything loads: the recipe needs a latent upsampler that opens (``options.spatial_upsampler``, the
     checkpoint's ``latent_upsampler/`` or an ``*spatial-upscaler*.safetensors`` beside its files)."""
-    from .multiscale import find_upsampler
+    from .multiscale import find_upsampler, layout_only
     from .upsampler import check_upsampler_file
 
     path = find_upsampler(ckpt, options)
+    if path is not None and layout_only(ckpt, options, path):
+        return []
     if path is None:
         return [f"options.two_stage needs the LTX-2 latent upsampler and {ckpt.source} has none: set "
                 "options.spatial_upsampler=<its latent_upsampler folder or ltx-2-spatial-upscaler file>, or "

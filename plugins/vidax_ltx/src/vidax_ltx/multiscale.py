@@ -51,9 +51,18 @@ def find_upsampler(ckpt: Any, options: dict) -> str | None:
     return found[0] if found else None
 
 
+def layout_only(ckpt: Any, options: dict, path: str) -> bool:
+    """Whether ``path`` is the ``latent_upsampler/`` of a checkpoint without weights (a dry run of the published
+    layout, :mod:`vidax_core.io.published`): the layout lists it, no file is there to open."""
+    return (getattr(ckpt, "published", False) and not options.get("spatial_upsampler")
+            and path == ckpt.path("latent_upsampler"))
+
+
 def check_upsampler(ckpt: Any, options: dict) -> list[str]:
     """Before anything loads: the multi-scale recipe needs an upscaler that exists."""
     path = find_upsampler(ckpt, options)
+    if path is not None and layout_only(ckpt, options, path):
+        return []
     if path is None:
         return [f"options.multiscale needs the spatial latent upscaler and checkpoint {ckpt.source} has none: set "
                 "options.spatial_upsampler=<ltxv-spatial-upscaler-0.9.8.safetensors or its diffusers folder>, or "

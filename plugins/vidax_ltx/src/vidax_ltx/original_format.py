@@ -168,3 +168,29 @@ class LTXOriginalCheckpoint(Checkpoint):
 def open_original(spec: Any, path: str) -> LTXOriginalCheckpoint | None:
     weights = _weights_file(path)
     return None if weights is None else LTXOriginalCheckpoint(path, weights)
+
+
+def read_component_file(component: str, tensors: Any) -> tuple[Any, dict[str, Any]] | None:
+    """The DiT or the VAE of an original single file (a ComfyUI ``checkpoints/ltxv-*.safetensors`` or
+    ``model.files``), read as :class:`LTXOriginalCheckpoint` reads them; None for a file without the release's
+    metadata config (a file in diffusers names is read as is)."""
+    meta = getattr(tensors, "metadata", None) or {}
+    if component not in ("transformer", "vae") or "config" not in meta or _is_upsampler(meta["config"]):
+        return None
+    where = "the LTX-Video file's metadata 'config'"
+    try:
+        config = json.loads(meta["config"])
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise UserError(f"{where} is not JSON: re-download the file") from exc
+    if not isinstance(config, dict) or not isinstance(config.get("transformer"), dict):
+        raise UserError(f"{where} has no 'transformer' config: is this an LTX-Video 0.9.x file?")
+    if component == "transformer":
+        return RenamedTensors(tensors, dit_key), dit_config(config["transformer"], where)
+    if not any(k.startswith("vae.") for k in tensors):
+        raise UserError("the LTX-Video file has no VAE (vae.* tensors): name a VAE file with model.files.vae")
+    vae = config.get("vae")
+    vae_cfg = dict(vae) if isinstance(vae, dict) and vae.get("_class_name") == "AutoencoderKLLTXVideo" \
+        else dict(LTX098_VAE_CONFIG)
+    downs = {int(m.group(1)) for k in tensors if (m := re.match(r"vae\.encoder\.down_blocks\.(\d+)\.", k))}
+    n = max(downs) + 1 if downs else 9
+    return RenamedTensors(tensors, lambda k: original_vae_key(k, encoder_blocks=n)), vae_cfg

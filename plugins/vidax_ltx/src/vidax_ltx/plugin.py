@@ -137,5 +137,11 @@ class LTXPlugin(FamilyPlugin):
 
         return open_original(spec, path)
 
+    def component_file(self, spec, component, tensors, published):
+        """A ComfyUI ``checkpoints/ltxv-*.safetensors`` (or ``model.files``) release file: its DiT or its VAE."""
+        from .original_format import read_component_file
+
+        return read_component_file(component, tensors)
+
 
 plugin = LTXPlugin()

@@ -82,27 +82,40 @@ DISTILLED = dict(timesteps=DISTILLED_TIMESTEPS, second_pass_timesteps=DISTILLED_
                  second_pass_denoise_strength=0.999, adain_factor=1.0, tone_map_compression_ratio=0.6)
 DEV = dict(timesteps=None, second_pass_timesteps=None, second_pass_steps=10, second_pass_denoise_strength=0.4)
 
+def _comfy(name: str) -> dict:
+    """ComfyUI's files of an LTX-Video 0.9.8 id: Lightricks' release file in ``checkpoints/`` (the DiT and the
+    VAE), the T5 v1.1 XXL of ``comfyanonymous/flux_text_encoders`` and the spatial upscaler."""
+    return {"transformer": (name + "*",), "vae": (name + "*",), "text_encoder": ("t5xxl*",),
+            "latent_upsampler": ("ltxv-spatial-upscaler-0.9.8*",)}
+
+
 MODELS = [
     {
         "id": "ltx-video-2b-0.9.8-distilled",
+        "comfy_files": _comfy("ltxv-2b-0.9.8-distilled"),
         "tasks": ("t2v", "i2v", "v2v"),
-        "hub_repo": None,
+        "hub_repo": None,  # no diffusers-layout repository: a folder assembled by hand (docs/models/ltx.md)
+        "original_repo": "Lightricks/LTX-Video/ltxv-2b-0.9.8-distilled.safetensors",
         "default_config": "configs/ltx_2b_0_9_8_distilled_512p.yaml",
         "description": "LTX-Video 0.9.8 2B distilled (28 blocks, width 2048): multi-scale, 8 + 4 steps, no guidance",
         "preset": _preset(len(DISTILLED_TIMESTEPS), 1.0, **DISTILLED),
     },
     {
         "id": "ltx-video-13b-0.9.8-dev",
+        "comfy_files": _comfy("ltxv-13b-0.9.8-dev"),
         "tasks": ("t2v", "i2v", "v2v"),
-        "hub_repo": None,
+        "hub_repo": None,  # no diffusers-layout repository: a folder assembled by hand (docs/models/ltx.md)
+        "original_repo": "Lightricks/LTX-Video/ltxv-13b-0.9.8-dev.safetensors",
         "default_config": "configs/ltx_13b_0_9_8_dev_512p.yaml",
         "description": "LTX-Video 0.9.8 13B dev (48 blocks, width 4096): multi-scale, 30 + 4 steps, guidance 5",
         "preset": _preset(30, 5.0, **DEV),
     },
     {
         "id": "ltx-video-13b-0.9.8-distilled",
+        "comfy_files": _comfy("ltxv-13b-0.9.8-distilled"),
         "tasks": ("t2v", "i2v", "v2v"),
         "hub_repo": "Lightricks/LTX-Video-0.9.8-13B-distilled",
+        "original_repo": "Lightricks/LTX-Video/ltxv-13b-0.9.8-distilled.safetensors",
         "default_config": "configs/ltx_13b_0_9_8_distilled_512p.yaml",
         "description": "LTX-Video 0.9.8 13B distilled (48 blocks, width 4096): multi-scale, 8 + 4 steps, no guidance",
         "preset": _preset(len(DISTILLED_TIMESTEPS), 1.0, **DISTILLED),

@@ -46,6 +46,7 @@ from vidax_core.io.checkpoint import Checkpoint, TensorSource
 from vidax_core.io.convert import ConversionError
 from vidax_core.errors import UserError
 from vidax_core.io.renamed import RenamedTensors
+from vidax_core.wan_dit.original import DIT_RENAME, dit_key, image_fields  # noqa: F401 - the DiT's renames: core
 from vidax_core.vae.wan_original import (  # the VAE half of the original layout lives in the core
     VAE21_FILE,
     VAE22_FILE,
@@ -54,52 +55,6 @@ from vidax_core.vae.wan_original import (  # the VAE half of the original layout
     vae_config_from_tensors,
     vae_key,
 )
-
-#: diffusers' ``TRANSFORMER_KEYS_RENAME_DICT``, applied in order with ``str.replace``.
-DIT_RENAME: tuple[tuple[str, str], ...] = (
-    ("time_embedding.0", "condition_embedder.time_embedder.linear_1"),
-    ("time_embedding.2", "condition_embedder.time_embedder.linear_2"),
-    ("text_embedding.0", "condition_embedder.text_embedder.linear_1"),
-    ("text_embedding.2", "condition_embedder.text_embedder.linear_2"),
-    ("time_projection.1", "condition_embedder.time_proj"),
-    ("head.modulation", "scale_shift_table"),
-    ("head.head", "proj_out"),
-    ("modulation", "scale_shift_table"),
-    ("ffn.0", "ffn.net.0.proj"),
-    ("ffn.2", "ffn.net.2"),
-    # the original calls its norms norm1, norm3 (cross-attention), norm2 (ffn); diffusers norm1, norm2, norm3
-    ("norm2", "norm__placeholder"),
-    ("norm3", "norm2"),
-    ("norm__placeholder", "norm3"),
-    ("img_emb.proj.0", "condition_embedder.image_embedder.norm1"),
-    ("img_emb.proj.1", "condition_embedder.image_embedder.ff.net.0.proj"),
-    ("img_emb.proj.3", "condition_embedder.image_embedder.ff.net.2"),
-    ("img_emb.proj.4", "condition_embedder.image_embedder.norm2"),
-    ("img_emb.emb_pos", "condition_embedder.image_embedder.pos_embed"),
-    ("self_attn.q", "attn1.to_q"),
-    ("self_attn.k", "attn1.to_k"),
-    ("self_attn.v", "attn1.to_v"),
-    ("self_attn.o", "attn1.to_out.0"),
-    ("self_attn.norm_q", "attn1.norm_q"),
-    ("self_attn.norm_k", "attn1.norm_k"),
-    ("cross_attn.q", "attn2.to_q"),
-    ("cross_attn.k", "attn2.to_k"),
-    ("cross_attn.v", "attn2.to_v"),
-    ("cross_attn.o", "attn2.to_out.0"),
-    ("cross_attn.norm_q", "attn2.norm_q"),
-    ("cross_attn.norm_k", "attn2.norm_k"),
-    ("attn2.to_k_img", "attn2.add_k_proj"),
-    ("attn2.to_v_img", "attn2.add_v_proj"),
-    ("attn2.norm_k_img", "attn2.norm_added_k"),
-)
-
-
-def dit_key(key: str) -> str:
-    """Original Wan DiT key -> diffusers ``WanTransformer3DModel`` key."""
-    for old, new in DIT_RENAME:
-        key = key.replace(old, new)
-    return key
-
 
 # --------------------------------------------------------------------------------------------------------------
 # UMT5 (the VAE renames: vidax_core.vae.wan_original)
@@ -381,12 +336,7 @@ def dit_config(original: Mapping[str, Any], tensors: Any) -> dict[str, Any]:
     cfg["cross_attn_norm"] = bool(original.get("cross_attn_norm", True))
     cfg["qk_norm"] = "rms_norm_across_heads" if original.get("qk_norm", True) else None
     cfg["rope_max_seq_len"] = 1024
-    if "img_emb.proj.0.weight" in tensors:  # Wan2.1 I2V / FLF2V: CLIP image tokens
-        cfg["image_dim"] = tensor_shape(tensors, "img_emb.proj.0.weight")[0]
-        cfg["added_kv_proj_dim"] = dim
-        if "img_emb.emb_pos" in tensors:
-            cfg["pos_embed_seq_len"] = tensor_shape(tensors, "img_emb.emb_pos")[1]
-    return cfg
+    return {**cfg, **image_fields(tensors, dim)}  # Wan2.1 I2V / FLF2V: CLIP image tokens
 
 
 def _json_file(path: str) -> dict[str, Any]:

@@ -118,6 +118,14 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
 
         return open_original(spec, path)
 
+    def component_file(self, spec, component, tensors, published):
+        """A ComfyUI / original-names DiT file (``wan2.1_t2v_14B_fp8_e4m3fn.safetensors``...)."""
+        if component in self.dit_components:
+            from vidax_core.wan_dit.original import read_file
+
+            return read_file(tensors, published)
+        return None
+
     def bench_dit(self, spec, need_reference, config):
         """``vidax bench --dit-only``: a Wan DiT (the checkpoint's architecture, default Wan2.1-1.3B's) in vidax and
         diffusers, and the Wan2.1 VAE."""
