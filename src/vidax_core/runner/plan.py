@@ -189,11 +189,12 @@ def expected_batch(guide: Guidance) -> int:
 
 # -- the plan of a call ------------------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class CallPlan:
     """A call's passes with their samplers, guidance, latent grids, sampling plans and placements (one per expert),
     all checked. A grid (and its sampling plan) is None where the family gives no latent grid without its VAE, or
-    the frame count is still to be predicted: :attr:`complete` is then False."""
+    the frame count is still to be predicted: :attr:`complete` is then False. A plan holds no state of a call: one
+    plan may be run many times, each run makes its own (:meth:`vidax_core.runner.loaded.LoadedModel.generate`)."""
 
     cfg: RunConfig
     passes: list
@@ -203,7 +204,7 @@ class CallPlan:
     splans: list
     placements: list = field(default_factory=list)  # per pass, per expert
     tokens: list = field(default_factory=list)  # video tokens per pass (None: no grid or no patch size)
-    windows: Any = None  # a chunked run's vidax_core.windows.WindowedSampling (grids: its largest window's)
+    windows: tuple | None = None  # a chunked run's vidax_core.windows.Window tuple (grids: its largest window's)
 
     @property
     def complete(self) -> bool:
@@ -212,7 +213,7 @@ class CallPlan:
     @property
     def total_steps(self) -> int:
         if self.windows is not None:
-            return self.windows.total_steps
+            return int(sum(w.num_steps for w in self.windows))
         return int(sum(s.num_steps for s in self.splans))
 
 
