@@ -22,12 +22,12 @@ Besides hooks, a family declares (class attributes): its ``models``, ``options``
 reference of ``vidax bench --reference diffusers``), ``quantization_keep`` (regexes of the Linear layers an 8-bit
 run keeps in full precision; None: :data:`vidax_core.quant.keep.DEFAULT_KEEP`, norms, modulation, embeddings,
 patch embedding, heads), ``cache_layout`` and ``lora_experts``. Offload streams every group of
-``DitBuild.block_counts``. A subclass that defines a method named ``quantization_keep``, ``bench_reference`` or
-``offload_block_groups`` (:data:`RETIRED`, with the hook signatures of those names) has it answer instead.
+``DitBuild.block_counts``.
 
 Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
 ``conversion_ignore``, ``lora_key_map``): any other public method is refused when the plugin loads, so a
-misspelled hook fails loudly. Name private helpers with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
+misspelled hook fails loudly. Name private helpers with a leading underscore. This module imports no JAX: a
+family imports its model code inside the methods.
 """
 
 from __future__ import annotations
@@ -192,17 +192,6 @@ def hook_names() -> frozenset[str]:
 
 HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore", "lora_key_map"})
 
-# Method names that are declarations (or a default), not hooks -> what to write instead. A FamilyPlugin subclass
-# defining one as a method has it answer (:meth:`vidax_core.plugins.Plugins.declared`); a module of ``@hookimpl``
-# functions implementing one is refused with this line.
-RETIRED = {
-    "offload_block_groups": "offload streams every group of DitBuild.block_counts: list there only the stacked "
-                            "groups to stream",
-    "quantization_keep": "declare the regexes as the FamilyPlugin class attribute quantization_keep = (...)",
-    "bench_reference": "declare diffusers_reference = '.module:Class' on a FamilyPlugin subclass (called with "
-                       "(ckpt_dir, run))",
-}
-
 
 def diffusers_reference(family: Any, engine: str, ckpt_dir: str, run: Any) -> Any:
     """The reference run ``family`` declares for ``vidax bench --reference ENGINE`` (``diffusers_reference``,
@@ -215,7 +204,7 @@ def diffusers_reference(family: Any, engine: str, ckpt_dir: str, run: Any) -> An
 
 def stray_methods(plugin: FamilyPlugin) -> list[str]:
     """Public methods of ``plugin``'s class that are neither hooks nor base helpers (misspelled hooks)."""
-    allowed = hook_names() | HELPERS | set(RETIRED)
+    allowed = hook_names() | HELPERS
     out = []
     for cls in type(plugin).__mro__:
         if cls in (FamilyPlugin, object):
@@ -225,11 +214,17 @@ def stray_methods(plugin: FamilyPlugin) -> list[str]:
     return sorted(set(out))
 
 
-def as_plugin_object(loaded: Any) -> Any:
-    """The object to register for what an entry point loaded: a FamilyPlugin subclass is instantiated; a module
-    exposing a FamilyPlugin (instance or subclass) as ``plugin`` registers that; anything else (a module of
-    ``@hookimpl`` functions, the older form) registers as it is."""
-    obj = getattr(loaded, "plugin", loaded) if isinstance(loaded, ModuleType) else loaded
-    if isinstance(obj, type) and issubclass(obj, FamilyPlugin):
-        obj = obj()
-    return obj if isinstance(obj, FamilyPlugin) else loaded
+def overridden_hooks(plugin: FamilyPlugin) -> tuple[str, ...]:
+    """The hooks ``plugin``'s class answers itself (the others are :class:`FamilyPlugin`'s defaults)."""
+    return tuple(sorted(n for n in hook_names() if getattr(type(plugin), n) is not getattr(FamilyPlugin, n)))
+
+
+def plugin_object(loaded: Any) -> FamilyPlugin:
+    """The object to register for what an entry point loaded: a :class:`FamilyPlugin` subclass is instantiated, an
+    instance registers as it is; anything else is refused (an entry point names ``"package.module:Class"``)."""
+    obj = loaded() if isinstance(loaded, type) and issubclass(loaded, FamilyPlugin) else loaded
+    if not isinstance(obj, FamilyPlugin):
+        what = f"module {loaded.__name__}" if isinstance(loaded, ModuleType) else type(loaded).__name__
+        raise TypeError(f"the entry point names {what}, not a vidax_core.FamilyPlugin subclass: name the plugin "
+                        "class, 'package.module:Class'")
+    return obj

@@ -140,8 +140,7 @@ def offload_all_chunk(spec, ckpt, cfg, plugins) -> int:
     builds = list(built) if isinstance(built, (list, tuple)) else [built]
     counts = []
     for b in builds:
-        groups = plugins.declared(spec, "offload_block_groups", model=None, run=cfg) or list(b.block_counts or ())
-        counts += [n for g, n in (b.block_counts or {}).items() if g in groups]
+        counts += list((b.block_counts or {}).values())
     if not counts:
         raise UserError(f"--sweep offload=all: the plugin of {spec.id} reports no block groups to offload")
     return math.gcd(*counts)

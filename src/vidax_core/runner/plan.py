@@ -131,13 +131,12 @@ def stacked_groups(abstract_state: Any) -> set[str]:
             if names and names[0] == LAYERS and len(path) > 1}
 
 
-def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Plugins,
-                   model: Any = None) -> tuple[str, ...]:
+def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, model: Any = None) -> tuple[str, ...]:
     """The groups to stream from the host (every group of ``DitBuild.block_counts``), checked against the model
     (``model``: its ``nnx.eval_shape``, built here when not given): every stacked group must be one the model runs
     by name (``block_groups``), or offload would silently skip it."""
     model = model if model is not None else nnx.eval_shape(build.ctor)
-    names = plugins.declared(spec, "offload_block_groups", model=model, run=cfg) or list(build.block_counts or ())
+    names = list(build.block_counts or ())
     if not names:
         raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
     runs = tuple(getattr(model, "block_groups", ()) or ())
@@ -170,7 +169,7 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     """Check the parallel config against the model and the run (before any weight is read) and build the mesh.
     ``model``: the build's ``nnx.eval_shape`` when the caller keeps one (built here otherwise)."""
     model = model if model is not None else nnx.eval_shape(build.ctor)
-    groups = offload_groups(spec, build, cfg, plugins, model) if cfg.offload.enabled else ()
+    groups = offload_groups(spec, build, cfg, model) if cfg.offload.enabled else ()
     counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
     plan = meshlib.plan_mesh(cfg.parallel, n_devices=n_devices or jax.device_count(), heads=build.heads,
                              video_tokens=video_tokens(build, latent_shape), batch=batch, block_groups=counts,

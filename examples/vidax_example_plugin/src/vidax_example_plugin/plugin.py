@@ -132,11 +132,8 @@ class ExamplePlugin(FamilyPlugin):
         return problems
 
 
-plugin = ExamplePlugin()
-
-
 def register(plugins) -> None:
     """Add the plugin object to a vidax plugin manager by hand, as the entry point does once the distribution is
     installed. The tests call it (through the test kit's ``plugin_modules``) to run from a source checkout."""
     if not plugins.pm.has_plugin("example"):
-        plugins.add(plugin, "example", "vidax-example-plugin", __version__)
+        plugins.add(ExamplePlugin(), "example", "vidax-example-plugin", __version__)

@@ -123,6 +123,3 @@ class CogVideoXPlugin(FamilyPlugin):
         from .original_format import refuse_sat
 
         refuse_sat(spec, path)
-
-
-plugin = CogVideoXPlugin()

@@ -69,6 +69,3 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
         from .original_format import open_original
 
         return open_original(spec, path)
-
-
-plugin = CosmosPlugin()

@@ -79,6 +79,3 @@ class HeliosPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         from .tiny import pyramid_builtin
 
         return pyramid_builtin(super().builtin_checkpoint(spec, name), spec.id)
-
-
-plugin = HeliosPlugin()

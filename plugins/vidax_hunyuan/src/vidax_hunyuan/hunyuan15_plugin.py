@@ -103,6 +103,3 @@ class Hunyuan15Plugin(FamilyPlugin):
         from .release15 import open_release
 
         return open_release(spec, path)
-
-
-plugin = Hunyuan15Plugin()

@@ -97,6 +97,3 @@ class HunyuanPlugin(HunyuanVAEHooks, FamilyPlugin):
         from .original_format import open_original
 
         return open_original(spec, path)
-
-
-plugin = HunyuanPlugin()

@@ -68,6 +68,3 @@ class KandinskyPlugin(HunyuanVAEHooks, FamilyPlugin):
         dit = self.dit_config(ckpt)
         return prepare(run, vae, latent_shape, dit.in_visual_dim, visual_cond=dit.visual_cond,
                        i2v="i2v" in spec.tasks)
-
-
-plugin = KandinskyPlugin()

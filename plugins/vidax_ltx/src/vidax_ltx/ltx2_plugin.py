@@ -172,6 +172,3 @@ class LTX2Plugin(FamilyPlugin):
             gemma4 = ckpt.config("text_encoder").get("model_type") in ("gemma4_unified", "gemma4")
             crf = ltx2_presets.IMAGE_CRF_25 if gemma4 else ltx2_presets.IMAGE_CRF
         return prepare(run, vae, latent_shape, self._dit(spec, ckpt), image_crf=int(crf))
-
-
-plugin = LTX2Plugin()

@@ -136,6 +136,3 @@ class LTXPlugin(FamilyPlugin):
         from .original_format import open_original
 
         return open_original(spec, path)
-
-
-plugin = LTXPlugin()

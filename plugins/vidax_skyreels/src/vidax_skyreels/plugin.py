@@ -77,6 +77,3 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         dit = self.dit_config(ckpt, run)
         _, h, w = latent_grid(ckpt.config("vae"), 1, run.sampling.height, run.sampling.width)
         return ForcingWindows(run, (h, w), dit.in_channels, fps_embedding=dit.inject_sample_info)
-
-
-plugin = SkyReelsPlugin()

@@ -124,6 +124,3 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         from .bench_reference import WanDitBench
 
         return WanDitBench(need_reference, config)
-
-
-plugin = WanPlugin()
