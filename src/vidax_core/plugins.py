@@ -147,7 +147,8 @@ class Plugins:
         if owner is not None:
             names = [owner]
         else:
-            names = [n for n, obj in reversed(self.pm.list_name_plugin()) if obj.family == getattr(spec, "family", None)]
+            family = getattr(spec, "family", None)
+            names = [n for n, obj in reversed(self.pm.list_name_plugin()) if obj.family == family]
         args = {"spec": spec, **kwargs}
         for name in names:
             method = getattr(self.pm.get_plugin(name), hook_name)
