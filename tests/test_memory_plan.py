@@ -1,4 +1,4 @@
-"""Where the prompt encoder computes (``runtime.encode_on``) and the dry run's placement block (issue 39 item 3)."""
+"""Where the prompt encoder computes (``runtime.encode_on``) and the dry run's placement block."""
 
 from __future__ import annotations
 
