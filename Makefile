@@ -42,7 +42,7 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
 
-# Long fuzz campaign (issues 12, 29, 43): FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config,
+# Long fuzz campaign: FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config,
 # checkpoint folder, .pth), of the Python API (vidax.load, pipe calls, --prompts files, sizes against every family's
 # denoiser), of vidax serve (request lines, request bodies) and of what rides with weights (LoRA metadata, 8-bit
 # tags), and FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat

@@ -32,12 +32,18 @@ def test_three_calls_open_no_weight_file_and_the_repeat_compiles_nothing(monkeyp
     counters = Counters(monkeypatch)
     with vidax.load(DEMO, *FAST, NO_DISK_CACHE) as pipe:
         assert any(o.endswith(".safetensors") for o in counters.weight_opens)  # the load reads the weights
-        per_call = []
+        per_call, load_s = [], []
         for kw in (dict(prompt="a red fox", seed=1), dict(prompt="a red fox", seed=2),
                    dict(prompt="a red fox", seed=2, num_frames=9)):
             counters.reset()
             out = pipe(**kw)
             per_call.append((list(counters.weight_opens), counters.compiles, out.frames.shape))
+            load_s.append(out.metrics["load_s"])
+        loaded = pipe._model.load_s
+    # docs/python-api.md: the first call's load_s includes the model's load, a later one's only its preparation
+    doc = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "docs", "python-api.md")).read().split())
+    assert "the first call's `load_s` includes the model's load, a later call's is only its own preparation" in doc
+    assert load_s[0] >= loaded > load_s[1] > 0, (load_s, loaded)
     (opens1, compiles1, shape1), (opens2, compiles2, shape2), (opens3, compiles3, shape3) = per_call
     assert compiles1 > 0, "the first call compiles its step and decoder"
     assert opens2 == [] and opens3 == [], f"calls after the first opened weight files: {opens2 + opens3}"

@@ -261,7 +261,7 @@ def test_bad_input(case, tmp_path, ckpt, capsys, monkeypatch, no_sampling):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Issue 12: every reproducer of the fuzz campaign is one clean `error:` line (exit 2), before sampling.
+# Every reproducer of the run fuzz campaign is one clean `error:` line (exit 2), before sampling.
 
 
 def _junk_json(path, key, value):
@@ -422,7 +422,7 @@ def _overlap(header):
 
 
 @pytest.mark.parametrize("case", ISSUE_12, ids=[c[0] for c in ISSUE_12])
-def test_issue_12_reproducer(case, tmp_path, ckpt, capfd, monkeypatch, no_sampling):
+def test_run_reproducer_is_one_line(case, tmp_path, ckpt, capfd, monkeypatch, no_sampling):
     """Exit 2, exactly one line on stderr (fd 2 itself: a Rust panic writes there), no partial file, no folder."""
     name, setup, fragment = case
     monkeypatch.chdir(tmp_path)
@@ -459,7 +459,7 @@ def test_issue_12_reproducer(case, tmp_path, ckpt, capfd, monkeypatch, no_sampli
     ("output.path=${x}.mp4", ("output.path", "${x}.mp4")),
 ])
 def test_user_text_is_taken_literally(override, expected, tmp_path):
-    """Prompts and paths are never YAML-parsed or interpolated (issue 12)."""
+    """Prompts and paths are never YAML-parsed or interpolated."""
     from vidax_core import config
     from vidax_core.plugins import get_plugins
 

@@ -1,6 +1,6 @@
-"""Issue 26: malformed 8-bit checkpoints and a bad ``model.weight_dtype`` are one ``error:`` line each (exit 2).
+"""Malformed 8-bit checkpoints and a bad ``model.weight_dtype`` are one ``error:`` line each (exit 2).
 
-Same contract as tests/test_bad_input_round2.py: exactly one line on stderr, no traceback, no "internal error",
+Same contract as tests/test_bad_input_files.py: exactly one line on stderr, no traceback, no "internal error",
 no output. Each case rewrites the tiny Wan checkpoint's transformer file into a broken 8-bit layout with the
 layouts' real key names.
 """

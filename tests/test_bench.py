@@ -40,6 +40,7 @@ def test_bench_writes_json_and_markdown(tmp_path, cache_dir, capsys):
     for key in METRICS:
         assert isinstance(m[key], float) and m[key] >= 0, key
     assert m["num_steps"] == 3 and m["engine"] == "vidax" and m["backend"] == "cpu"
+    assert m["second_video_same"] is True  # the loaded model's second video is the first, bit for bit
     assert m["device_peak_bytes"] is None  # the CPU backend reports no memory stats: "n/a" in the table
     assert m["peak_resident_weight_bytes"] > 0
     assert report["isolation"] == "subprocess per case"

@@ -77,12 +77,26 @@ def test_bad_values(tmp_path, override, fragment):
 
 
 def test_plugins_listing():
+    """README: `vidax plugins` lists, per plugin object, the hooks it overrides and the models it registers (two
+    objects of one distribution, vidax-cosmos', each their own)."""
+    from vidax_core.family import overridden_hooks
+    from vidax_cosmos import cosmos3_presets, presets as cosmos_presets
+    from vidax_wan.plugin import WanPlugin
+
+    assert "the hooks each one overrides, the models each one registers" in open(
+        os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
     proc = vidax("plugins", "--json")
     assert proc.returncode == 0, proc.stderr
-    wan = next(p for p in json.loads(proc.stdout) if p["name"] == "wan")
+    listed = {p["name"]: p for p in json.loads(proc.stdout)}
+    wan = listed["wan"]
     assert wan["distribution"] == "vidax-wan" and wan["error"] is None and wan["models"] >= 2
-    assert {"register_models", "build_dit", "convert_checkpoint", "build_vae"} <= set(wan["hooks"])
-    assert "wan (vidax-wan" in vidax("plugins").stdout
+    assert wan["hooks"] == list(overridden_hooks(WanPlugin()))
+    assert {"build_dit", "build_vae"} <= set(wan["hooks"]) and "register_models" not in wan["hooks"]
+    assert "shard_rules" not in wan["hooks"]  # the core's default rules
+    assert listed["cosmos"]["models"] == len(cosmos_presets.MODELS)
+    assert listed["cosmos3"]["models"] == len(cosmos3_presets.MODELS)
+    text = vidax("plugins").stdout
+    assert "wan (vidax-wan" in text and "overrides: " in text
 
 
 def test_show_config_is_a_runnable_config(tmp_path):

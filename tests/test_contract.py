@@ -211,10 +211,11 @@ def test_offload_refuses_a_model_that_hides_a_stacked_group(plugins, ckpt, tmp_p
 
 def test_hooks_reach_only_the_owning_plugin(plugins):
     """A second plugin answering every hook for any model never sees the toy's calls."""
-    from vidax_core.hookspecs import hookimpl
+    from vidax_core import FamilyPlugin
 
-    class Greedy:
-        @hookimpl
+    class Greedy(FamilyPlugin):
+        family = "greedy"
+
         def build_vae(self, spec, ckpt, run):
             return "greedy"
 

@@ -218,3 +218,64 @@ def test_readme_key_listing_names_every_key():
                         if not re.search(rf"\b{sub.name}\b", sections[f.name])]
     assert not missing, f"README's key listing misses: {missing}"
     assert {"cache", "prompts", "lora_mode"} <= set(sections)
+
+
+# --- claims the docs make about the code, checked against it ---
+
+def test_architecture_call_order_is_the_generate_order():
+    """docs/architecture.md's diagram orders a call as ``LoadedModel._generate`` does: the plan, the VAE, the
+    weights, the prompts, the passes (or windows), the decode, the outputs."""
+    import inspect
+
+    from vidax_core.runner.loaded import LoadedModel
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = text.index(" vidax run cfg.yaml")
+    diagram = text[start: text.index("\n```", start)]
+    labels = [m.group(1).strip() for m in re.finditer(r"^ ([a-z][a-z ]*?) \.{3,}", diagram, re.M)]
+    assert labels == ["load", "plan", "a call", "vae", "vidax run", "weights", "prompts", "each pass", "step loop",
+                      "decode", "outputs"], labels
+    code = inspect.getsource(LoadedModel._generate)
+    steps = ["self.plan_call(", "self.vae(", "self.load_weights(", "contexts = self._encode(plan, timer)\n",
+             "self._sample_passes(", "self._decode(", "write_call_outputs("]
+    at = [code.index(s) for s in steps]
+    assert at == sorted(at), dict(zip(steps, at))
+    early = code.index("if self.single and not self.experts:")  # vidax run: encoded before the weights
+    assert code.index("self.vae(") < early < code.index("self.load_weights(")
+
+
+def readme_hook_defaults() -> dict[str, str]:
+    """hook name -> the README's default cell, from its hook table."""
+    rows = re.findall(r"^\| (`[a-z][a-z0-9_]*\(.*?) \| (.*) \|$", _readme(), re.M)
+    return {name: default for cell, default in rows for name in re.findall(r"`([a-z][a-z0-9_]*)\(", cell)}
+
+
+def test_readme_hook_defaults_name_the_declarations_they_read():
+    """Where the README's default of a hook reads a FamilyPlugin declaration (``checks``, ``original_format``...),
+    the base class has it and its default hook answers from it."""
+    import sys
+    import types
+
+    from vidax_core import FamilyPlugin
+
+    defaults = readme_hook_defaults()
+    for hook, names in {"build_dit": ("dit_class", "dit_flops", "dit_grid_limit", "dit_example_inputs"),
+                        "check_run": ("checks",), "check_checkpoint": ("checks",),
+                        "open_checkpoint": ("original_format",), "vae_latent_shape": ("vae_latent_grid",)}.items():
+        for name in names:
+            assert f"`{name}`" in defaults[hook], (hook, name)
+            assert hasattr(FamilyPlugin, name), name
+    # check_run: the checks module's run_problems, else no problems; open_checkpoint: the declared reader
+    module = types.ModuleType("readme_toy_checks")
+    module.run_problems = lambda spec, run: ["too big"]
+    module.open_original = lambda spec, path: f"opened {path}"
+    sys.modules["readme_toy_checks"] = module
+    try:
+        class Toy(FamilyPlugin):
+            checks = "readme_toy_checks"
+            original_format = "readme_toy_checks:open_original"
+
+        assert Toy().check_run(None, None) == ["too big"] and FamilyPlugin().check_run(None, None) is None
+        assert Toy().open_checkpoint(None, "/x") == "opened /x" and FamilyPlugin().open_checkpoint(None, "/x") is None
+    finally:
+        del sys.modules["readme_toy_checks"]

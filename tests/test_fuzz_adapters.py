@@ -1,4 +1,4 @@
-"""Property-based fuzzing of what rides along with weights (issue 43): a LoRA adapter's peft metadata and scale,
+"""Property-based fuzzing of what rides along with weights: a LoRA adapter's peft metadata and scale,
 and the per-layer tags of an 8-bit checkpoint.
 
 * LoRA: a small diffusers-layout adapter for the tiny Wan DiT whose ``lora_adapter_metadata`` holds a drawn peft

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the Python API (issue 43): ``vidax.load``'s arguments, a loaded pipe's call arguments,
+"""Property-based fuzzing of the Python API: ``vidax.load``'s arguments, a loaded pipe's call arguments,
 ``--prompts`` files, and the sizes every family's denoiser takes.
 
 * ``vidax.load(config, *overrides)`` with any Python objects (the load itself is replaced by a stand-in that

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every family's inputs (issue 29): checkpoint configs with wrong types, run options
+"""Property-based fuzzing of every family's inputs: checkpoint configs with wrong types, run options
 (format strings included), conditioning media, Cosmos chat templates, LTX original-release metadata, and
 initial-noise files (.npy / .npz headers, zero item sizes, truncation).
 
@@ -482,7 +482,7 @@ def _template_surface(data) -> None:
 
 
 def _original_ltx_surface(data) -> None:
-    """An original LTX-Video single file whose metadata config holds junk (issue 29: latent_channels {})."""
+    """An original LTX-Video single file whose metadata config holds junk (latent_channels {})."""
     from safetensors.numpy import save_file
 
     t = json.loads(open(os.path.join(tiny("ltx"), "transformer", "config.json")).read())

@@ -278,7 +278,7 @@ def _deflate_garbage(raw: bytes) -> bytes:
     return bytes(buf)
 
 
-# Issue 12's .pth reproducers: (id, object, storages, compression, damage, expected fragment)
+# The .pth reproducers of the run fuzz campaign: (id, object, storages, compression, damage, expected fragment)
 PTH_CASES = [
     ("compression-unsupported", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED, _zip_field("method", 99), "not a valid torch.save zip"),
     ("version-bitflip", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED, _zip_field("version", 0xFFFF), "not a valid torch.save zip"),
@@ -297,7 +297,7 @@ PTH_CASES = [
 
 
 @pytest.mark.parametrize("case", PTH_CASES, ids=[c[0] for c in PTH_CASES])
-def test_issue_12_pth_reproducer(case, tmp_path):
+def test_pth_reproducer_is_one_line(case, tmp_path):
     name, obj, storages, compression, damage, fragment = case
     path = write_pth(tmp_path / "x.pth", obj, storages, compression=compression)
     if damage is not None:

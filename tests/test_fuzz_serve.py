@@ -1,4 +1,4 @@
-"""Property-based fuzzing of ``vidax serve`` (issue 43): request lines and headers sent raw over a socket, and
+"""Property-based fuzzing of ``vidax serve``: request lines and headers sent raw over a socket, and
 create-request bodies (JSON, multipart form data, url-encoded) with drawn fields and values.
 
 The server is the real one around the tiny Wan pipe (its requests are checked by ``pipe.resolve``, as in

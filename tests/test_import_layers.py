@@ -105,6 +105,22 @@ def test_nothing_below_the_run_config_imports_it():
     assert not bad, "; ".join(bad)
 
 
+# (importer prefix, imported prefixes it must not reach): the runner never climbs to its faces (the Python API, the
+# server, the CLI), and a weight transform (LoRA) builds nothing through the pipeline
+DOWNWARD = [("vidax_core.runner", ("vidax_core.api", "vidax_core.serve", "vidax_core.cli", "vidax")),
+            ("vidax_core.lora", ("vidax_core.runner",))]
+
+
+@pytest.mark.parametrize("below, above", DOWNWARD)
+def test_no_upward_import(below, above):
+    bad = []
+    for m, path in modules("vidax_core", PACKAGES["vidax_core"]).items():
+        if m == below or m.startswith(below + "."):
+            hits = sorted(t for t in imports(m, path) if any(t == a or t.startswith(a + ".") for a in above))
+            bad += [f"{m} imports {', '.join(hits)}"] if hits else []
+    assert not bad, "; ".join(bad)
+
+
 def test_registering_models_imports_no_jax_or_flax():
     code = ("import json, sys\n"
             "from vidax_core.plugins import get_plugins\n"

@@ -1,4 +1,4 @@
-"""Big checkpoints within host memory (issue 39): a Wan2.1-14B-width checkpoint cut to two blocks, written with
+"""Big checkpoints within host memory: a Wan2.1-14B-width checkpoint cut to two blocks, written with
 numpy alone (plain fp8 blocks, bf16 rest, as the published 14B is laid out), runs at a tiny size with each
 ``offload.storage``, and the process's own anonymous memory says what it held.
 
@@ -117,7 +117,7 @@ UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 @pytest.mark.parametrize("storage", ["host", "disk"])
 def test_the_dry_runs_host_line_is_what_a_run_holds(ckpt, tmp_path, storage):
     """``vidax run --dry-run``'s "host memory ~X held by the run at its peak" against the same ``vidax run`` in a
-    process of its own: its anonymous memory from before loading to its peak, within 10% (issue 39). Both on the
+    process of its own: its anonymous memory from before loading to its peak, within 10%. Both on the
     CPU backend, where the placement rows (the denoiser, one block's 8-bit kernels converted, the VAE, the
     encoder's phase) are host memory."""
     env = {**os.environ, "VIDAX_OFFLOAD_CACHE": str(tmp_path / "cache"), "JAX_PLATFORMS": "cpu"}

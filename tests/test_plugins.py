@@ -6,23 +6,22 @@ import os
 import subprocess
 import sys
 import textwrap
-import types
 
-import pluggy
 import pytest
 
-from vidax_core.hookspecs import hookimpl
+from vidax_core import FamilyPlugin
 from vidax_core.plugins import Plugins
 from vidax_core.registry import ModelSpec
 
 
-def _fake_dist(root, name, module_name, module_source):
-    """A minimal installed distribution (dist-info + module) on a folder we put on PYTHONPATH."""
+def _fake_dist(root, name, module_name, module_source, target=None):
+    """A minimal installed distribution (dist-info + module) on a folder we put on PYTHONPATH; its entry point
+    names ``target`` (``module:Class``; default: the module)."""
     (root / f"{module_name}.py").write_text(textwrap.dedent(module_source))
     info = root / f"{name.replace('-', '_')}-0.0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(f"[vidax]\n{module_name} = {module_name}\n")
+    (info / "entry_points.txt").write_text(f"[vidax]\n{module_name} = {target or module_name}\n")
 
 
 def _run(args, pythonpath, **env):
@@ -45,13 +44,12 @@ def test_broken_plugin_costs_one_warning_line(tmp_path):
 
 def test_third_party_plugin_registers_through_entry_points(tmp_path):
     _fake_dist(tmp_path, "vidax-toy", "vidax_toy_plugin", """
-        from vidax_core.hookspecs import hookimpl
-        from vidax_core.registry import ModelSpec
+        from vidax_core import FamilyPlugin
 
-        @hookimpl
-        def register_models(register):
-            register(ModelSpec(id="toy-1", family="toy", tasks=("t2v",)))
-    """)
+        class ToyPlugin(FamilyPlugin):
+            family = "toy"
+            models = [{"id": "toy-1", "tasks": ("t2v",)}]
+    """, "vidax_toy_plugin:ToyPlugin")
     proc = _run(["list-models", "--json"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     import json
@@ -62,51 +60,39 @@ def test_third_party_plugin_registers_through_entry_points(tmp_path):
     assert [m["id"] for m in json.loads(only_toy.stdout)] == ["toy-1"]
 
 
-def test_misspelled_hookimpl_fails_loudly():
-    mod = types.ModuleType("typo_plugin")
+def test_a_hand_made_spec_goes_to_its_family_and_none_declines():
+    """A spec no plugin registered (a test's own) is asked of the objects of its family, the last registered
+    first; None passes it on."""
 
-    @hookimpl
-    def build_ditt(spec, ckpt, run):  # not a hook of vidax
-        return None
+    class Owns(FamilyPlugin):
+        family = "fam"
 
-    mod.build_ditt = build_ditt
-    with pytest.raises(pluggy.PluginValidationError, match="build_ditt"):
-        Plugins().add(mod, "typo")
+        def build_vae(self, spec, ckpt, run):
+            return "vae-of-" + spec.family
 
+    class Declines(FamilyPlugin):
+        family = "fam"
 
-def test_first_plugin_that_answers_wins_and_none_declines():
-    p = Plugins()
-    spec = ModelSpec(id="m", family="fam")
-
-    class Declines:
-        @hookimpl
         def build_vae(self, spec, ckpt, run):
             return None
 
-    class Owns:
-        @hookimpl
-        def build_vae(self, spec, ckpt, run):
-            return "vae-of-" + spec.family if spec.family == "fam" else None
-
+    p = Plugins()
     p.add(Owns(), "owns")
     p.add(Declines(), "declines")
-    assert p.call("build_vae", spec, ckpt=None, run=None) == "vae-of-fam"
+    assert p.call("build_vae", ModelSpec(id="m", family="fam"), ckpt=None, run=None) == "vae-of-fam"
     assert p.call("build_vae", ModelSpec(id="x", family="other"), ckpt=None, run=None) is None
 
 
 def test_duplicate_model_id_is_refused():
+    class A(FamilyPlugin):
+        family = "a"
+        models = [{"id": "dup"}]
+
+    class B(FamilyPlugin):
+        family = "b"
+        models = [{"id": "dup"}]
+
     p = Plugins()
-
-    class A:
-        @hookimpl
-        def register_models(self, register):
-            register(ModelSpec(id="dup", family="a"))
-
-    class B:
-        @hookimpl
-        def register_models(self, register):
-            register(ModelSpec(id="dup", family="b"))
-
     p.add(A(), "a")
     p.add(B(), "b")
     with pytest.raises(ValueError, match="registered twice"):
@@ -129,9 +115,7 @@ def test_a_plugin_bug_is_reported_as_the_plugin_s(tmp_path):
                 if run.sampling.seed == 7:
                     raise UserError("seed 7 is unlucky: use another sampling.seed")
                 return run.sampling.frame_count  # a typo: the field is num_frames
-
-        plugin = BuggyPlugin()
-    """)
+    """, "vidax_buggy_plugin:BuggyPlugin")
     proc = _run(["run", "model.id=buggy-tiny", "--dry-run"], tmp_path, VIDAX_LOAD_PLUGINS="vidax_buggy_plugin")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr

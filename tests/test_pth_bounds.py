@@ -1,5 +1,5 @@
-"""The pickle-free .pth reader bounds what a corrupt pickle makes it allocate by the file's own size (issue 29:
-a corrupt pickle in an original .pt asked the host for 57 GB before failing)."""
+"""The pickle-free .pth reader bounds what a corrupt pickle makes it allocate by the file's own size (a corrupt
+pickle in an original .pt asked the host for 57 GB before failing)."""
 
 from __future__ import annotations
 

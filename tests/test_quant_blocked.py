@@ -1,4 +1,4 @@
-"""At-load quantization works a row block at a time (issue 39): the same 8-bit values and scales as quantizing the
+"""At-load quantization works a row block at a time: the same 8-bit values and scales as quantizing the
 whole tensor at once, without a float32 copy of the whole tensor."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""8-bit Wan DiT weights (issue 26): every downloadable 8-bit layout, in diffusers and original key names, and
+"""8-bit Wan DiT weights: every downloadable 8-bit layout, in diffusers and original key names, and
 at-load quantization, against diffusers' WanTransformer3DModel run with the dequantised weights.
 
 The files are written here with the layouts' real key names, quantized by this test's own numpy code (per tensor
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -37,12 +38,13 @@ from vidax_wan.convert_dit import DIT_IGNORE, DIT_RULES  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
 from vidax_wan.plugin import QUANTIZED_OUTSIDE_BLOCKS  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 E4M3 = ml_dtypes.float8_e4m3fn
 BLOCK_LINEAR = re.compile(r"blocks\.\d+\.(attn[12]\.(to_[qkv]|to_out\.0)|ffn\.net\.(0\.proj|2))\.weight")
-# outside the blocks, 8-bit in vidax's Wan runs (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS) and in ComfyUI's scaled fp8
-# Wan files; LightX2V's files keep them full precision, so vidax quantizes them at load
+# outside the blocks: Wan's named layers (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS, 8-bit at load with
+# model.quantize_outside_blocks), 8-bit in ComfyUI's scaled fp8 Wan files, full precision in LightX2V's
 OUTSIDE_LINEAR = re.compile(r"condition_embedder\.(time_embedder\.linear_[12]|time_proj|text_embedder\.linear_[12])\.weight")
-OTHER_LINEAR = re.compile(r"proj_out\.weight")  # fp8 in ComfyUI's files (head.head), full precision in vidax
+OTHER_LINEAR = re.compile(r"proj_out\.weight")  # fp8 in ComfyUI's files (head.head)
 
 
 def _held(dtype):
@@ -143,7 +145,7 @@ def _vidax(source, mode_key=None):
     lay = read_layout(source)
     tensors = policy.tensors_for_load(source, "tiny", log=notes.append)
     build = policy.apply(DitBuild.of(WanDiT, cfg, in_channels=4), mode_key or lay.mode, DEFAULT_KEEP,
-                         QUANTIZED_OUTSIDE_BLOCKS)  # as a Wan run builds it
+                         QUANTIZED_OUTSIDE_BLOCKS)  # Wan's named layers 8-bit, whatever the file stores
     graphdef, state, flat = abstract_model(build.ctor)
     return materialize(graphdef, state, convert(tensors, DIT_RULES, flat, ignore=DIT_IGNORE)), lay, notes
 
@@ -463,6 +465,25 @@ def test_a_files_bf16_embedders_stay_as_stored(reference, inputs, tmp_path):
     rel = _rel(got, _want(model_t, deq, inputs))
     print(f"plain fp8 blocks, bf16 embedders as stored: rel {rel:.2e}")
     assert rel <= 1e-4
+
+
+@pytest.mark.parametrize("layout, stored", [("scaled_fp8", True), ("lightx2v-fp8", False)])
+def test_layers_outside_the_blocks_stay_as_the_file_stores_them(layout, stored, reference, tmp_path):
+    """docs/quantization.md: a run keeps the embedders and the head as the file stores them, ComfyUI's 8-bit ones
+    8-bit (the file's own values) and LightX2V's full-precision ones in full precision (the run's policy,
+    ``quant.policy.builds_for_run``, without ``model.quantize_outside_blocks``)."""
+    doc = " ".join((ROOT / "docs" / "quantization.md").read_text(encoding="utf-8").split())
+    assert "So a layer outside the blocks stays as the file stores it" in doc
+    _, tensors = reference
+    out, meta, _ = write_layout(layout, tensors)
+    path = str(tmp_path / "dit.safetensors")
+    save_file(out, path, metadata=meta)
+    model = _policy_model(path)
+    for name, key in (("time_proj", "condition_embedder.time_proj.weight"), ("proj_out", "proj_out.weight")):
+        lin = getattr(model, name)
+        assert (lin.kernel_scale is not None) == stored, name
+        if stored:  # the file's own 8-bit values
+            np.testing.assert_array_equal(np.asarray(lin.kernel[...]).view(np.uint8), out[key].T.view(np.uint8))
 
 
 @pytest.mark.parametrize("outside", [False, True])

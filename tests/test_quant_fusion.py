@@ -1,4 +1,4 @@
-"""Issue 26, the CPU-checkable part of "the dequantisation must not make a full-precision copy": XLA's compiled
+"""The CPU-checkable part of "the dequantisation must not make a full-precision copy": XLA's compiled
 memory analysis of one forward of a Wan DiT with int8 block kernels. Inside the scan over the blocks at most one
 block's kernels may exist dequantised; a dequantisation hoisted out of the scan (the whole stacked kernel converted
 before the loop) would put every block's full-precision kernels in the temp buffers.

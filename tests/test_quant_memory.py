@@ -1,4 +1,4 @@
-"""Issue 26: 8-bit weights halve the denoiser's resident bytes (``output.metrics.peak_resident_weight_bytes``), its
+"""8-bit weights halve the denoiser's resident bytes (``output.metrics.peak_resident_weight_bytes``), its
 offload chunks and its offloaded peak (two streamed chunks beside the resident non-block weights), on one device and
 under TP 2; the 8-bit kernels and their scales split consistently under TP 2 (same video); the scale shards with the
 kernel's output axis.
@@ -7,7 +7,7 @@ The tiny Wan here is wide enough (width 128, FFN 1024, 6 blocks) that its blocks
 real models; the per-output-channel fp32 scales cost 4 bytes per channel (4 / in_features of a kernel). Its
 non-block weights are about 0.4 of a block (Wan2.1-14B: 0.7), dominated, as in the real model, by the time
 embedder and time projection, which Wan stores 8-bit too when asked (``model.quantize_outside_blocks``, the family's
-vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS); by default quantization at load covers the blocks only (issue 39).
+vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS); by default quantization at load covers the blocks only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The torch-free random checkpoint writer (``vidax bench --write-random-checkpoint``, issue 40): every registered
+"""The torch-free random checkpoint writer (``vidax bench --write-random-checkpoint``): every registered
 model id's published layout written as a folder its own loaders accept, the recorded layouts equal to what
 diffusers / transformers build, the writer's memory small, the layer cuts consistent."""
 

@@ -25,7 +25,7 @@ except _metadata.PackageNotFoundError:  # running from a source tree
 # public name -> defining module (relative to vidax_core)
 _EXPORTS = {
     # the plugin object, hooks and the model registry
-    "FamilyPlugin": "family", "hookimpl": "hookspecs", "hookspec": "hookspecs",
+    "FamilyPlugin": "family", "hookspec": "hookspecs",
     "ModelSpec": "registry", "Option": "registry",
     "UserError": "errors", "PluginError": "errors", "Plugins": "plugins",
     "frame_count_problems": "run_checks", "size_problems": "run_checks",

@@ -8,7 +8,8 @@
 ``load`` takes what ``vidax run`` takes (a config file or a model id, then ``key=value`` overrides) and makes
 every check the CLI makes before loading, with the same one-line :class:`UserError` messages. A call may change
 the prompts, media, options and ``sampling.*`` keys; the model, parallel layout, offload and attention settings
-belong to the load. ``vidax run``, batches and ``vidax serve`` are callers of this module.
+belong to the load (the call arguments: :mod:`vidax_core.config.call`). ``vidax serve`` serves a :class:`Pipe`;
+``vidax run`` and ``--prompts`` batches drive the same loaded model (:mod:`vidax_core.runner.loaded`) directly.
 """
 
 from __future__ import annotations
@@ -20,16 +21,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from vidax_core.config import scope
+from vidax_core.config.call import CALL_ARGUMENTS, LOAD_ONLY, NO_OUTPUT, SAMPLING_KEYS, call_changes
 from vidax_core.errors import Cancelled, UserError
 
-__all__ = ["load", "Pipe", "Output", "UserError", "Cancelled", "SAMPLING_KEYS", "CALL_ARGUMENTS"]
-
-# the keys a call may change and the ones the load fixes come from the config schema (vidax_core.config.scope)
-SAMPLING_KEYS, CALL_ARGUMENTS = scope.SAMPLING_KEYS, scope.CALL_ARGUMENTS
-TOP_KEYS = tuple(k for k in scope.call_keys() if k != "sampling")
-LOAD_ONLY = scope.load_only_hints()  # a load's key a call may not change -> the override that changes it at load
-NO_OUTPUT = {"path": None, "save_latents": None, "save_frames": None, "save_audio": None, "metrics": None}
+__all__ = ["load", "Pipe", "Output", "UserError", "Cancelled", "SAMPLING_KEYS", "CALL_ARGUMENTS", "LOAD_ONLY"]
 
 
 @dataclass
@@ -174,39 +169,7 @@ class Pipe:
     def _call_config(self, kwargs: Mapping[str, Any]):
         if self._model.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
-        changes: dict[str, Any] = {"output": dict(NO_OUTPUT)}
-        for key, value in kwargs.items():
-            value = plain(value, key)
-            if key in SAMPLING_KEYS:
-                changes.setdefault("sampling", {})[key] = value
-            elif key == "options":
-                if not isinstance(value, Mapping):
-                    raise UserError(f"options must be a mapping of the model's options, got {type(value).__name__}")
-                changes["options"] = {**dict(self.config.options), **dict(value)}
-            elif key in ("output", "vae"):
-                if not isinstance(value, Mapping):
-                    raise UserError(f"{key} must be a mapping of {key}.* keys, got {type(value).__name__}")
-                changes[key] = {**(changes.get(key) or {}), **dict(value)}
-            elif key in TOP_KEYS:
-                changes[key] = value
-            elif key == "lora" and self.config.lora_mode == "unfused":  # the factors are step inputs
-                changes["lora"] = [] if value is None else value
-            elif key == "lora":
-                raise UserError("lora cannot change between calls of a pipe loaded with lora_mode=fused (the "
-                                "adapters are fused into its weights): load with lora_mode=unfused to pass lora= "
-                                "per call, or load again with lora=[{path: …}]")
-            elif key in LOAD_ONLY:
-                raise UserError(f"{key} cannot change between calls of a loaded pipe (it is fixed when the model "
-                                f"loads): load again with {LOAD_ONLY[key]} to change it")
-            else:
-                import difflib
-
-                close = difflib.get_close_matches(key, CALL_ARGUMENTS, n=1)
-                hint = f" — did you mean {close[0]}?" if close else f" (takes: {', '.join(CALL_ARGUMENTS)})"
-                raise UserError(f"unknown argument {key!r}{hint}")
-        if "output" in kwargs and "fps" not in kwargs["output"]:
-            changes["output"].setdefault("fps", self.config.output.fps)
-        return self._model.call_config(**changes)
+        return self._model.call_config(**call_changes(self.config, kwargs))
 
     def close(self) -> None:
         """Free the device memory the model holds; later calls raise UserError."""
@@ -230,36 +193,6 @@ def check_callbacks(on_progress: Any, cancel: Any) -> None:
     if cancel is not None and not callable(getattr(cancel, "is_set", None)) and not callable(cancel):
         raise UserError(f"cancel must be a threading.Event or a function returning true to stop, got "
                         f"{type(cancel).__name__}")
-
-
-PLAIN = (str, int, float, bool, type(None))
-
-
-def plain(value: Any, key: str, depth: int = 0) -> Any:
-    """A call argument as what a YAML config holds (text, numbers, true/false, null, lists, mappings with text
-    keys; a numpy scalar becomes its Python number), so every later check sees the values a config file gives;
-    anything else (a set, bytes, an object) is refused by name."""
-    from vidax_core.config.parse import short_repr
-
-    if isinstance(value, PLAIN):
-        return value
-    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
-        return value.item()
-    if not key.isprintable():  # a name with a newline or a control character: named by its repr, on one line
-        key = short_repr(key)
-    if depth > 16:
-        raise UserError(f"{key} is nested too deeply to be a call argument")
-    if isinstance(value, (list, tuple)):
-        return [plain(v, f"{key}[{n}]", depth + 1) for n, v in enumerate(value)]
-    if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise UserError(f"{key} has a key {short_repr(k)} that is not text: name its entries with strings")
-            out[k] = plain(v, f"{key}.{k}" if k.isprintable() else f"{key}[{short_repr(k)}]", depth + 1)
-        return out
-    raise UserError(f"{key} must be text, a number, true/false, null, a list or a mapping (what a config file "
-                    f"holds), got {type(value).__name__} {short_repr(value)}")
 
 
 def load(config: Any, *overrides: str, reporter: Any = None, quiet: bool = True, plugins: Any = None) -> Pipe:

@@ -113,17 +113,18 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     from vidax_core.plugins import get_plugins
 
     plugins = get_plugins()
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {}  # per plugin object (a distribution may register several: vidax-cosmos' two)
     for spec in plugins.registry:
-        counts[spec.plugin] = counts.get(spec.plugin, 0) + 1
+        owner = plugins.owner(spec)
+        counts[owner] = counts.get(owner, 0) + 1
     infos = [
         {
             "name": i.name,
             "distribution": i.distribution,
             "version": i.version,
             "module": i.module,
-            "hooks": list(i.hooks),
-            "models": counts.get(i.distribution or i.name, 0),
+            "hooks": list(i.hooks),  # the hooks its class overrides; the others are FamilyPlugin's defaults
+            "models": counts.get(i.name, 0),
             "error": i.error,
         }
         for i in plugins.infos
@@ -134,7 +135,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if not infos:
         print("no plugins installed")
     for i in infos:
-        state = f"FAILED: {i['error']}" if i["error"] else f"{i['models']} models, hooks: {', '.join(i['hooks'])}"
+        state = (f"FAILED: {i['error']}" if i["error"] else
+                 f"{i['models']} models, overrides: {', '.join(i['hooks']) or 'none (the defaults)'}")
         print(f"{i['name']} ({i['distribution']} {i['version']}): {state}")
     return 0
 

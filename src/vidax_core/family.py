@@ -8,7 +8,14 @@ family states what is its own (its models, its DiT build, its key table, its che
 * ``shard_rules`` returns None: the core's default rules;
 * ``dit_config`` parses the transformer config.json with ``dit_config_class`` and ``conversion_rules`` returns
   ``dit_rules`` (both ``".module:name"`` inside the plugin's package, imported on first use);
+* ``build_dit`` builds ``dit_class`` from ``dit_config`` at the run's weight dtype (:meth:`FamilyPlugin.dit_build`:
+  the config's own ``build_fields()``, the functions ``dit_flops`` / ``dit_grid_limit`` / ``dit_example_inputs``
+  name); None without ``dit_class``;
 * ``convert_checkpoint`` applies ``conversion_rules()`` to the components in ``dit_components``;
+* ``open_checkpoint`` calls the function ``original_format`` names with ``(spec, path)`` (a reader of the
+  family's original release folders), None without one;
+* ``vae_latent_shape`` calls the function ``vae_latent_grid`` names with the checkpoint's VAE config and the
+  run's frames, height and width (None without one, or without a ``vae/`` component);
 * ``builtin_checkpoint`` serves ``assets/<name>`` beside the subclass's module;
 * ``check_run`` returns ``run_problems(spec, run)`` of the module ``checks`` names (``".checks"``) and
   ``check_checkpoint`` reports a ``transformer/config.json`` that ``dit_config`` cannot parse, then returns that
@@ -17,17 +24,19 @@ family states what is its own (its models, its DiT build, its key table, its che
 * every other hook returns None ("use the core's default").
 
 Besides hooks, a family declares (class attributes): its ``models``, ``options``, ``checkpoint_formats``, the
-``dit_components`` / ``dit_config_class`` / ``dit_rules`` / ``checks`` its default hooks read,
+``dit_components`` / ``dit_config_class`` / ``dit_class`` / ``dit_flops`` / ``dit_grid_limit`` /
+``dit_example_inputs`` / ``dit_rules`` / ``checks`` / ``original_format`` / ``vae_latent_grid`` its default hooks read,
 ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called with ``(ckpt_dir, run)``: the
 reference of ``vidax bench --reference diffusers``), ``quantization_keep`` (regexes of the Linear layers an 8-bit
 run keeps in full precision; None: :data:`vidax_core.quant.keep.DEFAULT_KEEP`, norms, modulation, embeddings,
 patch embedding, heads), ``cache_layout`` and ``lora_experts``. Offload streams every group of
-``DitBuild.block_counts``. A subclass that defines a method named ``quantization_keep``, ``bench_reference`` or
-``offload_block_groups`` (:data:`RETIRED`, with the hook signatures of those names) has it answer instead.
+``DitBuild.block_counts``.
 
-Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``conversion_rules``,
-``conversion_ignore``, ``lora_key_map``): any other public method is refused when the plugin loads, so a
-misspelled hook fails loudly. Name private helpers with a leading underscore. This module imports no JAX: a family imports its model code inside the methods.
+Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``dit_build``,
+``conversion_rules``, ``conversion_ignore``, ``lora_key_map``): any other public method is refused when the plugin
+loads, so a misspelled hook fails loudly. Name private helpers with a leading underscore. This module imports no
+JAX: a family imports its model code inside the methods. A ``".module:name"`` reference is inside the subclass's
+package; an absolute one (``"vidax_core.wan_dit.model:WanDiT"``) names any module.
 """
 
 from __future__ import annotations
@@ -51,6 +60,12 @@ class FamilyPlugin:
     dit_components: tuple[str, ...] = ("transformer",)  # checkpoint folders converted with conversion_rules()
     diffusers_reference: str | None = None  # ".bench_reference:FamilyDiffusersReference"
     dit_config_class: str | None = None  # ".dit:FamilyDiTConfig": dit_config() parses transformer/config.json with it
+    dit_class: str | None = None  # ".dit:FamilyDiT": the denoiser build_dit builds (dit_build)
+    dit_flops: str | None = None  # ".flops:counter": f(dit config) -> DitBuild.flops
+    dit_grid_limit: str | None = None  # ".checks:grid_limit": f(dit config) -> DitBuild.grid_limit
+    dit_example_inputs: str | None = None  # ".dit:example_inputs": DitBuild.example_inputs = partial(f, dit config)
+    original_format: str | None = None  # ".original_format:open_original": open_checkpoint's f(spec, path)
+    vae_latent_grid: str | None = None  # ".vae:latent_grid": vae_latent_shape's f(vae config, frames, height, width)
     dit_rules: str | None = None  # ".convert_dit:DIT_RULES": conversion_rules() of every dit_components folder
     checks: str | None = None  # ".checks": its run_problems / checkpoint_problems answer check_run / check_checkpoint
     cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
@@ -71,6 +86,22 @@ class FamilyPlugin:
         """The :class:`vidax_core.io.convert.KeyRule` table converting ``component``: ``dit_rules`` (None: no
         default conversion)."""
         return self._ref(self.dit_rules) if self.dit_rules else None
+
+    def dit_build(self, cfg: Any, **fields: Any) -> Any:
+        """The :class:`vidax_core.model_api.DitBuild` of ``dit_class`` built from the DiT config ``cfg``: what the
+        config states of its architecture (``cfg.build_fields()``: latent channels, heads, patch, stacked groups,
+        a latent layout other than (B, C, F, H, W)), the answers of the functions ``dit_flops``, ``dit_grid_limit``
+        and ``dit_example_inputs`` name, and ``fields`` over all of them."""
+        from vidax_core.model_api import DitBuild
+
+        declared: dict[str, Any] = {}
+        if self.dit_flops:
+            declared["flops"] = self._ref(self.dit_flops)(cfg)
+        if self.dit_grid_limit:
+            declared["grid_limit"] = self._ref(self.dit_grid_limit)(cfg)
+        if self.dit_example_inputs:
+            declared["example_inputs"] = functools.partial(self._ref(self.dit_example_inputs), cfg)
+        return DitBuild.of(self._ref(self.dit_class), cfg, **{**cfg.build_fields(), **declared, **fields})
 
     def _ref(self, ref: str) -> Any:
         """The object ``".module:name"`` names inside the subclass's package (imported on first use)."""
@@ -104,7 +135,11 @@ class FamilyPlugin:
                                   "vae_decode_frames": self.vae_decode_frames, **m}))  # a model's own entries win
 
     def build_dit(self, spec, ckpt, run):
-        return None
+        if not self.dit_class:
+            return None
+        from vidax_core.model_api import dit_weight_dtype
+
+        return self.dit_build(self.dit_config(ckpt, dtype=dit_weight_dtype(run)))
 
     def convert_checkpoint(self, spec, component, tensors, abstract, config):
         rules = self.conversion_rules(component) if component in self.dit_components else None
@@ -158,7 +193,7 @@ class FamilyPlugin:
         return packaged_checkpoint(sys.modules[type(self).__module__].__file__, name)
 
     def open_checkpoint(self, spec, path):
-        return None
+        return self._ref(self.original_format)(spec, path) if self.original_format else None
 
     def component_file(self, spec, component, tensors, published):
         return None
@@ -167,7 +202,10 @@ class FamilyPlugin:
         return None
 
     def vae_latent_shape(self, spec, ckpt, run):
-        return None
+        if not self.vae_latent_grid or not ckpt.has("vae"):
+            return None
+        s = run.sampling
+        return self._ref(self.vae_latent_grid)(ckpt.config("vae"), s.num_frames, s.height, s.width)
 
     def quantization_outside_blocks(self, spec, component):
         return ()
@@ -193,18 +231,7 @@ def hook_names() -> frozenset[str]:
     return frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "vidax_spec"))
 
 
-HELPERS = frozenset({"dit_config", "conversion_rules", "conversion_ignore", "lora_key_map"})
-
-# Method names that are declarations (or a default), not hooks -> what to write instead. A FamilyPlugin subclass
-# defining one as a method has it answer (:meth:`vidax_core.plugins.Plugins.declared`); a module of ``@hookimpl``
-# functions implementing one is refused with this line.
-RETIRED = {
-    "offload_block_groups": "offload streams every group of DitBuild.block_counts: list there only the stacked "
-                            "groups to stream",
-    "quantization_keep": "declare the regexes as the FamilyPlugin class attribute quantization_keep = (...)",
-    "bench_reference": "declare diffusers_reference = '.module:Class' on a FamilyPlugin subclass (called with "
-                       "(ckpt_dir, run))",
-}
+HELPERS = frozenset({"dit_config", "dit_build", "conversion_rules", "conversion_ignore", "lora_key_map"})
 
 
 def diffusers_reference(family: Any, engine: str, ckpt_dir: str, run: Any) -> Any:
@@ -218,7 +245,7 @@ def diffusers_reference(family: Any, engine: str, ckpt_dir: str, run: Any) -> An
 
 def stray_methods(plugin: FamilyPlugin) -> list[str]:
     """Public methods of ``plugin``'s class that are neither hooks nor base helpers (misspelled hooks)."""
-    allowed = hook_names() | HELPERS | set(RETIRED)
+    allowed = hook_names() | HELPERS
     out = []
     for cls in type(plugin).__mro__:
         if cls in (FamilyPlugin, object):
@@ -228,11 +255,17 @@ def stray_methods(plugin: FamilyPlugin) -> list[str]:
     return sorted(set(out))
 
 
-def as_plugin_object(loaded: Any) -> Any:
-    """The object to register for what an entry point loaded: a FamilyPlugin subclass is instantiated; a module
-    exposing a FamilyPlugin (instance or subclass) as ``plugin`` registers that; anything else (a module of
-    ``@hookimpl`` functions, the older form) registers as it is."""
-    obj = getattr(loaded, "plugin", loaded) if isinstance(loaded, ModuleType) else loaded
-    if isinstance(obj, type) and issubclass(obj, FamilyPlugin):
-        obj = obj()
-    return obj if isinstance(obj, FamilyPlugin) else loaded
+def overridden_hooks(plugin: FamilyPlugin) -> tuple[str, ...]:
+    """The hooks ``plugin``'s class answers itself (the others are :class:`FamilyPlugin`'s defaults)."""
+    return tuple(sorted(n for n in hook_names() if getattr(type(plugin), n) is not getattr(FamilyPlugin, n)))
+
+
+def plugin_object(loaded: Any) -> FamilyPlugin:
+    """The object to register for what an entry point loaded: a :class:`FamilyPlugin` subclass is instantiated, an
+    instance registers as it is; anything else is refused (an entry point names ``"package.module:Class"``)."""
+    obj = loaded() if isinstance(loaded, type) and issubclass(loaded, FamilyPlugin) else loaded
+    if not isinstance(obj, FamilyPlugin):
+        what = f"module {loaded.__name__}" if isinstance(loaded, ModuleType) else type(loaded).__name__
+        raise TypeError(f"the entry point names {what}, not a vidax_core.FamilyPlugin subclass: name the plugin "
+                        "class, 'package.module:Class'")
+    return obj

@@ -321,8 +321,10 @@ class AdaptiveProjected(_CondUncond):
         raise NotImplementedError("AdaptiveProjected carries a momentum state: the step calls combine_state")
 
 
-def default_guidance(run: Any) -> Guidance:
-    """Classifier-free guidance with ``sampling.guidance_scale`` when it is > 1, else a single pass."""
+def default_guidance(run: Any, **fields: Any) -> Guidance:
+    """Classifier-free guidance with ``sampling.guidance_scale`` when it is > 1, else a single pass (the rule of
+    most diffusers pipelines); ``fields``: the family's other :class:`ClassifierFree` fields (``rescale_phi``,
+    ``formula``, a ``scale`` schedule of the step's timestep)."""
     g = float(run.sampling.guidance_scale)
-    return ClassifierFree(scale=g) if g > 1.0 else NoGuidance()
+    return ClassifierFree(**{"scale": g, **fields}) if g > 1.0 else NoGuidance()
 

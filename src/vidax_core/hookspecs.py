@@ -1,20 +1,19 @@
 """The hooks a model-family plugin implements.
 
 A family implements them as the methods of one :class:`vidax_core.family.FamilyPlugin` subclass, which holds the
-core's default for each, so it overrides only what differs (a module of ``@hookimpl`` functions named as below
-still works).
+core's default for each, so it overrides only what differs. pluggy holds these specifications: it checks each
+method's arguments against them when the plugin registers, and collects ``register_models`` from every plugin.
 
 Every per-model hook takes the :class:`~vidax_core.registry.ModelSpec` first and is called only on the plugin that
 registered that model id (:meth:`vidax_core.plugins.Plugins.call`), so several families coexist and no plugin needs
 an "is this my model" guard; returning ``None`` means "use the core's default" where a hook has one.
-``register_models`` is the one collector hook: every plugin contributes its model ids to the registry. The core
-never calls a hook through pluggy's own hook calling (which would ask every plugin, first answer first): a per-model
-hook has one answering plugin, so no spec here carries pluggy's ``firstresult``.
+``register_models`` is the one collector hook: every plugin contributes its model ids to the registry. A
+per-model hook has one answering plugin, so the core calls that object's method itself rather than through
+pluggy's hook calling (which would ask every plugin), and no spec here carries pluggy's ``firstresult``.
 
 What never differed between families is no hook but a default or a declaration of
 :class:`vidax_core.family.FamilyPlugin` (``quantization_keep``, ``diffusers_reference``, the streamed block groups =
-``DitBuild.block_counts``); :data:`vidax_core.family.RETIRED` says what a family written against an earlier
-contract changes.
+``DitBuild.block_counts``).
 
 Objects passed in:
 
@@ -29,7 +28,6 @@ from __future__ import annotations
 import pluggy
 
 hookspec = pluggy.HookspecMarker("vidax")
-hookimpl = pluggy.HookimplMarker("vidax")
 
 
 @hookspec

@@ -149,23 +149,6 @@ class Conditioning:
     step_noise_shape: tuple[int, ...] | None = None
     step_kwargs: Callable[[Mapping[str, Any]], dict] | None = None
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Conditioning":
-        # A retired field is refused with one line saying what to write instead; raised from a family's hook, the
-        # TypeError reaches the user as that plugin's error (vidax_core.errors.PluginError).
-        for name, instead in RETIRED_CONDITIONING.items():
-            if name in kwargs:
-                raise TypeError(f"Conditioning({name}=...) is no longer part of the contract: {instead}")
-        return super().__new__(cls)
-
-
-# Conditioning fields that served one family, moved behind it -> what a family writes instead.
-RETIRED_CONDITIONING = {
-    "after_model": "change the prediction in the denoiser; pass what it reads by name in model_kwargs (vidax-cosmos' "
-                   "DiT takes condition_velocity so)",
-    "before_step": "give the model the changed latents in prepare and keep them in select_update; both read "
-                   "arrays['step_noise'] (vidax-ltx's image_cond_noise_scale does so)",
-}
-
 
 @dataclass(frozen=True)
 class SamplingPass:

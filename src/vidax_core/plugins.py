@@ -1,31 +1,34 @@
 """Plugin loading: every family (built-in or third-party) arrives through the entry-point group ``vidax``.
 
-An entry point names a :class:`vidax_core.family.FamilyPlugin` (subclass or instance, or a module exposing one as
-``plugin``): its methods are the hooks, with the core's defaults. A module of ``@hookimpl`` functions (the older
-form) still registers as it is.
+An entry point names a :class:`vidax_core.family.FamilyPlugin` subclass (or an instance of one): its methods are
+the hooks, with the core's defaults. pluggy registers the object: it checks each hook method's arguments against
+the hook specifications (:mod:`vidax_core.hookspecs`) and collects ``register_models`` from every plugin, the one
+hook all plugins answer. Every other hook is per model: :meth:`Plugins.call` calls the method of that name on the
+one object that registered the model (as simonw/llm calls a model's methods once its collection hooks ran).
 
 ``VIDAX_LOAD_PLUGINS`` (comma-separated entry-point names) restricts which plugins load; an empty value loads
-none. A plugin that fails to import costs one warning line on stderr, never the CLI. Hook implementations with
-misspelled names fail loudly through ``check_pending``. A per-model hook that raises anything but a
-:class:`UserError` raises :class:`vidax_core.errors.PluginError` naming the plugin and the hook (the CLI reports it
-as the plugin's error, not vidax's).
+none. A plugin that fails to import, or names no FamilyPlugin, costs one warning line on stderr, never the CLI. A
+public method that is no hook (a misspelled one) or takes an argument its hook does not have fails loudly. A hook
+that raises anything but a :class:`UserError` raises :class:`vidax_core.errors.PluginError` naming the plugin and
+the hook (the CLI reports it as the plugin's error, not vidax's).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import os
 import sys
 from dataclasses import dataclass
 from importlib import metadata
-from types import ModuleType
 from typing import Any
 
 import pluggy
 
 from vidax_core import hookspecs
 from vidax_core.errors import PluginError, UserError
-from vidax_core.family import RETIRED, FamilyPlugin, as_plugin_object, hook_names, stray_methods
+from vidax_core.family import FamilyPlugin, hook_names, overridden_hooks, plugin_object, stray_methods
 from vidax_core.registry import ModelSpec, Registry
 
 GROUP = "vidax"
@@ -37,7 +40,7 @@ class PluginInfo:
     module: str
     distribution: str
     version: str
-    hooks: tuple[str, ...]
+    hooks: tuple[str, ...]  # the hooks the family object overrides (the rest are the core's defaults)
     error: str | None = None
 
 
@@ -45,9 +48,7 @@ class _Manager(pluggy.PluginManager):
     """pluggy's manager, taking every hook method of a :class:`FamilyPlugin` as a hook implementation."""
 
     def parse_hookimpl_opts(self, plugin, name):
-        if isinstance(plugin, FamilyPlugin):
-            return {} if name in hook_names() else None
-        return super().parse_hookimpl_opts(plugin, name)
+        return {} if name in hook_names() else None
 
 
 class Plugins:
@@ -60,30 +61,18 @@ class Plugins:
         self._registry: Registry | None = None
         self._owner: dict[str, str] = {}  # model id -> name of the plugin that registered it
 
-    @property
-    def hook(self) -> Any:
-        return self.pm.hook
-
-    def add(self, module: ModuleType | Any, name: str, distribution: str = "", version: str = "") -> None:
-        """Register a plugin object/module (used for entry points and by tests)."""
-        module = as_plugin_object(module)
-        if isinstance(module, FamilyPlugin):
-            stray = stray_methods(module)
-            if stray:
-                close = difflib.get_close_matches(stray[0], sorted(hook_names()), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise pluggy.PluginValidationError(module, f"plugin {name!r}: method {stray[0]!r} is not a vidax hook"
-                                                   f"{hint}; name helper methods with a leading underscore")
-        else:
-            retired = sorted(n for n in RETIRED if getattr(getattr(module, n, None), "vidax_impl", None) is not None)
-            if retired:
-                raise pluggy.PluginValidationError(module, f"plugin {name!r}: {retired[0]} is no hook: "
-                                                   f"{RETIRED[retired[0]]}")
-        self.pm.register(module, name=name)
-        self.pm.check_pending()
-        hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(module) or ()))
-        mod = getattr(module, "__name__", type(module).__name__)
-        self.infos.append(PluginInfo(name, mod, distribution, version, hooks))
+    def add(self, plugin: Any, name: str, distribution: str = "", version: str = "") -> None:
+        """Register a family object (a :class:`FamilyPlugin` instance, or a subclass to instantiate) under
+        ``name``: what an entry point loads, or a test's own."""
+        obj = plugin_object(plugin)
+        stray = stray_methods(obj)
+        if stray:
+            close = difflib.get_close_matches(stray[0], sorted(hook_names()), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise pluggy.PluginValidationError(obj, f"plugin {name!r}: method {stray[0]!r} is not a vidax hook"
+                                               f"{hint}; name helper methods with a leading underscore")
+        self.pm.register(obj, name=name)
+        self.infos.append(PluginInfo(name, type(obj).__module__, distribution, version, overridden_hooks(obj)))
         self._registry = None
 
     def load_entry_points(self) -> None:
@@ -97,8 +86,7 @@ class Plugins:
             dist = ep.dist.name if ep.dist is not None else ""
             version = ep.dist.version if ep.dist is not None else ""
             try:
-                module = ep.load()
-                self.add(module, ep.name, dist, version)
+                self.add(ep.load(), ep.name, dist, version)
             except pluggy.PluginValidationError:
                 raise
             except Exception as exc:  # a broken plugin must not take the CLI down
@@ -112,7 +100,7 @@ class Plugins:
             reg = Registry()
             self._owner = {}
             for impl in self.pm.hook.register_models.get_hookimpls():
-                info = next((i for i in self.infos if i.name == impl.plugin_name), None)
+                info = self._info(impl.plugin_name)
 
                 def register(spec: ModelSpec, _info=info, _name=impl.plugin_name) -> None:
                     from dataclasses import replace
@@ -135,69 +123,69 @@ class Plugins:
         self.registry  # noqa: B018 - fills the owner table
         return self._owner.get(spec.id)
 
-    def family_object(self, spec: ModelSpec) -> Any:
-        """The :class:`FamilyPlugin` object that registered ``spec`` (None: a module plugin, or no owner), for
-        the declarations a family makes beside its hooks (``lora_key_map``, ``lora_experts``)."""
+    def family_object(self, spec: ModelSpec) -> FamilyPlugin | None:
+        """The :class:`FamilyPlugin` object that registered ``spec`` (None: no plugin registered it), for the
+        declarations a family makes beside its hooks (``lora_key_map``, ``lora_experts``)."""
         owner = self.owner(spec)
-        obj = self.pm.get_plugin(owner) if owner is not None else None
-        return obj if isinstance(obj, FamilyPlugin) else None
+        return self.pm.get_plugin(owner) if owner is not None else None
 
-    def declared(self, spec: ModelSpec, name: str, **kwargs: Any) -> Any:
-        """The declaration ``name`` of the family that registered ``spec`` (a :class:`FamilyPlugin` class
-        attribute), or, where the family defines ``name`` as a method (:data:`vidax_core.family.RETIRED`), that
-        method's answer to ``spec`` and ``kwargs``. None for a family that declares nothing or a module plugin."""
-        obj = self.family_object(spec)
-        value = getattr(obj, name, None) if obj is not None else None
-        if not callable(value):
-            return value
-        try:
-            return value(spec=spec, **kwargs)
-        except (UserError, PluginError):
-            raise
-        except Exception as exc:
-            info = next((i for i in self.infos if i.name == self.owner(spec)), None)
-            raise PluginError((info.distribution if info else "") or str(self.owner(spec)), name, exc) from exc
+    def declared(self, spec: ModelSpec, name: str) -> Any:
+        """The declaration ``name`` (a :class:`FamilyPlugin` class attribute) of the family that registered
+        ``spec``; None for a spec no plugin registered."""
+        return getattr(self.family_object(spec), name, None)
 
     def call(self, hook_name: str, spec: ModelSpec, **kwargs: Any) -> Any:
-        """Call the per-model hook ``hook_name`` on the plugin that registered ``spec`` only.
+        """The per-model hook ``hook_name``: the method of that name of the family object that registered
+        ``spec``, given the arguments it takes.
 
         A family's hooks therefore never see another family's models: no plugin needs an "is this mine" guard,
         and a plugin that forgets one cannot answer for a model it does not own. A spec registered by no plugin
-        (built by hand in a test) goes to every plugin (a family object: of its family), first answer wins.
+        (built by hand in a test) goes to the objects of its family, the last registered first: the first answer
+        other than None wins.
         """
-        caller = getattr(self.pm.hook, hook_name)
         owner = self.owner(spec)
+        if owner is not None:
+            names = [owner]
+        else:
+            family = getattr(spec, "family", None)
+            names = [n for n, obj in reversed(self.pm.list_name_plugin()) if obj.family == family]
         args = {"spec": spec, **kwargs}
-        for impl in reversed(caller.get_hookimpls()):  # pluggy's order: the last registered answers first
-            if not _may_answer(impl, owner, spec):
-                continue
-            out = self._run_hook(impl, hook_name, {name: args[name] for name in impl.argnames})
+        for name in names:
+            method = getattr(self.pm.get_plugin(name), hook_name)
+            out = self._run_hook(name, hook_name, method, {a: args[a] for a in _arguments(method)})
             if out is not None or owner is not None:
                 return out
         return None
 
-    def _run_hook(self, impl: Any, hook_name: str, kwargs: dict) -> Any:
-        """``impl``'s hook function on ``kwargs``; an exception other than a :class:`UserError` becomes a
-        :class:`PluginError` naming the plugin's distribution and the hook."""
+    def _run_hook(self, name: str, hook_name: str, method: Any, kwargs: dict) -> Any:
+        """``method`` on ``kwargs``; an exception other than a :class:`UserError` becomes a :class:`PluginError`
+        naming the plugin's distribution and the hook."""
         try:
-            return impl.function(**kwargs)
+            return method(**kwargs)
         except (UserError, PluginError):
             raise
         except Exception as exc:
-            info = next((i for i in self.infos if i.name == impl.plugin_name), None)
-            raise PluginError((info.distribution if info else "") or impl.plugin_name, hook_name, exc) from exc
+            info = self._info(name)
+            raise PluginError((info.distribution if info else "") or name, hook_name, exc) from exc
+
+    def _info(self, name: str) -> PluginInfo | None:
+        return next((i for i in self.infos if i.name == name), None)
 
     def preset_for(self, model_id: str) -> dict:
         """The registered preset (config defaults) of ``model_id``."""
         return dict(self.registry.get(model_id).preset)
 
 
-def _may_answer(impl: Any, owner: str | None, spec: ModelSpec) -> bool:
-    """The owner answers for its models; for a spec no plugin registered, every plugin may, except that a family
-    object answers only for its own family (its defaults would otherwise answer for any model)."""
-    if owner is not None:
-        return impl.plugin_name == owner
-    return not isinstance(impl.plugin, FamilyPlugin) or impl.plugin.family == getattr(spec, "family", None)
+def _arguments(method: Any) -> tuple[str, ...]:
+    """The arguments a hook method takes (an override may take fewer than its hook passes: pluggy checked that
+    they are among them when the plugin registered)."""
+    return _parameters(getattr(method, "__func__", method))
+
+
+@functools.cache
+def _parameters(function: Any) -> tuple[str, ...]:
+    names = tuple(inspect.signature(function).parameters)
+    return names[1:] if names and names[0] == "self" else names
 
 
 _DEFAULT: Plugins | None = None

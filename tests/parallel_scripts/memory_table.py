@@ -26,7 +26,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "plugins"
 from vidax_core.parallel import sharding  # noqa: E402
 from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
-from vidax_wan.plugin import plugin as wan_plugin  # noqa: E402
+from vidax_wan.plugin import WanPlugin  # noqa: E402
+
+wan_plugin = WanPlugin()
 
 CONFIGS = {
     # tiny test model (4 heads x 12, ffn 32, 4 blocks), 64x64x9 video -> 48 tokens

@@ -12,13 +12,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vidax_cogvideox.plugin import plugin
+from vidax_cogvideox.plugin import CogVideoXPlugin
 from vidax_cogvideox.checks import checkpoint_config_problems
 from vidax_core.plugins import get_plugins
 from vidax_core.testing.cli import vidax
 
 sys.path.insert(0, os.path.dirname(__file__))
 from published import DITS, SCHEDULER, VAES  # noqa: E402
+
+plugin = CogVideoXPlugin()
 
 pytestmark = pytest.mark.xdist_group("cogvideox_plugin")
 

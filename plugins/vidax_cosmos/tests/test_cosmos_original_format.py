@@ -16,10 +16,12 @@ torch = pytest.importorskip("torch")
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.checkpoint import Checkpoint  # noqa: E402
 from vidax_core.nn.state import abstract_model  # noqa: E402
-from vidax_cosmos.plugin import plugin  # noqa: E402
+from vidax_cosmos.plugin import CosmosPlugin  # noqa: E402
 from vidax_cosmos.original_format import RENAMES, OriginalCosmosCheckpoint, diffusers_key, open_original  # noqa: E402
 from vidax_cosmos.tiny import save_tiny_cosmos  # noqa: E402
 from vidax_core.testing.tiny.wan_original_keys import vae_inverse  # noqa: E402
+
+plugin = CosmosPlugin()
 
 pytestmark = pytest.mark.xdist_group("cosmos_original")
 

@@ -14,9 +14,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from vidax_cosmos import text  # noqa: E402
-from vidax_cosmos.plugin import plugin  # noqa: E402
+from vidax_cosmos.plugin import CosmosPlugin  # noqa: E402
 from vidax_cosmos.conditioning import resize_nearest  # noqa: E402
 from vidax_cosmos.tiny import save_tiny_cosmos  # noqa: E402
+
+plugin = CosmosPlugin()
 
 pytestmark = pytest.mark.xdist_group("cosmos_plugin")
 

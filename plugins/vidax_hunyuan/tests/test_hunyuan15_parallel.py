@@ -23,7 +23,8 @@ from vidax_core.parallel import sharding
 from vidax_core.parallel.mesh import MeshPlan, make_mesh
 from vidax_core.testing.sharded import place_state, under_mesh
 from vidax_hunyuan.dit15 import HunyuanDiT15, HunyuanDiT15Config
-from vidax_hunyuan.plugin import plugin as hunyuan_plugin
+from vidax_hunyuan.plugin import HunyuanPlugin
+hunyuan_plugin = HunyuanPlugin()
 
 cfg = HunyuanDiT15Config(in_channels=5, out_channels=2, num_attention_heads=4, attention_head_dim=16, num_layers=2,
                          mlp_ratio=2.0, text_embed_dim=12, text_embed_2_dim=10, image_embed_dim=8,

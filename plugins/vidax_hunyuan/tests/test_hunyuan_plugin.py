@@ -13,9 +13,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from vidax_hunyuan.plugin import plugin  # noqa: E402
+from vidax_hunyuan.plugin import HunyuanPlugin  # noqa: E402
 from vidax_core.testing.cli import vidax  # noqa: E402
 from vidax_core.testing.tiny.hunyuan import build_tiny_hunyuan_pipeline  # noqa: E402
+
+plugin = HunyuanPlugin()
 
 pytestmark = pytest.mark.xdist_group("hunyuan_plugin")
 
@@ -81,24 +83,3 @@ def test_bad_runs_are_refused_before_loading(tmp_path, override):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr
     assert lines and lines[-1].startswith("error:") and BAD[override] in proc.stderr, proc.stderr
-
-
-def test_vae_modules_moved_to_the_core_keep_their_old_names():
-    """The HunyuanVideo VAE moved to vidax_core.vae (Kandinsky 5 decodes with it too); the plugin's old module
-    names still give the same objects."""
-    import vidax_core.vae.convert_hunyuan as core_convert
-    import vidax_core.vae.hunyuan as core_vae
-    import vidax_core.vae.hunyuan_blocks as core_blocks
-    import vidax_core.vae.hunyuan_video as core_video
-    import vidax_hunyuan.autoencoder as old_video
-    import vidax_hunyuan.vae as old_vae
-    import vidax_hunyuan.vae_blocks as old_blocks
-    import vidax_hunyuan.vae_convert as old_convert
-
-    for old, core, names in [(old_vae, core_vae, ("HunyuanVAE", "HunyuanVAEConfig", "load_vae", "decode", "encode",
-                                                  "tiling_options", "HunyuanTiling")),
-                             (old_blocks, core_blocks, ("Decoder", "Encoder", "frame_causal_attention")),
-                             (old_convert, core_convert, ("VAE_RULES", "DECODER_RULES", "open_original_vae")),
-                             (old_video, core_video, ("HunyuanVideoAutoencoder", "load_autoencoder", "latent_grid"))]:
-        for name in names:
-            assert getattr(old, name) is getattr(core, name), (old.__name__, name)

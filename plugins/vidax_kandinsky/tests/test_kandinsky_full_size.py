@@ -51,7 +51,8 @@ def test_published_folders_plan(tmp_path):
     from vidax_core import Checkpoint
     from vidax_core.plugins import Plugins
     from vidax_core.testing.checks import resolve
-    from vidax_kandinsky.plugin import plugin
+    from vidax_kandinsky.plugin import KandinskyPlugin
+    plugin = KandinskyPlugin()
 
     p = Plugins()
     p.add(plugin, "kandinsky", "vidax-kandinsky", "0.1.0")

@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 @pytest.fixture(scope="module")
 def plugins():
-    from vidax_kandinsky.plugin import plugin
+    from vidax_kandinsky.plugin import KandinskyPlugin
+    plugin = KandinskyPlugin()
 
     p = Plugins()
     p.add(plugin, "kandinsky", "vidax-kandinsky", "0.1.0")
@@ -73,7 +74,8 @@ def test_check_run(plugins, model_id, overrides, message):
 
 def test_check_checkpoint(plugins, tmp_path):
     """The built-in checkpoint passes; a VAE of other latent channels and a CLIP of another width are named."""
-    from vidax_kandinsky.plugin import plugin
+    from vidax_kandinsky.plugin import KandinskyPlugin
+    plugin = KandinskyPlugin()
 
     spec = plugins.registry.get("kandinsky5-t2v-lite")
     builtin = plugin.builtin_checkpoint(spec, "tiny-random")
@@ -140,7 +142,8 @@ def test_bench_reference_runs_the_pipeline(plugins):
     pytest.importorskip("torch")
     pytest.importorskip("diffusers")
     from vidax_core import UserError
-    from vidax_kandinsky.plugin import plugin
+    from vidax_kandinsky.plugin import KandinskyPlugin
+    plugin = KandinskyPlugin()
 
     spec = plugins.registry.get("kandinsky5-t2v-lite")
     folder = plugin.builtin_checkpoint(spec, "tiny-random")

@@ -13,8 +13,10 @@ torch = pytest.importorskip("torch")
 
 from vidax_core.io.checkpoint import Checkpoint  # noqa: E402
 from vidax_core.plugins import get_plugins  # noqa: E402
-from vidax_ltx.plugin import plugin  # noqa: E402
+from vidax_ltx.plugin import LTXPlugin  # noqa: E402
 from vidax_core.testing.tiny.ltx import build_tiny_ltx_pipeline  # noqa: E402
+
+plugin = LTXPlugin()
 
 pytestmark = pytest.mark.xdist_group("ltx_conditioning")
 

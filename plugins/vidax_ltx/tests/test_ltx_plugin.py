@@ -11,8 +11,10 @@ import pytest
 from vidax_core.plugins import get_plugins
 from vidax_core.schedulers.base import sampler_from_scheduler_config
 from vidax_ltx import presets
-from vidax_ltx.plugin import plugin
+from vidax_ltx.plugin import LTXPlugin
 from vidax_core.testing.tiny.ltx import SCHEDULER
+
+plugin = LTXPlugin()
 
 pytestmark = pytest.mark.xdist_group("ltx_plugin")
 

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from vidax_core.plugins import get_plugins
-from vidax_ltx.plugin import plugin
+from vidax_ltx.plugin import LTXPlugin
 from vidax_ltx.stg import PerStepSTG, step_index
+
+plugin = LTXPlugin()
 
 pytestmark = pytest.mark.xdist_group("ltx_stg")
 

@@ -72,3 +72,13 @@ def test_per_step_and_mfu_are_a_full_windows(pipe):
     assert m["per_step_s"] == m["passes"][1]["per_step_s"] != m["passes"][2]["per_step_s"]
     if m.get("achieved_flops_per_s"):
         assert m["achieved_flops_per_s"] == pytest.approx(m["flops_per_step"] / m["per_step_s"])
+
+
+def test_a_prepared_call_run_twice_is_one_video(pipe):
+    """The windows' history (the overlap the next window starts from) belongs to one call: the same plan run again
+    makes the same video, bit for bit."""
+    prepared = pipe.prepare(prompt="a fox", num_frames=frames_for(2), seed=4)
+    first, second = pipe.run(prepared), pipe.run(prepared)
+    assert first.metrics["num_windows"] == 2
+    np.testing.assert_array_equal(first.latents, second.latents)
+    np.testing.assert_array_equal(first.frames, second.frames)

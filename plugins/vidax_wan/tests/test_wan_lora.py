@@ -17,7 +17,9 @@ from vidax_core.testing.reference import randomize_
 from vidax_core.testing.tiny.wan import TINY_DIT
 
 from vidax_wan.original_format import dit_key
-from vidax_wan.plugin import plugin
+from vidax_wan.plugin import WanPlugin
+
+plugin = WanPlugin()
 
 TOL = 1e-5
 RANK = 4

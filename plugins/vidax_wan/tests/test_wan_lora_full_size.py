@@ -12,7 +12,9 @@ from vidax_core.testing.lora import save_adapter
 from vidax_core.testing.reference import meta_tensors
 
 from vidax_wan.original_format import dit_key
-from vidax_wan.plugin import plugin
+from vidax_wan.plugin import WanPlugin
+
+plugin = WanPlugin()
 
 I2V_14B = dict(patch_size=(1, 2, 2), attention_head_dim=128, text_dim=4096, freq_dim=256, cross_attn_norm=True,
                qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024, num_attention_heads=40,

@@ -14,7 +14,9 @@ from flax import nnx
 
 from vidax_core.parallel import sharding
 from vidax_wan.dit import WanDiT, WanDiTConfig
-from vidax_wan.plugin import plugin
+from vidax_wan.plugin import WanPlugin
+
+plugin = WanPlugin()
 
 GOLDEN = Path(__file__).parent / "golden" / "wan_tp_sharding.json"
 # Wan2.1-T2V-1.3B architecture (12 heads x 128, ffn 8960, 30 layers); eval_shape only, no memory.

@@ -16,9 +16,7 @@ def reference_runner(plugins: Any, spec: Any, engine: str, ckpt_dir: str, run: A
     """The plugin's reference run of ``run`` for ``spec``, or a :class:`UserError` saying there is none."""
     from vidax_core.family import diffusers_reference
 
-    runner = plugins.declared(spec, "bench_reference", engine=engine, ckpt_dir=ckpt_dir, run=run)
-    if runner is None:
-        runner = diffusers_reference(plugins.family_object(spec), engine, ckpt_dir, run)
+    runner = diffusers_reference(plugins.family_object(spec), engine, ckpt_dir, run)
     if runner is None:
         who = f" ({spec.plugin})" if getattr(spec, "plugin", "") else ""
         raise UserError(f"--reference {engine}: the plugin of {spec.id}{who} provides no {engine} reference "

@@ -38,6 +38,4 @@ class CacheLayout:
 
 def layout_for(spec: Any, plugins: Any) -> CacheLayout:
     """The layout the owner plugin of ``spec`` declares, or the defaults."""
-    owner = plugins.owner(spec)
-    plugin = plugins.pm.get_plugin(owner) if owner is not None else None
-    return getattr(plugin, "cache_layout", None) or CacheLayout()
+    return plugins.declared(spec, "cache_layout") or CacheLayout()

@@ -68,3 +68,10 @@ class TransformerConfig(ArchConfig):
     @property
     def dim(self) -> int:
         return self.num_attention_heads * self.attention_head_dim
+
+    def build_fields(self) -> dict[str, Any]:
+        """What a denoiser build (:class:`vidax_core.model_api.DitBuild`) reads of this architecture, by diffusers'
+        names: the latent channels (``out_channels``), the heads, the (t, h, w) ``patch_size`` and one stacked
+        group ``blocks`` of ``num_layers``. A config that names them otherwise, or has more groups, says its own."""
+        return {"in_channels": self.out_channels, "heads": self.num_attention_heads,
+                "patch_size": tuple(self.patch_size), "block_counts": {"blocks": self.num_layers}}

@@ -58,11 +58,11 @@ def describe(path: str, model_id: str, *, checkpoint: str | None = None, expert:
     if checkpoint is not None:
         from vidax_core import config as config_mod
         from vidax_core.io.run_checkpoint import checkpoint_for_run
-        from vidax_core.runner.denoiser import build_dit
 
         cfg = config_mod.resolve_layers({"model": {"id": model_id, "checkpoint": checkpoint}}, [], plugins.preset_for)
         ckpt = checkpoint_for_run(cfg, spec, plugins)
-        comps = [b.component for b in build_dit(spec, ckpt, cfg, plugins)]
+        builds = plugins.call("build_dit", spec, ckpt=ckpt, run=cfg)  # the denoiser components, nothing built
+        comps = [b.component for b in (builds if isinstance(builds, (list, tuple)) else [builds])]
         if len(comps) > 1 and expert is None:
             raise UserError(f"{spec.id} has {len(comps)} experts ({', '.join(experts) or ', '.join(comps)}): "
                             "pass --expert NAME (the one this adapter is for)")

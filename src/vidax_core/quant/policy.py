@@ -65,7 +65,7 @@ def builds_for_run(builds: list, spec: Any, ckpt: Any, cfg: Any, plugins: Any) -
         if mode is None:
             out.append(b)
             continue
-        keep = plugins.declared(spec, "quantization_keep", component=b.component)
+        keep = plugins.declared(spec, "quantization_keep")
         keep = DEFAULT_KEEP if keep is None else tuple(keep)
         outside: tuple[str, ...] = ()
         if getattr(cfg.model, "weight_dtype", None) and getattr(cfg.model, "quantize_outside_blocks", False):

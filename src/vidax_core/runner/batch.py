@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from vidax_core.api import CALL_ARGUMENTS
+from vidax_core.config.call import CALL_ARGUMENTS, call_changes
 from vidax_core.config.parse import short_repr
 from vidax_core.errors import UserError
 
@@ -197,16 +197,14 @@ def describe(entries: list[tuple[str, Any]], base_output: Any, shown: int = 3) -
 def check_items(model: Any, items: list[Item]) -> list[Any]:
     """Every item's call planned (its config checked as a run checks it) before any weight loads: the plans the
     batch then runs (None for a skipped item)."""
-    from vidax_core.api import Pipe
-
-    pipe = Pipe(model)
     plans = []
     for it in items:
         if it.skip:
             plans.append(None)
             continue
         try:
-            plans.append(model.plan_call(pipe._call_config({**it.args, "output": it.outputs})))
+            changes = call_changes(model.base, {**it.args, "output": it.outputs})
+            plans.append(model.plan_call(model.call_config(**changes)))
         except UserError as exc:
             raise UserError(f"{it.where}: {exc}") from None
     return plans

@@ -2,10 +2,12 @@
 
 :class:`LoadedModel` is the run split in two. Construction checks the base config, opens the checkpoint, builds
 the denoisers shape-only and plans the base call (:mod:`.plan`); with ``load_weights`` it places their weights.
-:meth:`LoadedModel.generate` runs one call's plan: encode the prompts, sample every pass (:mod:`.sampling`),
-decode, write the outputs (:mod:`.outputs`). ``vidax run``, the Python API (:mod:`vidax_core.api`), batches and
-``vidax serve`` all go through it; a call planned earlier (a served request, planned when it is posted) is run
-as planned.
+:meth:`LoadedModel.generate` runs one call, every kind of call (one pass, a multi-pass recipe, a chunked run made
+window by window) in the one order its ``_generate`` spells out: plan, VAE, weights, prompts, sampling
+(:mod:`.sampling`), decode, metrics, outputs (:mod:`.outputs`). ``vidax run``, the Python API
+(:mod:`vidax_core.api`), batches and ``vidax serve`` all go through it; a call planned earlier (a served request,
+planned when it is posted) is run as planned. Plans hold no state of a call: whatever a call makes (its prompt
+contexts, conditioning, a chunked run's windowed sampling) is made by that call and dropped with it.
 
 What stays between calls: the placed DiT weights (or their host pools when offloaded), the compiled step of each
 distinct call structure (a new shape compiles once), the VAE per :func:`vae_key` (frame count, size, options,
@@ -35,7 +37,8 @@ from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
 from vidax_core.io import video
 from vidax_core.io.run_checkpoint import checkpoint_for_run
-from vidax_core.model_api import Decoded, dit_weight_dtype
+from vidax_core.io.draws import Draws
+from vidax_core.model_api import Decoded, SamplingPass, dit_weight_dtype
 from vidax_core.parallel import distributed
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.parallel import sharding
@@ -55,6 +58,7 @@ from vidax_core.runner.runtime import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
 from vidax_core.runner.text_encoders import KeptModels, TextEncoders, encoder_dtypes
 from vidax_core.encoders.policy import EncoderPolicy, encoder_policy
+from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
 
 
 def structure_key(cfg: RunConfig, *extra: Any) -> str:
@@ -104,7 +108,9 @@ def prompt_key(cfg: RunConfig, text: Any) -> str:
 
 class LoadedModel:
     """One model, loaded for many calls. ``load_weights=False`` stops after every check that reads no weight
-    (a batch validates its lines, then calls :meth:`load_weights`)."""
+    (a batch validates its lines, then calls :meth:`load_weights`; otherwise the first call places them).
+    ``single``: a load for one call (``vidax run``): that call encodes its prompts and conditions its first pass
+    before it places the denoiser, and frees the encoders when done."""
 
     def __init__(self, cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None, *,
                  single: bool = False, load_weights: bool = True) -> None:
@@ -150,7 +156,7 @@ class LoadedModel:
         self.encoder_dtypes: dict[str, str] = {}  # what the prompt encoder's towers hold, once built
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.encode_on: memory_plan.EncoderPlacement | None = None
-        self._first_cond: tuple[CallPlan, Any] | None = None  # a single run makes it at load
+        self.videos = 0  # calls begun: the first one's times include the load
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan)  # before any weight
         self.load_s = time.perf_counter() - t0
@@ -173,12 +179,6 @@ class LoadedModel:
         placements = plan.placements[0]
         if len(self.builds) > 1:
             self.reporter.log(f"{len(self.builds)} experts switched by timestep")
-        if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
-            vae = self.vae(plan.passes[-1].run)  # its VAE first: a broken VAE config is refused before any weight
-            with precision.scope(cfg), device_oom.phase("encode"):
-                self._encode_call(plan)
-                self._prepare_first(plan, vae)
-            t0 += self._encoded[2]  # counted as the call's encode time, not as loading
         with memory.window() as self.memory_phases["weights"]:  # reading and placing the denoisers alone
             for build, placement in zip(self.builds, placements):
                 files = ()
@@ -201,19 +201,6 @@ class LoadedModel:
                 self.ckpt.forget(build.component)  # placed: the file is unmapped (a disk cache is its own file)
             gc.collect()  # the conversion's lazy leaves and staging buffers, some held in reference cycles
         self.load_s += time.perf_counter() - t0
-
-    def _prepare_first(self, plan: CallPlan, vae: Any) -> None:
-        """The first pass's conditioning (hook ``prepare_conditioning``), made with the prompts, before the
-        denoiser is placed: an image encoder (Wan2.1 I2V's 2.5 GB CLIP at float32) and the VAE's encode then never
-        sit beside the denoiser's weights. Its time counts as encoding. Chunked runs condition window by window."""
-        if plan.windows is not None or not plan.complete:
-            return
-        t0 = time.perf_counter()
-        cond = self.plugins.call("prepare_conditioning", self.spec, ckpt=self.ckpt, run=plan.passes[0].run, vae=vae,
-                                 latent_shape=plan.grids[0])
-        self._first_cond = (plan, cond)
-        c, found, encode_s = self._encoded
-        self._encoded = (c, found, encode_s + time.perf_counter() - t0)
 
     def use_adapters(self, cfg: RunConfig) -> None:
         """Unfused mode: put the call's adapters into the factor parameters (same shapes: the compiled steps
@@ -323,7 +310,6 @@ class LoadedModel:
         kinds = list(dict.fromkeys(k for g in plan.guides for k in g.prompts))
         cfg = plan.cfg
         key = prompt_key(cfg, tuple((k, cfg.prompt if k == PROMPT else cfg.negative_prompt) for k in kinds))
-        t0 = time.perf_counter()
         found = self.encoders.lookup(key)
         if found is None:
             with self._encoder_scope():
@@ -334,7 +320,6 @@ class LoadedModel:
                 finally:
                     self.encoders.release(final=self.single)
             self.encoders.store(key, found)
-        self._encoded = (cfg, found, time.perf_counter() - t0)
         return found
 
     def generate(self, cfg: RunConfig | None = None, *, plan: CallPlan | None = None,
@@ -359,94 +344,135 @@ class LoadedModel:
         """This pipe's attention backend and call record, whatever another pipe in the process uses."""
         return attention.scope(self.base.attention.backend, self.backend, self.attention_calls)
 
-    def _predict_frames(self, cfg: RunConfig, plan: CallPlan | None) -> tuple[RunConfig, dict | None]:
-        """A call without ``sampling.num_frames`` on a model that predicts it: encode the prompts (or take the
-        encoding made during the load), ask the plugin (hook ``predict_num_frames``), and return the call's config
-        with the count, its encoding kept for the call."""
-        if cfg.sampling.num_frames is not None:
-            return cfg, None
-        pre = getattr(self, "_encoded", None)
-        if pre is None or pre[0] is not cfg:  # not encoded during the load
-            self._encode_call(plan if plan is not None else self.plan_call(cfg))
-        _, found, encode_s = self._encoded
-        answer = self.plugins.call("predict_num_frames", self.spec, ckpt=self.ckpt, run=cfg, context=found[PROMPT])
+    def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool,
+                  on_chunk=None, on_decode=None) -> RunResult:
+        """One call, in the order every kind of call runs (docs/architecture.md). What it makes (prompt contexts,
+        conditioning, a chunked run's windowed sampling) are locals of this call."""
+        timer = Timer()
+        if self.videos == 0:  # the first video's times include the load that preceded it
+            timer.add("load_s", self.load_s)
+            timer.start -= self.load_s
+        self.videos += 1
+        contexts = predicted = None
+        if cfg.sampling.num_frames is None:  # the model predicts the frame count from the encoded prompts
+            contexts = self._encode(plan or self.plan_call(cfg), timer)
+            cfg, predicted = self._predict_frames(cfg, contexts)
+            plan = None  # planned with the count
+        t0 = time.perf_counter()
+        plan = plan or self.plan_call(cfg)
+        vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
+        if not plan.complete:  # a family whose latent grid only its built VAE gives
+            plan = self.planner.plan(cfg, vae)
+        check_vae_grids(self.spec, plan, vae)
+        timer.add("load_s", time.perf_counter() - t0)
+
+        made: dict[int, Any] = {}  # pass index -> its conditioning, made before the denoiser was placed
+        if self.single and not self.experts:  # vidax run: the encoders (an image encoder among them, Wan2.1 I2V's
+            # 2.5 GB CLIP) and the VAE's encode never sit beside the denoiser's weights
+            contexts = contexts if contexts is not None else self._encode(plan, timer)
+            if plan.windows is None:  # a chunked run conditions window by window
+                with device_oom.phase("encode"):
+                    made[0] = self._conditioning(plan.passes[0].run, vae, plan.grids[0], timer, "encode_s")
+        t0 = time.perf_counter()
+        self.load_weights()
+        self.use_adapters(cfg)
+        timer.add("load_s", time.perf_counter() - t0)
+        for line in plan_lines(plan):
+            self.reporter.log(line)
+        if contexts is None:
+            contexts = self._encode(plan, timer)
+
+        writer = write_outputs and distributed.is_writer()  # under jax.distributed only process 0 writes
+        progress = _Progress(plan.total_steps, on_progress, cancel)
+        if plan.windows is None:
+            results = self._sample_passes(plan, vae, contexts, timer, progress, made)
+            final = results[-1].final
+            frames, decoded = self._decode(plan, vae, final, timer, on_decode)
+            if on_chunk is not None:
+                on_chunk(frames, 0, 1)
+            metrics = self.metrics(cfg, plan, results, timer, decoded)
+        else:  # window by window, each window's new frames decoded and streamed as it completes
+            ws = windowed.for_call(self.spec, self.ckpt, cfg, self.plugins, plan.windows)
+            stream = windowed.FrameStream(cfg.output.path if writer else None, cfg.output.fps, len(plan.windows),
+                                          ws.num_frames, on_chunk)
+            progress.device = device = windowed.DeviceMemory()
+            try:
+                results, final, rows = self._sample_windows(plan, ws, vae, contexts, timer, progress, stream)
+                stream.commit()
+            except BaseException:
+                stream.abort()
+                raise
+            frames = stream.joined()
+            decoded = Decoded(frames)
+            metrics = windowed.add_window_metrics(self.metrics(cfg, windowed.as_passes(plan), results, timer, decoded),
+                                                  plan, results, rows, device, self.experts)
+        if predicted:
+            metrics["predicted"] = predicted
+        if writer:  # a chunked run streamed its mp4 above
+            write_call_outputs(cfg, final, frames, decoded, metrics, self.reporter, mp4=plan.windows is None)
+        return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+
+    def _encode(self, plan: CallPlan, timer: Timer) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        with device_oom.phase("encode"):
+            found = self._encode_call(plan)
+        timer.add("encode_s", time.perf_counter() - t0)
+        return found
+
+    def _predict_frames(self, cfg: RunConfig, contexts: dict[str, Any]) -> tuple[RunConfig, dict]:
+        """The call's config with the frame count the plugin predicts from the prompt's encoding (hook
+        ``predict_num_frames``), and what it said."""
+        answer = self.plugins.call("predict_num_frames", self.spec, ckpt=self.ckpt, run=cfg, context=contexts[PROMPT])
         if answer is None:
             raise UserError(f"sampling.num_frames is not set and the plugin of {self.spec.id} predicts no frame "
                             "count for this checkpoint: set sampling.num_frames=...")
         frames, info = answer
         new = dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling, num_frames=int(frames)))
-        self._encoded = (new, found, encode_s)
         info = {"num_frames": int(frames), **dict(info or {})}
         self.reporter.log("predicted: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
                                                     for k, v in info.items()))
         return new, info
 
-    def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool,
-                  on_chunk=None, on_decode=None) -> RunResult:
-        cfg, predicted = self._predict_frames(cfg, plan)
-        if predicted:  # the frame count is known now: the call is planned with it
-            plan = None
-        timer = Timer()
-        reporter = self.reporter
-        first_call = not getattr(self, "_called", False)
-        self._called = True
-        if first_call:  # the first video's times include the load that preceded it
-            timer.add("load_s", self.load_s)
-            timer.start -= self.load_s
+    def _conditioning(self, run: RunConfig, vae: Any, grid: Any, timer: Timer, phase: str) -> Any:
+        """A pass's conditioning (hook ``prepare_conditioning``), its time counted in ``phase``."""
         t0 = time.perf_counter()
-        if plan is None:
-            plan = self.plan_call(cfg)
-        vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
-        if not plan.complete:  # a family whose latent grid only its built VAE gives
-            plan = self.planner.plan(cfg, vae)
-        check_vae_grids(self.spec, plan, vae)
-        self.load_weights()
-        self.use_adapters(cfg)
-        for line in plan_lines(plan):
-            reporter.log(line)
-        timer.add("load_s", time.perf_counter() - t0)
+        cond = self.plugins.call("prepare_conditioning", self.spec, ckpt=self.ckpt, run=run, vae=vae,
+                                 latent_shape=grid)
+        timer.add(phase, time.perf_counter() - t0)
+        return cond
 
-        pre = getattr(self, "_encoded", None)
-        if pre is None or pre[0] is not cfg:
-            with device_oom.phase("encode"):
-                self._encode_call(plan)
-        else:  # encoded during the load, before this call's clock started
-            timer.start -= pre[2]
-        _, by_kind, encode_s = self._encoded
-        self._encoded = None
-        timer.add("encode_s", encode_s)
-
-        progress = _Progress(plan.total_steps, on_progress, cancel)
-        if plan.windows is not None:
-            return windowed.generate(self, cfg, plan, vae, [by_kind[k] for k in plan.guides[0].prompts], timer,
-                                     progress, on_chunk=on_chunk, write_outputs=write_outputs,
-                                     step_key=structure_key(cfg), sample_pass=sample_pass)
-        results: list[PassResult] = []
+    def _sample_passes(self, plan: CallPlan, vae: Any, contexts: dict, timer: Timer, progress: "_Progress",
+                       made: dict[int, Any]) -> list[PassResult]:
+        """Every pass of ``plan`` in order, each from the seeded noise, the given latents or the previous pass's
+        output through its carry; ``made``: conditioning made earlier, by pass index."""
+        cfg, passes, results = plan.cfg, plan.passes, []
         with memory.window() as self.memory_phases["sampling"], device_oom.phase("sampling"):
-            passes = plan.passes
             for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
                                                                    plan.splans)):
                 given = None
                 if k == 0 and cfg.sampling.initial_noise:
                     given = initial_latents(cfg, self.experts[0].build.latent_shape(1, grid))
                 elif p.carry is not None and results:
-                    reporter.log(f"{p.name}: carrying the latents over")
+                    self.reporter.log(f"{p.name}: carrying the latents over")
                     given = p.carry(results[-1].final, vae)
-                made = self._first_cond
-                cond = made[1] if k == 0 and made is not None and made[0] is plan else ...
-                self._first_cond = None
+                cond = made[k] if k in made else self._conditioning(p.run, vae, grid, timer, "load_s")
                 results.append(sample_pass(
-                    self.spec, self.ckpt, p, self.plugins, reporter, timer, self.experts, self.tracker, vae, sampler,
-                    guide, grid, [by_kind[kind] for kind in guide.prompts], given, first=(k == 0),
+                    self.spec, self.ckpt, p, self.plugins, self.reporter, timer, self.experts, self.tracker, vae,
+                    sampler, guide, grid, [contexts[kind] for kind in guide.prompts], given, cond=cond,
                     label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
-                    step_key=structure_key(p.run, k, p.name), cond=cond))
-            final = results[-1].final
+                    step_key=structure_key(p.run, k, p.name)))
+        return results
 
+    def _decode(self, plan: CallPlan, vae: Any, final: Any, timer: Timer, on_decode=None
+                ) -> tuple[np.ndarray, Decoded]:
+        """The frames (and audio) of the final latents, resized to the requested size when the last pass ran at
+        another; tiled where the untiled decode would not fit the device (:func:`.memory_plan.decode_tiling`)."""
+        cfg, run = plan.cfg, plan.passes[-1].run
         t0 = time.perf_counter()
-        dbar = reporter.bar(None, "decoding", unit="chunk")
-        tiling, why = memory_plan.decode_tiling(self.spec, self.ckpt, plan.passes[-1].run, self._decode_beside())
+        dbar = self.reporter.bar(None, "decoding", unit="chunk")
+        tiling, why = memory_plan.decode_tiling(self.spec, self.ckpt, run, self._decode_beside())
         if why:
-            reporter.log(why)
+            self.reporter.log(why)
         with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"):
             decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar, on_decode), tiling=tiling)
         dbar.close()
@@ -454,18 +480,63 @@ class LoadedModel:
             decoded = Decoded(np.asarray(decoded))
         frames = decoded.frames
         if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
-            reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
-                         f"{cfg.sampling.width}x{cfg.sampling.height}")
+            self.reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
+                              f"{cfg.sampling.width}x{cfg.sampling.height}")
             frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
         timer.add("decode_s", time.perf_counter() - t0)
-        if on_chunk is not None:
-            on_chunk(frames, 0, 1)
-        metrics = self.metrics(cfg, plan, results, timer, decoded)
-        if predicted:
-            metrics["predicted"] = predicted
-        if write_outputs and distributed.is_writer():  # under jax.distributed only process 0 writes
-            write_call_outputs(cfg, final, frames, decoded, metrics, reporter)
-        return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+        return frames, decoded
+
+    def _sample_windows(self, plan: CallPlan, ws: WindowedSampling, vae: Any, contexts: dict, timer: Timer,
+                        progress: "_Progress", stream: windowed.FrameStream) -> tuple[list, np.ndarray, list]:
+        """Every window of a chunked call in order: an ordinary pass (:func:`.sampling.sample_pass`) from the
+        family's start (:meth:`WindowedSampling.start`: latents, sampler plan, conditioning, guidance), its final
+        latents handed back (``finish``), its new frames decoded (one causal stream across windows, or each window
+        alone) into ``stream``. Returns the passes, the joined latents (what ``output.save_latents`` writes) and
+        each window's figures."""
+        cfg, n = plan.cfg, len(plan.windows)
+        draws = Draws(cfg.sampling.seed, cfg.sampling.initial_noise or None)
+        stream_decoder = getattr(vae, "decode_stream", None) if ws.decode == CONTINUE else None
+        decoder = stream_decoder(tiling=cfg.vae.tiling) if stream_decoder is not None else None
+        texts = [contexts[kind] for kind in plan.guides[0].prompts]
+        results, kept, rows, decode_s = [], [], [], 0.0
+        for k, w in enumerate(plan.windows):
+            t0 = time.perf_counter()
+            start = ws.start(k, draws, plan.samplers[0])
+            with device_oom.phase("sampling"):
+                res = sample_pass(
+                    self.spec, self.ckpt, SamplingPass(cfg), self.plugins, self.reporter, timer, self.experts,
+                    self.tracker, vae, start.sampler, start.guide or plan.guides[0], tuple(w.grid), texts,
+                    start.latents, cond=start.conditioning, label=f"window {k + 1}/{n}", splan=start.plan,
+                    progress=progress, step_key=(structure_key(cfg), "window", tuple(w.grid), w.key),
+                    step_noise=start.step_noise)
+            # an owned host copy: on the CPU backend the pass's result is a view of its device buffer
+            final = np.array(res.final, np.float32, copy=True)
+            results.append(dataclasses.replace(res, final=None))
+            done = ws.finish(k, final)
+            if done.output is not None:
+                kept.append(np.asarray(done.output))
+            t1 = time.perf_counter()
+            with device_oom.phase("decode"):  # beside the resident denoiser
+                if done.decode is None:
+                    pass
+                elif decoder is not None:
+                    stream.emit(decoder.push(done.decode), k)
+                elif ws.decode == SEPARATE:
+                    stream.emit(vae.decode_video(done.decode, tiling=cfg.vae.tiling), k)
+            t2 = time.perf_counter()
+            decode_s += t2 - t1
+            rows.append({"window": k, "latent_frames": int(w.grid[0]), "steps": int(res.splan.num_steps),
+                         "frames": stream.count(), "sampling_s": float(sum(res.step_times)),
+                         "decode_s": t2 - t1, "total_s": t2 - t0})
+            self.reporter.log(f"window {k + 1}/{n}: {res.splan.num_steps} steps, {rows[-1]['total_s']:.1f}s")
+        latents = np.concatenate(kept, axis=2) if len(kept) > 1 else kept[0]
+        if ws.decode == CONTINUE and decoder is None:  # a VAE without a stream decoder: the joined latents once
+            t1 = time.perf_counter()
+            with device_oom.phase("decode"):
+                stream.emit(vae.decode_video(latents, tiling=cfg.vae.tiling), n - 1)
+            decode_s += time.perf_counter() - t1
+        timer.add("decode_s", decode_s)
+        return results, latents, rows
 
     def _decode_beside(self) -> int:
         """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's."""
@@ -549,11 +620,13 @@ class _TensorHeads:
 
 
 class _Progress:
-    """Step progress over every pass of a call, and the cancel check between steps."""
+    """Step progress over every pass of a call, and the cancel check between steps; a chunked run's
+    :class:`.windowed.DeviceMemory` (``device``) samples the live device arrays after every step."""
 
     def __init__(self, total: int, on_progress, cancel) -> None:
         self.total, self.done = total, 0
         self.on_progress, self.cancel = on_progress, cancel
+        self.device: windowed.DeviceMemory | None = None
 
     def check(self) -> None:
         c = self.cancel
@@ -561,6 +634,8 @@ class _Progress:
             raise Cancelled("the generation was cancelled")
 
     def step(self) -> None:
+        if self.device is not None:
+            self.device.sample()
         self.done += 1
         if self.on_progress is not None:
             self.on_progress(self.done, self.total)
@@ -569,7 +644,7 @@ class _Progress:
 def run(cfg: RunConfig, plugins: Any, reporter: Any = None) -> RunResult:
     """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
     for one call (``vidax run``)."""
-    model = LoadedModel(cfg, plugins, reporter, single=True)
+    model = LoadedModel(cfg, plugins, reporter, single=True, load_weights=False)  # the call places the weights
     try:
         return model.generate(cfg)
     finally:

@@ -131,13 +131,12 @@ def stacked_groups(abstract_state: Any) -> set[str]:
             if names and names[0] == LAYERS and len(path) > 1}
 
 
-def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Plugins,
-                   model: Any = None) -> tuple[str, ...]:
+def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, model: Any = None) -> tuple[str, ...]:
     """The groups to stream from the host (every group of ``DitBuild.block_counts``), checked against the model
     (``model``: its ``nnx.eval_shape``, built here when not given): every stacked group must be one the model runs
     by name (``block_groups``), or offload would silently skip it."""
     model = model if model is not None else nnx.eval_shape(build.ctor)
-    names = plugins.declared(spec, "offload_block_groups", model=model, run=cfg) or list(build.block_counts or ())
+    names = list(build.block_counts or ())
     if not names:
         raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
     runs = tuple(getattr(model, "block_groups", ()) or ())
@@ -170,7 +169,7 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     """Check the parallel config against the model and the run (before any weight is read) and build the mesh.
     ``model``: the build's ``nnx.eval_shape`` when the caller keeps one (built here otherwise)."""
     model = model if model is not None else nnx.eval_shape(build.ctor)
-    groups = offload_groups(spec, build, cfg, plugins, model) if cfg.offload.enabled else ()
+    groups = offload_groups(spec, build, cfg, model) if cfg.offload.enabled else ()
     counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
     plan = meshlib.plan_mesh(cfg.parallel, n_devices=n_devices or jax.device_count(), heads=build.heads,
                              video_tokens=video_tokens(build, latent_shape), batch=batch, block_groups=counts,
@@ -189,11 +188,12 @@ def expected_batch(guide: Guidance) -> int:
 
 # -- the plan of a call ------------------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class CallPlan:
     """A call's passes with their samplers, guidance, latent grids, sampling plans and placements (one per expert),
     all checked. A grid (and its sampling plan) is None where the family gives no latent grid without its VAE, or
-    the frame count is still to be predicted: :attr:`complete` is then False."""
+    the frame count is still to be predicted: :attr:`complete` is then False. A plan holds no state of a call: one
+    plan may be run many times, each run makes its own (:meth:`vidax_core.runner.loaded.LoadedModel.generate`)."""
 
     cfg: RunConfig
     passes: list
@@ -203,7 +203,7 @@ class CallPlan:
     splans: list
     placements: list = field(default_factory=list)  # per pass, per expert
     tokens: list = field(default_factory=list)  # video tokens per pass (None: no grid or no patch size)
-    windows: Any = None  # a chunked run's vidax_core.windows.WindowedSampling (grids: its largest window's)
+    windows: tuple | None = None  # a chunked run's vidax_core.windows.Window tuple (grids: its largest window's)
 
     @property
     def complete(self) -> bool:
@@ -212,7 +212,7 @@ class CallPlan:
     @property
     def total_steps(self) -> int:
         if self.windows is not None:
-            return self.windows.total_steps
+            return int(sum(w.num_steps for w in self.windows))
         return int(sum(s.num_steps for s in self.splans))
 
 

@@ -49,14 +49,13 @@ class PassResult:
 
 def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporter, timer: Timer,
                 experts: list[Expert], tracker, vae, sampler, guide: Guidance, grid, contexts: list[Any], given: Any,
-                *, first: bool, label: str, splan: Any = None, progress: Any = None,
-                step_key: Any = None, cond: Any = ..., step_noise: Callable[[int], Any] | None = None
-                ) -> PassResult:
-    """One denoising pass over the loaded experts: conditioning, plan, the step loop; the final latents on the
-    host (after the conditioning's ``finalize``). ``step_key`` names the call structure: a step compiled for the
-    same key (and the same grouping of guidance branches) is reused; ``progress`` is told of every step and may
-    cancel between steps. A chunked run's window hands its own ``cond`` (else the ``prepare_conditioning`` hook
-    gives it) and ``step_noise(i)``, the conditioning's step noise (else the seeded draw)."""
+                *, cond: Conditioning | None, label: str, splan: Any = None, progress: Any = None,
+                step_key: Any = None, step_noise: Callable[[int], Any] | None = None) -> PassResult:
+    """One denoising pass over the loaded experts with the pass's conditioning ``cond`` (the
+    ``prepare_conditioning`` hook's, or a chunked run's window's; None for none): plan, the step loop; the final
+    latents on the host (after the conditioning's ``finalize``). ``step_key`` names the call structure: a step
+    compiled for the same key (and the same grouping of guidance branches) is reused; ``progress`` is told of every
+    step and may cancel between steps. ``step_noise(i)``: the conditioning's step noise (None: the seeded draw)."""
     cfg = p.run
     batches, prompt_index = plan_batches(guide, contexts)
     dp = experts[0].placement.plan.dp
@@ -65,8 +64,6 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
         raise UserError(f"parallel.dp={dp} must divide the model batch of {batch} guidance branches of this run: "
                         "change parallel.dp")
     t0 = time.perf_counter()
-    if cond is ...:
-        cond = plugins.call("prepare_conditioning", spec, ckpt=ckpt, run=cfg, vae=vae, latent_shape=grid)
     _check_per_token(sampler, cond)
     splan = splan if splan is not None else sampling_plan(spec, ckpt, cfg, plugins, sampler, grid)
     schedule = expert_plan.schedule([e.build for e in experts], splan.timesteps, cfg.sampling.boundary_step_index)

@@ -1,7 +1,8 @@
 """A toy model family that exercises every point of the run contract (part of the test kit; tests/test_contract.py
 runs it).
 
-Model id ``contract-toy``. Its denoiser is a per-token MLP whose modulation reads a pytree text context (hidden
+Model id ``contract-toy``, registered by :class:`ContractPlugin` (a :class:`vidax_core.FamilyPlugin`, as every family
+is written). Its denoiser is a per-token MLP whose modulation reads a pytree text context (hidden
 states + key-padding mask, possibly of a different length per prompt), an embedded guidance input, a per-branch
 conditioning input (a clip's mean colour; black for the negative branch) and per-token timesteps; it carries a
 pytree ``{"video", "audio"}`` through two stacked block groups with a transition between them. With a clean first
@@ -22,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from vidax_core.hookspecs import hookimpl
-from vidax_core.registry import ModelSpec, Option
+from vidax_core.family import FamilyPlugin
+from vidax_core.registry import Option
 
 ID = "contract-toy"
 C, D, E, CA = 4, 16, 8, 3  # latent channels, model width, text width, audio latent channels
@@ -48,20 +49,13 @@ OPTIONS = {
 }
 
 
+PRESET = {"negative_prompt": "blurry", "sampling": {"num_steps": 4, "guidance_scale": 3.0, "height": 8, "width": 8,
+                                                    "num_frames": 3, "max_sequence_length": 12},
+          "output": {"fps": 8}, "runtime": {"compilation_cache": False}}
+
+
 def register(plugins) -> None:
-    import sys
-
-    plugins.add(sys.modules[__name__], name="contract")
-
-
-@hookimpl
-def register_models(register):
-    register(ModelSpec(
-        id=ID, family="contract", tasks=("t2v", "v2v"), options=OPTIONS,
-        preset={"negative_prompt": "blurry", "sampling": {"num_steps": 4, "guidance_scale": 3.0, "height": 8,
-                                                           "width": 8, "num_frames": 3, "max_sequence_length": 12},
-                "output": {"fps": 8}, "runtime": {"compilation_cache": False}},
-    ))
+    plugins.add(ContractPlugin(), name="contract")
 
 
 # ---- weights and the toy forward, in jax (the plugin) and numpy (the reference) --------------------------------
@@ -244,46 +238,9 @@ def _module(declare_all: bool):
     return ToyDiT
 
 
-@hookimpl
-def build_dit(spec, ckpt, run):
-    from flax import nnx
-
-    from vidax_core.model_api import DitBuild
-
-    ctor = _module(run.options["declare_all_groups"])
-    audio = run.options["audio"]
-
-    def shapes(batch, grid):
-        f, h, w = grid
-        video = (batch, f * h * w, C)
-        return {"video": video, "audio": (batch, f * AUDIO_PER_FRAME, CA)} if audio else video
-
-    streamed = run.options["stream_groups"] or list(GROUPS)
-    return DitBuild(ctor=lambda: ctor(), config=None, in_channels=C, heads=2, patch_size=(1, 1, 1),
-                    block_counts={g: n for g, n in GROUPS.items() if g in streamed}, latent_shapes=shapes)
-
-
-@hookimpl
-def convert_checkpoint(spec, component, tensors, abstract):
-    return {path: np.asarray(tensors[".".join(map(str, path))]) for path in abstract}
-
-
 @dataclass
 class ToyText:
     length: int | None
-
-
-@hookimpl
-def build_text_encoder(spec, ckpt, run):
-    return ToyText(None if run.options["unpadded"] else run.sampling.max_sequence_length)
-
-
-@hookimpl
-def encode_prompt(spec, encoder, prompts, run):
-    rows = [embed_text(p, encoder.length) for p in prompts]
-    if encoder.length is None:  # unpadded: one context per prompt, each its own length (branches then run apart)
-        return [{"hidden": h[None], "mask": m[None]} for h, m in rows]
-    return {"hidden": np.stack([h for h, _ in rows]), "mask": np.stack([m for _, m in rows])}
 
 
 class ToyVAE:
@@ -318,84 +275,106 @@ def decode_audio(audio: np.ndarray) -> np.ndarray:
     return np.tanh(np.repeat(audio.mean(-1, keepdims=True), 64, axis=1) * 0.5).astype(np.float32)
 
 
-@hookimpl
-def build_vae(spec, ckpt, run):
-    vae = ToyVAE(run.options["audio"])
-    vae.grid = vae.latent_shape(run.sampling.num_frames, run.sampling.height, run.sampling.width)
-    return vae
-
-
-@hookimpl
-def guidance(spec, ckpt, run):
-    from vidax_core import guidance as G
-
-    o, g = run.options, float(run.sampling.guidance_scale)
-    mode = o["guidance_mode"]
-    return {
-        "none": lambda: G.NoGuidance(),
-        "cfg": lambda: G.ClassifierFree(scale=g),
-        "cfg_cond": lambda: G.ClassifierFree(scale=g, formula="cond"),
-        "rescale": lambda: G.ClassifierFree(scale=g, rescale_phi=o["guidance_rescale"]),
-        "stg": lambda: G.SpatioTemporal(scale=g, stg_scale=o["stg_scale"], perturb={"skip_b": True}),
-        "embedded": lambda: G.Embedded(scale=g),
-        "embedded_true_cfg": lambda: G.Embedded(scale=g, true_cfg_scale=o["true_cfg_scale"]),
-        "dynamic": lambda: G.ClassifierFree(scale=lambda t: 1.0 + g * t / 1000.0),
-    }[mode]()
-
-
-@hookimpl
-def sampling_plan(spec, ckpt, run, sampler, latent_shape):
-    sigmas = run.options["sigmas"]
-    return {"sigmas": sigmas} if sigmas else None
-
-
 def clean_first_frame(grid) -> np.ndarray:
     f, h, w = grid
     return np.linspace(-1.0, 1.0, h * w * C, dtype=np.float32).reshape(1, h * w, C)
 
 
-@hookimpl
-def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
-    import jax.numpy as jnp
+class ContractPlugin(FamilyPlugin):
+    """The toy family: every hook the contract exercises, switched by ``options``."""
 
-    from vidax_core.io.clip import read_video
-    from vidax_core.model_api import Conditioning
+    family = "contract"
+    models = ({"id": ID, "tasks": ("t2v", "v2v"), "preset": PRESET},)
+    options = OPTIONS
 
-    arrays: dict[str, Any] = {}
-    kwargs: tuple[str, ...] = ()
-    if run.video is not None:
-        clip = read_video(run.video, height=run.sampling.height, width=run.sampling.width)
-        arrays["video_feat"] = clip.mean(axis=(0, 1, 2))[None].astype(np.float32)
-        kwargs = ("video_feat",)
-    if not run.options["first_frame"]:
-        return Conditioning(arrays=arrays, model_kwargs=kwargs) if arrays else None
-    f, h, w = latent_shape
-    n0 = h * w
-    arrays["clean"] = clean_first_frame(latent_shape)
-    arrays["keep"] = np.concatenate([np.zeros((1, n0)), np.ones((1, (f - 1) * n0))], axis=1).astype(np.float32)
+    def build_dit(self, spec, ckpt, run):
+        from vidax_core.model_api import DitBuild
 
-    def video_of(x):
-        return x["video"] if isinstance(x, dict) else x
+        ctor = _module(run.options["declare_all_groups"])
+        audio = run.options["audio"]
 
-    def with_video(x, v):
-        return {**x, "video": v} if isinstance(x, dict) else v
+        def shapes(batch, grid):
+            f, h, w = grid
+            video = (batch, f * h * w, C)
+            return {"video": video, "audio": (batch, f * AUDIO_PER_FRAME, CA)} if audio else video
 
-    def substitute(x, a):
-        v = video_of(x)
-        return with_video(x, v.at[:, :n0].set(jnp.broadcast_to(a["clean"], v[:, :n0].shape).astype(v.dtype)))
+        streamed = run.options["stream_groups"] or list(GROUPS)
+        return DitBuild(ctor=lambda: ctor(), config=None, in_channels=C, heads=2, patch_size=(1, 1, 1),
+                        block_counts={g: n for g, n in GROUPS.items() if g in streamed}, latent_shapes=shapes)
 
-    def prepare(x, t, a):
-        return substitute(x, a), t * a["keep"]  # per-token timesteps: the clean frame's tokens get t = 0
+    def convert_checkpoint(self, spec, component, tensors, abstract, config):
+        return {path: np.asarray(tensors[".".join(map(str, path))]) for path in abstract}
 
-    # "keep" goes to the denoiser too, which gives the clean frame a known velocity
-    return Conditioning(arrays=arrays, model_kwargs=kwargs + ("keep",), prepare=prepare,
-                        select_update=lambda new, old, t, a: substitute(new, a),
-                        per_token_update="video" if run.options["audio"] else True)
+    def build_text_encoder(self, spec, ckpt, run, mesh):
+        return ToyText(None if run.options["unpadded"] else run.sampling.max_sequence_length)
 
+    def encode_prompt(self, spec, encoder, prompts, run):
+        rows = [embed_text(p, encoder.length) for p in prompts]
+        if encoder.length is None:  # unpadded: one context per prompt, each its own length (branches then run apart)
+            return [{"hidden": h[None], "mask": m[None]} for h, m in rows]
+        return {"hidden": np.stack([h for h, _ in rows]), "mask": np.stack([m for _, m in rows])}
 
-@hookimpl
-def check_run(spec, run):
-    return []
+    def build_vae(self, spec, ckpt, run):
+        vae = ToyVAE(run.options["audio"])
+        vae.grid = vae.latent_shape(run.sampling.num_frames, run.sampling.height, run.sampling.width)
+        return vae
+
+    def guidance(self, spec, ckpt, run):
+        from vidax_core import guidance as G
+
+        o, g = run.options, float(run.sampling.guidance_scale)
+        mode = o["guidance_mode"]
+        return {
+            "none": lambda: G.NoGuidance(),
+            "cfg": lambda: G.ClassifierFree(scale=g),
+            "cfg_cond": lambda: G.ClassifierFree(scale=g, formula="cond"),
+            "rescale": lambda: G.ClassifierFree(scale=g, rescale_phi=o["guidance_rescale"]),
+            "stg": lambda: G.SpatioTemporal(scale=g, stg_scale=o["stg_scale"], perturb={"skip_b": True}),
+            "embedded": lambda: G.Embedded(scale=g),
+            "embedded_true_cfg": lambda: G.Embedded(scale=g, true_cfg_scale=o["true_cfg_scale"]),
+            "dynamic": lambda: G.ClassifierFree(scale=lambda t: 1.0 + g * t / 1000.0),
+        }[mode]()
+
+    def sampling_plan(self, spec, ckpt, run, sampler, latent_shape):
+        sigmas = run.options["sigmas"]
+        return {"sigmas": sigmas} if sigmas else None
+
+    def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
+        import jax.numpy as jnp
+
+        from vidax_core.io.clip import read_video
+        from vidax_core.model_api import Conditioning
+
+        arrays: dict[str, Any] = {}
+        kwargs: tuple[str, ...] = ()
+        if run.video is not None:
+            clip = read_video(run.video, height=run.sampling.height, width=run.sampling.width)
+            arrays["video_feat"] = clip.mean(axis=(0, 1, 2))[None].astype(np.float32)
+            kwargs = ("video_feat",)
+        if not run.options["first_frame"]:
+            return Conditioning(arrays=arrays, model_kwargs=kwargs) if arrays else None
+        f, h, w = latent_shape
+        n0 = h * w
+        arrays["clean"] = clean_first_frame(latent_shape)
+        arrays["keep"] = np.concatenate([np.zeros((1, n0)), np.ones((1, (f - 1) * n0))], axis=1).astype(np.float32)
+
+        def video_of(x):
+            return x["video"] if isinstance(x, dict) else x
+
+        def with_video(x, v):
+            return {**x, "video": v} if isinstance(x, dict) else v
+
+        def substitute(x, a):
+            v = video_of(x)
+            return with_video(x, v.at[:, :n0].set(jnp.broadcast_to(a["clean"], v[:, :n0].shape).astype(v.dtype)))
+
+        def prepare(x, t, a):
+            return substitute(x, a), t * a["keep"]  # per-token timesteps: the clean frame's tokens get t = 0
+
+        # "keep" goes to the denoiser too, which gives the clean frame a known velocity
+        return Conditioning(arrays=arrays, model_kwargs=kwargs + ("keep",), prepare=prepare,
+                            select_update=lambda new, old, t, a: substitute(new, a),
+                            per_token_update="video" if run.options["audio"] else True)
 
 
 # ---- the reference: the same generation as a plain float64 numpy loop ------------------------------------------

@@ -14,8 +14,7 @@ import os
 
 import numpy as np
 
-from vidax_core.hookspecs import hookimpl
-from vidax_core.registry import ModelSpec
+from vidax_core.family import FamilyPlugin
 
 WIDTH = 16
 HEADS = 2
@@ -66,18 +65,15 @@ def _toy_module(double: int, single: int):
     return ToyDiT
 
 
-class ToyGroupsPlugin:
+class ToyGroupsPlugin(FamilyPlugin):
     """Register with ``Plugins().add(ToyGroupsPlugin(2, 1), "toy")``."""
+
+    family = "toy"
+    models = ({"id": "toy-groups", "tasks": ("t2v",), "preset": PRESET},)
 
     def __init__(self, double: int = 2, single: int = 1) -> None:
         self.double, self.single = double, single
 
-    @hookimpl
-    def register_models(self, register):
-        register(ModelSpec(id="toy-groups", family="toy", tasks=("t2v",), checkpoint_formats=("diffusers",),
-                           preset=PRESET))
-
-    @hookimpl
     def build_dit(self, spec, ckpt, run):
         from vidax_core.model_api import DitBuild
 
@@ -85,13 +81,11 @@ class ToyGroupsPlugin:
         return DitBuild(ctor=ctor, config=None, in_channels=4, heads=HEADS, patch_size=(1, 2, 2),
                         block_counts={"double_blocks": self.double, "single_blocks": self.single})
 
-    @hookimpl
     def scheduler(self, spec, ckpt, run):
         from vidax_core.schedulers.base import get_sampler
 
         return get_sampler("flow_euler")
 
-    @hookimpl
     def vae_latent_shape(self, spec, ckpt, run):
         s = run.sampling
         return (s.num_frames - 1) // 2 + 1, s.height // 4, s.width // 4

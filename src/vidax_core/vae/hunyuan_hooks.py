@@ -12,6 +12,7 @@ class HunyuanVAEHooks:
     vae_decode_frames = 16  # diffusers' time tiles (tile_sample_min_num_frames) above 16 frames
 
     vae_channels_last = False
+    vae_latent_grid = "vidax_core.vae.hunyuan_video:latent_grid"  # FamilyPlugin.vae_latent_shape reads it
 
     def build_vae(self, spec, ckpt, run):
         """The checkpoint's VAE, with its encoder only for image-to-video models."""
@@ -19,9 +20,3 @@ class HunyuanVAEHooks:
 
         return load_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder="i2v" in spec.tasks,
                                 channels_last=self.vae_channels_last)
-
-    def vae_latent_shape(self, spec, ckpt, run):
-        from vidax_core.vae.hunyuan_video import latent_grid
-
-        s = run.sampling
-        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 class WanVAEHooks:
     vae_decode_frames = 4  # a causal chunk: one latent frame -> four frames
+    vae_latent_grid = "vidax_core.vae.wan_video:latent_grid"  # FamilyPlugin.vae_latent_shape reads it
+
     def build_vae(self, spec, ckpt, run):
         """The checkpoint's Wan VAE, with its encoder only when the run conditions on an image or a clip."""
         from vidax_core.model_api import vae_encodes
         from vidax_core.vae.wan_video import load_wan_autoencoder
 
         return load_wan_autoencoder(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder=vae_encodes(run))
-
-    def vae_latent_shape(self, spec, ckpt, run):
-        from vidax_core.vae.wan_video import latent_grid
-
-        s = run.sampling
-        return latent_grid(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None

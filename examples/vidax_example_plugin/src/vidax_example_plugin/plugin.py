@@ -98,20 +98,13 @@ class ExamplePlugin(FamilyPlugin):
 
         return UpsampleVAE(ckpt.config("vae"), ckpt.tensors("vae"))
 
-    def vae_latent_shape(self, spec, ckpt, run):
-        from .vae import latent_shape
-
-        s = run.sampling
-        return latent_shape(ckpt.config("vae"), s.num_frames, s.height, s.width)
+    vae_latent_grid = ".vae:latent_shape"  # vae_latent_shape calls it with (vae config, frames, height, width)
 
 
     def guidance(self, spec, ckpt, run):
-        from vidax_core import ClassifierFree, NoGuidance
+        from vidax_core import default_guidance
 
-        scale = float(run.sampling.guidance_scale)
-        if scale <= 1.0:
-            return NoGuidance()
-        return ClassifierFree(scale=scale, rescale_phi=float(run.options["guidance_rescale"]))
+        return default_guidance(run, rescale_phi=float(run.options["guidance_rescale"]))
 
 
     def builtin_checkpoint(self, spec, name):
@@ -132,11 +125,8 @@ class ExamplePlugin(FamilyPlugin):
         return problems
 
 
-plugin = ExamplePlugin()
-
-
 def register(plugins) -> None:
     """Add the plugin object to a vidax plugin manager by hand, as the entry point does once the distribution is
     installed. The tests call it (through the test kit's ``plugin_modules``) to run from a source checkout."""
     if not plugins.pm.has_plugin("example"):
-        plugins.add(plugin, "example", "vidax-example-plugin", __version__)
+        plugins.add(ExamplePlugin(), "example", "vidax-example-plugin", __version__)

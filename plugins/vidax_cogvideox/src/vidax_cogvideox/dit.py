@@ -96,6 +96,14 @@ class CogVideoXDiTConfig(TransformerConfig):
     def patch(self) -> tuple[int, int, int]:
         return (self.patch_size_t or 1, self.patch_size, self.patch_size)
 
+    def build_fields(self) -> dict[str, Any]:
+        """What the denoiser build reads of this architecture: latents frames-first, (B, F, C, H, W), as the
+        pipelines hold them."""
+        c = self.out_channels
+        return {"in_channels": c, "heads": self.num_attention_heads, "patch_size": self.patch,
+                "block_counts": {"blocks": self.num_layers},
+                "latent_shapes": lambda batch, grid: (batch, grid[0], c, *grid[1:])}
+
     def learned_tokens(self) -> int:
         """Length of 5B-I2V's learned [text; video] table (its training grid)."""
         p = self.patch_size

@@ -1,4 +1,5 @@
-"""The CogVideoX family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The CogVideoX family's plugin object: vidax's core finds :class:`CogVideoXPlugin` through the ``vidax`` entry
+point.
 
 Run semantics are those of diffusers' CogVideoXPipeline (text-to-video) and CogVideoXImageToVideoPipeline
 (``image:`` given): latents (B, F, C, H, W) (1.5: F padded in front to the temporal patch), T5 v1.1 text in fp32
@@ -9,10 +10,9 @@ and the I2V first-frame latent concatenated on channels. Registering imports no 
 
 from __future__ import annotations
 
-import functools
 import math
 
-from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core import FamilyPlugin
 from vidax_core.cache.layout import CacheLayout
 
 from . import presets
@@ -32,27 +32,17 @@ class CogVideoXPlugin(FamilyPlugin):
     options = presets.OPTIONS
     diffusers_reference = ".bench_reference:CogVideoXDiffusersReference"
     dit_config_class = ".dit:CogVideoXDiTConfig"
+    dit_class = ".dit:CogVideoXDiT"
+    dit_flops = ".flops:counter"
+    dit_grid_limit = ".checks:grid_limit"
+    dit_example_inputs = ".conditioning:example_inputs"
     dit_rules = ".convert_dit:DIT_RULES"
     checks = ".checks"
+    # the original SAT release (transformer/1/mp_rank_00_model_states.pt, vae/3d-vae.pt) is not read: one line
+    # pointing at the diffusers repo; any other foreign folder is declined
+    original_format = ".original_format:refuse_sat"
     # the blocks carry (text, video); CogVideoXPipeline batches both guidance branches in one "cond_uncond" context
     cache_layout = CacheLayout(hidden=1, contexts="call")
-
-    def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
-        from .flops import counter as dit_flops
-
-        from .checks import grid_limit
-        from .conditioning import example_inputs
-        from .dit import CogVideoXDiT
-
-        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
-        i2v = cfg.in_channels != cfg.out_channels or cfg.ofs_embed_dim
-        return DitBuild.of(CogVideoXDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
-                           patch_size=cfg.patch, block_counts={"blocks": cfg.num_layers},
-                           latent_shapes=lambda batch, grid: (batch, grid[0], cfg.out_channels, *grid[1:]),
-                           flops=dit_flops(cfg), grid_limit=grid_limit(cfg),
-                           example_inputs=functools.partial(example_inputs, cfg) if i2v else None)
 
     def scheduler(self, spec, ckpt, run):
         """``options.scheduler_class``: the checkpoint's scheduler config read as that class (the official 5B
@@ -65,14 +55,12 @@ class CogVideoXPlugin(FamilyPlugin):
         return sampler_from_scheduler_config({**ckpt.config("scheduler"), "_class_name": cls})
 
     def guidance(self, spec, ckpt, run):
-        from vidax_core import ClassifierFree, NoGuidance
+        """The core's rule (CFG when guidance_scale > 1), with ``options.use_dynamic_cfg``'s cosine scale."""
+        from vidax_core import default_guidance
 
-        g = float(run.sampling.guidance_scale)
-        if g <= 1.0:  # the pipelines decide CFG from guidance_scale alone
-            return NoGuidance()
         if run.options.get("use_dynamic_cfg"):
-            return ClassifierFree(scale=dynamic_scale(g, int(run.sampling.num_steps)))
-        return ClassifierFree(scale=g)
+            return default_guidance(run, scale=dynamic_scale(run.sampling.guidance_scale, int(run.sampling.num_steps)))
+        return default_guidance(run)
 
     def check_checkpoint(self, spec, ckpt, run):
         """The DiT config must fit the model id, the VAE's channels and the run's size; config files only (a SAT
@@ -118,13 +106,3 @@ class CogVideoXPlugin(FamilyPlugin):
         from .conditioning import prepare
 
         return prepare(run, vae, latent_shape, self.dit_config(ckpt))
-
-    def open_checkpoint(self, spec, path):
-        """The original SAT release (``transformer/1/mp_rank_00_model_states.pt``, ``vae/3d-vae.pt``) is not
-        read: one line pointing at the diffusers repo; any other foreign folder is declined (None)."""
-        from .original_format import refuse_sat
-
-        refuse_sat(spec, path)
-
-
-plugin = CogVideoXPlugin()

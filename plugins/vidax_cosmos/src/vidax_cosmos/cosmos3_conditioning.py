@@ -65,9 +65,9 @@ def video_latents(run, vae: Any) -> tuple[list[int], np.ndarray]:
     return indexes, normalize_latents(vae.vae.cfg, vae.vae.encode(pixels))
 
 
-def example_inputs(batch: int, grid, text: int):
-    """``DitBuild.example_inputs``: ``text`` prompt token ids per sample (the DiT embeds them itself), every latent
-    frame noisy, ``fps`` 24 (the option's default)."""
+def example_inputs(dit: Any, batch: int, grid, text: int):
+    """``DitBuild.example_inputs`` (the same for any config ``dit``): ``text`` prompt token ids per sample (the DiT
+    embeds them itself), every latent frame noisy, ``fps`` 24 (the option's default)."""
     kwargs = {"fps": np.full((batch,), 24.0, np.float32), "noisy_frames": np.ones((batch, int(grid[0])), np.float32)}
     return None, ((batch, text), "int32"), kwargs
 

@@ -106,6 +106,13 @@ class Cosmos3DiTConfig:
         is not the parameter-dtype policy, so only ``overrides`` set ``dtype``."""
         return from_config_dict(cls, {k: v for k, v in config.items() if k != "dtype"}, **overrides)
 
+    def build_fields(self) -> dict[str, Any]:
+        """What the denoiser build reads of this architecture (``FamilyPlugin.dit_build``): H and W are zero-padded
+        to the patch, the output cropped."""
+        p = self.latent_patch_size
+        return {"in_channels": self.latent_channel, "heads": self.num_attention_heads, "patch_size": (1, p, p),
+                "block_counts": {"blocks": self.num_hidden_layers}, "pads_to_patch": True}
+
     @property
     def q_dim(self) -> int:
         return self.num_attention_heads * self.head_dim

@@ -12,7 +12,7 @@ Wan2.2 VAE.
 
 from __future__ import annotations
 
-from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core import FamilyPlugin
 from vidax_core.vae.wan_hooks import WanVAEHooks
 
 from . import cosmos3_presets
@@ -23,24 +23,14 @@ class Cosmos3Plugin(WanVAEHooks, FamilyPlugin):
     models = cosmos3_presets.MODELS
     diffusers_reference = ".cosmos3_bench_reference:Cosmos3DiffusersReference"
     dit_config_class = ".cosmos3_dit:Cosmos3DiTConfig"
+    dit_class = ".cosmos3_dit:Cosmos3DiT"
+    dit_flops = ".cosmos3_flops:counter"
+    dit_example_inputs = ".cosmos3_conditioning:example_inputs"
     checks = ".cosmos3_checks"
 
     def builtin_checkpoint(self, spec, name):
         """``assets/cosmos3-<name>`` (the package's Predict2.5 assets hold ``<name>``)."""
         return super().builtin_checkpoint(spec, f"cosmos3-{name}")
-
-    def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
-        from .cosmos3_conditioning import example_inputs
-        from .cosmos3_dit import Cosmos3DiT
-        from .cosmos3_flops import counter
-
-        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
-        p = cfg.latent_patch_size
-        return DitBuild.of(Cosmos3DiT, cfg, in_channels=cfg.latent_channel, heads=cfg.num_attention_heads,
-                           patch_size=(1, p, p), block_counts={"blocks": cfg.num_hidden_layers}, flops=counter(cfg),
-                           pads_to_patch=True, example_inputs=example_inputs)  # H and W are zero-padded to the patch, the output cropped
 
     def convert_checkpoint(self, spec, component, tensors, abstract, config):
         """The key table of this config; ModelOpt FP8 weights are refused before any is read as a plain one."""

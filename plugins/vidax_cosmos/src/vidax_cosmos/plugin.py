@@ -1,4 +1,4 @@
-"""The Cosmos family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The Cosmos family's plugin object: vidax's core finds :class:`CosmosPlugin` through the ``vidax`` entry point.
 
 Run semantics are those of diffusers' ``Cosmos2_5_PredictBasePipeline``: text-to-world, image-to-world (``image:``)
 and video-to-world (``video:``) through one step (:mod:`vidax_cosmos.conditioning`), Cosmos-Reason1 prompt
@@ -22,28 +22,18 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
     checkpoint_formats = ("diffusers", "cosmos-original")
     diffusers_reference = ".bench_reference:CosmosDiffusersReference"
     dit_config_class = ".dit:CosmosDiTConfig"
+    dit_class = ".dit:CosmosDiT"
+    dit_flops = ".flops:counter"
+    dit_grid_limit = ".checks:grid_limit"
     dit_rules = ".convert_dit:DIT_RULES"
     checks = ".checks"
-
-    def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
-        from .flops import counter as dit_flops
-
-        from .checks import grid_limit
-        from .dit import CosmosDiT
-
-        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
-        return DitBuild.of(CosmosDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
-                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
-                           grid_limit=grid_limit(cfg))
+    original_format = ".original_format:open_original"  # the release's DiT *.pt (keys net.*) beside diffusers parts
 
     def guidance(self, spec, ckpt, run):
         """``cond + g * (cond - uncond)`` when guidance_scale > 1 (the pipeline's formula), else one pass."""
-        from vidax_core import ClassifierFree, NoGuidance
+        from vidax_core import default_guidance
 
-        g = float(run.sampling.guidance_scale)
-        return ClassifierFree(scale=g, formula="cond") if g > 1.0 else NoGuidance()
+        return default_guidance(run, formula="cond")
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         """Cosmos-Reason1 (Qwen2.5-VL text tower) in the run's weight dtype, tensor-parallel over tp when tp > 1."""
@@ -57,17 +47,7 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
 
         return text.encode(encoder, prompts, int(run.sampling.max_sequence_length))
 
-
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         from .conditioning import prepare
 
         return prepare(run, vae, latent_shape, self.dit_config(ckpt).out_channels)
-
-    def open_checkpoint(self, spec, path):
-        """A folder with the original release's DiT ``*.pt`` (keys ``net.*``) next to diffusers-layout components."""
-        from .original_format import open_original
-
-        return open_original(spec, path)
-
-
-plugin = CosmosPlugin()

@@ -1,4 +1,4 @@
-"""The Helios family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The Helios family's plugin object: vidax's core finds :class:`HeliosPlugin` through the ``vidax`` entry point.
 
 Helios (PKU-YuanGroup) is a Wan2.1-14B fine-tune that makes long video chunk by chunk, each chunk conditioned on a
 multi-scale history of the latents before it. The UMT5 prompt encoding and the Wan VAE come from the core
@@ -27,6 +27,7 @@ class HeliosPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     diffusers_reference = ".bench_reference:HeliosDiffusersReference"
     checks = ".checks"
     dit_config_class = ".dit:HeliosDiTConfig"
+    dit_class = ".dit:HeliosDiT"
     dit_rules = ".convert_dit:DIT_RULES"
 
     def conversion_ignore(self, component):
@@ -35,17 +36,14 @@ class HeliosPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         return DIT_IGNORE
 
     def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
+        """The default build, its FLOP count and example inputs at the run's history sizes."""
         from .chunks import example_inputs
-        from .dit import HeliosDiT
         from .flops import counter
 
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         sizes = list(dict(run.options or {}).get("history_sizes", [16, 2, 1]))
-        return DitBuild.of(HeliosDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
-                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers},
-                           flops=counter(cfg, sizes), example_inputs=functools.partial(example_inputs, cfg, sizes))
+        return self.dit_build(cfg, flops=counter(cfg, sizes),
+                              example_inputs=functools.partial(example_inputs, cfg, sizes))
 
     def sampling_windows(self, spec, ckpt, run):
         from vidax_core.vae.wan_video import latent_grid
@@ -79,6 +77,3 @@ class HeliosPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         from .tiny import pyramid_builtin
 
         return pyramid_builtin(super().builtin_checkpoint(spec, name), spec.id)
-
-
-plugin = HeliosPlugin()

@@ -73,6 +73,11 @@ class HunyuanDims(TransformerConfig):
     def patch(self) -> tuple[int, int, int]:
         return (self.patch_size_t, self.patch_size, self.patch_size)
 
+    def build_fields(self) -> dict[str, Any]:
+        """What the denoiser build reads of this architecture: the (t, h, w) patch and the ``double_blocks``."""
+        return {"in_channels": self.out_channels, "heads": self.num_attention_heads, "patch_size": self.patch,
+                "block_counts": {"double_blocks": self.num_layers}}
+
 
 @dataclasses.dataclass(frozen=True)
 class HunyuanDiTConfig(HunyuanDims):
@@ -105,6 +110,11 @@ class HunyuanDiTConfig(HunyuanDims):
     @property
     def token_replace(self) -> bool:
         return self.image_condition_type == "token_replace"
+
+    def build_fields(self) -> dict[str, Any]:
+        """1.0's latents have ``in_channels`` channels, and its blocks come as double then single ones."""
+        return {**super().build_fields(), "in_channels": self.in_channels,
+                "block_counts": {"double_blocks": self.num_layers, "single_blocks": self.num_single_layers}}
 
 
 def example_inputs(cfg: HunyuanDiTConfig, batch: int, _grid: Sequence[int], text: int) -> tuple[None, dict, dict]:

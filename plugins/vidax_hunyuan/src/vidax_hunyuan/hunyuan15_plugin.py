@@ -12,8 +12,6 @@ from the checkpoint's guider config (:mod:`.hunyuan15_guidance`), flow Euler ove
 
 from __future__ import annotations
 
-import functools
-
 from vidax_core import FamilyPlugin, dit_weight_dtype
 
 from . import hunyuan15_presets
@@ -39,20 +37,15 @@ class Hunyuan15Plugin(FamilyPlugin):
     checkpoint_formats = ("diffusers", "hunyuan15-release")
     diffusers_reference = ".hunyuan15_bench_reference:Hunyuan15DiffusersReference"
     dit_config_class = ".dit15:HunyuanDiT15Config"
+    dit_class = ".dit15:HunyuanDiT15"
+    dit_flops = ".flops:counter15"
+    dit_example_inputs = ".hunyuan15_plugin:example_inputs"
     dit_rules = ".convert_dit15:DIT15_RULES"
     checks = ".hunyuan15_checks"
-
-    def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
-        from .dit15 import HunyuanDiT15
-        from .flops import counter15
-
-        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
-        return DitBuild.of(HunyuanDiT15, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
-                           patch_size=(cfg.patch_size_t, cfg.patch_size, cfg.patch_size),
-                           block_counts={"double_blocks": cfg.num_layers}, flops=counter15(cfg),
-                           example_inputs=functools.partial(example_inputs, cfg))
+    # the original release folder (tencent/HunyuanVideo-1.5 plus the encoders its download notes add), or one of its
+    # transformer/<variant>/ DiT folders
+    original_format = ".release15:open_release"
+    vae_latent_grid = ".vae15:latent_grid15"
 
     def shard_rules(self, spec):
         return (("mod", "tp"),)  # the blocks' modulation outputs split like the heads, as 1.0's
@@ -85,29 +78,13 @@ class Hunyuan15Plugin(FamilyPlugin):
     def builtin_checkpoint(self, spec, name):
         return super().builtin_checkpoint(spec, f"hunyuan15-{name}")  # a text-to-video pipeline
 
-    def vae_latent_shape(self, spec, ckpt, run):
-        from .vae15 import latent_grid15
-
-        s = run.sampling
-        return latent_grid15(ckpt.config("vae"), s.num_frames, s.height, s.width) if ckpt.has("vae") else None
-
     def build_vae(self, spec, ckpt, run):
         from .vae15 import load_autoencoder15
 
         return load_autoencoder15(ckpt.config("vae"), ckpt.tensors("vae"), with_encoder="i2v" in spec.tasks)
-
-    def open_checkpoint(self, spec, path):
-        """The original release folder (tencent/HunyuanVideo-1.5 plus the encoders its download notes add), or one
-        of its ``transformer/<variant>/`` DiT folders (see :mod:`.release15`)."""
-        from .release15 import open_release
-
-        return open_release(spec, path)
 
     def component_file(self, spec, component, tensors, published):
         """A ComfyUI / release-named single file: the DiT or the VAE (:func:`.release15.read_component_file`)."""
         from .release15 import read_component_file
 
         return read_component_file(spec, component, tensors, published)
-
-
-plugin = Hunyuan15Plugin()

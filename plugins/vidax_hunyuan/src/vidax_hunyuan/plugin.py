@@ -1,4 +1,5 @@
-"""The HunyuanVideo family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The HunyuanVideo family's plugin object: vidax's core finds :class:`HunyuanPlugin` through the ``vidax`` entry
+point.
 
 Run semantics are those of diffusers' ``HunyuanVideoPipeline``: Llama-3 ``hidden_states[-3]`` of the templated
 prompt (cropped) plus the pooled CLIP-L text, embedded guidance (``guidance_scale * 1000`` is a model input, one
@@ -9,8 +10,6 @@ Registering imports no JAX.
 """
 
 from __future__ import annotations
-
-import functools
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.cache.layout import CacheLayout
@@ -25,21 +24,15 @@ class HunyuanPlugin(HunyuanVAEHooks, FamilyPlugin):
     checkpoint_formats = ("diffusers", "hunyuan-original")
     diffusers_reference = ".bench_reference:HunyuanDiffusersReference"
     dit_config_class = ".dit:HunyuanDiTConfig"
+    dit_class = ".dit:HunyuanDiT"
+    dit_flops = ".flops:counter"
+    dit_example_inputs = ".dit:example_inputs"
     checks = ".checks"
+    # the release folder: [hunyuan-video-t2v-720p/]transformers/mp_rank_00_model_states.pt and vae/pytorch_model.pt
+    # beside text_encoder/ and text_encoder_2/
+    original_format = ".original_format:open_original"
     # both block groups carry (video, text) tokens; the pipelines key "cond" / "uncond" cache contexts
     cache_layout = CacheLayout(hidden=0)
-
-    def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
-        from .dit import HunyuanDiT, example_inputs
-        from .flops import counter as dit_flops
-
-        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
-        return DitBuild.of(HunyuanDiT, cfg, in_channels=cfg.in_channels, heads=cfg.num_attention_heads,
-                           patch_size=cfg.patch,
-                           block_counts={"double_blocks": cfg.num_layers, "single_blocks": cfg.num_single_layers},
-                           flops=dit_flops(cfg), example_inputs=functools.partial(example_inputs, cfg))
 
     def lora_key_map(self, spec, layout):
         """Original-name LoRAs (``diffusion_model.double_blocks.0.img_attn_qkv``...): the original checkpoint's own
@@ -89,13 +82,3 @@ class HunyuanPlugin(HunyuanVAEHooks, FamilyPlugin):
         from .conditioning import prepare
 
         return prepare(run, vae, latent_shape) if "i2v" in spec.tasks else None
-
-    def open_checkpoint(self, spec, path):
-        """The original release folder: ``[hunyuan-video-t2v-720p/]transformers/mp_rank_00_model_states.pt`` and
-        ``vae/pytorch_model.pt`` beside ``text_encoder/`` and ``text_encoder_2/`` (see :mod:`.original_format`)."""
-        from .original_format import open_original
-
-        return open_original(spec, path)
-
-
-plugin = HunyuanPlugin()

@@ -110,6 +110,14 @@ class KandinskyDiTConfig(CheckedConfig):
         """The DiT's input channels: the noise, then (``visual_cond``) the condition latent and its mask."""
         return 2 * self.in_visual_dim + 1 if self.visual_cond else self.in_visual_dim
 
+    def build_fields(self) -> dict[str, Any]:
+        """What the denoiser build reads of this architecture: channel-last latents (B, T, H, W, C), as the
+        pipelines hold them, and the text blocks before the visual ones."""
+        c = self.in_visual_dim
+        return {"in_channels": c, "heads": self.heads, "patch_size": tuple(self.patch_size),
+                "block_counts": {"text_blocks": self.num_text_blocks, "visual_blocks": self.num_visual_blocks},
+                "latent_shapes": lambda batch, grid: (batch, *grid, c)}
+
     def problems(self) -> list[str]:
         out = []
         if any(a % 2 for a in self.axes_dims):

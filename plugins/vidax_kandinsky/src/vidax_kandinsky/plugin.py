@@ -1,4 +1,5 @@
-"""The Kandinsky 5 family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The Kandinsky 5 family's plugin object: vidax's core finds :class:`KandinskyPlugin` through the ``vidax`` entry
+point.
 
 Run semantics are those of diffusers' ``Kandinsky5T2VPipeline`` / ``Kandinsky5I2VPipeline``: Qwen2.5-VL's last
 hidden state of the templated prompt (cropped at 128) plus the pooled CLIP-L text (:mod:`.text`), classifier-free
@@ -9,8 +10,6 @@ core's, :mod:`vidax_core.vae.hunyuan`). The family needs nothing from vidax-huny
 """
 
 from __future__ import annotations
-
-import functools
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.vae.hunyuan_hooks import HunyuanVAEHooks
@@ -33,22 +32,12 @@ class KandinskyPlugin(HunyuanVAEHooks, FamilyPlugin):
     models = presets.MODELS
     diffusers_reference = ".bench_reference:KandinskyDiffusersReference"
     dit_config_class = ".dit:KandinskyDiTConfig"
+    dit_class = ".dit:KandinskyDiT"
+    dit_flops = ".flops:counter"
+    dit_example_inputs = ".plugin:example_inputs"
     dit_rules = ".convert_dit:DIT_RULES"
     checks = ".checks"
     vae_channels_last = True  # the pipelines hold latents as (B, T, H, W, C)
-
-    def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
-        from .dit import KandinskyDiT
-        from .flops import counter
-
-        cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
-        c = cfg.in_visual_dim
-        return DitBuild.of(KandinskyDiT, cfg, in_channels=c, heads=cfg.heads, patch_size=cfg.patch_size,
-                           block_counts={"text_blocks": cfg.num_text_blocks, "visual_blocks": cfg.num_visual_blocks},
-                           latent_shapes=lambda batch, grid: (batch, *grid, c), flops=counter(cfg),
-                           example_inputs=functools.partial(example_inputs, cfg))
 
     def build_text_encoder(self, spec, ckpt, run, mesh):
         """Qwen2.5-VL (in the run's weight dtype, tensor-parallel over tp when tp > 1) and CLIP-L text."""
@@ -67,6 +56,3 @@ class KandinskyPlugin(HunyuanVAEHooks, FamilyPlugin):
         dit = self.dit_config(ckpt)
         return prepare(run, vae, latent_shape, dit.in_visual_dim, visual_cond=dit.visual_cond,
                        i2v="i2v" in spec.tasks)
-
-
-plugin = KandinskyPlugin()

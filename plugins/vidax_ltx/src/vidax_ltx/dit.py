@@ -75,6 +75,12 @@ class LTXDiTConfig(TransformerConfig):
             raise ValueError(f"cross_attention_dim={self.cross_attention_dim} must equal heads x head_dim={self.dim} "
                              "(the caption projection outputs the model width)")
 
+    def build_fields(self) -> dict[str, Any]:
+        """What the denoiser build reads of this architecture: the (t, h, w) patch of its two patch sizes."""
+        p = self.patch_size
+        return {"in_channels": self.in_channels, "heads": self.num_attention_heads,
+                "patch_size": (self.patch_size_t, p, p), "block_counts": {"blocks": self.num_layers}}
+
 
 def video_coords(grid: Sequence[int], frame_rate: float, *, temporal_factor: int = 8, spatial_factor: int = 32,
                  patch_size: int = 1, patch_size_t: int = 1) -> np.ndarray:

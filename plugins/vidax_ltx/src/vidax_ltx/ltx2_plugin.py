@@ -30,6 +30,8 @@ class LTX2Plugin(FamilyPlugin):
     dit_config_class = ".ltx2_dit:LTX2DiTConfig"
     dit_rules = ".convert_ltx2:LTX2_DIT_RULES"
     diffusers_reference = ".ltx2_bench_reference:LTX2DiffusersReference"
+    # an original LTX-2.x release folder (LTX-2.5's one file per part, LTX-2.0's single file + Gemma-3 folders)
+    original_format = ".ltx2_release:open_release"
 
     def _component(self, spec, ckpt) -> str:
         return "transformer_full" if spec.id in ltx2_presets.DEV_IDS and ckpt.has("transformer_full") \
@@ -153,13 +155,6 @@ class LTX2Plugin(FamilyPlugin):
 
         return load(ckpt, run)
 
-    def open_checkpoint(self, spec, path):
-        """An original LTX-2.x release folder (LTX-2.5's one file per part, LTX-2.0's single file + Gemma-3
-        folders), read in diffusers terms (:mod:`.ltx2_release`)."""
-        from .ltx2_release import open_release
-
-        return open_release(spec, path)
-
     def builtin_checkpoint(self, spec, name):
         return super().builtin_checkpoint(spec, f"ltx2-{name}")  # beside LTX-Video's own tiny-random
 
@@ -171,6 +166,3 @@ class LTX2Plugin(FamilyPlugin):
             gemma4 = ckpt.config("text_encoder").get("model_type") in ("gemma4_unified", "gemma4")
             crf = ltx2_presets.IMAGE_CRF_25 if gemma4 else ltx2_presets.IMAGE_CRF
         return prepare(run, vae, latent_shape, self._dit(spec, ckpt), image_crf=int(crf))
-
-
-plugin = LTX2Plugin()

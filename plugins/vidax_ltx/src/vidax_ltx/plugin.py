@@ -1,4 +1,4 @@
-"""The LTX-Video family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The LTX-Video family's plugin object: vidax's core finds :class:`LTXPlugin` through the ``vidax`` entry point.
 
 Two run semantics (``options.pipeline``, :mod:`vidax_ltx.recipe`): ``condition``, diffusers' LTXConditionPipeline
 (:mod:`vidax_ltx.condition`; the presets, and with ``options.multiscale`` the official two-pass recipe,
@@ -10,8 +10,6 @@ VAE decode. Registering imports no JAX.
 """
 
 from __future__ import annotations
-
-import functools
 
 from vidax_core import FamilyPlugin, dit_weight_dtype
 from vidax_core.cache.layout import CacheLayout
@@ -27,8 +25,13 @@ class LTXPlugin(FamilyPlugin):
     checkpoint_formats = ("diffusers", "ltx-original")
     diffusers_reference = ".bench_reference:LTXDiffusersReference"
     dit_config_class = ".dit:LTXDiTConfig"
+    dit_class = ".dit:LTXDiT"
+    dit_flops = ".flops:counter"
+    dit_example_inputs = ".dit:example_inputs"
     dit_rules = ".convert_dit:DIT_RULES"
     checks = ".checks"
+    # a folder with an original LTX-Video release file (DiT + VAE, config in its metadata) and the T5 folders
+    original_format = ".original_format:open_original"
     # LTXPipeline runs both guidance branches as one batched call in one cache context ("cond_uncond")
     cache_layout = CacheLayout(contexts="call")
 
@@ -42,11 +45,8 @@ class LTXPlugin(FamilyPlugin):
         return dit_key
 
     def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
-        from .dit import LTXDiT, example_inputs
-        from .flops import counter as dit_flops
-
+        """The default build, its latents packed (B, F*H*W, C) as LTXPipeline holds them; LTXConditionPipeline
+        takes and returns unpacked latents (B, C, F, H, W), the core's default layout."""
         cfg = self.dit_config(ckpt, dtype=dit_weight_dtype(run))
         p, pt = cfg.patch_size, cfg.patch_size_t
 
@@ -54,26 +54,19 @@ class LTXPlugin(FamilyPlugin):
             f, h, w = grid
             return (batch, (f // pt) * (h // p) * (w // p), cfg.in_channels)
 
-        # LTXConditionPipeline takes and returns unpacked latents (B, C, F, H, W): the core's default layout.
-        return DitBuild.of(LTXDiT, cfg, in_channels=cfg.in_channels, heads=cfg.num_attention_heads,
-                           patch_size=(pt, p, p), block_counts={"blocks": cfg.num_layers},
-                           latent_shapes=None if uses_condition_pipeline(run) else packed, flops=dit_flops(cfg),
-                           example_inputs=functools.partial(example_inputs, cfg))
+        return self.dit_build(cfg, latent_shapes=None if uses_condition_pipeline(run) else packed)
 
     def guidance(self, spec, ckpt, run):
         """Classifier-free guidance with rescale (LTXPipeline); with ``options.guidance_timesteps`` the dev
         recipe's per-step guidance + spatio-temporal guidance lists (:mod:`vidax_ltx.stg`)."""
-        from vidax_core import ClassifierFree, NoGuidance
+        from vidax_core import default_guidance
 
         o = run.options
         if o.get("guidance_timesteps") is not None:
             from .stg import per_step_guidance
 
             return per_step_guidance(o, self.dit_config(ckpt).num_layers)
-        g = float(run.sampling.guidance_scale)
-        if g <= 1.0:
-            return NoGuidance()
-        return ClassifierFree(scale=g, rescale_phi=float(o.get("guidance_rescale") or 0.0))
+        return default_guidance(run, rescale_phi=float(o.get("guidance_rescale") or 0.0))
 
     def sampling_plan(self, spec, ckpt, run, sampler, latent_shape):
         """The pipeline's timesteps or sigmas (and LTXPipeline's ``mu``): :func:`vidax_ltx.recipe.sampling_plan`."""
@@ -130,18 +123,8 @@ class LTXPlugin(FamilyPlugin):
         prepare = condition.prepare if uses_condition_pipeline(run) else conditioning.prepare
         return prepare(run, vae, latent_shape, self.dit_config(ckpt), vae_factors(ckpt.config("vae")))
 
-    def open_checkpoint(self, spec, path):
-        """A folder with an original LTX-Video release file (DiT + VAE, config in its metadata) and the T5
-        folders."""
-        from .original_format import open_original
-
-        return open_original(spec, path)
-
     def component_file(self, spec, component, tensors, published):
         """A ComfyUI ``checkpoints/ltxv-*.safetensors`` (or ``model.files``) release file: its DiT or its VAE."""
         from .original_format import read_component_file
 
         return read_component_file(component, tensors)
-
-
-plugin = LTXPlugin()

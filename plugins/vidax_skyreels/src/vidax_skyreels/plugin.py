@@ -1,4 +1,5 @@
-"""The SkyReels-V2 family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The SkyReels-V2 family's plugin object: vidax's core finds :class:`SkyReelsPlugin` through the ``vidax`` entry
+point.
 
 SkyReels-V2 (Skywork) is built on Wan2.1's parts: the UMT5 prompt encoding and the Wan VAE come from the core
 (:class:`vidax_core.encoders.wan_text.WanTextHooks`, :class:`vidax_core.vae.wan_hooks.WanVAEHooks`), its DiT is
@@ -25,6 +26,9 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     models = presets.MODELS
     diffusers_reference = ".bench_reference:SkyReelsDiffusersReference"
     checks = ".checks"
+    dit_class = ".dit:SkyReelsDiT"
+    dit_flops = "vidax_core.wan_dit.flops:counter"
+    dit_grid_limit = "vidax_core.wan_dit.limits:grid_limit"
     dit_rules = ".convert_dit:DIT_RULES"
 
     def dit_config(self, ckpt, run=None, **overrides):
@@ -38,16 +42,12 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         return DIT_IGNORE
 
     def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-        from vidax_core.wan_dit.flops import counter as dit_flops
-        from vidax_core.wan_dit.limits import grid_limit
-
-        from .dit import SkyReelsDiT, example_inputs
+        """The default build of the run's config (its fps embedding follows the run); the example inputs read the
+        checkpoint's image encoder."""
+        from .dit import example_inputs
 
         cfg = self.dit_config(ckpt, run, dtype=dit_weight_dtype(run))
-        return DitBuild.of(SkyReelsDiT, cfg, in_channels=cfg.out_channels, heads=cfg.num_attention_heads,
-                           patch_size=cfg.patch_size, block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
-                           grid_limit=grid_limit(cfg), example_inputs=functools.partial(example_inputs, cfg, ckpt))
+        return self.dit_build(cfg, example_inputs=functools.partial(example_inputs, cfg, ckpt))
 
     def builtin_checkpoint(self, spec, name):
         """``tiny-random`` is a diffusion-forcing pipeline; the text- and image-to-video ids' are
@@ -77,6 +77,3 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         dit = self.dit_config(ckpt, run)
         _, h, w = latent_grid(ckpt.config("vae"), 1, run.sampling.height, run.sampling.width)
         return ForcingWindows(run, (h, w), dit.in_channels, fps_embedding=dit.inject_sample_info)
-
-
-plugin = SkyReelsPlugin()

@@ -1,4 +1,4 @@
-"""The Wan family's plugin object: vidax's core finds :data:`plugin` through the ``vidax`` entry point.
+"""The Wan family's plugin object: vidax's core finds :class:`WanPlugin` through the ``vidax`` entry point.
 
 Wan2.1 / 2.2 text-, image- and text-image-to-video with diffusers' WanPipeline / WanImageToVideoPipeline run
 semantics: UMT5 text (:mod:`vidax_core.encoders.wan_text`), classifier-free guidance (per expert for Wan2.2
@@ -31,6 +31,9 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     dit_components = ("transformer", "transformer_2")
     diffusers_reference = ".bench_reference:WanDiffusersReference"
     checks = ".checks"
+    dit_class = "vidax_core.wan_dit.model:WanDiT"
+    dit_flops = "vidax_core.wan_dit.flops:counter"
+    original_format = ".original_format:open_original"  # the Wan-AI release files (config.json, Wan2.x_VAE.pth...)
     # Wan2.2 A14B: diffusers loads an adapter into transformer_2 with load_into_transformer_2=True
     lora_experts = {"high_noise": "transformer", "low_noise": "transformer_2"}
 
@@ -61,23 +64,17 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         return dit_key
 
     def build_dit(self, spec, ckpt, run):
-        from vidax_core import DitBuild
-
+        """One denoiser, or Wan2.2 A14B's two experts switched by timestep (each its own component and limits)."""
         from vidax_core.wan_dit.conditioning import example_inputs
-        from vidax_core.wan_dit.flops import counter as dit_flops
-        from vidax_core.wan_dit.model import WanDiT
 
         from .checks import grid_limit
         from .experts import boundary, two_experts
 
-        def one(component: str, **expert) -> DitBuild:
+        def one(component: str, **expert):
             cfg = self.dit_config(ckpt, component, dtype=dit_weight_dtype(run))
             if cfg.is_i2v or cfg.in_channels != cfg.out_channels:  # condition channels, CLIP tokens
                 expert["example_inputs"] = functools.partial(example_inputs, cfg, ckpt)
-            return DitBuild.of(WanDiT, cfg, in_channels=cfg.out_channels, component=component,
-                               heads=cfg.num_attention_heads, patch_size=cfg.patch_size,
-                               block_counts={"blocks": cfg.num_layers}, flops=dit_flops(cfg),
-                               grid_limit=grid_limit(cfg, component), **expert)
+            return self.dit_build(cfg, component=component, grid_limit=grid_limit(cfg, component), **expert)
 
         if not two_experts(ckpt):
             return one("transformer")
@@ -87,18 +84,16 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
     def guidance(self, spec, ckpt, run):
         """Classifier-free guidance; with two experts (Wan2.2 A14B) the low-noise expert's steps use
         ``sampling.guidance_scale_2`` (the reference's ``guidance_scale_2``; null = guidance_scale)."""
-        from vidax_core import ClassifierFree, NoGuidance
+        from vidax_core import default_guidance
 
         from .experts import boundary, two_experts
 
-        s = run.sampling
-        g, g2 = float(s.guidance_scale), float(s.guidance_scale if s.guidance_scale_2 is None else s.guidance_scale_2)
-        if g <= 1.0:  # the reference decides CFG from guidance_scale alone
-            return NoGuidance()
         if not two_experts(ckpt):
-            return ClassifierFree(scale=g)
+            return None  # the core's default
+        s = run.sampling  # the reference decides CFG from guidance_scale alone
+        g, g2 = float(s.guidance_scale), float(s.guidance_scale if s.guidance_scale_2 is None else s.guidance_scale_2)
         b = boundary(ckpt)
-        return ClassifierFree(scale=lambda t: g if t >= b else g2)
+        return default_guidance(run, scale=lambda t: g if t >= b else g2)
 
     def check_checkpoint(self, spec, ckpt, run):
         """Every DiT expert's and the VAE's config, each parse failure named by its file (the default parses
@@ -111,12 +106,6 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         from vidax_core.wan_dit.conditioning import prepare_for_run
 
         return prepare_for_run(run, ckpt, vae, latent_shape) if run.image is not None else None
-
-    def open_checkpoint(self, spec, path):
-        """A folder of the original Wan-AI release files (config.json, Wan2.x_VAE.pth, the UMT5 .pth...)."""
-        from .original_format import open_original
-
-        return open_original(spec, path)
 
     def component_file(self, spec, component, tensors, published):
         """A ComfyUI / original-names DiT file (``wan2.1_t2v_14B_fp8_e4m3fn.safetensors``...)."""
@@ -132,6 +121,3 @@ class WanPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         from .bench_reference import WanDitBench
 
         return WanDitBench(need_reference, config)
-
-
-plugin = WanPlugin()

@@ -22,7 +22,9 @@ from vidax_core.parallel import sharding  # noqa: E402
 from vidax_core.parallel.mesh import MeshPlan, make_mesh  # noqa: E402
 from vidax_core.testing.sharded import place_state, under_mesh  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
-from vidax_wan.plugin import plugin as wan_plugin  # noqa: E402
+from vidax_wan.plugin import WanPlugin  # noqa: E402
+
+wan_plugin = WanPlugin()
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
-"""Issue 29 (robustness, round 2): each reproducer of the campaign is one clean `error:` line (exit 2).
+"""Bad files and values through `vidax run` (noise files, checkpoint configs and weights of every family, media,
+tiling and scheduler values): each is one clean `error:` line (exit 2).
 
-Same contract as tests/test_bad_input.py's issue-12 table: exactly one line on stderr (fd 2), no traceback, no
+Same contract as tests/test_bad_input.py's table of run reproducers: exactly one line on stderr (fd 2), no traceback, no
 "internal error", no partial output, no output folder; and, where the case says so, before any weight loads
 (the checkpoint's weights are replaced by garbage, so a run that reached them would fail differently).
 """
@@ -127,7 +128,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_round2_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
+def test_bad_file_or_value_is_one_line(case, tmp_path, ckpt, capfd, monkeypatch):
     name, setup, fragment, early = case
     monkeypatch.chdir(tmp_path)
     args = [a for a in setup(tmp_path, ckpt) if isinstance(a, str)]
@@ -299,5 +300,5 @@ def _w_dir(path):
 
 
 @pytest.mark.parametrize("case", FAMILY_CASES, ids=[c[0] for c in FAMILY_CASES])
-def test_round2_family_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
-    test_round2_reproducer(case, tmp_path, ckpt, capfd, monkeypatch)
+def test_bad_family_file_or_value_is_one_line(case, tmp_path, ckpt, capfd, monkeypatch):
+    test_bad_file_or_value_is_one_line(case, tmp_path, ckpt, capfd, monkeypatch)

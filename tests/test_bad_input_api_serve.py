@@ -1,8 +1,8 @@
-"""Issue 43 (robustness, round 3): the campaign's reproducers against the Python API, ``vidax serve``, batch files,
+"""Bad input through the Python API, ``vidax serve``, batch files,
 LoRA metadata, 8-bit tags and sizes past a denoiser's position embedding; each is one ``error:`` line (exit 2), one
 :class:`vidax.UserError` raised before anything runs, or a 4xx.
 
-The command-line cases follow tests/test_bad_input_round2.py's contract (one line on stderr, no "internal error", no
+The command-line cases follow tests/test_bad_input_files.py's contract (one line on stderr, no "internal error", no
 output folder; where the case says so, before any weight loads: the weights are replaced by garbage first).
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from serve_stub import StubPipe, form, load_pipe, post_json, request
-from test_bad_input_round2 import _poison_weights, run_cli
+from test_bad_input_files import _poison_weights, run_cli
 from vidax_core import cli
 from vidax_core.errors import UserError
 from vidax_core.io.safetensors import SafetensorsFile, save_file
@@ -185,7 +185,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_round3_reproducer(case, tmp_path, ckpt, capfd, monkeypatch):
+def test_bad_cli_input_is_one_line(case, tmp_path, ckpt, capfd, monkeypatch):
     name, setup, fragment, early = case
     monkeypatch.chdir(tmp_path)
     args = setup(tmp_path, ckpt)

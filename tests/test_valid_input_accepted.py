@@ -1,4 +1,5 @@
-"""Issue 29: valid input that round 1's checks refused, now accepted (each failed on main db9caba)."""
+"""Valid input the input checks must accept: a DPM scheduler config diffusers writes, YAML numbers in exponent
+notation, documented tiling knobs, the shipped configs' checkpoint notes."""
 
 from __future__ import annotations
 

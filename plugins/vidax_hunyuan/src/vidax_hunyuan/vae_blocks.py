@@ -1,5 +1,0 @@
-"""The HunyuanVideo VAE's layers moved to :mod:`vidax_core.vae.hunyuan_blocks`: the core holds it, since Kandinsky 5
-decodes with the HunyuanVideo VAE too. This module keeps the old public names importable; new code imports the core
-module."""
-
-from vidax_core.vae.hunyuan_blocks import *  # noqa: F401,F403
