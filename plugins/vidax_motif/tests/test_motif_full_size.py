@@ -62,7 +62,9 @@ def test_published_folder_plans(tmp_path):
     from vidax_core import Checkpoint
     from vidax_core.plugins import Plugins
     from vidax_core.testing.checks import resolve
-    from vidax_motif.plugin import plugin
+    from vidax_motif.plugin import MotifPlugin
+
+    plugin = MotifPlugin()
 
     p = Plugins()
     p.add(plugin, "motif", "vidax-motif", "0.1.0")

@@ -22,7 +22,9 @@ MODEL = "motif-video-2b"
 
 @pytest.fixture(scope="module")
 def plugins():
-    from vidax_motif.plugin import plugin
+    from vidax_motif.plugin import MotifPlugin
+
+    plugin = MotifPlugin()
 
     p = Plugins()
     p.add(plugin, "motif", "vidax-motif", "0.1.0")

@@ -64,6 +64,7 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
         for name, info in header.items():
             self._entries[name] = _entry(path, name, info)
         _check_layout(path, self._entries, size - self._base)
+        self._file: BinaryIO | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         """The tensor as a read-only array over a memory map of its own bytes: the map (and the pages it holds in
@@ -76,8 +77,9 @@ class SafetensorsFile(Mapping[str, np.ndarray]):
         begin = self._base + start
         lead = begin % mmap.ALLOCATIONGRANULARITY
         try:
-            with open(self.path, "rb") as f:
-                mm = mmap.mmap(f.fileno(), end - start + lead, offset=begin - lead, access=mmap.ACCESS_READ)
+            if self._file is None:  # opened once: a kept source reads its tensors again without reopening it
+                self._file = open(self.path, "rb")
+            mm = mmap.mmap(self._file.fileno(), end - start + lead, offset=begin - lead, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read tensor {name[:80]!r} of {self.path}: {exc}: re-download it") from exc
         return np.frombuffer(mm, np.uint8, end - start, lead).view(dtype).reshape(shape)

@@ -154,6 +154,7 @@ class LoadedModel:
             ckpt.kept_models = KeptModels(placement)
         ckpt.encoder_policy = EncoderPolicy(dtype=dit_weight_dtype(cfg))  # image encoders: the run's dtype
         self.encoder_dtypes: dict[str, str] = {}  # what the prompt encoder's towers hold, once built
+        self._vae_weight_bytes: int | None = None
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.encode_on: memory_plan.EncoderPlacement | None = None
         self.videos = 0  # calls begun: the first one's times include the load
@@ -539,8 +540,11 @@ class LoadedModel:
         return results, latents, rows
 
     def _decode_beside(self) -> int:
-        """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's."""
-        return int(max(self.tracker.base, self.tracker.peak)) + (memory_plan.vae_bytes(self.ckpt, self.base) or 0)
+        """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's
+        (its file headers read once per pipe)."""
+        if self._vae_weight_bytes is None:
+            self._vae_weight_bytes = memory_plan.vae_bytes(self.ckpt, self.base) or 0
+        return int(max(self.tracker.base, self.tracker.peak)) + self._vae_weight_bytes
 
     def metrics(self, cfg: RunConfig, plan: CallPlan, results: list, timer: Timer, decoded: Decoded) -> dict:
         """The metrics record of one call of this model (:func:`.metrics.run_metrics`)."""

@@ -96,4 +96,3 @@ class Kandinsky6Plugin(FamilyPlugin):
         return super().builtin_checkpoint(spec, f"k6-{name}")  # beside Kandinsky 5's own tiny-random
 
 
-plugin = Kandinsky6Plugin()

@@ -107,4 +107,3 @@ class MotifPlugin(WanVAEHooks, FamilyPlugin):
         return out
 
 
-plugin = MotifPlugin()
