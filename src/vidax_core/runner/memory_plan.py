@@ -30,7 +30,7 @@ ENCODER_COMPONENTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "image
 MARGIN = 0.9  # of the device's memory: the rest is left to XLA's own buffers
 #: the towers whose stacked layers stream (vidax_core.encoders: T5 family, decoder LLMs), by config model_type
 STREAMED_TOWERS = ("t5", "umt5", "mt5", "llama", "qwen", "gemma", "mistral")
-_LAYER_KEY = re.compile(r"\.(?:layers|block)\.(\d+)\.")
+_LAYER_KEY = re.compile(r"(?:^|\.)(?:layers|block)\.(\d+)\.")
 STAGING_LIMIT = 2 << 30  # host bytes of one streamed chunk in flight, at most
 
 
