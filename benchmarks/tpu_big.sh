@@ -43,7 +43,9 @@ log() { echo "[tpu_big.sh +$(( $(date +%s) - start ))s] $*" >&2; }
 mkdir -p "$OUT"
 if [ -n "$WHEELS" ]; then
   SITE=${SITE:-/tmp/vidax-site}
-  if [ ! -d "$SITE/vidax_core" ]; then
+  stamp=$(cd "$WHEELS" && cksum ./*.whl | cksum)
+  if [ ! -d "$SITE/vidax_core" ] || [ "$(cat "$SITE/.wheels" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$SITE"  # a site kept from other wheels (an earlier command on this machine) would run old code
     log "installing vidax from $WHEELS into $SITE"
     PIP=("$PY" -m pip install -q --isolated --disable-pip-version-check --only-binary=:all: --target "$SITE")
     PIP_CONFIG_FILE=/dev/null "${PIP[@]}" --index-url "${TPU_INDEX:-file:///opt/pypi/simple}" --find-links "$WHEELS" \
@@ -53,6 +55,7 @@ if [ -n "$WHEELS" ]; then
       || { echo "error: installing into $SITE failed" >&2; exit 2; }
     PIP_CONFIG_FILE=/dev/null "${PIP[@]}" --no-deps --index-url "${TPU_INDEX:-file:///opt/pypi/simple}" \
       --find-links "$WHEELS" imageio-ffmpeg || log "imageio-ffmpeg is neither in the index nor in $WHEELS"
+    echo "$stamp" > "$SITE/.wheels"
   fi
   export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$SITE
 fi

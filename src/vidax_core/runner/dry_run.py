@@ -138,6 +138,9 @@ def _dequantised_block_bytes(flat: dict, groups: Any, compute_dtype: Any) -> int
     return max(per_group.values(), default=0) * np.dtype(compute_dtype).itemsize
 
 
+#: what a process driving an accelerator holds beside the run's parts: Python, JAX, the compiled programs and
+#: XLA's compiles (1.1 GiB while sampling, 3 GiB while the decode compiled, Wan2.1-14B on the v5e, docs/memory.md)
+PROCESS_FLOOR = 2 << 30
 SMALLER_TILES = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}"
 
 
@@ -227,7 +230,12 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         for r in plan.rows:
             r.where, r.host, r.host_key = r.where.replace("device", "cpu device"), r.host + r.device, \
                 r.host_key or r.device_key
-    plan.process_bytes = int((memory.anon_mb() or 0) * 2**20)
+    s = cfg.sampling
+    frames = int(s.num_frames or 1) * int(s.height) * int(s.width) * 3
+    plan.add("decoded video", "host", host=frames * (4 + 4 + 1), phases="decode",
+             note="float32 frames, their resized / joined copy and the uint8 frames the mp4 is written from")
+    here = (memory.anon_mb() or memory.rss_mb() or 0) * 2**20  # gVisor reports no RssAnon
+    plan.process_bytes = int(max(here, 0 if cpu else PROCESS_FLOOR))
     plan.runtime_bytes = (int(peak.runtime_host_gib * 2**30) if peak is not None and peak.runtime_host_gib is not None
                           else 0 if cpu or peak is None else None)
     if host_memory_gib is not None:
