@@ -194,7 +194,9 @@ class OffloadableDit(Protocol):
     block_groups: tuple[str, ...]
 
     def pre(self, latents: Any, timestep: Any, context: Any, **kwargs: Any) -> tuple[Any, dict]:
-        """Everything before the stacked blocks: returns the carry (hidden state) and the per-step aux inputs."""
+        """Everything before the stacked blocks: returns the carry (hidden state) and the per-step aux inputs (a
+        pytree: array leaves are traced into the later stages, other leaves such as a Python token grid stay
+        static; :mod:`vidax_core.parallel.static_aux`)."""
 
     @staticmethod
     def run_block_group(name: str, graphdef: Any, state: Any, x: Any, aux: dict) -> Any:

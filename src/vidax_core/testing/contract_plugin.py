@@ -214,7 +214,9 @@ def _module(declare_all: bool):
             h = {"video": video @ w["in_proj"]}
             if isinstance(x, dict):
                 h["audio"] = x["audio"] @ w["audio_in"]
-            aux = {"mod": mod if mod.ndim == 3 else mod[:, None], "skip_b": jnp.asarray(skip_b)}
+            # "grid": a Python int the blocks reshape with (a token grid), kept static across offload's stages
+            aux = {"mod": mod if mod.ndim == 3 else mod[:, None], "skip_b": jnp.asarray(skip_b),
+                   "grid": (int(video.shape[1]),)}
             if keep is not None:
                 aux["keep"] = keep
             return h, aux
@@ -223,7 +225,8 @@ def _module(declare_all: bool):
         def run_block_group(name, graphdef, state, h, aux):
             g = nnx.merge(graphdef, state)
             n = g.w.shape[0]
-            out = h
+            (tokens,) = aux["grid"]
+            out = dict(h, video=h["video"].reshape(h["video"].shape[0], tokens, -1))  # a traced size would fail
             for i in range(n):
                 out = {k: _block(jnp, v, aux["mod"] if k == "video" else aux["mod"].mean(1, keepdims=True),
                                  g.w[...][i], g.b[...][i]) for k, v in out.items()}
