@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from vidax_core.attention.kinds import exchanges_heads
 from vidax_core.config import RunConfig
 from vidax_core.errors import PluginError, UserError
 from vidax_core.guidance import Guidance, default_guidance
@@ -172,9 +173,13 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     model = model if model is not None else nnx.eval_shape(build.ctor)
     groups = offload_groups(spec, build, cfg, plugins, model) if cfg.offload.enabled else ()
     counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
+    try:
+        splits_heads = exchanges_heads(tuple(build.attention_kinds))
+    except ValueError as exc:
+        raise PluginError(spec.plugin, "build_dit", exc) from exc
     plan = meshlib.plan_mesh(cfg.parallel, n_devices=n_devices or jax.device_count(), heads=build.heads,
                              video_tokens=video_tokens(build, latent_shape), batch=batch, block_groups=counts,
-                             offload=cfg.offload)
+                             offload=cfg.offload, sp_splits_heads=splits_heads)
     mesh = meshlib.make_mesh(plan)
     rules = sharding.make_rules(plugins.call("shard_rules", spec))
     specs = sharding.param_specs(nnx.split(model)[1], rules, mesh)
