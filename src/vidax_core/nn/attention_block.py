@@ -1,7 +1,7 @@
 """The DiT attention block (diffusers ``Attention``): q/k/v projections, q/k norm, RoPE, attention, ``to_out``.
 
-One module serves self-attention over the (sequence-sharded) video tokens, cross-attention to a replicated text
-sequence, a second key/value set the same queries also attend to (``added_kv_dim``: Wan's image tokens), and the
+One module serves self-attention over the (sequence-sharded) video tokens (softmax, or linear as SANA's:
+:meth:`Attention.linear`), cross-attention to a replicated text sequence, a second key/value set the same queries also attend to (``added_kv_dim``: Wan's image tokens), and the
 projections of one stream of a joint (dual-stream) attention (:meth:`Attention.qkv` + :meth:`Attention.out`, the
 joint attention itself being :func:`vidax_core.attention.ulysses.joint_attention`).
 
@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vidax_core.attention import linear as linear_attention
 from vidax_core.attention import ulysses
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.layers import Linear
@@ -35,6 +36,9 @@ QK_NORMS = ("rms_norm_across_heads", "rms_norm", "layer_norm", None)
 ROPE_STYLES = ("interleaved", "rotate_half")
 
 Rope = tuple[jax.Array, jax.Array]
+
+#: feature maps of linear attention's queries and keys (:meth:`Attention.linear`)
+LINEAR_FEATURES = {"relu": jax.nn.relu}
 
 
 def qk_norm_layer(kind: str | None, dim: int, heads: int, eps: float) -> nnx.Module | None:
@@ -130,6 +134,18 @@ class Attention(nnx.Module):
         if rope is not None:
             q, k = rotate(q, rope, self.rope_style), rotate(k, rope, self.rope_style)
         return q, k, v
+
+    def linear(self, x: jax.Array, rope: Rope | None = None, *, feature: str = "relu",
+               eps: float = linear_attention.EPS) -> jax.Array:
+        """Linear self-attention over ``x`` (B, S, dim), SANA's: q and k (normed) through ``feature`` (ReLU), the
+        numerator's q and k rotated by ``rope`` when given (the normaliser's not), the per-head key/value summaries
+        summed over sp (:func:`vidax_core.attention.linear.self_attention`: no head exchange), ``to_out``."""
+        if feature not in LINEAR_FEATURES:
+            raise ValueError(f"linear attention feature {feature!r}: expected one of {sorted(LINEAR_FEATURES)}")
+        q, (k, v) = self._q(x, SEQ), self._kv(x, SEQ)
+        q, k = LINEAR_FEATURES[feature](q), LINEAR_FEATURES[feature](k)
+        qn, kn = (rotate(q, rope, self.rope_style), rotate(k, rope, self.rope_style)) if rope is not None else (q, k)
+        return self.out(linear_attention.self_attention(q, k, v, q_num=qn, k_num=kn, eps=eps))
 
     def out(self, o: jax.Array, seq: str | None = SEQ) -> jax.Array:
         """Attention output (B, S, H, D) -> ``to_out`` (B, S, dim), row-parallel."""
