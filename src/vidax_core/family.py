@@ -142,6 +142,9 @@ class FamilyPlugin:
     def sampling_passes(self, spec, ckpt, run):
         return None
 
+    def resolution_binning(self, spec, ckpt, run):
+        return None
+
     def sampling_windows(self, spec, ckpt, run):
         return None
 

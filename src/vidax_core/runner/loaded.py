@@ -436,7 +436,7 @@ class LoadedModel:
         if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
             reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
                          f"{cfg.sampling.width}x{cfg.sampling.height}")
-            frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
+            frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width, mode=plan.resize)
         timer.add("decode_s", time.perf_counter() - t0)
         if on_chunk is not None:
             on_chunk(frames, 0, 1)

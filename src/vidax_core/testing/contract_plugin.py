@@ -45,6 +45,7 @@ OPTIONS = {
     "declare_all_groups": Option(True, bool, "the model lists every stacked group in block_groups"),
     "stream_groups": Option(None, list[str] | None, "the groups DitBuild.block_counts names, those offload streams "
                                                     "(null = all)"),
+    "bin": Option(None, list[int] | None, "resolution binning to this one [height, width] bin (null = none)"),
 }
 
 
@@ -394,6 +395,14 @@ def prepare_conditioning(spec, ckpt, run, vae, latent_shape):
     return Conditioning(arrays=arrays, model_kwargs=kwargs + ("keep",), prepare=prepare,
                         select_update=lambda new, old, t, a: substitute(new, a),
                         per_token_update="video" if run.options["audio"] else True)
+
+
+@hookimpl
+def resolution_binning(spec, ckpt, run):
+    from vidax_core.binning import ResolutionBins
+
+    size = run.options["bin"]
+    return None if size is None else ResolutionBins.of({"1.0": size}, name="toy")
 
 
 @hookimpl
