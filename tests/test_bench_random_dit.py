@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 
+from repo_models import repo_specs
 from vidax_core.bench import random_dit
 from vidax_core.plugins import get_plugins
 
@@ -53,7 +54,7 @@ def test_every_family_runs_resident_and_streamed(family):
     assert 0.0 <= streamed["hidden_fraction"] <= 1.0 and streamed["h2d_s_per_chunk"] > 0
 
 
-MODEL_IDS = sorted(spec.id for spec in get_plugins().registry)
+MODEL_IDS = sorted(spec.id for spec in repo_specs())  # the repository's ids: each ships a config and a layout
 
 
 @pytest.fixture(scope="module")

@@ -159,9 +159,9 @@ def readme_model_rows() -> dict[str, tuple[str, str, str]]:
 
 
 def test_readme_model_table_is_what_list_models_prints():
-    from vidax_core.plugins import get_plugins
+    from repo_models import repo_specs
 
-    registry = {s.id: (s.family, ",".join(s.tasks), s.default_config) for s in get_plugins().registry}
+    registry = {s.id: (s.family, ",".join(s.tasks), s.default_config) for s in repo_specs()}
     listed = readme_model_rows()
     assert len(registry) >= 29
     assert sorted(set(registry) - set(listed)) == [], "README's model table misses these ids"

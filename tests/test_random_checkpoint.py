@@ -12,13 +12,13 @@ import sys
 import numpy as np
 import pytest
 
+from repo_models import repo_specs
 from vidax_core.bench import random_checkpoint as rc
 from vidax_core.errors import UserError
-from vidax_core.plugins import get_plugins
 from vidax_core.runner import memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IDS = sorted(s.id for s in get_plugins().registry)
+IDS = sorted(s.id for s in repo_specs())  # the repository's ids: each ships its published layout
 # LTX-2.5's text encoder: the published config is not known here (docs/models/ltx.md), so its layout has none
 NO_TEXT_LAYOUT = {"ltx-2.5-22b-dev", "ltx-2.5-22b-distilled"}
 
