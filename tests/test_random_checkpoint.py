@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -38,10 +37,9 @@ def test_every_id_writes_a_folder_its_loaders_accept(model_id, tmp_path):
 
 def test_the_recorded_layout_is_what_diffusers_builds():
     """The shipped layout of Wan2.1-T2V-14B equals the state dict diffusers' and transformers' classes build from
-    its own configs on the meta device (scripts/published_layouts.py, the generator)."""
+    its own configs on the meta device (vidax_core.bench.published_layout, the generator)."""
     pytest.importorskip("torch")
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import published_layouts
+    from vidax_core.bench import published_layout as published_layouts
 
     with gzip.open(rc.layout_path("wan2.1-t2v-14b"), "rt") as f:
         lay = json.load(f)

@@ -5,8 +5,8 @@
 
 For timing and memory on machines that cannot download the real weights (and have no torch): the published
 layout of the id (its JSON files and every tensor's name, shape and dtype, recorded once from diffusers /
-transformers by scripts/published_layouts.py and shipped in the family's ``assets/published``) is written back with
-random values, one safetensors file per component, streamed tensor by tensor so memory stays a few tens of MiB
+transformers by :mod:`vidax_core.bench.published_layout` and shipped in the family's ``assets/published``) is
+written back with random values, one safetensors file per component, streamed tensor by tensor so memory stays a few tens of MiB
 whatever the model size. Key names, shapes and the storage dtypes are the real ones:
 
 * the denoiser's (``transformer*``) stacked-block matrices in ``--weight-dtype``: bf16, plain fp8 (e4m3fn, as
@@ -53,8 +53,8 @@ _INDEX = re.compile(r"^(.*?)\.(\d+)\.")
 # ---- the published layout ------------------------------------------------------------------------------------
 
 
-def layout_path(model_id: str, plugins: Any = None) -> str:
-    """The shipped layout file of ``model_id`` (in its family plugin's ``assets/published``)."""
+def plugin_assets(model_id: str, plugins: Any = None) -> str:
+    """The ``assets`` folder beside the module of the plugin object that registers ``model_id``."""
     import sys
 
     from vidax_core.plugins import get_plugins
@@ -63,11 +63,15 @@ def layout_path(model_id: str, plugins: Any = None) -> str:
     spec = plugins.registry.get(model_id)
     obj = plugins.family_object(spec) if hasattr(plugins, "family_object") else None
     module = sys.modules.get(type(obj).__module__) if obj is not None else None
-    here = os.path.dirname(getattr(module, "__file__", "") or "")
-    path = os.path.join(here, "assets", "published", f"{model_id}.json.gz")
+    return os.path.join(os.path.dirname(getattr(module, "__file__", "") or ""), "assets")
+
+
+def layout_path(model_id: str, plugins: Any = None) -> str:
+    """The shipped layout file of ``model_id`` (in its family plugin's ``assets/published``)."""
+    path = os.path.join(plugin_assets(model_id, plugins), "published", f"{model_id}.json.gz")
     if not os.path.exists(path):
-        raise UserError(f"no published layout ships for {model_id} ({path}): its plugin has none yet "
-                        "(scripts/published_layouts.py writes them)")
+        raise UserError(f"no published layout ships for {model_id} ({path}): its plugin has none yet (python -m "
+                        "vidax_core.bench.published_layout CONFIG_FOLDER MODEL_ID writes one from the id's configs)")
     return path
 
 
