@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PLUGINS := plugins/vidax_wan plugins/vidax_cosmos plugins/vidax_cogvideox plugins/vidax_ltx plugins/vidax_hunyuan \
-	plugins/vidax_kandinsky plugins/vidax_skyreels plugins/vidax_helios
+	plugins/vidax_kandinsky plugins/vidax_skyreels plugins/vidax_helios plugins/vidax_sana_video
 
 .PHONY: demo test install install-test clean
 

@@ -9,7 +9,8 @@ Tensor parallelism: q/k/v are column-parallel (outputs sharded over ``heads``), 
 all-reduce, then its bias). A q/k norm over the full width (``rms_norm_across_heads``) runs before the head split
 and reduces across the tp shards (partial sum + all-reduce), so it stays exact; per-head norms run after it.
 
-The q/k norm is named as diffusers' ``qk_norm``: ``rms_norm_across_heads``, ``rms_norm`` (per head),
+The q/k norm is named as diffusers' ``qk_norm``: ``rms_norm_across_heads``, ``layer_norm_across_heads`` (affine),
+``l2`` (``x / max(|x|, eps)``, no parameter), all three over the full width; ``rms_norm`` (per head),
 ``layer_norm`` (per head, affine) or None. RoPE tables are ``(cos, sin)`` of shape (S, head_dim / 2) shared by all
 heads, or anything broadcastable to (B, S, H, head_dim / 2); ``rope`` picks the pair convention (``interleaved``
 pairs ``(x[2i], x[2i+1])`` or ``rotate_half``).
@@ -32,7 +33,8 @@ from vidax_core.parallel.sharding import constrain
 
 EMBED, HEADS, BATCH, SEQ = "embed", "heads", "batch", "seq"
 
-QK_NORMS = ("rms_norm_across_heads", "rms_norm", "layer_norm", None)
+QK_NORMS = ("rms_norm_across_heads", "layer_norm_across_heads", "l2", "rms_norm", "layer_norm", None)
+ACROSS_HEADS = ("rms_norm_across_heads", "layer_norm_across_heads", "l2")  # normed over the full width
 ROPE_STYLES = ("interleaved", "rotate_half")
 
 Rope = tuple[jax.Array, jax.Array]
@@ -49,9 +51,25 @@ def qk_norm_layer(kind: str | None, dim: int, heads: int, eps: float) -> nnx.Mod
         return None
     if kind == "rms_norm_across_heads":
         return RMSNorm(dim, (HEADS,), eps=eps)
+    if kind == "layer_norm_across_heads":
+        return LayerNorm(dim, (HEADS,), eps=eps, out_dtype=None)
+    if kind == "l2":
+        return L2Norm(eps)
     if kind == "rms_norm":
         return RMSNorm(dim // heads, (None,), eps=eps)
     return LayerNorm(dim // heads, eps=eps)
+
+
+class L2Norm(nnx.Module):
+    """diffusers' ``LpNorm(p=2)``: ``x / max(|x|_2, eps)`` over the last axis, in float32; no parameter."""
+
+    def __init__(self, eps: float):
+        self.eps = eps
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        norm = jnp.sqrt(jnp.sum(xf * xf, axis=-1, keepdims=True))
+        return (xf / jnp.maximum(norm, self.eps)).astype(x.dtype)
 
 
 def split_heads(x: jax.Array, heads: int) -> jax.Array:
@@ -101,7 +119,7 @@ class Attention(nnx.Module):
         kv_dim = dim if kv_dim is None else kv_dim
         out_bias = bias if out_bias is None else out_bias
         self.heads = heads
-        self.across_heads = qk_norm == "rms_norm_across_heads"
+        self.across_heads = qk_norm in ACROSS_HEADS
         self.rope_style = rope
         self.to_q = Linear(dim, dim, (EMBED, HEADS), dtype=dtype, rngs=rngs, bias=bias)
         self.to_k = Linear(kv_dim, dim, (EMBED, HEADS), dtype=dtype, rngs=rngs, bias=bias)
