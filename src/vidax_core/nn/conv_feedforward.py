@@ -5,15 +5,20 @@ the tokens of a (frames, height, width) grid.
 
 * a 1x1 conv to ``2 hidden`` channels, a value and a gate half (``conv_inverted``, kernel (dim, 2, hidden): the
   halves on their own axis, so a tp shard holds matching value and gate channels), SiLU;
-* a 3x3 depthwise conv per frame on each half (``conv_depth``, (3, 3, 1, 2, hidden), zero padding 1);
+* a 3x3 depthwise conv per frame on each half (``conv_depth``, (3, 3, 1, 2, hidden), zero padding 1), computed
+  as its 9 taps on the tokens shifted by the tap's offset and masked at the frame's edges;
 * ``value * silu(gate)``, then a 1x1 conv without bias back to ``out`` channels (``conv_point``, row-parallel);
 * with ``temporal_kernel`` (SANA-Video): ``y + conv_t(y)``, a conv of ``temporal_kernel`` frames (zero padding, no
-  bias, channels ``out -> out``, ``conv_temp``) across frames at each spatial position.
+  bias, channels ``out -> out``, ``conv_temp``) across frames at each spatial position, computed as its taps'
+  matrices applied to the tokens shifted by whole frames.
 
 Tensor parallelism is the FFN's Megatron split: the hidden channels (logical ``mlp``) live on their tp shard
 through both depthwise convs (depthwise: no channel mixes), one all-reduce after ``conv_point``. Under sequence
-parallelism the convs read neighbouring tokens across the sp split; the block leaves that to XLA's partitioner
-(a halo exchange, or a gather where the split falls inside a frame), which keeps the result exact. The
+parallelism the convs read neighbouring tokens across the sp split, whether it falls between frames or inside
+one: both convs are written as shifts of the token sequence (a pad and a slice, which XLA's partitioner turns into
+a halo exchange between neighbouring shards) rather than as windowed convolutions, whose partitioning over a
+sequence-split axis inside the blocks' ``lax.scan`` came out wrong (measured: tp 2 x sp 2 and sp 4 off by tens
+of percent). The
 temporal conv's ``out x out`` kernel is replicated. Convolutions accumulate in float32 and return the input's
 dtype. The key table of diffusers' module names is :func:`glumb_conv_rules`.
 """
@@ -28,11 +33,19 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.io.convert import KeyRule, conv, linear
-from vidax_core.nn.conv import conv_nd
 from vidax_core.nn.layers import Linear, param
 from vidax_core.parallel.sharding import constrain
 
 EMBED, MLP, BATCH, SEQ = "embed", "mlp", "batch", "seq"
+
+
+def shifted(x: jax.Array, offset: int) -> jax.Array:
+    """(B, S, C) tokens moved along the sequence: ``out[:, s] = x[:, s + offset]``, zero where that leaves it."""
+    if offset > 0:
+        return jnp.pad(x[:, offset:], ((0, 0), (0, offset), (0, 0)))
+    if offset < 0:
+        return jnp.pad(x[:, :offset], ((0, 0), (-offset, 0), (0, 0)))
+    return x
 
 
 class GLUMBConv(nnx.Module):
@@ -56,13 +69,20 @@ class GLUMBConv(nnx.Module):
                           param(z((temporal_kernel, 1, out, out), dtype), (None, None, None, EMBED)))
 
     def _depthwise(self, h: jax.Array, half: int, grid: tuple[int, int, int]) -> jax.Array:
-        """3x3 depthwise conv (the ``half``'s kernel: 0 value, 1 gate) of each frame of (B, F*H*W, hidden)."""
-        f, hh, ww = grid
-        b = h.shape[0]
-        y = conv_nd(h.reshape(b * f, hh, ww, self.hidden), self.conv_depth[...][..., half, :],
-                    self.conv_depth_bias[...][half], stride=(1, 1), padding=((1, 1), (1, 1)), dilation=(1, 1),
-                    groups=self.hidden)
-        return constrain(y.reshape(b, f * hh * ww, self.hidden), (BATCH, SEQ, MLP))
+        """3x3 depthwise conv of each frame of (B, F*H*W, hidden) tokens (the ``half``'s kernel: 0 value, 1 gate),
+        zero-padded: the sum over the 9 taps of the tokens shifted by the tap's offset, masked where it leaves the
+        frame's rows or columns."""
+        _, hh, ww = grid
+        s = h.shape[1]
+        kernel = self.conv_depth[...][..., half, :].astype(jnp.float32)  # (3, 3, 1, hidden)
+        rows, cols = (np.arange(s) // ww) % hh, np.arange(s) % ww
+        out = jnp.broadcast_to(self.conv_depth_bias[...][half].astype(jnp.float32), h.shape)
+        for i, dh in enumerate((-1, 0, 1)):
+            for j, dw in enumerate((-1, 0, 1)):
+                inside = (rows + dh >= 0) & (rows + dh < hh) & (cols + dw >= 0) & (cols + dw < ww)
+                tap = shifted(h, dh * ww + dw).astype(jnp.float32) * inside.astype(np.float32)[None, :, None]
+                out = out + tap * kernel[i, j, 0]
+        return constrain(out.astype(h.dtype), (BATCH, SEQ, MLP))
 
     def __call__(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
         """x (B, F*H*W, dim) tokens of the ``grid`` (f, h, w) (Python ints) -> (B, F*H*W, out) in x's dtype."""
@@ -78,11 +98,19 @@ class GLUMBConv(nnx.Module):
         y = constrain(self.conv_point(value * jax.nn.silu(gate)), (BATCH, SEQ, EMBED))
         if self.conv_temp is None:
             return y
-        b, _, c = y.shape
-        k = self.temporal_kernel
-        t = conv_nd(y.reshape(b, f, hh * ww, c), self.conv_temp[...], None, stride=(1, 1),
-                    padding=((k // 2, k // 2), (0, 0)), dilation=(1, 1))
-        return constrain(y + t.reshape(y.shape), (BATCH, SEQ, EMBED))
+        return constrain(y + self._temporal(y, f), (BATCH, SEQ, EMBED))
+
+    def _temporal(self, y: jax.Array, frames: int) -> jax.Array:
+        """The conv of ``temporal_kernel`` frames at each spatial position, zero-padded: the sum over its taps of
+        the tokens shifted by whole frames times the tap's (out, out) matrix."""
+        k, w = self.temporal_kernel, self.conv_temp[...]
+        hw = y.shape[1] // frames
+        out = None
+        for j in range(k):  # tap j reads frame t + j - k // 2
+            src = shifted(y, (j - k // 2) * hw)
+            part = jnp.einsum("bsc,cd->bsd", src, w[j, 0].astype(y.dtype), preferred_element_type=jnp.float32)
+            out = part if out is None else out + part
+        return out.astype(y.dtype)
 
 
 def _inverted(w: np.ndarray) -> np.ndarray:
