@@ -36,7 +36,7 @@ def config_folders(family: str, out: str) -> dict[str, str]:
         sys.path.pop(0)
     from vidax_core.plugins import get_plugins
 
-    ids = sorted(s.id for s in get_plugins().registry if s.family == family)
+    ids = sorted(s.id for s in get_plugins().registry if s.family.replace("-", "_") == family)
     names = os.listdir(out) if os.path.isdir(out) else []
     found = {}
     for model_id in ids:

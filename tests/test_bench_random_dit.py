@@ -25,7 +25,7 @@ CONFIGS = os.path.join(ROOT, "configs")
 DEMOS = {"wan": "demo.yaml", "cosmos": "cosmos_demo.yaml", "cosmos3": "cosmos3_demo.yaml",
          "cogvideox": "cogvideox_demo.yaml", "ltx": "ltx_demo.yaml", "ltx2": "ltx2_demo.yaml",
          "hunyuan": "hunyuan_demo.yaml", "hunyuan15": "hunyuan15_demo.yaml", "kandinsky": "kandinsky_demo.yaml",
-         "skyreels": "skyreels_demo.yaml", "helios": "helios_demo.yaml"}
+         "skyreels": "skyreels_demo.yaml", "helios": "helios_demo.yaml", "sana-video": "sana_video_demo.yaml"}
 SMALL = ["sampling.height=64", "sampling.width=64", "sampling.max_sequence_length=16"]
 
 # one block group (LTX-Video: multi-scale), two groups (double- then single-stream) streamed in turn, and two

@@ -154,7 +154,7 @@ def _readme() -> str:
 def readme_model_rows() -> dict[str, tuple[str, str, str]]:
     """id -> (family, tasks, default config) from the README's model table rows
     ``| `id` | [family](docs/models/family.md) | t2v,i2v | `configs/x.yaml` |``."""
-    rows = re.findall(r"^\| `([^`]+)` \| \[([a-z0-9]+)\]\([^)]*\) \| ([a-z0-9,]+) \| `([^`]+)` \|$", _readme(), re.M)
+    rows = re.findall(r"^\| `([^`]+)` \| \[([a-z0-9-]+)\]\([^)]*\) \| ([a-z0-9,]+) \| `([^`]+)` \|$", _readme(), re.M)
     return {i: (family, tasks, config) for i, family, tasks, config in rows}
 
 
