@@ -29,7 +29,7 @@ class SanaVideoDiffusersReference(DiffusersReference):
                                         complex_human_instruction=instruction)
         pe, pm, ne, nm = embeds
         with clock.sampling():
-            latents = pipe(prompt_embeds=pe, prompt_attention_mask=pm, negative_prompt_embeds=ne,
+            latents = pipe(negative_prompt=None, prompt_embeds=pe, prompt_attention_mask=pm, negative_prompt_embeds=ne,
                            negative_prompt_attention_mask=nm, height=s.height, width=s.width, frames=s.num_frames,
                            num_inference_steps=s.num_steps, guidance_scale=s.guidance_scale,
                            use_resolution_binning=binning, generator=self.generator(), output_type="latent",
