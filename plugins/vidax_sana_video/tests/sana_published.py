@@ -10,9 +10,9 @@ heads x 112, ``mlp_ratio`` 3, cross-attention to a 2240-wide context, ``caption_
 
 from __future__ import annotations
 
-import json
 import os
 
+from vidax_core.testing.config_folders import diffusers_config, write_json
 from vidax_core.testing.published import WAN21_VAE
 
 DIT_2B_480P = dict(in_channels=16, out_channels=16, num_attention_heads=20, attention_head_dim=112, num_layers=20,
@@ -31,16 +31,6 @@ SCHEDULER = dict(flow_shift=8.0, use_flow_sigmas=True, prediction_type="flow_pre
 MODELS = {"sana-video-2b-480p": DIT_2B_480P}
 
 
-def _write(folder: str, name: str, data: dict) -> None:
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, name), "w") as f:
-        json.dump(data, f, indent=1)
-
-
-def _plain(cfg) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dict(cfg).items() if k != "_use_default_values"}
-
-
 def write_folders(out: str) -> list[str]:
     """One config-only diffusers folder per model id under ``out``; needs torch, diffusers and transformers (the
     configs pass through them on the meta device, so every default is filled in)."""
@@ -49,22 +39,21 @@ def write_folders(out: str) -> list[str]:
     from transformers import Gemma2Config
 
     with torch.device("meta"):
-        vae = _plain(AutoencoderKLWan(**WAN21_VAE).config)
+        vae = diffusers_config(AutoencoderKLWan(**WAN21_VAE), "AutoencoderKLWan")
     gemma = {**Gemma2Config(**GEMMA2_2B).to_dict(), "architectures": ["Gemma2Model"]}
+    scheduler = diffusers_config(DPMSolverMultistepScheduler(**SCHEDULER), "DPMSolverMultistepScheduler")
     written = []
     for name, dit in MODELS.items():
         root = os.path.join(out, name)
         with torch.device("meta"):
-            transformer = _plain(SanaVideoTransformer3DModel(**dit).config)
-        _write(root, "model_index.json", {
+            transformer = diffusers_config(SanaVideoTransformer3DModel(**dit), "SanaVideoTransformer3DModel")
+        write_json(root, "model_index.json", {
             "_class_name": "SanaVideoPipeline", "scheduler": ["diffusers", "DPMSolverMultistepScheduler"],
             "text_encoder": ["transformers", "Gemma2Model"], "tokenizer": ["transformers", "GemmaTokenizerFast"],
             "transformer": ["diffusers", "SanaVideoTransformer3DModel"], "vae": ["diffusers", "AutoencoderKLWan"]})
-        _write(os.path.join(root, "transformer"), "config.json",
-               {"_class_name": "SanaVideoTransformer3DModel", **transformer})
-        _write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLWan", **vae})
-        _write(os.path.join(root, "scheduler"), "scheduler_config.json",
-               {"_class_name": "DPMSolverMultistepScheduler", **_plain(DPMSolverMultistepScheduler(**SCHEDULER).config)})
-        _write(os.path.join(root, "text_encoder"), "config.json", gemma)
+        write_json(os.path.join(root, "transformer"), "config.json", transformer)
+        write_json(os.path.join(root, "vae"), "config.json", vae)
+        write_json(os.path.join(root, "scheduler"), "scheduler_config.json", scheduler)
+        write_json(os.path.join(root, "text_encoder"), "config.json", gemma)
         written.append(root)
     return written
