@@ -2,9 +2,10 @@
 
 Llama with llama3 RoPE scaling, Qwen2.5-VL's text model with mRoPE, Gemma-3 text with mixed sliding / full layers
 on a sequence longer than the window, Gemma-2 (SANA-Video's encoder: alternating sliding / full layers, soft-capped
-attention logits, no q/k norm, a query scale of its own): every hidden state in fp32 with left and right padding (tolerance from the
-reference's own fp32-vs-fp64 error), bf16 vidax vs the fp32 reference within the reference's own bf16 error,
-hidden-layer selection and crop_start, checkpoint key layouts, and chat templates against apply_chat_template.
+attention logits, no q/k norm, a query scale of its own): every hidden state in fp32 with left and right padding
+(tolerance from the reference's own fp32-vs-fp64 error), bf16 vidax vs the fp32 reference within the reference's
+own bf16 error, hidden-layer selection and crop_start, checkpoint key layouts, and chat templates against
+apply_chat_template.
 """
 
 from __future__ import annotations

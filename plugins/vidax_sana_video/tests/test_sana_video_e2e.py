@@ -75,7 +75,8 @@ def test_prompt_encoding_matches_encode_prompt(tiny):
     from vidax_sana_video import text
 
     _, ckpt, pipe = tiny
-    run = resolve(get_plugins(), [f"model.id={MODEL}", f"model.checkpoint={ckpt}", f"sampling.max_sequence_length={SEQ}"])
+    run = resolve(get_plugins(),
+                  [f"model.id={MODEL}", f"model.checkpoint={ckpt}", f"sampling.max_sequence_length={SEQ}"])
     got = text.encode_for_run(text.load(Checkpoint(str(ckpt)), dtype=np.float32), [PROMPT, NEGATIVE], run)
     instruction = list(run.options["complex_human_instruction"])
     with torch.no_grad():

@@ -1,9 +1,10 @@
 """The DiT attention block (diffusers ``Attention``): q/k/v projections, q/k norm, RoPE, attention, ``to_out``.
 
 One module serves self-attention over the (sequence-sharded) video tokens (softmax, or linear as SANA's:
-:meth:`Attention.linear`), cross-attention to a replicated text sequence, a second key/value set the same queries also attend to (``added_kv_dim``: Wan's image tokens), and the
-projections of one stream of a joint (dual-stream) attention (:meth:`Attention.qkv` + :meth:`Attention.out`, the
-joint attention itself being :func:`vidax_core.attention.ulysses.joint_attention`).
+:meth:`Attention.linear`), cross-attention to a replicated text sequence, a second key/value set the same queries
+also attend to (``added_kv_dim``: Wan's image tokens), and the projections of one stream of a joint (dual-stream)
+attention (:meth:`Attention.qkv` + :meth:`Attention.out`, the joint attention itself being
+:func:`vidax_core.attention.ulysses.joint_attention`).
 
 Tensor parallelism: q/k/v are column-parallel (outputs sharded over ``heads``), ``to_out`` is row-parallel (one
 all-reduce, then its bias). A q/k norm over the full width (``rms_norm_across_heads``) runs before the head split
