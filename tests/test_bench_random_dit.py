@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 
+from repo_models import repo_specs
 from vidax_core.bench import random_dit
 from vidax_core.plugins import get_plugins
 
@@ -24,7 +25,7 @@ CONFIGS = os.path.join(ROOT, "configs")
 DEMOS = {"wan": "demo.yaml", "cosmos": "cosmos_demo.yaml", "cosmos3": "cosmos3_demo.yaml",
          "cogvideox": "cogvideox_demo.yaml", "ltx": "ltx_demo.yaml", "ltx2": "ltx2_demo.yaml",
          "hunyuan": "hunyuan_demo.yaml", "hunyuan15": "hunyuan15_demo.yaml", "kandinsky": "kandinsky_demo.yaml",
-         "skyreels": "skyreels_demo.yaml", "helios": "helios_demo.yaml"}
+         "skyreels": "skyreels_demo.yaml", "helios": "helios_demo.yaml", "sana-video": "sana_video_demo.yaml"}
 SMALL = ["sampling.height=64", "sampling.width=64", "sampling.max_sequence_length=16"]
 
 # one block group (LTX-Video: multi-scale), two groups (double- then single-stream) streamed in turn, and two
@@ -53,7 +54,7 @@ def test_every_family_runs_resident_and_streamed(family):
     assert 0.0 <= streamed["hidden_fraction"] <= 1.0 and streamed["h2d_s_per_chunk"] > 0
 
 
-MODEL_IDS = sorted(spec.id for spec in get_plugins().registry)
+MODEL_IDS = sorted(spec.id for spec in repo_specs())  # the repository's ids: each ships a config and a layout
 
 
 @pytest.fixture(scope="module")

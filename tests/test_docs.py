@@ -154,14 +154,14 @@ def _readme() -> str:
 def readme_model_rows() -> dict[str, tuple[str, str, str]]:
     """id -> (family, tasks, default config) from the README's model table rows
     ``| `id` | [family](docs/models/family.md) | t2v,i2v | `configs/x.yaml` |``."""
-    rows = re.findall(r"^\| `([^`]+)` \| \[([a-z0-9]+)\]\([^)]*\) \| ([a-z0-9,]+) \| `([^`]+)` \|$", _readme(), re.M)
+    rows = re.findall(r"^\| `([^`]+)` \| \[([a-z0-9-]+)\]\([^)]*\) \| ([a-z0-9,]+) \| `([^`]+)` \|$", _readme(), re.M)
     return {i: (family, tasks, config) for i, family, tasks, config in rows}
 
 
 def test_readme_model_table_is_what_list_models_prints():
-    from vidax_core.plugins import get_plugins
+    from repo_models import repo_specs
 
-    registry = {s.id: (s.family, ",".join(s.tasks), s.default_config) for s in get_plugins().registry}
+    registry = {s.id: (s.family, ",".join(s.tasks), s.default_config) for s in repo_specs()}
     listed = readme_model_rows()
     assert len(registry) >= 29
     assert sorted(set(registry) - set(listed)) == [], "README's model table misses these ids"

@@ -46,6 +46,22 @@ def test_divisibility_errors_name_the_key(p, kw, names):
     assert "\n" not in msg and names in msg
 
 
+def test_sp_rule_follows_the_attention_kind():
+    """The issue's case: SANA-Video 2B (20 heads) at sp=8 over its 32,760 tokens. Ulysses (softmax) needs the heads
+    of a tp shard to split over sp; linear attention exchanges no heads, so only the tokens must split."""
+    from vidax_core.attention.kinds import exchanges_heads
+
+    with pytest.raises(UserError, match="parallel.sp=8 must divide the 20 attention heads"):
+        plan(par(dp=1, sp=8), heads=20, sp_splits_heads=exchanges_heads(("softmax", "cross")))
+    assert plan(par(dp=1, sp=8), heads=20, sp_splits_heads=exchanges_heads(("linear", "cross"))).sp == 8
+    with pytest.raises(UserError, match="parallel.sp=8 must divide the 32761 video tokens"):
+        plan(par(dp=1, sp=8), heads=20, tokens=32761, sp_splits_heads=False)
+    with pytest.raises(UserError, match="parallel.tp=8 must divide the model's 20"):
+        plan(par(dp=1, tp=8), heads=20, sp_splits_heads=False)
+    with pytest.raises(ValueError, match="unknown attention kind"):
+        exchanges_heads(("flash",))
+
+
 def test_offload_chunk_must_divide_the_group():
     off = NS(enabled=True, chunk_size=4)
     with pytest.raises(UserError, match="offload.chunk_size=4 must divide the 30 blocks"):

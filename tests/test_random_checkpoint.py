@@ -7,18 +7,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 
+from repo_models import repo_specs
 from vidax_core.bench import random_checkpoint as rc
 from vidax_core.errors import UserError
-from vidax_core.plugins import get_plugins
 from vidax_core.runner import memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IDS = sorted(s.id for s in get_plugins().registry)
+IDS = sorted(s.id for s in repo_specs())  # the repository's ids: each ships its published layout
 # LTX-2.5's text encoder: the published config is not known here (docs/models/ltx.md), so its layout has none
 NO_TEXT_LAYOUT = {"ltx-2.5-22b-dev", "ltx-2.5-22b-distilled"}
 
@@ -38,10 +37,9 @@ def test_every_id_writes_a_folder_its_loaders_accept(model_id, tmp_path):
 
 def test_the_recorded_layout_is_what_diffusers_builds():
     """The shipped layout of Wan2.1-T2V-14B equals the state dict diffusers' and transformers' classes build from
-    its own configs on the meta device (scripts/published_layouts.py, the generator)."""
+    its own configs on the meta device (vidax_core.bench.published_layout, the generator)."""
     pytest.importorskip("torch")
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import published_layouts
+    from vidax_core.bench import published_layout as published_layouts
 
     with gzip.open(rc.layout_path("wan2.1-t2v-14b"), "rt") as f:
         lay = json.load(f)

@@ -46,3 +46,16 @@ def test_overrides_spell_yaml_values():
 
     assert overrides(sampling={"num_steps": 2, "scheduler": None}, options={"flag": True, "tiles": {"a": 1}}) == [
         "sampling.num_steps=2", "sampling.scheduler=null", "options.flag=true", "options.tiles={a: 1}"]
+
+
+def test_overrides_strings_read_back_as_the_same_strings():
+    """An empty string (YAML's null when unquoted), ``"3"`` and ``"true"`` under a key of no text type are quoted; a
+    text key (``negative_prompt``) takes its string verbatim, empty included."""
+    from vidax_core.config import RunConfig
+    from vidax_core.config.parse import parse_overrides
+    from vidax_core.testing.cli import overrides, run_args
+
+    strings = {"empty": "", "digits": "3", "word": "true", "colon": "a: b", "plain": "lanczos", "list": ["", "x"]}
+    assert parse_overrides(overrides(options=strings), RunConfig)["options"] == strings
+    assert overrides(sampling={"scheduler": "unipc"}) == ["sampling.scheduler=unipc"]
+    assert parse_overrides(run_args("m", "c", "p", ""), RunConfig)["negative_prompt"] == ""

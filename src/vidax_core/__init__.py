@@ -49,6 +49,8 @@ _EXPORTS = {
     "timestep_embedding": "nn.timestep", "TimestepEmbedding": "nn.timestep", "modulate": "nn.adaln",
     "gate": "nn.adaln", "split_modulation": "nn.adaln", "patchify": "nn.patchify", "unpatchify": "nn.patchify",
     "Attention": "nn.attention_block", "FeedForward": "nn.feedforward", "GatedFeedForward": "nn.feedforward",
+    "GLUMBConv": "nn.conv_feedforward", "glumb_conv_rules": "nn.conv_feedforward",
+    "linear_attention": "attention.linear",
     "rope": "nn.rope", "apply_rope": "nn.rope", "apply_interleaved": "nn.rope", "apply_rotate_half": "nn.rope",
     "inv_freq": "nn.rope", "grid_angles": "nn.rope", "cos_sin": "nn.rope",
     # shared encoders and VAE blocks

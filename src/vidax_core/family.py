@@ -177,6 +177,9 @@ class FamilyPlugin:
     def sampling_passes(self, spec, ckpt, run):
         return None
 
+    def resolution_binning(self, spec, ckpt, run):
+        return None
+
     def sampling_windows(self, spec, ckpt, run):
         return None
 

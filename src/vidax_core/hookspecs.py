@@ -148,6 +148,16 @@ def sampling_passes(spec, ckpt, run):
 
 
 @hookspec
+def resolution_binning(spec, ckpt, run):
+    """Return a :class:`vidax_core.binning.ResolutionBins` when ``run`` samples at the aspect-ratio bin closest to
+    its ``sampling.height`` x ``width`` (diffusers' ``use_resolution_binning``: PixArt, SANA, SANA-Video): every
+    pass then runs at the bin's size (the ``sampling_passes`` hook and everything after it see that run), and the
+    decoded frames are resized to cover the requested size and centre-cropped (bilinear, the pipelines'
+    ``resize_and_crop_tensor``). Called before the passes are planned, from the config files alone. Return None to
+    sample at the requested size."""
+
+
+@hookspec
 def sampling_windows(spec, ckpt, run):
     """Return a :class:`vidax_core.windows.WindowedSampling` when ``run`` makes its video in windows (chunked,
     autoregressive sampling: Helios' chunks, SkyReels-V2's diffusion-forcing windows): each window a denoising

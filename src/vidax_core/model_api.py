@@ -54,6 +54,10 @@ class DitBuild:
     None = no limit. The latent grid must also be a multiple of ``patch_size``, unless ``pads_to_patch`` (the
     denoiser pads it, as Cosmos3's does).
 
+    ``attention_kinds``: the kinds of attention the denoiser's sequence-split layers run
+    (:mod:`vidax_core.attention.kinds`: ``softmax``, ``linear``, ``cross``). The heads of a tensor-parallel shard
+    must split over ``sp`` only when one of them exchanges heads (softmax's Ulysses all-to-all); the tokens always.
+
     A mixture of experts over time (Wan2.2 A14B) is a list of builds; each handles model timesteps
     ``t_min <= t < t_max``.
     """
@@ -74,6 +78,7 @@ class DitBuild:
     weight_storage: str | None = None  # "int8" / "float8_e4m3fn": the block weights are 8-bit (vidax_core.quant)
     grid_limit: GridLimit | None = None
     pads_to_patch: bool = False
+    attention_kinds: tuple[str, ...] = ("softmax",)
 
     @classmethod
     def of(cls, module: Callable[..., Any], config: Any, **fields: Any) -> "DitBuild":
@@ -177,7 +182,9 @@ class OffloadableDit(Protocol):
     block_groups: tuple[str, ...]
 
     def pre(self, latents: Any, timestep: Any, context: Any, **kwargs: Any) -> tuple[Any, dict]:
-        """Everything before the stacked blocks: returns the carry (hidden state) and the per-step aux inputs."""
+        """Everything before the stacked blocks: returns the carry (hidden state) and the per-step aux inputs (a
+        pytree: array leaves are traced into the later stages, other leaves such as a Python token grid stay
+        static; :mod:`vidax_core.parallel.static_aux`)."""
 
     @staticmethod
     def run_block_group(name: str, graphdef: Any, state: Any, x: Any, aux: dict) -> Any:

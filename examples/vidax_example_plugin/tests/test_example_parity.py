@@ -2,8 +2,10 @@
 patch embedding, Linear weights (out, in), blocks.<i>.*). A real family compares with its diffusers model instead;
 the toy has none, so its reference lives here. Both load the same checkpoint file.
 
-The tolerance is derived, not guessed: the reference run in float32 and in float64 on the same inputs gives the
-reference's own float32 error, and vidax (float32) must stay within a small factor of it from the float64 truth.
+The bound is derived, not guessed (the kit's ``assert_fp32_parity``, as every built-in family's component tests use
+it): the float64 reference is the truth, and vidax in float32 may be a small factor times the two implementations'
+own float32 errors away from it: the reference's (its float32 run against its float64 run) and vidax's
+(``fp32_error``: how far vidax's output moves when every input and weight moves one float32 ulp).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from vidax_example_plugin import plugin
 from vidax_example_plugin.tiny import write_tiny
 
 from vidax_core import Checkpoint, Plugins, abstract_model, materialize
-from vidax_core.testing import fp32_tolerance, resolve
+from vidax_core.testing import assert_fp32_parity, fp32_error, resolve
 
 
 def linear(d_in: int, d_out: int) -> torch.nn.Linear:
@@ -85,24 +87,25 @@ def test_dit_matches_the_torch_reference(tmp_path):
 
     build = p.call("build_dit", spec, ckpt=ckpt, run=run)
     graphdef, state, flat = abstract_model(build.ctor)
-    model = materialize(graphdef, state, p.call("convert_checkpoint", spec, component="transformer",
-                                                tensors=ckpt.tensors("transformer"), abstract=flat,
-                                                config=ckpt.config("transformer")))
+    weights = load_file(f"{folder}/transformer/diffusion_pytorch_model.safetensors")  # numpy arrays
+
+    def vidax(tensors, inputs):
+        """The denoiser built from ``tensors`` (the checkpoint's, or them moved one ulp) on ``inputs``."""
+        model = materialize(graphdef, state, p.call("convert_checkpoint", spec, component="transformer",
+                                                    tensors=tensors, abstract=flat,
+                                                    config=ckpt.config("transformer")))
+        return np.asarray(model(*inputs))
+
     ref = TorchExampleDiT(ckpt.config("transformer"))
-    weights = load_file(f"{folder}/transformer/diffusion_pytorch_model.safetensors")
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=True)
 
     rng = np.random.default_rng(0)
-    latents = rng.standard_normal((2, 4, 3, 8, 12)).astype(np.float32)
-    timestep = np.array([999.0, 137.5], np.float32)
-    context = rng.standard_normal((2, 6, 16)).astype(np.float32)
+    inputs = (rng.standard_normal((2, 4, 3, 8, 12)).astype(np.float32), np.array([999.0, 137.5], np.float32),
+              rng.standard_normal((2, 6, 16)).astype(np.float32))  # latents, timestep, context
 
-    got = np.asarray(model(latents, timestep, context), np.float64)
+    got = vidax(weights, inputs)
     with torch.no_grad():
-        ref32 = ref(*map(torch.from_numpy, (latents, timestep, context))).numpy()
-        ref64 = ref.double()(*(torch.from_numpy(a.astype(np.float64)) for a in (latents, timestep, context))).numpy()
-    tol = fp32_tolerance(ref32, ref64)
-    err = float(np.abs(got - ref64).max() / np.abs(ref64).max())
-    print(f"example DiT vs torch float64: max rel err {err:.2e} (tolerance {tol:.2e}; torch float32's own "
-          f"{float(np.abs(ref32 - ref64).max() / np.abs(ref64).max()):.2e})")
-    assert got.shape == ref64.shape and err <= tol
+        ref32 = ref(*map(torch.from_numpy, inputs)).numpy()
+        ref64 = ref.double()(*(torch.from_numpy(a.astype(np.float64)) for a in inputs)).numpy()
+    assert_fp32_parity("example DiT vs torch float64", got, ref32, ref64,
+                       vidax_err=fp32_error(vidax, weights, inputs, base=got))

@@ -5,9 +5,9 @@
 
 For timing and memory on machines that cannot download the real weights (and have no torch): the published
 layout of the id (its JSON files and every tensor's name, shape and dtype, recorded once from diffusers /
-transformers by scripts/published_layouts.py and shipped in the family's ``assets/published``) is written back with
-random values, one safetensors file per component, streamed tensor by tensor so memory stays a few tens of MiB
-whatever the model size. Key names, shapes and the storage dtypes are the real ones:
+transformers by :mod:`vidax_core.bench.published_layout` and shipped in the family's ``assets/published``) is
+written back with random values, one safetensors file per component, streamed tensor by tensor so memory stays a
+few tens of MiB whatever the model size. Key names, shapes and the storage dtypes are the real ones:
 
 * the denoiser's (``transformer*``) stacked-block matrices in ``--weight-dtype``: bf16, plain fp8 (e4m3fn, as
   ComfyUI's fp8 files) or int8 with a per-output-channel ``weight_scale`` (LightX2V's layout); the rest of the

@@ -180,10 +180,11 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
 
     from vidax_core.parallel.host_chunks import HostChunks, chunk_shardings
     from vidax_core.parallel.offload import BlockPool
+    from vidax_core.parallel.static_aux import StaticOutputs, jit_aux
 
     mesh = _one_device_mesh()
-    pre = jax.jit(lambda s, x, t, c, kw: nnx.merge(graphdef, s).pre(x, t, c, **kw))
-    post = jax.jit(lambda s, h, aux: nnx.merge(graphdef, s).post(h, aux, jax.tree.map(lambda a: a.shape, x)))
+    pre = StaticOutputs(lambda s, x, t, c, kw: nnx.merge(graphdef, s).pre(x, t, c, **kw), key_from=1)
+    post = jit_aux(lambda s, h, aux: nnx.merge(graphdef, s).post(h, aux, jax.tree.map(lambda a: a.shape, x)), 2)
     pools = []
     for name, (gdef, st) in group_states.items():
         host = HostChunks(st, chunk, chunk_shardings(st, {}, mesh), kind, direct=False)  # the accelerators' path

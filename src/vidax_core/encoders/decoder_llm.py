@@ -1,13 +1,15 @@
-"""Decoder-only LLM used as a text encoder: Llama-3, Qwen2.5-VL's text tower and Gemma-3 are configurations of it.
+"""Decoder-only LLM used as a text encoder: Llama-3, Qwen2.5-VL's text tower, Gemma-2, Gemma-3 and Gemma-4 are
+configurations of it.
 
 Video families take a decoder LLM's hidden states as prompt embeddings (HunyuanVideo: LLaVA-Llama-3-8B,
 ``hidden_states[-3]`` after a chat template with ``crop_start``; Cosmos / HunyuanVideo-1.5: Qwen2.5-VL; LTX-2:
-Gemma-3, all layers). One model covers them, driven by the checkpoint's transformers ``config.json``:
+Gemma-3, all layers; SANA-Video: Gemma-2's last hidden state). One model covers them, driven by the checkpoint's
+transformers ``config.json``:
 
 * token embedding (Gemma: times ``sqrt(hidden_size)`` rounded to the weight dtype); pre-norm blocks of
   attention then gated MLP ``down(act(gate x) * up x)``, both added to a float32 residual stream; a final norm;
 * RMS norm with fp32 statistics, ``x * w`` (Llama, Qwen) or Gemma's ``x * (1 + w)``; Gemma's extra
-  post-attention / post-MLP norms and per-head q/k norms;
+  post-attention / post-MLP norms and (Gemma-3) per-head q/k norms;
 * grouped-query attention (``num_key_value_heads``), q/k/v biases where the model has them (Qwen2), scale
   ``head_dim ** -0.5`` or Gemma's ``query_pre_attn_scalar ** -0.5``, optional logit soft-capping, fp32 softmax;
 * rotate-half RoPE from :mod:`vidax_core.nn.rope`: plain, ``linear`` and ``llama3`` frequency scaling, partial
@@ -22,7 +24,8 @@ Gemma-3, all layers). One model covers them, driven by the checkpoint's transfor
   each layer a small vector that gates a residual branch after its MLP;
 * causal masks with key padding (left or right); per-layer ``layer_types`` mixing sliding-window and full
   attention, each type with its own RoPE (Gemma-3: local theta 1e4, global 1e6); per-type head size and KV heads
-  (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind;
+  (a Gemma-4-like layout) put the layers into several "kinds", one stacked parameter tree per kind; Gemma-2
+  alternates sliding and full layers under one RoPE and soft-caps every layer's attention logits.
 * ``bidirectional``: an encoder's attention (T5Gemma2's, :mod:`vidax_core.encoders.t5gemma2`): every query sees
   every key but padding, a sliding window centred on the query (``(w + 1) // 2`` keys back, ``w // 2`` ahead);
   ``eoi_token_index``: the token whose embedding is a learned ``eoi_embedding`` (unscaled), as T5Gemma2's.
@@ -133,7 +136,8 @@ class DecoderLLMConfig:
     ``layer_types`` holds one of ``full_attention`` / ``sliding_attention`` per layer; ``rope`` maps a layer type
     to its :class:`RopeSpec`; ``head_dim_per_type`` / ``kv_heads_per_type`` override ``head_dim`` /
     ``num_key_value_heads`` for a layer type. The booleans select the family's block layout (Llama: all False;
-    Qwen2: ``qkv_bias``; Gemma-3: ``gemma_norm``, ``sandwich_norms``, ``qk_norm``, ``scale_embeddings``).
+    Qwen2: ``qkv_bias``; Gemma-2: ``gemma_norm``, ``sandwich_norms``, ``scale_embeddings`` with
+    ``attn_logit_softcapping``; Gemma-3: the same with ``qk_norm``).
     """
 
     vocab_size: int
@@ -245,7 +249,7 @@ class DecoderLLMConfig:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "DecoderLLMConfig":
-        """From a transformers config dict of a Llama, Qwen2 / Qwen2.5-VL, Gemma-3 or Gemma-4 unified model (or
+        """From a transformers config dict of a Llama, Qwen2 / Qwen2.5-VL, Gemma-2, Gemma-3 or Gemma-4 model (or
         the composite LLaVA / Qwen2.5-VL / Gemma config holding it as ``text_config``); old (``rope_theta``,
         ``rope_scaling``, ``rope_local_base_freq``) and new (``rope_parameters``) RoPE fields are both read."""
         try:
@@ -268,7 +272,10 @@ class DecoderLLMConfig:
         fields["head_dim"] = int(c.get("head_dim") or c["hidden_size"] // heads)
         fields["num_key_value_heads"] = int(c.get("num_key_value_heads") or heads)
         n = int(c["num_hidden_layers"])
-        if family in ("gemma", "gemma4", "gemma4_ple"):
+        if family == "gemma2":
+            fields.update(_gemma2_fields(c, fields["head_dim"]))
+            default_types = [SLIDING if (i + 1) % 2 else FULL for i in range(n)]
+        elif family in ("gemma", "gemma4", "gemma4_ple"):
             fields.update(gemma_norm=True, sandwich_norms=True, qk_norm=True, scale_embeddings=True,
                           hidden_act=c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh",
                           query_pre_attn_scalar=float(c.get("query_pre_attn_scalar", fields["head_dim"])),
@@ -292,14 +299,30 @@ class DecoderLLMConfig:
         layer_types = tuple(c.get("layer_types") or default_types)
         fields["layer_types"] = layer_types
         if SLIDING in layer_types:
-            fields["sliding_window"] = int(c["sliding_window"])
+            fields["sliding_window"] = int(c["sliding_window"] if family != "gemma2" else c.get("sliding_window", 4096))
         fields["rope"] = _rope_specs(c, family, fields["head_dim"], layer_types)
         fields["rms_norm_eps"] = float(c.get("rms_norm_eps") or (1e-5 if model_type.startswith("qwen2_5_vl") else 1e-6))
-        if c.get("attn_logit_softcapping") is not None:
-            fields["attn_logit_softcapping"] = float(c["attn_logit_softcapping"])
+        softcap = c.get("attn_logit_softcapping", 50.0 if family == "gemma2" else None)  # Gemma-2's default: 50
+        if softcap is not None:
+            fields["attn_logit_softcapping"] = float(softcap)
         for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
             fields[key] = int(c[key])
         return from_config_dict(cls, fields, **overrides)
+
+
+def _gemma2_fields(c: Mapping[str, Any], head_dim: int) -> dict[str, Any]:
+    """What a Gemma-2 config sets, as transformers' ``Gemma2Model`` reads it: Gemma's ``(1 + w)`` RMS norms around
+    attention and MLP and its scaled embeddings, but no q/k norm; scale ``query_pre_attn_scalar ** -0.5`` (default
+    256); attention logits soft-capped (``attn_logit_softcapping``, default 50; null turns it off); sliding and full
+    layers alternating from a sliding first (``layer_types`` when given; window ``sliding_window``, default 4096);
+    one RoPE for both layer types (``rope_theta``, default 1e4, or ``rope_parameters``). ``final_logit_softcapping``
+    caps the language-model head's logits, which an encoder never computes: it is read by nobody here."""
+    if c.get("use_bidirectional_attention"):
+        raise UserError("Gemma-2 with use_bidirectional_attention is not supported: it is not a causal encoder")
+    return dict(gemma_norm=True, sandwich_norms=True, qk_norm=False, scale_embeddings=True,
+                hidden_act=c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh",
+                query_pre_attn_scalar=float(c.get("query_pre_attn_scalar") or 256),
+                attention_bias=bool(c.get("attention_bias", False)))
 
 
 def _gemma4_fields(c: Mapping[str, Any], *, per_layer_inputs: bool) -> dict[str, Any]:
@@ -351,16 +374,18 @@ def _family(model_type: str) -> str:
             return "gemma4"
         if model_type in ("gemma4", "gemma4_text"):
             return "gemma4_ple"  # the per-layer-input generation
+        if model_type in ("gemma2", "gemma2_text"):
+            return "gemma2"
         if model_type not in ("gemma3", "gemma3_text"):
-            raise UserError(f"model_type={model_type!r}: only Gemma-3 and Gemma-4 are read from config.json; build "
-                            "DecoderLLMConfig directly for other Gemma layouts")
+            raise UserError(f"model_type={model_type!r}: only Gemma-2, Gemma-3 and Gemma-4 are read from config.json; "
+                            "build DecoderLLMConfig directly for other Gemma layouts")
         return "gemma"
     if model_type.startswith("qwen2"):
         return "qwen2"
     if model_type in ("llama", "llava", "mistral"):
         return "llama"
-    raise UserError(f"model_type={model_type!r} is not a supported decoder LLM (llama, qwen2*, gemma3, gemma4, "
-                    "gemma4_unified)")
+    raise UserError(f"model_type={model_type!r} is not a supported decoder LLM (llama, qwen2*, gemma2, gemma3, "
+                    "gemma4, gemma4_unified)")
 
 
 def _spec(params: Mapping[str, Any], theta: float, partial: float) -> RopeSpec:

@@ -6,7 +6,7 @@ tower                  load (``ckpt``: a :class:`Checkpoint`)      encode (host 
 =====================  =========================================  ==============================================
 decoder LLM: Llama-3,  ``load_llm(ckpt, "text_encoder",            ``encode_llm(model, ids, mask, layers=-1,
 Qwen2.5-VL text,       dtype=..., mesh=...)``                      crop_start=0)`` -> ``(hidden, mask)``
-Gemma-3/4
+Gemma-2/3/4
 CLIP text, CLIP        ``load_vit_tower(ckpt, component, kind)``   ``encode_vit(model, inputs, attention_mask=None,
 vision, SigLIP         with ``kind`` one of :data:`VIT_KINDS`      layer=None)`` -> ``(hidden, pooled)``
 vision / text
@@ -67,8 +67,8 @@ def load_tokenizer(ckpt: Any, component: str = "tokenizer") -> Any:
 def load_llm(ckpt: Any, component: str = "text_encoder", *, dtype: Any = None, mesh: Any = None,
              label: str | None = None) -> Any:
     """The decoder LLM of ``component`` (a Llama, Qwen2 / Qwen2.5-VL (its text tower; the vision tower's tensors are
-    skipped), Gemma-3 or Gemma-4 ``config.json``) in ``dtype``, tensor-parallel over ``mesh``'s ``tp`` axis when it
-    has one. ``label`` names it in conversion errors."""
+    skipped), Gemma-2, Gemma-3 or Gemma-4 ``config.json``) in ``dtype``, tensor-parallel over ``mesh``'s ``tp`` axis
+    when it has one. ``label`` names it in conversion errors."""
     from vidax_core.encoders import decoder_llm as dl
 
     cfg = dl.DecoderLLMConfig.from_config(ckpt.config(component), dtype=dtype)

@@ -43,7 +43,8 @@ def attention_rules(src: str, dst: str, layer_group: int | None = None, *, bias:
                     out_bias: bool | None = None, qk_norm: str | None = "rms_norm",
                     added_kv: bool = False) -> list[KeyRule]:
     """diffusers ``Attention``: ``to_q`` / ``to_k`` / ``to_v``, ``to_out.0``, ``norm_q`` / ``norm_k`` (``qk_norm``
-    as the core block names it: the ``layer_norm`` kind has biases, RMS kinds do not, None has no norm) and, with
+    as the core block names it: the layer-norm kinds have biases, RMS kinds do not, None and ``l2`` have no
+    parameter) and, with
     ``added_kv``, ``add_k_proj`` / ``add_v_proj`` / ``norm_added_k``."""
     out_bias = bias if out_bias is None else out_bias
     rules: list[KeyRule] = []
@@ -55,9 +56,10 @@ def attention_rules(src: str, dst: str, layer_group: int | None = None, *, bias:
         for proj in ("add_k_proj", "add_v_proj"):
             rules += linear_rules(rf"{src}\.{proj}", _at(dst, proj), layer_group, bias=bias)
         norms += ("norm_added_k",)
-    if qk_norm is not None:
+    if qk_norm not in (None, "l2"):  # l2 has no parameter
         for norm in norms:
-            rules += norm_rules(rf"{src}\.{norm}", _at(dst, norm), layer_group, bias=qk_norm == "layer_norm")
+            rules += norm_rules(rf"{src}\.{norm}", _at(dst, norm), layer_group,
+                                bias=qk_norm in ("layer_norm", "layer_norm_across_heads"))
     return rules
 
 

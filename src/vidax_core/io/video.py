@@ -16,9 +16,16 @@ def to_uint8(frames: np.ndarray) -> np.ndarray:
     return np.clip(np.round(np.asarray(frames, np.float32) * 255.0), 0, 255).astype(np.uint8)
 
 
-def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
-    """(B, T, H, W, 3) floats in [0, 1] -> (B, T, height, width, 3): each frame as 8-bit RGB resized with PIL's
-    bicubic filter, as a multi-scale recipe's last step does with diffusers' PIL frames; float32 ``/ 255``."""
+def resize_frames(frames: np.ndarray, height: int, width: int, mode: str = "bicubic") -> np.ndarray:
+    """(B, T, H, W, 3) floats in [0, 1] -> (B, T, height, width, 3) float32. ``bicubic``: each frame as 8-bit RGB
+    resized with PIL's bicubic filter, as a multi-scale recipe's last step does with diffusers' PIL frames, ``/ 255``;
+    ``cover_crop``: resolution binning's bilinear cover and centre crop in float (:mod:`vidax_core.binning`)."""
+    if mode == "cover_crop":
+        from vidax_core.binning import cover_and_crop
+
+        return cover_and_crop(frames, height, width)
+    if mode != "bicubic":
+        raise ValueError(f"resize mode {mode!r}: expected 'bicubic' or 'cover_crop'")
     from PIL import Image
 
     frames = np.asarray(frames)

@@ -1,15 +1,17 @@
 """The DiT attention block (diffusers ``Attention``): q/k/v projections, q/k norm, RoPE, attention, ``to_out``.
 
-One module serves self-attention over the (sequence-sharded) video tokens, cross-attention to a replicated text
-sequence, a second key/value set the same queries also attend to (``added_kv_dim``: Wan's image tokens), and the
-projections of one stream of a joint (dual-stream) attention (:meth:`Attention.qkv` + :meth:`Attention.out`, the
-joint attention itself being :func:`vidax_core.attention.ulysses.joint_attention`).
+One module serves self-attention over the (sequence-sharded) video tokens (softmax, or linear as SANA's:
+:meth:`Attention.linear`), cross-attention to a replicated text sequence, a second key/value set the same queries
+also attend to (``added_kv_dim``: Wan's image tokens), and the projections of one stream of a joint (dual-stream)
+attention (:meth:`Attention.qkv` + :meth:`Attention.out`, the joint attention itself being
+:func:`vidax_core.attention.ulysses.joint_attention`).
 
 Tensor parallelism: q/k/v are column-parallel (outputs sharded over ``heads``), ``to_out`` is row-parallel (one
 all-reduce, then its bias). A q/k norm over the full width (``rms_norm_across_heads``) runs before the head split
 and reduces across the tp shards (partial sum + all-reduce), so it stays exact; per-head norms run after it.
 
-The q/k norm is named as diffusers' ``qk_norm``: ``rms_norm_across_heads``, ``rms_norm`` (per head),
+The q/k norm is named as diffusers' ``qk_norm``: ``rms_norm_across_heads``, ``layer_norm_across_heads`` (affine),
+``l2`` (``x / max(|x|, eps)``, no parameter), all three over the full width; ``rms_norm`` (per head),
 ``layer_norm`` (per head, affine) or None. RoPE tables are ``(cos, sin)`` of shape (S, head_dim / 2) shared by all
 heads, or anything broadcastable to (B, S, H, head_dim / 2); ``rope`` picks the pair convention (``interleaved``
 pairs ``(x[2i], x[2i+1])`` or ``rotate_half``).
@@ -23,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vidax_core.attention import linear as linear_attention
 from vidax_core.attention import ulysses
 from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.layers import Linear
@@ -31,10 +34,14 @@ from vidax_core.parallel.sharding import constrain
 
 EMBED, HEADS, BATCH, SEQ = "embed", "heads", "batch", "seq"
 
-QK_NORMS = ("rms_norm_across_heads", "rms_norm", "layer_norm", None)
+QK_NORMS = ("rms_norm_across_heads", "layer_norm_across_heads", "l2", "rms_norm", "layer_norm", None)
+ACROSS_HEADS = ("rms_norm_across_heads", "layer_norm_across_heads", "l2")  # normed over the full width
 ROPE_STYLES = ("interleaved", "rotate_half")
 
 Rope = tuple[jax.Array, jax.Array]
+
+#: feature maps of linear attention's queries and keys (:meth:`Attention.linear`)
+LINEAR_FEATURES = {"relu": jax.nn.relu}
 
 
 def qk_norm_layer(kind: str | None, dim: int, heads: int, eps: float) -> nnx.Module | None:
@@ -45,9 +52,25 @@ def qk_norm_layer(kind: str | None, dim: int, heads: int, eps: float) -> nnx.Mod
         return None
     if kind == "rms_norm_across_heads":
         return RMSNorm(dim, (HEADS,), eps=eps)
+    if kind == "layer_norm_across_heads":
+        return LayerNorm(dim, (HEADS,), eps=eps, out_dtype=None)
+    if kind == "l2":
+        return L2Norm(eps)
     if kind == "rms_norm":
         return RMSNorm(dim // heads, (None,), eps=eps)
     return LayerNorm(dim // heads, eps=eps)
+
+
+class L2Norm(nnx.Module):
+    """diffusers' ``LpNorm(p=2)``: ``x / max(|x|_2, eps)`` over the last axis, in float32; no parameter."""
+
+    def __init__(self, eps: float):
+        self.eps = eps
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        norm = jnp.sqrt(jnp.sum(xf * xf, axis=-1, keepdims=True))
+        return (xf / jnp.maximum(norm, self.eps)).astype(x.dtype)
 
 
 def split_heads(x: jax.Array, heads: int) -> jax.Array:
@@ -97,7 +120,7 @@ class Attention(nnx.Module):
         kv_dim = dim if kv_dim is None else kv_dim
         out_bias = bias if out_bias is None else out_bias
         self.heads = heads
-        self.across_heads = qk_norm == "rms_norm_across_heads"
+        self.across_heads = qk_norm in ACROSS_HEADS
         self.rope_style = rope
         self.to_q = Linear(dim, dim, (EMBED, HEADS), dtype=dtype, rngs=rngs, bias=bias)
         self.to_k = Linear(kv_dim, dim, (EMBED, HEADS), dtype=dtype, rngs=rngs, bias=bias)
@@ -130,6 +153,18 @@ class Attention(nnx.Module):
         if rope is not None:
             q, k = rotate(q, rope, self.rope_style), rotate(k, rope, self.rope_style)
         return q, k, v
+
+    def linear(self, x: jax.Array, rope: Rope | None = None, *, feature: str = "relu",
+               eps: float = linear_attention.EPS) -> jax.Array:
+        """Linear self-attention over ``x`` (B, S, dim), SANA's: q and k (normed) through ``feature`` (ReLU), the
+        numerator's q and k rotated by ``rope`` when given (the normaliser's not), the per-head key/value summaries
+        summed over sp (:func:`vidax_core.attention.linear.self_attention`: no head exchange), ``to_out``."""
+        if feature not in LINEAR_FEATURES:
+            raise ValueError(f"linear attention feature {feature!r}: expected one of {sorted(LINEAR_FEATURES)}")
+        q, (k, v) = self._q(x, SEQ), self._kv(x, SEQ)
+        q, k = LINEAR_FEATURES[feature](q), LINEAR_FEATURES[feature](k)
+        qn, kn = (rotate(q, rope, self.rope_style), rotate(k, rope, self.rope_style)) if rope is not None else (q, k)
+        return self.out(linear_attention.self_attention(q, k, v, q_num=qn, k_num=kn, eps=eps))
 
     def out(self, o: jax.Array, seq: str | None = SEQ) -> jax.Array:
         """Attention output (B, S, H, D) -> ``to_out`` (B, S, dim), row-parallel."""

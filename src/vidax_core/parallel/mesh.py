@@ -44,12 +44,15 @@ def plan_mesh(
     batch: int,
     block_groups: dict[str, int] | None = None,
     offload=None,
+    sp_splits_heads: bool = True,
 ) -> MeshPlan:
     """Resolve ``dp: null`` and check every divisibility rule; raise :class:`UserError` naming the key to change.
 
     ``heads``: attention heads of the DiT; ``video_tokens``: tokens of the patchified latent video; ``batch``: the
     model batch (2 with classifier-free guidance); ``block_groups``: {group name: number of stacked blocks}, checked
-    against ``offload.chunk_size`` when offload is enabled.
+    against ``offload.chunk_size`` when offload is enabled; ``sp_splits_heads``: the denoiser's sequence-parallel
+    attention moves heads between the sp shards (Ulysses), so ``sp`` must divide the heads per tp shard too
+    (:mod:`vidax_core.attention.kinds`; linear attention exchanges no heads).
     """
     tp, sp = int(parallel.tp), int(parallel.sp)
     if tp * sp > n_devices:
@@ -74,7 +77,7 @@ def plan_mesh(
     if heads is not None:
         if heads % tp:
             raise UserError(f"parallel.tp={tp} must divide the model's {heads} attention heads: change parallel.tp")
-        if (heads // tp) % sp:
+        if sp_splits_heads and (heads // tp) % sp:
             raise UserError(
                 f"parallel.sp={sp} must divide the {heads // tp} attention heads per tensor-parallel shard "
                 f"(heads {heads} / tp {tp}): change parallel.sp"

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vidax_core.parallel.host_chunks import HostChunks
+from vidax_core.parallel.static_aux import jit_aux
 
 
 class ResidentTracker:
@@ -70,7 +71,7 @@ class BlockPool:
         def run_chunk(chunk_state, x, aux):
             return run_group(name, graphdef, chunk_state, x, aux)
 
-        self._fn = jax.jit(run_chunk, donate_argnums=(1,))
+        self._fn = jit_aux(run_chunk, 2, donate_argnums=(1,))  # aux leaves that are no arrays stay static
         self._thread = None if host.direct else ThreadPoolExecutor(1, thread_name_prefix=f"vidax-offload-{name}")
         self._next: tuple[int, Any] | None = None
         self._resident: Any = None  # a group that is one chunk is transferred once and kept

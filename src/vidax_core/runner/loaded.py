@@ -483,7 +483,8 @@ class LoadedModel:
         if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
             self.reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
                               f"{cfg.sampling.width}x{cfg.sampling.height}")
-            frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
+            frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width,
+                                       mode=plan.resize)
         timer.add("decode_s", time.perf_counter() - t0)
         return frames, decoded
 

@@ -18,6 +18,7 @@ from flax import nnx
 
 from vidax_core.parallel import offload as offloadlib
 from vidax_core.parallel import sharding
+from vidax_core.parallel.static_aux import StaticOutputs, jit_aux
 from vidax_core.parallel.host_chunks import HostChunks
 from vidax_core.runner.step import StepPlan, _scales_at, batch_call_inputs, branch_inputs, finish
 
@@ -32,7 +33,7 @@ class ResidentGroup:
     def __init__(self, name: str, graphdef: Any, state: Any, run_group) -> None:
         self.name, self.state = name, state
         self.chunk_bytes = 0
-        self._fn = jax.jit(lambda st, x, aux: run_group(name, graphdef, st, x, aux))
+        self._fn = jit_aux(lambda st, x, aux: run_group(name, graphdef, st, x, aux), 2)
 
     def prefetch(self) -> None:
         pass
@@ -69,7 +70,7 @@ def _first_block_parts(cache: Any, batches: Any, head_group: str, head_def: Any,
         calls[call] = st
         return out, dict(cst, calls=calls, computed=cst["computed"].at[i, jax.numpy.asarray(cc.columns)].set(did))
 
-    return jax.jit(head, static_argnums=(0,)), jax.jit(combine, static_argnums=(0,))
+    return jit_aux(head, 4, static_argnums=(0,)), jax.jit(combine, static_argnums=(0,))
 
 
 class OffloadedStep:
@@ -127,9 +128,10 @@ class OffloadedStep:
                 with sharding.activate(mesh, rules):
                     return full_model(rest_state).between_groups(before, after, x, aux)
 
-            self._between = jax.jit(between, static_argnums=(1, 2))
-        self._pre = jax.jit(pre)
-        self._post = jax.jit(post, donate_argnums=(3, 4))
+            self._between = jit_aux(between, 4, static_argnums=(1, 2))
+        # aux leaves that are no arrays (a token grid) stay Python values across the stages (parallel/static_aux.py)
+        self._pre = StaticOutputs(pre, key_from=1)
+        self._post = jit_aux(post, 2, donate_argnums=(3, 4))
         self.cache = plan.cache
         self._batches = plan.batches
         if plan.cache is not None:

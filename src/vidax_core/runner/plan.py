@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from vidax_core.attention.kinds import exchanges_heads
 from vidax_core.config import RunConfig
 from vidax_core.errors import PluginError, UserError
 from vidax_core.guidance import Guidance, default_guidance
@@ -39,10 +40,22 @@ from vidax_core.schedulers import base as sched_base
 
 # -- the pieces of a plan ----------------------------------------------------------------------------------------
 
+def binned(spec: ModelSpec, ckpt: Any, cfg: RunConfig, plugins: Plugins) -> tuple[RunConfig, Any]:
+    """``cfg`` at the aspect-ratio bin the family's ``resolution_binning`` picks for its size, and the bins (None:
+    no binning, ``cfg`` itself)."""
+    bins = plugins.call("resolution_binning", spec, ckpt=ckpt, run=cfg)
+    if bins is None:
+        return cfg, None
+    h, w = bins.closest(cfg.sampling.height, cfg.sampling.width)
+    return dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling, height=h, width=w)), bins
+
+
 def sampling_passes(spec: ModelSpec, ckpt: Any, cfg: RunConfig, plugins: Plugins) -> list[SamplingPass]:
-    """The run's denoising passes: the plugin's multi-pass recipe, or one pass of ``cfg``."""
-    passes = plugins.call("sampling_passes", spec, ckpt=ckpt, run=cfg)
-    return list(passes) if passes else [SamplingPass(cfg)]
+    """The run's denoising passes: the plugin's multi-pass recipe, or one pass of ``cfg``; both at the family's
+    resolution bin when it bins (:func:`binned`)."""
+    run, _ = binned(spec, ckpt, cfg, plugins)
+    passes = plugins.call("sampling_passes", spec, ckpt=ckpt, run=run)
+    return list(passes) if passes else [SamplingPass(run)]
 
 
 def select_sampler(spec: ModelSpec, ckpt: Any, cfg: RunConfig, plugins: Plugins) -> sched_base.Sampler:
@@ -171,9 +184,13 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     model = model if model is not None else nnx.eval_shape(build.ctor)
     groups = offload_groups(spec, build, cfg, model) if cfg.offload.enabled else ()
     counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
+    try:
+        splits_heads = exchanges_heads(tuple(build.attention_kinds))
+    except ValueError as exc:
+        raise PluginError(spec.plugin, "build_dit", exc) from exc
     plan = meshlib.plan_mesh(cfg.parallel, n_devices=n_devices or jax.device_count(), heads=build.heads,
                              video_tokens=video_tokens(build, latent_shape), batch=batch, block_groups=counts,
-                             offload=cfg.offload)
+                             offload=cfg.offload, sp_splits_heads=splits_heads)
     mesh = meshlib.make_mesh(plan)
     rules = sharding.make_rules(plugins.call("shard_rules", spec))
     specs = sharding.param_specs(nnx.split(model)[1], rules, mesh)
@@ -204,6 +221,13 @@ class CallPlan:
     placements: list = field(default_factory=list)  # per pass, per expert
     tokens: list = field(default_factory=list)  # video tokens per pass (None: no grid or no patch size)
     windows: tuple | None = None  # a chunked run's vidax_core.windows.Window tuple (grids: its largest window's)
+    bins: Any = None  # the family's vidax_core.binning.ResolutionBins: the frames are resized by cover and crop
+
+    @property
+    def resize(self) -> str:
+        """How the last pass's frames reach the requested size: ``cover_crop`` after resolution binning, else the
+        multi-pass recipes' ``bicubic`` (io/video.py)."""
+        return "cover_crop" if self.bins is not None else "bicubic"
 
     @property
     def complete(self) -> bool:
@@ -295,7 +319,8 @@ class Planner:
         if cfg.sampling.initial_noise and grids[0] is not None:  # what the first pass takes as latents=
             noise.check_noise_shapes(cfg.sampling.initial_noise, builds[0].latent_shape(1, grids[0]))
         tokens = [video_tokens(builds[0], g) if g is not None else None for g in grids]
-        return CallPlan(cfg, passes, samplers, guides, grids, splans, placements, tokens)
+        return CallPlan(cfg, passes, samplers, guides, grids, splans, placements, tokens,
+                        bins=binned(spec, ckpt, cfg, plugins)[1])
 
 
 def check_vae_grids(spec: ModelSpec, plan: CallPlan, vae: Any) -> None:
@@ -338,6 +363,10 @@ def plan_lines(plan: CallPlan) -> list[str]:
                      f"{guide.describe()} ({branches} branch{'es' if branches != 1 else ''}), {latent}")
     if plan.windows is not None:
         lines.append(f"windows:    {windowed.describe(plan.windows)} (one window at a time on the devices)")
+    if plan.bins is not None:
+        s, last = plan.cfg.sampling, plan.passes[-1].run.sampling
+        lines.append(f"binning:    {plan.bins.name or 'aspect-ratio'} bins: sampled at {last.width}x{last.height}, "
+                     f"frames resized to cover {s.width}x{s.height} and centre-cropped")
     m = plan.placements[0][0].plan
     groups = plan.placements[0][0].offload_groups
     lines.append(f"mesh:       dp={m.dp} tp={m.tp} sp={m.sp} over {m.size} of {jax.device_count()} "

@@ -33,13 +33,42 @@ def _value(v: Any) -> str:
         return "null"
     if isinstance(v, Mapping):
         return "{" + ", ".join(f"{k}: {_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return _string(v)
     return str(v)
 
 
+def _string(text: str) -> str:
+    """``text`` as a YAML value that reads back as that string: quoted where plain YAML would read something else
+    (an empty string reads as null, ``"3"`` as a number, ``"true"`` as a boolean)."""
+    import json
+
+    from vidax_core.config.parse import parse_value
+
+    try:
+        same = parse_value("value", text, None) == text
+    except Exception:  # noqa: BLE001 - a string YAML cannot read plainly (``a: b``) is quoted too
+        same = False
+    return text if same else json.dumps(text)
+
+
 def overrides(**sections: Mapping[str, Any]) -> list[str]:
-    """``overrides(sampling={"num_steps": 2}, options={"use_dynamic_cfg": True})`` ->
-    ``["sampling.num_steps=2", "options.use_dynamic_cfg=true"]`` (booleans, None and mappings in YAML spelling)."""
-    return [f"{section}.{k}={_value(v)}" for section, keys in sections.items() for k, v in keys.items()]
+    """``overrides(sampling={"num_steps": 2}, options={"use_dynamic_cfg": True, "label": ""})`` ->
+    ``["sampling.num_steps=2", "options.use_dynamic_cfg=true", 'options.label=""']``: booleans, None, lists and
+    mappings in YAML spelling, and each value as the config reads it back: a key whose type is text (``prompt``,
+    ``negative_prompt``) takes its string verbatim, any other key a string YAML reads as that same string (an empty
+    one, or one YAML would read as a number, a boolean or null, is quoted)."""
+    from vidax_core.config import RunConfig
+    from vidax_core.config.parse import field_type, is_text_type
+
+    out = []
+    for section, keys in sections.items():
+        for k, v in keys.items():
+            key = f"{section}.{k}"
+            out.append(f"{key}={v if isinstance(v, str) and is_text_type(field_type(RunConfig, key)) else _value(v)}")
+    return out
 
 
 def run_args(model_id: str, checkpoint: str | os.PathLike, prompt: str, negative_prompt: str | None = None, *,

@@ -46,6 +46,7 @@ OPTIONS = {
     "declare_all_groups": Option(True, bool, "the model lists every stacked group in block_groups"),
     "stream_groups": Option(None, list[str] | None, "the groups DitBuild.block_counts names, those offload streams "
                                                     "(null = all)"),
+    "bin": Option(None, list[int] | None, "resolution binning to this one [height, width] bin (null = none)"),
 }
 
 
@@ -208,7 +209,9 @@ def _module(declare_all: bool):
             h = {"video": video @ w["in_proj"]}
             if isinstance(x, dict):
                 h["audio"] = x["audio"] @ w["audio_in"]
-            aux = {"mod": mod if mod.ndim == 3 else mod[:, None], "skip_b": jnp.asarray(skip_b)}
+            # "grid": a Python int the blocks reshape with (a token grid), kept static across offload's stages
+            aux = {"mod": mod if mod.ndim == 3 else mod[:, None], "skip_b": jnp.asarray(skip_b),
+                   "grid": (int(video.shape[1]),)}
             if keep is not None:
                 aux["keep"] = keep
             return h, aux
@@ -217,7 +220,8 @@ def _module(declare_all: bool):
         def run_block_group(name, graphdef, state, h, aux):
             g = nnx.merge(graphdef, state)
             n = g.w.shape[0]
-            out = h
+            (tokens,) = aux["grid"]
+            out = dict(h, video=h["video"].reshape(h["video"].shape[0], tokens, -1))  # a traced size would fail
             for i in range(n):
                 out = {k: _block(jnp, v, aux["mod"] if k == "video" else aux["mod"].mean(1, keepdims=True),
                                  g.w[...][i], g.b[...][i]) for k, v in out.items()}
@@ -375,6 +379,12 @@ class ContractPlugin(FamilyPlugin):
         return Conditioning(arrays=arrays, model_kwargs=kwargs + ("keep",), prepare=prepare,
                             select_update=lambda new, old, t, a: substitute(new, a),
                             per_token_update="video" if run.options["audio"] else True)
+
+    def resolution_binning(self, spec, ckpt, run):
+        from vidax_core.binning import ResolutionBins
+
+        size = run.options["bin"]
+        return None if size is None else ResolutionBins.of({"1.0": size}, name="toy")
 
 
 # ---- the reference: the same generation as a plain float64 numpy loop ------------------------------------------
