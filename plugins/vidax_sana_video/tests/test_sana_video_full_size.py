@@ -67,7 +67,9 @@ def test_published_folders_plan(tmp_path):
     from vidax_core.runner.plan import video_tokens
     from vidax_core.plugins import Plugins
     from vidax_core.testing.checks import resolve
-    from vidax_sana_video.plugin import plugin
+    from vidax_sana_video.plugin import SanaVideoPlugin
+
+    plugin = SanaVideoPlugin()
 
     p = Plugins()
     p.add(plugin, "sana_video", "vidax-sana-video", "0.1.0")

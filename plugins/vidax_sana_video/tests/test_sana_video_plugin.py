@@ -19,7 +19,9 @@ from vidax_core.testing.assets import asset_folder
 from vidax_core.testing.checks import resolve
 from vidax_core.testing.flops import check_flops
 from vidax_sana_video import presets
-from vidax_sana_video.plugin import plugin
+from vidax_sana_video.plugin import SanaVideoPlugin
+
+plugin = SanaVideoPlugin()
 
 MODEL = "sana-video-2b-480p"
 

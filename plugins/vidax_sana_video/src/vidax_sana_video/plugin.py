@@ -69,4 +69,3 @@ class SanaVideoPlugin(WanVAEHooks, FamilyPlugin):
         return prepare(run, vae, latent_shape[0] // self.dit_config(ckpt).patch_size[0])
 
 
-plugin = SanaVideoPlugin()
