@@ -83,8 +83,9 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
         "compiled_step": any(r.compiled for r in results),
         "prompt_cache_hits": prompt_cache_hits,
     }
+    jax.effects_barrier()  # sparse attention's density measurements of the steps that ran have all arrived
     metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, plan.grids[-1],
-                                          last.contexts, metrics["per_step_s"], p0.size))
+                                          last.contexts, metrics["per_step_s"], p0.size, attention_calls))
     metrics["attention_calls"] = {k: dict(v) for k, v in (attention_calls or {}).items()}
     if any(r.cache is not None for r in results):
         metrics["cache"] = results[-1].cache if len(results) == 1 else [r.cache for r in results]

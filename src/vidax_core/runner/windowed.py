@@ -217,7 +217,8 @@ def _metrics(model: Any, cfg: Any, call: Any, results: list, timer: Any, rows: l
     full = results[k]
     metrics["per_step_s"] = steady_step_s(full.step_times)
     metrics.update(throughput.run_metrics(model.experts[full.schedule[-1]].build, full.batches, grids[k],
-                                          full.contexts, metrics["per_step_s"], metrics["parallel"]["devices"]))
+                                          full.contexts, metrics["per_step_s"], metrics["parallel"]["devices"],
+                                          metrics.get("attention_calls")))
     totals = [r["total_s"] for r in rows]
     metrics.update(windows=rows, num_windows=n,
                    per_window_s=float(np.median(totals[1:])) if n > 1 else float(totals[0]),
