@@ -61,12 +61,11 @@ def block_mask(q: jax.Array, k: jax.Array, sta: jax.Array, threshold: float) -> 
 
 
 def nabla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, grid: Sequence[int], window: Sequence[int],
-                    threshold: float, tile: int = TILE, interpret: bool = False) -> jax.Array:
+                    threshold: float, tile: int = TILE) -> jax.Array:
     """Block-sparse self-attention of (B, S, H, D) q / k / v whose S tokens are the ``grid`` (frames, block rows,
     block columns) blocks of :data:`BLOCK` tokens each, in row-major block order; ``window``: the STA window
     (frames, rows, columns); ``threshold``: the share of each query block's map mass its kept blocks hold.
-    ``tile``: the blockwise kernel's tile; the splash kernel's come from its block table. ``interpret``: run the
-    splash kernel interpreted (tests)."""
+    ``tile``: the blockwise kernel's tile; the splash kernel's come from its block table."""
     from vidax_core.attention import _record, get_backend, sparsity
     from vidax_core.attention.kernels import blockwise, splash_nabla, splash_tpu
 
@@ -78,7 +77,7 @@ def nabla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, grid: Sequence[
     if get_backend() == "splash":
         t = splash_tpu.tiles_for("nabla", s, s, q.shape[3], q.dtype)
         where = _record("nabla (splash)", q, k, tiles=str(t))
-        return splash_nabla.attention(q, k, v, mask, BLOCK, blocks=t, interpret=interpret,
+        return splash_nabla.attention(q, k, v, mask, BLOCK, blocks=t,
                                       on_density=lambda c, d: sparsity.measure(where, "nabla", c, d))
     where = _record("nabla (blockwise)", q, k, tiles=f"{tile}x{tile}")
     n = s // BLOCK

@@ -36,12 +36,11 @@ def blockwise_density(grid: Sequence[int], kernel: Sequence[int], tile: Sequence
 
 
 def neighborhood_attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[int], *, heads: int,
-                           scale: float | None = None, tile: Sequence[int] | None = None,
-                           interpret: bool = False) -> jax.Array:
+                           scale: float | None = None, tile: Sequence[int] | None = None) -> jax.Array:
     """Neighborhood attention over channels-last (B, T, H, W, heads * D) tensors (the token grid spelled out, heads
     in the channel axis), logits scaled by ``scale`` (default ``1/sqrt(D)``), fp32 softmax; returns
     (B, T, H, W, heads * D) in ``v.dtype``. ``tile``: the blockwise kernel's query tile (t, h, w); the splash
-    kernel's brick comes from its block table. ``interpret``: run the splash kernel interpreted (tests)."""
+    kernel's brick comes from its block table."""
     b, c = q.shape[0], q.shape[-1]
     grid = tuple(int(n) for n in q.shape[1:4])
     shapes = [jax.ShapeDtypeStruct((b, x.size // (b * x.shape[-1]), heads, c // max(heads, 1)), x.dtype)
@@ -50,8 +49,7 @@ def neighborhood_attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size
         from vidax_core.attention.kernels import splash_neighborhood
 
         name = "neighborhood (splash)"
-        out, density, brick = splash_neighborhood.attention(q, k, v, kernel_size, heads=heads, scale=scale,
-                                                            interpret=interpret)
+        out, density, brick = splash_neighborhood.attention(q, k, v, kernel_size, heads=heads, scale=scale)
         where = _attention._record(name, *shapes, tiles="brick " + "x".join(map(str, brick)))
     else:
         name = "neighborhood_blockwise"

@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 
 from vidax_core.attention.kernels import splash_tpu
-from vidax_core.attention.kernels._common import round_up
 from vidax_core.attention.splash_blocks import Blocks
 
 MAX_PATTERN_BITS = 10  # mask blocks per tile: 2^bits patterns of block_q x block_kv bytes in the program
@@ -91,7 +90,7 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, block_mask: jax.Array, g
 
         return go
 
-    short = nk if cap is None else max(1, min(nk, round_up(math.ceil(cap * nk), 8)))
+    short = nk if cap is None else max(1, min(nk, math.ceil(cap * nk)))
     if short >= nk:
         out = run(nk)(qt, kt, vt, state, pat)
     else:

@@ -287,11 +287,12 @@ def _dense(q, k, v, kv_mask, q_segment_ids, kv_segment_ids, causal, blocks, inte
             kv_seg = jnp.where(key_ok, kv_segment_ids.astype(jnp.int32), jnp.min(q_seg) - 1)  # hidden: no query's id
         q_seg, kv_seg = pad_axis(q_seg, 1, sq_pad), pad_axis(kv_seg, 1, sk_pad)
 
-        def per_batch(qb, kb, vb, sq_b, sk_b):
+        def per_batch(args):  # one batch entry's heads per call: the segment ids are per sequence
+            qb, kb, vb, sq_b, sk_b = args
             return run(qb, kb, vb, mask, t, mask_function=fn, q_codes=codes, segment_ids=(sq_b, sk_b),
                        interpret=interpret)
 
-        out = jax.vmap(per_batch)(qt, kt, vt, q_seg, kv_seg)
+        out = jax.lax.map(per_batch, (qt, kt, vt, q_seg, kv_seg))
     return jnp.transpose(out, (0, 2, 1, 3))[:, :sq, :, :d]
 
 
