@@ -43,7 +43,7 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import device_oom, memory, memory_plan, windowed
+from vidax_core.runner import compile_watch, device_oom, memory, memory_plan, windowed
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
 from vidax_core.runner.metrics import run_metrics
 from vidax_core.runner.outputs import RunResult, write_call_outputs
@@ -114,6 +114,9 @@ class LoadedModel:
         self.closed = False
         self._lock = threading.Lock()
         t0 = time.perf_counter()
+        compiles0 = compile_watch.snapshot()
+        self.startup_s: float | None = None  # the process's start-up before this load (vidax run sets it)
+        self.encode_compiles: dict[str, float] = {}  # what a single run's encode, done during the load, compiled
         memory.start()
         self.spec = spec = plugins.registry.get(cfg.model.id)
         preflight(cfg, spec, plugins)
@@ -151,6 +154,8 @@ class LoadedModel:
         self.load_s = time.perf_counter() - t0
         if load_weights:
             self.load_weights()
+        loaded = compile_watch.since(compiles0)
+        self.load_compiles = {k: v - self.encode_compiles.get(k, 0) for k, v in loaded.items()}
 
     # -- loading ---------------------------------------------------------------------------------------------
 
@@ -170,9 +175,11 @@ class LoadedModel:
             self.reporter.log(f"{len(self.builds)} experts switched by timestep")
         if self.single:  # the one call encodes before the denoiser is placed: both need not fit at once
             vae = self.vae(plan.passes[-1].run)  # its VAE first: a broken VAE config is refused before any weight
+            start = compile_watch.snapshot()
             with precision.scope(cfg), device_oom.phase("encode"):
                 self._encode_call(plan)
                 self._prepare_first(plan, vae)
+            self.encode_compiles = compile_watch.since(start)
             t0 += self._encoded[2]  # counted as the call's encode time, not as loading
         with memory.window() as self.memory_phases["weights"]:  # reading and placing the denoisers alone
             for build, placement in zip(self.builds, placements):
@@ -373,39 +380,48 @@ class LoadedModel:
         reporter = self.reporter
         first_call = not getattr(self, "_called", False)
         self._called = True
-        if first_call:  # the first video's times include the load that preceded it
+        if first_call:  # the first video's times include the load that preceded it (and the process's start-up)
             timer.add("load_s", self.load_s)
             timer.start -= self.load_s
+            if self.startup_s:
+                timer.add("startup_s", self.startup_s)
+                timer.start -= self.startup_s
+            timer.compiles["load"] = dict(self.load_compiles)
         t0 = time.perf_counter()
-        if plan is None:
-            plan = self.plan_call(cfg)
-        vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
-        if not plan.complete:  # a family whose latent grid only its built VAE gives
-            plan = self.planner.plan(cfg, vae)
-        check_vae_grids(self.spec, plan, vae)
-        self.load_weights()
-        self.use_adapters(cfg)
+        with timer.compiling("load"):
+            if plan is None:
+                plan = self.plan_call(cfg)
+            vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
+            if not plan.complete:  # a family whose latent grid only its built VAE gives
+                plan = self.planner.plan(cfg, vae)
+            check_vae_grids(self.spec, plan, vae)
+            self.load_weights()
+            self.use_adapters(cfg)
         for line in plan_lines(plan):
             reporter.log(line)
         timer.add("load_s", time.perf_counter() - t0)
 
         pre = getattr(self, "_encoded", None)
         if pre is None or pre[0] is not cfg:
-            with device_oom.phase("encode"):
+            with device_oom.phase("encode"), timer.compiling("encode"):
                 self._encode_call(plan)
         else:  # encoded during the load, before this call's clock started
             timer.start -= pre[2]
+            timer.compiles["encode"] = self.encode_compiles
         _, by_kind, encode_s = self._encoded
         self._encoded = None
         timer.add("encode_s", encode_s)
 
         progress = _Progress(plan.total_steps, on_progress, cancel)
         if plan.windows is not None:
-            return windowed.generate(self, cfg, plan, vae, [by_kind[k] for k in plan.guides[0].prompts], timer,
-                                     progress, on_chunk=on_chunk, write_outputs=write_outputs,
-                                     step_key=structure_key(cfg), sample_pass=sample_pass)
+            with timer.compiling("windows"):
+                return windowed.generate(self, cfg, plan, vae, [by_kind[k] for k in plan.guides[0].prompts], timer,
+                                         progress, on_chunk=on_chunk, write_outputs=write_outputs,
+                                         step_key=structure_key(cfg), sample_pass=sample_pass)
         results: list[PassResult] = []
-        with memory.window() as self.memory_phases["sampling"], device_oom.phase("sampling"):
+        t_sampling, load_before = time.perf_counter(), timer.phases.get("load_s", 0.0)
+        with memory.window() as self.memory_phases["sampling"], device_oom.phase("sampling"), \
+                timer.compiling("sampling"):
             passes = plan.passes
             for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
                                                                    plan.splans)):
@@ -424,10 +440,14 @@ class LoadedModel:
                     label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
                     step_key=structure_key(p.run, k, p.name), cond=cond))
             final = results[-1].final
+        # what the passes spent besides their steps and their step's build (counted as loading): conditioning,
+        # start latents, noise, the inputs' placement, the host copy of the result
+        timer.add("sampling_setup_s", max(time.perf_counter() - t_sampling - (timer.phases["load_s"] - load_before)
+                                          - sum(t for r in results for t in r.step_times), 0.0))
 
         t0 = time.perf_counter()
         dbar = reporter.bar(None, "decoding", unit="chunk")
-        with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"):
+        with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"), timer.compiling("decode"):
             decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar), tiling=cfg.vae.tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):
@@ -511,10 +531,12 @@ class _Progress:
             self.on_progress(self.done, self.total)
 
 
-def run(cfg: RunConfig, plugins: Any, reporter: Any = None) -> RunResult:
+def run(cfg: RunConfig, plugins: Any, reporter: Any = None, startup_s: float | None = None) -> RunResult:
     """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
-    for one call (``vidax run``)."""
+    for one call (``vidax run``). ``startup_s``: the process's seconds before this call (imports, JAX), which the
+    metrics count as its start-up."""
     model = LoadedModel(cfg, plugins, reporter, single=True)
+    model.startup_s = startup_s
     try:
         return model.generate(cfg)
     finally:
