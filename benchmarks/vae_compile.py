@@ -1,7 +1,8 @@
 """Where a first VAE decode spends its time: each compiled program's compile seconds, the first and second decode.
 
   python benchmarks/vae_compile.py OUT.json [--size 480x832x81] [--dtype float32] [--cache DIR] [--tiny]
-      [--tiled] [--compile-only] [--repeat-warm]
+      [--tiled] [--compile-only] [--repeat-warm N]
+  python benchmarks/vae_compile.py --collect DIR OUT_PREFIX     (DIR's runs -> OUT_PREFIX.json and .md)
 
 Builds the Wan2.1 VAE from its published config (parameters at their constructor values: compile time and memory
 do not depend on them), decodes random latents of the size's latent grid twice, and records every XLA compilation
@@ -95,7 +96,42 @@ def decode_flops(vae, lat: np.ndarray, tiled: bool) -> float | None:
     return None if flops is None else float(flops) * lat.shape[2] * plan.num_tiles
 
 
+GOALS = {"cold compile s": 15.0, "warm decode s": 4.0, "tiled compile s": 30.0}  # issue 54, 480x832x81 on a v5e
+
+
+def collect(folder: str, prefix: str) -> None:
+    """The runs of benchmarks/accelerator.sh's vae_decode case (cold.json, cached.json, tiled_compile.json,
+    scan_compile.json in ``folder``) as one report beside the goals."""
+    import glob
+    import os
+
+    runs = {os.path.basename(f)[:-5]: json.load(open(f)) for f in sorted(glob.glob(os.path.join(folder, "*.json")))}
+    cold, cached = runs.get("cold", {}), runs.get("cached", {})
+    tiled, scan = runs.get("tiled_compile", {}), runs.get("scan_compile", {})
+    seen = {"cold compile s": cold.get("compile_s"), "warm decode s": cold.get("second_decode_s"),
+            "tiled compile s": tiled.get("total_s")}
+    rep = {"runs": runs, "goals": GOALS, "measured": seen,
+           "met": {k: (v is not None and v <= GOALS[k]) for k, v in seen.items()}}
+    f = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
+    lines = ["| Wan VAE decode | s | goal s |", "|---|---|---|"]
+    lines += [f"| {k} | {f(v)} | {GOALS[k]} |" for k, v in seen.items()]
+    lines += [f"| first decode (cold, compile included) | {f(cold.get('first_decode_s'))} | |",
+              f"| first decode, second process on the cache | {f(cached.get('first_decode_s'))} | |",
+              f"| of which compiling (cache reads), second process | {f(cached.get('compile_s'))} | |",
+              f"| untiled program compile, ResBlocks scanned (VIDAX_VAE_SCAN_BLOCKS=1) | {f(scan.get('total_s'))} | |",
+              f"| decode TFLOP / TFLOP/s / MFU (warm) | {f((cold.get('decode_flops') or 0) / 1e12)} / "
+              f"{f(cold.get('decode_tflops_per_s'))} / {f(cold.get('decode_mfu'))} | |"]
+    rep["markdown"] = "\n".join(lines) + "\n"
+    json.dump(rep, open(prefix + ".json", "w"), indent=1)
+    open(prefix + ".md", "w").write(rep["markdown"])
+    print(rep["markdown"])
+
+
 def main() -> None:
+    import sys
+
+    if len(sys.argv) == 4 and sys.argv[1] == "--collect":
+        return collect(sys.argv[2], sys.argv[3])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
     p.add_argument("--size", default="480x832x81", help="HEIGHTxWIDTHxFRAMES of the video")

@@ -162,6 +162,33 @@ def from_bricks(x: jax.Array, batch: int, grid: Sequence[int], brick: Sequence[i
     return x[:, :t, :h, :w]
 
 
+def tiles_for(grid: Sequence[int], kernel: Sequence[int], head_dim: int, dtype, blocks: Blocks | None = None,
+              brick: Sequence[int] | None = None) -> Blocks:
+    """The call's tiles: one brick of queries against one brick of keys. The brick: ``brick``, else the blocks' (the
+    table entry's), else :func:`choose_brick` of at most the entry's ``block_q`` tokens."""
+    grid, kernel = tuple(int(n) for n in grid), clamp_kernel(grid, kernel)
+    s = math.prod(grid)
+    if blocks is None:
+        from vidax_core.attention.splash_blocks import lookup
+
+        blocks = lookup("neighborhood", s, s, head_dim, dtype)[0]
+    brick = brick or blocks.brick or choose_brick(grid, kernel, max(2 ** int(math.log2(blocks.block_q)), 128))
+    brick = tuple(int(b) for b in brick)
+    volume = math.prod(brick)
+    if volume % 128:
+        raise ValueError(f"a neighbourhood brick must hold a multiple of 128 tokens, got {brick}")
+    compute = min(blocks.block_kv_compute, volume)
+    while volume % compute:
+        compute //= 2
+    return Blocks(volume, volume, max(compute, 128), brick)  # type: ignore[arg-type]
+
+
+def density(grid: Sequence[int], kernel: Sequence[int], brick: Sequence[int]) -> float:
+    """The (query, key) pairs the kernel computes over Sq x Sk for this grid, kernel and brick."""
+    s = math.prod(int(n) for n in grid)
+    return brick_tiles(grid, kernel, brick) * math.prod(brick) ** 2 / float(s * s)
+
+
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[int], *, heads: int,
               scale: float | None = None, blocks: Blocks | None = None, brick: Sequence[int] | None = None,
               interpret: bool = False) -> tuple[jax.Array, float, tuple[int, int, int]]:
@@ -176,22 +203,10 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[in
     bsz, grid, d = q.shape[0], tuple(int(n) for n in q.shape[1:4]), q.shape[-1] // heads
     kernel = clamp_kernel(grid, kernel_size)
     s = math.prod(grid)
-    if brick is None and blocks is not None and blocks.brick is not None:
-        brick = blocks.brick
-    if brick is None:
-        from vidax_core.attention.splash_blocks import lookup
-
-        table = blocks if blocks is not None else lookup("neighborhood", s, s, d, q.dtype)[0]
-        brick = table.brick or choose_brick(grid, kernel, max(2 ** int(math.log2(table.block_q)), 128))
-    brick = tuple(int(b) for b in brick)
-    volume = math.prod(brick)
-    if volume % 128:
-        raise ValueError(f"a neighbourhood brick must hold a multiple of 128 tokens, got {brick}")
+    t = tiles_for(grid, kernel, d, q.dtype, blocks, brick)
+    brick = t.brick
+    volume = t.block_q
     mask, used, axis_patterns, tiles = tile_tables(grid, kernel, brick)
-    compute = min(blocks.block_kv_compute if blocks is not None else volume, volume)
-    while volume % compute:
-        compute //= 2
-    t = Blocks(volume, volume, max(compute, 128))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     dq, dv = splash_tpu.head_dim_padded(d), splash_tpu.head_dim_padded(v.shape[-1] // heads)
 
@@ -204,4 +219,4 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[in
     qb, kb, vb = prep(q, dq, scale), prep(k, dq), prep(v, dv)
     out = splash_tpu.run(qb, kb, vb, mask, t, patterns=pattern_table(used, axis_patterns), interpret=interpret)
     out = from_bricks(out[..., : v.shape[-1] // heads], bsz, grid, brick)
-    return out.astype(v.dtype), tiles * volume * volume / float(s * s), brick
+    return out.astype(v.dtype), tiles * volume * volume / float(s * s), brick  # type: ignore[return-value]
