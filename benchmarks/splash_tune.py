@@ -216,18 +216,16 @@ def part_sweep(a, rows, budget, peak, table):
                 continue
             q, k, v = qkv(rng, 1, s, s, heads, d, "bfloat16")
             blk = Blocks(bq, bkv, bkc)
-            row = {"part": "sweep", "kind": "dense", "name": name, "q_len": s, "kv_len": s, "head_dim": d,
-                   "heads": heads, "blocks": str(blk)}
-            try:
-                fn = jax.jit(lambda q, k, v, blk=blk: splash_tpu.attention(q, k, v, blocks=blk))
+
+            def dense(row, blk=blk, q=q, k=k, v=v):
+                fn = jax.jit(lambda q, k, v: splash_tpu.attention(q, k, v, blocks=blk))
                 row["first_s"], row["call_s"] = timed(fn, (q, k, v), a.repeats)
                 _rates(row, flops(s, s, heads, d), peak)
-                if best is None or row["call_s"] < best[0]:
-                    best = (row["call_s"], blk, row)
-            except Exception as exc:  # noqa: BLE001
-                row["error"] = _err(exc)
-            rows.append(row)
-            _progress(row)
+
+            row = {"part": "sweep", "kind": "dense", "name": name, "q_len": s, "kv_len": s, "head_dim": d,
+                   "heads": heads, "blocks": str(blk)}
+            if run_row(rows, row, dense) and (best is None or row["call_s"] < best[0]):
+                best = (row["call_s"], blk, row)
         if best is not None:
             table["entries"].append(_entry("dense", s, s, d, "bfloat16", best[1], best[2]))
     # NABLA tiles at Kandinsky 5 Pro's sequence, a realistic block mask
@@ -242,24 +240,21 @@ def part_sweep(a, rows, budget, peak, table):
         if not budget.ok(name, 30):
             continue
         blk = Blocks(bq, bkv, bkc)
-        row = {"part": "sweep", "kind": "nabla", "name": name, "q_len": s, "kv_len": s, "head_dim": 128,
-               "heads": heads, "blocks": str(blk), "block_density": float(m.mean())}
-        try:
+
+        def nabla(row, blk=blk):
             seen: list[float] = []
-            fn = jax.jit(lambda q, k, v, m, blk=blk: splash_nabla.attention(
-                q, k, v, m, 64, blocks=blk, on_density=lambda c, dd: jax.debug.callback(
-                    lambda c: seen.append(float(c) / dd), c)))
+            fn = jax.jit(lambda q, k, v, m: splash_nabla.attention(q, k, v, m, 64, blocks=blk,
+                                                                   on_density=_collect_density(seen)))
             row["first_s"], row["call_s"] = timed(fn, (q, k, v, m), a.repeats)
             jax.effects_barrier()
             row["tile_density"] = seen[-1] if seen else None
             _rates(row, flops(s, s, heads, 128, density=row["tile_density"] or 1.0), peak,
                    dense=flops(s, s, heads, 128))
-            if best is None or row["call_s"] < best[0]:
-                best = (row["call_s"], blk, row)
-        except Exception as exc:  # noqa: BLE001
-            row["error"] = _err(exc)
-        rows.append(row)
-        _progress(row)
+
+        row = {"part": "sweep", "kind": "nabla", "name": name, "q_len": s, "kv_len": s, "head_dim": 128,
+               "heads": heads, "blocks": str(blk), "block_density": float(m.mean())}
+        if run_row(rows, row, nabla) and (best is None or row["call_s"] < best[0]):
+            best = (row["call_s"], blk, row)
     if best is not None:
         table["entries"].append(_entry("nabla", s, s, 128, "bfloat16", best[1], best[2]))
     # neighbourhood bricks at the LTX-2.5 decoder's stage-5 windows
@@ -273,22 +268,17 @@ def part_sweep(a, rows, budget, peak, table):
         name = f"sweep neighborhood {'x'.join(map(str, grid))} brick {'x'.join(map(str, brick))}"
         if not budget.ok(name, 30):
             continue
-        row = {"part": "sweep", "kind": "neighborhood", "name": name, "q_len": s, "kv_len": s, "head_dim": 64,
-               "heads": hn, "brick": list(brick)}
-        try:
-            fn = jax.jit(lambda q, k, v, brick=brick: splash_neighborhood.attention(q, k, v, kernel, heads=hn,
-                                                                                    brick=brick)[0])
+        def bricks(row, brick=brick, vol=vol):
+            fn = jax.jit(lambda q, k, v: splash_neighborhood.attention(q, k, v, kernel, heads=hn, brick=brick)[0])
             row["first_s"], row["call_s"] = timed(fn, tuple(x), a.repeats)
-            tiles = splash_neighborhood.brick_tiles(grid, kernel, brick)
             row["tile_density"] = splash_neighborhood.density(grid, kernel, brick)
             _rates(row, flops(s, s, hn, 64, density=row["tile_density"]), peak, dense=flops(s, s, hn, 64))
-            row["window_flops_share"] = math.prod(kernel) * s / (tiles * vol * vol)  # the pairs the windows need
-            if best is None or row["call_s"] < best[0]:
-                best = (row["call_s"], Blocks(vol, vol, min(vol, 512), brick), row)
-        except Exception as exc:  # noqa: BLE001
-            row["error"] = _err(exc)
-        rows.append(row)
-        _progress(row)
+            row["window_share"] = math.prod(kernel) / (row["tile_density"] * s)  # of the pairs computed
+
+        row = {"part": "sweep", "kind": "neighborhood", "name": name, "q_len": s, "kv_len": s, "head_dim": 64,
+               "heads": hn, "brick": list(brick)}
+        if run_row(rows, row, bricks) and (best is None or row["call_s"] < best[0]):
+            best = (row["call_s"], Blocks(vol, vol, min(vol, 512), brick), row)
     if best is not None:
         table["entries"].append(_entry("neighborhood", s, s, 64, "bfloat16", best[1], best[2]))
     for e in table["entries"]:
@@ -301,6 +291,8 @@ def part_families(a, rows, budget, peak):
 
     from vidax_core.attention.kernels import blockwise, pallas_tpu, splash_nabla, splash_neighborhood, splash_tpu
     from vidax_core.attention.kernels import neighborhood as nb_blockwise
+    from vidax_core.attention.nabla import blockwise_pairs
+    from vidax_core.attention.neighborhood import blockwise_density
 
     rng = np.random.default_rng(2)
     fams = [("tiny joint", 300, 2, 64, "joint")] if a.cpu_check else FAMILIES
@@ -339,37 +331,44 @@ def part_families(a, rows, budget, peak):
                 continue
             row: dict[str, Any] = {"part": "families", "name": row_name, "family": name, "kernel": impl,
                                    "q_len": sq, "kv_len": sk, "heads": h, "head_dim": d, "mask": kind}
-            try:
+
+            def family(row, fn=fn, impl=impl, kind=kind, sq=sq, sk=sk, h=h, d=d, args=args):
+                seen: list[float] = []
                 if kind == "nabla" and impl == "splash":
-                    seen: list[float] = []
-                    fn = (lambda q, k, v, m=m: splash_nabla.attention(q, k, v, m, 64, on_density=lambda c, dd:
-                          jax.debug.callback(lambda c: seen.append(float(c) / dd), c)))
+                    fn = (lambda q, k, v: splash_nabla.attention(q, k, v, m, 64, on_density=_collect_density(seen)))
                 row["first_s"], row["call_s"] = timed(jax.jit(fn), args, a.repeats)
                 density = 1.0
                 if kind == "nabla" and impl == "splash":
                     jax.effects_barrier()
                     density = seen[-1] if seen else 1.0
                 elif kind == "nabla" and impl == "blockwise":
-                    mm = np.asarray(m)
-                    nb = mm.shape[-1] // 8 if mm.shape[-1] >= 8 else 1
-                    per = max(mm.shape[-1] // nb, 1)
-                    density = float(mm.reshape(1, h, nb, per, nb, per).any(axis=(3, 5)).mean())
+                    density = float(blockwise_pairs(m)) / (h * sq * sk)
                 elif kind == "neighborhood":
-                    from vidax_core.attention.neighborhood import blockwise_density
-
                     brick = splash_neighborhood.tiles_for(grid, kernel, d, jnp.bfloat16).brick
                     row["brick"] = list(brick) if impl == "splash" else None
                     density = (splash_neighborhood.density(grid, kernel, brick) if impl == "splash"
                                else blockwise_density(grid, kernel, None))
                 row["density"] = density
                 _rates(row, flops(sq, sk, h, d, density=density), peak, dense=flops(sq, sk, h, d))
-            except Exception as exc:  # noqa: BLE001
-                row["error"] = _err(exc)
-            rows.append(row)
-            _progress(row)
+
+            run_row(rows, row, family)
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
+
+
+def run_row(rows: list, row: dict, body: Callable[[dict], None]) -> bool:
+    """``body(row)`` fills the row; an exception is the row's ``error`` (a kernel that cannot run here is a
+    result). The row is kept and printed either way; True when it ran."""
+    try:
+        body(row)
+        ok = True
+    except Exception as exc:  # noqa: BLE001
+        row["error"] = _err(exc)
+        ok = False
+    rows.append(row)
+    _progress(row)
+    return ok
 
 
 def _kv_mask(kw: dict, sk: int) -> dict:
@@ -396,6 +395,13 @@ def _entry(kind, q_len, kv_len, head_dim, dtype, blk, row) -> dict:
     if blk.brick is not None:
         e["brick"] = list(blk.brick)
     return e
+
+
+def _collect_density(seen: list) -> Callable:
+    """A NABLA ``on_density`` that appends each run's measured density to ``seen`` (host callback)."""
+    import jax
+
+    return lambda c, dense: jax.debug.callback(lambda c: seen.append(float(c) / dense), c)
 
 
 def _err(exc: Exception) -> str:

@@ -80,9 +80,16 @@ def nabla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, grid: Sequence[
         return splash_nabla.attention(q, k, v, mask, BLOCK, blocks=t,
                                       on_density=lambda c, d: sparsity.measure(where, "nabla", c, d))
     where = _record("nabla (blockwise)", q, k, tiles=f"{tile}x{tile}")
-    n = s // BLOCK
-    per = max(1, tile // BLOCK)
-    runs = jnp.any(jnp.pad(mask, ((0, 0), (0, 0), (0, -n % per), (0, -n % per))).reshape(
-        b, h, -(-n // per), per, -(-n // per), per), axis=(3, 5))  # the blockwise kernel's tiles that run
-    sparsity.measure(where, "nabla", jnp.sum(runs).astype(jnp.float32) * min(tile, s) ** 2, float(b * h * s * s))
+    sparsity.measure(where, "nabla", blockwise_pairs(mask, tile), float(b * h * s * s))
     return blockwise.attention(q, k, v, block_mask=mask, mask_block=BLOCK, block_q=tile, block_k=tile)
+
+
+def blockwise_pairs(mask: jax.Array, tile: int = TILE) -> jax.Array:
+    """The (query, key) pairs the blockwise kernel computes under a (B, H, n, n) block mask: its (tile, tile)
+    tiles that hold a kept block, whole (traced float32)."""
+    b, h, n, _ = mask.shape
+    per = max(1, tile // BLOCK)
+    side = min(per, n) * BLOCK
+    runs = jnp.any(jnp.pad(mask, ((0, 0), (0, 0), (0, -n % per), (0, -n % per))).reshape(
+        b, h, -(-n // per), per, -(-n // per), per), axis=(3, 5))
+    return jnp.sum(runs).astype(jnp.float32) * side * side
