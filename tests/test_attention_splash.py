@@ -92,15 +92,16 @@ def _sparse_mask(rng, b, h, n, per_row):
 
 
 def test_nabla_tiles_match_reference():
-    """Exact attention over the kept (query block, key block) pairs of 64 tokens: a sparse mask runs the short
-    grid (at most 2 of 8 key tiles a row), a mask with a dense row its fallback; the measured density is the tiles
-    run over the dense pairs."""
+    """Exact attention over the kept (query block, key block) pairs of 64 tokens: a mask whose longest row keeps
+    2 of the 8 key tiles runs the short grid (2 steps: cap 0.25), one whose longest keeps 3 its fallback; the
+    measured density is the tiles run over the dense pairs."""
     rng = np.random.default_rng(0)
     b, h, n, g = 1, 2, 16, 64
     q, k, v = (rng.standard_normal((b, n * g, h, 64)).astype(np.float32) for _ in range(3))
     sparse = _sparse_mask(rng, b, h, n, 1)
+    sparse[0, 1, 3, [0, 2]] = True  # two key tiles (of 2 blocks each): exactly the short grid
     dense_row = sparse.copy()
-    dense_row[0, 1, 3] = True
+    dense_row[0, 1, 3, 4] = True  # a third: one more than the short grid holds
     seen = []
     fn = jax.jit(lambda q, k, v, m: splash_nabla.attention(
         q, k, v, m, g, blocks=Blocks(64, 128, 128), cap=0.25, interpret=True,
