@@ -35,6 +35,20 @@ def blockwise_density(grid: Sequence[int], kernel: Sequence[int], tile: Sequence
     return tiles * math.prod(tile) * math.prod(box) / float(s * s)
 
 
+def computed_density(grid: Sequence[int], kernel: Sequence[int], *, head_dim: int, dtype=jax.numpy.bfloat16,
+                     backend: str | None = None) -> float:
+    """The share of the dense (Sq x Sk) pairs the kernel ``backend`` (default: the current one) computes for one
+    call on ``grid`` with ``kernel``, as :func:`neighborhood_attention` records it: the FLOP count's factor."""
+    grid = tuple(int(n) for n in grid)
+    if (backend or _attention.get_backend()) == "splash":
+        from vidax_core.attention.kernels import splash_neighborhood
+
+        kernel = _blockwise.clamp_kernel(grid, kernel)
+        brick = splash_neighborhood.tiles_for(grid, kernel, head_dim, dtype).brick
+        return splash_neighborhood.density(grid, kernel, brick)
+    return blockwise_density(grid, kernel, None)
+
+
 def neighborhood_attention(q: jax.Array, k: jax.Array, v: jax.Array, kernel_size: Sequence[int], *, heads: int,
                            scale: float | None = None, tile: Sequence[int] | None = None) -> jax.Array:
     """Neighborhood attention over channels-last (B, T, H, W, heads * D) tensors (the token grid spelled out, heads
