@@ -52,8 +52,11 @@ def tile_patterns(mask: jax.Array, a: int, c: int) -> jax.Array:
     nb, n, _ = mask.shape
     nq, nk = -(-n // a), -(-n // c)
     m = jnp.pad(mask, ((0, 0), (0, nq * a - n), (0, nk * c - n))).reshape(nb, nq, a, nk, c)
-    weights = (1 << (jnp.arange(a, dtype=jnp.int32)[:, None] * c + jnp.arange(c, dtype=jnp.int32)[None, :]))
-    return jnp.einsum("hiajc,ac->hij", m.astype(jnp.int32), weights)
+    out = jnp.zeros((nb, nq, nk), jnp.int32)
+    for r in range(a):  # one bit at a time: no int32 copy of the whole mask
+        for s in range(c):
+            out = out | (m[:, :, r, :, s].astype(jnp.int32) << (r * c + s))
+    return out
 
 
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, block_mask: jax.Array, g: int, *,
