@@ -1,7 +1,7 @@
 """The splash attention backend on this chip: numerics against XLA, speed against the old Pallas kernel per family
 shape, and the block-size sweep that writes the tuning table.
 
-  python benchmarks/splash_tune.py OUT_DIR [--budget 310] [--repeats 3] [--heads 8] [--only numerics,sweep,...]
+  python benchmarks/splash_tune.py OUT_DIR [--budget S] [--repeats 3] [--heads 8] [--only numerics,sweep,...]
   python benchmarks/splash_tune.py OUT_DIR --cpu-check        (tiny shapes, the kernels interpreted, on CPU)
 
 Parts, in order, each row timed (first call = compile + run, then the median of ``--repeats`` calls):
@@ -448,7 +448,8 @@ def _pct(v) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
-    p.add_argument("--budget", type=float, default=310.0, help="seconds: no row starts after them")
+    p.add_argument("--budget", type=float, default=None, help="seconds: no row starts after them (default: "
+                   "$CASE_LIMIT - 45, the case's timeout in benchmarks/accelerator.sh, else 310)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--heads", type=int, default=8, help="heads per call (per-head cost does not depend on them)")
     p.add_argument("--only", default="numerics,sweep,families")
@@ -462,7 +463,8 @@ def main() -> int:
     from vidax_core.runner.throughput import local_peak, peak_flops
 
     t0 = time.monotonic()
-    budget = Budget(a.budget)
+    limit = os.environ.get("CASE_LIMIT")
+    budget = Budget(a.budget if a.budget is not None else (float(limit) - 45 if limit else 310.0))
     peak = peak_flops(local_peak(), "bfloat16")[0] if not a.cpu_check else None
     rows: list[dict] = []
     table = {"comment": f"measured by benchmarks/splash_tune.py on {jax.devices()[0].device_kind}",
