@@ -16,9 +16,10 @@
 # OUT_DIR/published, written there by vidax bench --write-random-checkpoint --fill zeros: no torch needed).
 # CASES=a,b,...: run only these cases (default all); BUDGET=S: wall seconds for everything (default 585);
 # ATTN=a,b: the attention backends of the attn cases; REPEATS=N: timed calls after the first (default 2);
-# T_ATTN, T_OFF, T_QUANT, T_RDA: per-case timeouts in seconds (default 140, 90, 120, 580; on a TPU 170, 160, 240,
-# so there the cases take several runs of at most 10 minutes: CASES=attn_480p,attn_720p, then
-# CASES=offload_480p,quant_fusion, then CASES=random_dit_all).
+# T_ATTN, T_OFF, T_QUANT, T_RDA, T_VAE, T_SPLASH: per-case timeouts in seconds (default 140, 90, 120, 580, 230, 350;
+# on a TPU 170, 160, 240 for the first three, so there the cases take several runs of at most 10 minutes:
+# CASES=attn_480p,attn_720p, then CASES=offload_480p,quant_fusion, then CASES=random_dit_all, then
+# CASES=vae_decode,splash).
 # Cases, each under its own timeout (a failing case is recorded and the next one runs), all within BUDGET:
 #   attn_480p, attn_720p   Wan2.1-14B width (5120, 40 heads), 81 frames, bf16, 4 (720p: 2) of 40 blocks, batch 2:
 #                          the platform's flash kernel (GPU: cuDNN; TPU: Pallas TPU flash attention) vs XLA vs
@@ -41,6 +42,18 @@
 #                          batch 2, attention auto, one process per model under a timeout: grid, tokens, compile,
 #                          call time, TFLOP/s, MFU, device peak (benchmarks/random_dit_all.py; RD_MODELS=a,b picks
 #                          the ids). It needs most of a 10-minute command: run it alone, CASES=random_dit_all
+#   splash                 the splash attention backend (benchmarks/splash_tune.py, within T_SPLASH): numerics
+#                          against the XLA reference at 4096 tokens for every mask kind (plain, text key lengths,
+#                          joint with padded text, causal, NABLA blocks, 3-D neighbourhoods; bf16 and float32;
+#                          head_dim 128 and 64) with pallas_tpu / blockwise beside it; the block-size sweep per
+#                          family sequence that writes OUT/splash_blocks.json (copy it over
+#                          src/vidax_core/attention/splash_blocks.json to ship it); each family's attention shape
+#                          on splash against pallas_tpu (NABLA and neighbourhoods against blockwise): s, TFLOP/s, MFU
+#   vae_decode             the Wan2.1 VAE decode at 480x832x81, float32 (benchmarks/vae_compile.py, within T_VAE):
+#                          a fresh process on an empty compilation cache (cold compile, first and warm decodes, the
+#                          decode's FLOPs and MFU), a second process on that cache, the tiled 544x960 decode's
+#                          program compiled from shapes, and the same untiled with VIDAX_VAE_SCAN_BLOCKS=1; one
+#                          table against the goals (cold compile <= 15 s, warm decode <= 4 s, tiled compile <= 30 s)
 # Results: OUT_DIR/<case>.json + .md, OUT_DIR/accelerator.json (every case, its status and wall time) and
 # OUT_DIR/accelerator.md (one table). The exit status is non-zero when a case failed. PYTHON unset: the project's
 # .venv/bin/python where there is one, else python3.
@@ -101,6 +114,8 @@ if [ "$CPU" = 1 ]; then  # tiny shapes, same cases and code paths
   CKARGS=(--blocks 1) NUMARGS=(--size 32x32x5 --steps 2 --set sampling.max_sequence_length=16)
   NUM_BACKENDS=xla T_NUM=300
   RDA=(--demos --set sampling.max_sequence_length=16 --attention xla) T_RDA=240
+  SPLASH=(--cpu-check --repeats 1) T_SPLASH=240
+  VAEARGS=(--tiny --size 32x32x5) VAETILED=(--tiny --size 272x480x5) T_VAE=400
 else
   CFGS=${CONFIGS:-$OUT/published}
   [ -f "$CFGS/wan2.1-t2v-14b/model_index.json" ] || "$PY" -m vidax_core.cli bench --write-random-checkpoint \
@@ -120,6 +135,8 @@ else
   QUANT=(--width 14b --blocks 2 --frames 1 --height 60 --width-px 104)
   CKARGS=() NUMARGS=(--size 256x256x9 --steps 3) T_NUM=${T_NUM:-330}
   T_RDA=${T_RDA:-580}
+  T_SPLASH=${T_SPLASH:-350} T_VAE=${T_VAE:-230}  # together one 10-minute command: CASES=vae_decode,splash
+  SPLASH=() VAEARGS=(--size 480x832x81) VAETILED=(--size 544x960x25)  # splash paces itself by CASE_LIMIT
   RDA=(--blocks "${RD_BLOCKS:-1}" --repeats 1 --attention auto --budget "$(( T_RDA - 15 ))"
        ${RD_MODELS:+--models "$RD_MODELS"})
   CKPT="$OUT/ckpt-wan13b-random"  # the torch-free writer's full-size Wan2.1-1.3B (random weights)
@@ -142,7 +159,7 @@ case_run() {  # name timeout command...
   fi
   t0=$(date +%s)
   log "$name (timeout ${limit}s)"
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  CASE_LIMIT=$limit timeout "$limit" "$@" > "$OUT/$name.log" 2>&1  # a case may pace itself by CASE_LIMIT
   rc=$?
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" >> "$STATUS"
   [ "$rc" = 0 ] || log "$name failed (exit $rc; 124 = timeout): see $OUT/$name.log"
@@ -178,6 +195,21 @@ case_run numerics "$T_NUM" bash -c 'NUMARGS=($NUMARGS_STR); CKARGS=($CKARGS_STR)
 case_run quant_fusion "$T_QUANT" "$PY" benchmarks/quant_memory_analysis.py "${QUANT[@]}" --time --out "$OUT" \
   --name quant_fusion
 case_run random_dit_all "$T_RDA" "$PY" benchmarks/random_dit_all.py "$OUT" "${RDA[@]}"
+vae_decode() {  # cold (fresh process, empty cache), the same cache again, the tiled program, the scanned variant
+  local d="$OUT/vae_decode_runs"
+  rm -rf "$d" && mkdir -p "$d" || return 1
+  "$PY" benchmarks/vae_compile.py "$d/cold.json" --cache "$d/cache" --repeat-warm 2 "${VAEARGS[@]}" || return 1
+  "$PY" benchmarks/vae_compile.py "$d/cached.json" --cache "$d/cache" "${VAEARGS[@]}" || return 1
+  "$PY" benchmarks/vae_compile.py "$d/tiled_compile.json" --tiled --compile-only "${VAETILED[@]}" || return 1
+  VIDAX_VAE_SCAN_BLOCKS=1 "$PY" benchmarks/vae_compile.py "$d/scan_compile.json" --compile-only "${VAEARGS[@]}" \
+    || return 1
+  "$PY" benchmarks/vae_compile.py --collect "$d" "$OUT/vae_decode"
+}
+VAEARGS_STR="${VAEARGS[*]}" VAETILED_STR="${VAETILED[*]}"
+export -f vae_decode
+export VAEARGS_STR VAETILED_STR
+case_run vae_decode "$T_VAE" bash -c 'VAEARGS=($VAEARGS_STR); VAETILED=($VAETILED_STR); vae_decode'
+case_run splash "$T_SPLASH" "$PY" benchmarks/splash_tune.py "$OUT" "${SPLASH[@]}"
 
 "$PY" benchmarks/collect.py "$OUT" "$STATUS" "$(( $(date +%s) - start ))" "$([ "$CPU" = 1 ] && echo cpu-check || echo accelerator)"
 rc=$?

@@ -1,14 +1,16 @@
 """Compile and decode time of the LTX-2.5 diffusion video decoder (vidax_ltx.ltx2_diffusion_decode) on random weights.
 
     python benchmarks/ltx2_diffusion_decoder.py [--size 512x768x121] [--config published|tiny] [--dtype bfloat16]
-        [--attention auto|blockwise|pallas_tpu] [--tile T,H,W] [--repeats N] [--out FILE.json]
+        [--attention auto|blockwise|splash|pallas_tpu] [--tile T,H,W] [--repeats N] [--out FILE.json]
 
 Builds the published decoder configuration (diffusers' ``LTX2VideoDiffusionDecoderModel`` defaults: 5 stages,
 widths 2048 -> 256, 11^3 neighborhoods in stage 5) with random weights made on the device (no checkpoint, no host
 copy), takes random latents for a ``HEIGHTxWIDTHxFRAMES`` video and measures, per compiled unit (the four
 deterministic stages and the stage-5 step): ``compile_s`` (lowering + XLA compile, ahead of time), ``run_s`` (the
 compiled call, median of ``--repeats``) and XLA's ``temp_bytes``; ``decode_s`` is a whole decode as a run makes it
-(the published decoder takes one x0 step: the units' calls in a chain). Prints one JSON object (also written to ``--out``); progress lines go to stderr. On CPU, ``--config tiny
+(the published decoder takes one x0 step: the units' calls in a chain); ``flops`` per unit and in all the work
+computed (the windowed attention at its kernel's density; ``dense_equivalent_flops`` beside it) and MFU against the
+device's peak. Prints one JSON object (also written to ``--out``); progress lines go to stderr. On CPU, ``--config tiny
 --size 64x96x9`` runs it in seconds (tests/test_attention_neighborhood.py does).
 
 The numbers to read: ``compile_s`` (the seed paper reports 478 s for this decoder's compile on a TPU v4-8; the goal
@@ -98,7 +100,7 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="512x768x121", help="HEIGHTxWIDTHxFRAMES of the video (frames 8k+1)")
     ap.add_argument("--config", choices=("published", "tiny"), default="published")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
-    ap.add_argument("--attention", default="auto", help="process attention backend (auto picks pallas_tpu on TPU)")
+    ap.add_argument("--attention", default="auto", help="process attention backend (auto picks splash on TPU)")
     ap.add_argument("--tile", default=None, help="the blockwise kernel's query tile T,H,W")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--compile-only", action="store_true", help="compile from shapes alone (no weights, no run): "
@@ -135,6 +137,10 @@ def main(argv=None) -> int:
         compiled = jitted.lower(*args).compile()
         row = {"unit": name, "grid": list(grid), "channels": cfg.decoder_stage_channels[index],
                "blocks": cfg.decoder_stage_depths[index], "compile_s": round(time.perf_counter() - t0, 3)}
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        if cost and cost.get("flops"):  # XLA's own count (a Pallas kernel's matmuls are not in it)
+            row["xla_flops"] = float(cost["flops"])
         mem = compiled.memory_analysis()
         if mem is not None:
             row["temp_bytes"] = int(mem.temp_size_in_bytes)
@@ -169,10 +175,29 @@ def main(argv=None) -> int:
               "dtype": a.dtype, "size": [height, width, frames], "latents": list(latent), "parameters": params,
               "attention": backend, "attention_calls": attention.calls(), "units": units,
               "compile_s": round(sum(u["compile_s"] for u in units), 3)}
+    # FLOPs per unit: the work computed (the windowed attention at the kernel's density, attention.neighborhood)
+    # and the dense equivalent (every (query, key) pair), and MFU of the computed work against the device's peak
+    from vidax_core.attention.neighborhood import computed_density
+    from vidax_core.runner.throughput import local_peak, peak_flops
+    from vidax_ltx.ltx2_flops import diffusion_decoder_flops
+
+    computed = diffusion_decoder_flops(cfg, 1, *latent, density=lambda g, k: computed_density(
+        g, k, head_dim=cfg.decoder_head_dim, dtype=jnp.dtype(a.dtype))).parts
+    dense = diffusion_decoder_flops(cfg, 1, *latent).parts
+    peak = peak_flops(local_peak(), a.dtype)[0]
+    for u in units:
+        key = u["unit"].split(" (")[0]
+        u["flops"], u["dense_equivalent_flops"] = computed.get(key), dense.get(key)
+        if peak and u.get("run_s"):
+            u["mfu"] = round(u["flops"] / u["run_s"] / peak, 4)
+    result["flops"] = sum(computed.values())
+    result["dense_equivalent_flops"] = sum(dense.values())
     if not a.compile_only:  # the decode a run makes (stages 1-4, one x0 step) is the chain of the units above
         result.update(run_s=round(sum(u["run_s"] for u in units), 4), decode_s=round(sum(u["run_s"] for u in units), 4),
                       output_shape=list(last.shape), finite=bool(np.isfinite(np.asarray(last, np.float32)).all()),
                       peak_bytes=peak_bytes())
+        if peak:
+            result["mfu"] = round(result["flops"] / result["decode_s"] / peak, 4)
     text = json.dumps(result)
     print(text)
     if a.out:

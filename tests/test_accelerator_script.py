@@ -34,7 +34,7 @@ def test_cpu_check_runs_every_case(tmp_path):
     report = json.loads((out / "accelerator.json").read_text())
     cases = {c["case"]: c for c in report["cases"]}
     assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "numerics", "quant_fusion",
-                           "random_dit_all"]
+                           "random_dit_all", "vae_decode", "splash"]
     assert all(c["exit"] == 0 for c in cases.values())
     attn = cases["attn_480p"]["result"]
     assert [r["attention"] for r in attn["rows"]] == ["xla", "blockwise"]
@@ -56,6 +56,14 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert {r["model"] for r in families} >= {"demo", "cosmos3_demo", "ltx_demo", "ltx2_demo", "kandinsky_demo",
                                               "hunyuan15_demo"}
     assert all(r["exit"] == 0 and r["call_s"] > 0 and r["video_tokens"] > 0 for r in families)
+    vae = cases["vae_decode"]["result"]  # cold, cached, tiled compile and the scanned variant, beside the goals
+    assert set(vae["runs"]) == {"cold", "cached", "tiled_compile", "scan_compile"}
+    assert vae["runs"]["cold"]["chunk_programs"] == 1 and vae["runs"]["tiled_compile"]["tiles"] > 1
+    assert all(v > 0 for v in vae["measured"].values())
+    splash = cases["splash"]["result"]["rows"]  # the kernels interpreted, every part
+    assert {r["part"] for r in splash} == {"numerics", "sweep", "families"} and not any("error" in r for r in splash)
+    assert all(r["within_bound"] for r in splash if r["part"] == "numerics")
+    assert cases["splash"]["result"]["table"]["entries"]  # the sweep wrote a block table
 
 
 def test_a_failing_case_fails_the_script(tmp_path):

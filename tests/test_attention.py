@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vidax_core import attention as att
-from vidax_core.attention.kernels import _common, blockwise, pallas_tpu, per_head
+from vidax_core.attention.kernels import _common, blockwise, pallas_tpu, per_head, splash_tpu
 from vidax_core.errors import UserError
 
 RTOL = 1e-5  # max |out - ref| / max |ref|, fp32 inputs
@@ -173,7 +173,8 @@ def test_auto_on_cpu_logs_its_choice(caplog):
     [
         ("cudnn", "attention.backend=cudnn needs a CUDA GPU; this process runs on cpu: use auto or xla"),
         ("pallas_tpu", "attention.backend=pallas_tpu needs a TPU; this process runs on cpu: use auto or xla"),
-        ("flash", "attention.backend=flash is not one of auto, xla, cudnn, pallas_tpu, blockwise"),
+        ("splash", "attention.backend=splash needs a TPU; this process runs on cpu: use auto or xla"),
+        ("flash", "attention.backend=flash is not one of auto, xla, cudnn, splash, pallas_tpu, blockwise"),
     ],
 )
 def test_explicit_backend_that_cannot_run_raises(name, message):
@@ -192,7 +193,8 @@ def test_resolve_backend_by_platform(caplog):
     assert att.resolve_backend("xla", platform="cpu") == "xla"
     assert att.resolve_backend("blockwise", platform="tpu") == "blockwise"
     assert att.resolve_backend("auto", platform="cpu") == "xla"
-    assert att.resolve_backend("auto", platform="tpu") == ("pallas_tpu" if pallas_tpu.import_error() is None else "xla")
+    assert att.resolve_backend("auto", platform="tpu") == ("splash" if splash_tpu.import_error() is None else
+                                                           "pallas_tpu" if pallas_tpu.import_error() is None else "xla")
     assert att.resolve_backend("auto", platform="METAL") == "xla"
     if jax.default_backend() != "gpu":
         assert att.resolve_backend("auto", platform="gpu") == "xla"  # cuDNN not usable without a GPU: logged

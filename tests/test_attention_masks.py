@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vidax_core import attention as att
-from vidax_core.attention.kernels import _common, blockwise, cudnn, pallas_tpu, per_head
+from vidax_core.attention.kernels import _common, blockwise, cudnn, pallas_tpu, per_head, splash_tpu
 
 
 def dense_mask(b, sq, sk, *, kv_mask=None, q_seg=None, kv_seg=None, causal=False, mot_text=None):
@@ -240,14 +240,15 @@ MEMORY_CASES = {
 
 
 @pytest.mark.parametrize("case", list(MEMORY_CASES))
-@pytest.mark.parametrize("backend", ["blockwise", "pallas_tpu"])
+@pytest.mark.parametrize("backend", ["blockwise", "pallas_tpu", "splash"])
 def test_no_masked_path_holds_an_sq_by_sk_array_at_720p(backend, case):
     sq, sk, make_kw = MEMORY_CASES[case]
-    if backend == "pallas_tpu" and pallas_tpu.import_error() is not None:
-        pytest.skip(pallas_tpu.import_error())
+    why = {"pallas_tpu": pallas_tpu.import_error(), "splash": splash_tpu.import_error()}.get(backend)
+    if why is not None:
+        pytest.skip(why)
     kw = make_kw(1, sk)
     q, kv = _abstract(1, sq), _abstract(1, sk)
-    with att.use_backend("blockwise") if backend == "blockwise" else _pallas_dispatch():
+    with att.use_backend("blockwise") if backend == "blockwise" else _pallas_dispatch(backend):
         bad = sq_by_sk_values(lambda q, k, v: att.attention(q, k, v, **kw), (q, kv, kv), sq, sk)
     assert not bad, bad
 
@@ -278,11 +279,14 @@ def test_cudnn_mot_padding_path_traces_without_an_sq_by_sk_array():
 
 
 class _pallas_dispatch:
-    """Route att.attention to the Pallas TPU kernel for tracing on a non-TPU host (set_backend would refuse)."""
+    """Route att.attention to a Pallas TPU kernel for tracing on a non-TPU host (set_backend would refuse)."""
+
+    def __init__(self, backend: str = "pallas_tpu"):
+        self.backend = backend
 
     def __enter__(self):
         self._saved = (att._requested, att._resolved)
-        att._requested = att._resolved = "pallas_tpu"
+        att._requested = att._resolved = self.backend
 
     def __exit__(self, *exc):
         att._requested, att._resolved = self._saved

@@ -142,3 +142,5 @@ def test_benchmark_script_runs_at_tiny_size(tmp_path, monkeypatch, capsys):
     assert all(u["compile_s"] > 0 and u["run_s"] > 0 for u in r["units"])
     assert r["output_shape"] == [1, 3, 9, 64, 96] and r["finite"] and r["decode_s"] > 0
     assert {c["backend"] for c in r["attention_calls"].values()} == {"neighborhood_blockwise"}
+    assert all(0 < u["flops"] <= u["dense_equivalent_flops"] for u in r["units"])  # windows: never more than dense
+    assert r["flops"] < r["dense_equivalent_flops"]

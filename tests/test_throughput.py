@@ -58,3 +58,21 @@ def test_run_metrics_report_flops_mfu_and_attention_sites(tmp_path, monkeypatch)
     assert {v["backend"] for v in sites.values()} == {"xla"}
     f, h, w = m["latent_shape"][2:]  # patch 1x2x2
     assert sorted(v["kv_len"] for v in sites.values()) == sorted([16, f * (h // 2) * (w // 2)])  # cross, self
+    # the wall time accounted for: phases add up to the total, compiles named per phase, the cache's part
+    from vidax_core.runner.metrics import summary
+
+    assert sum(m["phases_s"].values()) == pytest.approx(m["total_s"], abs=0.01)
+    assert m["phases_s"]["startup"] > 0 and m["startup_s"] == pytest.approx(m["phases_s"]["startup"], abs=1e-3)
+    assert m["compile_by_phase"]["decode"]["programs"] >= 1 and m["compile_by_phase"]["sampling"]["programs"] >= 1
+    cache = m["compilation_cache"]
+    assert cache["programs"] == sum(p["programs"] for p in m["compile_by_phase"].values())
+    assert cache["hits"] + cache["misses"] <= cache["programs"]
+    text = summary(m, wall_s=m["total_s"] + 1.25)
+    assert text.startswith(f"done in {m['total_s'] + 1.25:.1f}s: start-up ") and "writing and exit 1.2s" in text
+    assert "decode" in text and "(compiling " in text
+    miss = dict(m, compilation_cache=dict(cache, enabled=True, dir="/c", hits=0, misses=3, compile_s=12.0))
+    assert "3 programs compiled and kept in the compilation cache (/c): the next run" in summary(miss)
+    hit = dict(m, compilation_cache=dict(cache, enabled=True, dir="/c", programs=4, hits=4, misses=0, saved_s=9.6))
+    assert "4 of 4 loaded from the compilation cache (/c), about 10s of compiling saved" in summary(hit)
+    off = dict(m, compilation_cache=dict(cache, enabled=False, programs=5, compile_s=2.0))
+    assert "the compilation cache is off" in summary(off)

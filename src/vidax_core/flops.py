@@ -9,6 +9,11 @@ A family states its count in ONE small function (``vidax_<family>.flops``) built
 to the core as :attr:`vidax_core.model_api.DitBuild.flops`: ``flops(batch, grid, text_tokens) -> float`` for one
 model call, ``grid`` the latent grid (f, h, w) before patching and ``text_tokens`` the prompt length
 (optional ``blocks={group: n}``: n blocks of a stacked group instead of the config's count).
+
+Sparse attention (NABLA's block masks, 3-D neighbourhoods) counts the work its kernel computes: a family whose DiT
+runs one takes ``sparse={kind: density}`` (the share of the dense pairs its kernel's tiles cover, measured per call
+site: :func:`vidax_core.attention.sparsity.densities`) and multiplies that attention's dense count by it
+(:func:`sparse_attention`); without ``sparse`` the count is the dense equivalent.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, v_
     """The two attention matmuls, q k^T and softmax(.) v, for ``batch`` x ``heads`` heads."""
     v_dim = head_dim if v_dim is None else v_dim
     return 2.0 * batch * heads * q_len * kv_len * (head_dim + v_dim)
+
+
+def sparse_attention(kind: str, sparse: dict[str, float] | None, batch: int, heads: int, q_len: int, kv_len: int,
+                     head_dim: int, v_dim: int | None = None) -> float:
+    """:func:`attention` of a sparse kind (``"nabla"``, ``"neighborhood"``) times its measured density in ``sparse``
+    (the dense equivalent when ``sparse`` does not name the kind)."""
+    return attention(batch, heads, q_len, kv_len, head_dim, v_dim) * float((sparse or {}).get(kind, 1.0))
 
 
 def tokens(grid: Sequence[int], patch: Sequence[int]) -> int:
@@ -62,14 +74,17 @@ def context_tokens(context: Any) -> int:
 
 
 def step_flops(build: Any, batches: Iterable[Sequence[Any]], grid: Sequence[int], text_tokens: int,
-               blocks: dict[str, int] | None = None) -> float | None:
+               blocks: dict[str, int] | None = None, sparse: dict[str, float] | None = None) -> float | None:
     """FLOPs of one denoising step: every model call of it (``batches``: one tuple of guidance branches per call,
-    its batch the tuple's length; ``blocks``: a cut depth per stacked group). None when the build states none."""
+    its batch the tuple's length; ``blocks``: a cut depth per stacked group; ``sparse``: the measured density per
+    sparse attention kind, else the dense equivalent). None when the build states none."""
     if build.flops is None:
         return None
     g = tuple(int(v) for v in grid)
-    return float(sum(build.flops(len(b), g, int(text_tokens), **({"blocks": blocks} if blocks else {}))
-                     for b in batches))
+    kw: dict[str, Any] = {"blocks": blocks} if blocks else {}
+    if sparse:
+        kw["sparse"] = sparse
+    return float(sum(build.flops(len(b), g, int(text_tokens), **kw) for b in batches))
 
 
 def human(n: float) -> str:

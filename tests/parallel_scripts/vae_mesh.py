@@ -53,14 +53,15 @@ jax.monitoring.register_event_duration_secs_listener(_on_event)
 
 
 def _spy(program):
-    def run(graphdef, state, x, caches, *, first):
-        USED.update(x.devices())
-        return program(graphdef, state, x, caches, first=first)
+    def run(graphdef, state, x, caches, *args, **kw):
+        if not isinstance(x, jax.core.Tracer):  # the decode also traces it for its cache shapes
+            USED.update(x.devices())
+        return program(graphdef, state, x, caches, *args, **kw)
 
     return run
 
 
-wan21._decode_chunk = _spy(wan21._decode_chunk)
+wan21._decode_unit = _spy(wan21._decode_unit)
 wan21._encode_chunk = _spy(wan21._encode_chunk)
 
 

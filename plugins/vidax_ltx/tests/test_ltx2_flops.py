@@ -35,3 +35,31 @@ def test_flops_match_xla(config):
     ap = jnp.broadcast_to(jnp.asarray(audio_positions(cfg, sa)), (batch, sa, 1))
     check_flops(dit_flops(cfg, batch, grid, sa, text), model, lat, jnp.ones((batch,)), ctx, video_positions=vp,
                 audio_positions=ap)
+
+
+def test_diffusion_decoder_flops_match_its_weights_and_windows():
+    """The decoder's count per unit: 2 x tokens x every linear kernel's size that unit applies (read from the
+    model's own parameters), plus each stage's windowed attention at the density given (the dense pairs times it)."""
+    from vidax_core.testing.tiny.ltx2 import DIFFUSION_DECODER
+    from vidax_ltx.ltx2_diffusion_decoder import LTX2DiffusionDecoder, LTX2DiffusionDecoderConfig, unit_parts
+    from vidax_ltx.ltx2_flops import diffusion_decoder_flops
+
+    cfg = LTX2DiffusionDecoderConfig.from_config(DIFFUSION_DECODER)
+    model = LTX2DiffusionDecoder(cfg, rngs=nnx.Rngs(0))
+    latent = (2, 2, 3)
+    grids = cfg.grids(*latent)
+    half = lambda grid, kernel: 0.5  # noqa: E731
+    got = diffusion_decoder_flops(cfg, 1, *latent, density=half).parts
+    for u, grid in enumerate(grids):
+        per_token = (1, 3, 4, 5) if u == 4 else range(3)  # stage 5: not the timestep embedder / shared AdaLN (0, 2)
+        parts = unit_parts(model, u)
+        kernels = [v for i in per_token if i < len(parts)
+                   for p, v in nnx.to_flat_state(nnx.state(parts[i])) if p[-1] == "kernel"]
+        s = int(np.prod(grid))
+        linear = 2.0 * s * sum(int(np.prod(k.shape)) for k in kernels)
+        c = cfg.decoder_stage_channels[u]
+        attn = 4.0 * s * s * c * 0.5 * cfg.decoder_stage_depths[u] * (cfg.decoder_num_inference_steps if u == 4 else 1)
+        name = f"stage {u + 1}"
+        small = 0 if u < 4 else 2.0 * (256 * cfg.decoder_t_emb_dim + cfg.decoder_t_emb_dim ** 2
+                                        + cfg.decoder_t_emb_dim * 7 * c)  # the batch-1 timestep path
+        assert got[name] == pytest.approx(linear + attn + small, rel=1e-9), name

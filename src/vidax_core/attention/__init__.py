@@ -9,10 +9,14 @@ in one process each keep their own. Backends (all (B, S, H, D), scale 1/sqrt(D),
   the sequence length. Any platform. (:mod:`vidax_core.attention.kernels.blockwise`)
 * ``cudnn``      cuDNN fused attention via ``jax.nn.dot_product_attention``; CUDA GPU (compute capability
   >= 8.0), bf16/fp16 inputs only. (:mod:`vidax_core.attention.kernels.cudnn`)
-* ``pallas_tpu`` the Pallas TPU flash-attention kernel; TPU only (interpret mode for tests).
-  (:mod:`vidax_core.attention.kernels.pallas_tpu`)
+* ``splash``     JAX's splash attention kernel with block sizes from a measured table and masks described tile by
+  tile (skipped tiles cost nothing); TPU only (interpret mode for tests). NABLA's block-sparse attention and the
+  3-D neighbourhoods run on it too. (:mod:`vidax_core.attention.kernels.splash_tpu`)
+* ``pallas_tpu`` the Pallas TPU flash-attention kernel (fixed 512x512 blocks, head_dim padded to 128); TPU only
+  (interpret mode for tests). (:mod:`vidax_core.attention.kernels.pallas_tpu`)
 
-``auto`` resolves by platform: TPU -> ``pallas_tpu``; GPU -> ``cudnn`` when cuDNN fused attention is
+``auto`` resolves by platform: TPU -> ``splash`` (``pallas_tpu`` when splash cannot be imported); GPU -> ``cudnn``
+when cuDNN fused attention is
 usable, else ``xla``; CPU -> ``xla``; anything else -> ``xla``. On CPU ``xla`` loops over heads
 (:mod:`vidax_core.attention.kernels.per_head`), the fastest exact layout there at test and encoder lengths
 (2 cores, B=2, H=12, S=1280, D=128, fp32: 0.23 s against 0.63 s for ``blockwise``); it holds one head's
@@ -29,7 +33,7 @@ causal rows: every row with ``causal=True``, the first P rows with ``causal_pref
 transformers mask of Cosmos3 on ``[text; video]``: text attends causally to text only, video attends to
 everything). The output is in ``v.dtype``; a query row that sees no key gets the mean of ``v`` over all keys.
 Masks travel as these O(S) pieces (lengths, (B, S) masks and segment ids, a flag, a static prefix length);
-``blockwise`` and ``pallas_tpu`` build mask tiles per block and never hold an (Sq, Sk) array, ``cudnn`` uses
+``blockwise``, ``splash`` and ``pallas_tpu`` build mask tiles per block and never hold an (Sq, Sk) array, ``cudnn`` uses
 its padding and causal masks (a dense mask only for segment ids and for a causal mask combined with
 ``kv_mask``, logged), and ``xla`` holds (Sq, Sk) logits by design.
 
@@ -57,12 +61,13 @@ from vidax_core.attention.kernels import _common, blockwise
 from vidax_core.attention.kernels import cudnn as _cudnn
 from vidax_core.attention.kernels import pallas_tpu as _pallas_tpu
 from vidax_core.attention.kernels import per_head as _per_head
+from vidax_core.attention.kernels import splash_tpu as _splash
 from vidax_core.attention.backends import ATTENTION_BACKENDS
 from vidax_core.errors import UserError
 
 log = logging.getLogger("vidax.attention")
 
-BACKENDS = tuple(b for b in ATTENTION_BACKENDS if b != "auto")  # concrete backends: xla, cudnn, pallas_tpu, blockwise
+BACKENDS = tuple(b for b in ATTENTION_BACKENDS if b != "auto")  # concrete: xla, cudnn, splash, pallas_tpu, blockwise
 DEFAULT_BACKEND = "xla"
 
 _requested = DEFAULT_BACKEND  # what the config asked for ("auto" or a concrete name)
@@ -106,15 +111,21 @@ def _call_site() -> str:
     return f"{frame.f_globals.get('__name__', '?')}:{frame.f_code.co_name}:{frame.f_lineno}"
 
 
-def _record(backend: str, q: jax.Array, k: jax.Array) -> None:
-    _state()[2][_call_site()] = {"backend": backend, "q_len": int(q.shape[1]), "kv_len": int(k.shape[1]),
-                            "heads": int(q.shape[2]), "head_dim": int(q.shape[3]), "dtype": str(q.dtype)}
+def _record(backend: str, q: jax.Array, k: jax.Array, **extra) -> tuple[dict, str]:
+    """Note what ran at the caller's call site; ``extra``: kernel details (``tiles``). Returns (the record, the
+    site), where a sparse call adds its density (:mod:`vidax_core.attention.sparsity`)."""
+    records, site = _state()[2], _call_site()
+    records[site] = {"backend": backend, "q_len": int(q.shape[1]), "kv_len": int(k.shape[1]),
+                     "heads": int(q.shape[2]), "head_dim": int(q.shape[3]), "dtype": str(q.dtype), **extra}
+    return records, site
 
 
 def calls() -> dict[str, dict]:
     """The backend each attention call site ran since the last :func:`set_backend`: ``{"module:function:line":
-    {backend, q_len, kv_len, heads, head_dim, dtype}}`` (local shapes, as the backend saw them). Recorded when the
-    call is traced, so a program reused from JAX's cache adds nothing."""
+    {backend, q_len, kv_len, heads, head_dim, dtype[, tiles][, sparse, density]}}`` (local shapes, as the backend
+    saw them; ``tiles``: the splash kernel's block sizes; ``sparse`` / ``density``: a sparse attention's kind and
+    the share of the dense work its kernel does, :mod:`vidax_core.attention.sparsity`). Recorded when the call is
+    traced, so a program reused from JAX's cache adds nothing (a measured density still grows as it runs)."""
     return {k: dict(v) for k, v in _calls.items()}
 
 
@@ -157,6 +168,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., jax.Array]] = {
     "xla": xla_attention,
     "blockwise": blockwise.attention,
     "cudnn": _cudnn.attention,
+    "splash": _splash.attention,
     "pallas_tpu": _pallas_tpu.attention,
 }
 
@@ -170,11 +182,11 @@ def _unavailable(name: str, platform: str) -> str | None:
             return f"attention.backend=cudnn needs a CUDA GPU; this process runs on {platform}: use auto or xla"
         why = _cudnn.usable()
         return None if why is None else f"attention.backend=cudnn cannot run here: {why}: use auto or xla"
-    if name == "pallas_tpu":
+    if name in ("pallas_tpu", "splash"):
         if platform != "tpu":
-            return f"attention.backend=pallas_tpu needs a TPU; this process runs on {platform}: use auto or xla"
-        why = _pallas_tpu.import_error()
-        return None if why is None else f"attention.backend=pallas_tpu cannot run here: {why}: use auto or xla"
+            return f"attention.backend={name} needs a TPU; this process runs on {platform}: use auto or xla"
+        why = (_pallas_tpu if name == "pallas_tpu" else _splash).import_error()
+        return None if why is None else f"attention.backend={name} cannot run here: {why}: use auto or xla"
     raise AssertionError(name)
 
 
@@ -194,8 +206,11 @@ def resolve_backend(name: str, platform: str | None = None) -> str:
         log.info("attention backend: %s (platform %s)", name, platform)
         return name
     if platform == "tpu":
-        why = _pallas_tpu.import_error()
-        choice, reason = ("pallas_tpu", "TPU") if why is None else ("xla", f"TPU, but {why}")
+        why, why_flash = _splash.import_error(), _pallas_tpu.import_error()
+        if why is None:
+            choice, reason = "splash", "TPU"
+        else:
+            choice, reason = ("pallas_tpu", f"TPU, but {why}") if why_flash is None else ("xla", f"TPU, but {why}")
     elif platform == "gpu":
         why = _cudnn.usable()
         choice, reason = ("cudnn", "cuDNN fused attention usable") if why is None else ("xla", f"no cuDNN: {why}")
@@ -209,7 +224,7 @@ def resolve_backend(name: str, platform: str | None = None) -> str:
 
 
 def set_backend(name: str) -> str:
-    """Make ``name`` (a config value: auto | xla | cudnn | pallas_tpu | blockwise) the process-wide backend.
+    """Make ``name`` (a config value: auto | xla | cudnn | splash | pallas_tpu | blockwise) the process-wide backend.
 
     Returns the concrete backend; raises :class:`UserError` if it cannot run here (the previous backend stays).
     """
@@ -287,7 +302,7 @@ def attention(
     kw = dict(kv_mask=kv_mask, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids)
     if causal or causal_prefix is not None:  # only then, so that a backend without these keywords still runs
         kw.update(causal=causal, causal_prefix=causal_prefix)
-    _record(backend, q, k)
+    _record(backend, q, k, **({"tiles": _splash.describe(q.shape, k.shape, q.dtype)} if backend == "splash" else {}))
     return IMPLEMENTATIONS[backend](q, k, v, **kw)
 
 

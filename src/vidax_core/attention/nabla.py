@@ -10,8 +10,11 @@ a block is a spatial 8x8 patch of one frame (Kandinsky's "fractal" order). For e
 3. the STA mask is OR-ed in: key blocks within a window of (frames, block rows, block columns) of the query's
    block (:func:`sta_mask`);
 4. attention runs exactly over the kept (query block, key block) pairs (the reference's flex-attention
-   ``BlockMask`` of full blocks): :func:`vidax_core.attention.kernels.blockwise.attention` with the block mask,
-   which expands each tile's slice of it and skips tiles that are all masked.
+   ``BlockMask`` of full blocks): on the splash kernel when the backend is ``splash`` (:mod:`.kernels.splash_nabla`:
+   tiles of a few mask blocks, partly kept tiles masked by their bit pattern), else on
+   :func:`vidax_core.attention.kernels.blockwise.attention` with the block mask, which expands each tile's slice of
+   it and skips tiles that are all masked. Either way the share of the dense work the kernel does is measured as the
+   program runs (:func:`vidax_core.attention.sparsity.measure`), so the FLOP count is the work computed.
 
 Masks are computed in float32 from the q and k the attention gets (Kandinsky's are rounded to bfloat16 after RoPE).
 Under sequence parallelism the function runs after the Ulysses all-to-all, on the whole sequence of its heads
@@ -61,13 +64,32 @@ def nabla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, grid: Sequence[
                     threshold: float, tile: int = TILE) -> jax.Array:
     """Block-sparse self-attention of (B, S, H, D) q / k / v whose S tokens are the ``grid`` (frames, block rows,
     block columns) blocks of :data:`BLOCK` tokens each, in row-major block order; ``window``: the STA window
-    (frames, rows, columns); ``threshold``: the share of each query block's map mass its kept blocks hold."""
-    from vidax_core.attention import _record
-    from vidax_core.attention.kernels import blockwise
+    (frames, rows, columns); ``threshold``: the share of each query block's map mass its kept blocks hold.
+    ``tile``: the blockwise kernel's tile; the splash kernel's come from its block table."""
+    from vidax_core.attention import _record, get_backend, sparsity
+    from vidax_core.attention.kernels import blockwise, splash_nabla, splash_tpu
 
     grid = tuple(int(g) for g in grid)
     if q.shape[1] != int(np.prod(grid)) * BLOCK:
         raise ValueError(f"NABLA: {q.shape[1]} tokens are not the {grid} blocks of {BLOCK}")
-    _record("nabla (blockwise)", q, k)
     mask = block_mask(q, k, sta_mask(grid, tuple(int(w) for w in window)), threshold)
+    b, s, h, _ = q.shape
+    if get_backend() == "splash":
+        t = splash_tpu.tiles_for("nabla", s, s, q.shape[3], q.dtype)
+        where = _record("nabla (splash)", q, k, tiles=str(t))
+        return splash_nabla.attention(q, k, v, mask, BLOCK, blocks=t,
+                                      on_density=lambda c, d: sparsity.measure(where, "nabla", c, d))
+    where = _record("nabla (blockwise)", q, k, tiles=f"{tile}x{tile}")
+    sparsity.measure(where, "nabla", blockwise_pairs(mask, tile), float(b * h * s * s))
     return blockwise.attention(q, k, v, block_mask=mask, mask_block=BLOCK, block_q=tile, block_k=tile)
+
+
+def blockwise_pairs(mask: jax.Array, tile: int = TILE) -> jax.Array:
+    """The (query, key) pairs the blockwise kernel computes under a (B, H, n, n) block mask: its (tile, tile)
+    tiles that hold a kept block, whole (traced float32)."""
+    b, h, n, _ = mask.shape
+    per = max(1, tile // BLOCK)
+    side = min(per, n) * BLOCK
+    runs = jnp.any(jnp.pad(mask, ((0, 0), (0, 0), (0, -n % per), (0, -n % per))).reshape(
+        b, h, -(-n // per), per, -(-n // per), per), axis=(3, 5))
+    return jnp.sum(runs).astype(jnp.float32) * side * side

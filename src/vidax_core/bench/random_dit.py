@@ -319,6 +319,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     from flax import nnx
 
     from vidax_core import attention
+    from vidax_core.attention.sparsity import densities
     from vidax_core.bench.report import device_memory
     from vidax_core.flops import step_flops
     from vidax_core.parallel.host_chunks import host_memory_kind
@@ -342,10 +343,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 compiled = fn.lower(state, x, t, ctx, kw).compile()
                 row["compile_s"] = time.perf_counter() - t0
-                row["attention_calls"] = attention.calls()
                 _, row["call_s"] = _median_time(lambda: jax.block_until_ready(compiled(state, x, t, ctx, kw)),
                                                 args.repeats)
-                row.update(throughput.utilisation(flops, row["call_s"], 1, build.param_dtype, peak))
+                jax.effects_barrier()  # sparse attention's measured densities have arrived
+                row["attention_calls"] = attention.calls()
+                sparse = densities(row["attention_calls"])
+                computed = step_flops(build, [tuple(range(batch))], grid, text, blocks=st.kept, sparse=sparse)
+                row.update(throughput.utilisation(computed, row["call_s"], 1, build.param_dtype, peak,
+                                                  flops if sparse else None, sparse))
                 row["device_peak_bytes"] = device_memory()["device_peak_bytes"]  # the process's so far
                 for chunk in [int(c) for c in str(args.offload or "").split(",") if c.strip()]:
                     rest, group_states = _split_groups(graphdef, state, groups)
@@ -393,8 +398,12 @@ def markdown(rep: dict[str, Any]) -> str:
                         for o in r.get("offload", [])) or "-"
         rate = r.get("achieved_flops_per_s")
         mfu = r.get("mfu")
+        mfu_s = f"{mfu:.1%}" if mfu is not None else "n/a"
+        if r.get("sparse_speedup"):  # sparse attention: MFU of the work computed, and the dense equivalent
+            mfu_s += (f" (sparse: {r['sparse_speedup']:.2f}x less work than dense; dense-equivalent "
+                      f"{r['dense_equivalent_mfu']:.1%})" if r.get("dense_equivalent_mfu") is not None else "")
         lines.append(f"| {r['attention']} | {r['compile_s']:.2f} | {r['call_s']:.4f} | "
-                     f"{rate / 1e12 if rate else 0:.3g} | {f'{mfu:.1%}' if mfu is not None else 'n/a'} | {off} |")
+                     f"{rate / 1e12 if rate else 0:.3g} | {mfu_s} | {off} |")
     return "\n".join(lines) + "\n"
 
 

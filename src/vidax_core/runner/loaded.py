@@ -46,7 +46,7 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import device_oom, memory, memory_plan, windowed
+from vidax_core.runner import compile_watch, device_oom, memory, memory_plan, windowed
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
 from vidax_core.runner.metrics import run_metrics
 from vidax_core.runner.outputs import RunResult, write_call_outputs
@@ -121,6 +121,8 @@ class LoadedModel:
         self.closed = False
         self._lock = threading.Lock()
         t0 = time.perf_counter()
+        compiles0 = compile_watch.snapshot()
+        self.startup_s: float | None = None  # the process's start-up before this load (vidax run sets it)
         memory.start()
         self.spec = spec = plugins.registry.get(cfg.model.id)
         preflight(cfg, spec, plugins)
@@ -163,6 +165,7 @@ class LoadedModel:
         self.load_s = time.perf_counter() - t0
         if load_weights:
             self.load_weights()
+        self.load_compiles = compile_watch.since(compiles0)  # what the load compiled (counted as loading)
 
     # -- loading ---------------------------------------------------------------------------------------------
 
@@ -350,9 +353,13 @@ class LoadedModel:
         """One call, in the order every kind of call runs (docs/architecture.md). What it makes (prompt contexts,
         conditioning, a chunked run's windowed sampling) are locals of this call."""
         timer = Timer()
-        if self.videos == 0:  # the first video's times include the load that preceded it
+        if self.videos == 0:  # the first video's times include the load that preceded it (and the process's start-up)
             timer.add("load_s", self.load_s)
             timer.start -= self.load_s
+            if self.startup_s:
+                timer.add("startup_s", self.startup_s)
+                timer.start -= self.startup_s
+            timer.compiles["load"] = dict(self.load_compiles)
         self.videos += 1
         contexts = predicted = None
         if cfg.sampling.num_frames is None:  # the model predicts the frame count from the encoded prompts
@@ -360,11 +367,12 @@ class LoadedModel:
             cfg, predicted = self._predict_frames(cfg, contexts)
             plan = None  # planned with the count
         t0 = time.perf_counter()
-        plan = plan or self.plan_call(cfg)
-        vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
-        if not plan.complete:  # a family whose latent grid only its built VAE gives
-            plan = self.planner.plan(cfg, vae)
-        check_vae_grids(self.spec, plan, vae)
+        with timer.compiling("load"):
+            plan = plan or self.plan_call(cfg)
+            vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
+            if not plan.complete:  # a family whose latent grid only its built VAE gives
+                plan = self.planner.plan(cfg, vae)
+            check_vae_grids(self.spec, plan, vae)
         timer.add("load_s", time.perf_counter() - t0)
 
         made: dict[int, Any] = {}  # pass index -> its conditioning, made before the denoiser was placed
@@ -372,11 +380,12 @@ class LoadedModel:
             # 2.5 GB CLIP) and the VAE's encode never sit beside the denoiser's weights
             contexts = contexts if contexts is not None else self._encode(plan, timer)
             if plan.windows is None:  # a chunked run conditions window by window
-                with device_oom.phase("encode"):
+                with device_oom.phase("encode"), timer.compiling("encode"):
                     made[0] = self._conditioning(plan.passes[0].run, vae, plan.grids[0], timer, "encode_s")
         t0 = time.perf_counter()
-        self.load_weights()
-        self.use_adapters(cfg)
+        with timer.compiling("load"):
+            self.load_weights()
+            self.use_adapters(cfg)
         timer.add("load_s", time.perf_counter() - t0)
         for line in plan_lines(plan):
             self.reporter.log(line)
@@ -398,7 +407,8 @@ class LoadedModel:
                                           ws.num_frames, on_chunk)
             progress.device = device = windowed.DeviceMemory()
             try:
-                results, final, rows = self._sample_windows(plan, ws, vae, contexts, timer, progress, stream)
+                with timer.compiling("windows"):
+                    results, final, rows = self._sample_windows(plan, ws, vae, contexts, timer, progress, stream)
                 stream.commit()
             except BaseException:
                 stream.abort()
@@ -415,10 +425,11 @@ class LoadedModel:
 
     def _encode(self, plan: CallPlan, timer: Timer) -> dict[str, Any]:
         t0 = time.perf_counter()
-        with device_oom.phase("encode"):
+        with device_oom.phase("encode"), timer.compiling("encode"):
             found = self._encode_call(plan)
         timer.add("encode_s", time.perf_counter() - t0)
         return found
+
 
     def _predict_frames(self, cfg: RunConfig, contexts: dict[str, Any]) -> tuple[RunConfig, dict]:
         """The call's config with the frame count the plugin predicts from the prompt's encoding (hook
@@ -447,7 +458,9 @@ class LoadedModel:
         """Every pass of ``plan`` in order, each from the seeded noise, the given latents or the previous pass's
         output through its carry; ``made``: conditioning made earlier, by pass index."""
         cfg, passes, results = plan.cfg, plan.passes, []
-        with memory.window() as self.memory_phases["sampling"], device_oom.phase("sampling"):
+        t_sampling, load_before = time.perf_counter(), timer.phases.get("load_s", 0.0)
+        with memory.window() as self.memory_phases["sampling"], device_oom.phase("sampling"), \
+                timer.compiling("sampling"):
             for k, (p, sampler, guide, grid, splan) in enumerate(zip(passes, plan.samplers, plan.guides, plan.grids,
                                                                    plan.splans)):
                 given = None
@@ -462,6 +475,10 @@ class LoadedModel:
                     sampler, guide, grid, [contexts[kind] for kind in guide.prompts], given, cond=cond,
                     label=p.name if len(passes) > 1 else "sampling", splan=splan, progress=progress,
                     step_key=structure_key(p.run, k, p.name)))
+        # what the passes spent besides their steps and their step's build (counted as loading): conditioning,
+        # start latents, noise, the inputs' placement, the host copy of the result
+        timer.add("sampling_setup_s", max(time.perf_counter() - t_sampling - (timer.phases["load_s"] - load_before)
+                                          - sum(t for r in results for t in r.step_times), 0.0))
         return results
 
     def _decode(self, plan: CallPlan, vae: Any, final: Any, timer: Timer, on_decode=None
@@ -474,7 +491,8 @@ class LoadedModel:
         tiling, why = memory_plan.decode_tiling(self.spec, self.ckpt, run, self._decode_beside())
         if why:
             self.reporter.log(why)
-        with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"):
+        with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"), \
+                timer.compiling("decode"):
             decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar, on_decode), tiling=tiling)
         dbar.close()
         if not isinstance(decoded, Decoded):
@@ -646,7 +664,7 @@ class _Progress:
             self.on_progress(self.done, self.total)
 
 
-def run(cfg: RunConfig, plugins: Any, reporter: Any = None) -> RunResult:
+def run(cfg: RunConfig, plugins: Any, reporter: Any = None, startup_s: float | None = None) -> RunResult:
     """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
     for one call (``vidax run``)."""
     model = LoadedModel(cfg, plugins, reporter, single=True, load_weights=False)  # the call places the weights

@@ -32,6 +32,7 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
     p0 = placement0.plan
     metrics = {
         "model": spec.id,
+        "startup_s": timer.phases.get("startup_s", 0.0),
         "load_s": timer.phases.get("load_s", 0.0),
         "encode_s": timer.phases.get("encode_s", 0.0),
         "compile_s": timer.phases.get("compile_s", 0.0),
@@ -88,21 +89,91 @@ def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Time
         "compiled_step": any(r.compiled for r in results),
         "prompt_cache_hits": prompt_cache_hits,
     }
+    metrics.update(time_accounts(metrics, timer, cfg))
+    jax.effects_barrier()  # sparse attention's density measurements of the steps that ran have all arrived
     metrics.update(throughput.run_metrics(experts[last.schedule[-1]].build, last.batches, plan.grids[-1],
-                                          last.contexts, metrics["per_step_s"], p0.size))
+                                          last.contexts, metrics["per_step_s"], p0.size, attention_calls))
     metrics["attention_calls"] = {k: dict(v) for k, v in (attention_calls or {}).items()}
     if any(r.cache is not None for r in results):
         metrics["cache"] = results[-1].cache if len(results) == 1 else [r.cache for r in results]
     return metrics
 
 
-def summary(metrics: dict[str, Any]) -> str:
-    return (
-        f"done in {metrics['total_s']:.1f}s: load {metrics['load_s']:.1f}s, encode {metrics['encode_s']:.1f}s, "
-        f"sampling {metrics['sampling_s']:.1f}s (first step's compile {metrics['compile_s']:.1f}s, then "
-        f"{metrics['per_step_s']:.3f} s/step), decode {metrics['decode_s']:.1f}s, "
-        f"peak RSS {metrics['peak_rss_mb']:.0f} MB"
-    )
+def time_accounts(metrics: dict[str, Any], timer: Timer, cfg: RunConfig) -> dict[str, Any]:
+    """Where the call's wall time went, in phases that add up to ``total_s`` (``phases_s``: start-up, load, encode,
+    the sampling's setup (conditioning, start latents, inputs placed), the first step's compile, the steps, decode
+    and the rest), what each phase spent compiling
+    (``compile_by_phase``: XLA compiles, tracing, programs, persistent-cache hits and misses) and the compilation
+    cache's part (``compilation_cache``)."""
+    from vidax_core.runner.compile_watch import FIELDS, add
+
+    total = metrics["total_s"]
+    phases = {"startup": metrics["startup_s"], "load": metrics["load_s"], "encode": metrics["encode_s"],
+              "sampling_setup": timer.phases.get("sampling_setup_s", 0.0), "step_compile": metrics["compile_s"],
+              "steps": max(metrics["sampling_s"] - metrics["compile_s"], 0.0), "decode": metrics["decode_s"]}
+    phases["other"] = max(total - sum(phases.values()), 0.0)
+    compiles = {k: {f: (round(v[f], 3) if isinstance(v.get(f), float) else v.get(f, 0)) for f in FIELDS}
+                for k, v in timer.compiles.items()}
+    every: dict[str, float] = {}
+    for v in timer.compiles.values():
+        every = add(every, v)
+    cache = {"enabled": bool(cfg.runtime.compilation_cache),
+             "dir": cfg.runtime.compilation_cache_dir if cfg.runtime.compilation_cache else None,
+             "programs": int(every.get("programs", 0)), "hits": int(every.get("cache_hits", 0)),
+             "misses": int(every.get("cache_misses", 0)), "compile_s": round(every.get("compile_s", 0.0), 3),
+             "saved_s": round(every.get("saved_s", 0.0), 3)}
+    return {"phases_s": {k: round(v, 3) for k, v in phases.items()}, "compile_by_phase": compiles,
+            "compilation_cache": cache}
+
+
+def summary(metrics: dict[str, Any], wall_s: float | None = None) -> str:
+    """The closing lines of a run: where the wall time went, phase by phase (the phases add up to the total;
+    ``wall_s``, the whole command's seconds, adds the outputs' writing and the exit), how much of it was compiling,
+    and what the compilation cache did or will do."""
+    ph = metrics.get("phases_s") or {}
+    comp = metrics.get("compile_by_phase") or {}
+
+    def compiling(phase: str) -> str:
+        c = comp.get(phase, {})
+        sec, hits = c.get("compile_s", 0.0), c.get("cache_hits", 0)
+        if sec < 0.05 and not hits:
+            return ""
+        got = f"{hits} from the cache" if hits else ""
+        return f" (compiling {sec:.1f}s{', ' + got if got else ''})"
+
+    parts = []
+    if ph.get("startup"):
+        parts.append(f"start-up {ph['startup']:.1f}s")
+    parts.append(f"load {metrics['load_s']:.1f}s{compiling('load')}")
+    parts.append(f"encode {metrics['encode_s']:.1f}s{compiling('encode')}")
+    steps = metrics.get("num_steps") or 0
+    setup = ph.get("sampling_setup", 0.0)
+    parts.append(f"sampling {metrics['sampling_s'] + setup:.1f}s ("
+                 + (f"setup {setup:.1f}s, " if setup >= 0.05 else "")
+                 + f"first step's compile {metrics['compile_s']:.1f}s, then {metrics['per_step_s']:.3f} s/step x "
+                 f"{steps}{compiling('sampling')[1:-1] and '; ' + compiling('sampling')[2:-1]})")
+    parts.append(f"decode {metrics['decode_s']:.1f}s{compiling('decode') or compiling('windows')}")
+    total = metrics["total_s"]
+    if ph.get("other", 0.0) >= 0.05:
+        parts.append(f"other {ph['other']:.1f}s")
+    if wall_s is not None and wall_s - total >= 0.05:
+        parts.append(f"writing and exit {wall_s - total:.1f}s")
+        total = wall_s
+    lines = [f"done in {total:.1f}s: " + ", ".join(parts) + f"; peak RSS {metrics['peak_rss_mb']:.0f} MB"]
+    cache = metrics.get("compilation_cache") or {}
+    if cache.get("programs"):
+        secs = cache.get("compile_s", 0.0)
+        if cache.get("hits"):
+            saved = cache.get("saved_s", 0.0)
+            lines.append(f"compiled programs: {cache['hits']} of {cache['programs']} loaded from the compilation cache "
+                         f"({cache['dir']})" + (f", about {saved:.0f}s of compiling saved" if saved >= 1.0 else ""))
+        if not cache.get("enabled"):
+            lines.append(f"{cache['programs']} programs compiled ({secs:.1f}s); the compilation cache is off "
+                         "(runtime.compilation_cache=false): the next run compiles them again")
+        elif cache.get("misses") and secs >= 1.0:
+            lines.append(f"{cache['misses']} programs compiled and kept in the compilation cache ({cache['dir']}): "
+                         f"the next run of this model at this size skips most of the {secs:.0f}s of compiling")
+    return "\n".join(lines)
 
 
 def peak_rss_mb() -> float:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tqdm.auto import tqdm
 
@@ -67,14 +68,27 @@ def close_bars() -> None:
 
 
 class Timer:
-    """Accumulates named wall-clock phases for the closing summary and the metrics file."""
+    """Accumulates named wall-clock phases for the closing summary and the metrics file, and what each phase spent
+    compiling (:meth:`compiling`, :mod:`vidax_core.runner.compile_watch`)."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.phases: dict[str, float] = {}
+        self.compiles: dict[str, dict[str, float]] = {}
 
     def add(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def compiling(self, phase: str) -> Iterator[None]:
+        """Count the compiles that happen inside the block as the ``phase``'s."""
+        from vidax_core.runner import compile_watch
+
+        start = compile_watch.snapshot()
+        try:
+            yield
+        finally:
+            self.compiles[phase] = compile_watch.add(self.compiles.get(phase, {}), compile_watch.since(start))
 
     def total(self) -> float:
         return time.perf_counter() - self.start

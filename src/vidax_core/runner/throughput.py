@@ -83,8 +83,13 @@ def peak_flops(peak: Peak | None, dtype: Any) -> tuple[float | None, str]:
 
 
 def utilisation(flops_per_step: float | None, per_step_s: float | None, devices: int, dtype: Any,
-                peak: Peak | None) -> dict[str, Any]:
-    """The metrics entries: flops_per_step, achieved_flops_per_s, peak_flops_per_s (all devices), mfu."""
+                peak: Peak | None, dense_flops_per_step: float | None = None,
+                sparse: dict[str, float] | None = None) -> dict[str, Any]:
+    """The metrics entries: flops_per_step, achieved_flops_per_s, peak_flops_per_s (all devices), mfu. With sparse
+    attention (``sparse``: its measured density per kind) ``flops_per_step`` is the work computed and the entries
+    add the dense equivalent: ``dense_equivalent_flops_per_step``, ``dense_equivalent_mfu`` (what the step would
+    read counting dense attention) and ``sparse_speedup`` (dense FLOPs over computed: how much less work the
+    sparsity leaves at equal efficiency)."""
     rate = peak_flops(peak, dtype)
     out: dict[str, Any] = {"flops_per_step": flops_per_step, "achieved_flops_per_s": None,
                            "peak_flops_per_s": rate[0] * devices if rate[0] else None, "peak_source": rate[1],
@@ -93,18 +98,29 @@ def utilisation(flops_per_step: float | None, per_step_s: float | None, devices:
         out["achieved_flops_per_s"] = flops_per_step / per_step_s
         if out["peak_flops_per_s"]:
             out["mfu"] = out["achieved_flops_per_s"] / out["peak_flops_per_s"]
+    if sparse:
+        out.update(sparse_attention_density=dict(sparse), dense_equivalent_flops_per_step=dense_flops_per_step,
+                   dense_equivalent_mfu=None, sparse_speedup=None)
+        if dense_flops_per_step and flops_per_step:
+            out["sparse_speedup"] = dense_flops_per_step / flops_per_step
+            if out["mfu"] is not None:
+                out["dense_equivalent_mfu"] = out["mfu"] * out["sparse_speedup"]
     return out
 
 
 def run_metrics(build: Any, batches: Sequence[Sequence[str]], grid: Sequence[int], contexts: Sequence[Any],
-                per_step_s: float | None, devices: int) -> dict[str, Any]:
+                per_step_s: float | None, devices: int, attention_calls: dict | None = None) -> dict[str, Any]:
     """Throughput entries of ``output.metrics`` for the last pass: ``build`` the denoiser its steps call,
-    ``batches`` its model calls per step, ``grid`` its latent grid, ``contexts`` its prompt contexts."""
+    ``batches`` its model calls per step, ``grid`` its latent grid, ``contexts`` its prompt contexts,
+    ``attention_calls`` the pipe's call records (sparse attention's measured density)."""
+    from vidax_core.attention.sparsity import densities
     from vidax_core.flops import context_tokens, step_flops
 
     text = max((context_tokens(c) for c in contexts), default=0)
-    flops = step_flops(build, batches, grid, text)
-    return utilisation(flops, per_step_s, devices, getattr(build, "param_dtype", None), local_peak())
+    sparse = densities(attention_calls) if attention_calls else {}
+    flops = step_flops(build, batches, grid, text, sparse=sparse)
+    dense = step_flops(build, batches, grid, text) if sparse else None
+    return utilisation(flops, per_step_s, devices, getattr(build, "param_dtype", None), local_peak(), dense, sparse)
 
 
 def ideal_step_s(flops_per_step: float | None, peak: Peak, dtype: Any, devices: int = 1) -> float | None:

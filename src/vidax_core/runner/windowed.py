@@ -173,7 +173,8 @@ def add_window_metrics(metrics: dict, call: Any, results: list, rows: list, devi
     full = results[k]
     metrics["per_step_s"] = steady_step_s(full.step_times)
     metrics.update(throughput.run_metrics(experts[full.schedule[-1]].build, full.batches, grids[k],
-                                          full.contexts, metrics["per_step_s"], metrics["parallel"]["devices"]))
+                                          full.contexts, metrics["per_step_s"], metrics["parallel"]["devices"],
+                                          metrics.get("attention_calls")))
     totals = [r["total_s"] for r in rows]
     metrics.update(windows=rows, num_windows=n,
                    per_window_s=float(np.median(totals[1:])) if n > 1 else float(totals[0]),

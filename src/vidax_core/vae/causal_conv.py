@@ -62,11 +62,22 @@ class FeatureCache:
     """Threads the per-conv feature cache through one chunk; the order of ``take``/``put`` is the cache layout.
 
     ``inputs`` is the previous chunk's ``outputs`` (``None`` on the first chunk: every conv sees causal zeros).
+
+    One program for every chunk (the Wan VAEs' decoder): the first chunk then runs with zero caches through the
+    later chunks' shapes, its extra frames at the end of the time axis (causal: they change no real frame).
+    ``valid`` (a traced int32) is how many leading frames of the current activations are real; a conv's new cache is
+    the last :data:`CACHE_T` real frames of its input. ``area`` = ((h, w) of the program's input, (B, 2) traced real
+    latent rows and columns): a spatial tile padded up to the program's tile shape, zeroed outside its real area
+    before every spatial conv (:meth:`mask`), so each real output pixel sees exactly the zero padding that tile
+    alone would have (tiles of every shape share one program).
     """
 
-    def __init__(self, inputs: Sequence[jax.Array] | None):
+    def __init__(self, inputs: Sequence[jax.Array] | None, *, valid: jax.Array | None = None,
+                 area: tuple[tuple[int, int], jax.Array] | None = None):
         self.inputs = inputs
         self.outputs: list[jax.Array] = []
+        self.valid = valid
+        self.area = area
 
     def take(self) -> jax.Array | None:
         return None if self.inputs is None else self.inputs[len(self.outputs)]
@@ -74,8 +85,30 @@ class FeatureCache:
     def put(self, c: jax.Array) -> None:
         self.outputs.append(c)
 
+    def last_frames(self, xx: jax.Array, fresh: int) -> jax.Array:
+        """The last :data:`CACHE_T` real frames of ``xx`` = concat(cache, x) whose x holds ``fresh`` frames."""
+        if self.valid is None:
+            return xx[:, -CACHE_T:]
+        real = jnp.minimum(self.valid, fresh).astype(jnp.int32)
+        return jax.lax.dynamic_slice_in_dim(xx, xx.shape[1] - fresh - CACHE_T + real, CACHE_T, axis=1)
+
+    def spatial_mask(self, x: jax.Array) -> jax.Array | None:
+        """(B, 1, H, W, 1) bool: the real area of the tile at ``x``'s resolution, or None (the whole frame)."""
+        if self.area is None:
+            return None
+        (h0, w0), real = self.area
+        fh, fw = x.shape[2] // h0, x.shape[3] // w0
+        rows = jnp.arange(x.shape[2], dtype=jnp.int32)[None, :] < (real[:, 0:1] * fh)
+        cols = jnp.arange(x.shape[3], dtype=jnp.int32)[None, :] < (real[:, 1:2] * fw)
+        return (rows[:, :, None] & cols[:, None, :])[:, None, :, :, None]
+
+    def mask(self, x: jax.Array) -> jax.Array:
+        """``x`` zeroed outside the tile's real area (unchanged without an area)."""
+        m = self.spatial_mask(x)
+        return x if m is None else jnp.where(m, x, jnp.zeros((), x.dtype))
+
     def conv(self, conv: CausalConv3d, x: jax.Array, *, first_pad: str = "zeros") -> jax.Array:
-        """Kernel-3 causal conv: prepend the cache, keep the last 2 input frames.
+        """Kernel-3 causal conv: prepend the cache, keep the last 2 (real) input frames.
 
         On the first chunk the missing past is ``first_pad``: ``"zeros"`` (Wan) or ``"first"``, copies of the
         first frame (CogVideoX's causal conv).
@@ -85,6 +118,6 @@ class FeatureCache:
             c = jnp.repeat(x[:, :1], conv.kt - 1, axis=1)
         elif c is None:
             c = jnp.zeros((x.shape[0], conv.kt - 1) + x.shape[2:], x.dtype)
-        xx = jnp.concatenate([c.astype(x.dtype), x], axis=1)
-        self.put(xx[:, -CACHE_T:])
+        xx = jnp.concatenate([c.astype(x.dtype), self.mask(x)], axis=1)
+        self.put(self.last_frames(xx, x.shape[1]))
         return conv(xx)

@@ -50,6 +50,42 @@ def chunk_runner(vae: nnx.Module, program: Callable, *, streams: bool = True,
     return run
 
 
+def unit_runner(vae: nnx.Module, program: Callable, *, first_frames: int) -> ChunkFn:
+    """A ChunkFn for a VAE whose chunks, the first included, run ONE program: ``program(graphdef, state, x, caches,
+    first, area) -> (y, caches)`` with ``first`` a traced bool and ``area`` None or the (B, 2) real rows and columns
+    of a padded tile (:class:`vidax_core.vae.tiling.TiledStream` with ``pad_tiles``). The first chunk's caches are
+    zeros of the shapes the program gives (traced once per input shape, never compiled, placed from the host: no
+    program besides the chunk's compiles); of its output only the ``first_frames`` leading frames are real, which
+    the function states as its ``first_frames`` attribute (the tile runner keeps those on the host)."""
+    graphdef, state = nnx.split(vae)
+    placed: dict[Any, Any] = {}
+    dtype = jnp.dtype(vae.cfg.dtype)
+    shapes: dict[Any, Any] = {}
+
+    def run(x, caches, first, placement, area=None):
+        data, where = placement
+        weights = state
+        if data is None:
+            x = jnp.asarray(x, dtype)
+        else:
+            if where not in placed:
+                placed[where] = jax.device_put(state, where)
+            weights = placed[where]
+            x = jax.device_put(np.asarray(x, dtype), data)
+        if area is not None:
+            area = jax.device_put(np.asarray(area, np.int32), data)
+        if caches is None:
+            key = (x.shape, area is None)
+            if key not in shapes:
+                shapes[key] = jax.eval_shape(
+                    lambda s, xx, a: program(graphdef, s, xx, None, np.bool_(True), a)[1], state, x, area)
+            caches = [jax.device_put(np.zeros(sd.shape, sd.dtype), data) for sd in shapes[key]]
+        return program(graphdef, weights, x, caches, np.bool_(first), area)
+
+    run.first_frames = first_frames  # type: ignore[attr-defined]
+    return run
+
+
 def gaussian_posterior(moments: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray]:
     """Channel-last encoder moments (..., 2 C) (or (..., C + 1): one shared log-variance) -> channel-first
     ``(mean, logvar)`` (B, C, T, H, W) float32, logvar clamped to [-30, 20] and broadcast to the mean's shape, as

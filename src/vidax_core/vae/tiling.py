@@ -25,7 +25,8 @@ import numpy as np
 #: One chunk: ``chunk_fn(x_chunk, caches, first, (input placement, weight placement)) -> (output, caches)``;
 #: ``caches`` is ``None`` on the first chunk. ``x_chunk`` is a host array (B, t, h, w, C) (a unit group stacked on
 #: the batch axis); the output a (device) array (B, t', h', w', C'). A placement is a sharding, a device or None.
-ChunkFn = Callable[[np.ndarray, Any, bool, Any], tuple[Any, Any]]
+#: Under ``pad_tiles`` the chunk function also takes ``area=`` (B, 2) int: each entry's real rows and columns.
+ChunkFn = Callable[..., tuple[Any, Any]]
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,7 @@ def run_tiled(
     devices: Sequence[Any] | None = None,
     on_chunk: Callable[[int, int], None] | None = None,
     finish: Callable[[np.ndarray], np.ndarray] | None = None,
+    pad_tiles: bool = False,
 ) -> np.ndarray:
     """Run ``chunk_fn`` over every (batch slice, tile) unit and time chunk of ``x`` (B, T, H, W, C); blend on host.
 
@@ -254,43 +256,61 @@ def run_tiled(
     tile shape run as one program call, one unit per device (a batch above one splits into per-entry units; at most
     as many devices as units are used; a group short of units is padded with zeros, whose outputs are dropped). ``chunk_fn`` gets ``(x_group, caches, first,
     (input placement, weight placement))``. ``finish`` maps each blended chunk (float32) before it is kept.
-    Returns the chunks concatenated on the time axis.
+    ``pad_tiles``: the chunk function masks a padded tile to its real area (``area=``), so edge tiles are padded to
+    the tile shape and every tile runs one program. Returns the chunks concatenated on the time axis.
     """
     x = np.asarray(x)
-    return TiledStream(x.shape, chunk_fn, plan=plan, devices=devices, finish=finish).push(x, bounds, on_chunk)
+    return TiledStream(x.shape, chunk_fn, plan=plan, devices=devices, finish=finish,
+                       pad_tiles=pad_tiles).push(x, bounds, on_chunk)
 
 
 class TiledStream:
     """:func:`run_tiled` over an input that arrives in pieces: each :meth:`push` runs the time chunks of one piece
     and returns their blended output, the units' causal caches carried from one piece to the next, so the pieces
     together give exactly what one :func:`run_tiled` over the joined input gives (a long video decoded window by
-    window as its latents are made). ``shape``: the input's (B, T, H, W, C); only B, H, W matter."""
+    window as its latents are made). ``shape``: the input's (B, T, H, W, C); only B, H, W matter.
+    ``pad_tiles``: see :func:`run_tiled` (a plan of one tile needs no padding: then no ``area`` is passed)."""
 
     def __init__(self, shape: Sequence[int], chunk_fn: ChunkFn, *, plan: TilePlan,
-                 devices: Sequence[Any] | None = None, finish: Callable[[np.ndarray], np.ndarray] | None = None):
+                 devices: Sequence[Any] | None = None, finish: Callable[[np.ndarray], np.ndarray] | None = None,
+                 pad_tiles: bool = False):
         devs = list(devices) if devices else []
         b = int(shape[0])
         self.batches = [slice(i, i + 1) for i in range(b)] if len(devs) > 1 and b > 1 else [slice(0, b)]
         th, tw = plan.tile
         self.units = [(bs, i, j) for bs in self.batches for i in plan.rows for j in plan.cols]
         self.data, self.weights, self.size = placements(devs[: len(self.units)])  # no device idles on padding
+        self.plan, self.pad = plan, pad_tiles and plan.num_tiles > 1
+        self.padded = (min(th, plan.in_size[0]), min(tw, plan.in_size[1]))
         by_shape: dict[tuple, list[int]] = {}
         for u, (bs, i, j) in enumerate(self.units):
-            unit_shape = (bs.stop - bs.start, min(th, plan.in_size[0] - i), min(tw, plan.in_size[1] - j))
+            unit_shape = (bs.stop - bs.start, *(self.padded if self.pad else self.real(u)))
             by_shape.setdefault(unit_shape, []).append(u)
         self.groups = [m[k : k + self.size] for m in by_shape.values() for k in range(0, len(m), self.size)]
         self.caches: list[Any] = [None] * len(self.groups)
         self.plan, self.chunk_fn, self.finish = plan, chunk_fn, finish
         self.started = False
 
-    def _collect(self, outs: list[Any]) -> np.ndarray:
+    def real(self, u: int) -> tuple[int, int]:
+        """The rows and columns of the input unit ``u`` really covers (an edge tile is smaller)."""
+        _, i, j = self.units[u]
+        th, tw = self.plan.tile
+        return min(th, self.plan.in_size[0] - i), min(tw, self.plan.in_size[1] - j)
+
+    def _collect(self, outs: list[Any], first: bool = False) -> np.ndarray:
         plan, size = self.plan, self.size
+        keep = getattr(self.chunk_fn, "first_frames", None) if first else None  # a one-program first chunk
         tiles: list[np.ndarray] = [None] * len(self.units)  # type: ignore[list-item]
         for members, out in zip(self.groups, outs):
             host = np.asarray(out)
+            if keep is not None:
+                host = host[:, :keep]
             per = host.shape[0] // max(size, len(members)) if size > 1 else host.shape[0]
             for k, u in enumerate(members):
                 tiles[u] = host[k * per : (k + 1) * per]
+                if self.pad:  # the padded tile's output cropped to its real area
+                    (rows, cols), ratio = self.real(u), host.shape[2] // self.padded[0]
+                    tiles[u] = tiles[u][:, :, : rows * ratio, : cols * ratio]
         per_batch = []
         k = 0
         for _ in self.batches:
@@ -309,8 +329,8 @@ class TiledStream:
         th, tw = self.plan.tile
         n, done = len(bounds), []
 
-        def collect(outs: list[Any]) -> None:
-            done.append(self._collect(outs))
+        def collect(outs: list[Any], first: bool) -> None:
+            done.append(self._collect(outs, first))
             if on_chunk is not None:
                 on_chunk(len(done), n)
 
@@ -321,16 +341,27 @@ class TiledStream:
                 units = self.units
                 parts = [x[units[u][0], s:e, units[u][1] : units[u][1] + th, units[u][2] : units[u][2] + tw]
                          for u in members]
+                kw = {}
+                if self.pad:  # edge tiles padded to the tile shape; each entry's real area goes along
+                    ph, pw = self.padded
+                    areas = [np.repeat(np.array([self.real(u)], np.int32), p.shape[0], 0)
+                             for u, p in zip(members, parts)]
+                    parts = [np.pad(p, ((0, 0), (0, 0), (0, ph - p.shape[2]), (0, pw - p.shape[3]), (0, 0)))
+                             for p in parts]
                 parts += [np.zeros_like(parts[0])] * (self.size - len(parts) if self.size > 1 else 0)
                 xg = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-                out, self.caches[g] = self.chunk_fn(xg, self.caches[g], not self.started, (self.data, self.weights))
+                if self.pad:
+                    areas += [areas[0]] * (len(parts) - len(areas))
+                    kw["area"] = np.concatenate(areas, axis=0)
+                out, self.caches[g] = self.chunk_fn(xg, self.caches[g], not self.started, (self.data, self.weights),
+                                                    **kw)
                 if hasattr(out, "copy_to_host_async"):
                     out.copy_to_host_async()
                 outs.append(out)
-            self.started = True
             if pending is not None:
-                collect(pending)
-            pending = outs
+                collect(*pending)
+            pending = (outs, not self.started)
+            self.started = True
         if pending is not None:
-            collect(pending)
+            collect(*pending)
         return np.concatenate(done, axis=1)

@@ -9,9 +9,13 @@ are the pipeline's normalised-latents <-> [0, 1] frames steps.
 Causal streaming: like the reference, the decoder runs one latent frame at a time and the encoder runs the first
 frame, then chunks of 4 frames. Every causal 3D conv (time kernel 3) keeps the last ``CACHE_T`` = 2 frames of its
 *input* as a cache; the next chunk's conv sees ``concat(cache, x)`` and needs no time padding. The cache is an
-explicit list of arrays passed into and returned from one jitted call per chunk, so the first chunk compiles one
-program (zero caches, the reference's ``first_chunk`` / ``"Rep"`` behaviour) and every later chunk of the same
-shape reuses a second program: compile count does not grow with the number of frames.
+explicit list of arrays passed into and returned from one jitted call per chunk. The decoder compiles ONE program
+for every chunk and every spatial tile (:func:`_decode_unit_impl`): the first chunk runs with zero caches through
+the later chunks' shapes, its one real frame in front (the reference's ``first_chunk`` / ``"Rep"`` behaviour under a
+traced flag), and tiles are padded to the tile shape with their padding zeroed before every spatial conv (identical
+ResBlocks may run as one ``lax.scan``: :data:`SCAN_BLOCKS`). So a first decode waits for one program's compile,
+whatever the frame count and the tile shapes. The encoder keeps a program for its first chunk and one for the later
+chunks.
 
 Equivalence with the reference's cache rules (``feat_cache`` in ``autoencoder_kl_wan.py``):
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -41,7 +46,7 @@ from vidax_core.errors import UserError
 from vidax_core.io.arch import from_config_dict
 
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
-from .chunks import chunk_runner
+from .chunks import chunk_runner, unit_runner
 from .tiling import TilePlan, TiledStream, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 #: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
@@ -174,6 +179,53 @@ class ResBlock(nnx.Module):
         return x + h
 
 
+#: Run a stack of identical ResBlocks as one ``lax.scan`` (``VIDAX_VAE_SCAN_BLOCKS=1``). Off by default: on XLA:CPU
+#: the loop doubles the decode program's compile (3.6 against 1.5 CPU seconds at 480x832, base width), while fewer
+#: conv instances may shorten a TPU's; ``benchmarks/vae_compile.py`` measures both there.
+SCAN_BLOCKS = os.environ.get("VIDAX_VAE_SCAN_BLOCKS", "0") == "1"
+
+
+def _same_block(a: nnx.Module, b: nnx.Module) -> bool:
+    """Two ResBlocks a scan can run as one body: no shortcut conv, the same parameter shapes."""
+    if not (isinstance(a, ResBlock) and isinstance(b, ResBlock)) or a.conv_shortcut or b.conv_shortcut:
+        return False
+    shapes = lambda m: jax.tree.map(lambda v: (v.shape, v.dtype), nnx.state(m))  # noqa: E731
+    return jax.tree.structure(nnx.state(a)) == jax.tree.structure(nnx.state(b)) and shapes(a) == shapes(b)
+
+
+def run_resnets(resnets: Sequence[nnx.Module], x: jax.Array, cache: FeatureCache) -> jax.Array:
+    """The ResBlocks in order; with :data:`SCAN_BLOCKS` a run of identical ones is one ``lax.scan`` over their
+    stacked weights and caches (the compiled program then holds one such block however deep the stack). The caches
+    keep the layout of the blocks run one after another either way."""
+    blocks = list(resnets)
+    i = 0
+    while i < len(blocks):
+        j = i + 1
+        while j < len(blocks) and _same_block(blocks[i], blocks[j]):
+            j += 1
+        if j - i < 2 or not SCAN_BLOCKS:
+            x = blocks[i](x, cache)
+            i += 1
+            continue
+        graphdef = nnx.split(blocks[i])[0]
+        stacked = jax.tree.map(lambda *a: jnp.stack(a), *[nnx.state(b) for b in blocks[i:j]])
+        k, n = len(cache.outputs), j - i
+        ins = None if cache.inputs is None else tuple(jnp.stack(cache.inputs[k + p : k + 2 * n : 2]) for p in (0, 1))
+
+        def body(h, xs, graphdef=graphdef):
+            weights, caches = xs
+            sub = FeatureCache(None if caches is None else list(caches), valid=cache.valid, area=cache.area)
+            h = nnx.merge(graphdef, weights)(h, sub)
+            return h, tuple(sub.outputs)
+
+        x, (first, second) = jax.lax.scan(body, x, (stacked, ins))
+        for t in range(n):
+            cache.put(first[t])
+            cache.put(second[t])
+        i = j
+    return x
+
+
 class AttentionBlock(nnx.Module):
     """Single-head self-attention over the H*W positions of each frame separately."""
 
@@ -182,11 +234,15 @@ class AttentionBlock(nnx.Module):
         self.to_qkv = Dense(dim, 3 * dim, dtype=dtype)
         self.proj = Dense(dim, dim, dtype=dtype)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache | None = None) -> jax.Array:
         b, t, h, w, c = x.shape
         qkv = self.to_qkv(self.norm(x)).reshape(b * t, h * w, 3 * c)
         q, k, v = jnp.split(qkv, 3, axis=-1)
         s = jnp.einsum("nqc,nkc->nqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(c)
+        area = None if cache is None else cache.spatial_mask(x)
+        if area is not None:  # a padded tile: its padding is no key
+            keys = jnp.broadcast_to(area[..., 0], (b, t, h, w)).reshape(b * t, 1, h * w)
+            s = jnp.where(keys, s, -jnp.inf)
         p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
         o = jnp.einsum("nqk,nkc->nqc", p, v).reshape(b, t, h, w, c)
         return x + self.proj(o)
@@ -200,7 +256,7 @@ class MidBlock(nnx.Module):
     def __call__(self, x: jax.Array, cache: FeatureCache) -> jax.Array:
         x = self.resnets[0](x, cache)
         for attn, res in zip(self.attentions, list(self.resnets)[1:]):
-            x = res(attn(x), cache)
+            x = res(attn(x, cache), cache)
         return x
 
 
@@ -213,18 +269,28 @@ class Upsample(nnx.Module):
         self.conv = Conv2d(dim, cout, 3, dtype=dtype)
         self.time_conv = CausalConv3d(dim, 2 * dim, (3, 1, 1), dtype=dtype) if temporal else None
 
-    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: Any) -> jax.Array:
+        """``first``: a Python bool (a program per chunk kind) or a traced bool (one program for every chunk: the
+        first chunk's frame then sits at the front of the later chunks' doubled frames, :class:`FeatureCache`)."""
         if self.temporal:
-            if first:
+            if isinstance(first, bool) and first:
                 cache.take()
                 cache.put(jnp.zeros((x.shape[0], CACHE_T) + x.shape[2:], x.dtype))  # "Rep": zero padding next
             else:
-                y = cache.conv(self.time_conv, x)  # (B, T, H, W, 2C), channel = s * C + c
-                b, t, h, w, _ = y.shape
-                y = y.reshape(b, t, h, w, 2, self.dim)
-                x = jnp.moveaxis(y, 4, 2).reshape(b, t * 2, h, w, self.dim)
+                traced = not isinstance(first, bool)
+                doubled = self._time_doubled(cache.conv(self.time_conv, x))
+                if traced:  # the first chunk keeps its frame (in front) and leaves a zero cache ("Rep")
+                    new = cache.outputs[-1]
+                    cache.outputs[-1] = jnp.where(first, jnp.zeros_like(new), new)
+                    doubled = jnp.where(first, jnp.repeat(x, 2, axis=1), doubled)
+                x = doubled
         x = jnp.repeat(jnp.repeat(x, 2, axis=2), 2, axis=3)  # nearest-exact at scale 2 == pixel repeat
-        return self.conv(x)
+        return self.conv(cache.mask(x))
+
+    def _time_doubled(self, y: jax.Array) -> jax.Array:
+        """The time conv's (B, T, H, W, 2C) output, channel = s * C + c, as (B, 2T, H, W, C)."""
+        b, t, h, w, _ = y.shape
+        return jnp.moveaxis(y.reshape(b, t, h, w, 2, self.dim), 4, 2).reshape(b, t * 2, h, w, self.dim)
 
 
 class Downsample(nnx.Module):
@@ -256,9 +322,8 @@ class UpBlock(nnx.Module):
             Upsample(cout, cout // 2, mode == "upsample3d", dtype=dtype) if mode is not None else None
         )
 
-    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
-        for r in self.resnets:
-            x = r(x, cache)
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: Any) -> jax.Array:
+        x = run_resnets(self.resnets, x, cache)
         if self.upsampler is not None:
             x = self.upsampler(x, cache, first)
         return x
@@ -313,8 +378,14 @@ class Encoder(nnx.Module):
 
     def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         x = cache.conv(self.conv_in, x)
-        for blk in self.down_blocks:
-            x = blk(x, cache, first) if isinstance(blk, Downsample) else blk(x, cache)
+        run: list[nnx.Module] = []  # consecutive ResBlocks, run together (identical ones as one scan)
+        for blk in list(self.down_blocks) + [None]:
+            if isinstance(blk, ResBlock):
+                run.append(blk)
+                continue
+            x, run = run_resnets(run, x, cache), []
+            if blk is not None:
+                x = blk(x, cache, first)
         x = self.mid_block(x, cache)
         return cache.conv(self.conv_out, _silu(self.norm_out(x)))
 
@@ -373,13 +444,6 @@ class WanVAE(nnx.Module):
 # jitted chunk programs
 
 
-def _decode_chunk_impl(graphdef, state, z, caches, *, first):
-    TRACE_COUNTS["decode_first" if first else "decode_chunk"] += 1
-    vae = nnx.merge(graphdef, state)
-    cache = FeatureCache(caches)
-    return vae.decode_frames(z, cache, first), cache.outputs
-
-
 def _encode_chunk_impl(graphdef, state, x, caches, *, first, moments=False):
     TRACE_COUNTS["encode_first" if first else "encode_chunk"] += 1
     vae = nnx.merge(graphdef, state)
@@ -388,9 +452,24 @@ def _encode_chunk_impl(graphdef, state, x, caches, *, first, moments=False):
     return (out if moments else out[..., : vae.cfg.z_dim]), cache.outputs
 
 
-_decode_chunk = jax.jit(_decode_chunk_impl, static_argnames=("graphdef", "first"))
+def _decode_unit_impl(graphdef, state, z, caches, first, area):
+    """Every latent frame's decode, the first included, in ONE program: ``first`` (traced bool) makes the first
+    chunk run with zero caches through the later chunks' shapes (its frame in front, :class:`FeatureCache`);
+    ``area`` (None, or (B, 2) traced real latent rows and columns of a padded tile) lets tiles of every shape
+    share the program."""
+    TRACE_COUNTS["decode_unit" if caches is not None else "decode_unit_cache_shapes"] += 1
+    vae = nnx.merge(graphdef, state)
+    cache = FeatureCache(caches, valid=jnp.where(first, 1, 1 << 20),
+                         area=None if area is None else (tuple(z.shape[2:4]), area))
+    return vae.decode_frames(z, cache, first), cache.outputs
+
+
 _encode_chunk = jax.jit(_encode_chunk_impl, static_argnames=("graphdef", "first", "moments"))
 _encode_moments_chunk = functools.partial(_encode_chunk, moments=True)
+_decode_unit = jax.jit(_decode_unit_impl, static_argnames=("graphdef",))
+
+#: Latent frames the first chunk really decodes (the unit program's first output frame; later chunks: all four).
+FIRST_FRAMES = 1
 
 
 def _spatial_ratio(cfg: WanVAEConfig) -> int:
@@ -419,8 +498,9 @@ def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], N
                   finish: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """Raw latents (B, z, T, h, w) -> channel-last pixels (B, T', H, W, 3) clamped to [-1, 1], float32 on host.
 
-    One jitted program per (first / later latent frame) x tile shape, a Python loop over frames and tiles; tiles
-    are blended in decoder space, then un-patchified and clamped (then ``finish``), one latent frame at a time.
+    ONE jitted program for every latent frame and every tile (edge tiles padded to the tile shape and masked to
+    their real area), a Python loop over frames and tiles; tiles are blended in decoder space, then un-patchified
+    and clamped (then ``finish``), one latent frame at a time.
     """
     z = np.moveaxis(np.asarray(latents), 1, -1)  # (B, T, h, w, z)
     plan = decode_plan(vae.cfg, z.shape[2:4], tiling)
@@ -429,8 +509,9 @@ def decode_pixels(vae: WanVAE, latents: Any, *, on_chunk: Callable[[int, int], N
         x = np.clip(vae.decoder_to_pixels(x), -1.0, 1.0)
         return finish(x) if finish is not None else x
 
-    return run_tiled(z, chunk_runner(vae, _decode_chunk), plan=plan, bounds=[(t, t + 1) for t in range(z.shape[1])],
-                     devices=devices, on_chunk=on_chunk, finish=done)
+    return run_tiled(z, unit_runner(vae, _decode_unit, first_frames=FIRST_FRAMES), plan=plan,
+                     bounds=[(t, t + 1) for t in range(z.shape[1])], devices=devices, on_chunk=on_chunk, finish=done,
+                     pad_tiles=True)
 
 
 def encode_latents(vae: WanVAE, video: Any, *, on_chunk: Callable[[int, int], None] | None = None,
@@ -507,8 +588,9 @@ class DecodeStream:
             return _to_frames(np.clip(vae.decoder_to_pixels(x), -1.0, 1.0))
 
         if self.stream is None:
-            self.stream = TiledStream(z.shape, chunk_runner(vae, _decode_chunk), devices=self.devices,
-                                      plan=decode_plan(vae.cfg, z.shape[2:4], self.tiling), finish=done)
+            self.stream = TiledStream(z.shape, unit_runner(vae, _decode_unit, first_frames=FIRST_FRAMES),
+                                      devices=self.devices, plan=decode_plan(vae.cfg, z.shape[2:4], self.tiling),
+                                      finish=done, pad_tiles=True)
         return self.stream.push(z, [(t, t + 1) for t in range(z.shape[1])], on_chunk)
 
 

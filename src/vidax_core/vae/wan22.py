@@ -21,6 +21,8 @@ Everything is channel-last inside; public ``decode``/``encode`` (inherited) take
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -36,6 +38,7 @@ from .wan21 import (
     WanVAE,
     WanVAEConfig,
     _silu,
+    run_resnets,
 )
 
 
@@ -81,12 +84,20 @@ def avg_down(x: jax.Array, cout: int, ft: int, fs: int) -> jax.Array:
     return jnp.mean(x, axis=-1)
 
 
-def dup_up(x: jax.Array, cout: int, ft: int, fs: int, first: bool) -> jax.Array:
-    """diffusers ``DupUp3D``: repeat-interleave channels, unfold them into (ft, fs, fs); first chunk drops ft-1."""
+def dup_up(x: jax.Array, cout: int, ft: int, fs: int, first: Any) -> jax.Array:
+    """diffusers ``DupUp3D``: repeat-interleave channels, unfold them into (ft, fs, fs); first chunk drops ft-1.
+
+    A traced ``first`` (one program for every chunk) keeps the shape: the first chunk's frames move to the front
+    and its last ft-1 frames are repeats (the extra frames :class:`FeatureCache` describes)."""
     b, t, h, w, c = x.shape
     x = jnp.repeat(x, cout * ft * fs * fs // c, axis=-1).reshape(b, t, h, w, cout, ft, fs, fs)
     x = jnp.transpose(x, (0, 1, 5, 2, 6, 3, 7, 4)).reshape(b, t * ft, h * fs, w * fs, cout)
-    return x[:, ft - 1 :] if first else x
+    if isinstance(first, bool):
+        return x[:, ft - 1 :] if first else x
+    if ft == 1:
+        return x
+    shifted = jnp.concatenate([x[:, ft - 1 :], jnp.repeat(x[:, -1:], ft - 1, axis=1)], axis=1)
+    return jnp.where(first, shifted, x)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -108,8 +119,7 @@ class ResidualDownBlock(nnx.Module):
 
     def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
         shortcut = avg_down(x, self.cout, self.ft, self.fs)
-        for r in self.resnets:
-            x = r(x, cache)
+        x = run_resnets(self.resnets, x, cache)
         if self.downsampler is not None:
             x = self.downsampler(x, cache, first)
         return x + shortcut
@@ -128,10 +138,9 @@ class ResidualUpBlock(nnx.Module):
         self.resnets = nnx.List(blocks)
         self.upsampler = Upsample(cout, cout, temporal, dtype=dtype) if up else None
 
-    def __call__(self, x: jax.Array, cache: FeatureCache, first: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, cache: FeatureCache, first: Any) -> jax.Array:
         shortcut = dup_up(x, self.cout, self.ft, 2, first) if self.up else None
-        for r in self.resnets:
-            x = r(x, cache)
+        x = run_resnets(self.resnets, x, cache)
         if self.upsampler is not None:
             x = self.upsampler(x, cache, first)
         return x if shortcut is None else x + shortcut

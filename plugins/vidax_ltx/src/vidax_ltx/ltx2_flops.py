@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from vidax_core import flops as F
 
 
@@ -55,3 +59,40 @@ def counter(cfg, latent_shapes):
         return dit_flops(cfg, batch, grid, audio_tokens, text_tokens, blocks)
 
     return flops
+
+
+def diffusion_decoder_flops(cfg, batch: int, frames: int, height: int, width: int,
+                            density: Any = None) -> F.Tally:
+    """The LTX-2.x diffusion video decoder's FLOPs by unit (``stage 1`` .. ``stage 4``, ``stage 5``: all its steps)
+    for latents of ``frames x height x width``: per block the q/k/v/out projections, the windowed attention and
+    the gated MLP, the upsamplers, ``conv_in``, stage 5's context projections, pixel projections and AdaLN.
+    ``density(grid, kernel)``: the share of the dense (Sq x Sk) attention pairs the kernel computes at that stage
+    (:func:`vidax_core.attention.neighborhood.computed_density`; None: the dense equivalent)."""
+    from vidax_ltx.ltx2_diffusion_decoder import mlp_hidden
+
+    b, hd = batch, cfg.decoder_head_dim
+    grids = cfg.grids(frames, height, width)
+    ch = cfg.decoder_stage_channels
+    kernels = (*cfg.decoder_stage_kernels, cfg.decoder_stage5_kernel)
+
+    def block(s: int, c: int, grid, kernel) -> float:
+        share = 1.0 if density is None else float(density(grid, kernel))
+        return (4 * F.linear(b * s, c, c) + F.attention(b, c // hd, s, s, hd) * share
+                + 2 * F.linear(b * s, c, mlp_hidden(c)) + F.linear(b * s, mlp_hidden(c), c))
+
+    t = F.Tally()
+    for i, (grid, stride, red) in enumerate(zip(grids, cfg.decoder_upsample_strides,
+                                                cfg.decoder_upsample_channel_reductions)):
+        s = int(np.prod(grid))
+        name = f"stage {i + 1}"
+        if i == 0:
+            t.add(name, F.linear(b * s, cfg.latent_channels, ch[0]))
+        t.add(name, block(s, ch[i], grid, kernels[i]), cfg.decoder_stage_depths[i])
+        t.add(name, F.linear(b * s, ch[i], int(np.prod(stride)) * ch[i] // red))
+    s5, c5, pixels = int(np.prod(grids[-1])), ch[-1], cfg.out_channels * cfg.patch_size**2
+    step = (F.linear(b, 256, cfg.decoder_t_emb_dim) + F.linear(b, cfg.decoder_t_emb_dim, cfg.decoder_t_emb_dim)
+            + F.linear(b, cfg.decoder_t_emb_dim, 7 * c5) + F.linear(b * s5, pixels, c5)
+            + F.linear(b * s5, c5, pixels))
+    step += cfg.decoder_stage_depths[-1] * (F.linear(b * s5, c5, c5) + block(s5, c5, grids[-1], kernels[-1]))
+    t.add("stage 5", step, cfg.decoder_num_inference_steps)
+    return t
