@@ -341,7 +341,7 @@ class LoadedModel:
         cfg = cfg or self.base
         if plan is None and cfg is self.base:
             plan = self.first_plan
-        with self._lock, precision.scope(cfg), self._attention():
+        with self._lock, precision.scope(cfg), self._attention(), memory.window() as self.memory_phases["call"]:
             return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk, on_decode)
 
     def _attention(self):
