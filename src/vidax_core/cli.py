@@ -148,8 +148,14 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgumentError(f"{message} (see `{self.prog} --help`)")
 
 
+MAX_LINE = 1000  # characters of an error line: a message that lists too much is cut in its middle
+
+
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    line = " ".join(str(text).split())
+    if len(line) > MAX_LINE:  # the end says what to do: keep it
+        line = f"{line[:MAX_LINE * 2 // 3]} [...] {line[-MAX_LINE // 3:]}"
+    return line
 
 
 def build_parser() -> argparse.ArgumentParser:

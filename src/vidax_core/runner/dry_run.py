@@ -241,6 +241,9 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
                         "prompt, which a dry run does not load; set sampling.num_frames=...")
     builds = build_dit(spec, ckpt, cfg, plugins)
+    from vidax_core.runner.encoder_check import check_text_encoder
+
+    check_text_encoder(spec, ckpt, cfg, plugins)  # as the run builds it, nothing read
     from vidax_core import lora
 
     adapters = lora.prepare(cfg, spec, ckpt, builds, plugins, weights_optional=True).summaries

@@ -28,7 +28,7 @@ from vidax_core.io.draws import Draws, check_draws
 from vidax_core.io.video import Mp4Stream
 from vidax_core.model_api import Decoded, SamplingPass
 from vidax_core.parallel import distributed
-from vidax_core.runner import device_oom, memory, throughput
+from vidax_core.runner import device_oom, finite, memory, throughput
 from vidax_core.runner.metrics import steady_step_s
 from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
 
@@ -147,6 +147,7 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
             new, budget = new[:, :budget], budget - min(budget, new.shape[1])
         if not new.shape[1]:
             return
+        finite.check_output(new, label=f"window {k + 1}/{n}")
         frames.append(new)
         if video is not None:
             video.append(new[0])
