@@ -12,15 +12,20 @@ plugin, so they live here:
   ``config.json`` and safetensors weights, ``scheduler/scheduler_config.json``) from ``{component: (config,
   shapes)}``;
 * :func:`generated_checkpoint` — the folder of a named checkpoint, written on first use into a temporary folder
-  and renamed into place, so an interrupted or concurrent first run never leaves half a checkpoint behind.
+  and renamed into place, so an interrupted or concurrent first run never leaves half a checkpoint behind; under
+  :func:`no_cache_writes` (``vidax run --dry-run``, which writes nothing) a checkpoint not yet in the cache is
+  written to a temporary folder removed when the process ends.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -98,6 +103,21 @@ def write_diffusers(
     write_json(os.path.join(folder, INDEX), index)
 
 
+_READ_ONLY = threading.local()
+
+
+@contextlib.contextmanager
+def no_cache_writes():
+    """Inside the block a checkpoint missing from the cache is generated into a temporary folder (removed at exit),
+    not into the cache: a dry run leaves nothing behind."""
+    before = getattr(_READ_ONLY, "on", False)
+    _READ_ONLY.on = True
+    try:
+        yield
+    finally:
+        _READ_ONLY.on = before
+
+
 def generated_checkpoint(distribution: str, version: str, name: str, write: Callable[[str], None]) -> str:
     """The folder of built-in checkpoint ``name`` (see :func:`cache_folder`), calling ``write(folder)`` to create
     it on first use. ``write`` fills a fresh folder inside a temporary directory next to the target, which is then
@@ -107,6 +127,11 @@ def generated_checkpoint(distribution: str, version: str, name: str, write: Call
     folder = cache_folder(distribution, version, name)
     if os.path.exists(os.path.join(folder, INDEX)):
         return folder
+    if getattr(_READ_ONLY, "on", False):
+        scratch = tempfile.mkdtemp(prefix=f"vidax-{name}-")
+        atexit.register(shutil.rmtree, scratch, True)
+        write(os.path.join(scratch, name))
+        return os.path.join(scratch, name)
     parent = os.path.dirname(folder)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=parent)

@@ -229,7 +229,15 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
 
 def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -> str:
     """What ``vidax run`` would do with ``cfg``: the call's plan from the planner a real call runs
-    (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute."""
+    (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute. Nothing is
+    written (a built-in checkpoint a plugin generates on first use goes to a temporary folder)."""
+    from vidax_core.io.builtin import no_cache_writes
+
+    with no_cache_writes():
+        return _describe_plan(cfg, plugins, device)
+
+
+def _describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -> str:
     cfg, peak, label = target_device(cfg, device)
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.plan import Planner, expected_batch, plan_lines, video_tokens

@@ -14,6 +14,7 @@ is planned without the grid-dependent checks, and the call completes the plan on
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -147,13 +148,20 @@ def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
         what = f"stacked block groups {', '.join(missing)} are" if missing else f"groups {', '.join(sorted(set(names) - set(runs)))} are"
         raise UserError(f"offload cannot run {spec.id}: its {what} not in the model's block_groups "
                         f"({', '.join(runs) or 'none'}); set offload.enabled=false (plugin bug: report it)")
-    chunk = cfg.offload.chunk_size
-    if isinstance(chunk, dict):
-        unknown = sorted(map(str, set(chunk) - set(runs)))
-        if unknown:
-            raise UserError(f"offload.chunk_size names {', '.join(unknown)}, not a block group of {spec.id} "
-                            f"(groups: {', '.join(runs)})")
+    check_chunk_groups(spec, model, cfg.offload.chunk_size)
     return tuple(names)
+
+
+def check_chunk_groups(spec: ModelSpec, model: Any, chunk: Any) -> None:
+    """An ``offload.chunk_size`` map names only block groups the model has (checked with offload on or off: a
+    typo in a map is a typo either way)."""
+    if not isinstance(chunk, Mapping):
+        return
+    runs = tuple(getattr(model, "block_groups", ()) or ())
+    unknown = sorted(map(str, set(chunk) - set(runs)))
+    if unknown:
+        raise UserError(f"offload.chunk_size names {', '.join(unknown)}, not a block group of {spec.id} "
+                        f"(groups: {', '.join(runs) or 'none'})")
 
 
 def video_tokens(build: DitBuild, latent_shape: tuple[int, int, int]) -> int | None:
@@ -171,6 +179,7 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     ``model``: the build's ``nnx.eval_shape`` when the caller keeps one (built here otherwise)."""
     model = model if model is not None else nnx.eval_shape(build.ctor)
     groups = offload_groups(spec, build, cfg, plugins, model) if cfg.offload.enabled else ()
+    check_chunk_groups(spec, model, cfg.offload.chunk_size)
     counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
     plan = meshlib.plan_mesh(cfg.parallel, n_devices=n_devices or jax.device_count(), heads=build.heads,
                              video_tokens=video_tokens(build, latent_shape), batch=batch, block_groups=counts,
@@ -294,8 +303,19 @@ class Planner:
             check_switch_step(p.run.sampling.boundary_step_index, builds, sp.num_steps if sp else None, spec.id)
         if cfg.sampling.initial_noise and grids[0] is not None:  # what the first pass takes as latents=
             noise.check_noise_shapes(cfg.sampling.initial_noise, builds[0].latent_shape(1, grids[0]))
+        if cfg.output.save_latents and grids[-1] is not None:  # what the last pass returns
+            check_latents_path(cfg.output.save_latents, builds[0].latent_shape(1, grids[-1]))
         tokens = [video_tokens(builds[0], g) if g is not None else None for g in grids]
         return CallPlan(cfg, passes, samplers, guides, grids, splans, placements, tokens)
+
+
+def check_latents_path(path: str, shapes: Any) -> None:
+    """``output.save_latents`` of a model whose latents are several arrays (written as a .npz archive) may not be
+    named .npy (``lat.npy`` held an archive); one array named .npz is written as an archive
+    (:func:`vidax_core.runner.outputs.save_latents`)."""
+    if isinstance(shapes, dict) and os.path.splitext(str(path))[1].lower() == ".npy":
+        raise UserError(f"output.save_latents {path}: this model's latents are several arrays "
+                        f"({', '.join(sorted(shapes))}), written as a .npz archive: give a path ending in .npz")
 
 
 def check_vae_grids(spec: ModelSpec, plan: CallPlan, vae: Any) -> None:
@@ -338,6 +358,10 @@ def plan_lines(plan: CallPlan) -> list[str]:
                      f"{guide.describe()} ({branches} branch{'es' if branches != 1 else ''}), {latent}")
     if plan.windows is not None:
         lines.append(f"windows:    {windowed.describe(plan.windows)} (one window at a time on the devices)")
+        made, asked = plan.windows.num_frames, plan.cfg.sampling.num_frames
+        if made is not None and asked is not None and made != asked:  # Helios makes whole chunks
+            lines.append(f"frames:     the video has {made} frames, not the {asked} asked: this model makes its "
+                         f"video in whole windows (sampling.num_frames={made} asks for exactly that)")
     m = plan.placements[0][0].plan
     groups = plan.placements[0][0].offload_groups
     lines.append(f"mesh:       dp={m.dp} tp={m.tp} sp={m.sp} over {m.size} of {jax.device_count()} "
