@@ -9,14 +9,16 @@ cache's, not the process's.
 
 The cache is checked before use at every open (:meth:`DiskChunks._damage`): each file a regular file (never a
 folder, FIFO, device or symlink: opened ``O_NOFOLLOW | O_NONBLOCK`` and checked again through its descriptor) of
-the size its manifest states, and each layer of each file matching the fingerprint the manifest holds for it (a
-hash of a few sampled pages: a file of the right size holding NaNs or random bytes does not match). A damaged
-cache is rebuilt; one that cannot be replaced, and an unusable cache folder (:func:`check_cache_root`: a file, a
-dangling symlink, a loop, a device, under a file, unwritable, ``VIDAX_OFFLOAD_CACHE=""``), is one ``error:`` line.
+the size its manifest states, and every layer of every file matching the CRC-32 the manifest holds for it (read
+once, a block at a time: one pass over the cache, which also warms the page cache the first step reads; a file of
+the right size holding NaNs or random bytes does not match). A damaged cache is rebuilt; one that cannot be
+replaced, and an unusable cache folder (:func:`check_cache_root`: a file, a dangling symlink, a loop, a device,
+under a file, unwritable, ``VIDAX_OFFLOAD_CACHE=""``), is one ``error:`` line.
 
 A chunk's transfer reads its layers with ``pread`` into a fresh buffer (issued by the offload pool's transfer
-thread while the previous chunk computes) and checks their fingerprints there, so the process holds only the
-chunks on their way to or on the devices. The files are never memory-mapped: a file shortened while the run reads
+thread while the previous chunk computes) and checks there each layer's fingerprint (a hash of its first, middle
+and last page: a change made during the run is caught at no real cost), so the process holds only the chunks on
+their way to or on the devices. The files are never memory-mapped: a file shortened while the run reads
 it is a short read and one ``error:`` line, not SIGBUS. The descriptors stay open for the run, so a cache removed
 under a running process (another run rebuilding it) does not disturb it. A checkpoint that cannot be
 memory-mapped (a pickle ``.pth``) is refused before any weight is read.
@@ -33,6 +35,7 @@ import shutil
 import stat
 import tempfile
 import uuid
+import zlib
 from typing import Any, Iterable, Mapping
 
 import jax
@@ -52,6 +55,7 @@ _UNSTREAMABLE = (".pth", ".pt", ".ckpt", ".bin", ".pkl")
 PAGE = 4096  # bytes per fingerprint sample
 SAMPLES = 3  # pages sampled per layer of a file: its first, middle and last
 _READ_MAX = 1 << 30  # bytes per pread call (Linux returns at most 2 GiB - 4 KiB per call)
+_CHECK_BLOCK = 1 << 26  # bytes read at a time when a file's checksums are verified
 
 
 # ---- the cache folder ------------------------------------------------------------------------------------------
@@ -220,6 +224,12 @@ def _layer_prints(data: np.ndarray) -> list[str]:
     return [fingerprint(row[o:o + n].tobytes() for o, n in spots) for row in raw]
 
 
+def _layer_sums(data: np.ndarray) -> list[int]:
+    """The CRC-32 of each layer (leading index) of a C-contiguous host array."""
+    raw = np.ascontiguousarray(data).reshape(data.shape[0], -1).view(np.uint8)
+    return [zlib.crc32(row) for row in raw]
+
+
 def _pread(fd: int, out: memoryview, offset: int) -> int:
     """Fill ``out`` from ``fd`` at ``offset``; the bytes read (fewer only at the end of the file)."""
     done = 0
@@ -242,6 +252,7 @@ class DiskChunks:
 
     def __init__(self, state: Any, chunk_size: int, shardings: Any, *, name: str, files: Iterable[str],
                  extra: Mapping[str, Any] | None = None, log: Any = None) -> None:
+        self._fds: list[int] = []
         leaves, self._treedef = jax.tree.flatten(state)
         self.num_blocks = int(leaves[0].shape[0])
         if self.num_blocks % chunk_size:
@@ -262,7 +273,6 @@ class DiskChunks:
         self.dir = os.path.join(self.root, self.name)
         if not self.files:
             atexit.register(shutil.rmtree, self.dir, True)
-        self._fds: list[int] = []
         self._prints: list[list[str]] = []
         self._open(leaves, name, log)
 
@@ -306,21 +316,21 @@ class DiskChunks:
         manifest = self._read_manifest()
         if isinstance(manifest, str):
             return manifest
-        self._prints = manifest
+        self._prints, sums = manifest
         for i in range(len(self._shapes)):
             try:
                 fd = _open_regular(self._file(i))
             except _NotRegular as exc:
                 return f"{os.path.basename(self._file(i))} {exc}"
             try:
-                why = self._check_file(i, fd)
+                why = self._check_file(i, fd, sums[i])
             finally:
                 os.close(fd)
             if why is not None:
                 return f"{os.path.basename(self._file(i))} {why}"
         return None
 
-    def _read_manifest(self) -> list[list[str]] | str:
+    def _read_manifest(self) -> tuple[list[list[str]], list[list[int]]] | str:
         path = os.path.join(self.dir, MANIFEST)
         try:
             fd = _open_regular(path)
@@ -334,29 +344,32 @@ class DiskChunks:
         want = [[list(s), d] for s, d in self._shapes]
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("leaves") != want:
             return f"{MANIFEST} does not describe this group"
-        prints = data.get("prints")
-        if (not isinstance(prints, list) or len(prints) != len(self._shapes)
-                or any(not isinstance(p, list) or len(p) != s[0] or not all(isinstance(x, str) for x in p)
-                       for p, (s, _) in zip(prints, self._shapes))):
-            return f"{MANIFEST} holds no fingerprint of every layer"
-        return prints
+        prints, sums = data.get("prints"), data.get("sums")
+        for table, kind in ((prints, str), (sums, int)):
+            if (not isinstance(table, list) or len(table) != len(self._shapes)
+                    or any(not isinstance(p, list) or len(p) != s[0] or not all(type(x) is kind for x in p)
+                           for p, (s, _) in zip(table, self._shapes))):
+                return f"{MANIFEST} holds no fingerprint and checksum of every layer"
+        return prints, sums
 
-    def _check_file(self, i: int, fd: int) -> str | None:
-        """Leaf ``i``'s open file against the manifest: its size, then every layer's sampled pages."""
+    def _check_file(self, i: int, fd: int, sums: list[int]) -> str | None:
+        """Leaf ``i``'s open file against the manifest: its size, then every layer's CRC-32, read a block at a
+        time."""
         size, layer = self._leaf_bytes(i)
         have = os.fstat(fd).st_size
         if have != size:
             return f"holds {have} bytes, {size} expected"
-        spots = sample_offsets(layer)
-        for k, want in enumerate(self._prints[i]):
-            pages = []
-            for o, n in spots:
-                buf = bytearray(n)
-                if _pread(fd, memoryview(buf), k * layer + o) != n:
+        block = bytearray(min(max(layer, 1), _CHECK_BLOCK))
+        view = memoryview(block)
+        for k, want in enumerate(sums):
+            crc, done = 0, 0
+            while done < layer:
+                n = min(len(block), layer - done)
+                if _pread(fd, view[:n], k * layer + done) != n:
                     return "is shorter than its manifest says"
-                pages.append(bytes(buf))
-            if fingerprint(pages) != want:
-                return f"layer {k} does not match its fingerprint (its contents changed)"
+                crc, done = zlib.crc32(view[:n], crc), done + n
+            if crc != want:
+                return f"layer {k} does not match its checksum (its contents changed)"
         return None
 
     def _discard(self, damage: str) -> None:
@@ -394,20 +407,22 @@ class DiskChunks:
             log(f"offload.storage=disk: writing the {total / 2**30:.2f} GiB cache {self.dir} (once per checkpoint)")
         try:
             os.mkdir(tmp)
-            prints = []
+            prints, sums = [], []
             for i, leaf in enumerate(leaves):
                 shape, dt = self._shapes[i]
-                leaf_prints: list[str] = []
+                prints.append([])
+                sums.append([])
                 with open(self._file(i, tmp), "wb") as f:
                     for lo in range(0, self.num_blocks, self.chunk_size):
                         part = np.ascontiguousarray(np.asarray(read_layers(leaf, lo, lo + self.chunk_size),
                                                                dtype=_dtype(dt)))
-                        leaf_prints += _layer_prints(part)
+                        prints[-1] += _layer_prints(part)
+                        sums[-1] += _layer_sums(part)
                         f.write(part.reshape(-1).view(np.uint8).data)
                         del part
-                prints.append(leaf_prints)
             with open(os.path.join(tmp, MANIFEST), "w") as f:
-                json.dump({"format": FORMAT, "leaves": [[list(s), d] for s, d in self._shapes], "prints": prints}, f)
+                json.dump({"format": FORMAT, "leaves": [[list(s), d] for s, d in self._shapes], "prints": prints,
+                           "sums": sums}, f)
             try:
                 os.rename(tmp, self.dir)
             except OSError:  # another process published the same cache first (checked after)
@@ -492,7 +507,7 @@ class DiskChunks:
         return sum(self._leaf_bytes(i)[0] for i in range(len(self._shapes)))
 
     def close(self) -> None:
-        fds, self._fds = self._fds, []
+        fds, self._fds = getattr(self, "_fds", []), []
         for fd in fds:
             try:
                 os.close(fd)
