@@ -20,18 +20,17 @@ plugin, so they live here:
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from vidax_core.io.safetensors import save_file
+from vidax_core.io.switch import ThreadSwitch
 
 Shapes = Mapping[str, tuple[int, ...]]
 INDEX = "model_index.json"
@@ -103,19 +102,13 @@ def write_diffusers(
     write_json(os.path.join(folder, INDEX), index)
 
 
-_READ_ONLY = threading.local()
+_READ_ONLY = ThreadSwitch()
 
 
-@contextlib.contextmanager
 def no_cache_writes():
     """Inside the block a checkpoint missing from the cache is generated into a temporary folder (removed at exit),
     not into the cache: a dry run leaves nothing behind."""
-    before = getattr(_READ_ONLY, "on", False)
-    _READ_ONLY.on = True
-    try:
-        yield
-    finally:
-        _READ_ONLY.on = before
+    return _READ_ONLY.turned_on()
 
 
 def generated_checkpoint(distribution: str, version: str, name: str, write: Callable[[str], None]) -> str:
@@ -127,7 +120,7 @@ def generated_checkpoint(distribution: str, version: str, name: str, write: Call
     folder = cache_folder(distribution, version, name)
     if os.path.exists(os.path.join(folder, INDEX)):
         return folder
-    if getattr(_READ_ONLY, "on", False):
+    if _READ_ONLY.on:
         scratch = tempfile.mkdtemp(prefix=f"vidax-{name}-")
         atexit.register(shutil.rmtree, scratch, True)
         write(os.path.join(scratch, name))
