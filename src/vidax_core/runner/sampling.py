@@ -30,6 +30,9 @@ from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.step import StepPlan, init_state, plan_batches
 
 
+KEPT_FINALIZERS = 8  # compiled conditioning finalizers a loaded pipe keeps, as it keeps 8 compiled steps
+
+
 @dataclass
 class PassResult:
     """What one pass leaves: its final latents on the host (the layout ``output.save_latents`` writes) and what the
@@ -138,8 +141,11 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
         finalize = experts[0].finalizers.get(key) if key is not None else None
         if finalize is None:
             finalize = jax.jit(cond.finalize)
-            if key is not None:
-                experts[0].finalizers[key] = finalize
+            if key is not None:  # kept as the steps are: the last few call structures (a server sees many)
+                kept = experts[0].finalizers
+                while len(kept) >= KEPT_FINALIZERS:
+                    kept.pop(next(iter(kept)))
+                kept[key] = finalize
         x = finalize(x, cond_arrays)
     final = jax.tree.map(_to_host, x)
     cache_report = cache_run.pass_report(cache_plan, caches, schedule, [b.name for b in guide.branches]) \
