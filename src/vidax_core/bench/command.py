@@ -115,8 +115,8 @@ def add_parser(sub) -> None:
                    help="read the architecture from the model id's published layout that ships with its plugin "
                         "(no model.checkpoint, no download)")
     r.add_argument("--random-blocks", type=random_blocks, default=None, metavar="N",
-                   help=f"keep N blocks of every stacked group (default {DEFAULT_RANDOM_BLOCKS}; 'all' for every block: "
-                        "the published DiT at its full depth)")
+                   help=f"keep N blocks of every stacked group (default {DEFAULT_RANDOM_BLOCKS}; 'all' for every "
+                        "block: the published DiT at its full depth)")
     r.add_argument("--attention", default="auto", help="comma list of attention backends to time (default auto)")
     r.add_argument("--batch", type=int, default=2, help="model batch (default 2: the two CFG branches)")
     r.add_argument("--offload", default="", metavar="CHUNKS",
