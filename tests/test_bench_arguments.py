@@ -24,8 +24,8 @@ def _setup(t):
 
 
 CASES = [
-    ("write-random-checkpoint-into-a-file", lambda t: ["--write-random-checkpoint", "wan2.1-t2v-1.3b", str(t / "afile")],
-     "exists and is not a folder"),
+    ("write-random-checkpoint-into-a-file",
+     lambda t: ["--write-random-checkpoint", "wan2.1-t2v-1.3b", str(t / "afile")], "exists and is not a folder"),
     ("write-random-checkpoint-dev-null", lambda t: ["--write-random-checkpoint", "wan2.1-t2v-1.3b", "/dev/null"],
      "/dev/null exists and is not a folder"),
     ("write-random-checkpoint-under-a-file", lambda t: ["--write-random-checkpoint", "wan2.1-t2v-1.3b",
