@@ -30,6 +30,7 @@ import atexit
 import errno
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import stat
@@ -482,7 +483,7 @@ class DiskChunks:
         for k, fd in enumerate(self._fds):
             shape, dt = self._shapes[k]
             _, layer = self._leaf_bytes(k)
-            buf = np.empty((hi - lo,) + shape[1:], _dtype(dt))
+            buf = _page_buffer((hi - lo,) + shape[1:], _dtype(dt))
             raw = memoryview(buf.reshape(-1).view(np.uint8))
             if _pread(fd, raw, lo * layer) != len(raw):
                 self._changed("offload cache file", self._file(k), f"now {os.fstat(fd).st_size} bytes, "
@@ -515,11 +516,25 @@ class DiskChunks:
                 pass
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the modules may be gone already
+            pass
 
 
 class _NotRegular(Exception):
     pass
+
+
+def _page_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array in an anonymous mapping of its own: page-aligned (the CPU backend places it without
+    a copy) and handed back to the OS the moment it is freed (from the heap, freed chunks stayed in the process:
+    a chunk's worth of memory for good)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < mmap.PAGESIZE:
+        return np.empty(shape, dtype)
+    region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # counted as the process's own
+    return np.frombuffer(region, dtype=dtype).reshape(shape)
 
 
 def _open_regular(path: str) -> int:
