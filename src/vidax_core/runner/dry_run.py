@@ -159,8 +159,8 @@ def _placement(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tupl
                  phase="encode")
     streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
     dev = int(resident / tp)
-    if cpu and streamed:  # the CPU uses its chunks in place (host) or memory-mapped (disk): no copies in flight
-        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)
+    if cpu and streamed and cfg.offload.storage != "disk":  # the CPU uses host chunks in place: none in flight
+        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)  # (disk: two chunks read, in flight)
     if cfg.offload.enabled and streamed:
         if cfg.offload.storage == "disk":
             from vidax_core.parallel.disk_chunks import cache_root
