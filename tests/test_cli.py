@@ -135,3 +135,15 @@ def test_dry_run_full_size_from_configs_only(tmp_path):
     assert "offload: non-block params + 2 chunks of 1 block(s)" in proc.stdout
     # 81 frames at 1280x720 -> latent 21 x 90 x 160 (VAE 4x8x8) -> 21 x 45 x 80 patches (1x2x2)
     assert "tokens:     75600 video tokens (latent 21x90x160, patch 1x2x2)" in proc.stdout, proc.stdout
+
+
+def test_an_overlong_error_line_is_cut_in_its_middle():
+    """A 2,728-character error line (833 window sizes): a line past 1000 characters keeps its start and its end
+    (what to do), cut in the middle."""
+    from vidax_core.cli import MAX_LINE, _one_line
+
+    text = "options.x must divide " + ", ".join(["5"] * 900) + ": change num_frames"
+    line = _one_line(text)
+    assert len(line) <= MAX_LINE + 10 and line.startswith("options.x must divide 5") and \
+        line.endswith(": change num_frames") and " [...] " in line
+    assert _one_line("short\nline") == "short line"

@@ -149,3 +149,37 @@ def test_every_pass_of_a_multi_pass_recipe_is_checked(tmp_path):
     assert _line(ok.stdout, "pass 1/2:").startswith("pass 1/2:   17 frames at 64x64, 10 steps of ")
     assert _line(ok.stdout, "pass 2/2:").startswith("pass 2/2:   17 frames at 128x128, 4 steps of ")
     assert _line(ok.stdout, "tokens:").startswith("tokens:     48 video tokens (latent 3x4x4")
+
+
+def test_a_dry_run_writes_nothing_into_the_cache(tmp_path, monkeypatch, capsys):
+    """--dry-run wrote 1.5 MB into the cache (a pyramid Helios id's built-in checkpoint, generated on first use):
+    a dry run writes nothing; the run itself still generates it into the cache."""
+    from vidax_core import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "model.id=helios-mid", "model.checkpoint=builtin:tiny-random", "sampling.height=64",
+            "sampling.width=64", "sampling.num_frames=9", "--dry-run"]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    assert not (tmp_path / "cache").exists() and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_chunk_size_map_naming_no_group_is_refused_with_offload_off(tmp_path, capsys):
+    """offload.chunk_size maps with unknown groups were accepted when offload was off."""
+    from vidax_core import cli
+
+    demo = str(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
+    code = cli.main(["run", demo, "offload.chunk_size={blockz: 2}", "--dry-run"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and err == ["error: offload.chunk_size names blockz, not a block group of wan2.1-t2v-1.3b "
+                                 "(groups: blocks)"], err
+
+
+def test_latents_of_several_streams_are_not_saved_under_a_npy_name(capsys):
+    """output.save_latents=lat.npy wrote an .npz under a .npy name (LTX-2.5: video and audio latents)."""
+    from vidax_core import cli
+
+    demo = str(Path(__file__).resolve().parents[1] / "configs" / "ltx2_demo.yaml")
+    code = cli.main(["run", demo, "output.save_latents=lat.npy", "--dry-run"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1 and "give a path ending in .npz" in err[0], err

@@ -109,6 +109,17 @@ class RopeSpec:
         if self.rope_type not in ("default", "linear", "llama3", "proportional"):
             raise UserError(f"rope_type={self.rope_type!r} is not supported: expected default, linear, llama3 or "
                             "proportional")
+        for name in ("theta", "factor", "low_freq_factor", "high_freq_factor"):  # a negative theta: NaN angles
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0 < value <= 1e12):
+                raise UserError(f"RoPE {'rope_theta' if name == 'theta' else name}={value} must be a positive "
+                                "number: check the text encoder's config.json")
+        if not 0 < self.partial_rotary_factor <= 1:
+            raise UserError(f"RoPE partial_rotary_factor={self.partial_rotary_factor} must be above 0 and at most "
+                            "1: check the text encoder's config.json")
+        if self.original_max_position_embeddings < 1:
+            raise UserError(f"RoPE original_max_position_embeddings={self.original_max_position_embeddings} must be "
+                            "at least 1: check the text encoder's config.json")
 
     def rot_dim(self, head_dim: int) -> int:
         if self.rope_type == "proportional":
@@ -183,6 +194,10 @@ class DecoderLLMConfig:
             raise UserError(f"layer types {sorted(unknown)} are not supported: expected {FULL} or {SLIDING}")
         if SLIDING in self.layer_types and not self.sliding_window:
             raise UserError("sliding_attention layers need a sliding_window in the config")
+        for name in ("query_pre_attn_scalar", "attn_logit_softcapping"):  # the attention divides by them
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise UserError(f"{name}={value} must be a positive number: check the text encoder's config.json")
         if self.hidden_act not in ACTIVATIONS:
             raise UserError(f"hidden_act={self.hidden_act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
         for t in set(self.layer_types):
@@ -256,6 +271,11 @@ class DecoderLLMConfig:
             return cls._from_config(config, **overrides)
         except KeyError as e:
             raise UserError(f"decoder LLM config.json has no {e.args[0]!r}: check the text encoder's config") from None
+        except UserError:
+            raise
+        except (TypeError, ValueError, AttributeError, OverflowError) as e:  # a text where a number is due...
+            raise UserError(f"decoder LLM config.json holds an unusable value ({' '.join(str(e).split())[:160]}): "
+                            "check the text encoder's config") from None
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "DecoderLLMConfig":

@@ -425,7 +425,9 @@ def resolve_checkpoint(
         name = value.split(":", 1)[1]
         folder = find_builtin(name) if find_builtin is not None else None
         if folder is None:
-            raise UserError(f"model {builtin_key} has no built-in checkpoint named {name!r}")
+            raise UserError(f"model {builtin_key} has no built-in checkpoint named {name!r}"
+                            + ("" if name == "tiny-random" else ": the built-in of a model that has one is "
+                               "builtin:tiny-random"))
         return Checkpoint(folder, source=value)
     path = os.path.expanduser(value)
     if os.path.isdir(path):

@@ -24,14 +24,15 @@ def draw_name(n: int) -> str:
 
 def check_draws(path: str, shapes: Sequence[tuple[int, ...]]) -> None:
     """A one-line error unless ``path`` is a .npz holding exactly noise_0..noise_{n-1} with the planned shapes (or,
-    for a run that draws once, a .npy of that shape: what the reference pipeline takes as ``latents=``)."""
+    for a run that draws once, a .npy of that shape: what the reference pipeline takes as ``latents=``), every
+    value finite and of sane magnitude."""
     where = f"sampling.initial_noise {path}"
     want = [draw_name(n) for n in range(len(shapes))]
     how = (f"this run draws noise {len(shapes)} times: give a .npz holding noise_0 .. noise_{len(shapes) - 1} "
            "(numpy.savez), each in the reference pipeline's draw order and layout (see the family's docs page)")
     if not N.is_zip(path):
         if len(shapes) == 1:
-            N.check_shape(N.npy_header(path, where), tuple(shapes[0]), where)
+            N.check_noise_shapes(path, tuple(shapes[0]))
             return
         raise UserError(f"{where} is a single array, but {how}")
     with N._open(path, where) as f:
@@ -47,7 +48,8 @@ def check_draws(path: str, shapes: Sequence[tuple[int, ...]]) -> None:
                 for name, shape in zip(want, shapes):
                     with z.open(found[name]) as m:
                         h = N.read_header(m, found[name].file_size, f"{where}: {name}")
-                    N.check_shape(h, tuple(shape), f"{where}: {name}")
+                        N.check_shape(h, tuple(shape), f"{where}: {name}")
+                        N.scan_values(m, h, f"{where}: {name}")  # a finite draw times 1e38 turns the run to NaN
         except UserError:
             raise
         except N.ZIP_ERRORS as exc:

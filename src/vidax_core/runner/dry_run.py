@@ -186,8 +186,8 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
                      cfg, "offload.storage", "disk") else stream_key)
     streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
     dev = int(resident / tp)
-    if cpu and streamed:  # the CPU uses its chunks in place (host) or memory-mapped (disk): no copies in flight
-        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)
+    if cpu and streamed and cfg.offload.storage != "disk":  # the CPU uses host chunks in place: none in flight
+        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)  # (disk: two chunks read, in flight)
     chunk = cfg.offload.chunk_size
     device_key = ("offload.enabled=true" if not cfg.offload.enabled else
                   "offload.chunk_size=1" if not isinstance(chunk, dict) and chunk > 1 else
@@ -376,10 +376,13 @@ def dry_run_checkpoint(cfg: RunConfig, spec: Any, plugins: Plugins) -> tuple[Any
 def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
                   host_memory_gib: float | None = None) -> str:
     """What ``vidax run`` would do with ``cfg``: the call's plan from the planner a real call runs
-    (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute."""
+    (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute. Nothing is
+    written (a built-in checkpoint a plugin generates on first use goes to a temporary folder)."""
+    from vidax_core.io.builtin import no_cache_writes
+
     cfg, peak, label = target_device(cfg, device)
     spec = plugins.registry.get(cfg.model.id)
-    with tempfile.TemporaryDirectory(prefix="vidax-dry-run-") as tmp:
+    with no_cache_writes(), tempfile.TemporaryDirectory(prefix="vidax-dry-run-") as tmp:
         shown = cfg
         cfg, assumed = stand_ins(cfg, spec, plugins, tmp)
         preflight(cfg, spec, plugins, check_outputs=False)
@@ -414,6 +417,9 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
         raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
                         "prompt, which a dry run does not load; set sampling.num_frames=...")
     builds = build_dit(spec, ckpt, cfg, plugins)
+    from vidax_core.runner.encoder_check import check_text_encoder
+
+    check_text_encoder(spec, ckpt, cfg, plugins)  # as the run builds it, nothing read
     from vidax_core import lora
 
     adapters = lora.prepare(cfg, spec, ckpt, builds, plugins, weights_optional=True).summaries

@@ -46,7 +46,7 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import compile_watch, device_oom, memory, memory_plan, windowed
+from vidax_core.runner import compile_watch, device_oom, finite, memory, memory_plan, windowed
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
 from vidax_core.runner.metrics import run_metrics
 from vidax_core.runner.outputs import RunResult, write_call_outputs
@@ -498,6 +498,7 @@ class LoadedModel:
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))
         frames = decoded.frames
+        finite.check_output(frames, decoded.audio)
         if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
             self.reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
                               f"{cfg.sampling.width}x{cfg.sampling.height}")

@@ -58,6 +58,10 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
     if cfg.sampling.initial_noise:
         noise.check_noise_file(cfg.sampling.initial_noise)
     check_sampler(cfg)
+    if cfg.offload.enabled and cfg.offload.storage == "disk":  # the cache folder, looked at (nothing written)
+        from vidax_core.parallel.disk_chunks import check_cache_root
+
+        check_cache_root()
     if check_outputs:
         out = cfg.output
         outputs.check_writable([out.path, out.save_latents, out.save_frames, out.save_audio, out.metrics], out.overwrite)

@@ -27,25 +27,26 @@ from vidax_core.errors import PluginError, UserError
 from vidax_core.io.draws import check_draws
 from vidax_core.io.video import Mp4Stream
 from vidax_core.model_api import Decoded, SamplingPass
-from vidax_core.runner import memory, throughput
+from vidax_core.runner import finite, memory, throughput
 from vidax_core.runner.metrics import steady_step_s
 from vidax_core.windows import CONTINUE, SEPARATE, Window, WindowedSampling
 
 OnChunk = Callable[[np.ndarray, int, int], None]
 
 
-def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[Window, ...] | None:
-    """The family's windows for ``cfg`` (None: an ordinary run), checked: the plan is usable, no step cache is
-    asked for, and a ``sampling.initial_noise`` file holds every draw with its shape."""
+def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[tuple[Window, ...] | None, int | None]:
+    """The family's windows for ``cfg`` (None: an ordinary run) and the frames the video will have, checked: the
+    plan is usable, no step cache is asked for, and a ``sampling.initial_noise`` file holds every draw with its
+    shape."""
     ws = _ask(spec, ckpt, cfg, plugins)
     if ws is None:
-        return None
+        return None, None
     if getattr(cfg, "cache", None):
         raise UserError(f"cache: step caching does not apply to {spec.id}, which makes its video window by "
                         "window: remove the cache key")
     if cfg.sampling.initial_noise:
         check_draws(cfg.sampling.initial_noise, ws.draws)
-    return tuple(ws.windows)
+    return tuple(ws.windows), ws.num_frames
 
 
 def for_call(spec: Any, ckpt: Any, cfg: Any, plugins: Any, planned: Sequence[Window]) -> WindowedSampling:
@@ -106,6 +107,7 @@ class FrameStream:
             new, self.budget = new[:, :self.budget], self.budget - min(self.budget, new.shape[1])
         if not new.shape[1]:
             return
+        finite.check_output(new, label=f"window {k + 1}/{self.n}")  # before a frame of it is written
         self.frames.append(new)
         if self.video is not None:
             self.video.append(new[0])

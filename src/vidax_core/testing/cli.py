@@ -115,8 +115,9 @@ def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str =
     float waveform too (``output.save_audio``); assert it succeeded and return what it saved."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npy", "frames.npy", "json", "audio.npy")}
-    extra = [f"output.path={out['mp4']}", f"output.save_latents={out['lat.npy']}",
+    # an archive whatever the model: one stream is saved in it as ``latents`` (runner.outputs.save_latents)
+    out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npz", "frames.npy", "json", "audio.npy")}
+    extra = [f"output.path={out['mp4']}", f"output.save_latents={out['lat.npz']}",
              f"output.save_frames={out['frames.npy']}", f"output.metrics={out['json']}", "output.overwrite=true"]
     if audio:
         extra.append(f"output.save_audio={out['audio.npy']}")
@@ -128,9 +129,8 @@ def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str =
         extra.append(f"sampling.initial_noise={folder / f'{tag}.noise.npy'}")
     proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    latents = np.load(out["lat.npy"])
-    if isinstance(latents, np.lib.npyio.NpzFile):
-        latents = {k: latents[k] for k in latents.files}
+    with np.load(out["lat.npz"]) as saved:
+        latents = saved["latents"] if saved.files == ["latents"] else {k: saved[k] for k in saved.files}
     return E2ERun(latents, np.load(out["frames.npy"]), json.loads(out["json"].read_text()), proc.stderr,
                   np.load(out["audio.npy"]) if audio else None)
 

@@ -62,6 +62,7 @@ MAX_PERIOD = 10000.0
 TEXT_MAX_POS = 1024  # Kandinsky5RoPE1D's table: text positions below this
 VISUAL_MAX_POS = (128, 128, 128)  # Kandinsky5RoPE3D's tables: (frame, row, column) positions below these
 ATTENTION_TYPES = ("regular", "nabla")
+NABLA_METHODS = (None, "topcdf")  # how the block mask is chosen: the reference has only its top-CDF
 FRACTAL = 8  # NABLA's token blocks: 8 x 8 patches of one frame (its 64-token mask blocks)
 
 
@@ -132,6 +133,12 @@ class KandinskyDiTConfig(CheckedConfig):
                        "(the sampler steps the noise channels with the velocity)")
         if self.attention_type not in ATTENTION_TYPES:
             out.append(f"attention_type={self.attention_type!r}: expected one of {list(ATTENTION_TYPES)}")
+        if self.attention_P is not None and not 0 < self.attention_P <= 1:  # the top-CDF mass NABLA keeps
+            out.append(f"attention_P={self.attention_P} must be above 0 and at most 1 (the share of each query "
+                       "block's attention mass NABLA keeps: 0.8 or 0.9 in the released configs)")
+        if self.attention_method not in NABLA_METHODS:
+            out.append(f"attention_method={self.attention_method!r}: expected "
+                       f"{' or '.join(repr(m) for m in NABLA_METHODS if m)} (or null)")
         if self.attention_type == "nabla":
             missing = [n for n in ("attention_P", "attention_wT", "attention_wW", "attention_wH")
                        if getattr(self, n) is None]
