@@ -73,6 +73,9 @@ class LayoutTensors(Mapping[str, Any]):
         raise UserError(f"{self.where} is a published layout without weights: tensor {key} has no values (a dry run "
                         "reads none; a run needs the checkpoint itself)")
 
+    def __contains__(self, key: object) -> bool:  # a name is there without reading its (absent) value
+        return key in self._entries
+
     def shape(self, key: str) -> tuple[int, ...]:
         return tuple(self._entries[key][0])
 
