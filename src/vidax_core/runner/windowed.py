@@ -184,7 +184,7 @@ def generate(model: Any, cfg: Any, call: Any, vae: Any, contexts: list, timer: A
                          "frames": int(sum(f.shape[1] for f in frames)), "sampling_s": float(sum(res.step_times)),
                          "decode_s": t2 - t1, "total_s": t2 - t0})
             reporter.log(f"window {k + 1}/{n}: {res.splan.num_steps} steps, {rows[-1]['total_s']:.1f}s")
-        latents = np.concatenate(kept, axis=2) if len(kept) > 1 else kept[0]
+        latents = np.concatenate(kept, axis=ws.output_axis) if len(kept) > 1 else kept[0]
         if ws.decode == CONTINUE and decoder is None:  # a VAE without a stream decoder: the joined latents once
             t1 = time.perf_counter()
             with device_oom.phase("decode"):

@@ -13,10 +13,9 @@ diffusers' names (one mirror key table, :data:`VAE_RULES`). What the reference d
   nearest-upsampled to the features' grid, the first latent frame on its own (``T + 1`` latent frames make
   ``4 T + 1`` pixel frames).
 
-The reference runs 16-frame segments that carry their causal padding (its results equal a single pass over the
-clip); here the clip goes through in one pass, its latent frames in chunks of :data:`SEGMENT_LATENTS` on decode
-(each chunk recomputing the causal context it needs is not done: see :meth:`KVAE.decode`).
-The encoder's posterior mode (its mean) is what the pipeline uses; ``scaling_factor`` scales the latents.
+The reference runs 16-frame segments that carry their causal padding; its results equal one pass over the clip,
+which is what runs here (the parity test covers clips of several segments). The encoder's posterior mode (its
+mean) is what the pipeline uses; ``scaling_factor`` scales the latents.
 """
 
 from __future__ import annotations
@@ -294,13 +293,14 @@ class Decoder(nnx.Module):
 
 
 class KVAE(nnx.Module):
-    """``Kandinsky6SRVAE`` (module docstring); ``with_encoder=False`` builds the decoder alone."""
+    """``Kandinsky6SRVAE`` (module docstring); ``with_encoder`` / ``with_decoder`` False leave that half out (the SR
+    run encodes once before sampling and decodes tile by tile after: the halves never need to be loaded together)."""
 
-    def __init__(self, cfg: Kandinsky6SRVAEConfig, *, with_encoder: bool = True):
+    def __init__(self, cfg: Kandinsky6SRVAEConfig, *, with_encoder: bool = True, with_decoder: bool = True):
         cfg.check_supported()
         self.cfg = cfg
         self.encoder = Encoder(cfg) if with_encoder else None
-        self.decoder = Decoder(cfg)
+        self.decoder = Decoder(cfg) if with_decoder else None
 
     def encode_mean(self, pixels: jax.Array) -> jax.Array:
         """Pixels (B, T, H, W, 3) in [-1, 1] -> the posterior mean (B, t, h, w, C), unscaled."""
@@ -320,12 +320,14 @@ def mirror_rules(prefix: str) -> list[MirrorRule]:
 
 #: Every key of a ``Kandinsky6SRVAE`` checkpoint onto :class:`KVAE`.
 VAE_RULES = mirror_rules("(encoder|decoder)")
-DECODE_ONLY_IGNORE = [r"encoder\..*"]
 
 
-def load_kvae(cfg: Kandinsky6SRVAEConfig, tensors: Any, *, with_encoder: bool = True, put=None) -> KVAE:
-    """The K-VAE from a diffusers ``vae/`` folder's tensors (every problem reported at once)."""
-    from vidax_core.vae.loader import load_vae
+def load_kvae(cfg: Kandinsky6SRVAEConfig, tensors: Any, *, with_encoder: bool = True, with_decoder: bool = True,
+              put=None) -> KVAE:
+    """The K-VAE (or one half of it) from a diffusers ``vae/`` folder's tensors (every problem reported at once)."""
+    from vidax_core.io.load import load_model
 
-    return load_vae(lambda enc: KVAE(cfg, with_encoder=enc), tensors, with_encoder=with_encoder, rules=VAE_RULES,
-                    decoder_rules=mirror_rules("decoder"), decode_only_ignore=DECODE_ONLY_IGNORE, put=put)
+    halves = [h for h, on in (("encoder", with_encoder), ("decoder", with_decoder)) if on]
+    dropped = [rf"{h}\..*" for h in ("encoder", "decoder") if h not in halves]
+    return load_model(lambda: KVAE(cfg, with_encoder=with_encoder, with_decoder=with_decoder), tensors,
+                      mirror_rules(f"({'|'.join(halves)})"), component="vae", put=put, ignore=dropped)
