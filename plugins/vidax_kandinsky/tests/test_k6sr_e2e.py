@@ -122,3 +122,45 @@ def test_sr_x4_pixel_tiles_distilled_cli_matches_diffusers(tmp_path, distill):
     ckpt, pipe = distill
     check(tmp_path, "kandinsky6-vsr-distill", ckpt, pipe, clip(12, 16), [(1, 3, 8, 8, 4)] * 6, steps=2,
           options=dict(resolution_scale=4.0))
+
+
+def test_ti2va_then_sr_stage_cli_matches_diffusers(tmp_path, base):
+    """``options.super_resolution``: Kandinsky6TI2VAPipeline, then Kandinsky6SRPipeline on its frames (x2, 3 x 3
+    tiles), as one ``vidax run``; the .npz noise holds the generation's ``video`` / ``audio`` and the SR's draws.
+    The generation's latents (what ``output.save_latents`` keeps) and the super-resolved frames are compared."""
+    from vidax_kandinsky.k6_tiny import save_tiny_k6
+
+    sr_ckpt, sr_pipe = base
+    ckpt, pipe = save_tiny_k6(tmp_path / "k6", seed=1)
+    pipe.set_progress_bar_config(disable=True)
+    rng = np.random.default_rng(4)
+    gen = {"video": rng.standard_normal((1, 4, 3, 4, 4)).astype(np.float32),
+           "audio": rng.standard_normal((1, 6, pipe_audio_frames(pipe))).astype(np.float32)}
+    with torch.no_grad():
+        out = pipe(prompt="a red guitar", height=32, width=32, num_frames=FRAMES, num_inference_steps=2,
+                   guidance_scale=1.0, latents=torch.from_numpy(gen["video"]),
+                   audio_latents=torch.from_numpy(gen["audio"]), output_type="np")
+        latent_out = pipe(prompt="a red guitar", height=32, width=32, num_frames=FRAMES, num_inference_steps=2,
+                          guidance_scale=1.0, latents=torch.from_numpy(gen["video"]),
+                          audio_latents=torch.from_numpy(gen["audio"]), output_type="latent")
+    video = np.asarray(out.frames, np.float32)
+    draws = draws_for([(1, 3, 8, 8, 4)] * 9)
+    _, ref_frames = reference(sr_pipe, video, draws, resolution_scale=2.0)  # the SR id's 4 steps
+    args = run_args("kandinsky6-ti2va-lite", ckpt, "a red guitar",
+                    sampling=dict(num_steps=2, height=32, width=32, num_frames=FRAMES, guidance_scale=1.0),
+                    options=dict(super_resolution="kandinsky6-vsr", sr_checkpoint=str(sr_ckpt),
+                                 sr_resolution_scale=2.0))
+    run = run_e2e(tmp_path, *args, noise={**gen, **{f"noise_{k}": d for k, d in enumerate(draws)}}, audio=True)
+    rel = rel_l2(run.latents["video"], latent_out.frames.numpy())
+    frel = rel_l2(run.frames, ref_frames)
+    print(f"[k6 ti2va + sr stage] latents rel {rel:.3e}, frames rel {frel:.3e}, frames {run.frames.shape}")
+    assert run.frames.shape == ref_frames.shape == (1, FRAMES, 64, 64, 3)
+    assert rel <= RUN_BOUND and frel <= FRAME_BOUND
+    assert [s["model"] for s in run.metrics["stages"]] == ["kandinsky6-vsr"]
+
+
+def pipe_audio_frames(pipe) -> int:
+    from vidax_kandinsky.k6_conditioning import audio_frames
+
+    c = pipe.audio_vae.config
+    return audio_frames(FRAMES, 4, 24.0, c.sample_rate, 2 * c.hop_length)

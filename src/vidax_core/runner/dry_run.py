@@ -233,6 +233,7 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
     cfg, peak, label = target_device(cfg, device)
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.plan import Planner, expected_batch, plan_lines, video_tokens
+    from vidax_core.runner.stages import frame_stages
 
     spec = plugins.registry.get(cfg.model.id)
     preflight(cfg, spec, plugins, check_outputs=False)
@@ -286,6 +287,8 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None) -
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {cfg.sampling.guidance_scale}",
         *plan_lines(plan),
+        *[f"then:       {st.name or 'stage'}: {st.model} over the decoded frames (its own --dry-run sizes it)"
+          for st in frame_stages(spec, ckpt, cfg, plugins)],
         f"tokens:     {tokens}" + (" (the largest pass)" if len(plan.passes) > 1 else ""),
         f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"
         + (" (the device's policy)" if device and cfg.model.dtype == getattr(peak, "policy", None) else ""),

@@ -53,6 +53,7 @@ from vidax_core.runner.progress import Reporter, Timer, follow_chunks
 from vidax_core.runner.prompts import encode_prompts
 from vidax_core.runner.runtime import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
+from vidax_core.runner.stages import StageChain
 from vidax_core.runner.text_encoders import KeptModels, TextEncoders
 
 
@@ -103,10 +104,11 @@ def prompt_key(cfg: RunConfig, text: Any) -> str:
 
 class LoadedModel:
     """One model, loaded for many calls. ``load_weights=False`` stops after every check that reads no weight
-    (a batch validates its lines, then calls :meth:`load_weights`)."""
+    (a batch validates its lines, then calls :meth:`load_weights`). ``stage``: a frame stage of another model
+    (:mod:`.stages`), whose clip the run before it writes and whose outputs that run writes."""
 
     def __init__(self, cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None, *,
-                 single: bool = False, load_weights: bool = True) -> None:
+                 single: bool = False, load_weights: bool = True, stage: bool = False) -> None:
         self.reporter = reporter or Reporter()
         self.plugins = plugins
         self.base = cfg
@@ -116,7 +118,7 @@ class LoadedModel:
         t0 = time.perf_counter()
         memory.start()
         self.spec = spec = plugins.registry.get(cfg.model.id)
-        preflight(cfg, spec, plugins)
+        preflight(cfg, spec, plugins, check_outputs=not stage, check_media=not stage)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
         setup_runtime(cfg)
         self.backend = attention.resolve_backend(cfg.attention.backend)  # this pipe's: every call traces in its scope
@@ -148,6 +150,8 @@ class LoadedModel:
         self.encode_on: memory_plan.EncoderPlacement | None = None
         self._first_cond: tuple[CallPlan, Any] | None = None  # a single run makes it at load
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
+        self.stages = StageChain(self, cfg, lambda scfg: LoadedModel(  # frame stages: checked now, no weights
+            scfg, plugins, self.reporter, single=single, load_weights=False, stage=True))
         self.load_s = time.perf_counter() - t0
         if load_weights:
             self.load_weights()
@@ -385,7 +389,7 @@ class LoadedModel:
         check_vae_grids(self.spec, plan, vae)
         self.load_weights()
         self.use_adapters(cfg)
-        for line in plan_lines(plan):
+        for line in plan_lines(plan) + self.stages.describe():
             reporter.log(line)
         timer.add("load_s", time.perf_counter() - t0)
 
@@ -438,9 +442,14 @@ class LoadedModel:
                          f"{cfg.sampling.width}x{cfg.sampling.height}")
             frames = video.resize_frames(frames, cfg.sampling.height, cfg.sampling.width)
         timer.add("decode_s", time.perf_counter() - t0)
+        metrics = self.metrics(cfg, plan, results, timer, decoded)
+        if self.stages:  # after the metrics: a single run frees its denoiser before a stage's weights arrive
+            t0 = time.perf_counter()
+            frames, metrics["stages"] = self.stages.run(cfg, frames)
+            metrics["stages_s"] = time.perf_counter() - t0
+            metrics["total_s"] = timer.total()
         if on_chunk is not None:
             on_chunk(frames, 0, 1)
-        metrics = self.metrics(cfg, plan, results, timer, decoded)
         if predicted:
             metrics["predicted"] = predicted
         if write_outputs and distributed.is_writer():  # under jax.distributed only process 0 writes
@@ -455,12 +464,21 @@ class LoadedModel:
                            text_encoder_on=getattr(self.encode_on, "where", None),
                            attention_calls=self.attention_calls)
 
+    def release_weights(self) -> None:
+        """Free the denoisers' device memory and the kept VAEs (a single run, before its frame stages load)."""
+        for e in self.experts:
+            e.close()
+        self.experts = []
+        self._vaes.clear()
+        gc.collect()
+
     def close(self) -> None:
         """Free the device memory this model holds; later calls are refused."""
         if self.closed:
             return
         with self._lock:
             self.closed = True
+            self.stages.close()
             for e in self.experts:
                 e.close()
             self.experts = []

@@ -50,6 +50,14 @@ OPTIONS = {
                                             "(the pipeline's frame_rate)", load_bound=True),
     "sample_audio": Option(True, bool, "make the synchronized sound track (false: video only, as the pipeline's "
                                        "sample_audio=False)", load_bound=True),
+    "super_resolution": Option(None, str | None, "run the frames through a Kandinsky 6 SR id as a second stage "
+                                                  "(Kandinsky6SRPipeline after the generation; null: none, as the "
+                                                  "generation pipeline alone)",
+                               choices=(None, "kandinsky6-vsr", "kandinsky6-vsr-distill"), load_bound=True),
+    "sr_checkpoint": Option(None, str | None, "the SR stage's checkpoint (folder or hub repo; null: the SR id's own "
+                                              "hub repo)", load_bound=True),
+    "sr_resolution_scale": Option(2.25, float, "the SR stage's resolution_scale: 2, 2.25 or 4",
+                                  choices=(2.0, 2.25, 4.0), load_bound=True),
 }
 
 
