@@ -121,8 +121,8 @@ def _set(config: dict, path: tuple, fn: Callable[[Any], Any]) -> None:
 
 def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[dict, dict, dict[str, int]]:
     """``config`` and ``tensors`` with every block group longer than ``keep`` cut to its first ``keep`` layers,
-    where the config names that group's length (a ``*layer*`` / ``*block*`` count of the same value); returns the
-    groups cut (prefix -> old count)."""
+    where the config names that group's length (a ``*layer*`` / ``*block*`` count of the same value; groups of one
+    length may share one count, as Kandinsky 6's two text stacks do); returns the groups cut (prefix -> old count)."""
     config = copy.deepcopy(config)
     cut: dict[str, int] = {}
     for prefix, count in block_groups(tensors).items():
@@ -130,6 +130,8 @@ def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[di
             continue
         fields = _count_fields(config, count)
         if not fields:
+            if count in cut.values():  # a second group of the same length (one count field, already cut)
+                cut[prefix] = count
             continue
         for f in fields:
             _set(config, f, lambda _v: keep)

@@ -169,15 +169,19 @@ class LatentUpscaler(nnx.Module):
 _X2_UNUSED = r"(input_proj|pre_blocks|upsample_1|mid_blocks|upsample_2|post_blocks|output_proj|mid_output_head)\..*"
 
 
-def load_upscaler(cfg: Kandinsky6SRUpscalerConfig, tensors: Any, scale: int, put=None) -> LatentUpscaler:
-    """The model of the bank for ``scale`` from a diffusers ``latent_upscaler/`` folder's tensors."""
+def used_tensors(cfg: Kandinsky6SRUpscalerConfig, tensors: Any, scale: int) -> dict:
+    """The tensors of the bank's model for ``scale`` that its forward uses, under that model's own names."""
     import re
-
-    from vidax_core.io.load import load_model
 
     prefix = f"_models.{cfg.scales.index(scale)}."
     unused = re.compile(_X2_UNUSED if scale == 2 else r"mid_output_head\..*")
-    own = {k[len(prefix):]: v for k, v in tensors.items()
-           if k.startswith(prefix) and not unused.fullmatch(k[len(prefix):])}
-    return load_model(lambda: LatentUpscaler(cfg, scale), own, mirror_rules(".*"), component="latent_upscaler",
-                      put=put)
+    return {k[len(prefix):]: v for k, v in tensors.items()
+            if k.startswith(prefix) and not unused.fullmatch(k[len(prefix):])}
+
+
+def load_upscaler(cfg: Kandinsky6SRUpscalerConfig, tensors: Any, scale: int, put=None) -> LatentUpscaler:
+    """The model of the bank for ``scale`` from a diffusers ``latent_upscaler/`` folder's tensors."""
+    from vidax_core.io.load import load_model
+
+    return load_model(lambda: LatentUpscaler(cfg, scale), used_tensors(cfg, tensors, scale), mirror_rules(".*"),
+                      component="latent_upscaler", put=put)
