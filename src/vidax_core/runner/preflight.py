@@ -29,7 +29,7 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
         raise UserError(problems[0])
     if cfg.image is not None:
         if not any(t in IMAGE_TASKS for t in spec.tasks):
-            raise UserError(f"model {spec.id} is text-to-video only and takes no image: remove the `image` key")
+            raise UserError(f"model {spec.id} takes no image (tasks: {', '.join(spec.tasks)}): remove the `image` key")
         if check_media and not os.path.isfile(cfg.image):
             raise UserError(f"image {cfg.image} does not exist")
         if check_media:

@@ -61,9 +61,12 @@ class StageChain:
         self.folder = tempfile.mkdtemp(prefix="vidax-stage-") if self.stages else None
         self.models: list[Any] = []
         for k, st in enumerate(self.stages):
-            scfg = stage_config(cfg, st, self.plugins, self._video(k))
             parent.reporter.log(f"stage {k + 1}: {st.name or st.model} ({st.model}) over the decoded frames")
-            self.models.append(make(scfg))
+            try:
+                self.models.append(make(stage_config(cfg, st, self.plugins, self._video(k))))
+            except UserError as exc:  # the stage's own check, said as the stage's
+                self.close()
+                raise UserError(f"{st.name or 'frame stage'} ({st.model}): {exc}") from None
 
     def _video(self, k: int) -> str:
         return os.path.join(self.folder, f"stage{k}.npy")

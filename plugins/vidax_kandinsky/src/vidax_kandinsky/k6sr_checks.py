@@ -14,6 +14,11 @@ def run_problems(spec, run) -> list[str]:
     if run.video is None:
         problems.append(f"{spec.id} refines a clip: give it as video: (an mp4, or a .npy of float frames in [0, 1] "
                         "as output.save_frames writes them)")
+    else:
+        frames = clip_frames(run.video)
+        if frames is not None and frames < s.num_frames:
+            problems.append(f"video {run.video} has {frames} frames, sampling.num_frames={s.num_frames}: set it to "
+                            "the clip's length or less (4k+1 frames; the first ones are used)")
     if float(o.get("resolution_scale", 2.25)) not in SCALES:
         problems.append(f"options.resolution_scale must be 2, 2.25 or 4, got {o.get('resolution_scale')}")
     if not 0.0 < float(o.get("lq_noise_scale", 0.7)) <= 1.0:
@@ -26,6 +31,25 @@ def run_problems(spec, run) -> list[str]:
         problems.append(f"{spec.id} has no guidance (the SR DiT takes no prompt): set sampling.guidance_scale=1, "
                         f"got {s.guidance_scale}")
     return problems
+
+
+def clip_frames(path: str) -> int | None:
+    """The frame count of a clip from its header (``.npy``) or ffmpeg's count; None when the file is not there yet
+    (a frame stage's clip) or cannot be counted (the pre-run media check reports a broken file)."""
+    import os
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        if path.endswith(".npy"):
+            from vidax_core.io.media import npy_clip_shape
+
+            return npy_clip_shape(path)[0]
+        import imageio_ffmpeg
+
+        return int(imageio_ffmpeg.count_frames_and_secs(path)[0])
+    except Exception:  # noqa: BLE001 - a foreign file: preflight's media check names the problem
+        return None
 
 
 def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
