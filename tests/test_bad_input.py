@@ -221,6 +221,7 @@ CASES = [
         "model.id=kandinsky6-ti2va-lite", f"model.checkpoint={_k6_no_types(t / 'k6')}", _png(t / "a.png"),
         f"image={t / 'a.png'}", "sampling.height=32", "sampling.width=32", "sampling.num_frames=9"],
      "image-to-video needs 2 token types"),
+    ("k6-expand-prompts", lambda t, c: [*K6, "options.expand_prompts=true"], "expand the prompt beforehand"),
     ("k6-sr-unknown-stage", lambda t, c: [*K6, "options.super_resolution=kandinsky6-vsr-8x"],
      "options.super_resolution must be one of"),
     ("k6-sr-stage-wrong-checkpoint", lambda t, c: [*K6, "options.super_resolution=kandinsky6-vsr",

@@ -30,6 +30,10 @@ def run_problems(spec, run) -> list[str]:
         problems.append(f"options.frame_rate must be positive, got {run.options.get('frame_rate')}")
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:); give a first frame with image:")
+    if run.options.get("expand_prompts"):
+        problems.append("options.expand_prompts: the pipeline's prompt expansion generates text with Qwen2.5-VL (and "
+                        "its vision tower for an image), which vidax does not run: expand the prompt beforehand and "
+                        "give it as prompt:, with options.expand_prompts=false")
     return problems
 
 

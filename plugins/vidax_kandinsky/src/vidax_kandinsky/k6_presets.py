@@ -52,6 +52,8 @@ OPTIONS = {
                                             "(the pipeline's frame_rate)", load_bound=True),
     "sample_audio": Option(True, bool, "make the synchronized sound track (false: video only, as the pipeline's "
                                        "sample_audio=False)", load_bound=True),
+    "expand_prompts": Option(False, bool, "the pipeline's prompt expansion (Qwen2.5-VL generating a longer prompt); "
+                                          "not run by vidax: expand the prompt beforehand"),
     "super_resolution": Option(None, str | None, "run the frames through a Kandinsky 6 SR id as a second stage "
                                                   "(Kandinsky6SRPipeline after the generation; null: none, as the "
                                                   "generation pipeline alone)",

@@ -25,6 +25,7 @@ class Kandinsky6SRPlugin(FamilyPlugin):
     dit_config_class = ".k6sr_dit:Kandinsky6SRDiTConfig"
     dit_rules = ".k6_convert:K6SR_DIT_RULES"
     checks = ".k6sr_checks"
+    diffusers_reference = ".k6sr_bench_reference:Kandinsky6SRDiffusersReference"
 
     def _geometry(self, ckpt, run):
         from .k6sr_tiles import geometry
