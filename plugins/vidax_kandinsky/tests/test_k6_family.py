@@ -49,3 +49,30 @@ class TestKandinsky6I2VAFamily(FamilyTests):
 
         save_tiny_k6(folder, seed=6, dit=WIDE, distill=True)
         write_test_image(os.path.join(folder, "input.png"), size=(40, 24))
+
+
+SR_WIDE = dict(model_dim=64, ff_dim=96)  # 4 heads: tp 2 x sp 2
+
+
+class TestKandinsky6SRFamily(FamilyTests):
+    """The SR id: x2 over a 16 x 40 clip (a 1 x 2 grid of 16 x 32 tiles), one tile per window; the NABLA attention
+    after the Ulysses all-to-all (each device's heads see the whole tile), its block stack streamed with SP 2."""
+
+    model_id = "kandinsky6-vsr"
+    overrides = ("sampling.num_steps=2", "sampling.height=16", "sampling.width=40", "sampling.num_frames=5",
+                 "options.resolution_scale=2.0")
+    golden = os.path.join(os.path.dirname(__file__), "golden", "kandinsky6_sr_tiny_sharding.json")
+
+    @classmethod
+    def base_overrides(cls, checkpoint):
+        return [*super().base_overrides(checkpoint), f"video={os.path.join(checkpoint, 'clip.npy')}"]
+
+    @staticmethod
+    def make_checkpoint(folder):
+        import numpy as np
+
+        from vidax_kandinsky.k6sr_tiny import save_tiny_sr
+
+        save_tiny_sr(folder, seed=7, dit=SR_WIDE)
+        rng = np.random.default_rng(0)
+        np.save(os.path.join(folder, "clip.npy"), rng.uniform(0, 1, (5, 16, 40, 3)).astype(np.float32))
