@@ -90,7 +90,7 @@ def check(tmp_path, env, model_id, ckpt, ref, *, steps, guidance, image=None, au
                     sampling=dict(num_steps=steps, height=H, width=W, num_frames=FRAMES, guidance_scale=guidance),
                     options=dict(sample_audio=audio))
     given = noise() if audio else noise()["video"]
-    run = run_e2e(tmp_path, *args, noise=given, env=env, audio=audio)
+    run = run_e2e(tmp_path, *args, noise=given, env=env, audio=audio, in_process=True)
     if audio:
         rel, frel = assert_run_matches(model_id, run.latents["video"], run.frames, ref_latents["video"],
                                        ref_frames, latent_shape=ref_latents["video"].shape,

@@ -2,7 +2,8 @@
 
 diffusers (PyTorch, fp32) is the reference, its NABLA BlockMask applied as the compiled flex kernel applies it
 (:func:`vidax_core.testing.reference.block_masked_flex`). Both see the same low-resolution clip (vidax reads it
-as a ``.npy`` of float frames) and the same per-call noise draws: the pipeline's ``randn_tensor`` hands out
+as a ``.npy`` of float frames) and the same per-call noise draws (the command line in-process; the generation's SR stage case in test_k6_e2e.py runs
+it as a separate ``vidax`` process): the pipeline's ``randn_tensor`` hands out
 ``noise_0``, ``noise_1``, ... of the .npz vidax takes as ``sampling.initial_noise``. Compared: every tile's final
 latents (what the pipeline hands its decoder; vidax's ``output.save_latents``) within 1e-4, the blended frames
 within 5e-3 relative L2. Cases: x2.25 with the latent upscaler and flow Euler (the 1.125 pre-upscale, a 2 x 2
@@ -81,7 +82,7 @@ def check(tmp_path, model_id, ckpt, pipe, video, shapes, *, steps, options):
     _, t, h, w, _ = video.shape
     args = run_args(model_id, ckpt, "unused", sampling=dict(num_steps=steps, height=h, width=w, num_frames=t),
                     options=options) + [f"video={tmp_path / 'clip.npy'}"]
-    run = run_e2e(tmp_path, *args, noise={f"noise_{k}": d for k, d in enumerate(draws)})
+    run = run_e2e(tmp_path, *args, noise={f"noise_{k}": d for k, d in enumerate(draws)}, in_process=True)
     assert run.latents.shape == ref_latents.shape and run.frames.shape == ref_frames.shape
     rel, frel = rel_l2(run.latents, ref_latents), rel_l2(run.frames, ref_frames)
     print(f"[{model_id}] tile latents rel {rel:.3e}, frames rel {frel:.3e}, frames {run.frames.shape}")

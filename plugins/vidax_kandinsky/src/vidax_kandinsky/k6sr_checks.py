@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vidax_core import frame_count_problems
 
+from .k6_checks import grid_problems
 from .k6_presets import TEMPORAL
 from .k6sr_tiles import SCALES
 
@@ -73,12 +74,7 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
         if up.in_channels != vae.latent_channels:
             problems.append(f"latent_upscaler/config.json: in_channels={up.in_channels} differs from latent_channels="
                             f"{vae.latent_channels} of vae/config.json")
-    if ckpt.has("scheduler"):
-        sched = ckpt.config("scheduler")
-        grid = int(sched.get("n_grid", 10)) if sched.get("_class_name") == "PiflowScheduler" else 1
-        if run.sampling.scheduler is None and dit.n_grid != grid:
-            problems.append(f"{where}: the head predicts {dit.n_grid} value(s) per channel but "
-                            f"scheduler/scheduler_config.json ({sched.get('_class_name')}) expects {grid}")
+    problems += grid_problems(ckpt, run, dit, where)
     s, o = run.sampling, run.options
     snap = vae.spatial_ratio
     for key in ("height", "width"):

@@ -36,14 +36,14 @@ from flax import nnx
 from vidax_core import (CheckedConfig, Linear, TimestepEmbedding, constrain, param, patchify, scan_blocks,
                         self_attention, split_modulation, stacked, timestep_embedding, unpatchify)
 
-from .dit import BATCH, EMBED, FRACTAL, MAX_PERIOD, SEQ, fractal
+from .dit import BATCH, EMBED, FRACTAL, MAX_PERIOD, SEQ, AxesHeads, fractal
 from .k6_dit import attention_layer, feed_forward, modulation, normed, residual, visual_rope
 
 ROPE_LIMIT = 128  # Kandinsky6SRRoPE3D's tables: positions per axis
 
 
 @dataclasses.dataclass(frozen=True)
-class Kandinsky6SRDiTConfig(CheckedConfig):
+class Kandinsky6SRDiTConfig(AxesHeads, CheckedConfig):
     """The fields of diffusers' ``Kandinsky6SRTransformer3DModel`` config.json under their names, defaults the
     reference's (the published VSR repos' config.json is in the vendor's older key format: diffusers reads the keys
     it knows and takes these defaults for the rest, and so does this reader); ``dtype`` is the matmul weights'."""
@@ -63,14 +63,6 @@ class Kandinsky6SRDiTConfig(CheckedConfig):
     dtype: Any = jnp.float32
 
     label: ClassVar[str] = "transformer/config.json (Kandinsky 6 SR)"
-
-    @property
-    def head_dim(self) -> int:
-        return sum(self.axes_dims)
-
-    @property
-    def heads(self) -> int:
-        return self.model_dim // self.head_dim
 
     @property
     def in_channels(self) -> int:
