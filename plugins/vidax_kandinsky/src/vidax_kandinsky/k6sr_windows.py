@@ -18,6 +18,7 @@ writes every tile's final latents, (tiles, C, frames, h, w), as the pipeline han
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -44,10 +45,18 @@ def resize_bilinear(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     return np.einsum("ih,...hwc,jw->...ijc", rows, frames, cols, optimize=True).astype(np.float32)
 
 
-def low_quality_tiles(run: Any, ckpt: Any, geom: TileGeometry, vae_cfg: Any) -> np.ndarray:
-    """The scaled low-quality latents of every tile, channel-last (tiles, frames, h, w, C) (module docstring)."""
+@functools.cache
+def _programs():
+    """The jitted K-VAE encode and upscale (one per process: a pipe's later calls reuse their compiled programs)."""
     import jax
 
+    encode = jax.jit(lambda m, x: m.encode_mean((x + 1.0) * (127.5 / 128.0) - 1.0))
+    return encode, jax.jit(lambda m, z: m(z))
+
+
+def low_quality_tiles(run: Any, ckpt: Any, geom: TileGeometry, vae_cfg: Any) -> np.ndarray:
+    """The scaled low-quality latents of every tile, channel-last (tiles, frames, h, w, C) (module docstring). The
+    encoder and the upscaler come through ``ckpt.model``: built for this and dropped, or kept by a loaded pipe."""
     from vidax_core.errors import UserError
     from vidax_core.io.clip import read_video
 
@@ -61,21 +70,21 @@ def low_quality_tiles(run: Any, ckpt: Any, geom: TileGeometry, vae_cfg: Any) -> 
                         f"it to the clip's length (4k + 1 frames)")
     pixels = frames[None, :s.num_frames] * np.float32(2.0) - np.float32(1.0)  # (1, T, H, W, 3) in [-1, 1]
     pixels = resize_bilinear(pixels, *geom.size)
-    vae = load_kvae(vae_cfg, ckpt.tensors("vae"), with_decoder=False)
-    encode = jax.jit(lambda m, x: m.encode_mean((x + 1.0) * (127.5 / 128.0) - 1.0))
+    encode, upscale = _programs()
     sf = np.float32(vae_cfg.scaling_factor)
     (th, tw), snap = geom.tile, geom.snap
+    up_cfg = None
     if ckpt.has("latent_upscaler"):
         up_cfg = Kandinsky6SRUpscalerConfig.from_config(ckpt.config("latent_upscaler"), dtype=vae_cfg.dtype)
-    if ckpt.has("latent_upscaler") and geom.scale in up_cfg.scales:
+    with ckpt.model("vae_encoder", lambda: load_kvae(vae_cfg, ckpt.tensors("vae"), with_decoder=False)) as vae:
+        if up_cfg is None or geom.scale not in up_cfg.scales:
+            return np.concatenate([np.asarray(encode(vae, resize_bilinear(pixels[:, :, t:t + th, l:l + tw],
+                                                                          *geom.base))) * sf
+                                   for t, l in geom.positions], axis=0).astype(np.float32)
         latents = np.asarray(encode(vae, pixels)) * sf
-        del vae
-        upscaler = load_upscaler(up_cfg, ckpt.tensors("latent_upscaler"), geom.scale)
-        up = jax.jit(lambda m, z: m(z))
-        tiles = [np.asarray(up(upscaler, latents[:, :, t // snap:(t + th) // snap, l // snap:(l + tw) // snap]))
-                 for t, l in geom.positions]
-    else:
-        tiles = [np.asarray(encode(vae, resize_bilinear(pixels[:, :, t:t + th, l:l + tw], *geom.base))) * sf
+    build = lambda: load_upscaler(up_cfg, ckpt.tensors("latent_upscaler"), geom.scale)  # noqa: E731
+    with ckpt.model(f"latent_upscaler_x{geom.scale}", build) as upscaler:
+        tiles = [np.asarray(upscale(upscaler, latents[:, :, t // snap:(t + th) // snap, l // snap:(l + tw) // snap]))
                  for t, l in geom.positions]
     return np.concatenate(tiles, axis=0).astype(np.float32)
 
