@@ -67,7 +67,9 @@ def _main(path: str) -> int:
 
     from vidax_core import config as config_mod
     from vidax_core.errors import UserError
+    from vidax_core.io import draws
     from vidax_core.plugins import get_plugins
+    from vidax_core.testing.parity import move_one_ulp
     from vidax_core.runner import loaded, sampling
     from vidax_core.runner.progress import Reporter
 
@@ -81,9 +83,10 @@ def _main(path: str) -> int:
     for name, extra in spec["configs"].items():
         overrides = list(spec["base"]) + [f"output.path={os.path.join(spec['work'], name + '.mp4')}",
                                           "output.overwrite=true"] + list(extra)
-        draw = sampling._draw_noise
-        if name in spec.get("moved", ()):
+        draw, window_draw = sampling._draw_noise, draws.Draws.__call__
+        if name in spec.get("moved", ()):  # the one-pass draw and a windowed run's every draw
             sampling._draw_noise = _one_ulp_noise(draw)
+            draws.Draws.__call__ = lambda self, shape: move_one_ulp(window_draw(self, shape))
         try:
             cfg = config_mod.resolve(None, overrides, plugins.preset_for)
             res = loaded.run(cfg, plugins, Reporter(quiet=True))
@@ -91,7 +94,7 @@ def _main(path: str) -> int:
             results[name] = {"error": str(exc)}
             continue
         finally:
-            sampling._draw_noise = draw
+            sampling._draw_noise, draws.Draws.__call__ = draw, window_draw
         ref = res.latents if ref is None else ref
         m = res.metrics
         results[name] = {"rel": _rel(res.latents, ref), "parallel": m["parallel"], "offload": m["offload"],
