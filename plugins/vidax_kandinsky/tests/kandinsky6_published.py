@@ -14,7 +14,8 @@ another port of the model, checked against the model cards' sizes by the full-si
   architecture and sampler settings" as Pro and Lite (their model cards).
 * Every generation repo: Qwen2.5-VL-7B-Instruct and CLIP-L text (Kandinsky 5's), the HunyuanVideo VAE at its
   published defaults, ``MMAudioVAE`` (44.1 kHz, 40 latent channels, ``scaling_factor`` 0.5302 for Pro and Lite,
-  0.417 for the distilled and pretrain ones) and ``MMAudioVocoder`` at their defaults; flow Euler shift 5, or ``PiflowScheduler``
+  0.417 for the distilled and pretrain ones) and ``MMAudioVocoder`` at their defaults; flow Euler shift 5, or
+  ``PiflowScheduler``
   (shift 5, ``n_grid`` 10, final step 0.5, 128 substeps) for the distilled ones.
 * The two VSR repos: their ``transformer/``, ``vae/`` and ``latent_upscaler/`` config.json are in the vendor's older
   key format, of which diffusers reads only the keys its classes share (``out_visual_dim``: 64 for the flow-matching

@@ -1,6 +1,7 @@
 """Kandinsky 6 SR DiT parity against diffusers' ``Kandinsky6SRTransformer3DModel`` (torch is a test-only oracle):
-NABLA block-sparse attention with a narrow sliding-tile window (the mask is truly sparse; the reference's BlockMask
-applied as the compiled flex kernel applies it, since flex attention's eager CPU fallback attends densely), a 2x2 patch with a
+NABLA block-sparse attention with a narrow sliding-tile window (the mask is truly sparse; the reference's
+BlockMask applied as the compiled flex kernel applies it, since flex attention's eager CPU fallback attends
+densely), a 2x2 patch with a
 PiFlow-widened head and another RoPE scale, the default window.
 
 fp32 with ``jax_default_matmul_precision=highest``. Bound 1e-5 relative L2; the mutation test shows a wrong NABLA

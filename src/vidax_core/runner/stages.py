@@ -57,7 +57,8 @@ class StageChain:
         self.parent, self.plugins = parent, parent.plugins
         self.stages = frame_stages(parent.spec, parent.ckpt, cfg, self.plugins)
         if self.stages and parent.first_plan.windows is not None:
-            raise UserError(f"the plugin of {parent.spec.id} plans both windows and frame stages (plugin bug: report it)")
+            raise UserError(f"the plugin of {parent.spec.id} plans both windows and frame stages (plugin bug: "
+                            "report it)")
         self.folder = tempfile.mkdtemp(prefix="vidax-stage-") if self.stages else None
         self.models: list[Any] = []
         for k, st in enumerate(self.stages):
