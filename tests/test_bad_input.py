@@ -93,6 +93,18 @@ def _cosmos3_fp8_tensors(dst):
     return None
 
 
+K6 = "model.id=kandinsky6-ti2va-lite model.checkpoint=builtin:tiny-random".split()
+SR = "model.id=kandinsky6-vsr model.checkpoint=builtin:tiny-random sampling.height=24 sampling.width=40 " \
+     "sampling.num_frames=9".split()
+
+
+def _k6_no_types(dst):
+    """A copy of the built-in tiny Kandinsky 6 checkpoint whose DiT has no token types (a text-to-video DiT)."""
+    writable_asset("vidax_kandinsky", dst, name="k6-tiny-random")
+    _set_json(os.path.join(dst, "transformer", "config.json"), visual_token_type_num_embeddings=0)
+    return dst
+
+
 # (case id, setup(tmp, ckpt) -> extra args, expected fragment of the error line)
 CASES = [
     ("yaml-syntax", lambda t, c: [_w(t / "bad.yaml", "model: {id: [unclosed\n"), str(t / "bad.yaml")], "not valid"),
@@ -201,6 +213,35 @@ CASES = [
                                         _png(t / "a.png"), f"image={t / 'a.png'}"], "use hunyuanvideo-i2v-13b"),
     ("hunyuan-i2v-no-image", lambda t, c: ["model.id=hunyuanvideo-i2v-13b", "model.checkpoint=builtin:tiny-random"],
      "give the first frame"),
+    ("k6-frames", lambda t, c: [*K6, "sampling.num_frames=16"], "use 17"),
+    ("k6-size", lambda t, c: [*K6, "sampling.height=100"], "sampling.height must be a multiple of 16"),
+    ("k6-video-input", lambda t, c: [*K6, _npy(t / "v.npy", (9, 32, 32, 3)), f"video={t / 'v.npy'}"],
+     "takes no video input"),
+    ("k6-image-without-token-types", lambda t, c: [
+        "model.id=kandinsky6-ti2va-lite", f"model.checkpoint={_k6_no_types(t / 'k6')}", _png(t / "a.png"),
+        f"image={t / 'a.png'}", "sampling.height=32", "sampling.width=32", "sampling.num_frames=9"],
+     "image-to-video needs 2 token types"),
+    ("k6-expand-prompts", lambda t, c: [*K6, "options.expand_prompts=true"], "expand the prompt beforehand"),
+    ("k6-sr-unknown-stage", lambda t, c: [*K6, "options.super_resolution=kandinsky6-vsr-8x"],
+     "options.super_resolution must be one of"),
+    ("k6-sr-stage-wrong-checkpoint", lambda t, c: [*K6, "options.super_resolution=kandinsky6-vsr",
+                                                   "options.sr_checkpoint=builtin:tiny-random-nope"],
+     "super-resolution (kandinsky6-vsr):"),
+    ("k6sr-no-video", lambda t, c: [*SR], "refines a clip: give it as video:"),
+    ("k6sr-image", lambda t, c: [*SR, _npy(t / "v.npy", (9, 24, 40, 3)), f"video={t / 'v.npy'}", _png(t / "a.png"),
+                                 f"image={t / 'a.png'}"], "takes no image"),
+    ("k6sr-frames", lambda t, c: [*SR, _npy(t / "v.npy", (9, 24, 40, 3)), f"video={t / 'v.npy'}",
+                                  "sampling.num_frames=8"], "use 9"),
+    ("k6sr-clip-too-short", lambda t, c: [*SR, _npy(t / "v.npy", (5, 24, 40, 3)), f"video={t / 'v.npy'}"],
+     "has 5 frames, sampling.num_frames=9"),
+    ("k6sr-guidance", lambda t, c: [*SR, _npy(t / "v.npy", (9, 24, 40, 3)), f"video={t / 'v.npy'}",
+                                    "sampling.guidance_scale=3"], "has no guidance"),
+    ("k6sr-scale", lambda t, c: [*SR, _npy(t / "v.npy", (9, 24, 40, 3)), f"video={t / 'v.npy'}",
+                                 "options.resolution_scale=3"], "options.resolution_scale must be one of"),
+    ("k6sr-size-multiple", lambda t, c: [*SR, _npy(t / "v.npy", (9, 24, 40, 3)), f"video={t / 'v.npy'}",
+                                         "sampling.height=30"], "sampling.height must be a multiple of 4"),
+    ("k6sr-clip-below-tile", lambda t, c: [*SR, _npy(t / "v.npy", (9, 8, 8, 3)), f"video={t / 'v.npy'}",
+                                           "sampling.height=8", "sampling.width=8"], "smaller than the"),
     ("cogvideox-frames", lambda t, c: ["model.id=cogvideox-5b", "model.checkpoint=builtin:tiny-random",
                                        "sampling.num_frames=48"], "sampling.num_frames"),
     ("cogvideox-i2v-t2v-checkpoint", lambda t, c: ["model.id=cogvideox-5b-i2v", "model.checkpoint=builtin:tiny-random",

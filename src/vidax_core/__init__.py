@@ -32,6 +32,7 @@ _EXPORTS = {
     # what hooks return
     "DitBuild": "model_api", "GridLimit": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
+    "FrameStage": "model_api",
     "WindowedSampling": "windows", "Window": "windows", "WindowStart": "windows", "WindowDone": "windows",
     "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
     "SpatioTemporal": "guidance", "Embedded": "guidance", "CFGZeroStar": "guidance", "default_guidance": "guidance",

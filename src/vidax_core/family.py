@@ -183,6 +183,9 @@ class FamilyPlugin:
     def sampling_windows(self, spec, ckpt, run):
         return None
 
+    def frame_stages(self, spec, ckpt, run):
+        return None
+
     def predict_num_frames(self, spec, ckpt, run, context):
         return None
 

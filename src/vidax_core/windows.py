@@ -72,12 +72,15 @@ class WindowedSampling:
     * ``windows``: every :class:`Window`, in order, known before anything loads;
     * ``decode``: :data:`CONTINUE` or :data:`SEPARATE` (how the reference decodes, see the module docstring);
     * ``num_frames``: the frames the video keeps (a reference that trims the joined frames), None for all;
+    * ``output_axis``: the axis the windows' outputs are joined on (the frame axis of (B, C, F, H, W) by default;
+      0 for windows that are spatial tiles of one video, each output a batch of tiles);
     * :meth:`start` and :meth:`finish`, called once per window in order.
     """
 
     windows: Sequence[Window] = ()
     decode: str = CONTINUE
     num_frames: int | None = None
+    output_axis: int = 2
 
     def start(self, k: int, draw: Callable[[tuple[int, ...]], np.ndarray], sampler: Any) -> WindowStart:
         """Window ``k``'s start. ``draw(shape)`` gives the run's next noise draw; ``sampler`` is the run's sampler

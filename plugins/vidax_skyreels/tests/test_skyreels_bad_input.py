@@ -58,7 +58,7 @@ CASES = [
     ("cache-with-windows", lambda t: DF + ["sampling.num_frames=9", "cache={method: first_block, threshold: 0.1}"],
      "does not apply to skyreels-v2-df-1.3b-540p"),
     ("i2v-without-image", lambda t: I2V, "makes video from an image: set `image:"),
-    ("image-on-t2v", lambda t: T2V + [f"image={_image(t)}"], "text-to-video only and takes no image"),
+    ("image-on-t2v", lambda t: T2V + [f"image={_image(t)}"], "takes no image (tasks: t2v)"),
     ("t2v-checkpoint-as-i2v", lambda t: I2V + [f"image={_image(t)}", "model.checkpoint=" + _t2v_builtin()],
      "needs an image-to-video denoiser (12 input channels"),
 ]

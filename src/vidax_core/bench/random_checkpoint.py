@@ -113,7 +113,8 @@ def _trailing_kind(tensors: Mapping[str, list], prefix: str, count: int) -> int:
 
 def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[dict, dict, dict[str, int]]:
     """``config`` and ``tensors`` with every block group longer than ``keep`` cut to its first ``keep`` layers,
-    where the config names that group's length (a ``*layer*`` / ``*block*`` count of the same value); returns the
+    where the config names that group's length (a ``*layer*`` / ``*block*`` count of the same value; groups of one
+    length may share one count, as Kandinsky 6's two text stacks do); returns the
     groups cut (prefix -> old count). A count of the group's last blocks that hold other modules than its first
     (``num_decoder_layers``) becomes the number of them the cut keeps (0 when it keeps only leading blocks)."""
     config = copy.deepcopy(config)
@@ -123,6 +124,8 @@ def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[di
             continue
         fields = _count_fields(config, count)
         if not fields:
+            if count in cut.values():  # a second group of the same length (one count field, already cut)
+                cut[prefix] = count
             continue
         tail = _trailing_kind(tensors, prefix, count)
         for f in _count_fields(config, tail) if tail else ():  # those of the trailing kind that the cut keeps

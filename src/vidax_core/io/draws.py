@@ -2,13 +2,15 @@
 ``sampling.initial_noise`` .npz in the reference's draw order, or the seed's.
 
 Draw ``n`` of shape ``s`` is the archive's ``noise_n`` (checked against ``s``) or, without a file,
-``jax.random.normal(fold_in(key(seed), n), s)``. The archive's names and shapes are checked against the run's
-planned draws before any weight loads; each member is read when its draw comes. A run that draws once also takes
+``jax.random.normal(fold_in(key(seed), n), s)``. The archive's draw names and shapes are checked against the run's
+planned draws before any weight loads (other members, such as the latent streams of the run a frame stage follows,
+are left alone); each member is read when its draw comes. A run that draws once also takes
 a .npy: the array the reference pipeline takes as ``latents=``.
 """
 
 from __future__ import annotations
 
+import re
 import zipfile
 from typing import Sequence
 
@@ -16,6 +18,9 @@ import numpy as np
 
 from vidax_core.errors import UserError
 from vidax_core.io import noise as N
+
+
+DRAW = re.compile(r"noise_\d+")  # the draws; other members (a run's latent streams beside them) are not ours
 
 
 def draw_name(n: int) -> str:
@@ -38,7 +43,7 @@ def check_draws(path: str, shapes: Sequence[tuple[int, ...]]) -> None:
     with N._open(path, where) as f:
         try:
             with zipfile.ZipFile(f) as z:
-                found = N._members(z, path)
+                found = {k: v for k, v in N._members(z, path).items() if DRAW.fullmatch(k)}
                 if sorted(found) != sorted(want):
                     extra = sorted(set(found) - set(want))[:3]
                     missing = sorted(set(want) - set(found), key=lambda m: int(m.split("_")[1]))[:3]

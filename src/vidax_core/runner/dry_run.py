@@ -412,6 +412,7 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
     """The dry run's report of ``cfg`` (``shown``: the config as the user gave it, printed at the end)."""
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.plan import Planner, plan_lines, video_tokens
+    from vidax_core.runner.stages import frame_stages
 
     if cfg.sampling.num_frames is None:
         raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
@@ -452,6 +453,8 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {_guidance_text(cfg)}",
         *plan_lines(plan),
+        *[f"then:       {st.name or 'stage'}: {st.model} over the decoded frames (its own --dry-run sizes it)"
+          for st in frame_stages(spec, ckpt, cfg, plugins)],
         f"tokens:     {tokens}" + (" (the largest pass)" if len(plan.passes) > 1 else ""),
         f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"
         + (" (the device's policy)" if device and cfg.model.dtype == getattr(peak, "policy", None) else ""),

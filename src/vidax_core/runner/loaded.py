@@ -56,6 +56,7 @@ from vidax_core.runner.progress import Reporter, Timer, follow_chunks
 from vidax_core.runner.prompts import encode_prompts
 from vidax_core.runner.runtime import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
+from vidax_core.runner.stages import StageChain
 from vidax_core.runner.text_encoders import KeptModels, TextEncoders, encoder_dtypes
 from vidax_core.encoders.policy import EncoderPolicy, encoder_policy
 from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
@@ -113,7 +114,7 @@ class LoadedModel:
     before it places the denoiser, and frees the encoders when done."""
 
     def __init__(self, cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None, *,
-                 single: bool = False, load_weights: bool = True) -> None:
+                 single: bool = False, load_weights: bool = True, stage: bool = False) -> None:
         self.reporter = reporter or Reporter()
         self.plugins = plugins
         self.base = cfg
@@ -125,7 +126,7 @@ class LoadedModel:
         self.startup_s: float | None = None  # the process's start-up before this load (vidax run sets it)
         memory.start()
         self.spec = spec = plugins.registry.get(cfg.model.id)
-        preflight(cfg, spec, plugins)
+        preflight(cfg, spec, plugins, check_outputs=not stage, check_media=not stage)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
         memory.start_backend()  # the runtime's own host memory, measured apart from vidax's
         setup_runtime(cfg)
@@ -162,6 +163,8 @@ class LoadedModel:
         self.videos = 0  # calls begun: the first one's times include the load
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan)  # before any weight
+        self.stages = StageChain(self, cfg, lambda scfg: LoadedModel(  # frame stages: checked now, no weights
+            scfg, plugins, self.reporter, single=single, load_weights=False, stage=True))
         self.load_s = time.perf_counter() - t0
         if load_weights:
             self.load_weights()
@@ -387,7 +390,7 @@ class LoadedModel:
             self.load_weights()
             self.use_adapters(cfg)
         timer.add("load_s", time.perf_counter() - t0)
-        for line in plan_lines(plan):
+        for line in plan_lines(plan) + self.stages.describe():
             self.reporter.log(line)
         if contexts is None:
             contexts = self._encode(plan, timer)
@@ -398,9 +401,14 @@ class LoadedModel:
             results = self._sample_passes(plan, vae, contexts, timer, progress, made)
             final = results[-1].final
             frames, decoded = self._decode(plan, vae, final, timer, on_decode)
+            metrics = self.metrics(cfg, plan, results, timer, decoded)
+            if self.stages:  # after the metrics: a single run frees its denoiser before a stage's weights arrive
+                t0 = time.perf_counter()
+                frames, metrics["stages"] = self.stages.run(cfg, frames)
+                metrics["stages_s"] = time.perf_counter() - t0
+                metrics["total_s"] = timer.total()
             if on_chunk is not None:
                 on_chunk(frames, 0, 1)
-            metrics = self.metrics(cfg, plan, results, timer, decoded)
         else:  # window by window, each window's new frames decoded and streamed as it completes
             ws = windowed.for_call(self.spec, self.ckpt, cfg, self.plugins, plan.windows)
             stream = windowed.FrameStream(cfg.output.path if writer else None, cfg.output.fps, len(plan.windows),
@@ -550,7 +558,7 @@ class LoadedModel:
                          "frames": stream.count(), "sampling_s": float(sum(res.step_times)),
                          "decode_s": t2 - t1, "total_s": t2 - t0})
             self.reporter.log(f"window {k + 1}/{n}: {res.splan.num_steps} steps, {rows[-1]['total_s']:.1f}s")
-        latents = np.concatenate(kept, axis=2) if len(kept) > 1 else kept[0]
+        latents = np.concatenate(kept, axis=ws.output_axis) if len(kept) > 1 else kept[0]
         if ws.decode == CONTINUE and decoder is None:  # a VAE without a stream decoder: the joined latents once
             t1 = time.perf_counter()
             with device_oom.phase("decode"):
@@ -574,12 +582,21 @@ class LoadedModel:
                            text_encoder_on=_EncodedOn(self.encode_on, self.encoder_dtypes, self.base, self.spec),
                            attention_calls=self.attention_calls)
 
+    def release_weights(self) -> None:
+        """Free the denoisers' device memory and the kept VAEs (a single run, before its frame stages load)."""
+        for e in self.experts:
+            e.close()
+        self.experts = []
+        self._vaes.clear()
+        gc.collect()
+
     def close(self) -> None:
         """Free the device memory this model holds; later calls are refused."""
         if self.closed:
             return
         with self._lock:
             self.closed = True
+            self.stages.close()
             for e in self.experts:
                 e.close()
             self.experts = []

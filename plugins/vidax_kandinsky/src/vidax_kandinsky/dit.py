@@ -66,8 +66,21 @@ NABLA_METHODS = (None, "topcdf")  # how the block mask is chosen: the reference 
 FRACTAL = 8  # NABLA's token blocks: 8 x 8 patches of one frame (its 64-token mask blocks)
 
 
+class AxesHeads:
+    """Every Kandinsky DiT's attention width: ``head_dim = sum(axes_dims)`` (the RoPE axes fill a head) and
+    ``heads = model_dim / head_dim``."""
+
+    @property
+    def head_dim(self) -> int:
+        return sum(self.axes_dims)
+
+    @property
+    def heads(self) -> int:
+        return self.model_dim // self.head_dim
+
+
 @dataclasses.dataclass(frozen=True)
-class KandinskyDiTConfig(CheckedConfig):
+class KandinskyDiTConfig(AxesHeads, CheckedConfig):
     """The fields of diffusers' ``Kandinsky5Transformer3DModel`` config.json, under their names; ``dtype`` is the
     parameter dtype of the matmul weights."""
 
@@ -97,14 +110,6 @@ class KandinskyDiTConfig(CheckedConfig):
     dtype: Any = jnp.float32
 
     label: ClassVar[str] = "transformer/config.json (Kandinsky 5)"
-
-    @property
-    def head_dim(self) -> int:
-        return sum(self.axes_dims)
-
-    @property
-    def heads(self) -> int:
-        return self.model_dim // self.head_dim
 
     @property
     def in_channels(self) -> int:
