@@ -61,7 +61,7 @@ def test_dry_run_prints_the_plan_a_call_runs(demo):
         assert plan.complete, "the family gives its latent grid without the VAE: the plan is whole before loading"
         assert dry == plan_lines(plan)
         windows = 1 if plan.windows is not None else 0
-        trimmed = int(windows and plan.windows.num_frames not in (None, cfg.sampling.num_frames))  # a frames: line
+        trimmed = int(windows and plan.made_frames not in (None, cfg.sampling.num_frames))  # a frames: line
         assert dry[-1].startswith("mesh:") and len(dry) == len(plan.passes) + windows + trimmed + 1
     finally:
         model.close()

@@ -79,8 +79,10 @@ def test_published_folders_plan(tmp_path):
     from vidax_core import Checkpoint
     from vidax_core.plugins import Plugins
     from vidax_core.testing.checks import resolve
-    from vidax_kandinsky.k6_plugin import plugin as k6
-    from vidax_kandinsky.k6sr_plugin import plugin as k6sr
+    from vidax_kandinsky.k6_plugin import Kandinsky6Plugin
+    from vidax_kandinsky.k6sr_plugin import Kandinsky6SRPlugin
+
+    k6, k6sr = Kandinsky6Plugin(), Kandinsky6SRPlugin()
 
     p = Plugins()
     p.add(k6, "kandinsky6", "vidax-kandinsky", "0.1.0")

@@ -104,7 +104,9 @@ def test_check_checkpoint(plugins, tmp_path):
 def test_nabla_parameters_outside_their_meaning_are_refused(plugins, tmp_path, key, value, words):
     """NABLA attention_P 0/1.5/-0.1 and attention_method junk were accepted (issue 51): P is the share of each
     query block's attention mass kept, the reference has only the top-CDF method."""
-    from vidax_kandinsky.plugin import plugin
+    from vidax_kandinsky.plugin import KandinskyPlugin
+
+    plugin = KandinskyPlugin()
 
     spec = plugins.registry.get("kandinsky5-t2v-lite")
     bad = str(tmp_path / "bad")

@@ -15,7 +15,7 @@ import pytest
 
 from vidax_core import cli, config
 from vidax_core.errors import UserError
-from vidax_core.io.checkpoint import checkpoint_for_run
+from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.plugins import get_plugins
 from vidax_core.runner.encoder_check import check_text_encoder
 from vidax_core.testing.assets import writable_asset

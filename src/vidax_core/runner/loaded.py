@@ -684,8 +684,10 @@ class _Progress:
 
 def run(cfg: RunConfig, plugins: Any, reporter: Any = None, startup_s: float | None = None) -> RunResult:
     """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
-    for one call (``vidax run``)."""
+    for one call (``vidax run``). ``startup_s``: the process's seconds before this call (imports, JAX), which the
+    metrics count as its start-up."""
     model = LoadedModel(cfg, plugins, reporter, single=True, load_weights=False)  # the call places the weights
+    model.startup_s = startup_s
     try:
         return model.generate(cfg)
     finally:

@@ -75,6 +75,3 @@ class Kandinsky6SRPlugin(FamilyPlugin):
 
     def builtin_checkpoint(self, spec, name):
         return super().builtin_checkpoint(spec, f"k6sr-{name}")
-
-
-plugin = Kandinsky6SRPlugin()
