@@ -293,7 +293,7 @@ def test_bad_input(case, tmp_path, ckpt, capsys, monkeypatch, no_sampling):
         argv = ["run", *args]
     argv += [f"runtime.compilation_cache_dir={suite_cache_dir()}"] if any(a.startswith("model.id") for a in argv) else []
     code = cli.main(argv + ["--quiet"])
-    err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2, err
     assert len(err) == 1 and err[0].startswith("error: "), err
     assert fragment in err[0], err[0]
@@ -478,7 +478,7 @@ def test_run_reproducer_is_one_line(case, tmp_path, ckpt, capfd, monkeypatch, no
         argv += [f"output.path={tmp_path / 'new' / 'folder' / 'o.mp4'}"]
     code = cli.main(argv + ["--quiet"])
     out, err = capfd.readouterr()
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2, lines
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     assert fragment in lines[0], lines[0]

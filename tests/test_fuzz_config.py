@@ -167,8 +167,8 @@ def test_config_contract(tmp_path_factory, capfd, items, use_yaml, text, dry):
                                                                  f"runtime.compilation_cache_dir={suite_cache_dir()}"]
             capfd.readouterr()
             check_contract(OUTCOMES, lambda: _dry_run(argv), label="dry run " + repr(argv)[:300])
-            err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
-            assert len(err) <= 1 and all(l.startswith("error: ") and "internal error" not in l for l in err), err
+            err = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()]
+            assert len(err) <= 1 and all(ln.startswith("error: ") and "internal error" not in ln for ln in err), err
     finally:
         os.chdir(old)
 
@@ -213,7 +213,7 @@ def test_whole_runs_exit_0_only_with_decodable_outputs(tmp_path_factory, capfd, 
     try:
         capfd.readouterr()
         code = cli.main(["run", *items, f"runtime.compilation_cache_dir={suite_cache_dir()}", "--quiet"])
-        err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
+        err = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()]
         cfg = config.resolve(None, items, _plugins().preset_for) if code == 0 else None
         if code == 0:
             out = cfg.output

@@ -12,14 +12,13 @@ CI runs a few dozen inputs; ``make fuzz`` sets ``VIDAX_FUZZ_EXAMPLES`` for the l
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import zipfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_fuzz_contract import Outcomes, check_contract, fuzz_settings

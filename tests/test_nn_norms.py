@@ -12,14 +12,13 @@ import copy
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
+
+from vidax_core.nn import norms
 
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 transformers = pytest.importorskip("transformers")
-
-from flax import nnx
-
-from vidax_core.nn import norms
 
 EPS32 = float(np.finfo(np.float32).eps)
 

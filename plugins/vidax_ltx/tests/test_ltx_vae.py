@@ -13,6 +13,8 @@ import os
 import numpy as np
 import pytest
 
+from vidax_core.testing.devices import xla_flags
+
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
@@ -22,7 +24,6 @@ from vidax_core.testing.parity import fp32_error  # noqa: E402
 from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
     assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
 from vidax_core.testing.tiny.wan_vae_parity import check, errors, tiles  # noqa: E402
-from vidax_core.testing.devices import xla_flags
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
 diffusers.utils.logging.set_verbosity_error()  # its dtype-cast notice on every .to(float64)

@@ -222,7 +222,10 @@ def check_required_for(cfg: "RunConfig", predicts: Sequence[str] = ()) -> None:
 
 def check_chunk_size(value: Any) -> None:
     """``offload.chunk_size``: a positive integer, or a mapping of block-group name to a positive integer."""
-    ok = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    def ok(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
     if isinstance(value, Mapping):
         if not value or any(not ok(v) for v in value.values()):
             raise UserError(f"config key offload.chunk_size must map block groups to integers >= 1, got {short_repr(dict(value))}")

@@ -499,7 +499,7 @@ class Attention(nnx.Module):
         else the (B, S, S) bool visibility (query, key); ``kv``: a shared layer's keys (normed, rotated) and values
         (normed), (B, S, kv_heads, head_dim) each. Returns the output and this layer's keys and values."""
         b, s, _ = x.shape
-        hd, kvh, g = self.head_dim, self.kv_heads, self.num_heads // self.kv_heads
+        hd, kvh = self.head_dim, self.kv_heads
         dt = self.q_proj.kernel[...].dtype
         q = self.q_proj(x).reshape(b, s, self.num_heads, hd)
         if self.q_norm is not None:

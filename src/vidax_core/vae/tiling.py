@@ -17,7 +17,7 @@ row by row), and the ramp weights are ``1 - y / blend`` and ``y / blend`` in flo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -78,7 +78,7 @@ def knob(name: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true/false, got {value!r:.40}")
         return value
-    if value is None and tp != int:
+    if value is None and tp is not int:
         return None
     if tp is int:
         if isinstance(value, float) and value.is_integer():

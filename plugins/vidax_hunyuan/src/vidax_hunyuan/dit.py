@@ -431,7 +431,10 @@ class HunyuanDiT(HunyuanStack, nnx.Module):
         b = latents.shape[0]
         vid, grid = embed_patches(self, latents)
         timestep = jnp.broadcast_to(jnp.asarray(timestep, jnp.float32).reshape(-1), (b,))
-        sin = lambda t: timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
+
+        def sin(t):
+            return timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
+
         pooled = self.text_embedder(context["pooled"].astype(jnp.float32))
         temb = self.timestep_embedder(sin(timestep)) + pooled
         if self.guidance_embedder is not None:
