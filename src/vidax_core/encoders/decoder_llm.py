@@ -213,7 +213,8 @@ class DecoderLLMConfig:
                 raise UserError(f"{t}: partial_rotary_factor={spec.partial_rotary_factor} of head_dim={hd} is invalid")
             if spec.mrope_section is not None and sum(spec.mrope_section) != spec.rot_dim(hd) // 2:
                 raise UserError(
-                    f"mrope_section {list(spec.mrope_section)} must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
+                    f"mrope_section {list(spec.mrope_section)} "
+                    f"must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
                 )
         if not 0 <= self.kv_shared_layers < self.num_hidden_layers:
             raise UserError(f"num_kv_shared_layers={self.kv_shared_layers} must be below num_hidden_layers="
@@ -1005,6 +1006,7 @@ def load_decoder_llm(
 
 __all__ = [
     "ACTIVATIONS", "Attention", "DecoderLLM", "DecoderLLMConfig", "DecoderLayer", "FULL", "GatedMLP", "IGNORE",
-    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment", "convert_params", "crop", "encode", "hidden_states", "layer_plan",
+    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment",
+    "convert_params", "crop", "encode", "hidden_states", "layer_plan",
     "load_decoder_llm", "pad_batch", "padding_side", "select_hidden", "text_position_ids", "visibility",
 ]

@@ -49,7 +49,8 @@ def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tup
     batches: list[list[str]] = []
     keys: list[Any] = []
     for b in guidance.branches:
-        key = (jax.tree.structure(contexts[prompt_index[b.name]]), jax.tree.leaves(shape_of(contexts[prompt_index[b.name]])),
+        key = (jax.tree.structure(contexts[prompt_index[b.name]]),
+               jax.tree.leaves(shape_of(contexts[prompt_index[b.name]])),
                bool(b.model_kwargs), b.name if b.model_kwargs else None)
         if not b.model_kwargs and key in keys:
             batches[keys.index(key)].append(b.name)

@@ -406,7 +406,10 @@ def numpy_reference(ckpt_folder: str, run, noise: Any, sigmas: np.ndarray, video
     grid = (run.sampling.num_frames, run.sampling.height // 2, run.sampling.width // 2)
     f, hh, ww = grid
     n0 = hh * ww
-    x = {k: np.asarray(v, np.float64) for k, v in noise.items()} if isinstance(noise, dict) else np.asarray(noise, np.float64)
+    if isinstance(noise, dict):
+        x = {k: np.asarray(v, np.float64) for k, v in noise.items()}
+    else:
+        x = np.asarray(noise, np.float64)
     feat = np.zeros((1, 3)) if video_feat is None else video_feat[None].astype(np.float64)
     feat = {"cond": feat, "uncond": feat}
     keep = np.concatenate([np.zeros((1, n0)), np.ones((1, (f - 1) * n0))], axis=1)

@@ -6,7 +6,8 @@ linearly with the sequence length instead of with Sq * Sk. Lengths that are not 
 are padded; padded keys get a logit of -inf (they never count, even for rows that see no real key) while
 keys hidden by ``kv_mask``/segment ids get ``finfo(float32).min`` exactly like the einsum backend, so rows
 that see no key come out as the mean of ``v`` with no special casing. Causal masks (``causal`` /
-``causal_prefix``) are built per (block_q, block_k) tile from the block indices, like the padding. Runs on any platform (it is what
+``causal_prefix``) are built per (block_q, block_k) tile from the block indices, like the padding.
+Runs on any platform (it is what
 the backend to pick on CPU for sequences of tens of thousands of tokens; see :mod:`vidax_core.attention`).
 
 A **block mask** (``block_mask`` (B, H, Sq / g, Sk / g) bool at a granularity ``g`` = ``mask_block`` tokens, a
