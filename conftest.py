@@ -1,7 +1,8 @@
 """Repository-wide pytest setup: fp32 matmuls at full precision, one persistent compilation cache for the suite,
 fast XLA:CPU code generation for the tiny test programs (inherited by every subprocess), and a module's shared
 fixtures kept on one xdist worker, and the objects collection created (torch, diffusers, transformers: half a
-million of them) frozen out of the garbage collector, which the runner calls after every run. The PyTorch references run on one thread: two xdist workers on two cores each
+million of them) frozen out of the garbage collector, which the runner calls after every run.
+The PyTorch references run on one thread: two xdist workers on two cores each
 running a multi-threaded torch oversubscribe the cores, and its threads then wait on each other."""
 
 import os

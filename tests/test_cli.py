@@ -49,7 +49,8 @@ def test_unknown_model_id(tmp_path):
 
 def test_missing_checkpoint(tmp_path):
     proc = vidax("run", "model.id=wan2.1-t2v-1.3b", f"model.checkpoint={tmp_path / 'nope'}",
-                 "sampling.height=64", "sampling.width=64", "sampling.num_frames=5", f"output.path={tmp_path / 'o.mp4'}",
+                 "sampling.height=64", "sampling.width=64", "sampling.num_frames=5",
+                 f"output.path={tmp_path / 'o.mp4'}",
                  cwd=tmp_path)
     assert_user_error(proc, "does not exist")
     assert not os.path.exists(tmp_path / "o.mp4")

@@ -55,7 +55,8 @@ def test_two_experts_are_sized_each(a14b):
     for comp in ("transformer", "transformer_2"):
         assert _line(out, f"  {comp}:") == (f"  {comp}: {_fmt_bytes(sizes[comp])} of parameters (2 stacked blocks, "
                                             f"{_fmt_bytes(blocks[comp])} in blocks)"), out
-    assert _line(out, "per device:").startswith(f"per device: ~{_fmt_bytes(total)} of DiT weights (all weights resident")
+    assert _line(out, "per device:").startswith(f"per device: ~{_fmt_bytes(total)} "
+                                                "of DiT weights (all weights resident")
     assert "all 2 experts stay loaded" in out and "transformer_2/" in _line(out, "files:")
 
 

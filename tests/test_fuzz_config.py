@@ -56,14 +56,16 @@ SNIPPETS = ["[1", "[1,2", "{a: 1}", "[1]", "{", "}", "&", "&a", "*a", "'", '"', 
             "{name: dpm_solver++, solver_order: 0}", "{name: flow_euler_ancestral, eta: -1, s_noise: 1e30}",
             "{name: unipc, use_dynamic_shifting: true}", "{name: cogvideox_ddim, beta_start: 2, beta_end: -1}",
             "{name: unipc, trained_betas: [0.5, 2]}", "{name: unipc, steps_offset: 5000}",
-            "{name: flow_euler, shift_terminal: 1}", "{name: unipc, sigma_min: 5, sigma_max: 1}", "/proc/x", "/dev/null", "~/x.mp4", "out/a.mp4",
+            "{name: flow_euler, shift_terminal: 1}", "{name: unipc, sigma_min: 5, sigma_max: 1}",
+            "/proc/x", "/dev/null", "~/x.mp4", "out/a.mp4",
             "v" * 300, "a" * 240 + ".mp4", "1" + "0" * 400, str(2**63), str(-(2**63) - 1)]
 
 _scalar_text = st.text(st.characters(codec="utf-8"), max_size=12)
 values = st.one_of(
     st.sampled_from(SNIPPETS),
     st.integers(min_value=-(10**30), max_value=10**30).map(str),
-    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: ".nan" if math.isnan(f) else (".inf" if f == math.inf else ("-.inf" if f == -math.inf else repr(f)))),
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda f: ".nan" if math.isnan(f) else (".inf" if f == math.inf else ("-.inf" if f == -math.inf else repr(f)))),
     _scalar_text,
     st.lists(st.sampled_from(SNIPPETS[:20]), max_size=3).map(lambda xs: "".join(xs)),
 )
@@ -131,7 +133,8 @@ def _resolve_and_check(yaml_path, items):
     # properties of any accepted config
     for item in items:
         key, _, raw = item.partition("=")
-        if key in ("prompt", "negative_prompt") and item == items[max(i for i, x in enumerate(items) if x.partition("=")[0] == key)]:
+        if key in ("prompt", "negative_prompt") and item == items[max(i for i, x in enumerate(items)
+                                                                      if x.partition("=")[0] == key)]:
             assert getattr(cfg, key) == raw, (key, raw, getattr(cfg, key))
     s = cfg.sampling
     for v in (s.guidance_scale, s.guidance_scale_2):
