@@ -41,6 +41,7 @@ demo: install
 	$(BIN)/vidax run configs/wan_demo.yaml output.overwrite=true
 
 test: install-test
+	$(BIN)/python -m ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
 
 # Long fuzz campaign: FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config,

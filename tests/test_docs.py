@@ -173,7 +173,8 @@ def test_readme_model_table_is_what_list_models_prints():
 def _distributions() -> dict[str, str]:
     """distribution name -> its folder, from every pyproject.toml of the repository."""
     out = {}
-    for toml in [ROOT / "pyproject.toml", *ROOT.glob("plugins/*/pyproject.toml"), *ROOT.glob("examples/*/pyproject.toml")]:
+    for toml in [ROOT / "pyproject.toml", *ROOT.glob("plugins/*/pyproject.toml"),
+                 *ROOT.glob("examples/*/pyproject.toml")]:
         name = re.search(r'^name\s*=\s*"([^"]+)"', toml.read_text(encoding="utf-8"), re.M).group(1)
         folder = toml.parent.relative_to(ROOT).as_posix()
         out[name] = "src/vidax_core/" if folder == "." else folder + "/"

@@ -55,7 +55,8 @@ def test_two_experts_are_sized_each(a14b):
     for comp in ("transformer", "transformer_2"):
         assert _line(out, f"  {comp}:") == (f"  {comp}: {_fmt_bytes(sizes[comp])} of parameters (2 stacked blocks, "
                                             f"{_fmt_bytes(blocks[comp])} in blocks)"), out
-    assert _line(out, "per device:").startswith(f"per device: ~{_fmt_bytes(total)} of DiT weights (all weights resident")
+    assert _line(out, "per device:").startswith(f"per device: ~{_fmt_bytes(total)} "
+                                                "of DiT weights (all weights resident")
     assert "all 2 experts stay loaded" in out and "transformer_2/" in _line(out, "files:")
 
 
@@ -95,7 +96,7 @@ def test_sequence_parallel_must_divide_the_video_tokens(tmp_path):
     real = vidax("run", *odd, env=TWO_DEVICES, cwd=tmp_path, timeout=300)
     for proc in (dry, real):
         assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = [[l for l in p.stderr.splitlines() if l.startswith("error: ")] for p in (dry, real)]
+    lines = [[ln for ln in p.stderr.splitlines() if ln.startswith("error: ")] for p in (dry, real)]
     assert lines[0] == lines[1] and len(lines[0]) == 1, lines  # the same check, the same words
     assert "parallel.sp=2 must divide the 9 video tokens" in lines[0][0]
     # 32 x 32 -> 2 x 2 patches = 4 tokens: fine, and the dry run says how many it checked
@@ -140,7 +141,7 @@ def test_every_pass_of_a_multi_pass_recipe_is_checked(tmp_path):
            "parallel.dp=1"]
     dry = vidax("run", *odd, "--dry-run", env=TWO_DEVICES, cwd=tmp_path, timeout=300)
     real = vidax("run", *odd, env=TWO_DEVICES, cwd=tmp_path, timeout=300)
-    lines = [[l for l in p.stderr.splitlines() if l.startswith("error: ")] for p in (dry, real)]
+    lines = [[ln for ln in p.stderr.splitlines() if ln.startswith("error: ")] for p in (dry, real)]
     assert dry.returncode == real.returncode == 2 and lines[0] == lines[1] and len(lines[0]) == 1, lines
     assert "parallel.sp=2 must divide the 9 video tokens" in lines[0][0]
     demo = str(Path(__file__).resolve().parents[1] / "configs" / "ltx_demo.yaml")  # passes at 64x64, 128x128

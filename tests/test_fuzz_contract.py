@@ -153,7 +153,7 @@ def check_contract(outcomes: Outcomes, fn: Callable[[], Any], expect_error: str 
         outcome, detail = "ok", ""
     except UserError as exc:
         msg = str(exc)
-        lines = [l for l in msg.splitlines() if l.strip()]
+        lines = [ln for ln in msg.splitlines() if ln.strip()]
         outcome, detail = ("user_error", msg) if len(lines) == 1 else ("internal_error", f"multi-line: {msg!r}")
         if outcome == "internal_error":
             outcomes.signatures.setdefault("multi-line UserError", f"{detail[:200]} [input: {label}]")

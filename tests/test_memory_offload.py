@@ -118,7 +118,8 @@ UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 @pytest.mark.parametrize("storage", ["host", "disk"])
 def test_the_dry_runs_host_line_is_what_a_run_holds(ckpt, tmp_path, storage):
-    """``vidax run --dry-run``'s "host memory ~X for the run's parts" (at its peak phase) against the same ``vidax run`` in a
+    """``vidax run --dry-run``'s "host memory ~X for the run's parts" (at its peak phase)
+    against the same ``vidax run`` in a
     process of its own: its anonymous memory from before loading to its peak, within 10%. Both on the
     CPU backend, where the placement rows (the denoiser, one block's 8-bit kernels converted, the VAE, the
     encoder's phase) are host memory."""

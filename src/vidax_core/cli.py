@@ -305,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="print JSON")
     pl.set_defaults(func=cmd_plugins)
 
-    sc = sub.add_parser("show-config", aliases=["show"], help="print the merged default config of a model, ready to edit")
+    sc = sub.add_parser("show-config", aliases=["show"],
+                        help="print the merged default config of a model, ready to edit")
     sc.add_argument("model_id")
     sc.set_defaults(func=cmd_show_config)
 

@@ -4,7 +4,8 @@ diffusers (PyTorch, fp32) is the reference, its NABLA BlockMask applied as the c
 (:func:`vidax_core.testing.reference.block_masked_flex`). Both see the same low-resolution clip (vidax reads it
 as a ``.npy`` of float frames) and the same per-call noise draws: the pipeline's ``randn_tensor`` hands out
 ``noise_0``, ``noise_1``, ... of the .npz vidax takes as ``sampling.initial_noise``. The command line runs
-in-process here (the SR stage case of test_k6_e2e.py runs it as a separate ``vidax`` process). Compared: every tile's final
+in-process here (the SR stage case of test_k6_e2e.py runs it as a separate ``vidax`` process).
+Compared: every tile's final
 latents (what the pipeline hands its decoder; vidax's ``output.save_latents``) within 1e-4, the blended frames
 within 5e-3 relative L2. Cases: x2.25 with the latent upscaler and flow Euler (the 1.125 pre-upscale, a 2 x 2
 tile grid, two tiles per DiT call); x4 through bilinear pixel tiles and the K-VAE encoder (a checkpoint without

@@ -60,7 +60,10 @@ def inputs(cfg, batch: int = 2) -> dict[str, np.ndarray]:
 def run_reference(model, weights, x, scale=SCALE) -> np.ndarray:
     model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
     f, h, w = GRID
-    t = lambda k: torch.from_numpy(x[k])
+
+    def t(k):
+        return torch.from_numpy(x[k])
+
     with torch.no_grad():
         out = model(hidden_states=t("latents"), encoder_hidden_states=t("hidden"), timestep=t("timestep"),
                     pooled_projections=t("pooled"), scale_factor=scale, text_rope_pos=torch.arange(TEXT),

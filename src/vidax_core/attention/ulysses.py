@@ -7,7 +7,8 @@ to the replicated text.
 
 Every variant runs the attention backend (:func:`vidax_core.attention.attention`) inside ``shard_map`` on local
 shapes, so a backend never sees a global sharded array (kernels such as Pallas/cuDNN cannot be auto-partitioned).
-Without an active multi-device mesh (:func:`vidax_core.parallel.sharding.activate`) each function is the plain computation.
+Without an active multi-device mesh (:func:`vidax_core.parallel.sharding.activate`)
+each function is the plain computation.
 
 Layouts are (batch, seq, heads, head_dim); logical names: batch -> dp, seq -> sp, heads -> tp. Heads are split by
 tp first (the shard_map's local heads), then by sp inside the all-to-all.

@@ -58,7 +58,8 @@ COLUMNS: list[tuple[str, str, float, str]] = [
     ("mfu", "MFU %", 100.0, "{:.1f}"),
     ("attention_backend", "attention", 1.0, "{}"),
 ]
-RATIO_KEYS = ("load_s", "encode_s", "compile_s", "per_step_s", "decode_s", "total_s", "peak_rss_mb", "device_peak_bytes")
+RATIO_KEYS = ("load_s", "encode_s", "compile_s", "per_step_s", "decode_s", "total_s",
+              "peak_rss_mb", "device_peak_bytes")
 REFERENCES = ("diffusers",)
 # Settings that only change the vidax side: the reference is run once for all sweep values of these.
 VIDAX_ONLY_PREFIXES = ("offload", "parallel", "attention", "runtime", "output")
@@ -71,7 +72,9 @@ def add_parser(sub) -> None:
                     "device memory. Writes DIR/NAME.json and DIR/NAME.md. See docs/benchmarks.md.")
     b.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     b.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=10")
-    b.add_argument("--reference", choices=REFERENCES, help="also run the same checkpoint with this engine (provided by the model's plugin) and add ratios")
+    b.add_argument("--reference", choices=REFERENCES,
+                   help="also run the same checkpoint with this engine "
+                        "(provided by the model's plugin) and add ratios")
     b.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help="repeat over one setting, e.g. offload.chunk_size=1,2,4 or parallel.sp=1,2; the shorthand "
                         "offload=off,1,2,all sweeps offload off and on at those chunk sizes (all = every block); "
@@ -398,7 +401,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
         if row.get("reference") is not None:
             r = row["reference"]
-            cells = [row["label"], ref_name] + [_cell(r.get(k), s, f) for k, _, s, f in COLUMNS] + (["", ""] if sweeping else [])
+            cells = ([row["label"], ref_name] + [_cell(r.get(k), s, f) for k, _, s, f in COLUMNS]
+                     + (["", ""] if sweeping else []))
             lines.append("| " + " | ".join(cells) + " |")
             rt = row["ratio"]
             cells = [row["label"], f"vidax/{ref_name}"] + [
@@ -502,7 +506,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     env = dict(os.environ)
     if args.host_devices:
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.host_devices}").strip()
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "")
+                            + f" --xla_force_host_platform_device_count={args.host_devices}").strip()
         if args.in_process:
             os.environ["XLA_FLAGS"] = env["XLA_FLAGS"]  # effective only if jax has not started a backend yet
 
@@ -519,7 +524,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         profile = os.path.join(args.profile, label.replace("=", "-").replace("/", "_")) if args.profile else None
         ours = _run_case("vidax", cfg_dict, ckpt_dir=None, in_process=args.in_process, env=env, profile=profile,
                          verbose=False)
-        say(f"    vidax {ours['per_step_s']:.4f} s/step, compile {ours['compile_s']:.2f} s, total {ours['total_s']:.2f} s"
+        say(f"    vidax {ours['per_step_s']:.4f} s/step, compile {ours['compile_s']:.2f} s, "
+            f"total {ours['total_s']:.2f} s"
             + (f"; a second video from the loaded model {ours['second_video_total_s']:.2f} s "
                f"({ours['second_over_first']:.2f}x the first)" if ours.get("second_over_first") else ""))
         row: dict[str, Any] = {"label": label, "overrides": extra, "vidax": ours, "reference": None, "ratio": None,

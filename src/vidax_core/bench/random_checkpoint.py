@@ -27,7 +27,6 @@ seeded pool at a random offset per tensor, so writing runs at disk speed, not at
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 import os
 import re

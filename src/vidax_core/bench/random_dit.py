@@ -190,7 +190,8 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
     pools = []
     for name, (gdef, st) in group_states.items():
         host = HostChunks(st, chunk, chunk_shardings(st, {}, mesh), kind, direct=False)  # the accelerators' path
-        pools.append(BlockPool(name, gdef, host, lambda n, gd, s, h, aux: model_parts.run_block_group(n, gd, s, h, aux)))
+        pools.append(BlockPool(name, gdef, host,
+                               lambda n, gd, s, h, aux: model_parts.run_block_group(n, gd, s, h, aux)))
 
     def call():
         h, aux = pre(rest_state, x, t, ctx, kw)
@@ -389,7 +390,8 @@ def markdown(rep: dict[str, Any]) -> str:
     lines = [f"random {rep['model']} DiT (blocks: {blocks}), {rep['dtype']}, batch {rep['batch']}, latent grid "
              f"{'x'.join(map(str, rep['grid']))} ({rep['video_tokens']} video + {rep['text_tokens']} text tokens) "
              f"on {rep['backend']} {rep['device']}; {human(rep['flops_per_call'] or 0)} per call", "",
-             "| attention | compile s | call s | TFLOP/s | MFU | offload chunk: streamed s, same program resident s, h2d s/chunk, hidden |",
+             "| attention | compile s | call s | TFLOP/s | MFU | offload chunk: streamed s, "
+             "same program resident s, h2d s/chunk, hidden |",
              "|---|---|---|---|---|---|"]
     for r in rep["rows"]:
         if "error" in r:

@@ -213,7 +213,8 @@ class DecoderLLMConfig:
                 raise UserError(f"{t}: partial_rotary_factor={spec.partial_rotary_factor} of head_dim={hd} is invalid")
             if spec.mrope_section is not None and sum(spec.mrope_section) != spec.rot_dim(hd) // 2:
                 raise UserError(
-                    f"mrope_section {list(spec.mrope_section)} must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
+                    f"mrope_section {list(spec.mrope_section)} "
+                    f"must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
                 )
         if not 0 <= self.kv_shared_layers < self.num_hidden_layers:
             raise UserError(f"num_kv_shared_layers={self.kv_shared_layers} must be below num_hidden_layers="
@@ -499,7 +500,7 @@ class Attention(nnx.Module):
         else the (B, S, S) bool visibility (query, key); ``kv``: a shared layer's keys (normed, rotated) and values
         (normed), (B, S, kv_heads, head_dim) each. Returns the output and this layer's keys and values."""
         b, s, _ = x.shape
-        hd, kvh, g = self.head_dim, self.kv_heads, self.num_heads // self.kv_heads
+        hd, kvh = self.head_dim, self.kv_heads
         dt = self.q_proj.kernel[...].dtype
         q = self.q_proj(x).reshape(b, s, self.num_heads, hd)
         if self.q_norm is not None:
@@ -1005,6 +1006,7 @@ def load_decoder_llm(
 
 __all__ = [
     "ACTIVATIONS", "Attention", "DecoderLLM", "DecoderLLMConfig", "DecoderLayer", "FULL", "GatedMLP", "IGNORE",
-    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment", "convert_params", "crop", "encode", "hidden_states", "layer_plan",
+    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment",
+    "convert_params", "crop", "encode", "hidden_states", "layer_plan",
     "load_decoder_llm", "pad_batch", "padding_side", "select_hidden", "text_position_ids", "visibility",
 ]

@@ -31,7 +31,8 @@ def read_video(path: str, *, height: int | None = None, width: int | None = None
         w, h = meta["size"]
         frames = [np.frombuffer(f, np.uint8).reshape(h, w, 3) for f in reader]
     except (OSError, RuntimeError, StopIteration, KeyError, ValueError) as exc:
-        raise UserError(f"video {path} cannot be read as a video file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise UserError(f"video {path} cannot be read as a video file: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     if not frames:
         raise UserError(f"video {path} has no frames")
     if max_frames is not None:

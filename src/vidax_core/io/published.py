@@ -38,7 +38,8 @@ def layout_path(model_id: str, plugins: Any = None) -> str:
     path = os.path.join(here, "assets", "published", f"{model_id}.json.gz")
     if not os.path.exists(path):
         raise UserError(f"no published layout ships for {model_id} ({path}): its plugin has none yet "
-                        "(python -m vidax_core.bench.published_layout CONFIG_FOLDER MODEL_ID writes one from the id's configs)")
+                        "(python -m vidax_core.bench.published_layout CONFIG_FOLDER MODEL_ID "
+                        "writes one from the id's configs)")
     return path
 
 

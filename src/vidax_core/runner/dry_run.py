@@ -87,8 +87,8 @@ def describe_8bit(flat: dict, groups: Any = ()) -> str | None:
     where = f" ({outside} outside the blocks)" if outside else ""
     return (f"{_fmt_bytes(nbytes(eight.values()))} of {'/'.join(dtypes)} weights in {len(eight)} Linear "
             f"kernels{where} + {_fmt_bytes(nbytes(scales))} of fp32 scales; {_fmt_bytes(rest)} stays in full "
-            "precision (norms, modulation, patch embedding, heads, biases, the embedders the family keeps); weight-only: "
-            "matmuls run in the compute dtype")
+            "precision (norms, modulation, patch embedding, heads, biases, the embedders the family keeps); "
+            "weight-only: matmuls run in the compute dtype")
 
 
 def _guidance_text(cfg: RunConfig) -> str:
@@ -102,7 +102,8 @@ def _describe_size(s: Sizing) -> str:
         return f"{_fmt_bytes(s.total)} of parameters (no stacked blocks)"
     parts = " + ".join(f"{g} {n}" for g, (n, _) in s.groups.items())
     detail = f": {parts}" if len(s.groups) > 1 else ""
-    return f"{_fmt_bytes(s.total)} of parameters ({s.blocks} stacked blocks{detail}, {_fmt_bytes(s.block_bytes)} in blocks)"
+    return (f"{_fmt_bytes(s.total)} of parameters ({s.blocks} stacked blocks{detail}, "
+            f"{_fmt_bytes(s.block_bytes)} in blocks)")
 
 
 def _chunk_text(chunk: Any) -> str:
@@ -197,8 +198,9 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         if cfg.offload.storage == "disk":
             from vidax_core.parallel.disk_chunks import cache_root
 
-            plan.add("denoiser", "device + disk cache", dev, note=f"{_fmt_bytes(streamed_bytes)} of blocks read through "
-                     f"the page cache from {cache_root()}", device_key=device_key)
+            plan.add("denoiser", "device + disk cache", dev,
+                     note=f"{_fmt_bytes(streamed_bytes)} of blocks read through the page cache from {cache_root()}",
+                     device_key=device_key)
         else:
             plan.add("denoiser", "device + pinned host", dev, streamed_bytes,
                      note="the streamed blocks once in host memory", device_key=device_key,
@@ -459,7 +461,7 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
         f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"
         + (" (the device's policy)" if device and cfg.model.dtype == getattr(peak, "policy", None) else ""),
         f"attention:  {cfg.attention.backend}",
-        f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
+        "offload:    " + (f"on, chunk {_chunk_text(chunk)} ({', '.join(streamed)})" if cfg.offload.enabled else "off"),
         *denoiser,
         *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2], sizes[0].groups)) else []),
         *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),

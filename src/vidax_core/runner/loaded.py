@@ -77,7 +77,8 @@ def vae_key(cfg: RunConfig) -> str:
     """What decides a VAE build (docs/python-api.md): the call's frame count and size, its ``options`` and ``vae``
     settings, and which kinds of media it gives (an image, a clip, an initial-noise file), never their content.
     The prompts, seed, noise values, media content and step recipe change no VAE program or weight; a VAE that
-    reads some of them while decoding takes them through ``for_call`` (:class:`vidax_core.model_api.VideoAutoencoder`)."""
+    reads some of them while decoding takes them through ``for_call``
+    (:class:`vidax_core.model_api.VideoAutoencoder`)."""
     s = cfg.sampling
     options = sorted(dict(cfg.options or {}).items(), key=lambda kv: kv[0])
     return repr((s.num_frames, s.height, s.width, options, to_dict(cfg)["vae"], cfg.image is not None,
@@ -195,9 +196,11 @@ class LoadedModel:
                 build, model = load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
                                         put=placement.put, adapters=self.adapters)
                 if placement.offload_groups:
-                    host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
+                    host = pin_groups(model, placement.offload_groups,
+                                      lambda g: chunk_size_of(cfg.offload.chunk_size, g),
                                       placement.specs, placement.mesh, storage=cfg.offload.storage, files=files,
-                                      extra={"component": build.component, "lora": repr(cfg.lora), "mode": cfg.lora_mode},
+                                      extra={"component": build.component, "lora": repr(cfg.lora),
+                                             "mode": cfg.lora_mode},
                                       log=self.reporter.log)
                     self.experts.append(Expert(build, placement, model, host=host))
                 else:

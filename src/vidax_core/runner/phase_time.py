@@ -79,7 +79,8 @@ def lines(cfg: Any, plan: Any, builds: list, ckpt: Any, spec: Any, peak: Any, la
         flops = 2.0 * params * text * prompts
         moved = ""
         if encode_where == "cpu":
-            where, secs = f"host CPU at an assumed {cpu_rate() / 1e12:.2g} TFLOP/s (VIDAX_CPU_TFLOPS)", flops / cpu_rate()
+            where = f"host CPU at an assumed {cpu_rate() / 1e12:.2g} TFLOP/s (VIDAX_CPU_TFLOPS)"
+            secs = flops / cpu_rate()
         else:
             where, secs = "device", flops / rate
             from vidax_core.runner.memory_plan import encoder_bytes

@@ -152,12 +152,14 @@ def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, model: Any 
     model = model if model is not None else nnx.eval_shape(build.ctor)
     names = list(build.block_counts or ())
     if not names:
-        raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
+        raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; "
+                        "set offload.enabled=false")
     runs = tuple(getattr(model, "block_groups", ()) or ())
     _, abstract_state = nnx.split(model)
     missing = sorted(stacked_groups(abstract_state) - set(runs))
     if missing or not set(names) <= set(runs):
-        what = f"stacked block groups {', '.join(missing)} are" if missing else f"groups {', '.join(sorted(set(names) - set(runs)))} are"
+        what = (f"stacked block groups {', '.join(missing)} are" if missing
+                else f"groups {', '.join(sorted(set(names) - set(runs)))} are")
         raise UserError(f"offload cannot run {spec.id}: its {what} not in the model's block_groups "
                         f"({', '.join(runs) or 'none'}); set offload.enabled=false (plugin bug: report it)")
     check_chunk_groups(spec, model, cfg.offload.chunk_size)

@@ -68,7 +68,8 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
         check_cache_root()
     if check_outputs:
         out = cfg.output
-        outputs.check_writable([out.path, out.save_latents, out.save_frames, out.save_audio, out.metrics], out.overwrite)
+        outputs.check_writable([out.path, out.save_latents, out.save_frames, out.save_audio, out.metrics],
+                               out.overwrite)
         check_cache_dir(cfg)
 
 
@@ -102,7 +103,8 @@ def check_cache_dir(cfg: RunConfig) -> None:
     path = os.path.expanduser(cfg.runtime.compilation_cache_dir)
     key = "runtime.compilation_cache_dir"
     if os.path.lexists(path) and not os.path.isdir(path):
-        raise UserError(f"{key} {path} exists and is not a folder: choose a folder or set runtime.compilation_cache=false")
+        raise UserError(f"{key} {path} exists and is not a folder: "
+                        "choose a folder or set runtime.compilation_cache=false")
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".vidax-probe-"):

@@ -86,7 +86,10 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     shapes = build0.latent_shape(1, grid)
     latents = start_latents(cfg, sampler, cond, shapes, splan, given)
     repl = placement0.replicated()
-    put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
+
+    def put(tree):
+        return jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
+
     plan_arrays = put(splan.arrays())
     scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}

@@ -66,7 +66,8 @@ class Job:
         if total > 0:
             self.phase = "decoding"
             self.decode_progress = min(100, 100 * done // total)
-            self.progress = max(self.progress, SAMPLED + min(WRITTEN - SAMPLED - 1, (WRITTEN - SAMPLED) * done // total))
+            self.progress = max(self.progress,
+                                SAMPLED + min(WRITTEN - SAMPLED - 1, (WRITTEN - SAMPLED) * done // total))
 
     def writing(self) -> None:
         """The frames are decoded; the mp4 is being written."""
@@ -95,7 +96,8 @@ class JobQueue:
     """
 
     def __init__(self, run: Callable[[Job, Callable[[int, int], None]], None], max_queue: int,
-                 max_jobs_kept: int, log: Callable[[str], None] = lambda m: None, idle: Callable[[], None] | None = None,
+                 max_jobs_kept: int, log: Callable[[str], None] = lambda m: None,
+                 idle: Callable[[], None] | None = None,
                  idle_s: float = IDLE_S, on_stop: Callable[[], None] | None = None) -> None:
         self._run = run
         self.max_queue = max_queue

@@ -75,7 +75,8 @@ function setup() {
     $("media_label").hidden = false;
     $("input_reference").accept = kinds.join(",");
     $("input_reference").required = info.needs_image;
-    $("media_name").textContent = (info.takes_image ? "Image" : "") + (info.takes_image && info.takes_video ? " or " : "")
+    $("media_name").textContent = (info.takes_image ? "Image" : "")
+      + (info.takes_image && info.takes_video ? " or " : "")
       + (info.takes_video ? "clip" : "") + (info.needs_image ? " (first frame)" : " (optional)");
   }
   for (const n of info.frame_choices) {

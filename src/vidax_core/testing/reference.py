@@ -2,7 +2,8 @@
 
 * :func:`reference_outputs` — a reference pipeline's final latents and frames from given initial latents;
   :func:`write_test_image` — the conditioning image of the image-to-video end-to-end tests.
-* :func:`randomize_` (and :func:`randomize_scaled_`, fan-in scaled for deep VAEs) — every parameter of a reference module drawn from a seeded normal (norm gains around 1), so
+* :func:`randomize_` (and :func:`randomize_scaled_`, fan-in scaled for deep VAEs)
+  — every parameter of a reference module drawn from a seeded normal (norm gains around 1), so
   no term of a parity check is trivially zero; :func:`save_pipeline` writes a pipeline as a checkpoint folder.
 * :func:`meta_tensors` and :func:`check_full_size` — a model's full published architecture checked without weights:
   the reference module built on the meta device gives key -> shape, zero-stride stand-ins carry the shapes, and the

@@ -75,7 +75,7 @@ class TileGeometry:
 
     @property
     def positions(self) -> list[tuple[int, int]]:
-        return [(t, l) for t in self.tops for l in self.lefts]
+        return [(top, left) for top in self.tops for left in self.lefts]
 
     @property
     def count(self) -> int:

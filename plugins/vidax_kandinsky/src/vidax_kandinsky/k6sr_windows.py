@@ -78,14 +78,15 @@ def low_quality_tiles(run: Any, ckpt: Any, geom: TileGeometry, vae_cfg: Any) -> 
         up_cfg = Kandinsky6SRUpscalerConfig.from_config(ckpt.config("latent_upscaler"), dtype=vae_cfg.dtype)
     with ckpt.model("vae_encoder", lambda: load_kvae(vae_cfg, ckpt.tensors("vae"), with_decoder=False)) as vae:
         if up_cfg is None or geom.scale not in up_cfg.scales:
-            return np.concatenate([np.asarray(encode(vae, resize_bilinear(pixels[:, :, t:t + th, l:l + tw],
+            return np.concatenate([np.asarray(encode(vae, resize_bilinear(pixels[:, :, top:top + th, left:left + tw],
                                                                           *geom.base))) * sf
-                                   for t, l in geom.positions], axis=0).astype(np.float32)
+                                   for top, left in geom.positions], axis=0).astype(np.float32)
         latents = np.asarray(encode(vae, pixels)) * sf
     build = lambda: load_upscaler(up_cfg, ckpt.tensors("latent_upscaler"), geom.scale)  # noqa: E731
     with ckpt.model(f"latent_upscaler_x{geom.scale}", build) as upscaler:
-        tiles = [np.asarray(upscale(upscaler, latents[:, :, t // snap:(t + th) // snap, l // snap:(l + tw) // snap]))
-                 for t, l in geom.positions]
+        tiles = [np.asarray(upscale(upscaler, latents[:, :, top // snap:(top + th) // snap,
+                                                      left // snap:(left + tw) // snap]))
+                 for top, left in geom.positions]
     return np.concatenate(tiles, axis=0).astype(np.float32)
 
 
