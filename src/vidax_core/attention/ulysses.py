@@ -234,3 +234,17 @@ def gathered_kv_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: 
     args = (q, k, v) + (() if kv_mask is None else (kv_mask,))
     return jax.shard_map(local, mesh=ctx.mesh, in_specs=(q_spec, kv_spec, kv_spec) + m_specs, out_specs=q_spec,
                          check_vma=False)(*args)
+
+
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, *, q_sharded: bool, kv_sharded: bool,
+           kv_mask: jax.Array | None = None) -> jax.Array:
+    """The attention of one stream against another by where their tokens live over ``sp``: both sequence-sharded
+    (self-attention), sharded queries against whole keys (cross-attention), whole queries against sharded keys
+    (:func:`gathered_kv_attention`), or both whole (:func:`replicated_attention`)."""
+    if q_sharded and kv_sharded:
+        return self_attention(q, k, v, kv_mask=kv_mask)
+    if q_sharded:
+        return cross_attention(q, k, v, kv_mask=kv_mask)
+    if kv_sharded:
+        return gathered_kv_attention(q, k, v, kv_mask=kv_mask)
+    return replicated_attention(q, k, v, kv_mask=kv_mask)
