@@ -18,6 +18,7 @@ the figure a test compares between a 4-window and an 8-window call of one pipe.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any, Callable, Sequence
 
 import jax
@@ -137,6 +138,8 @@ class DeviceMemory:
 
     def __init__(self) -> None:
         self.source = "memory_stats" if memory.peak_device_mb() is not None else "live_arrays"
+        if self.source == "live_arrays":
+            gc.collect()  # arrays freed but not yet collected would count in the start, then leave it mid-run
         self.start = self.peak = self._live() if self.source == "live_arrays" else 0
 
     @staticmethod
