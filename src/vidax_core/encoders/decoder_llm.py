@@ -66,7 +66,8 @@ from vidax_core.nn import rope
 from vidax_core.nn.layers import Linear, param, stacked
 from vidax_core.nn.norms import rms_norm
 from vidax_core.parallel.streamed import is_streamed, jit_unless_streamed, run_stack, stack_depth
-from vidax_core.nn.state import abstract_model
+from vidax_core.quant.source import dtype_of, shape_of
+from vidax_core.quant.stored import convert_as_stored
 
 VOCAB, EMBED, HEADS, KV_HEADS, MLP = "vocab", "embed", "heads", "kv_heads", "mlp"
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -501,7 +502,7 @@ class Attention(nnx.Module):
         (normed), (B, S, kv_heads, head_dim) each. Returns the output and this layer's keys and values."""
         b, s, _ = x.shape
         hd, kvh = self.head_dim, self.kv_heads
-        dt = self.q_proj.kernel[...].dtype
+        dt = self.q_proj.compute_dtype or self.q_proj.kernel[...].dtype  # an 8-bit kernel: the dtype it computes in
         q = self.q_proj(x).reshape(b, s, self.num_heads, hd)
         if self.q_norm is not None:
             q = self.q_norm(q)
@@ -976,6 +977,12 @@ class _KindKeys(Mapping):
     def __getitem__(self, key: str) -> Any:
         return self._tensors[self._map[key]]
 
+    def dtype(self, key: str) -> Any:
+        return dtype_of(self._tensors, self._map[key])
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return shape_of(self._tensors, self._map[key])
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._map)
 
@@ -998,9 +1005,11 @@ def load_decoder_llm(
     """Build a :class:`DecoderLLM` from a transformers state dict (key -> array or zero-arg loader).
 
     ``put(path, array)`` places each parameter (default ``jax.device_put``); or give the run's ``mesh`` to place
-    the model tensor-parallel over its ``tp`` axis by the encoder rules."""
-    graphdef, state, flat = abstract_model(lambda: DecoderLLM(cfg, rngs=nnx.Rngs(0)))
-    values = convert_params(cfg, tensors, flat, component=component)
+    the model tensor-parallel over its ``tp`` axis by the encoder rules. Linear weights the file stores 8-bit (an fp8
+    Qwen / Gemma file) stay 8-bit (:mod:`vidax_core.quant.stored`)."""
+    graphdef, state, values = convert_as_stored(
+        lambda: DecoderLLM(cfg, rngs=nnx.Rngs(0)), tensors,
+        lambda source, flat: convert_params(cfg, source, flat, component=component), component)
     return place_tower(graphdef, state, values, put=put, mesh=mesh)
 
 

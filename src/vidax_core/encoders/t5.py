@@ -45,7 +45,7 @@ from vidax_core.io.convert import KeyRule, convert, linear
 from vidax_core.nn.layers import Linear, param, scan_blocks, stacked
 from vidax_core.nn.norms import RMSNorm
 from vidax_core.encoders.policy import place_tower, resolve_dtype
-from vidax_core.nn.state import abstract_model
+from vidax_core.quant.stored import convert_as_stored
 from vidax_core.parallel.streamed import jit_unless_streamed, run_stack
 
 VOCAB, EMBED, HEADS, MLP = "vocab", "embed", "heads", "mlp"
@@ -406,16 +406,18 @@ def load_t5(cfg: T5Config, tensors: Mapping[str, Any], *, put: Any = None, mesh:
     """Build a :class:`T5Encoder` from a transformers state dict (key -> array or zero-arg loader).
 
     ``put(path, array)`` places each parameter (default ``jax.device_put``); or give the run's ``mesh`` to place
-    the encoder tensor-parallel over its ``tp`` axis (heads and FFN width split, the rest replicated).
+    the encoder tensor-parallel over its ``tp`` axis (heads and FFN width split, the rest replicated). Linear
+    weights the file stores 8-bit (ComfyUI's scaled fp8 UMT5) stay 8-bit (:mod:`vidax_core.quant.stored`).
     """
     if not any(k in tensors for k in ("shared.weight", "encoder.embed_tokens.weight")):
         raise UserError(
             f"{cfg.model_type.upper()} checkpoint has no token embedding: expected 'shared.weight' or "
             "'encoder.embed_tokens.weight'"
         )
-    graphdef, state, flat = abstract_model(lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)))
-    values = convert(tensors, t5_rules(cfg), flat, component=f"text encoder ({cfg.model_type.upper()})",
-                     ignore=T5_IGNORE)
+    component = f"text encoder ({cfg.model_type.upper()})"
+    graphdef, state, values = convert_as_stored(
+        lambda: T5Encoder(cfg, rngs=nnx.Rngs(0)), tensors,
+        lambda source, flat: convert(source, t5_rules(cfg), flat, component=component, ignore=T5_IGNORE), component)
     return place_tower(graphdef, state, values, put=put, mesh=mesh)
 
 

@@ -78,8 +78,11 @@ class ProgressTensors(Mapping[str, np.ndarray]):
         self._source, self._on = source, on_bytes
 
     def __getitem__(self, key: str) -> np.ndarray:
+        from vidax_core.quant.source import Quantized
+
         arr = self._source[key]
-        self._on(int(getattr(arr, "nbytes", 0)))
+        held = isinstance(arr, Quantized) and hasattr(self._source, "nbytes")  # an 8-bit weight, read as it is placed
+        self._on(int(self._source.nbytes(key) if held else getattr(arr, "nbytes", 0)))
         return arr
 
     def dtype(self, key: str) -> np.dtype:

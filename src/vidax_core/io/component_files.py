@@ -19,9 +19,11 @@ names Comfy-Org publishes), or the only ``.safetensors`` file of a sub-folder; a
 * a file already in diffusers / transformers names (ComfyUI's text encoders: ``encoder.block.N...``,
   ``model.layers.N...``) is read as the diffusers component, its config the id's published one (the plugin's
   shipped layout), with a T5-family encoder's sizes read from its tensors;
-* wrapper prefixes (``model.diffusion_model.``, ``first_stage_model.``...) are removed; an 8-bit prompt or image
-  encoder (ComfyUI ``scaled_fp8``, plain fp8) is dequantised on read; an 8-bit denoiser stays 8-bit
-  (:mod:`vidax_core.quant`);
+* wrapper prefixes (``model.diffusion_model.``, ``first_stage_model.``...) are removed; an 8-bit denoiser, and
+  the Linear kernels of an 8-bit prompt encoder (ComfyUI ``scaled_fp8``, ``comfy_quant``, plain fp8: each weight
+  with its scale, :class:`~vidax_core.quant.source.QuantizedTensors`), stay 8-bit as stored and are dequantised
+  inside their matmuls in the run's compute dtype (:mod:`vidax_core.quant`, :mod:`vidax_core.quant.stored`); the
+  encoder's other tensors are read in that dtype, and an 8-bit VAE file is dequantised on read;
 * the tokenizer is ``model.files.tokenizer``, else the SentencePiece model ComfyUI's UMT5 / T5 files carry
   (``spiece_model``), else the id's hub repo's ``tokenizer/`` folder (a few MB, fetched once); the scheduler and
   every other config are the published ones.
@@ -64,6 +66,7 @@ WRAPPERS = ("model.diffusion_model.", "diffusion_model.", "first_stage_model.", 
             "text_encoders.", "conditioner.")
 SPIECE_KEY = "spiece_model"  # the SentencePiece model ComfyUI stores in its T5 / UMT5 files (uint8 bytes)
 DENOISERS = ("transformer", "transformer_2")
+ENCODERS = ("text_encoder", "text_encoder_2", "image_encoder")
 
 
 def comfy_root(path: str) -> str | None:
@@ -147,9 +150,9 @@ def strip_wrapper(source: Any) -> StrippedTensors:
 
 
 class DequantizedTensors(Mapping[str, Any]):
-    """An 8-bit encoder file (ComfyUI ``scaled_fp8``, ``comfy_quant``, plain fp8) as float32 weights: each scaled
-    weight multiplied by its scale on read, the scale and marker keys hidden. Prompt encoders compute in float32 or
-    the run's dtype; only a denoiser runs weight-only 8-bit."""
+    """An 8-bit VAE or upsampler file (ComfyUI ``scaled_fp8``, ``comfy_quant``, plain fp8) as float32 weights: each
+    scaled weight multiplied by its scale on read, the scale and marker keys hidden. Denoisers and encoders keep
+    their 8-bit kernels."""
 
     def __init__(self, source: Any, where: str) -> None:
         from vidax_core.quant.source import QuantizedTensors
@@ -277,9 +280,12 @@ class FilesCheckpoint(Checkpoint):
             raw = TensorSource([path])
             tensors: Any = strip_wrapper(raw)
             if component not in DENOISERS:
-                from vidax_core.quant.source import read_layout
+                from vidax_core.quant.source import QuantizedTensors, read_layout
 
-                if read_layout(tensors, where).name is not None:
+                layout = read_layout(tensors, where)
+                if layout.name is not None and component in ENCODERS:
+                    tensors = QuantizedTensors(tensors, layout, where)  # its towers keep the 8-bit kernels
+                elif layout.name is not None:
                     tensors = DequantizedTensors(tensors, where)
             published = self._base_config(component)
             answer = self.plugins.call("component_file", self.spec, component=component, tensors=tensors,

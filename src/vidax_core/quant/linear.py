@@ -10,7 +10,7 @@ axis unnamed, so tensor parallelism splits it exactly as it splits the kernel's 
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import jax.numpy as jnp
 from flax import nnx
@@ -53,13 +53,28 @@ def quantize_model(model: nnx.Module, mode: str, keep: Iterable[str], outside: I
     their paths. A stacked kernel gets scales per layer, an unstacked one per tensor (fp8) / channel (int8)."""
     done = []
     for where, lin in block_linears(model, keep, outside):
-        meta = lin.kernel.get_metadata()
-        names = tuple(meta.get("out_sharding") or (None,) * lin.kernel.ndim)
-        axes = (0,) if _stacked(lin) else ()
-        q, scale = modes.quantize(lin.kernel[...], mode, per_tensor_axes=axes, xp=jnp)
-        compute = lin.kernel[...].dtype
-        lin.kernel = nnx.Param(q, **meta)
-        lin.kernel_scale = nnx.Param(scale, **{**meta, "out_sharding": scale_names(names)})
-        lin.compute_dtype = compute
+        quantize_linear(lin, mode)
         done.append(where)
     return done
+
+
+def quantize_layers(model: nnx.Module, modes_by_path: Mapping[tuple, str]) -> None:
+    """Make the Linear layers of ``model`` at the given parameter paths (``(..., "q", "kernel")``, as a
+    checkpoint conversion names them) 8-bit, each in its mode (in place)."""
+    for path, node in nnx.iter_graph(model):
+        mode = modes_by_path.get(tuple(path) + ("kernel",))
+        if mode is not None and isinstance(node, Linear) and node.kernel_scale is None:
+            quantize_linear(node, mode)
+
+
+def quantize_linear(lin: Linear, mode: str) -> None:
+    """One Linear layer made 8-bit in ``mode``: kernel values and a per-output-channel scale (per layer when
+    stacked), the kernel's former dtype kept as the dtype its matmul computes in."""
+    meta = lin.kernel.get_metadata()
+    names = tuple(meta.get("out_sharding") or (None,) * lin.kernel.ndim)
+    axes = (0,) if _stacked(lin) else ()
+    q, scale = modes.quantize(lin.kernel[...], mode, per_tensor_axes=axes, xp=jnp)
+    compute = lin.kernel[...].dtype
+    lin.kernel = nnx.Param(q, **meta)
+    lin.kernel_scale = nnx.Param(scale, **{**meta, "out_sharding": scale_names(names)})
+    lin.compute_dtype = compute

@@ -165,10 +165,12 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
 
     plan = mp.Placement(budget=mp.device_budget(peak))
     cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
-    enc, enc_dtype = mp.encoder_bytes(ckpt, spec, cfg, cpu=cpu), mp.encoder_dtype(spec, cfg)
-    if cpu and enc_dtype != "float32":
-        enc_dtype += " + the float32 copy XLA:CPU makes of its weights"
+    enc, run_dtype = mp.encoder_bytes(ckpt, spec, cfg, cpu=cpu), mp.encoder_dtype(spec, cfg)
     where = mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec)  # `vidax run`: VAE first
+    enc_dtype = where.weights or run_dtype  # "float8_e4m3fn weights, bfloat16 compute" for a file kept 8-bit
+    if cpu and run_dtype != "float32":
+        enc_dtype += (" + the float32 copy XLA:CPU makes of its weights" if enc_dtype == run_dtype else
+                      " + the float32 copy XLA:CPU makes of its other weights")
     stream_key = "runtime.encode_on=stream" if _unset(cfg, "runtime.encode_on", "stream") else None
     if enc is None:
         plan.add("text encoder", "not sized", note="its weights are not at hand", phases="encode")

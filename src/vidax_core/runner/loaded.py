@@ -251,7 +251,8 @@ class LoadedModel:
             self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside, spec=self.spec)
             where = {"cpu": "the host CPU", "stream": "the devices, its layers streamed from the checkpoint"}
             self.reporter.log(f"text encoder on {where.get(self.encode_on.where, 'the devices')} in "
-                              f"{memory_plan.encoder_dtype(self.spec, self.base)} ({self.encode_on.reason})")
+                              f"{self.encode_on.weights or memory_plan.encoder_dtype(self.spec, self.base)} "
+                              f"({self.encode_on.reason})")
         return memory_plan.cpu_scope() if self.encode_on.where == "cpu" else contextlib.nullcontext()
 
     def _encoder_policy(self) -> EncoderPolicy:

@@ -19,7 +19,6 @@ dtype (bf16 on an accelerator, float32 on the CPU; :func:`encoder_dtype`). ``run
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -30,7 +29,6 @@ ENCODER_COMPONENTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "image
 MARGIN = 0.9  # of the device's memory: the rest is left to XLA's own buffers
 #: the towers whose stacked layers stream (vidax_core.encoders: T5 family, decoder LLMs), by config model_type
 STREAMED_TOWERS = ("t5", "umt5", "mt5", "llama", "qwen", "gemma", "mistral")
-_LAYER_KEY = re.compile(r"(?:^|\.)(?:layers|block)\.(\d+)\.")
 STAGING_LIMIT = 2 << 30  # host bytes of one streamed chunk in flight, at most
 
 
@@ -131,14 +129,18 @@ def encoder_dtype(spec: Any, cfg: Any, component: str = "text_encoder") -> str:
 
 @dataclass(frozen=True)
 class EncoderSize:
-    """One encoder component's weights in its compute dtype: in all, in its stacked layers (the largest layer,
-    their number), and whether its tower streams them (:data:`STREAMED_TOWERS`)."""
+    """One encoder component's weights as its tower holds them (in its compute dtype, the Linear kernels a file
+    stores 8-bit at their stored bytes and scales, :mod:`vidax_core.quant.stored`): in all, in its stacked layers
+    (the largest layer, their number), whether its tower streams them (:data:`STREAMED_TOWERS`), and the bytes
+    and dtype of its 8-bit kernels."""
 
     component: str
     total: int
     largest_layer: int = 0
     depth: int = 0
     streams: bool = False
+    eight_bit: int = 0
+    weight_dtype: str | None = None  # the 8-bit kernels' dtype (None: every weight in the compute dtype)
 
     def device_bytes(self, layers_per_chunk: int) -> int:
         """Device bytes when streamed ``layers_per_chunk`` at a time (two chunks in flight), else in all."""
@@ -151,6 +153,8 @@ def encoder_sizes(ckpt: Any, spec: Any = None, cfg: Any = None) -> list[EncoderS
     """:class:`EncoderSize` of every encoder component whose files are at hand, at :func:`encoder_dtype`."""
     import numpy as np
 
+    from vidax_core.quant.stored import LAYER_KEY
+
     itemsize = np.dtype(encoder_dtype(spec, cfg)).itemsize
     out = []
     for c in ENCODER_COMPONENTS:
@@ -161,28 +165,45 @@ def encoder_sizes(ckpt: Any, spec: Any = None, cfg: Any = None) -> list[EncoderS
             model_type = str(ckpt.config(c).get("model_type", ""))
         except Exception:  # noqa: BLE001 - no local weights: not sized
             continue
-        total, per_layer = 0, {}
+        total, eight, per_layer, dtypes = 0, 0, {}, set()
         for key in source:
-            n = _bytes_at(source, key, itemsize)
+            n, kept = _bytes_at(source, key, itemsize)
             total += n
-            m = _LAYER_KEY.search(key)
+            if kept:
+                eight += n
+                dtypes.add(kept)
+            m = LAYER_KEY.search(key)
             if m:
                 per_layer[int(m.group(1))] = per_layer.get(int(m.group(1)), 0) + n
         streams = model_type.startswith(STREAMED_TOWERS) and len(per_layer) > 1
-        out.append(EncoderSize(c, total, max(per_layer.values(), default=0), len(per_layer), streams))
+        out.append(EncoderSize(c, total, max(per_layer.values(), default=0), len(per_layer), streams, eight,
+                               "/".join(sorted(dtypes)) or None))
     return out
 
 
-def _bytes_at(source: Any, key: str, itemsize: int) -> int:
-    """A tensor's bytes with floating values counted at ``itemsize`` (8-bit weights are dequantised at load)."""
+def _bytes_at(source: Any, key: str, itemsize: int) -> tuple[int, str | None]:
+    """(bytes a tensor is held in, its dtype name when its tower keeps it 8-bit): floating values at ``itemsize``,
+    a Linear weight the file stores 8-bit at its stored bytes and one fp32 scale per output channel."""
     import numpy as np
+
+    from vidax_core.quant.stored import held_bytes, stays_8bit
 
     n = source.nbytes(key) if hasattr(source, "nbytes") else int(np.asarray(source[key]).nbytes)
     if hasattr(source, "dtype"):
         dt = np.dtype(source.dtype(key))
+        shape = tuple(source.shape(key)) if hasattr(source, "shape") else ()
+        if stays_8bit(key, dt, shape):
+            return held_bytes(shape), dt.name
         if dt.kind == "f" or dt.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
             n = n // dt.itemsize * itemsize
-    return n
+    return n, None
+
+
+def encoder_weights(sizes: list[EncoderSize], dtype: str) -> str:
+    """How the encoders hold their weights, for the dry run's and the log's lines: ``bfloat16``, or
+    ``float8_e4m3fn weights, bfloat16 compute`` where a file's Linear kernels stay 8-bit."""
+    stored = sorted({s.weight_dtype for s in sizes if s.weight_dtype})
+    return f"{'/'.join(stored)} weights, {dtype} compute" if stored else dtype
 
 
 def encoder_bytes(ckpt: Any, spec: Any = None, cfg: Any = None, *, cpu: bool = False) -> int | None:
@@ -196,7 +217,8 @@ def encoder_bytes(ckpt: Any, spec: Any = None, cfg: Any = None, *, cpu: bool = F
         return None
     total = sum(s.total for s in sizes)
     itemsize = np.dtype(encoder_dtype(spec, cfg)).itemsize
-    return total + (total // itemsize * 4 if cpu and itemsize < 4 else 0)
+    wide = total - sum(s.eight_bit for s in sizes)  # an 8-bit kernel is converted a layer at a time in its matmul
+    return total + (wide // itemsize * 4 if cpu and itemsize < 4 else 0)
 
 
 def device_budget(peak: Any = None) -> int | None:
@@ -228,6 +250,7 @@ class EncoderPlacement:
     reason: str
     layers_per_chunk: int = 0  # ``stream``: layers of each streamed encoder per chunk
     device_bytes: int = 0  # what the encoders hold on each device while they compute (0: not sized)
+    weights: str = ""  # how they hold their weights (:func:`encoder_weights`; empty: not sized)
 
 
 def streamed_chunk(sizes: list[EncoderSize], room: int) -> int:
@@ -250,11 +273,17 @@ def encoder_placement(cfg: Any, ckpt: Any, beside_bytes: int, peak: Any = None, 
                       ) -> EncoderPlacement:
     """Where the prompt encoders compute for ``cfg`` (``runtime.encode_on``), with ``beside_bytes`` of this
     run's weights on the device while they do; ``peak``: a named target device (the dry run's ``--device``),
-    else this process's devices; ``spec``: the model."""
-    asked = getattr(cfg.runtime, "encode_on", "auto")
+    else this process's devices; ``spec``: the model. Its ``weights`` say how they hold their weights."""
     sizes = encoder_sizes(ckpt, spec, cfg)
+    dt = encoder_weights(sizes, encoder_dtype(spec, cfg))
+    place = _placement(cfg, sizes, dt, beside_bytes, peak)
+    place.weights = dt
+    return place
+
+
+def _placement(cfg: Any, sizes: list[EncoderSize], dt: str, beside_bytes: int, peak: Any) -> EncoderPlacement:
+    asked = getattr(cfg.runtime, "encode_on", "auto")
     need = sum(s.total for s in sizes)
-    dt = encoder_dtype(spec, cfg)
     budget = device_budget(peak)
     cpu_devices = peak is None and jax.default_backend() == "cpu"
     room = int(MARGIN * budget) - beside_bytes if budget else None

@@ -55,12 +55,15 @@ def _modules(obj: Any, depth: int = 0) -> list[tuple[Any, str, nnx.Module]]:
 
 def encoder_dtypes(encoder: Any) -> dict[str, str]:
     """The dtype each tower of an encoder holds its matmul weights in (the floating parameters of two or more
-    dimensions, by bytes), keyed by the attribute holding the tower: what a run reports it computed in."""
+    dimensions, by bytes), keyed by the attribute holding the tower: what a run reports it computed in (an 8-bit
+    file's kernels: float8_e4m3fn, which the CPU backend holds as its uint8 bits, :mod:`vidax_core.quant.cpu_bits`)."""
+    from vidax_core.quant.cpu_bits import BITS, FLOAT8
+
     out: dict[str, str] = {}
     for _owner, key, module in _modules(encoder):
         by_dtype: dict[str, int] = {}
         for a in jax.tree.leaves(nnx.state(module)):
-            dt = np.dtype(a.dtype)
+            dt = FLOAT8 if np.dtype(a.dtype) == BITS else np.dtype(a.dtype)
             if len(getattr(a, "shape", ())) >= 2 and (dt.kind == "f" or dt.name == "bfloat16" or dt.itemsize == 1):
                 by_dtype[dt.name] = by_dtype.get(dt.name, 0) + int(np.prod(a.shape, dtype=np.int64)) * dt.itemsize
         if by_dtype:
