@@ -121,8 +121,8 @@ def _run(ckpt, noise, *extra):
                       "sampling.max_sequence_length=16", "sampling.scheduler={name: unipc, flow_shift: 3.0}",
                       *extra, quiet=True)
     try:
-        return np.asarray(pipe(prompt="a red fox in the snow", negative_prompt="blurry",
-                               initial_noise=noise).latents)
+        out = pipe(prompt="a red fox in the snow", negative_prompt="blurry", initial_noise=noise)
+        return np.asarray(out.latents), out.metrics["text_encoders"]["dtypes"]
     finally:
         pipe.close()
 
@@ -131,8 +131,10 @@ def test_comfy_folder_runs_like_the_diffusers_twin(folders, tmp_path):
     lat = (1, 4, (FRAMES - 1) // 4 + 1, SIZE // 8, SIZE // 8)
     noise = tmp_path / "noise.npy"
     np.save(noise, np.random.default_rng(0).standard_normal(lat).astype(np.float32))
-    twin = _run(folders["twin"], str(noise))
-    comfy = _run(folders["comfy"], str(noise))
+    twin, twin_dtypes = _run(folders["twin"], str(noise))
+    comfy, comfy_dtypes = _run(folders["comfy"], str(noise))
+    assert set(twin_dtypes.values()) == {"float32"}  # the scaled fp8 UMT5 keeps its kernels 8-bit, as stored
+    assert set(comfy_dtypes.values()) == {"float8_e4m3fn"}, comfy_dtypes
     assert twin.shape == comfy.shape == lat
     err = float(np.abs(twin - comfy).max() / np.abs(twin).max())
     print(f"wan comfy vs diffusers: max abs {err:.1e} of the largest value")
@@ -163,3 +165,16 @@ def test_missing_components_are_one_line(folders, tmp_path):
     cfg = resolve_config("wan2.1-t2v-1.3b", [f"model.files={json.dumps(files)}"], plugins)
     with pytest.raises(UserError, match="model.files.vae: .*nowhere.safetensors does not exist"):
         checkpoint_for_run(cfg, plugins.registry.get("wan2.1-t2v-1.3b"), plugins)
+
+
+def test_dry_run_sizes_the_8bit_encoder_as_stored(folders, capfd):
+    """The dry run states the scaled fp8 UMT5 at its stored 8-bit weights and the run's compute dtype."""
+    from vidax_core import cli
+
+    code = cli.main(["run", "model.id=wan2.1-t2v-1.3b", f"model.checkpoint={folders['comfy']}", "model.dtype=bfloat16",
+                     f"sampling.height={SIZE}", f"sampling.width={SIZE}", f"sampling.num_frames={FRAMES}",
+                     "--dry-run"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    line = next((ln for ln in (out + err).splitlines() if "text encoder" in ln), out + err)
+    assert "at float8_e4m3fn weights, bfloat16 compute" in line, out + err
