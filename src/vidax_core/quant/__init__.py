@@ -12,4 +12,5 @@ precision. Modules, one concept each:
 * :mod:`.source` – a checkpoint's tensors with the scale tensors folded into their weights;
 * :mod:`.leaf` – one tensor converted onto a (possibly 8-bit) parameter, its scale following the same transform;
 * :mod:`.policy` – what a run uses (the run key or the checkpoint's own storage) applied to a denoiser build.
+* :mod:`.stored` – a prompt encoder built as its file stores it: the Linear kernels an 8-bit file holds stay 8-bit.
 """
