@@ -202,3 +202,14 @@ def test_an_fp8_qwen_text_tower_matches_its_dequantised_weights(scaled, ids, tmp
     want = np.asarray(dl.hidden_states(dl.load_decoder_llm(cfg, TensorSource([f32])), ids, mask))
     got = np.asarray(dl.hidden_states(model, ids, mask))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_an_8bit_kernel_on_the_host_cpu_beside_an_accelerator_is_held_as_its_bits(monkeypatch):
+    """``runtime.encode_on=cpu`` on a TPU host places the encoder under ``jax.default_device(cpu)``: its float8
+    kernels are held as uint8 bits there too (the CPU backend upcasts a float8 stack sliced in a scan)."""
+    from vidax_core.quant import cpu_bits
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    assert cpu_bits.held_dtype(FP8, None) == np.dtype(FP8)
+    with jax.default_device(jax.devices("cpu")[0]):
+        assert cpu_bits.held_dtype(FP8, None) == np.uint8

@@ -23,8 +23,12 @@ BITS = np.dtype(np.uint8)
 
 
 def platform(sharding: Any) -> str:
-    """The platform of ``sharding``'s devices (None: JAX's default backend, where an uncommitted array goes)."""
+    """The platform of ``sharding``'s devices (None: where an uncommitted array goes, the ``jax.default_device`` a
+    caller set, as an encoder computing on the host CPU beside an accelerator does, else JAX's default backend)."""
     if sharding is None:
+        chosen = jax.config.jax_default_device
+        if chosen is not None:
+            return chosen if isinstance(chosen, str) else chosen.platform
         return jax.default_backend()
     return next(iter(sharding.device_set)).platform
 
