@@ -415,7 +415,8 @@ class LoadedModel:
                 raise
             frames = stream.joined()
             decoded = Decoded(frames)
-            metrics = windowed.add_window_metrics(self.metrics(cfg, windowed.as_passes(plan), results, timer, decoded),
+            metrics = windowed.add_window_metrics(self.metrics(cfg, windowed.as_passes(plan, results), results, timer,
+                                                               decoded),
                                                   plan, results, rows, device, self.experts)
         if predicted:
             metrics["predicted"] = predicted
@@ -518,23 +519,44 @@ class LoadedModel:
         stream_decoder = getattr(vae, "decode_stream", None) if ws.decode == CONTINUE else None
         decoder = stream_decoder(tiling=cfg.vae.tiling) if stream_decoder is not None else None
         texts = [contexts[kind] for kind in plan.guides[0].prompts]
+        causal = None
+        if ws.cache is not None:  # a causal run: its KV cache, read by every window's steps, written after each
+            from vidax_core.causal.run import CausalCache
+
+            causal = CausalCache(ws.cache, plan.guides[0], texts, self.experts, self.tracker)
+            self.reporter.log(f"KV cache: {causal.bytes / 2**20:.1f} MiB for {len(plan.guides[0].branches)} "
+                              "guidance branch(es), bounded by the model's attention window")
+        with device_oom.phase("encode"):
+            ws.prepare(vae)
         results, kept, rows, decode_s = [], [], [], 0.0
         for k, w in enumerate(plan.windows):
             t0 = time.perf_counter()
             start = ws.start(k, draws, plan.samplers[0])
-            with device_oom.phase("sampling"):
-                res = sample_pass(
-                    self.spec, self.ckpt, SamplingPass(cfg), self.plugins, self.reporter, timer, self.experts,
-                    self.tracker, vae, start.sampler, start.guide or plan.guides[0], tuple(w.grid), texts,
-                    start.latents, cond=start.conditioning, label=f"window {k + 1}/{n}", splan=start.plan,
-                    progress=progress, step_key=(structure_key(cfg), "window", tuple(w.grid), w.key),
-                    step_noise=start.step_noise)
-            # an owned host copy: on the CPU backend the pass's result is a view of its device buffer
-            final = np.array(res.final, np.float32, copy=True)
-            results.append(dataclasses.replace(res, final=None))
+            if w.num_steps == 0:  # a given chunk (a conditioning clip's): its latents are its result
+                final, steps, sampling_s = np.array(start.latents, np.float32, copy=True), 0, 0.0
+            else:
+                extra = {"kv_cache": causal.read(start.cache_view)} if causal is not None else None
+                with device_oom.phase("sampling"):
+                    res = sample_pass(
+                        self.spec, self.ckpt, SamplingPass(cfg), self.plugins, self.reporter, timer, self.experts,
+                        self.tracker, vae, start.sampler, start.guide or plan.guides[0], tuple(w.grid), texts,
+                        start.latents, cond=start.conditioning, label=f"window {k + 1}/{n}", splan=start.plan,
+                        progress=progress, step_key=(structure_key(cfg), "window", tuple(w.grid), w.key),
+                        step_noise=start.step_noise, device_arrays=extra)
+                # an owned host copy: on the CPU backend the pass's result is a view of its device buffer
+                final = np.array(res.final, np.float32, copy=True)
+                results.append(dataclasses.replace(res, final=None, window=k))
+                steps, sampling_s = int(res.splan.num_steps), float(sum(res.step_times))
             done = ws.finish(k, final)
             if done.output is not None:
                 kept.append(np.asarray(done.output))
+            fill_s = 0.0
+            if done.cache_fill is not None:
+                tf = time.perf_counter()
+                with device_oom.phase("sampling"):
+                    causal.fill(done.cache_fill)
+                    jax.block_until_ready(causal.cache.arrays)
+                fill_s = time.perf_counter() - tf
             t1 = time.perf_counter()
             with device_oom.phase("decode"):  # beside the resident denoiser
                 if done.decode is None:
@@ -545,10 +567,10 @@ class LoadedModel:
                     stream.emit(vae.decode_video(done.decode, tiling=cfg.vae.tiling), k)
             t2 = time.perf_counter()
             decode_s += t2 - t1
-            rows.append({"window": k, "latent_frames": int(w.grid[0]), "steps": int(res.splan.num_steps),
-                         "frames": stream.count(), "sampling_s": float(sum(res.step_times)),
-                         "decode_s": t2 - t1, "total_s": t2 - t0})
-            self.reporter.log(f"window {k + 1}/{n}: {res.splan.num_steps} steps, {rows[-1]['total_s']:.1f}s")
+            rows.append({"window": k, "latent_frames": int(w.grid[0]), "steps": steps, "frames": stream.count(),
+                         "sampling_s": sampling_s, "decode_s": t2 - t1, "total_s": t2 - t0,
+                         **({"cache_fill_s": fill_s} if causal is not None else {})})
+            self.reporter.log(f"window {k + 1}/{n}: {steps} steps, {rows[-1]['total_s']:.1f}s")
         latents = np.concatenate(kept, axis=2) if len(kept) > 1 else kept[0]
         if ws.decode == CONTINUE and decoder is None:  # a VAE without a stream decoder: the joined latents once
             t1 = time.perf_counter()
@@ -556,6 +578,8 @@ class LoadedModel:
                 stream.emit(vae.decode_video(latents, tiling=cfg.vae.tiling), n - 1)
             decode_s += time.perf_counter() - t1
         timer.add("decode_s", decode_s)
+        if causal is not None:
+            causal.close()
         return results, latents, rows
 
     def _decode_beside(self) -> int:

@@ -155,21 +155,23 @@ class DeviceMemory:
         return self.peak - self.start if self.source == "live_arrays" else None
 
 
-def as_passes(call: Any) -> Any:
-    """A chunked call's plan as the metrics record reads passes: one pass per window, at the window's grid."""
+def as_passes(call: Any, results: Sequence[Any]) -> Any:
+    """A chunked call's plan as the metrics record reads passes: one pass per sampled window (a given one, of no
+    steps, has none), at the window's grid."""
     cfg, windows = call.cfg, call.windows
-    n = len(windows)
-    return dataclasses.replace(call, passes=[SamplingPass(cfg, name=f"window {k + 1}") for k in range(n)],
-                               samplers=[call.samplers[0]] * n, grids=[tuple(w.grid) for w in windows])
+    sampled = [r.window for r in results]
+    return dataclasses.replace(call, passes=[SamplingPass(cfg, name=f"window {k + 1}") for k in sampled],
+                               samplers=[call.samplers[0]] * len(sampled),
+                               grids=[tuple(windows[k].grid) for k in sampled])
 
 
 def add_window_metrics(metrics: dict, call: Any, results: list, rows: list, device: DeviceMemory,
                        experts: list) -> dict:
     """The windows' own figures added to a chunked call's metrics record; ``per_step_s`` and the throughput
     entries become a full window's (the largest, its later instance: the last window may be a shorter one)."""
-    n = len(results)
-    grids = [tuple(w.grid) for w in call.windows]
-    k = max(range(n), key=lambda j: (int(np.prod(grids[j])), j))
+    n = len(rows)
+    grids = [tuple(call.windows[r.window].grid) for r in results]
+    k = max(range(len(results)), key=lambda j: (int(np.prod(grids[j])), j))
     full = results[k]
     metrics["per_step_s"] = steady_step_s(full.step_times)
     metrics.update(throughput.run_metrics(experts[full.schedule[-1]].build, full.batches, grids[k],
