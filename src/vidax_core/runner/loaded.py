@@ -408,7 +408,8 @@ class LoadedModel:
             progress.device = device = windowed.DeviceMemory()
             try:
                 with timer.compiling("windows"):
-                    results, final, rows = self._sample_windows(plan, ws, vae, contexts, timer, progress, stream)
+                    results, final, rows, kv_bytes = self._sample_windows(plan, ws, vae, contexts, timer, progress,
+                                                                          stream)
                 stream.commit()
             except BaseException:
                 stream.abort()
@@ -417,7 +418,7 @@ class LoadedModel:
             decoded = Decoded(frames)
             metrics = windowed.add_window_metrics(self.metrics(cfg, windowed.as_passes(plan, results), results, timer,
                                                                decoded),
-                                                  plan, results, rows, device, self.experts)
+                                                  plan, results, rows, device, self.experts, kv_bytes)
         if predicted:
             metrics["predicted"] = predicted
         if writer:  # a chunked run streamed its mp4 above
@@ -508,12 +509,14 @@ class LoadedModel:
         return frames, decoded
 
     def _sample_windows(self, plan: CallPlan, ws: WindowedSampling, vae: Any, contexts: dict, timer: Timer,
-                        progress: "_Progress", stream: windowed.FrameStream) -> tuple[list, np.ndarray, list]:
+                        progress: "_Progress", stream: windowed.FrameStream
+                        ) -> tuple[list, np.ndarray, list, int | None]:
         """Every window of a chunked call in order: an ordinary pass (:func:`.sampling.sample_pass`) from the
         family's start (:meth:`WindowedSampling.start`: latents, sampler plan, conditioning, guidance), its final
         latents handed back (``finish``), its new frames decoded (one causal stream across windows, or each window
-        alone) into ``stream``. Returns the passes, the joined latents (what ``output.save_latents`` writes) and
-        each window's figures."""
+        alone) into ``stream``; a causal family's KV cache (:mod:`vidax_core.causal`) read by the steps and written
+        after each window. Returns the passes, the joined latents (what ``output.save_latents`` writes), each window's
+        figures and the KV cache's bytes (None without one)."""
         cfg, n = plan.cfg, len(plan.windows)
         draws = Draws(cfg.sampling.seed, cfg.sampling.initial_noise or None)
         stream_decoder = getattr(vae, "decode_stream", None) if ws.decode == CONTINUE else None
@@ -578,9 +581,11 @@ class LoadedModel:
                 stream.emit(vae.decode_video(latents, tiling=cfg.vae.tiling), n - 1)
             decode_s += time.perf_counter() - t1
         timer.add("decode_s", decode_s)
+        kv_bytes = None
         if causal is not None:
+            kv_bytes = causal.bytes
             causal.close()
-        return results, latents, rows
+        return results, latents, rows, kv_bytes
 
     def _decode_beside(self) -> int:
         """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's

@@ -166,9 +166,10 @@ def as_passes(call: Any, results: Sequence[Any]) -> Any:
 
 
 def add_window_metrics(metrics: dict, call: Any, results: list, rows: list, device: DeviceMemory,
-                       experts: list) -> dict:
+                       experts: list, kv_cache_bytes: int | None = None) -> dict:
     """The windows' own figures added to a chunked call's metrics record; ``per_step_s`` and the throughput
-    entries become a full window's (the largest, its later instance: the last window may be a shorter one)."""
+    entries become a full window's (the largest, its later instance: the last window may be a shorter one); a
+    causal run adds its KV cache's bytes (the whole cache, every device's part)."""
     n = len(rows)
     grids = [tuple(call.windows[r.window].grid) for r in results]
     k = max(range(len(results)), key=lambda j: (int(np.prod(grids[j])), j))
@@ -182,4 +183,6 @@ def add_window_metrics(metrics: dict, call: Any, results: list, rows: list, devi
                    per_window_s=float(np.median(totals[1:])) if n > 1 else float(totals[0]),
                    device_peak_bytes=device.result(), device_peak_source=device.source,
                    device_run_peak_bytes=device.held())
+    if kv_cache_bytes is not None:
+        metrics["kv_cache_bytes"] = int(kv_cache_bytes)
     return metrics
