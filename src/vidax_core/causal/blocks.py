@@ -10,6 +10,7 @@ layer))`` and returns ``(h, cache)``; :func:`attend` is what its self-attention 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,26 @@ class Carry:
 def start(h: Any, cache: KVCache) -> Carry:
     """The carry entering the first block: the cache rides along only when the call writes it."""
     return Carry(h, jnp.zeros((), jnp.int32), cache if cache.view.write else None)
+
+
+def pad_to_sp(x: jax.Array, rope: tuple[jax.Array, jax.Array], cache: KVCache
+               ) -> tuple[jax.Array, tuple[jax.Array, jax.Array], KVCache]:
+    """A call's new tokens (B, S, D) and their RoPE (S, d) padded to a multiple of the sequence-parallel degree
+    (Ulysses splits the tokens evenly; a cache-writing call joins chunks of several resolutions whose sum need not
+    divide), the padding a last chunk-causal block of its own: no real query sees its keys, it writes nothing."""
+    from vidax_core.parallel import sharding
+
+    ctx = sharding.active()
+    sp = ctx.size("seq") if ctx is not None else 1
+    n = x.shape[1]
+    pad = (-n) % sp
+    if not pad:
+        return x, rope, cache
+    x = jnp.concatenate([x, jnp.zeros((x.shape[0], pad) + x.shape[2:], x.dtype)], axis=1)
+    rope = tuple(jnp.concatenate([r, jnp.zeros((pad,) + r.shape[1:], r.dtype)], axis=0) for r in rope)
+    v = cache.view
+    view = dataclasses.replace(v, blocks=(v.blocks if v.blocks is not None else (n,)) + (pad,))
+    return x, rope, cache.with_view(view, cache.starts)
 
 
 def attend(attn: Any, h: jax.Array, rope: Any, kv: tuple[KVCache, jax.Array]) -> tuple[jax.Array, KVCache]:
@@ -66,4 +87,4 @@ def result(carry: Carry) -> Any:
     return carry.h
 
 
-__all__ = ["Carry", "start", "attend", "run_blocks", "result"]
+__all__ = ["Carry", "start", "pad_to_sp", "attend", "run_blocks", "result"]

@@ -231,9 +231,11 @@ class AnyFlowDiT(WanDiT):
             ccos, csin = self.far_rope(cgrid, compressed_offset, True)
             x = jnp.concatenate([xc, x], axis=1)
             cos, sin = jnp.concatenate([ccos, cos], axis=0), jnp.concatenate([csin, sin], axis=0)
-        aux["rope"] = (cos, sin)
-        if not kv_cache.view.write:
+        if kv_cache.view.write:  # a cache-writing call's chunks need not split evenly over sp: padded
+            x, (cos, sin), kv_cache = causal_blocks.pad_to_sp(x, (cos, sin), kv_cache)
+        else:
             aux["kv"] = kv_cache
+        aux["rope"] = (cos, sin)
         return causal_blocks.start(x, kv_cache), aux
 
     @staticmethod
