@@ -34,9 +34,10 @@ from vidax_core.windows import CONTINUE, SEPARATE, Window, WindowedSampling
 OnChunk = Callable[[np.ndarray, int, int], None]
 
 
-def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[Window, ...] | None:
-    """The family's windows for ``cfg`` (None: an ordinary run), checked: the plan is usable, no step cache is
-    asked for, and a ``sampling.initial_noise`` file holds every draw with its shape."""
+def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[tuple[Window, ...], Any] | None:
+    """The family's windows for ``cfg`` and its causal run's KV cache spec (None for none), or None for an ordinary
+    run, checked: the plan is usable, no step cache is asked for, and a ``sampling.initial_noise`` file holds every
+    draw with its shape."""
     ws = _ask(spec, ckpt, cfg, plugins)
     if ws is None:
         return None
@@ -45,7 +46,7 @@ def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[Window, ...] | N
                         "window: remove the cache key")
     if cfg.sampling.initial_noise:
         check_draws(cfg.sampling.initial_noise, ws.draws)
-    return tuple(ws.windows)
+    return tuple(ws.windows), ws.cache
 
 
 def for_call(spec: Any, ckpt: Any, cfg: Any, plugins: Any, planned: Sequence[Window]) -> WindowedSampling:

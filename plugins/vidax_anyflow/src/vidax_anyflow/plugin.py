@@ -40,6 +40,12 @@ class AnyFlowPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
 
         return DIT_IGNORE
 
+    def builtin_checkpoint(self, spec, name):
+        """``tiny-random`` is an AnyFlow-FAR pipeline; the bidirectional ids' is ``tiny-random-bidirectional``."""
+        if spec.id not in presets.FAR_IDS:
+            name = f"{name}-bidirectional"
+        return super().builtin_checkpoint(spec, name)
+
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):
         """The bidirectional pipeline's: the step's target timestep for the flow map, and a clip's (or an image's)
         latents in front (:mod:`.conditioning`). A FAR run conditions chunk by chunk (:mod:`.far`)."""
