@@ -120,6 +120,19 @@ class WindowedSampling:
         whatever later windows condition on."""
         raise NotImplementedError
 
+    def extend(self, run: Any) -> "WindowedSampling":
+        """A causal run kept its cache (and this object, its history): the windows that continue its video by the
+        frames ``run`` asks for (``run.sampling.num_frames - 1`` frames, a whole number of the VAE's frame groups),
+        with ``run``'s prompt and seed. Raises :class:`vidax_core.errors.UserError` when the family cannot."""
+        from vidax_core.errors import UserError
+
+        raise UserError("this model's video cannot be continued from its kept state")
+
+    def pending_fill(self) -> CacheFill | None:
+        """The cache write a continuation runs before its first window: the last window's, which a causal reference
+        does not make (no chunk follows it). None: nothing to write."""
+        return None
+
     @property
     def draws(self) -> list[tuple[int, ...]]:
         """Every draw of the run, in order (what a ``sampling.initial_noise`` .npz holds as noise_0, noise_1...)."""

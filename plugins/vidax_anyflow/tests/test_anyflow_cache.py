@@ -46,3 +46,35 @@ def test_cache_memory_is_bounded_by_the_window(pipe):
     assert long["num_windows"] == 12 and runs[12].frames.shape[1] == 45
     if short["device_run_peak_bytes"] is not None:
         assert long["device_run_peak_bytes"] <= short["device_run_peak_bytes"] * 1.05 + 2**16
+
+
+def test_stream_hands_out_each_chunk_as_it_is_made(pipe):
+    chunks = []
+    stream = pipe.stream(num_frames=13, options={"chunk_partition": [1, 1, 2]})
+    for frames in stream:
+        chunks.append(frames.shape[1])
+    assert chunks == [1, 4, 8] and stream.output.frames.shape[1] == 13
+
+
+def test_a_kept_cache_continues_the_video_as_one_longer_run(pipe, tmp_path):
+    """Three one-frame chunks kept, continued by twelve frames (three more chunks) from the matching noise: the
+    latents and frames of one six-chunk run."""
+    noise = np.random.default_rng(4).standard_normal((1, 4, 6, SIZE // 8, SIZE // 8)).astype(np.float32)
+    for name, part in (("long", noise), ("head", noise[:, :, :3]), ("tail", noise[:, :, 3:])):
+        np.save(tmp_path / f"{name}.npy", part)
+    long = pipe(num_frames=21, options={"chunk_partition": [1] * 6}, initial_noise=str(tmp_path / "long.npy"))
+    head = pipe(num_frames=9, options={"chunk_partition": [1] * 3}, initial_noise=str(tmp_path / "head.npy"),
+                keep_cache=True)
+    tail = pipe.extend(head.session, num_frames=12, initial_noise=str(tmp_path / "tail.npy"))
+    rel = float(np.linalg.norm(tail.latents - long.latents[:, :, 3:]) / np.linalg.norm(long.latents[:, :, 3:]))
+    frel = float(np.linalg.norm(tail.frames - long.frames[:, 9:]) / np.linalg.norm(long.frames[:, 9:]))
+    print(f"continuation vs one run: latents rel {rel:.2e}, frames rel {frel:.2e}")
+    assert tail.frames.shape[1] == 12 and rel < 1e-5 and frel < 1e-5
+    with pytest.raises(vidax_error()):
+        pipe.extend(head.session, num_frames=4)  # consumed by the continuation (not kept again)
+
+
+def vidax_error():
+    from vidax_core.errors import UserError
+
+    return UserError

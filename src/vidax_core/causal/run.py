@@ -29,20 +29,25 @@ class CausalCache:
     guidance (its branches are the cache's rows), ``contexts``: the host prompt contexts, by the guide's prompts."""
 
     def __init__(self, spec: CacheSpec, guide: Any, contexts: Sequence[Any], experts: list, tracker: Any) -> None:
-        from vidax_core.runner.sampling import _context_to_device
-        from vidax_core.runner.step import plan_batches
-
         if len(experts) != 1:
             raise ValueError("a causal run has one denoiser")
         self.spec, self.expert, self.tracker = spec, experts[0], tracker
+        pl = self.expert.placement
+        self._repl = pl.replicated()
+        self.use(guide, contexts)
+        self.cache = allocate(spec, len(guide.branches), pl.mesh, pl.rules)
+        self.fills = 0
+
+    def use(self, guide: Any, contexts: Sequence[Any]) -> None:
+        """Write later fills with these prompt contexts (a continuation may change the prompt; the branches, one
+        cache row each, stay: :class:`vidax_core.causal.session.CausalSession` checks them)."""
+        from vidax_core.runner.sampling import _context_to_device
+        from vidax_core.runner.step import plan_batches
+
         names = [b.name for b in guide.branches]
         batches, prompt_index = plan_batches(guide, contexts)
         self.calls = [(tuple(names.index(n) for n in call), tuple(prompt_index[n] for n in call)) for call in batches]
-        pl = self.expert.placement
-        self._repl = pl.replicated()
         self.contexts = tuple(_context_to_device(c, self.expert.build.param_dtype, self._repl) for c in contexts)
-        self.cache = allocate(spec, len(names), pl.mesh, pl.rules)
-        self.fills = 0
 
     @property
     def bytes(self) -> int:

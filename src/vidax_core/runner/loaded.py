@@ -160,6 +160,7 @@ class LoadedModel:
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.encode_on: memory_plan.EncoderPlacement | None = None
         self.videos = 0  # calls begun: the first one's times include the load
+        self.session: Any = None  # the kept state of a causal call, for a continuation (keep_cache)
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan)  # before any weight
         self.load_s = time.perf_counter() - t0
@@ -329,11 +330,16 @@ class LoadedModel:
     def generate(self, cfg: RunConfig | None = None, *, plan: CallPlan | None = None,
                  on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
                  write_outputs: bool = True, on_chunk: Callable[[np.ndarray, int, int], None] | None = None,
-                 on_decode: Callable[[int, int], None] | None = None) -> RunResult:
+                 on_decode: Callable[[int, int], None] | None = None, keep_cache: bool = False,
+                 extend: Any = None) -> RunResult:
         """One video from ``cfg`` (a call config of this model; default: the base config), or from ``plan``
         (:meth:`plan_call`'s, made earlier: it is run as planned). ``on_chunk(frames, k, n)`` receives the frames
         as they are made: window ``k`` of ``n`` of a chunked model, else all at once; ``on_decode(done, total)``
-        the VAE's chunks as the final decode runs them (a chunked model decodes window by window instead)."""
+        the VAE's chunks as the final decode runs them (a chunked model decodes window by window instead).
+
+        A causal model (:mod:`vidax_core.causal`): ``keep_cache`` keeps the call's state for a continuation (the
+        result's ``session``, also :attr:`session`); ``extend`` (such a session) continues its video by the frames
+        ``cfg`` asks for instead of starting one (:mod:`vidax_core.causal.session`)."""
         if self.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
         if plan is not None:
@@ -342,14 +348,15 @@ class LoadedModel:
         if plan is None and cfg is self.base:
             plan = self.first_plan
         with self._lock, precision.scope(cfg), self._attention():
-            return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk, on_decode)
+            return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk, on_decode,
+                                  keep_cache, extend)
 
     def _attention(self):
         """This pipe's attention backend and call record, whatever another pipe in the process uses."""
         return attention.scope(self.base.attention.backend, self.backend, self.attention_calls)
 
     def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool,
-                  on_chunk=None, on_decode=None) -> RunResult:
+                  on_chunk=None, on_decode=None, keep_cache: bool = False, extend: Any = None) -> RunResult:
         """One call, in the order every kind of call runs (docs/architecture.md). What it makes (prompt contexts,
         conditioning, a chunked run's windowed sampling) are locals of this call."""
         timer = Timer()
@@ -368,6 +375,10 @@ class LoadedModel:
             plan = None  # planned with the count
         t0 = time.perf_counter()
         with timer.compiling("load"):
+            if plan is None and extend is not None:  # planned as a fresh video's grids; its windows come below
+                plan = self.plan_call(dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling,
+                                                                                            initial_noise=None)))
+                plan = dataclasses.replace(plan, cfg=cfg)
             plan = plan or self.plan_call(cfg)
             vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
             if not plan.complete:  # a family whose latent grid only its built VAE gives
@@ -393,6 +404,15 @@ class LoadedModel:
             contexts = self._encode(plan, timer)
 
         writer = write_outputs and distributed.is_writer()  # under jax.distributed only process 0 writes
+        ws = session = None
+        if plan.windows is not None:  # a chunked call's own windowed sampling (a continuation's: its session's)
+            if extend is not None:
+                ws = extend.continued(cfg, plan.guides[0])
+                plan = dataclasses.replace(plan, windows=tuple(ws.windows))
+            else:
+                ws = windowed.for_call(self.spec, self.ckpt, cfg, self.plugins, plan.windows)
+        elif extend is not None or keep_cache:
+            raise UserError(f"{self.spec.id} makes its video in one pass: there is no cache to keep or continue")
         progress = _Progress(plan.total_steps, on_progress, cancel)
         if plan.windows is None:
             results = self._sample_passes(plan, vae, contexts, timer, progress, made)
@@ -402,14 +422,13 @@ class LoadedModel:
                 on_chunk(frames, 0, 1)
             metrics = self.metrics(cfg, plan, results, timer, decoded)
         else:  # window by window, each window's new frames decoded and streamed as it completes
-            ws = windowed.for_call(self.spec, self.ckpt, cfg, self.plugins, plan.windows)
             stream = windowed.FrameStream(cfg.output.path if writer else None, cfg.output.fps, len(plan.windows),
                                           ws.num_frames, on_chunk)
             progress.device = device = windowed.DeviceMemory()
             try:
                 with timer.compiling("windows"):
-                    results, final, rows, kv_bytes = self._sample_windows(plan, ws, vae, contexts, timer, progress,
-                                                                          stream)
+                    results, final, rows, kv_bytes, session = self._sample_windows(
+                        plan, ws, vae, contexts, timer, progress, stream, extend=extend, keep=keep_cache)
                 stream.commit()
             except BaseException:
                 stream.abort()
@@ -423,7 +442,7 @@ class LoadedModel:
             metrics["predicted"] = predicted
         if writer:  # a chunked run streamed its mp4 above
             write_call_outputs(cfg, final, frames, decoded, metrics, self.reporter, mp4=plan.windows is None)
-        return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+        return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate, session)
 
     def _encode(self, plan: CallPlan, timer: Timer) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -509,26 +528,36 @@ class LoadedModel:
         return frames, decoded
 
     def _sample_windows(self, plan: CallPlan, ws: WindowedSampling, vae: Any, contexts: dict, timer: Timer,
-                        progress: "_Progress", stream: windowed.FrameStream
-                        ) -> tuple[list, np.ndarray, list, int | None]:
+                        progress: "_Progress", stream: windowed.FrameStream, *, extend: Any = None,
+                        keep: bool = False) -> tuple[list, np.ndarray, list, int | None, Any]:
         """Every window of a chunked call in order: an ordinary pass (:func:`.sampling.sample_pass`) from the
         family's start (:meth:`WindowedSampling.start`: latents, sampler plan, conditioning, guidance), its final
         latents handed back (``finish``), its new frames decoded (one causal stream across windows, or each window
         alone) into ``stream``; a causal family's KV cache (:mod:`vidax_core.causal`) read by the steps and written
         after each window. Returns the passes, the joined latents (what ``output.save_latents`` writes), each window's
-        figures and the KV cache's bytes (None without one)."""
+        figures, the KV cache's bytes (None without one) and the kept session (``keep``; None otherwise).
+        ``extend``: the kept session this call continues (its cache, its decode stream)."""
         cfg, n = plan.cfg, len(plan.windows)
         draws = Draws(cfg.sampling.seed, cfg.sampling.initial_noise or None)
         stream_decoder = getattr(vae, "decode_stream", None) if ws.decode == CONTINUE else None
-        decoder = stream_decoder(tiling=cfg.vae.tiling) if stream_decoder is not None else None
         texts = [contexts[kind] for kind in plan.guides[0].prompts]
         causal = None
-        if ws.cache is not None:  # a causal run: its KV cache, read by every window's steps, written after each
+        if extend is not None:  # the kept cache and decode stream, the last window the kept call left unwritten
+            causal, decoder = extend.cache, extend.decoder
+            causal.use(plan.guides[0], texts)
+            pending = extend.ws.pending_fill()
+            if pending is not None:
+                causal.fill(pending)
+        else:
+            decoder = stream_decoder(tiling=cfg.vae.tiling) if stream_decoder is not None else None
+        if ws.cache is not None and causal is None:  # a causal run: its KV cache, read by every window's steps
             from vidax_core.causal.run import CausalCache
 
             causal = CausalCache(ws.cache, plan.guides[0], texts, self.experts, self.tracker)
             self.reporter.log(f"KV cache: {causal.bytes / 2**20:.1f} MiB for {len(plan.guides[0].branches)} "
                               "guidance branch(es), bounded by the model's attention window")
+        if keep and causal is None:
+            raise UserError(f"{self.spec.id} keeps no cache between windows: there is nothing to keep")
         with device_oom.phase("encode"):
             ws.prepare(vae)
         results, kept, rows, decode_s = [], [], [], 0.0
@@ -581,11 +610,23 @@ class LoadedModel:
                 stream.emit(vae.decode_video(latents, tiling=cfg.vae.tiling), n - 1)
             decode_s += time.perf_counter() - t1
         timer.add("decode_s", decode_s)
-        kv_bytes = None
+        kv_bytes, session = None, None
         if causal is not None:
             kv_bytes = causal.bytes
-            causal.close()
-        return results, latents, rows, kv_bytes
+            made = (extend.frames if extend is not None else 0) + stream.count()
+            if extend is not None:  # its state moved on with this call: a continuation takes it over or ends it
+                extend.cache = extend.decoder = None
+                extend.close()
+            if keep:
+                from vidax_core.causal.session import CausalSession
+
+                session = CausalSession(ws, causal, decoder, tuple(b.name for b in plan.guides[0].branches), made)
+                self.keep_session(session)
+            else:
+                causal.close()
+                if self.session is extend:
+                    self.session = None
+        return results, latents, rows, kv_bytes, session
 
     def _decode_beside(self) -> int:
         """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's
@@ -602,12 +643,20 @@ class LoadedModel:
                            text_encoder_on=_EncodedOn(self.encode_on, self.encoder_dtypes, self.base, self.spec),
                            attention_calls=self.attention_calls)
 
+    def keep_session(self, session: Any) -> None:
+        """Keep ``session`` (a causal call's state, :mod:`vidax_core.causal.session`) for a continuation; the one
+        kept before is released (its cache is device memory)."""
+        old, self.session = self.session, session
+        if old is not None and old is not session:
+            old.close()
+
     def close(self) -> None:
         """Free the device memory this model holds; later calls are refused."""
         if self.closed:
             return
         with self._lock:
             self.closed = True
+            self.keep_session(None)
             for e in self.experts:
                 e.close()
             self.experts = []

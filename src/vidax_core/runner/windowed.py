@@ -2,11 +2,11 @@
 
 :func:`plan` asks the family for its windows and checks them before any weight loads (the planner checks each
 window's latent grid against the parallel rules; here: no step cache, a noise file holds every draw); a plan keeps
-only the :class:`vidax_core.windows.Window` tuple. :func:`for_call` gives a call its own
-:class:`~vidax_core.windows.WindowedSampling` (it accumulates the history the windows condition on, so no two
-calls share one). :class:`FrameStream` takes each window's new frames to the mp4 (one stream: nothing is left
-under ``output.path`` unless the whole run completes) and to ``on_chunk(frames, k, n)``; :class:`DeviceMemory`
-and :func:`add_window_metrics` give the run's metrics their window figures.
+only the :class:`vidax_core.windows.Window` tuple and a causal run's KV cache spec. :func:`for_call` gives a call its
+own :class:`~vidax_core.windows.WindowedSampling` (it accumulates the history the windows condition on, so no two
+calls share one). :class:`FrameStream` takes each window's new frames to the mp4 (a fragmented mp4 written in place
+that plays while it grows, deleted unless the whole run completes) and to ``on_chunk(frames, k, n)``;
+:class:`DeviceMemory` and :func:`add_window_metrics` give the run's metrics their window figures.
 
 Device memory holds one window: a pass returns its latents to the host, the finished windows' latents and frames
 stay there. The metrics add each window's times and ``device_peak_bytes``: the backend's peak (``memory_stats``)
@@ -92,12 +92,12 @@ def describe(windows: Sequence[Window]) -> str:
 
 class FrameStream:
     """Where a chunked run's frames go as its windows complete: kept (joined at the end), appended to the mp4
-    (``path``; None writes none) and handed to ``on_chunk(frames, k, n)``; cut to ``budget`` frames in all (a
-    reference that trims the joined video), None for every frame. :meth:`commit` renames the mp4 into place,
-    :meth:`abort` deletes it."""
+    (``path``, a fragmented mp4 that plays while it grows; None writes none) and handed to ``on_chunk(frames, k,
+    n)``; cut to ``budget`` frames in all (a reference that trims the joined video), None for every frame.
+    :meth:`commit` finishes the mp4, :meth:`abort` deletes it."""
 
     def __init__(self, path: str | None, fps: int, n: int, budget: int | None, on_chunk: OnChunk | None) -> None:
-        self.video = Mp4Stream(path, fps) if path else None
+        self.video = Mp4Stream(path, fps, live=True) if path else None
         self.n, self.budget, self.on_chunk = n, budget, on_chunk
         self.frames: list[np.ndarray] = []
 

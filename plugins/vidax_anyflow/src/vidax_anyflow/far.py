@@ -30,6 +30,7 @@ Noise: one draw of the whole video's latents (B, C, F, H, W), the pipeline's ``l
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -126,21 +127,54 @@ class FarWindows(WindowedSampling):
 
     def __init__(self, geo: Geometry, grid_hw: tuple[int, int], channels: int, cache: CacheSpec, num_steps: int, *,
                  given_frames: int = 0, encode: Callable[[Any], np.ndarray] | None = None,
-                 step_kwargs: Callable[[Any], dict] | None = None) -> None:
+                 step_kwargs: Callable[[Any], dict] | None = None, first: int = 0,
+                 history: np.ndarray | None = None, max_frames: int | None = None) -> None:
         self.geo, self.hw, self.channels, self.cache = geo, tuple(int(v) for v in grid_hw), int(channels), cache
-        self.encode, self.step_kwargs = encode, step_kwargs
+        self.encode, self.step_kwargs, self.first, self.max_frames = encode, step_kwargs, int(first), max_frames
+        self.num_steps = int(num_steps)
         total = geo.start(len(geo.partition))
-        self.shape = (1, self.channels, total, *self.hw)
+        self.base = geo.start(self.first)  # latent frames made before this call (a continuation's)
+        self.shape = (1, self.channels, total - self.base, *self.hw)  # this call's draw and latents
         self.context = next((i + 1 for i in range(len(geo.partition)) if geo.start(i + 1) >= given_frames), 0) \
             if given_frames else 0
         windows = []
-        for c, frames in enumerate(geo.partition):
-            steps = 0 if c < self.context else int(num_steps)
+        for c in range(self.first, len(geo.partition)):
+            steps = 0 if c < self.context else self.num_steps
             view = geo.sampling_view(c) if steps else None
-            windows.append(Window((int(frames), *self.hw), steps, (self.shape,) if c == 0 else (), key=("far", view)))
+            windows.append(Window((int(geo.partition[c]), *self.hw), steps, (self.shape,) if c == self.first else (),
+                                  key=("far", view)))
         self.windows = tuple(windows)
-        self.out = np.zeros(self.shape, np.float32)
+        self.out = np.zeros((1, self.channels, total, *self.hw), np.float32)  # the whole video's latents so far
+        if history is not None:
+            self.out[:, :, :history.shape[2]] = history
         self.noise: np.ndarray | None = None
+
+    def extend(self, run: Any) -> "FarWindows":
+        """The chunks that continue this video by ``run.sampling.num_frames - 1`` frames (chunks of the partition's
+        largest size), against the kept cache: the recent chunks' latents carry over, positions stay absolute."""
+        from vidax_core.errors import UserError
+
+        from .conditioning import target_timestep
+
+        if self.geo.recompute:
+            raise UserError("a run with options.use_kv_cache=false keeps no cache to continue: continue the video "
+                            "from its frames (video=...) instead")
+        if self.noise is None or len(self.geo.partition) - self.first != len(self.windows):
+            raise UserError("the kept run did not complete: there is nothing to continue")
+        add = int(run.sampling.num_frames) - 1
+        if add < 4 or add % 4:
+            raise UserError(f"a continuation adds a whole number of 4-frame groups (the VAE compresses time by 4), "
+                            f"got {add} frames: ask for {max(4, add // 4 * 4)}")
+        size, latent = max(self.geo.partition), add // 4
+        chunks = (size,) * (latent // size) + ((latent % size,) if latent % size else ())
+        total = sum(self.geo.partition) + latent
+        if self.max_frames is not None and total > self.max_frames:
+            raise UserError(f"the continued video would reach {total} latent frames, past the model's RoPE table "
+                            f"({self.max_frames}): it cannot be continued further")
+        geo = dataclasses.replace(self.geo, partition=tuple(self.geo.partition) + chunks)
+        return FarWindows(geo, self.hw, self.channels, self.cache, int(run.sampling.num_steps),
+                          step_kwargs=target_timestep(run), first=len(self.geo.partition), history=self.out,
+                          max_frames=self.max_frames)
 
     def prepare(self, vae: Any) -> None:
         if self.encode is not None:
@@ -150,19 +184,26 @@ class FarWindows(WindowedSampling):
     def start(self, k: int, draw: Callable, sampler: Any) -> WindowStart:
         if k == 0:
             self.noise = np.asarray(draw(self.shape), np.float32)
-        s, e = self.geo.start(k), self.geo.start(k + 1)
-        if k < self.context:
+        c = self.first + k
+        s, e = self.geo.start(c), self.geo.start(c + 1)
+        if c < self.context:
             return WindowStart(self.out[:, :, s:e].copy())
         cond = Conditioning(arrays={"frame_offset": np.asarray([s], np.int32)}, model_kwargs=("frame_offset",),
                             step_kwargs=self.step_kwargs)
-        return WindowStart(self.noise[:, :, s:e].copy(), sampler, None, cond,
-                           cache_view=self.geo.sampling_view(k))
+        return WindowStart(self.noise[:, :, s - self.base:e - self.base].copy(), sampler, None, cond,
+                           cache_view=self.geo.sampling_view(c))
 
     def finish(self, k: int, latents: np.ndarray) -> WindowDone:
-        s, e = self.geo.start(k), self.geo.start(k + 1)
+        c = self.first + k
+        s, e = self.geo.start(c), self.geo.start(c + 1)
         self.out[:, :, s:e] = latents
-        fill = self._fill(k) if k + 1 < len(self.windows) else None
+        # the reference writes no cache after the last chunk; a kept run writes it when it is continued
+        fill = self._fill(c) if k + 1 < len(self.windows) else None
         return WindowDone(output=latents, decode=latents, cache_fill=fill)
+
+    def pending_fill(self) -> CacheFill | None:
+        """The cache write of this call's last chunk, which a continuation runs before its first chunk."""
+        return self._fill(len(self.geo.partition) - 1)
 
     def _fill(self, c: int) -> CacheFill:
         view, starts, comp, full = self.geo.fill(c)

@@ -73,4 +73,4 @@ class AnyFlowPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         given = given_latent_frames(run)
         return FarWindows(geo, (h, w), dit.out_channels, cache, int(run.sampling.num_steps), given_frames=given,
                           encode=(lambda vae: encode(run, vae)) if given else None,
-                          step_kwargs=target_timestep(run))
+                          step_kwargs=target_timestep(run), max_frames=dit.rope_max_seq_len)
