@@ -5,6 +5,10 @@
         out = pipe(prompt="A corgi surfing", seed=3, num_steps=30)
         out.save("out/corgi.mp4")
 
+A model that makes its video chunk by chunk hands the frames out as they are made (``for frames in
+pipe.stream(prompt=...)``); a causal one keeps its KV cache on request (``keep_cache=True``) and continues the video
+over it (``pipe.extend(out.session, seconds=2)``).
+
 ``load`` takes what ``vidax run`` takes (a config file or a model id, then ``key=value`` overrides) and makes
 every check the CLI makes before loading, with the same one-line :class:`UserError` messages. A call may change
 the prompts, media, options and ``sampling.*`` keys; the model, parallel layout, offload and attention settings
@@ -179,6 +183,23 @@ class Pipe:
         return self.run(self.prepare(**kwargs), on_progress=on_progress, cancel=cancel, on_chunk=on_chunk,
                         on_decode=on_decode, keep_cache=keep_cache)
 
+    @property
+    def streams(self) -> bool:
+        """Whether this model makes its video chunk by chunk (each chunk's frames out as it is made)."""
+        return self._model.first_plan.windows is not None
+
+    @property
+    def continues(self) -> bool:
+        """Whether this model keeps a KV cache a later call can continue (:meth:`extend`)."""
+        return self._model.first_plan.kv_cache is not None
+
+    def prepare_continuation(self, *, seconds: float | None = None, num_frames: int | None = None,
+                             **kwargs: Any) -> Any:
+        """A continuation's call (``seconds`` or ``num_frames`` more, the other arguments as :meth:`__call__`),
+        checked, for :meth:`run` with ``extend=session`` (``vidax serve`` prepares one when it is posted)."""
+        kwargs["num_frames"] = self._added_frames(seconds, num_frames) + 1  # planned as a video of that many
+        return _Continuation(self._call_config(kwargs))
+
     def extend(self, session: Any, *, seconds: float | None = None, num_frames: int | None = None,
                keep_cache: bool = False, on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
                on_chunk: Callable[[np.ndarray, int, int], None] | None = None, **kwargs: Any) -> Output:
@@ -186,10 +207,9 @@ class Pipe:
         KV cache: ``seconds`` more (at the pipe's fps, a whole number of the VAE's 4-frame groups) or ``num_frames``
         more frames; the other arguments as :meth:`__call__` (a new prompt steers what follows). The output holds
         the new frames only."""
-        kwargs["num_frames"] = self._added_frames(seconds, num_frames) + 1  # planned as a video of that many
-        cfg = self._call_config(kwargs)
-        return self.run(_Continuation(cfg), on_progress=on_progress, cancel=cancel,
-                        on_chunk=on_chunk, keep_cache=keep_cache, extend=session)
+        plan = self.prepare_continuation(seconds=seconds, num_frames=num_frames, **kwargs)
+        return self.run(plan, on_progress=on_progress, cancel=cancel, on_chunk=on_chunk, keep_cache=keep_cache,
+                        extend=session)
 
     def stream(self, *, on_progress: Callable[[int, int], None] | None = None, keep_cache: bool = False,
                extend: Any = None, seconds: float | None = None, **kwargs: Any) -> "Stream":
@@ -198,8 +218,7 @@ class Pipe:
         ``extend=session`` and ``seconds``: :meth:`extend`'s). Leaving the loop early cancels the run; the
         iterator's ``output`` is the finished call's :class:`Output`."""
         if extend is not None:
-            kwargs["num_frames"] = self._added_frames(seconds, kwargs.pop("num_frames", None)) + 1
-            plan = _Continuation(self._call_config(kwargs))
+            plan = self.prepare_continuation(seconds=seconds, num_frames=kwargs.pop("num_frames", None), **kwargs)
         else:
             if seconds is not None:
                 kwargs["num_frames"] = self.frames_for_seconds(seconds)
@@ -247,6 +266,10 @@ class _Continuation:
     """A continuation's call config: the call plans it itself (its windows are its session's)."""
 
     cfg: Any
+
+    @property
+    def windows(self) -> tuple:
+        return ()
 
 
 class Stream:
