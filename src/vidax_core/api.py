@@ -144,12 +144,7 @@ class Pipe:
 
     def frames_for_seconds(self, seconds: float) -> int:
         """The smallest frame count this model accepts that lasts at least ``seconds`` at the preset's fps."""
-        try:
-            seconds = float(seconds)
-        except (TypeError, ValueError):
-            raise UserError(f"seconds must be a number, got {seconds!r}") from None
-        if not 0 < seconds < 3600:
-            raise UserError(f"seconds must be between 0 and 3600, got {seconds}")
+        seconds = _seconds(seconds)
         start = max(int(np.ceil(seconds * self.fps - 1e-9)), 1)
         last: UserError | None = None
         for n in range(start, start + 129):
@@ -229,13 +224,7 @@ class Pipe:
         if (seconds is None) == (num_frames is None):
             raise UserError("a continuation takes seconds=... or num_frames=... (the frames to add), one of them")
         if seconds is not None:
-            try:
-                seconds = float(seconds)
-            except (TypeError, ValueError):
-                raise UserError(f"seconds must be a number, got {seconds!r}") from None
-            if not 0 < seconds < 3600:
-                raise UserError(f"seconds must be between 0 and 3600, got {seconds}")
-            return max(4, int(np.ceil(seconds * self.fps / 4 - 1e-9)) * 4)
+            return max(4, int(np.ceil(_seconds(seconds) * self.fps / 4 - 1e-9)) * 4)
         if not isinstance(num_frames, int) or num_frames < 4 or num_frames % 4:
             raise UserError(f"num_frames of a continuation must be a multiple of 4 (the VAE's frame groups), got "
                             f"{num_frames!r}")
@@ -261,15 +250,22 @@ class Pipe:
         return f"<vidax.Pipe {self.spec.id} ({state})>"
 
 
+def _seconds(value: Any) -> float:
+    """A duration in seconds, checked (a number between 0 and 3600)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"seconds must be a number, got {value!r}") from None
+    if not 0 < seconds < 3600:
+        raise UserError(f"seconds must be between 0 and 3600, got {seconds}")
+    return seconds
+
+
 @dataclass(frozen=True)
 class _Continuation:
     """A continuation's call config: the call plans it itself (its windows are its session's)."""
 
     cfg: Any
-
-    @property
-    def windows(self) -> tuple:
-        return ()
 
 
 class Stream:

@@ -65,7 +65,8 @@ class AnyFlowDiTConfig(WanDiTConfig):
             raise ValueError(f"deltatime_type={self.deltatime_type!r}: AnyFlow defines 'r' and 't-r'")
         pt, ph, pw = self.patch_size
         if pt != 1 or ph != pw:
-            raise ValueError(f"patch_size={list(self.patch_size)}: the AnyFlow reference unpacks (1, p, p) patches only")
+            raise ValueError(f"patch_size={list(self.patch_size)}: the AnyFlow reference unpacks (1, p, p) patches "
+                             "only")
         if self.far:
             ct, ch, cw = self.compressed_patch_size
             if ct != 1 or ch % ph or cw % pw:
