@@ -71,6 +71,7 @@ class App:
         self.quiet, self._log_requests = quiet, log_requests
         self._resolve_lock = threading.Lock()
         self.kept: tuple[str, Any] | None = None  # (job id, its kept causal state): what a continuation reuses
+        self.local = runner is None  # the jobs run in this process (not broadcast to many hosts)
         runner = runner or run_locally(pipe, self._keep if keep_cache else None)
         self.jobs = JobQueue(runner, limits.max_queue, limits.max_jobs_kept, self.log,
                              idle=getattr(runner, "idle", None), idle_s=getattr(runner, "idle_s", jobsmod.IDLE_S),
@@ -119,6 +120,9 @@ class App:
             raise UserError(f"no video with id {job_id}")
         if not getattr(self.pipe, "continues", False):
             raise UserError(f"{self.model_id} keeps no cache between chunks: it cannot continue a video")
+        if not self.local:
+            raise UserError("this server runs its jobs over many hosts, where continuing a video is not offered: "
+                            "post a video-to-video request with the video's last frames instead")
         if old.status != "completed":
             raise UserError(f"video {job_id} is {old.status}: a video is continued once it is completed")
         unknown = sorted(set(values) - {"seconds", "num_frames", "prompt", "negative_prompt", "seed", "num_steps"})
