@@ -184,6 +184,7 @@ def add_window_metrics(metrics: dict, call: Any, results: list, rows: list, devi
                    per_window_s=float(np.median(totals[1:])) if n > 1 else float(totals[0]),
                    device_peak_bytes=device.result(), device_peak_source=device.source,
                    device_run_peak_bytes=device.held())
-    if kv_cache_bytes is not None:
+    if kv_cache_bytes is not None:  # a causal run: its cache and the time its writes took (in the phases' "other")
         metrics["kv_cache_bytes"] = int(kv_cache_bytes)
+        metrics["cache_fill_s"] = float(sum(r.get("cache_fill_s", 0.0) for r in rows))
     return metrics
