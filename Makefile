@@ -41,14 +41,18 @@ demo: install
 	$(BIN)/vidax run configs/wan_demo.yaml output.overwrite=true
 
 test: install-test
+	$(BIN)/python -m ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
 
 # Long fuzz campaign: FUZZ_EXAMPLES inputs per surface of the Wan-based modules (config,
 # checkpoint folder, .pth), of the Python API (vidax.load, pipe calls, --prompts files, sizes against every family's
 # denoiser), of vidax serve (request lines, request bodies) and of what rides with weights (LoRA metadata, 8-bit
-# tags), and FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat
-# templates, prompt templates, original-release metadata) and of initial-noise files; prints the counts per outcome
-# of each surface (and family) and fails on any internal error, hang or memory blow-up. Both cores: the counts of
+# tags), of the disk offload cache (its folder, damaged caches at open and while a run reads them), of vidax bench's
+# arguments and of chunked runs (windowed noise files, whole runs from them, runs stopped by signals), and
+# FUZZ_FAMILY_EXAMPLES inputs per family (checkpoint configs, options, conditioning media, chat templates, prompt
+# templates, original-release metadata) and of initial-noise files; then a vidax serve soak of 1,000 tiny jobs
+# (tests/test_serve_memory.py). Prints the counts per outcome of each surface (and family) and fails on any
+# internal error, hang, memory blow-up or non-finite output. Both cores: the counts of
 # every xdist worker go to out/fuzz/ and tests/fuzz_report.py prints the summed table and the wall time.
 FUZZ_EXAMPLES ?= 2000
 FUZZ_FAMILY_EXAMPLES ?= 2000
@@ -59,7 +63,8 @@ fuzz: install-test
 		VIDAX_FUZZ_FAMILY_EXAMPLES=$(FUZZ_FAMILY_EXAMPLES) VIDAX_FUZZ_REPORT=out/fuzz \
 		$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider tests/test_fuzz_families.py \
 		tests/test_fuzz_config.py tests/test_fuzz_checkpoint.py tests/test_fuzz_pth.py tests/test_fuzz_api.py \
-		tests/test_fuzz_serve.py tests/test_fuzz_adapters.py; rc=$$?; \
+		tests/test_fuzz_serve.py tests/test_fuzz_adapters.py tests/test_fuzz_disk_cache.py tests/test_fuzz_bench.py \
+		tests/test_fuzz_windows.py tests/test_serve_memory.py; rc=$$?; \
 		$(BIN)/python tests/fuzz_report.py out/fuzz $$(( $$(date +%s) - start )) && exit $$rc
 
 clean:

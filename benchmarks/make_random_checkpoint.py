@@ -58,11 +58,12 @@ def main() -> None:
     transformer = WanTransformer3DModel(**{**WAN21_13B_DIT, "num_layers": a.layers}).eval()
     if a.dtype != "float32":
         transformer.to(getattr(torch, a.dtype))
-    vae = AutoencoderKLWan(base_dim=8 if a.small_vae else 96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-                           temperal_downsample=[False, True, True]).eval()
+    vae = AutoencoderKLWan(base_dim=8 if a.small_vae else 96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+                           attn_scales=[], temperal_downsample=[False, True, True]).eval()
     sched = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True,
                                     num_train_timesteps=1000, flow_shift=3.0)
-    pipe = WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=sched)
+    pipe = WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer,
+                       vae=vae, scheduler=sched)
     pipe.save_pretrained(a.out_dir, safe_serialization=True)
     shutil.rmtree(tok_dir, ignore_errors=True)
     print(f"wrote {a.out_dir} in {time.perf_counter() - t0:.0f} s")

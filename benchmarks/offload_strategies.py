@@ -44,7 +44,10 @@ def dims(tiny: bool) -> dict:
 def attention(q, k, v, heads):
     """(B, S, D) x3 -> (B, S, D); the Pallas TPU flash kernel on a TPU, plain softmax attention elsewhere."""
     b, s, d = q.shape
-    split = lambda t: t.reshape(t.shape[0], t.shape[1], heads, d // heads).transpose(0, 2, 1, 3)
+
+    def split(t):
+        return t.reshape(t.shape[0], t.shape[1], heads, d // heads).transpose(0, 2, 1, 3)
+
     qh, kh, vh = split(q), split(k), split(v)
     scale = 1.0 / math.sqrt(d // heads)
     if jax.default_backend() == "tpu":
@@ -72,7 +75,9 @@ def kernel(w, name):
 
 
 def block(x, ctx, w, heads):
-    mm = lambda a, n: jnp.dot(a, kernel(w, n), preferred_element_type=jnp.float32).astype(jnp.bfloat16)
+    def mm(a, n):
+        return jnp.dot(a, kernel(w, n), preferred_element_type=jnp.float32).astype(jnp.bfloat16)
+
     x = x + mm(attention(mm(x, "q"), mm(x, "k"), mm(x, "v"), heads), "o")
     x = x + mm(attention(mm(x, "cq"), mm(ctx, "ck"), mm(ctx, "cv"), heads), "co")
     return x + mm(jax.nn.gelu(mm(x, "f1")), "f2")
@@ -133,10 +138,12 @@ def run_case(d: dict, blocks_host: list, chunk: int, variant: str, x, ctx, dev, 
     run = jax.jit(partial(chunk_fn, heads=heads))
 
     # alone: one chunk's transfer, one chunk's compute with its weights on the device
-    put = lambda c: jax.device_put(c, dev)
+    def put(c):
+        return jax.device_put(c, dev)
+
     one_dev = jax.block_until_ready(put(chunks_host[0]))
     h2d = timed(lambda: jax.block_until_ready(put(chunks_host[-1])), repeats)
-    compute = timed(lambda: jax.block_until_ready(run(x, ctx, one_dev)), repeats)
+    compute = timed(lambda w=one_dev: jax.block_until_ready(run(x, ctx, w)), repeats)
     del one_dev
 
     if variant == "put":
@@ -180,7 +187,8 @@ def run_case(d: dict, blocks_host: list, chunk: int, variant: str, x, ctx, dev, 
 
             return jax.lax.scan(body, y, ws)[0]
 
-        go = lambda: jax.block_until_ready(whole(x, stacked_host))
+        def go():
+            return jax.block_until_ready(whole(x, stacked_host))
     else:
         raise ValueError(variant)
     total = timed(go, repeats)

@@ -4,7 +4,8 @@ MLPs / time projection 8-bit, as a run stores them), built shape-only; with ``--
 random weights too. One line per weight mode goes to stderr as it is measured (what a timed-out run got to).
 
 The figure to read is ``excess``: (temp bytes of the 8-bit program - temp bytes of the bf16 program) / one block's
-kernels in bf16 (``temp (blocks)``: the temp bytes in the same unit). About 0: the dequantisation is fused into the matmul's operand read (no copy); about
+kernels in bf16 (``temp (blocks)``: the temp bytes in the same unit).
+About 0: the dequantisation is fused into the matmul's operand read (no copy); about
 1: one block's kernels are materialised dequantised at a time (a copy per block, inside the scan); about the block
 count: the whole stack is dequantised ahead of the scan (no memory saved during the step).
 

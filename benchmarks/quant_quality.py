@@ -94,7 +94,8 @@ def main() -> None:
     print("| model | weights | relative error vs bf16 | PSNR vs bf16 |")
     print("| --- | --- | --- | --- |")
     for m in MODES:
-        print(f"| tiny demo (20 steps, latents / frames) | {m} | {d[m]['latents_rel']:.2e} | {d[m]['frames_psnr_db']:.1f} dB |")
+        print(f"| tiny demo (20 steps, latents / frames) | {m} | {d[m]['latents_rel']:.2e} | "
+              f"{d[m]['frames_psnr_db']:.1f} dB |")
     for m in MODES:
         print(f"| Wan-width random DiT ({args.blocks} blocks, one call) | {m} | {w[m]['prediction_rel']:.2e} | "
               f"{w[m]['prediction_psnr_db']:.1f} dB |")

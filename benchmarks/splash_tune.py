@@ -335,7 +335,9 @@ def part_families(a, rows, budget, peak):
             def family(row, fn=fn, impl=impl, kind=kind, sq=sq, sk=sk, h=h, d=d, args=args):
                 seen: list[float] = []
                 if kind == "nabla" and impl == "splash":
-                    fn = (lambda q, k, v: splash_nabla.attention(q, k, v, m, 64, on_density=_collect_density(seen)))
+                    def fn(q, k, v):
+                        return splash_nabla.attention(q, k, v, m, 64, on_density=_collect_density(seen))
+
                 row["first_s"], row["call_s"] = timed(jax.jit(fn), args, a.repeats)
                 density = 1.0
                 if kind == "nabla" and impl == "splash":

@@ -8,7 +8,8 @@ it on this machine, run it at a tiny size with 8-bit weights and offload (one st
 Each run is a process of its own (its peak is its own). ``--storage auto`` uses ``host`` where the dry run says the
 run fits in ``--budget-gib`` of host memory, else ``disk``. Writes OUT_DIR/<id>.json (the dry run's placement
 block, the run's metrics, the ratio) and OUT_DIR/agreement.md; the checkpoints live in OUT_DIR/ckpt (sparse) and
-and the disk-storage cache (OUT_DIR/offload-cache) are removed after each id. Torch-free; on this repository's 2-core CPU machine an id takes one to three minutes.
+and the disk-storage cache (OUT_DIR/offload-cache) are removed after each id.
+Torch-free; on this repository's 2-core CPU machine an id takes one to three minutes.
 """
 
 from __future__ import annotations

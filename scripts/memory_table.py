@@ -70,7 +70,8 @@ def main() -> int:
     from vidax_core.plugins import get_plugins
 
     plugins = get_plugins()
-    rows = ["| model id | denoiser parameters | per device (8-bit, offload chunk {c}) | fits {d} | host, storage host | "
+    rows = ["| model id | denoiser parameters | per device (8-bit, offload chunk {c}) | "
+            "fits {d} | host, storage host | "
             "host, storage disk | dry-run command |".format(c=a.chunk, d=a.device),
             "|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,21 +26,15 @@ def test_refuses_without_an_accelerator(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: JAX sees no accelerator")
 
 
-@pytest.mark.long
-def test_cpu_check_runs_every_case(tmp_path):
-    out = tmp_path / "out"
-    proc = _script(str(out), "--cpu-check")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads((out / "accelerator.json").read_text())
-    cases = {c["case"]: c for c in report["cases"]}
-    assert list(cases) == ["attn_480p", "attn_720p", "offload_480p", "pipeline_13b", "numerics", "quant_fusion",
-                           "random_dit_all", "vae_decode", "splash"]
-    assert all(c["exit"] == 0 for c in cases.values())
+def _attention(cases):
     attn = cases["attn_480p"]["result"]
     assert [r["attention"] for r in attn["rows"]] == ["xla", "blockwise"]
     assert all(r["call_s"] > 0 and r["flops_per_step"] == attn["flops_per_call"] > 0 for r in attn["rows"])
     off = cases["offload_480p"]["result"]["rows"][0]["offload"]
     assert [o["chunk"] for o in off] == [1, 2] and all(0.0 <= o["hidden_fraction"] <= 1.0 for o in off)
+
+
+def _pipeline(cases, out):
     row = cases["pipeline_13b"]["result"]["rows"][0]
     assert row["vidax"]["flops_per_step"] > 0 and row["vidax"]["attention_calls"] and row["reference"]
     assert "| pipeline_13b | 0 |" in (out / "accelerator.md").read_text()
@@ -52,10 +46,16 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert [r["weights"] for r in quant] == ["bfloat16", "int8", "float8_e4m3fn"]
     assert all(r["temp_bytes"] > 0 and r["call_s"] > 0 for r in quant)
     assert quant[1]["argument_bytes"] < 0.6 * quant[0]["argument_bytes"]  # the 8-bit program's weights halve
+
+
+def _families(cases):
     families = cases["random_dit_all"]["result"]["rows"]  # every family's tiny demo DiT, one row each
     assert {r["model"] for r in families} >= {"demo", "cosmos3_demo", "ltx_demo", "ltx2_demo", "kandinsky_demo",
                                               "hunyuan15_demo"}
     assert all(r["exit"] == 0 and r["call_s"] > 0 and r["video_tokens"] > 0 for r in families)
+
+
+def _vae_and_splash(cases):
     vae = cases["vae_decode"]["result"]  # cold, cached, tiled compile and the scanned variant, beside the goals
     assert set(vae["runs"]) == {"cold", "cached", "tiled_compile", "scan_compile"}
     assert vae["runs"]["cold"]["chunk_programs"] == 1 and vae["runs"]["tiled_compile"]["tiles"] > 1
@@ -64,6 +64,36 @@ def test_cpu_check_runs_every_case(tmp_path):
     assert {r["part"] for r in splash} == {"numerics", "sweep", "families"} and not any("error" in r for r in splash)
     assert all(r["within_bound"] for r in splash if r["part"] == "numerics")
     assert cases["splash"]["result"]["table"]["entries"]  # the sweep wrote a block table
+
+
+#: every case of the script, in its order, in groups that run as separate tests (the suite's two workers share them)
+GROUPS = {
+    "attention": (("attn_480p", "attn_720p", "offload_480p"), lambda cases, out: _attention(cases)),
+    "pipeline": (("pipeline_13b", "numerics", "quant_fusion"), _pipeline),
+    "families": (("random_dit_all",), lambda cases, out: _families(cases)),
+    "vae_splash": (("vae_decode", "splash"), lambda cases, out: _vae_and_splash(cases)),
+}
+
+
+def test_the_groups_are_every_case_in_the_scripts_order():
+    script = (ROOT / "benchmarks" / "accelerator.sh").read_text()
+    ordered = [c for names, _ in GROUPS.values() for c in names]
+    at = [script.index(f"case_run {c} ") for c in ordered]
+    assert at == sorted(at) and len(set(ordered)) == script.count("\ncase_run "), ordered
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_cpu_check_runs_every_case(tmp_path, group):
+    names, check = GROUPS[group]
+    out = tmp_path / "out"
+    proc = _script(str(out), "--cpu-check", env={"CASES": ",".join(names)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((out / "accelerator.json").read_text())
+    cases = {c["case"]: c for c in report["cases"]}
+    assert list(cases) == list(names)
+    assert all(c["exit"] == 0 for c in cases.values())
+    check(cases, out)
 
 
 def test_a_failing_case_fails_the_script(tmp_path):

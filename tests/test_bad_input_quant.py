@@ -73,7 +73,8 @@ def _orphan_scale(t):
 
 
 CASES = [
-    ("scale-wrong-shape", lambda t: _int8(t, scale_shape=lambda out: (out + 1, 1)), "needs one value or one per output channel"),
+    ("scale-wrong-shape", lambda t: _int8(t, scale_shape=lambda out: (out + 1, 1)),
+     "needs one value or one per output channel"),
     ("scale-missing", _no_scale, f"{Q}.weight has no {Q}.weight_scale"),
     ("tagged-layer-without-scale", _comfy("float8_e4m3fn", with_scale=False), f"has no {Q}.weight_scale"),
     ("marker-without-scales", _marker_only, "has the scaled_fp8 marker but no <layer>.scale_weight"),
@@ -82,7 +83,8 @@ CASES = [
     ("scale-nan", lambda t: _int8(t, scale_value=np.nan), "NaN or infinite"),
     ("scale-zero", lambda t: _int8(t, scale_value=0.0), "zero or negative"),
     ("scale-without-weight", _orphan_scale, "has no weight blocks.0.attn1.to_zz.weight"),
-    ("metadata-not-json", lambda t: {"_quantization_metadata": "{not json"}, "_quantization_metadata entry is not JSON"),
+    ("metadata-not-json", lambda t: {"_quantization_metadata": "{not json"},
+     "_quantization_metadata entry is not JSON"),
 ]
 
 
@@ -137,7 +139,8 @@ def test_dry_run_prints_8bit_bytes(tmp_path, ckpt, capfd):
     # MLPs and time projection are 8-bit too (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS)
     assert re.search(r"^8-bit: .* of float8_e4m3fn weights in \d+ Linear kernels \+ .* of fp32 scales", keyed,
                      re.M), keyed
-    assert re.search(r"^8-bit: .* of float8_e4m3fn weights in \d+ Linear kernels \(5 outside the blocks\) \+ .* of fp32 "
+    assert re.search(r"^8-bit: .* of float8_e4m3fn weights in \d+ Linear kernels "
+                     r"\(5 outside the blocks\) \+ .* of fp32 "
                      "scales", more, re.M), more
     assert per_device(more) < per_device(keyed) < per_device(base)
     _rewrite(ckpt, lambda t: _int8(t))  # one LightX2V-style int8 layer: the run detects int8 storage

@@ -105,7 +105,7 @@ def test_bench_sweep_lora_prints_with_and_without_rows_and_their_ratio(tmp_path,
     report, md = _bench(tmp_path, *TINY, cache_dir, "--sweep", f"lora=off,{path}", "--in-process")
     assert [r["label"] for r in report["rows"]] == ["lora=off", f"lora={path}"]
     assert report["rows"][0]["overrides"] == ["lora=[]"]
-    line = next(l for l in md.splitlines() if l.startswith("per-step with / without the adapter"))
+    line = next(ln for ln in md.splitlines() if ln.startswith("per-step with / without the adapter"))
     a, b = (report["rows"][i]["vidax"]["per_step_s"] for i in (1, 0))
     assert f"{a / b:.3f}x" in line and "lora_mode fused" in line and "same bench run" in line
     assert line in capsys.readouterr().out

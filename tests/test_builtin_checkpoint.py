@@ -25,7 +25,8 @@ SCHEDULER = {"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timest
 
 def test_cache_folder_honours_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert builtin.cache_folder("vidax-toy", "1.2.0", "tiny") == os.path.join(tmp_path, "vidax", "vidax-toy", "1.2.0", "tiny")
+    assert builtin.cache_folder("vidax-toy", "1.2.0", "tiny") == os.path.join(
+        tmp_path, "vidax", "vidax-toy", "1.2.0", "tiny")
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert builtin.cache_folder("d", "v", "n") == os.path.join(tmp_path, "home", ".cache", "vidax", "d", "v", "n")
@@ -45,7 +46,8 @@ def test_random_weights_scales_and_determinism():
 
 def test_write_diffusers_layout_loads_with_the_core_reader(tmp_path):
     folder = str(tmp_path / "ckpt")
-    builtin.write_diffusers(folder, COMPONENTS, pipeline="ToyPipeline", library="vidax_toy", scheduler=SCHEDULER, seed=3)
+    builtin.write_diffusers(folder, COMPONENTS, pipeline="ToyPipeline", library="vidax_toy",
+                            scheduler=SCHEDULER, seed=3)
     with open(os.path.join(folder, "model_index.json")) as f:
         assert json.load(f) == {"_class_name": "ToyPipeline", "transformer": ["vidax_toy", "ToyDiT"],
                                 "text_encoder": ["vidax_toy", "ToyText"],

@@ -17,7 +17,7 @@ def vidax(*args: str, cwd=None, env_extra=None) -> subprocess.CompletedProcess:
 
 def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: "), lines[0]
     assert "Traceback" not in proc.stderr
@@ -49,7 +49,8 @@ def test_unknown_model_id(tmp_path):
 
 def test_missing_checkpoint(tmp_path):
     proc = vidax("run", "model.id=wan2.1-t2v-1.3b", f"model.checkpoint={tmp_path / 'nope'}",
-                 "sampling.height=64", "sampling.width=64", "sampling.num_frames=5", f"output.path={tmp_path / 'o.mp4'}",
+                 "sampling.height=64", "sampling.width=64", "sampling.num_frames=5",
+                 f"output.path={tmp_path / 'o.mp4'}",
                  cwd=tmp_path)
     assert_user_error(proc, "does not exist")
     assert not os.path.exists(tmp_path / "o.mp4")
@@ -130,8 +131,20 @@ def test_dry_run_full_size_from_configs_only(tmp_path):
     cfg = os.path.join(os.path.dirname(__file__), "..", "configs", "wan21_14b_720p.yaml")
     proc = vidax("run", cfg, "--dry-run", "offload.enabled=true", env_extra=env)
     assert proc.returncode == 0, proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("denoiser:"))
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("denoiser:"))
     assert "53.2 GiB" in line and "40 stacked blocks" in line, line  # 14.29e9 fp32 parameters
     assert "offload: non-block params + 2 chunks of 1 block(s)" in proc.stdout
     # 81 frames at 1280x720 -> latent 21 x 90 x 160 (VAE 4x8x8) -> 21 x 45 x 80 patches (1x2x2)
     assert "tokens:     75600 video tokens (latent 21x90x160, patch 1x2x2)" in proc.stdout, proc.stdout
+
+
+def test_an_overlong_error_line_is_cut_in_its_middle():
+    """A 2,728-character error line (833 window sizes): a line past 1000 characters keeps its start and its end
+    (what to do), cut in the middle."""
+    from vidax_core.cli import MAX_LINE, _one_line
+
+    text = "options.x must divide " + ", ".join(["5"] * 900) + ": change num_frames"
+    line = _one_line(text)
+    assert len(line) <= MAX_LINE + 10 and line.startswith("options.x must divide 5") and \
+        line.endswith(": change num_frames") and " [...] " in line
+    assert _one_line("short\nline") == "short line"

@@ -177,7 +177,8 @@ def test_vae_tiling_reaches_the_decoder(plugins, ckpt, tmp_path, monkeypatch):
         return original(self, latents, on_chunk, **params)
 
     monkeypatch.setattr(toy.ToyVAE, "decode_video", spy)
-    cfg = make_cfg(plugins, ckpt, str(tmp_path), **{"vae.tiling": "{tile_sample_min_height: 64, tile_sample_stride_height: 48}"})
+    cfg = make_cfg(plugins, ckpt, str(tmp_path),
+                   **{"vae.tiling": "{tile_sample_min_height: 64, tile_sample_stride_height: 48}"})
     loaded.run(cfg, plugins, Reporter(quiet=True))
     assert seen["tiling"] == {"tile_sample_min_height": 64, "tile_sample_stride_height": 48}
 
@@ -228,12 +229,14 @@ def test_hooks_reach_only_the_owning_plugin(plugins):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["options.flow_shift=3"], "unknown config key options.flow_shift for wan2.1-t2v-1.3b (wan2.1-t2v-1.3b takes no options)"),
+    (["options.flow_shift=3"],
+     "unknown config key options.flow_shift for wan2.1-t2v-1.3b (wan2.1-t2v-1.3b takes no options)"),
     (["options=[1]"], "config key options must be a mapping"),
     (["video=clip.mp4"], "model wan2.1-t2v-1.3b takes no conditioning video"),
     (["sampling.height=null"], "config key sampling.height is not set"),
     (["offload.chunk_size={blocks: 0}"], "offload.chunk_size must map block groups to integers >= 1"),
-    (["vae.tiling={tile_sample_min_height: 0}"], "vae.tiling.tile_sample_min_height must be an integer from 1 to 65536, got 0"),
+    (["vae.tiling={tile_sample_min_height: 0}"],
+     "vae.tiling.tile_sample_min_height must be an integer from 1 to 65536, got 0"),
     (["vae.tiling={tile_size: 64}"], "config key vae.tiling: unknown VAE tiling option"),
     (["vae.tiling=3"], "config key vae.tiling must be true/false or a mapping"),
 ])

@@ -173,7 +173,8 @@ def test_readme_model_table_is_what_list_models_prints():
 def _distributions() -> dict[str, str]:
     """distribution name -> its folder, from every pyproject.toml of the repository."""
     out = {}
-    for toml in [ROOT / "pyproject.toml", *ROOT.glob("plugins/*/pyproject.toml"), *ROOT.glob("examples/*/pyproject.toml")]:
+    for toml in [ROOT / "pyproject.toml", *ROOT.glob("plugins/*/pyproject.toml"),
+                 *ROOT.glob("examples/*/pyproject.toml")]:
         name = re.search(r'^name\s*=\s*"([^"]+)"', toml.read_text(encoding="utf-8"), re.M).group(1)
         folder = toml.parent.relative_to(ROOT).as_posix()
         out[name] = "src/vidax_core/" if folder == "." else folder + "/"
@@ -234,10 +235,10 @@ def test_architecture_call_order_is_the_generate_order():
     diagram = text[start: text.index("\n```", start)]
     labels = [m.group(1).strip() for m in re.finditer(r"^ ([a-z][a-z ]*?) \.{3,}", diagram, re.M)]
     assert labels == ["load", "plan", "a call", "vae", "vidax run", "weights", "prompts", "each pass", "step loop",
-                      "decode", "outputs"], labels
+                      "decode", "stages", "outputs"], labels
     code = inspect.getsource(LoadedModel._generate)
     steps = ["self.plan_call(", "self.vae(", "self.load_weights(", "contexts = self._encode(plan, timer)\n",
-             "self._sample_passes(", "self._decode(", "write_call_outputs("]
+             "self._sample_passes(", "self._decode(", "self.stages.run(", "write_call_outputs("]
     at = [code.index(s) for s in steps]
     assert at == sorted(at), dict(zip(steps, at))
     early = code.index("if self.single and not self.experts:")  # vidax run: encoded before the weights

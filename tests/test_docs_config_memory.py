@@ -4,7 +4,8 @@ A config comment about fitting (resident, offload, GiB, fits) must be one checka
 
     # Dry run (OVERRIDES): ~W GiB of DiT weights + ~A GiB of activations per device -> fits N GB, not M GB.
 
-(continued on the next ``#`` lines while it has not reached its full stop). The test builds the published checkpoint's config-only folder with the family's
+(continued on the next ``#`` lines while it has not reached its full stop).
+The test builds the published checkpoint's config-only folder with the family's
 ``plugins/vidax_<family>/scripts/published_config_folders.py`` (no weights), runs the dry run with the overrides on
 as many fake CPU devices as the mesh needs, and compares both figures; "fits N GB" means weights + activations
 stay within N * 10^9 bytes, "not M GB" that they do not.

@@ -55,7 +55,8 @@ def test_two_experts_are_sized_each(a14b):
     for comp in ("transformer", "transformer_2"):
         assert _line(out, f"  {comp}:") == (f"  {comp}: {_fmt_bytes(sizes[comp])} of parameters (2 stacked blocks, "
                                             f"{_fmt_bytes(blocks[comp])} in blocks)"), out
-    assert _line(out, "per device:").startswith(f"per device: ~{_fmt_bytes(total)} of DiT weights (all weights resident")
+    assert _line(out, "per device:").startswith(f"per device: ~{_fmt_bytes(total)} "
+                                                "of DiT weights (all weights resident")
     assert "all 2 experts stay loaded" in out and "transformer_2/" in _line(out, "files:")
 
 
@@ -95,7 +96,7 @@ def test_sequence_parallel_must_divide_the_video_tokens(tmp_path):
     real = vidax("run", *odd, env=TWO_DEVICES, cwd=tmp_path, timeout=300)
     for proc in (dry, real):
         assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = [[l for l in p.stderr.splitlines() if l.startswith("error: ")] for p in (dry, real)]
+    lines = [[ln for ln in p.stderr.splitlines() if ln.startswith("error: ")] for p in (dry, real)]
     assert lines[0] == lines[1] and len(lines[0]) == 1, lines  # the same check, the same words
     assert "parallel.sp=2 must divide the 9 video tokens" in lines[0][0]
     # 32 x 32 -> 2 x 2 patches = 4 tokens: fine, and the dry run says how many it checked
@@ -140,7 +141,7 @@ def test_every_pass_of_a_multi_pass_recipe_is_checked(tmp_path):
            "parallel.dp=1"]
     dry = vidax("run", *odd, "--dry-run", env=TWO_DEVICES, cwd=tmp_path, timeout=300)
     real = vidax("run", *odd, env=TWO_DEVICES, cwd=tmp_path, timeout=300)
-    lines = [[l for l in p.stderr.splitlines() if l.startswith("error: ")] for p in (dry, real)]
+    lines = [[ln for ln in p.stderr.splitlines() if ln.startswith("error: ")] for p in (dry, real)]
     assert dry.returncode == real.returncode == 2 and lines[0] == lines[1] and len(lines[0]) == 1, lines
     assert "parallel.sp=2 must divide the 9 video tokens" in lines[0][0]
     demo = str(Path(__file__).resolve().parents[1] / "configs" / "ltx_demo.yaml")  # passes at 64x64, 128x128
@@ -149,3 +150,37 @@ def test_every_pass_of_a_multi_pass_recipe_is_checked(tmp_path):
     assert _line(ok.stdout, "pass 1/2:").startswith("pass 1/2:   17 frames at 64x64, 10 steps of ")
     assert _line(ok.stdout, "pass 2/2:").startswith("pass 2/2:   17 frames at 128x128, 4 steps of ")
     assert _line(ok.stdout, "tokens:").startswith("tokens:     48 video tokens (latent 3x4x4")
+
+
+def test_a_dry_run_writes_nothing_into_the_cache(tmp_path, monkeypatch, capsys):
+    """--dry-run wrote 1.5 MB into the cache (a pyramid Helios id's built-in checkpoint, generated on first use):
+    a dry run writes nothing; the run itself still generates it into the cache."""
+    from vidax_core import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "model.id=helios-mid", "model.checkpoint=builtin:tiny-random", "sampling.height=64",
+            "sampling.width=64", "sampling.num_frames=9", "--dry-run"]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    assert not (tmp_path / "cache").exists() and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_chunk_size_map_naming_no_group_is_refused_with_offload_off(tmp_path, capsys):
+    """offload.chunk_size maps with unknown groups were accepted when offload was off."""
+    from vidax_core import cli
+
+    demo = str(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
+    code = cli.main(["run", demo, "offload.chunk_size={blockz: 2}", "--dry-run"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and err == ["error: offload.chunk_size names blockz, not a block group of wan2.1-t2v-1.3b "
+                                 "(groups: blocks)"], err
+
+
+def test_latents_of_several_streams_are_not_saved_under_a_npy_name(capsys):
+    """output.save_latents=lat.npy wrote an .npz under a .npy name (LTX-2.5: video and audio latents)."""
+    from vidax_core import cli
+
+    demo = str(Path(__file__).resolve().parents[1] / "configs" / "ltx2_demo.yaml")
+    code = cli.main(["run", demo, "output.save_latents=lat.npy", "--dry-run"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1 and "give a path ending in .npz" in err[0], err

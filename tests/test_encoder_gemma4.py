@@ -37,7 +37,8 @@ SHARED = dict(TEXT, num_hidden_layers=6, layer_types=["sliding_attention", "full
               num_kv_shared_layers=2)
 VARIANTS = {"base": ("unified", TEXT),
             "kv_shared": ("unified", dict(SHARED, use_double_wide_mlp=True)),
-            "per_layer_inputs": ("gemma4", dict(SHARED, hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB))}
+            "per_layer_inputs": ("gemma4", dict(SHARED, hidden_size_per_layer_input=8,
+                                                vocab_size_per_layer_input=VOCAB))}
 
 
 @functools.cache
@@ -109,7 +110,8 @@ def test_config_reads_the_gemma4_layout():
         with pytest.raises(UserError, match="Gemma-4"):
             dl.DecoderLLMConfig.from_config(dict(cfg_dict, text_config=dict(cfg_dict["text_config"], **bad)))
     with pytest.raises(UserError, match="num_kv_shared_layers=4 must be below num_hidden_layers=4"):
-        dl.DecoderLLMConfig.from_config(dict(cfg_dict, text_config=dict(cfg_dict["text_config"], num_kv_shared_layers=4)))
+        dl.DecoderLLMConfig.from_config(dict(cfg_dict,
+                                             text_config=dict(cfg_dict["text_config"], num_kv_shared_layers=4)))
 
 
 def test_config_reads_kv_sharing_and_per_layer_inputs():

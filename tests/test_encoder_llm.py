@@ -181,7 +181,8 @@ def test_bf16_within_reference_bf16_error(reference):
     # per hidden state, relative to that state's scale (norm outputs and residuals differ in size)
     for i, (g, w, r) in enumerate(zip(got, want32, ref16)):
         err, ref_err = np.abs(g - w).max(), np.abs(r - w).max()
-        print(f"{name} bf16 hidden_states[{i}]: vidax {err:.3e}, reference bf16 {ref_err:.3e} (scale {np.abs(w).max():.2f})")
+        print(f"{name} bf16 hidden_states[{i}]: vidax {err:.3e}, "
+              f"reference bf16 {ref_err:.3e} (scale {np.abs(w).max():.2f})")
         assert err <= BF16_FACTOR * ref_err, (i, err, ref_err)
 
 
@@ -209,7 +210,8 @@ def test_qwen_text_positions_equal_get_rope_index():
     ids, mask = _batch("left")
     vision = type("V", (), {"spatial_merge_size": 2, "tokens_per_second": 2})()
     fake = type("M", (), {"config": type("C", (), {"vision_config": vision})()})()
-    want, _ = Qwen2_5_VLModel.get_rope_index(fake, torch.from_numpy(ids).long(), torch.zeros(ids.shape, dtype=torch.int32),
+    want, _ = Qwen2_5_VLModel.get_rope_index(fake, torch.from_numpy(ids).long(),
+                                             torch.zeros(ids.shape, dtype=torch.int32),
                                              attention_mask=torch.from_numpy(mask).long())
     got = np.asarray(dl.text_position_ids(mask))
     for stream in want.numpy():
@@ -256,9 +258,11 @@ OLD_STYLE = {  # config.json fields as the released checkpoints (written by tran
     "llama": dict(model_type="llama", rope_theta=500000.0, rope_scaling={
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8192}),
-    "qwen": dict(model_type="qwen2_5_vl", rope_theta=1000000.0, rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]}),
+    "qwen": dict(model_type="qwen2_5_vl", rope_theta=1000000.0,
+                 rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]}),
     "gemma": dict(model_type="gemma3_text", rope_theta=1000000.0, rope_local_base_freq=10000.0, sliding_window=4,
-                  sliding_window_pattern=2, query_pre_attn_scalar=6, rope_scaling={"rope_type": "linear", "factor": 8.0}),
+                  sliding_window_pattern=2, query_pre_attn_scalar=6,
+                  rope_scaling={"rope_type": "linear", "factor": 8.0}),
     # gemma-2-2b-it's config.json: no layer_types, the soft-capping fields and the window written out
     "gemma2": dict(model_type="gemma2", rope_theta=10000.0, sliding_window=4, query_pre_attn_scalar=6,
                    attn_logit_softcapping=50.0, final_logit_softcapping=30.0, hidden_activation="gelu_pytorch_tanh",
@@ -351,7 +355,8 @@ def test_chat_template_matches_apply_chat_template(tmp_path):
         want_ids = want_ids["input_ids"] if isinstance(want_ids, dict) or hasattr(want_ids, "keys") else want_ids
         assert Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(got, add_special_tokens=False).ids \
             == list(want_ids)
-    assert got.startswith("<|begin_of_text|><|start_header_id|>system") and got.endswith("assistant<|end_header_id|>\n\n")
+    assert got.startswith("<|begin_of_text|><|start_header_id|>system")
+    assert got.endswith("assistant<|end_header_id|>\n\n")
     assert dl.padding_side(cfg) == hf.padding_side == "right"
     assert dl.padding_side({"padding_side": "left"}) == "left"
     # a template given by the family; raise_exception reaches the caller

@@ -6,7 +6,8 @@ one KV head; right-padded prompts, ``last_hidden_state`` at the prompts' tokens 
 reference (a padded position whose window holds only padding attends to nothing: transformers' SDPA and eager paths
 disagree there, and the pipelines mask those positions out as keys, so nothing reads them); one prompt holds the
 end-of-image token, whose learned embedding replaces the table's. Leaving out what makes it T5Gemma2
-(bidirectional attention, the centred window, the end-of-image embedding) moves the result past the bound. Vision: the SigLIP tower's ``last_hidden_state``."""
+(bidirectional attention, the centred window, the end-of-image embedding) moves the result past the bound.
+Vision: the SigLIP tower's ``last_hidden_state``."""
 
 from __future__ import annotations
 

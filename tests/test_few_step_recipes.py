@@ -71,7 +71,8 @@ def test_timestep_list_matches_diffusers():
 
 
 @pytest.mark.parametrize("scheduler, steps, fragment", [
-    ({"name": "flow_euler", "sigmas": [1.0, 0.5]}, 4, "sigmas has 2 entries but sampling.num_steps=4: set sampling.num_steps=2"),
+    ({"name": "flow_euler", "sigmas": [1.0, 0.5]}, 4,
+     "sigmas has 2 entries but sampling.num_steps=4: set sampling.num_steps=2"),
     ({"name": "dpm_solver++", "sigmas": [1.0, 0.5]}, 2, "sampler dpm_solver++ takes no sigmas list"),
     ({"name": "flow_euler", "sigmas": [1.0, 0.5], "timesteps": [999.0]}, 2, "timesteps has 1 entries"),
 ])

@@ -168,7 +168,8 @@ def eight_bit(draw):
     """(how the first layer is stored, its tag tensor text or None, the metadata text or None, scale shape)."""
     dtype = draw(st.sampled_from(["int8", "float8_e4m3fn", "float8_e5m2", "uint8"]))
     valid = json.dumps({"format": {"int8": "int8_tensorwise", "uint8": "int8_tensorwise"}.get(dtype, dtype)})
-    tag = draw(st.one_of(st.none(), st.just(valid), tag_texts(), st.binary(max_size=12).map(lambda b: b.decode("latin1"))))
+    tag = draw(st.one_of(st.none(), st.just(valid), tag_texts(),
+                         st.binary(max_size=12).map(lambda b: b.decode("latin1"))))
     meta = None
     if draw(st.booleans()):
         layers = draw(st.one_of(st.dictionaries(st.sampled_from([Q, Q, "blocks.0.attn1.to_k", "nope", ""]),

@@ -156,7 +156,10 @@ def safetensors_mutation(draw, root):
     else:
         folder = os.path.dirname(path)
         wm = draw(st.one_of(st.just({k: os.path.basename(path) for k in names}), JUNK,
-                            st.dictionaries(st.text(max_size=3), st.one_of(JUNK, st.sampled_from(["../x.safetensors", "/etc/passwd", "a.safetensors"])), max_size=3)))
+                            st.dictionaries(st.text(max_size=3),
+                                            st.one_of(JUNK, st.sampled_from(["../x.safetensors", "/etc/passwd",
+                                                                             "a.safetensors"])),
+                                            max_size=3)))
         open(os.path.join(folder, "diffusion_pytorch_model.safetensors.index.json"), "w").write(
             json.dumps({"metadata": {}, "weight_map": wm}))
     return f"{rel}: {kind}"
@@ -237,7 +240,8 @@ def test_checkpoint_contract(tmp_path_factory, data, n, model_id):
                 done.append(data.draw(folder_mutation(folder)))
         except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
             break  # an earlier mutation removed or broke what this one edits: the folder is damaged enough
-    check_contract(OUTCOMES, lambda: open_like_a_run(folder, model_id), label=f"{model_id}; " + "; ".join(map(str, done)))
+    check_contract(OUTCOMES, lambda: open_like_a_run(folder, model_id),
+                   label=f"{model_id}; " + "; ".join(map(str, done)))
 
 
 def test_pristine_checkpoint_opens():

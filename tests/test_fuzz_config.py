@@ -17,6 +17,7 @@ import math
 import os
 import typing
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -55,14 +56,16 @@ SNIPPETS = ["[1", "[1,2", "{a: 1}", "[1]", "{", "}", "&", "&a", "*a", "'", '"', 
             "{name: dpm_solver++, solver_order: 0}", "{name: flow_euler_ancestral, eta: -1, s_noise: 1e30}",
             "{name: unipc, use_dynamic_shifting: true}", "{name: cogvideox_ddim, beta_start: 2, beta_end: -1}",
             "{name: unipc, trained_betas: [0.5, 2]}", "{name: unipc, steps_offset: 5000}",
-            "{name: flow_euler, shift_terminal: 1}", "{name: unipc, sigma_min: 5, sigma_max: 1}", "/proc/x", "/dev/null", "~/x.mp4", "out/a.mp4",
+            "{name: flow_euler, shift_terminal: 1}", "{name: unipc, sigma_min: 5, sigma_max: 1}",
+            "/proc/x", "/dev/null", "~/x.mp4", "out/a.mp4",
             "v" * 300, "a" * 240 + ".mp4", "1" + "0" * 400, str(2**63), str(-(2**63) - 1)]
 
 _scalar_text = st.text(st.characters(codec="utf-8"), max_size=12)
 values = st.one_of(
     st.sampled_from(SNIPPETS),
     st.integers(min_value=-(10**30), max_value=10**30).map(str),
-    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: ".nan" if math.isnan(f) else (".inf" if f == math.inf else ("-.inf" if f == -math.inf else repr(f)))),
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda f: ".nan" if math.isnan(f) else (".inf" if f == math.inf else ("-.inf" if f == -math.inf else repr(f)))),
     _scalar_text,
     st.lists(st.sampled_from(SNIPPETS[:20]), max_size=3).map(lambda xs: "".join(xs)),
 )
@@ -130,7 +133,8 @@ def _resolve_and_check(yaml_path, items):
     # properties of any accepted config
     for item in items:
         key, _, raw = item.partition("=")
-        if key in ("prompt", "negative_prompt") and item == items[max(i for i, x in enumerate(items) if x.partition("=")[0] == key)]:
+        if key in ("prompt", "negative_prompt") and item == items[max(i for i, x in enumerate(items)
+                                                                      if x.partition("=")[0] == key)]:
             assert getattr(cfg, key) == raw, (key, raw, getattr(cfg, key))
     s = cfg.sampling
     for v in (s.guidance_scale, s.guidance_scale_2):
@@ -166,8 +170,8 @@ def test_config_contract(tmp_path_factory, capfd, items, use_yaml, text, dry):
                                                                  f"runtime.compilation_cache_dir={suite_cache_dir()}"]
             capfd.readouterr()
             check_contract(OUTCOMES, lambda: _dry_run(argv), label="dry run " + repr(argv)[:300])
-            err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
-            assert len(err) <= 1 and all(l.startswith("error: ") and "internal error" not in l for l in err), err
+            err = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()]
+            assert len(err) <= 1 and all(ln.startswith("error: ") and "internal error" not in ln for ln in err), err
     finally:
         os.chdir(old)
 
@@ -212,7 +216,7 @@ def test_whole_runs_exit_0_only_with_decodable_outputs(tmp_path_factory, capfd, 
     try:
         capfd.readouterr()
         code = cli.main(["run", *items, f"runtime.compilation_cache_dir={suite_cache_dir()}", "--quiet"])
-        err = [l for l in capfd.readouterr().err.splitlines() if l.strip()]
+        err = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()]
         cfg = config.resolve(None, items, _plugins().preset_for) if code == 0 else None
         if code == 0:
             out = cfg.output
@@ -220,6 +224,10 @@ def test_whole_runs_exit_0_only_with_decodable_outputs(tmp_path_factory, capfd, 
             assert frames.shape[0] == cfg.sampling.num_frames and frames.size, frames.shape
             for p in (out.save_latents, out.metrics):
                 assert p is None or os.path.getsize(p) > 0, p
+            if out.save_latents:  # exit 0 never hands back NaN: the finite guard stops such a run
+                saved = np.load(out.save_latents)
+                arrays = [saved[k] for k in saved.files] if hasattr(saved, "files") else [saved]
+                assert all(np.isfinite(a).all() for a in arrays), "exit 0 with non-finite latents"
             FULL.add("ok")
         else:
             assert code == 2 and len(err) == 1 and err[0].startswith("error: "), (code, err)

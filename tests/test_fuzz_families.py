@@ -274,7 +274,6 @@ def use_options(family: str, model_id: str, overrides: list[str]) -> None:
     """The pre-run checks, then what the run does with an accepted option before weights (and the prompt
     template as encode_prompt fills it)."""
     from vidax_core.runner import plan as planning
-    from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.preflight import preflight
 
     plugins = get_plugins()

@@ -12,14 +12,13 @@ CI runs a few dozen inputs; ``make fuzz`` sets ``VIDAX_FUZZ_EXAMPLES`` for the l
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 import zipfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_fuzz_contract import Outcomes, check_contract, fuzz_settings
@@ -233,8 +232,9 @@ def _read_all(path: str) -> None:
 @settings(**fuzz_settings(default=40))
 @given(obj=objects(), storage_bytes=st.lists(st.integers(0, 300), min_size=3, max_size=3),
        compression=st.sampled_from([zipfile.ZIP_STORED, zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2]),
-       damage=st.one_of(st.none(), st.none(), st.none(), st.tuples(st.sampled_from(["truncate", "bitflip", "method", "flags", "version"]),
-                                             st.integers(0, 10**6), st.integers(0, 0xFFFF))))
+       damage=st.one_of(st.none(), st.none(), st.none(),
+                        st.tuples(st.sampled_from(["truncate", "bitflip", "method", "flags", "version"]),
+                                  st.integers(0, 10**6), st.integers(0, 0xFFFF))))
 def test_pth_reader_contract(tmp_path_factory, obj, storage_bytes, compression, damage):
     folder = tmp_path_factory.mktemp("pth")
     path = folder / "ckpt.pth"
@@ -280,19 +280,31 @@ def _deflate_garbage(raw: bytes) -> bytes:
 
 # The .pth reproducers of the run fuzz campaign: (id, object, storages, compression, damage, expected fragment)
 PTH_CASES = [
-    ("compression-unsupported", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED, _zip_field("method", 99), "not a valid torch.save zip"),
-    ("version-bitflip", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED, _zip_field("version", 0xFFFF), "not a valid torch.save zip"),
-    ("encrypted-flag", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED, _zip_field("flags", 1), "not a valid torch.save zip"),
-    ("corrupt-deflate", {"w": tensor("0", 64, (64,), (1,))}, {"0": b"\1" * 256}, zipfile.ZIP_DEFLATED, _deflate_garbage, "re-download"),
-    ("stride0-4TiB", {"w": tensor("0", 1, (2**20, 2**20), (0, 0))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "needs more bytes than its storage"),
-    ("stride0-1.6GB", {"w": tensor("0", 1, (20000, 20000), (0, 0))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "needs more bytes than its storage"),
-    ("size-2**32-squared", {"w": tensor("0", 1, (2**32, 2**32), (1, 1))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "impossible tensor size"),
-    ("size-0-by-2**62", {"w": tensor("0", 1, (0, 2**62), (1, 1))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "bad tensor size"),
-    ("size-0-by-2**61", {"w": tensor("0", 1, (0, 2**61), (1, 1))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "impossible tensor size"),
-    ("size-2**63", {"w": tensor("0", 1, (2**63,), (1,))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "bad tensor size"),
-    ("70-dims", {"w": tensor("0", 1, (1,) * 70, (1,) * 70)}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "bad tensor size"),
+    ("compression-unsupported", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED,
+     _zip_field("method", 99), "not a valid torch.save zip"),
+    ("version-bitflip", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED,
+     _zip_field("version", 0xFFFF), "not a valid torch.save zip"),
+    ("encrypted-flag", {"w": tensor("0", 4, (4,), (1,))}, {"0": b"\0" * 16}, zipfile.ZIP_STORED,
+     _zip_field("flags", 1), "not a valid torch.save zip"),
+    ("corrupt-deflate", {"w": tensor("0", 64, (64,), (1,))}, {"0": b"\1" * 256}, zipfile.ZIP_DEFLATED, _deflate_garbage,
+     "re-download"),
+    ("stride0-4TiB", {"w": tensor("0", 1, (2**20, 2**20), (0, 0))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None,
+     "needs more bytes than its storage"),
+    ("stride0-1.6GB", {"w": tensor("0", 1, (20000, 20000), (0, 0))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None,
+     "needs more bytes than its storage"),
+    ("size-2**32-squared", {"w": tensor("0", 1, (2**32, 2**32), (1, 1))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None,
+     "impossible tensor size"),
+    ("size-0-by-2**62", {"w": tensor("0", 1, (0, 2**62), (1, 1))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None,
+     "bad tensor size"),
+    ("size-0-by-2**61", {"w": tensor("0", 1, (0, 2**61), (1, 1))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None,
+     "impossible tensor size"),
+    ("size-2**63", {"w": tensor("0", 1, (2**63,), (1,))}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None,
+     "bad tensor size"),
+    ("70-dims", {"w": tensor("0", 1, (1,) * 70, (1,) * 70)}, {"0": b"\0" * 4}, zipfile.ZIP_STORED, None,
+     "bad tensor size"),
     ("dag-depth-26", dag_pickle(26), {"0": b"\0" * 4}, zipfile.ZIP_STORED, None, "entries (repeated references?)"),
-    ("os-system", {"w": Call(G("os", "system"), f"touch {CANARY}")}, {}, zipfile.ZIP_STORED, None, "will not load (os.system)"),
+    ("os-system", {"w": Call(G("os", "system"), f"touch {CANARY}")}, {}, zipfile.ZIP_STORED, None,
+     "will not load (os.system)"),
 ]
 
 

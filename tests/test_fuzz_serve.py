@@ -102,16 +102,16 @@ def _raw(url: str, data: bytes, timeout: float = 8.0) -> tuple[int, bytes] | Non
     return int(parts[1]), body[:length]
 
 
-METHODS = st.sampled_from([b"GET"] * 6 + [b"POST", b"DELETE", b"HEAD", b"PUT", b"OPTIONS", b"PATCH", b"TRACE", b"CONNECT",
-                           b"get", b"G\x00T", b"", b"X" * 300])
+METHODS = st.sampled_from([b"GET"] * 6 + [b"POST", b"DELETE", b"HEAD", b"PUT", b"OPTIONS", b"PATCH", b"TRACE",
+                           b"CONNECT", b"get", b"G\x00T", b"", b"X" * 300])
 PATHS = st.one_of(st.sampled_from([b"/", b"/health", b"/v1/models", b"/v1/videos", b"/v1/videos?limit=0",
                                    b"/v1/videos?limit=2&order=asc", b"/v1/videos/video_" + b"0" * 32,
                                    b"/v1/videos/video_" + b"0" * 32 + b"/content?variant=x", b"/v1/videos/..%2f..",
                                    b"/../../etc/passwd", b"*", b"http://x/health", b"/%ff", b"/" + b"a" * 70000,
                                    b"/v1/videos?" + b"&".join(b"a%d=1" % i for i in range(30))]),
                   st.binary(max_size=40))
-VERSIONS = st.sampled_from([b"HTTP/1.1"] * 8 + [b"HTTP/1.0", b"HTTP/9.9", b"HTTP/2.0", b"HTTP/0.9", b"HTTP/1.x", b"HTTPS/1.1",
-                            b"", b"HTTP/1.1 extra", b"HTTP/01.01", b"HTTP/1.1\x00"])
+VERSIONS = st.sampled_from([b"HTTP/1.1"] * 8 + [b"HTTP/1.0", b"HTTP/9.9", b"HTTP/2.0", b"HTTP/0.9", b"HTTP/1.x",
+                            b"HTTPS/1.1", b"", b"HTTP/1.1 extra", b"HTTP/01.01", b"HTTP/1.1\x00"])
 HEADERS = st.lists(st.one_of(
     st.sampled_from([b"Host: x", b"Content-Length: 5", b"Content-Length: -1", b"Content-Length: 99999999999999999",
                      b"Content-Length: x", b"Transfer-Encoding: chunked", b"Content-Type: application/json",
@@ -169,13 +169,15 @@ def bodies(draw):
         if draw(st.integers(0, 4)) == 0:
             cut = draw(st.integers(0, len(body)))
             body = body[:cut]
-        return draw(st.sampled_from([ctype, ctype + "x", "multipart/form-data", "multipart/form-data; boundary=\"\""])), body
+        return draw(st.sampled_from([ctype, ctype + "x", "multipart/form-data",
+                                     "multipart/form-data; boundary=\"\""])), body
     if kind == "urlencoded":
         from urllib.parse import urlencode
 
         return "application/x-www-form-urlencoded", urlencode({str(k): str(v) for k, v in fields.items()}).encode(
             "utf-8", "surrogatepass") + draw(st.sampled_from([b"", b"&&", b"%zz", b"=x", b"\xff"]))
-    return draw(st.sampled_from(["text/plain", "application/xml", "image/png", "x/y; a=\"b\""])), draw(st.binary(max_size=64))
+    return (draw(st.sampled_from(["text/plain", "application/xml", "image/png", "x/y; a=\"b\""])),
+            draw(st.binary(max_size=64)))
 
 
 @settings(**fuzz_settings(default=20))

@@ -61,6 +61,6 @@ def test_offline_not_cached_names_repo_and_command(tmp_path):
     proc = vidax("run", "model.id=wan2.1-t2v-1.3b", f"model.checkpoint={REPO}", "sampling.height=32",
                  "sampling.width=32", "sampling.num_frames=5", f"output.path={tmp_path / 'o.mp4'}",
                  env=offline_env(tmp_path / "empty-hf", tmp_path))
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert REPO in lines[0] and f"hf download {REPO}" in lines[0]

@@ -15,7 +15,8 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = {"vidax_core": os.path.join(REPO, "src", "vidax_core")}
-PACKAGES.update({os.path.basename(d): d for d in sorted(glob.glob(os.path.join(REPO, "plugins", "*", "src", "vidax_*")))})
+PACKAGES.update({os.path.basename(d): d
+                 for d in sorted(glob.glob(os.path.join(REPO, "plugins", "*", "src", "vidax_*")))})
 # The layers that may read the run config: the CLI, the Python API, the runner, the server, the bench and the test
 # kit (and config/ itself).
 ABOVE_CONFIG = ("vidax_core.config", "vidax_core.cli", "vidax_core.api", "vidax_core.runner", "vidax_core.serve",

@@ -1,4 +1,5 @@
-"""Conditioning-image loading / resizing (vidax_core.io.image) against diffusers' load_image and VideoProcessor.preprocess."""
+"""Conditioning-image loading / resizing (vidax_core.io.image)
+against diffusers' load_image and VideoProcessor.preprocess."""
 
 from __future__ import annotations
 

@@ -119,7 +119,8 @@ def test_npz_member_flipped_byte_is_a_user_error(tmp_path):
 def test_non_real_or_zero_itemsize_dtype_is_refused_from_the_header(tmp_path, descr):
     head = io.BytesIO()
     head.write(b"\x93NUMPY\x01\x00")
-    text = ("{'descr': %s, 'fortran_order': False, 'shape': (-1,), }" % (descr if descr.startswith("[") else repr(descr))).encode()
+    text = ("{'descr': %s, 'fortran_order': False, 'shape': (-1,), }"
+            % (descr if descr.startswith("[") else repr(descr))).encode()
     text += b" " * (64 - (10 + len(text) + 1) % 64) + b"\n"
     (tmp_path / "z.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text)
     with pytest.raises(UserError):

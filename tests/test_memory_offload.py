@@ -5,8 +5,8 @@ numpy alone (plain fp8 blocks, bf16 rest, as the published 14B is laid out), run
 * ``host``: reading and placing the weights (the ``weights`` phase of the metrics) takes the process up by at most
   1.15x the streamed blocks plus the non-block weights (one host copy: no full converted copy beside the chunks, no
   staging left behind);
-* ``disk``: the blocks are read from the file cache when needed, so loading and sampling together stay far below
-  the blocks' bytes;
+* ``disk``: the blocks are read from the file cache when needed, so loading and sampling together hold the
+  non-block weights and the two chunks in flight, not the streamed group (here two blocks: both chunks);
 * ``resident`` (no offload): loading takes the process up by at most 1.15x the weights it places (on the CPU
   backend the devices' memory is host memory), with no whole host copy held until placement returns;
 * all three make the same video (the same weights, streamed from two places or resident).
@@ -93,7 +93,9 @@ def test_disk_storage_does_not_hold_the_blocks(runs):
           f"{streamed:.0f} MiB of streamed blocks")
     assert off["storage"] == "disk" and off["host_bytes"] == 0
     assert loaded <= off["non_block_weight_bytes"] / 2**20 + 2 * chunk  # the cache is written, not held
-    assert disk <= host - 0.75 * streamed  # the blocks live in the page cache, not in the process
+    # the blocks live in the page cache; the process holds the two chunks in flight (the one computing and the one
+    # read ahead: with two blocks, the whole group), never a copy beside them (tests/test_disk_offload_cache.py)
+    assert disk <= host - streamed + 2 * chunk
 
 
 def test_a_resident_load_holds_no_host_copy(runs):
@@ -116,7 +118,8 @@ UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 @pytest.mark.parametrize("storage", ["host", "disk"])
 def test_the_dry_runs_host_line_is_what_a_run_holds(ckpt, tmp_path, storage):
-    """``vidax run --dry-run``'s "host memory ~X held by the run at its peak" against the same ``vidax run`` in a
+    """``vidax run --dry-run``'s "host memory ~X for the run's parts" (at its peak phase)
+    against the same ``vidax run`` in a
     process of its own: its anonymous memory from before loading to its peak, within 10%. Both on the
     CPU backend, where the placement rows (the denoiser, one block's 8-bit kernels converted, the VAE, the
     encoder's phase) are host memory."""
@@ -125,13 +128,13 @@ def test_the_dry_runs_host_line_is_what_a_run_holds(ckpt, tmp_path, storage):
     cli = [sys.executable, "-m", "vidax_core.cli", "run", *args]
     dry = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, env=env, timeout=300)
     assert dry.returncode == 0, dry.stderr[-2000:]
-    value, unit = re.search(r"host memory ~([\d.]+) (\w+) held by the run", dry.stdout).groups()
+    value, unit = re.search(r"host memory ~([\d.]+) (\w+) for the run's parts", dry.stdout).groups()
     predicted = float(value) * UNITS[unit] / 2**20
     metrics = tmp_path / "m.json"
     run = subprocess.run([*cli, f"output.metrics={metrics}", "--quiet"], capture_output=True, text=True, env=env,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     m = json.loads(metrics.read_text())
-    measured = m["peak_anon_mb"] - m["anon_mb_phases"]["load"]["start"]
+    measured = m["peak_anon_mb"] - m["anon_mb_phases"]["call"]["start"]  # from before the call built anything
     print(f"{storage}: the dry run says {predicted:.0f} MiB, the run held {measured:.0f} MiB")
     assert abs(measured - predicted) <= 0.1 * predicted

@@ -12,14 +12,13 @@ import copy
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
-diffusers = pytest.importorskip("diffusers")
-
 from flax import nnx
 
 from vidax_core.nn import adaln
 from vidax_core.nn.timestep import timestep_embedding
+
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
 
 EPS32 = float(np.finfo(np.float32).eps)
 D = 16
@@ -222,7 +221,10 @@ def test_per_frame_equals_per_token_expansion():
     b, f, hw = 2, 3, 5
     x = jnp.asarray(_arr((b, f * hw, D), 19))
     sh, sc, g = (jnp.asarray(_arr((b, f, D), 20 + i)) for i in range(3))
-    rep = lambda m: jnp.repeat(m, hw, axis=1)
+
+    def rep(m):
+        return jnp.repeat(m, hw, axis=1)
+
     np.testing.assert_array_equal(np.asarray(adaln.modulate(x, sh, sc, per_frame=True)),
                                   np.asarray(adaln.modulate(x, rep(sh), rep(sc))))
     np.testing.assert_array_equal(np.asarray(adaln.gate(x, g, per_frame=True)), np.asarray(adaln.gate(x, rep(g))))

@@ -13,10 +13,6 @@ import copy
 import jax
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-
 from flax import nnx
 
 from vidax_core.attention import ulysses
@@ -24,6 +20,9 @@ from vidax_core.io.diffusers_rules import attention_rules
 from vidax_core.io.load import load_model
 from vidax_core.nn.attention_block import Attention
 from vidax_core.nn.state import flat_state
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
 
 EPS32 = float(np.finfo(np.float32).eps)
 HEADS, HD = 2, 8

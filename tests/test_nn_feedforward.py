@@ -11,10 +11,6 @@ import copy
 import jax
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("diffusers")
-
 from flax import nnx
 
 from vidax_core.errors import UserError
@@ -22,6 +18,9 @@ from vidax_core.io.diffusers_rules import feedforward_rules
 from vidax_core.io.load import load_model
 from vidax_core.nn.feedforward import FeedForward
 from vidax_core.nn.state import flat_state
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
 
 EPS32 = float(np.finfo(np.float32).eps)
 D, HIDDEN = 16, 40

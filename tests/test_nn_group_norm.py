@@ -38,7 +38,8 @@ def test_group_norm_matches_torch(groups, eps):
 def test_group_norm_statistics_span_every_frame():
     """Normalising two halves of a clip apart differs from the whole clip: the statistics cover time too, unless
     ``axes`` narrows them to each frame (a per-frame 2-D GroupNorm)."""
-    x = (np.random.default_rng(0).standard_normal((1, 4, 2, 2, 4)) + np.arange(4)[:, None, None, None]).astype(np.float32)
+    x = (np.random.default_rng(0).standard_normal((1, 4, 2, 2, 4))
+         + np.arange(4)[:, None, None, None]).astype(np.float32)
     whole = np.asarray(group_norm(x, 2, eps=1e-6))
     halves = np.concatenate([np.asarray(group_norm(x[:, :2], 2, eps=1e-6)),
                              np.asarray(group_norm(x[:, 2:], 2, eps=1e-6))], 1)

@@ -12,14 +12,13 @@ import copy
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
+
+from vidax_core.nn import norms
 
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 transformers = pytest.importorskip("transformers")
-
-from flax import nnx
-
-from vidax_core.nn import norms
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -106,7 +105,8 @@ def test_llama_rms_norm_bf16_bit_exact():
     # without the intermediate rounding the result differs somewhere (the option matters)
     plain = norms.RMSNorm(64, eps=1e-5)
     _set(plain.scale, ref.weight.detach().float().numpy())
-    assert not np.array_equal(np.asarray(plain(jnp.asarray(x.float().numpy()).astype(jnp.bfloat16)).astype(jnp.float32)), r)
+    assert not np.array_equal(
+        np.asarray(plain(jnp.asarray(x.float().numpy()).astype(jnp.bfloat16)).astype(jnp.float32)), r)
 
 
 def test_per_head_rms_norm():

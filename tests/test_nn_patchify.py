@@ -11,10 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from vidax_core.nn.patchify import patchify, unpatchify
+
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
-
-from vidax_core.nn.patchify import patchify, unpatchify
 
 EPS32 = float(np.finfo(np.float32).eps)
 B, C, F, H, W = 2, 3, 4, 6, 10

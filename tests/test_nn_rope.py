@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from vidax_core.nn import rope
+
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 transformers = pytest.importorskip("transformers")
-
-from vidax_core.nn import rope
 
 EPS32 = float(np.finfo(np.float32).eps)
 

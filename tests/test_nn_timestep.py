@@ -11,13 +11,12 @@ import copy
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
-diffusers = pytest.importorskip("diffusers")
-
 from flax import nnx
 
 from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
+
+torch = pytest.importorskip("torch")
+diffusers = pytest.importorskip("diffusers")
 
 EPS32 = float(np.finfo(np.float32).eps)
 

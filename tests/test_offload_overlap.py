@@ -43,4 +43,5 @@ def test_pinned_chunks_overlap_metrics_and_equal_latents(monkeypatch):
     assert ov["h2d_s_per_chunk"] > 0 and ov["compute_s_per_chunk"] > 0 and ov["streamed_s_per_chunk"] > 0
     assert 0.0 <= ov["hidden_fraction"] <= 1.0
     # the timing probe keeps the two-chunk bound on resident weights
-    assert out.metrics["peak_resident_weight_bytes"] == off["non_block_weight_bytes"] + 2 * off["chunk_weight_bytes"]["blocks"]
+    assert (out.metrics["peak_resident_weight_bytes"]
+            == off["non_block_weight_bytes"] + 2 * off["chunk_weight_bytes"]["blocks"])

@@ -89,3 +89,15 @@ def test_ctrl_c_during_sampling_exits_cleanly(tmp_path):
     assert code == 130, err[-2000:]
     assert "error: interrupted" in err and "Traceback" not in err
     assert os.listdir(tmp_path) == ["jc"] or set(os.listdir(tmp_path)) <= {"jc"}
+
+
+def test_one_latent_array_saved_under_a_npz_name_is_an_archive(tmp_path):
+    """A file is what its name says: one array named .npz is an archive holding ``latents``."""
+    from vidax_core.runner.outputs import save_latents
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    save_latents(str(tmp_path / "l.npz"), x)
+    save_latents(str(tmp_path / "l.npy"), x)
+    with np.load(tmp_path / "l.npz") as z:
+        np.testing.assert_array_equal(z["latents"], x)
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), x)

@@ -49,7 +49,8 @@ def test_two_processes_tp2_match_one(tmp_path):
     port = free_port()
     procs = []
     for pid in range(2):
-        env = dict(base_env, JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(pid))
+        env = dict(base_env, JAX_COORDINATOR_ADDRESS=f"localhost:{port}",
+                   JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(pid))
         procs.append(subprocess.Popen(common + outs("multi") + ["parallel.tp=2"], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     for p in procs:

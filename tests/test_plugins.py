@@ -34,7 +34,7 @@ def test_broken_plugin_costs_one_warning_line(tmp_path):
     _fake_dist(tmp_path, "vidax-broken", "vidax_broken_plugin", "raise ImportError('needs libfoo')\n")
     proc = _run(["list-models"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    warnings = [l for l in proc.stderr.splitlines() if l.strip()]
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(warnings) == 1 and warnings[0].startswith("warning: plugin 'vidax_broken_plugin'"), proc.stderr
     assert "needs libfoo" in warnings[0]
     assert "wan2.1-t2v-1.3b" in proc.stdout

@@ -17,8 +17,10 @@ from vidax_core.plugins import get_plugins
 PLUGINS = get_plugins()
 IDS = [s.id for s in PLUGINS.registry]
 # ids whose published layout sizes no prompt encoder: Cosmos3 feeds the prompt's tokens straight into its DiT;
-# LTX-2.5's layout records the Gemma-4 text encoder's model_type only (no config, no tensor shapes)
-NO_ENCODER = {"cosmos3-nano", "cosmos3-edge", "ltx-2.5-22b-dev", "ltx-2.5-22b-distilled"}
+# LTX-2.5's layout records the Gemma-4 text encoder's model_type only (no config, no tensor shapes); Kandinsky 6's
+# super-resolution stage takes no prompt at all
+NO_ENCODER = {"cosmos3-nano", "cosmos3-edge", "ltx-2.5-22b-dev", "ltx-2.5-22b-distilled", "kandinsky6-vsr",
+              "kandinsky6-vsr-distill"}
 
 
 def _figures(ckpt, spec, cfg):

@@ -43,7 +43,8 @@ E4M3 = ml_dtypes.float8_e4m3fn
 BLOCK_LINEAR = re.compile(r"blocks\.\d+\.(attn[12]\.(to_[qkv]|to_out\.0)|ffn\.net\.(0\.proj|2))\.weight")
 # outside the blocks: Wan's named layers (vidax_wan.plugin.QUANTIZED_OUTSIDE_BLOCKS, 8-bit at load with
 # model.quantize_outside_blocks), 8-bit in ComfyUI's scaled fp8 Wan files, full precision in LightX2V's
-OUTSIDE_LINEAR = re.compile(r"condition_embedder\.(time_embedder\.linear_[12]|time_proj|text_embedder\.linear_[12])\.weight")
+OUTSIDE_LINEAR = re.compile(r"condition_embedder\.(time_embedder\.linear_[12]|time_proj"
+                            r"|text_embedder\.linear_[12])\.weight")
 OTHER_LINEAR = re.compile(r"proj_out\.weight")  # fp8 in ComfyUI's files (head.head)
 
 

@@ -18,7 +18,8 @@ def widened(x: np.ndarray, t: float, n_grid: int) -> np.ndarray:
     """A fixed smooth 'model' with ``n_grid`` velocities per channel (the grid predictions differ)."""
     tt = np.float32(t / 1000.0)
     k = np.arange(1, n_grid + 1, dtype=np.float32)
-    v = np.tanh(np.float32(0.5) * x[..., None, :] * k[:, None]) + np.float32(0.2) * tt * np.sin(x[..., None, :] + k[:, None])
+    v = (np.tanh(np.float32(0.5) * x[..., None, :] * k[:, None])
+         + np.float32(0.2) * tt * np.sin(x[..., None, :] + k[:, None]))
     return v.reshape(*x.shape[:-1], n_grid * x.shape[-1]).astype(np.float32)
 
 

@@ -230,4 +230,5 @@ def check_table(key: str, ours, ref32, ref64) -> None:
     """A schedule table (alphas_cumprod, sigmas): vidax's entries vs the float64 reference within
     :func:`tolerance` of the fp32 reference's own entry-wise relative error."""
     e, r = elementwise_rel(ours, ref64), elementwise_rel(ref32, ref64)
-    assert e <= tolerance(r), f"{key}: vs float64 {e:.3e}; diffusers fp32 vs float64 {r:.3e}; tolerance {FACTOR:g}x + {FLOOR:.1e}"
+    assert e <= tolerance(r), (f"{key}: vs float64 {e:.3e}; "
+                               f"diffusers fp32 vs float64 {r:.3e}; tolerance {FACTOR:g}x + {FLOOR:.1e}")

@@ -78,13 +78,15 @@ def test_torch_linspace_and_vp_schedules_bit_exact():
         ref = UniPCMultistepScheduler(beta_schedule=bs, beta_start=lo, beta_end=hi).alphas_cumprod.numpy()
         assert np.array_equal(VPSchedule.make(1000, lo, hi, bs).alphas_cumprod, ref)
         ref = CogVideoXDDIMScheduler(beta_schedule=bs, beta_start=lo, beta_end=hi).alphas_cumprod.numpy()
-        assert np.array_equal(CogVideoXDDIMSampler(beta_schedule=bs, beta_start=lo, beta_end=hi).alphas_cumprod()[0], ref)
+        assert np.array_equal(
+            CogVideoXDDIMSampler(beta_schedule=bs, beta_start=lo, beta_end=hi).alphas_cumprod()[0], ref)
         # zero terminal SNR: torch's vectorised sqrt is not correctly rounded, so ulp-level differences remain;
         # bounded by diffusers' own fp32 error against the same rescale in float64
         zcfg = dict(beta_schedule=bs, beta_start=lo, beta_end=hi, rescale_betas_zero_snr=True)
         ref = UniPCMultistepScheduler(**zcfg).alphas_cumprod
         ours = VPSchedule.make(1000, lo, hi, bs, rescale_zero_snr=True).alphas_cumprod
-        check_table(f"alphas_cumprod/zero_snr/{bs}", ours, ref.numpy(), vp_alphas_cumprod64(UniPCMultistepScheduler, **zcfg).numpy())
+        check_table(f"alphas_cumprod/zero_snr/{bs}", ours, ref.numpy(),
+                    vp_alphas_cumprod64(UniPCMultistepScheduler, **zcfg).numpy())
 
 
 # ------------------------------------------------------------------------------- ancestral RF Euler (LTX)
@@ -170,7 +172,8 @@ def test_ancestral_formula_float64():
                 sd = s[i + 1] * (c(1) + (s[i + 1] / s[i] - c(1)) * c(0.7))
                 x = sd / s[i] * x + (c(1) - sd / s[i]) * d
                 x = ((c(1) - s[i + 1]) / (c(1) - sd) * x
-                     + np.sqrt(s[i + 1] ** 2 - sd ** 2 * (c(1) - s[i + 1]) ** 2 / (c(1) - sd) ** 2) * c(0.9) * nz[i].astype(dt))
+                     + np.sqrt(s[i + 1] ** 2
+                               - sd ** 2 * (c(1) - s[i + 1]) ** 2 / (c(1) - sd) ** 2) * c(0.9) * nz[i].astype(dt))
             out.append(x.astype(dt))
         return out
 
@@ -291,7 +294,8 @@ def test_dpm_vp_matches_diffusers(n, vp, order):
 @pytest.mark.parametrize(
     "cfg, n",
     [
-        (dict(use_karras_sigmas=True, beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012, solver_order=3), 20),
+        (dict(use_karras_sigmas=True, beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012,
+              solver_order=3), 20),
         (dict(use_lu_lambdas=True, prediction_type="v_prediction"), 12),
         (dict(use_exponential_sigmas=True), 10),
         (dict(final_sigmas_type="sigma_min", lower_order_final=False, solver_order=3), 20),
@@ -337,8 +341,8 @@ COG_CFGS = [COG_2B, COG_5B, dict(prediction_type="v_prediction", set_alpha_to_on
 COG_IDS = ["cogvideox-2b", "cogvideox-5b", "v-leading-linear"]
 # epsilon prediction: the synthetic denoiser is no epsilon model, so x0 = (x - sqrt(1-a) eps) / sqrt(a) blows the
 # trajectory up at low noise (|x| ~ 1e3 after 50 steps); checked on the deterministic DDIM only, at 7 steps
-COG_EPS = dict(prediction_type="epsilon", beta_schedule="linear", beta_start=1e-4, beta_end=0.02, set_alpha_to_one=False,
-               timestep_spacing="linspace")
+COG_EPS = dict(prediction_type="epsilon", beta_schedule="linear", beta_start=1e-4, beta_end=0.02,
+               set_alpha_to_one=False, timestep_spacing="linspace")
 
 
 def _cog_sampler(cls, cfg):
@@ -419,11 +423,13 @@ def test_scheduler_config_mapping_phase2():
     dpm_cfg = dict(DPMSolverMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True,
                                                flow_shift=5.0, solver_order=3).config)
     s = sampler_from_scheduler_config(dict(dpm_cfg, _class_name="DPMSolverMultistepScheduler"))
-    assert s == DPMSolverSampler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=5.0, solver_order=3)
+    assert s == DPMSolverSampler(prediction_type="flow_prediction", use_flow_sigmas=True,
+                                 flow_shift=5.0, solver_order=3)
     sched = DPMSolverMultistepScheduler.from_config(dpm_cfg)
     sched.set_timesteps(30)
     _check_plan(s.plan(30), sched)
-    assert sampler_from_scheduler_config({"_class_name": "DPMSolverMultistepScheduler", "solver_type": "bh2"}).solver_type == "midpoint"
+    assert sampler_from_scheduler_config({"_class_name": "DPMSolverMultistepScheduler",
+                                          "solver_type": "bh2"}).solver_type == "midpoint"
     s = sampler_from_scheduler_config({"_class_name": "LTXEulerAncestralRFScheduler", "eta": 0.5})
     assert s == FlowEulerAncestralSampler(eta=0.5)
     assert {"CogVideoXDDIMScheduler", "CogVideoXDPMScheduler", "DPMSolverMultistepScheduler",
@@ -436,7 +442,8 @@ def test_scheduler_config_mapping_phase2():
     "cfg, match",
     [
         ({"_class_name": "DDIMScheduler"}, "supported: .*CogVideoXDDIMScheduler.*DPMSolverMultistepScheduler"),
-        ({"_class_name": "DPMSolverMultistepScheduler", "algorithm_type": "sde-dpmsolver++"}, "supported: dpmsolver\\+\\+"),
+        ({"_class_name": "DPMSolverMultistepScheduler", "algorithm_type": "sde-dpmsolver++"},
+         "supported: dpmsolver\\+\\+"),
         ({"_class_name": "DPMSolverMultistepScheduler", "thresholding": True}, "thresholding"),
         ({"_class_name": "DPMSolverMultistepScheduler", "variance_type": "learned_range"}, "variance_type"),
         ({"_class_name": "DPMSolverMultistepScheduler", "solver_order": 4}, "solver_order"),

@@ -14,6 +14,8 @@ import copy
 import numpy as np
 import pytest
 
+from vidax_core.testing.devices import xla_flags
+
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
@@ -23,7 +25,6 @@ from vidax_core.testing.tiny.wan_vae_parity import check  # noqa: E402
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.io.convert import ConversionError, convert  # noqa: E402
 from vidax_core.nn.state import abstract_model, flat_state  # noqa: E402
-from vidax_core.testing.devices import xla_flags
 from vidax_core.vae.convert_hunyuan import VAE_RULES, open_original_vae  # noqa: E402
 from vidax_core.vae.hunyuan import HunyuanVAE, HunyuanVAEConfig, decode, encode, load_vae  # noqa: E402
 

@@ -77,7 +77,8 @@ def test_decode_matches_diffusers(models, ref64):
 
 
 def _pipeline_decode(model, cfg, z: np.ndarray, scale: int) -> np.ndarray:
-    """pipeline_wan.py's decode steps (de-normalise, decode, postprocess to [0, 1] channel-last) in the model's dtype."""
+    """pipeline_wan.py's decode steps (de-normalise, decode, postprocess to [0, 1] channel-last)
+    in the model's dtype."""
     from diffusers.video_processor import VideoProcessor
 
     dtype = next(model.parameters()).dtype
@@ -163,8 +164,9 @@ def test_tiled_decode_matches_diffusers(models, ref64, case):
     ref, cfg, _, vae = models
     (h, w), tiles = DECODE_TILED[case]
     plan = decode_plan(cfg, (h, w), tiles)
-    assert plan.num_tiles > 1 and plan.out_blend == tuple(tiles[f"tile_sample_min_{a}"] - tiles[f"tile_sample_stride_{a}"]
-                                                           for a in ("height", "width"))
+    assert plan.num_tiles > 1
+    assert plan.out_blend == tuple(tiles[f"tile_sample_min_{a}"] - tiles[f"tile_sample_stride_{a}"]
+                                   for a in ("height", "width"))
     z = np.random.default_rng(4).standard_normal((1, TINY["z_dim"], 2, h, w)).astype(np.float32)
     expected = run(ref, "decode", z, tiles)
     calls = []

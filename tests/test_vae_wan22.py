@@ -103,7 +103,8 @@ def test_decode_matches_diffusers(models, ref64):
 
 
 def _pipeline_decode(model, cfg, z: np.ndarray) -> np.ndarray:
-    """pipeline_wan.py's decode steps (de-normalise, decode, postprocess to [0, 1] channel-last) in the model's dtype."""
+    """pipeline_wan.py's decode steps (de-normalise, decode, postprocess to [0, 1] channel-last)
+    in the model's dtype."""
     from diffusers.video_processor import VideoProcessor
 
     dtype = next(model.parameters()).dtype

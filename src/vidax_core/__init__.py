@@ -32,6 +32,7 @@ _EXPORTS = {
     # what hooks return
     "DitBuild": "model_api", "GridLimit": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
+    "FrameStage": "model_api",
     "WindowedSampling": "windows", "Window": "windows", "WindowStart": "windows", "WindowDone": "windows",
     "CacheFill": "windows", "CacheSpec": "causal.kv", "Segment": "causal.kv", "View": "causal.kv",
     "KVCache": "causal.kv",

@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import traceback
 from typing import Sequence
@@ -24,6 +25,33 @@ from vidax_core import __version__
 from vidax_core.errors import PluginError, UserError
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a service manager's stop, ``kill``, ``timeout``) raised in the main thread: the run unwinds as
+    for Ctrl-C, so its temporary outputs are removed, and exits 143."""
+
+
+def _terminate(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second SIGTERM must not cut the cleanup short
+    raise Terminated()
+
+
+def _run_stopping_on_sigterm(args: argparse.Namespace) -> int:
+    """``args.func(args)`` with SIGTERM handled like SIGINT, unless the embedding program handles it itself (or
+    this is not the main thread, where no handler can be set); the handler before is back afterwards."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return args.func(args)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return args.func(args)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _positive_gib(text: str) -> float:
@@ -235,8 +263,14 @@ def _description() -> str:
             "`vidax list-models` names every id.")
 
 
+MAX_LINE = 1000  # characters of an error line: a message that lists too much is cut in its middle
+
+
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    line = " ".join(str(text).split())
+    if len(line) > MAX_LINE:  # the end says what to do: keep it
+        line = f"{line[:MAX_LINE * 2 // 3]} [...] {line[-MAX_LINE // 3:]}"
+    return line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="print JSON")
     pl.set_defaults(func=cmd_plugins)
 
-    sc = sub.add_parser("show-config", aliases=["show"], help="print the merged default config of a model, ready to edit")
+    sc = sub.add_parser("show-config", aliases=["show"],
+                        help="print the merged default config of a model, ready to edit")
     sc.add_argument("model_id")
     sc.set_defaults(func=cmd_show_config)
 
@@ -300,24 +335,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     try:
         with _hub_bars(not getattr(args, "quiet", False)):  # --quiet: huggingface_hub's download bars too
-            return args.func(args)
+            return _run_stopping_on_sigterm(args) if args.command == "run" else args.func(args)
     except UserError as exc:
         _close_bars()
         if args.debug:
             traceback.print_exc()
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         _close_bars()
         # Temporary outputs were removed while the exception unwound. Leave at once: a normal interpreter
         # shutdown while XLA may still be compiling on its own threads can crash (seen as SIGSEGV).
-        print("error: interrupted; no partial output was written", file=sys.stderr)
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"error: {how}; no partial output was written", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
     except BrokenPipeError:  # e.g. `vidax list-models --json | head`
         sys.stderr.close()
         return 0
+    except MemoryError:  # a host allocation the sizes asked for: a line, not a traceback
+        _close_bars()
+        if args.debug:
+            traceback.print_exc()
+        print("error: the host ran out of memory (MemoryError): lower the sizes this command asks for (frames, "
+              "height, width, batch, blocks) or free memory", file=sys.stderr)
+        return EXIT_USER_ERROR
     except PluginError as exc:  # a plugin's own hook failed: its authors, not vidax's, can fix it
         if args.debug:
             traceback.print_exc()

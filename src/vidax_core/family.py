@@ -121,7 +121,8 @@ class FamilyPlugin:
         return ()
 
     def lora_key_map(self, spec: Any, layout: str) -> Any:
-        """How a LoRA file's module names for model ``spec`` in ``layout`` (``"original"``: the family's original release names, as
+        """How a LoRA file's module names for model ``spec`` in ``layout`` (``"original"``:
+        the family's original release names, as
         ``diffusion_model.``-prefixed and kohya files use them; ``"diffusers"``) become the module names of the
         checkpoint tensors ``convert_checkpoint`` reads: a callable ``name -> name``, or None (unchanged)."""
         return None
@@ -181,6 +182,9 @@ class FamilyPlugin:
         return None
 
     def sampling_windows(self, spec, ckpt, run):
+        return None
+
+    def frame_stages(self, spec, ckpt, run):
         return None
 
     def predict_num_frames(self, spec, ckpt, run, context):

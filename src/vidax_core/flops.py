@@ -82,9 +82,19 @@ def step_flops(build: Any, batches: Iterable[Sequence[Any]], grid: Sequence[int]
         return None
     g = tuple(int(v) for v in grid)
     kw: dict[str, Any] = {"blocks": blocks} if blocks else {}
-    if sparse:
+    if sparse and _takes(build.flops, "sparse"):  # a counter without sparse kinds counts dense attention only
         kw["sparse"] = sparse
     return float(sum(build.flops(len(b), g, int(text_tokens), **kw) for b in batches))
+
+
+def _takes(fn: Any, name: str) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def human(n: float) -> str:

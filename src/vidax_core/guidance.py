@@ -102,7 +102,10 @@ def rescale(guided: Any, cond: Any, phi: jax.Array) -> Any:
     def one(g, c):
         axes = tuple(range(1, g.ndim))
         n = int(np.prod([g.shape[a] for a in axes]))
-        std = lambda x: jnp.sqrt(jnp.sum((x - x.mean(axes, keepdims=True)) ** 2, axes, keepdims=True) / (n - 1))
+
+        def std(x):
+            return jnp.sqrt(jnp.sum((x - x.mean(axes, keepdims=True)) ** 2, axes, keepdims=True) / (n - 1))
+
         return phi * (g * (std(c) / std(g))) + (1.0 - phi) * g
 
     return jax.tree.map(lambda g, c: one(g.astype(jnp.float32), c.astype(jnp.float32)), guided, cond)

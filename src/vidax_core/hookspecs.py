@@ -169,6 +169,15 @@ def sampling_windows(spec, ckpt, run):
 
 
 @hookspec
+def frame_stages(spec, ckpt, run):
+    """Return the :class:`vidax_core.model_api.FrameStage` list of ``run`` when its decoded frames go through
+    further models (a video super-resolution stage after the generator): each stage a run of another registered
+    video-to-video id over the frames of the one before it, checked and planned when this model loads (before any
+    weight is read), its frames what the run writes. Called from the config files alone; keep it cheap. Return
+    None for none."""
+
+
+@hookspec
 def predict_num_frames(spec, ckpt, run, context):
     """For a model that predicts its length (``ModelSpec.predicts`` holds ``"num_frames"``) and a run that leaves
     ``sampling.num_frames`` unset: return ``(num_frames, info)``, the frame count for this prompt (one the model

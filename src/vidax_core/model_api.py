@@ -172,6 +172,23 @@ class SamplingPass:
     carry: Callable[[Any, Any], Any] | None = None
 
 
+@dataclass(frozen=True)
+class FrameStage:
+    """A second model run over the decoded frames of a run (``frame_stages`` hook), e.g. a video super-resolution
+    model after a generator (:mod:`vidax_core.runner.stages`).
+
+    ``model`` is a registered model id that takes a video (task ``v2v``), of any family; ``overrides`` is config
+    layered over that id's preset (its ``model.checkpoint``, ``sampling`` sizes, ``options``...) after the parent
+    run's ``parallel``, ``attention``, ``offload``, ``runtime``, ``distributed``, ``model.dtype`` and
+    ``sampling.seed``; ``name`` labels it. The core gives the stage the frames as its ``video:`` (a float ``.npy``
+    clip) and writes no file of the stage's: the run's outputs get the last stage's frames (its ``save_latents``
+    stays the first model's, and the audio track the first model's)."""
+
+    model: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+
 class OffloadableDit(Protocol):
     """What the block-offload executor needs from a denoiser module (see WanDiT for an implementation).
 

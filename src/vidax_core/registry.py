@@ -56,7 +56,8 @@ class ModelSpec:
     #: names them; None: the core's :class:`~vidax_core.vae.tiling.TilingOptions`. Checked once, before loading.
     tiling: Mapping[str, Any] | None = None
     #: ComfyUI file names of each component (``fnmatch`` patterns, e.g. ``{"transformer": ("wan2.1_t2v_1.3b*",)}``),
-    #: as Comfy-Org publishes them: how a ComfyUI models folder's files are told apart (:mod:`vidax_core.io.component_files`).
+    #: as Comfy-Org publishes them: how a ComfyUI models folder's files are
+    #: told apart (:mod:`vidax_core.io.component_files`).
     comfy_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Frames one untiled decode program of its VAE makes (a causal chunk, a time tile); None: the whole video.
     #: What the dry run sizes the decode's temporaries by (:mod:`vidax_core.vae.decode_memory`).
@@ -104,7 +105,8 @@ class Registry:
 
     def register(self, spec: ModelSpec) -> None:
         if spec.id in self._specs and self._specs[spec.id] != spec:
-            raise ValueError(f"model id {spec.id!r} registered twice (by {self._specs[spec.id].plugin} and {spec.plugin})")
+            raise ValueError(f"model id {spec.id!r} registered twice "
+                             f"(by {self._specs[spec.id].plugin} and {spec.plugin})")
         self._specs[spec.id] = spec
 
     def get(self, model_id: str) -> ModelSpec:

@@ -98,12 +98,15 @@ class WindowedSampling:
     * ``decode``: :data:`CONTINUE` or :data:`SEPARATE` (how the reference decodes, see the module docstring);
     * ``num_frames``: the frames the video keeps (a reference that trims the joined frames), None for all;
     * ``cache``: a causal run's :class:`vidax_core.causal.kv.CacheSpec`, None for none;
+    * ``output_axis``: the axis the windows' outputs are joined on (the frame axis of (B, C, F, H, W) by default;
+      0 for windows that are spatial tiles of one video, each output a batch of tiles);
     * :meth:`start` and :meth:`finish`, called once per window in order.
     """
 
     windows: Sequence[Window] = ()
     decode: str = CONTINUE
     num_frames: int | None = None
+    output_axis: int = 2
     cache: Any = None
 
     def prepare(self, vae: Any) -> None:

@@ -1,5 +1,6 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny AnyFlow-FAR DiT (4 heads) over three chunks
-(1 + 2 + 1 latent frames, the first compressed after the second) at full_chunk_limit 2 with classifier-free guidance: TP 2 x SP 2 and offload with SP 2 give the one-device latents.
+(1 + 2 + 1 latent frames, the first compressed after the second) at full_chunk_limit 2 with classifier-free
+guidance: TP 2 x SP 2 and offload with SP 2 give the one-device latents.
 Under SP the KV cache holds each device's heads over the whole past (as Ulysses' all-to-all leaves them) and the
 chunk attends to it inside the all-to-all; under offload the cache-writing call streams the blocks with the cache
 riding in the carry."""

@@ -57,7 +57,8 @@ def write_config_folder(model_id: str, folder: str) -> str:
     index = {"_class_name": "CogVideoXImageToVideoPipeline" if i2v else "CogVideoXPipeline",
              "_diffusers_version": "0.32.0", "scheduler": ["diffusers", "CogVideoXDDIMScheduler"],
              "text_encoder": ["transformers", "T5EncoderModel"], "tokenizer": ["transformers", "T5Tokenizer"],
-             "transformer": ["diffusers", "CogVideoXTransformer3DModel"], "vae": ["diffusers", "AutoencoderKLCogVideoX"]}
+             "transformer": ["diffusers", "CogVideoXTransformer3DModel"],
+             "vae": ["diffusers", "AutoencoderKLCogVideoX"]}
     files = {"model_index.json": index, "transformer/config.json": DITS[model_id], "vae/config.json": VAES[model_id],
              "text_encoder/config.json": T5_V1_1_XXL,
              "scheduler/scheduler_config.json": dict(SCHEDULER, snr_shift_scale=SNR_SHIFT.get(model_id, 1.0)),

@@ -40,8 +40,12 @@ def teacache_reference(transformer, timesteps, coefficients, threshold) -> list[
     threshold; the first and last steps always compute. Returns the skipped steps."""
     cfg = transformer.config
     te = transformer.time_embedding
-    lin = lambda layer, x: x @ layer.weight.detach().double().numpy().T + layer.bias.detach().double().numpy()
-    silu = lambda x: x / (1 + np.exp(-x))
+    def lin(layer, x):
+        return x @ layer.weight.detach().double().numpy().T + layer.bias.detach().double().numpy()
+
+    def silu(x):
+        return x / (1 + np.exp(-x))
+
     half = cfg.num_attention_heads * cfg.attention_head_dim // 2
 
     def emb(t):

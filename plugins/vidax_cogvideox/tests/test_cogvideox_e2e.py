@@ -1,7 +1,8 @@
 """End to end: tiny diffusers CogVideoX pipelines and the real `vidax run` CLI, from the same initial latents.
 
 diffusers (PyTorch, fp32) is the reference: CogVideoXPipeline for text-to-video (2B-like sin-cos positions with
-snr shift 3, 5B-like RoPE with dynamic cosine guidance, 1.5 with its temporal patch and front pad frame; the 2B case decodes with tiling on, the same
+snr shift 3, 5B-like RoPE with dynamic cosine guidance, 1.5 with its temporal patch and front pad frame;
+the 2B case decodes with tiling on, the same
 ``enable_tiling`` knobs on both sides) and
 CogVideoXImageToVideoPipeline for image-to-video (5B-I2V with its learned positions, 1.5-I2V with ofs and the
 inverted latent scale), all with the hub's CogVideoX DDIM config. vidax runs in a subprocess exactly as a user

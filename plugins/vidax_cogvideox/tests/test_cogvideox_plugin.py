@@ -79,7 +79,9 @@ def test_presets_pass_every_check(model_id):
 
 
 @pytest.mark.parametrize("over, needle", [
-    (dict(sampling=dict(num_frames=50)), "sampling.num_frames must be 8k+1 for CogVideoX (the VAE compresses time by 4 and decodes an odd latent frame count), got 50: use 57"),  # the nearest valid count above
+    # the nearest valid count above
+    (dict(sampling=dict(num_frames=50)), "sampling.num_frames must be 8k+1 for CogVideoX (the VAE compresses time by 4 "
+                                         "and decodes an odd latent frame count), got 50: use 57"),
     (dict(sampling=dict(num_frames=45)), "got 45: use 49"),
     (dict(sampling=dict(num_frames=43)), "got 43: use 49"),
     (dict(sampling=dict(height=470)), "sampling.height must be a multiple of 16 for CogVideoX, got 470: use 464"),

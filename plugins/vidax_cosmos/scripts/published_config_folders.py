@@ -3,7 +3,8 @@ weights), for ``vidax run --dry-run`` memory estimates (docs/models/cosmos.md). 
 diffusers' conversion script, the text encoder Cosmos-Reason1-7B's (Qwen2.5-VL-7B), the VAE diffusers' Wan2.1
 defaults, the scheduler the conversion's UniPC. Cosmos3 Nano and Edge: the transformer configs of
 ``tests/test_cosmos3_full_size.py``, the Wan2.2 48-channel VAE, UniPC at flow shift 10 without Karras sigmas, and the
-tiny test tokenizer standing in for the real one (a dry run reads no token). Also prints the size of the text tower vidax builds from the text
+tiny test tokenizer standing in for the real one (a dry run reads no token).
+Also prints the size of the text tower vidax builds from the text
 encoder config (abstract: nothing is allocated), which the dry run does not report. Needs the test extra:
     python plugins/vidax_cosmos/scripts/published_config_folders.py OUT_DIR
 """

@@ -1,7 +1,8 @@
 """The core's family checks (vidax_core.testing.FamilyTests) on a tiny Edge-style Cosmos3 (4 query / 2 key-value
 heads, relu^2, Nemotron norms, ``k_norm_und_for_gen``), run as image-to-video so the conditioning frame (no timestep
 embedding, zero velocity) is covered: TP 2 x SP 2 (GQA: each tp shard holds one key/value head and its two query
-heads; video tokens over sp) and offload with SP 2 give the one-device latents; the sharding table is golden. Three latent frames of
+heads; video tokens over sp) and offload with SP 2 give the one-device latents; the sharding table is golden.
+Three latent frames of
 4 tokens each; the two guidance branches run at their own text lengths."""
 
 from __future__ import annotations

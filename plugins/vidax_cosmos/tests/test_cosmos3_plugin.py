@@ -66,7 +66,8 @@ def test_token_ids_are_the_pipelines(pipe, frames, options):
     run = _run(options, num_frames=frames, height=48, width=64)
     for prompt, negative in (("A red car drives at night.", "blurry"), ("", None)):
         want = pipeline.tokenize_prompt(prompt, negative, num_frames=frames, height=48, width=64,
-                                        fps=options.get("fps", 24.0), use_system_prompt=options.get("use_system_prompt"),
+                                        fps=options.get("fps", 24.0),
+                                        use_system_prompt=options.get("use_system_prompt"),
                                         add_resolution_template=options.get("add_resolution_template", True),
                                         add_duration_template=options.get("add_duration_template", True))
         got = [token_ids(tok, t, negative=i == 1, run=run)[0].tolist() for i, t in enumerate((prompt, negative))]

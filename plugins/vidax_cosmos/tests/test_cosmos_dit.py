@@ -42,7 +42,10 @@ def inputs():
 
 def _reference(model, latents, t, context, cond, padding, dtype):
     m = model.to(dtype)
-    f = lambda a: torch.from_numpy(a).to(dtype)
+
+    def f(a):
+        return torch.from_numpy(a).to(dtype)
+
     with torch.no_grad():
         out = m(hidden_states=f(latents), timestep=f(t), encoder_hidden_states=f(context), condition_mask=f(cond),
                 padding_mask=f(padding), return_dict=False)[0]

@@ -82,7 +82,8 @@ def test_cli_matches_diffusers(tmp_path, ckpt, case):
     image, clip = write_inputs(tmp_path)
     noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
     if case == "i2w-noguidance-cft-off":  # one pass; the conditioning frame gets the current sigma too
-        ref_latents, ref_frames = reference(ckpt, case, noise, image, clip, guidance=1.0, conditional_frame_timestep=-1.0)
+        ref_latents, ref_frames = reference(ckpt, case, noise, image, clip, guidance=1.0,
+                                            conditional_frame_timestep=-1.0)
         latents, frames = run_vidax(tmp_path, ckpt, case, image, clip, noise, extra=(
             "sampling.guidance_scale=1.0", "options.conditional_frame_timestep=-1.0"))
     else:

@@ -70,8 +70,6 @@ def folders(tmp_path_factory):
 def _converted(ckpt):
     from types import SimpleNamespace
 
-    import jax.numpy as jnp
-
     run = SimpleNamespace(model=SimpleNamespace(dtype="float32"))
     build = plugin.build_dit(None, ckpt, run)
     _, _, flat = abstract_model(build.ctor)

@@ -62,8 +62,11 @@ def test_prompt_embeddings_match_the_pipeline(ckpt):
     assert err <= max(8 * ref_err, 1e-5)
     # the same token ids as transformers' apply_chat_template
     ids, _ = enc.tokenizer([text.chat_text(enc, p) for p in PROMPTS], MAX_LEN)
-    msgs = lambda p: [{"role": "system", "content": [{"type": "text", "text": text.SYSTEM_PROMPT}]},
-                      {"role": "user", "content": [{"type": "text", "text": p}]}]
+
+    def msgs(p):
+        return [{"role": "system", "content": [{"type": "text", "text": text.SYSTEM_PROMPT}]},
+                {"role": "user", "content": [{"type": "text", "text": p}]}]
+
     for row, p in zip(ids, PROMPTS):
         want = pipe.tokenizer.apply_chat_template(msgs(p), tokenize=True, add_generation_prompt=False,
                                                   max_length=MAX_LEN, truncation=True, padding="max_length")

@@ -22,6 +22,18 @@ PYRAMID = ["model.id=helios-mid", "model.checkpoint=builtin:tiny-random", "sampl
            "options.num_latent_frames_per_chunk=3"]
 
 
+def _huge(path, which, value):
+    """Standard normal draws for the run's chunks, draw ``which`` times ``value`` (finite in float32)."""
+    rng = np.random.default_rng(0)
+    draws = [rng.standard_normal((1, 4, 3, 4, 4)).astype(np.float32) for _ in range(2)]
+    draws[which] = np.full_like(draws[which], value)
+    if str(path).endswith(".npy"):
+        np.save(path, draws[0])
+    else:
+        np.savez(path, **{f"noise_{k}": d for k, d in enumerate(draws)})
+    return f"sampling.initial_noise={path}"
+
+
 def _builtin(model_id: str) -> str:
     from vidax_core.plugins import get_plugins
 
@@ -39,6 +51,11 @@ CASES = [
      "missing noise_1"),
     ("noise-wrong-shape", lambda t: BASE + [_npz(t / "n.npz", noise_0=(1, 4, 3, 4, 4), noise_1=(1, 4, 9, 4, 4))],
      "noise_1 has shape (1, 4, 9, 4, 4), this run needs (1, 4, 3, 4, 4)"),
+    # issue 51: a Helios initial-noise draw that is finite but huge (noise_2 * 1e38) made a NaN or black video
+    ("noise-draw-finite-but-huge", lambda t: BASE + [_huge(t / "n.npz", 1, 1e37)],
+     "noise_1 holds values up to 1e+37"),
+    ("noise-npy-huge", lambda t: BASE + ["sampling.num_frames=9", _huge(t / "n.npy", 0, 3e38)],
+     "holds values up to 3e+38"),
     # the pyramid ids (HeliosPyramidPipeline)
     ("pyramid-steps", lambda t: PYRAMID + ["sampling.num_steps=5"], "set sampling.num_steps=6"),
     ("pyramid-size", lambda t: PYRAMID + ["sampling.height=48"], "must be a multiple of 64"),
@@ -59,3 +76,14 @@ def test_bad_input(case, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     name, setup, fragment = case
     print(f"{name}: {assert_refused(setup(tmp_path), fragment, capsys, monkeypatch)}")
+
+
+def test_frame_counts_rounded_up_to_whole_chunks_are_stated(capsys):
+    """Helios frame counts rounded up to whole chunks with no word: the plan (dry run and run log) says so."""
+    from vidax_core import cli
+
+    assert cli.main(["run", *BASE, "sampling.num_frames=10", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "frames:     the video has 17 frames, not the 10 asked" in out, out
+    assert cli.main(["run", *BASE, "sampling.num_frames=17", "--dry-run"]) == 0
+    assert "not the" not in capsys.readouterr().out

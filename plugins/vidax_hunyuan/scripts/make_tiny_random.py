@@ -1,6 +1,7 @@
 """Regenerate the built-in tiny random HunyuanVideo checkpoint (``src/vidax_hunyuan/assets/tiny-random``).
 
-Run from the repository root with the test extra installed: ``python plugins/vidax_hunyuan/scripts/make_tiny_random.py``.
+Run from the repository root with the test extra installed:
+``python plugins/vidax_hunyuan/scripts/make_tiny_random.py``.
 It is diffusers' own ``save_pretrained`` of the tiny ``HunyuanVideoPipeline`` of ``vidax_core.testing.tiny.hunyuan``.
 """
 

@@ -59,7 +59,8 @@ def main(out: str) -> None:
             "text_encoder_2": ["transformers", "CLIPTextModel"],
             "transformer": ["diffusers", "HunyuanVideoTransformer3DModel"],
             "vae": ["diffusers", "AutoencoderKLHunyuanVideo"]})
-        write(os.path.join(root, "transformer"), "config.json", {"_class_name": "HunyuanVideoTransformer3DModel", **dit})
+        write(os.path.join(root, "transformer"), "config.json",
+              {"_class_name": "HunyuanVideoTransformer3DModel", **dit})
         write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLHunyuanVideo", **vae})
         write(os.path.join(root, "scheduler"), "scheduler_config.json",
               {"_class_name": "FlowMatchEulerDiscreteScheduler", **sched})

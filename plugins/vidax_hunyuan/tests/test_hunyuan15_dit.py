@@ -93,7 +93,10 @@ def make_inputs(task="t2v", batch=2, frames=3, size=4, length=7, length_2=6, n_i
 
 def run_reference(model, inp, dtype=torch.float32):
     """The reference output; in float64 (sinusoids included) to measure the fp32 reference's own error."""
-    t = lambda a: torch.from_numpy(a).to(dtype)
+
+    def t(a):
+        return torch.from_numpy(a).to(dtype)
+
     with reference_in(model, dtype) as m:
         out = m(t(inp["latents"]), t(inp["timestep"]), t(inp["hidden"]), torch.from_numpy(inp["mask"]),
                 timestep_r=t(inp["timestep_r"]) if "timestep_r" in inp else None,

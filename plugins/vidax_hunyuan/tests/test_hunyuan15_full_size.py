@@ -18,7 +18,8 @@ from vidax_core.testing.reference import check_full_size  # noqa: E402
 pytestmark = pytest.mark.xdist_group("hunyuan15_full_size")
 
 # TRANSFORMER_CONFIGS["480p_t2v"] of diffusers' scripts/convert_hunyuan_video1_5_to_diffusers.py (the config.json
-# of hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v); 480p_i2v differs in task_type, 720p_* in target_size 960;
+# of hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v); 480p_i2v differs in task_type,
+# 720p_* in target_size 960;
 # the 480p I2V step-distilled checkpoint adds use_meanflow (its second timestep embedder, the release's time_r_in).
 DIT_480P_T2V = dict(in_channels=65, out_channels=32, num_attention_heads=16, attention_head_dim=128, num_layers=54,
                     num_refiner_layers=2, mlp_ratio=4.0, patch_size=1, patch_size_t=1, qk_norm="rms_norm",

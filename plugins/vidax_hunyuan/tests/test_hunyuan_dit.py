@@ -68,7 +68,10 @@ def run_reference(model, inputs, dtype=torch.float32):
     """The reference output; in float64 (sinusoids included: the float32 rounding of the embedded guidance
     ``6000 * f`` is part of the reference's own fp32 error) to measure the fp32 reference's own error."""
     latents, timestep, hidden, mask, pooled, guidance = inputs
-    t = lambda a: torch.from_numpy(a).to(dtype)
+
+    def t(a):
+        return torch.from_numpy(a).to(dtype)
+
     with reference_in(model, dtype) as m:
         out = m(t(latents), t(timestep), t(hidden), torch.from_numpy(mask), t(pooled), guidance=t(guidance),
                 return_dict=False)[0]

@@ -68,5 +68,6 @@ def test_cli_matches_diffusers_i2v(tmp_path, ckpt):
     noise = np.random.default_rng(0).standard_normal((1, 4, (FRAMES - 1) // 4 + 1, H // 8, W // 8)).astype(np.float32)
     ref_latents, ref_frames = reference(ckpt, noise, image, crop, start)
     latents, frames = run_vidax(tmp_path, ckpt, image, crop, start, noise)
-    assert_run_matches(f"i2v, crop_start {crop}, image at {start}", latents, frames, ref_latents, ref_frames, latent_shape=noise.shape,
+    assert_run_matches(f"i2v, crop_start {crop}, image at {start}", latents, frames, ref_latents, ref_frames,
+                       latent_shape=noise.shape,
                        frame_shape=(1, FRAMES, H, W, 3))

@@ -30,7 +30,8 @@ def test_flops_match_xla():
 
 def test_flops_scale_with_blocks_and_batch():
     def f(n, m=1):
-        return counter(HunyuanDiTConfig.from_config({**WIDE, "num_layers": n, "num_single_layers": m}))(1, (3, 16, 16), 24)
+        return counter(HunyuanDiTConfig.from_config({**WIDE, "num_layers": n,
+                                                     "num_single_layers": m}))(1, (3, 16, 16), 24)
 
     assert f(5) - f(1) == pytest.approx(4 * (f(2) - f(1))) and f(2) - f(1) < f(1)
     assert f(1, 5) - f(1) == pytest.approx(4 * (f(1, 2) - f(1)))

@@ -56,14 +56,16 @@ def to_original(sd: dict) -> dict:
     """A diffusers HunyuanVideoTransformer3DModel state dict -> the original release's keys and fused tensors."""
     sd, out = dict(sd), {}
     for kind in ("weight", "bias"):
-        out[f"final_layer.adaLN_modulation.1.{kind}"] = np.concatenate(np.split(sd.pop(f"norm_out.linear.{kind}"), 2)[::-1])
+        out[f"final_layer.adaLN_modulation.1.{kind}"] = np.concatenate(
+            np.split(sd.pop(f"norm_out.linear.{kind}"), 2)[::-1])
         out[f"final_layer.linear.{kind}"] = sd.pop(f"proj_out.{kind}")
     blocks = {k.split(".")[1] for k in sd if k.startswith("transformer_blocks.")}
     for b in sorted(blocks):
         pre, opre = f"transformer_blocks.{b}.", f"double_blocks.{b}."
         for kind in ("weight", "bias"):
             out[f"{opre}img_attn_qkv.{kind}"] = np.concatenate([sd.pop(f"{pre}attn.to_{p}.{kind}") for p in "qkv"])
-            out[f"{opre}txt_attn_qkv.{kind}"] = np.concatenate([sd.pop(f"{pre}attn.add_{p}_proj.{kind}") for p in "qkv"])
+            out[f"{opre}txt_attn_qkv.{kind}"] = np.concatenate([sd.pop(f"{pre}attn.add_{p}_proj.{kind}")
+                                                                for p in "qkv"])
         for k in [k for k in sd if k.startswith(pre)]:
             mid, kind = k[len(pre):].rsplit(".", 1)
             out[f"{opre}{DOUBLE[mid]}.{kind}"] = sd.pop(k)
@@ -132,7 +134,8 @@ def test_swapped_adaln_is_seen(tmp_path, diffusers_dit):
 
     save_original(tmp_path, diffusers_dit)
     orig = OriginalDiT(PthFile(tmp_path / "transformers" / "mp_rank_00_model_states.pt"))
-    raw = np.asarray(PthFile(tmp_path / "transformers" / "mp_rank_00_model_states.pt")["final_layer.adaLN_modulation.1.weight"])
+    raw = np.asarray(PthFile(tmp_path / "transformers" / "mp_rank_00_model_states.pt")
+                     ["final_layer.adaLN_modulation.1.weight"])
     assert not np.array_equal(orig["norm_out.linear.weight"](), raw)
     np.testing.assert_array_equal(orig["norm_out.linear.weight"](), diffusers_dit["norm_out.linear.weight"])
     assert orig.shape("single_transformer_blocks.0.proj_mlp.weight") == diffusers_dit[

@@ -6,7 +6,8 @@ and ``kandinsky5-i2v-lite``: ``model_index.json``, ``transformer/config.json`` (
 diffusers' names, through ``Kandinsky5Transformer3DModel`` on the meta device), ``vae/config.json``
 (``AutoencoderKLHunyuanVideo``), ``scheduler/scheduler_config.json`` (flow Euler, shift 5 or 10),
 ``text_encoder/config.json`` (Qwen2.5-VL-7B), ``text_encoder_2/config.json`` (CLIP-L text). The configs live in
-``tests/kandinsky_published.py``, which the full-size test checks. Needs the test extra (torch, diffusers, transformers).
+``tests/kandinsky_published.py``, which the full-size test checks.
+Needs the test extra (torch, diffusers, transformers).
 
     python plugins/vidax_kandinsky/scripts/published_config_folders.py /tmp/kandinskypub
 """

@@ -76,7 +76,8 @@ def write_folders(out: str) -> list[str]:
             "text_encoder": ["transformers", "Qwen2_5_VLForConditionalGeneration"],
             "tokenizer": ["transformers", "Qwen2VLProcessor"], "text_encoder_2": ["transformers", "CLIPTextModel"],
             "tokenizer_2": ["transformers", "CLIPTokenizer"],
-            "transformer": ["diffusers", "Kandinsky5Transformer3DModel"], "vae": ["diffusers", "AutoencoderKLHunyuanVideo"]})
+            "transformer": ["diffusers", "Kandinsky5Transformer3DModel"],
+            "vae": ["diffusers", "AutoencoderKLHunyuanVideo"]})
         _write(os.path.join(root, "transformer"), "config.json",
                {"_class_name": "Kandinsky5Transformer3DModel", **transformer})
         _write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLHunyuanVideo", **vae})

@@ -3,7 +3,8 @@
 diffusers (PyTorch, fp32) is the reference: its latents (``output_type="latent"``: video (B, C, F, H, W), audio
 (B, C_a, L)), the frames its VAE and video processor make of them and the waveform its audio VAE and vocoder make.
 Both get the same ``latents=`` / ``audio_latents=`` (vidax as an .npz ``sampling.initial_noise``). Cases: text to
-video+audio with flow Euler, guidance 5 and a negative prompt (two calls per step, contexts of different lengths);
+video+audio with flow Euler, guidance 5 and a negative prompt (two calls per step, contexts of different lengths),
+its frames then through the super-resolution stage (``Kandinsky6SRPipeline``, compared by its frames);
 image to video+audio with the distilled (PiFlow) checkpoint; the video alone (``sample_audio=False``). The VAE's
 posterior is made sharp, so the image's posterior sample equals the mean vidax samples around with its own draw.
 Latents (video and audio) within 1e-4 and frames within 5e-3 relative L2; the waveform within 1e-4.
@@ -89,7 +90,7 @@ def check(tmp_path, env, model_id, ckpt, ref, *, steps, guidance, image=None, au
                     sampling=dict(num_steps=steps, height=H, width=W, num_frames=FRAMES, guidance_scale=guidance),
                     options=dict(sample_audio=audio))
     given = noise() if audio else noise()["video"]
-    run = run_e2e(tmp_path, *args, noise=given, env=env, audio=audio)
+    run = run_e2e(tmp_path, *args, noise=given, env=env, audio=audio, in_process=True)
     if audio:
         rel, frel = assert_run_matches(model_id, run.latents["video"], run.frames, ref_latents["video"],
                                        ref_frames, latent_shape=ref_latents["video"].shape,
@@ -106,10 +107,36 @@ def check(tmp_path, env, model_id, ckpt, ref, *, steps, guidance, image=None, au
     assert frel <= FRAME_BOUND
 
 
-def test_t2va_cli_matches_diffusers(tmp_path, env, base):
+def test_t2va_with_sr_stage_cli_matches_diffusers(tmp_path, env, base):
+    """Text to video+audio with CFG, then its frames through the SR stage (``options.super_resolution``: x2, 3 x 3
+    tiles of the tiny SR checkpoint) in one ``vidax run``, against Kandinsky6TI2VAPipeline followed by
+    Kandinsky6SRPipeline on its frames. The .npz noise holds the generation's ``video`` and ``audio`` and the SR's
+    nine draws. Compared: the generation's latents (what ``save_latents`` keeps) and waveform, and the
+    super-resolved frames (their input, the generation's frames, is compared directly by the other two cases)."""
+    from test_k6sr_e2e import draws_for, reference as sr_reference
+
+    from vidax_kandinsky.k6sr_tiny import save_tiny_sr
+
     ckpt, pipe = base
-    ref = reference(pipe, steps=3, guidance=5.0)
-    check(tmp_path, env, "kandinsky6-ti2va-lite", ckpt, ref, steps=3, guidance=5.0)
+    sr_ckpt, sr_pipe = save_tiny_sr(tmp_path / "sr", seed=1)
+    sr_pipe.set_progress_bar_config(disable=True)
+    ref_latents, frames, ref_wave = reference(pipe, steps=3, guidance=5.0)
+    draws = draws_for([(1, 3, 8, 8, 4)] * 9)
+    _, ref_frames = sr_reference(sr_pipe, frames, draws, resolution_scale=2.0)  # the SR id's 4 steps
+    args = run_args("kandinsky6-ti2va-lite", ckpt, PROMPT, NEGATIVE,
+                    sampling=dict(num_steps=3, height=H, width=W, num_frames=FRAMES, guidance_scale=5.0),
+                    options=dict(super_resolution="kandinsky6-vsr", sr_checkpoint=str(sr_ckpt),
+                                 sr_resolution_scale=2.0))
+    run = run_e2e(tmp_path, *args, noise={**noise(), **{f"noise_{k}": d for k, d in enumerate(draws)}}, env=env,
+                  audio=True)
+    rel = {k: rel_l2(run.latents[k], ref_latents[k]) for k in ("video", "audio")}
+    wrel = rel_l2(run.audio[..., 0] if run.audio.ndim == 3 else run.audio, ref_wave)
+    frel = rel_l2(run.frames, ref_frames)
+    print(f"[k6 t2va + sr stage] latents rel {rel['video']:.3e}, audio latents {rel['audio']:.3e}, waveform "
+          f"{wrel:.3e}, super-resolved frames {frel:.3e} {run.frames.shape}")
+    assert run.frames.shape == ref_frames.shape == (1, FRAMES, 2 * H, 2 * W, 3)
+    assert max(rel.values()) <= RUN_BOUND and wrel <= RUN_BOUND and frel <= FRAME_BOUND
+    assert [s["model"] for s in run.metrics["stages"]] == ["kandinsky6-vsr"]
 
 
 def test_video_only_cli_matches_diffusers(tmp_path, env, base):

@@ -27,7 +27,7 @@ pytest.importorskip("diffusers")
 from vidax_core import abstract_model, convert, materialize  # noqa: E402
 from vidax_core.io.convert import ConversionError  # noqa: E402
 from vidax_core.testing.parity import FP32_FACTOR, move_one_ulp, rel_l2  # noqa: E402
-from vidax_core.testing.reference import randomize_, state_arrays  # noqa: E402
+from vidax_core.testing.reference import block_masked_flex, randomize_, state_arrays  # noqa: E402
 from vidax_kandinsky import dit as dit_lib  # noqa: E402
 from vidax_kandinsky.convert_dit import DIT_RULES  # noqa: E402
 from vidax_kandinsky.tiny import TINY_DIT  # noqa: E402
@@ -60,7 +60,10 @@ def inputs(cfg, batch: int = 2) -> dict[str, np.ndarray]:
 def run_reference(model, weights, x, scale=SCALE) -> np.ndarray:
     model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
     f, h, w = GRID
-    t = lambda k: torch.from_numpy(x[k])
+
+    def t(k):
+        return torch.from_numpy(x[k])
+
     with torch.no_grad():
         out = model(hidden_states=t("latents"), encoder_hidden_states=t("hidden"), timestep=t("timestep"),
                     pooled_projections=t("pooled"), scale_factor=scale, text_rope_pos=torch.arange(TEXT),
@@ -191,33 +194,19 @@ def block_masked_reference(model, weights, x):
     the reference's own call would be dense attention.)"""
     from types import SimpleNamespace
 
-    import torch.nn.functional as F
     from diffusers import Kandinsky5T2VPipeline
     from diffusers.models.transformers import transformer_kandinsky as tk
 
     pipe = SimpleNamespace(transformer=model, fast_sta_nabla=Kandinsky5T2VPipeline.fast_sta_nabla)
     sparse = Kandinsky5T2VPipeline.get_sparse_params(pipe, torch.from_numpy(x["latents"]), "cpu")
-    dispatch = tk.dispatch_attention_fn
-
-    def masked(query, key, value, attn_mask=None, **kw):
-        if attn_mask is None:
-            return dispatch(query, key, value, **kw)
-        keep = attn_mask.to_dense().bool().repeat_interleave(64, -2).repeat_interleave(64, -1)
-        t = lambda a: a.transpose(1, 2)  # noqa: E731
-        return t(F.scaled_dot_product_attention(t(query), t(key), t(value), attn_mask=keep))
-
     f, h, w = NABLA_GRID
-    tk.dispatch_attention_fn = masked
     model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
-    try:
-        with torch.no_grad():
-            out = model(hidden_states=torch.from_numpy(x["latents"]), encoder_hidden_states=torch.from_numpy(x["hidden"]),
-                        timestep=torch.from_numpy(x["timestep"]), pooled_projections=torch.from_numpy(x["pooled"]),
-                        scale_factor=SCALE, text_rope_pos=torch.arange(TEXT), sparse_params=sparse,
-                        visual_rope_pos=[torch.arange(f), torch.arange(h // 2), torch.arange(w // 2)],
-                        return_dict=False)
-    finally:
-        tk.dispatch_attention_fn = dispatch
+    with block_masked_flex(tk), torch.no_grad():
+        out = model(hidden_states=torch.from_numpy(x["latents"]), encoder_hidden_states=torch.from_numpy(x["hidden"]),
+                    timestep=torch.from_numpy(x["timestep"]), pooled_projections=torch.from_numpy(x["pooled"]),
+                    scale_factor=SCALE, text_rope_pos=torch.arange(TEXT), sparse_params=sparse,
+                    visual_rope_pos=[torch.arange(f), torch.arange(h // 2), torch.arange(w // 2)],
+                    return_dict=False)
     return out.numpy()
 
 

@@ -2,7 +2,8 @@
 blocks): text-to-video with classifier-free guidance (two contexts of different lengths, run apart) and
 image-to-video (the image's first latent frame held, the condition channels, the final renormalisation) under
 TP 2 x SP 2 (video tokens split over sp, the text stream whole on every rank), and text-to-video with offload of
-both block stacks and SP 2; the golden sharding table. The layout tolerance is the kit's derived one: this model rounds q/k to bfloat16
+both block stacks and SP 2; the golden sharding table.
+The layout tolerance is the kit's derived one: this model rounds q/k to bfloat16
 after RoPE, so its float32 sensitivity, and the tolerance, are larger than most models'."""
 
 from __future__ import annotations

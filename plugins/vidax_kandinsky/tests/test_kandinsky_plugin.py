@@ -95,6 +95,31 @@ def test_check_checkpoint(plugins, tmp_path):
         "transformer/config.json: in_text_dim2=16 does not match hidden_size=24 of text_encoder_2/config.json"]
 
 
+@pytest.mark.parametrize("key, value, words", [
+    ("attention_P", 0, "attention_P=0 must be above 0 and at most 1"),
+    ("attention_P", 1.5, "attention_P=1.5 must be above 0 and at most 1"),
+    ("attention_P", -0.1, "attention_P=-0.1 must be above 0 and at most 1"),
+    ("attention_method", "junk", "attention_method='junk': expected 'topcdf'"),
+])
+def test_nabla_parameters_outside_their_meaning_are_refused(plugins, tmp_path, key, value, words):
+    """NABLA attention_P 0/1.5/-0.1 and attention_method junk were accepted (issue 51): P is the share of each
+    query block's attention mass kept, the reference has only the top-CDF method."""
+    from vidax_kandinsky.plugin import KandinskyPlugin
+
+    plugin = KandinskyPlugin()
+
+    spec = plugins.registry.get("kandinsky5-t2v-lite")
+    bad = str(tmp_path / "bad")
+    shutil.copytree(plugin.builtin_checkpoint(spec, "tiny-random"), bad)
+    path = os.path.join(bad, "transformer", "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    with open(path, "w") as f:
+        json.dump({**config, key: value}, f)
+    problems = plugins.call("check_checkpoint", spec, ckpt=Checkpoint(bad), run=run(plugins))
+    assert len(problems) == 1 and words in problems[0], problems
+
+
 def test_never_imports_vidax_hunyuan():
     """No module of the package names vidax_hunyuan in an import, wherever the import stands."""
     for path in glob.glob(os.path.join(PACKAGE, "**", "*.py"), recursive=True):

@@ -1,5 +1,6 @@
 """8-bit Kandinsky 5 (``model.weight_dtype=int8``; float8_e4m3fn takes the same path in the core): the blocks'
-attention and feed-forward kernels are stored 8-bit with per-channel scales (the modulation layers stay float32, as the reference keeps them), the
+attention and feed-forward kernels are stored 8-bit with per-channel scales
+(the modulation layers stay float32, as the reference keeps them), the
 resident weight bytes drop, and the run gives the bfloat16 run's video up to 8-bit rounding. On the built-in tiny
 checkpoint (the tiny widths keep the float32 modulation a large share, so the drop is smaller than at full size)."""
 

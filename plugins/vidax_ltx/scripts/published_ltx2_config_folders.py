@@ -68,7 +68,8 @@ def main(out: str) -> None:
             write(os.path.join(root, comp), "config.json", {"_class_name": cls})
         write(os.path.join(root, "scheduler"), "scheduler_config.json",
               {"_class_name": "FlowMatchEulerDiscreteScheduler", **SHIFT_DEFAULTS})
-        write(os.path.join(root, "text_encoder"), "config.json", GEMMA3_12B if gemma == "gemma3" else {"model_type": gemma})
+        write(os.path.join(root, "text_encoder"), "config.json",
+              GEMMA3_12B if gemma == "gemma3" else {"model_type": gemma})
         os.makedirs(os.path.join(root, "tokenizer"), exist_ok=True)
         print(f"wrote {root}")
 

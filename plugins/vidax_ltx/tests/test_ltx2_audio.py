@@ -1,7 +1,8 @@
 """LTX-2 audio decoding against diffusers 0.42.1 (torch is a test-only oracle): the audio VAE
 (``AutoencoderKLLTX2Audio``) decode and encode, the vocoder (``LTX2Vocoder``, the LTX-2.0 leaky-ReLU generator and
 the anti-aliased SnakeBeta one), and LTX2Pipeline's audio tail (denormalise, unpack, decode, vocode), on tiny random
-models loaded from the reference's ``save_pretrained`` folders; the full-size architectures (diffusers' defaults) without weights.
+models loaded from the reference's ``save_pretrained`` folders;
+the full-size architectures (diffusers' defaults) without weights.
 
 Bounds: :func:`vidax_core.testing.parity.assert_fp32_parity`, i.e. 4 x (the reference's fp32-vs-float64 error +
 vidax's own fp32 error), against the reference run in float64. Each parity check has a wrong variant that lands

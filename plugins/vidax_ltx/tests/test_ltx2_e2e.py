@@ -6,7 +6,8 @@ One model per generation: LTX-2.5 (Gemma-4 unified, the per-token RMS feature ex
 cross-attention AdaLN, a timestep-conditioned video decoder, `use_cross_timestep`) and LTX-2.0 (Gemma-3, the masked
 mean/range extractor, caption projections in the DiT, `use_cross_timestep: false`). The dev recipe's guidance runs
 in full: CFG 3 (audio 7), rescale 0.7, STG at block 1, modality isolation 3 (four passes per step), dynamic shift
-with terminal 0.1; the distilled id runs the 8 distilled sigmas with one pass (on the 2.5 model). Video latents, audio latents, frames and waveform are compared at 1e-4 relative L2; the mp4
+with terminal 0.1; the distilled id runs the 8 distilled sigmas with one pass (on the 2.5 model).
+Video latents, audio latents, frames and waveform are compared at 1e-4 relative L2; the mp4
 carries the audio track. Each plausible bug (guidance rescaled in velocity space instead of the clean-sample space,
 no rescale, the audio stream at the video's CFG scale, a guidance pass left out) is shown to move the reference past
 the bound on the same inputs. ``use_cross_timestep`` cannot show in text-to-video (both streams share one timestep,

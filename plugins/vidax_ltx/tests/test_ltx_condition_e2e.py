@@ -222,7 +222,8 @@ def test_several_items_first_and_last_frame(tmp_path, monkeypatch):
 MS_SIZE, MS_FRAMES = 96, 9
 RECIPES = {
     "distilled-t2v": (False, dict(timesteps=DISTILLED, guidance_scale=1.0, guidance_rescale=0.7),
-                      dict(timesteps=SECOND, denoise_strength=0.999), dict(adain_factor=1.0, tone_map_compression_ratio=0.6),
+                      dict(timesteps=SECOND, denoise_strength=0.999),
+                      dict(adain_factor=1.0, tone_map_compression_ratio=0.6),
                       "ltx-video-13b-0.9.8-distilled", {}),
     "dev-i2v-cfg": (True, dict(num_inference_steps=4, guidance_scale=3.0, guidance_rescale=0.7),
                     dict(num_inference_steps=6, denoise_strength=0.5), dict(),

@@ -41,8 +41,10 @@ def inputs():
 def _reference(model, latents, timestep, context, mask, dtype):
     m = model.to(dtype)
     with torch.no_grad():
-        out = m(hidden_states=torch.from_numpy(latents).to(dtype), encoder_hidden_states=torch.from_numpy(context).to(dtype),
-                timestep=torch.from_numpy(timestep).to(dtype), encoder_attention_mask=torch.from_numpy(mask.astype(np.int64)),
+        out = m(hidden_states=torch.from_numpy(latents).to(dtype),
+                encoder_hidden_states=torch.from_numpy(context).to(dtype),
+                timestep=torch.from_numpy(timestep).to(dtype),
+                encoder_attention_mask=torch.from_numpy(mask.astype(np.int64)),
                 num_frames=GRID[0], height=GRID[1], width=GRID[2], rope_interpolation_scale=(8 / FPS, 32, 32),
                 return_dict=False)[0]
     model.to(torch.float32)

@@ -48,7 +48,8 @@ def original_vae_key(k: str) -> str:
         k = re.sub(r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", lambda m: f"encoder.DN.{2 * int(m[1]) + 1}.", k)
         k = re.sub(r"^encoder\.down_blocks\.(\d+)\.(?!\d)", lambda m: f"encoder.DN.{2 * int(m[1])}.", k)
         k = k.replace("encoder.DN.", "encoder.down_blocks.")
-    k = k.replace("resnets", "res_blocks").replace("conv_shortcut.conv", "conv_shortcut").replace("norm3.", "norm3.norm.")
+    k = (k.replace("resnets", "res_blocks").replace("conv_shortcut.conv", "conv_shortcut")
+         .replace("norm3.", "norm3.norm."))
     k = {"latents_mean": "per_channel_statistics.mean-of-means",
          "latents_std": "per_channel_statistics.std-of-means"}.get(k, k)
     return "vae." + k
@@ -106,7 +107,8 @@ def test_fixture_renaming_is_diffusers_own(twin):
                                                      convert_ltx_vae_checkpoint_to_diffusers)
 
     _, _, dit, vae, original = twin
-    back = convert_ltx_transformer_checkpoint_to_diffusers({k: v for k, v in original.items() if not k.startswith("vae.")})
+    back = convert_ltx_transformer_checkpoint_to_diffusers({k: v for k, v in original.items()
+                                                            if not k.startswith("vae.")})
     assert set(back) == set(dit)
     src = {k: v for k, v in original.items() if k.startswith("vae.")}
     key = "vae.encoder.conv_out.conv.weight"
@@ -161,7 +163,8 @@ def test_refusals(tmp_path, twin):
     shutil.copytree(orig, bad)
     f = next(bad.glob("*.safetensors"))
     save_file({"x": np.zeros(1, np.float32)}, str(f), metadata={"config": json.dumps({"transformer": {
-        "num_attention_heads": 2, "attention_head_dim": 16, "num_layers": 2, "positional_embedding_max_pos": [1, 2, 3]}})})
+        "num_attention_heads": 2, "attention_head_dim": 16, "num_layers": 2,
+        "positional_embedding_max_pos": [1, 2, 3]}})})
     with pytest.raises(UserError, match="no VAE"):
         open_original(None, str(bad))
 
@@ -206,7 +209,8 @@ def _comfy_folder(tmp_path, diff, orig):
     comfy = tmp_path / "ComfyUI"
     for sub in ("checkpoints", "latent_upscale_models", "text_encoders"):
         (comfy / "models" / sub).mkdir(parents=True)
-    shutil.copy(orig / "ltxv-tiny-0.9.8.safetensors", comfy / "models" / "checkpoints" / "ltxv-13b-0.9.8-dev.safetensors")
+    shutil.copy(orig / "ltxv-tiny-0.9.8.safetensors",
+                comfy / "models" / "checkpoints" / "ltxv-13b-0.9.8-dev.safetensors")
     shutil.copy(orig / "ltxv-spatial-upscaler-tiny.safetensors",
                 comfy / "models" / "latent_upscale_models" / "ltxv-spatial-upscaler-0.9.8.safetensors")
     t5 = load_file(str(next((diff / "text_encoder").glob("*.safetensors"))))

@@ -49,7 +49,8 @@ def test_registered_ids_and_presets():
         o = reg.get(mid).preset["options"]
         assert o["timesteps"] == presets.DISTILLED_TIMESTEPS
         assert o["second_pass_timesteps"] == presets.DISTILLED_SECOND_PASS_TIMESTEPS
-        assert (o["second_pass_denoise_strength"], o["adain_factor"], o["tone_map_compression_ratio"]) == (0.999, 1.0, 0.6)
+        assert (o["second_pass_denoise_strength"], o["adain_factor"],
+                o["tone_map_compression_ratio"]) == (0.999, 1.0, 0.6)
         assert reg.get(mid).preset["sampling"]["guidance_scale"] == 1.0
 
 
@@ -68,7 +69,8 @@ def test_ltxpipeline_schedule_is_exact(config, grid):
                                    config["base_shift"], config["max_shift"])
     ref.set_timesteps(sigmas=np.linspace(1.0, 1 / n, n), **kw)
     sampler = sampler_from_scheduler_config({"_class_name": "FlowMatchEulerDiscreteScheduler", **config})
-    plan = sampler.plan(**{"num_steps": n, **plugin.sampling_plan(None, None, _run(sampling={"num_steps": n}), sampler, grid)})
+    plan = sampler.plan(**{"num_steps": n,
+                           **plugin.sampling_plan(None, None, _run(sampling={"num_steps": n}), sampler, grid)})
     np.testing.assert_array_equal(plan.sigmas, ref.sigmas.numpy())
     np.testing.assert_array_equal(plan.timesteps, ref.timesteps.numpy())
 

@@ -1,6 +1,7 @@
 """The dev recipe's per-step guidance + spatio-temporal guidance (options.guidance_timesteps ...): no diffusers
 reference exists, so the combination is checked against a float64 restatement of the formula, the per-step list
-selection against its definition, and a whole run with STG under TP x SP with offload (the perturbed pass streamed in chunks) against one device."""
+selection against its definition,
+and a whole run with STG under TP x SP with offload (the perturbed pass streamed in chunks) against one device."""
 
 from __future__ import annotations
 

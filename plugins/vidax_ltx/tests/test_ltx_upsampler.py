@@ -150,7 +150,8 @@ def test_open_folder_and_original_file(tmp_path):
     model.save_pretrained(str(folder))
     state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     single = str(tmp_path / "ltxv-spatial-upscaler-tiny.safetensors")
-    config = {"_class_name": "LatentUpsampler", **{k: v for k, v in dict(model.config).items() if not k.startswith("_")}}
+    config = {"_class_name": "LatentUpsampler",
+              **{k: v for k, v in dict(model.config).items() if not k.startswith("_")}}
     save_file(state, single, metadata={"config": json.dumps(config)})
     a, b = flat_state(up.open_upsampler(str(folder))), flat_state(up.open_upsampler(single))
     assert a.keys() == b.keys()

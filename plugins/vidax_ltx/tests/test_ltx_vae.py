@@ -13,6 +13,8 @@ import os
 import numpy as np
 import pytest
 
+from vidax_core.testing.devices import xla_flags
+
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
@@ -22,7 +24,6 @@ from vidax_core.testing.parity import fp32_error  # noqa: E402
 from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
     assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
 from vidax_core.testing.tiny.wan_vae_parity import check, errors, tiles  # noqa: E402
-from vidax_core.testing.devices import xla_flags
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
 diffusers.utils.logging.set_verbosity_error()  # its dtype-cast notice on every .to(float64)
@@ -156,7 +157,8 @@ def test_unsupported_layouts_are_refused():
 def to_original_key(key: str, down_blocks: int) -> str:
     """diffusers name -> the original ``ltxv-*.safetensors`` name (0.9.5+), written from the original layout: flat
     block lists, ``res_blocks``, ``norm3.norm``, plain ``conv_shortcut``, ``last_*`` decoder head, statistics."""
-    stats = {"latents_mean": "per_channel_statistics.mean-of-means", "latents_std": "per_channel_statistics.std-of-means"}
+    stats = {"latents_mean": "per_channel_statistics.mean-of-means",
+             "latents_std": "per_channel_statistics.std-of-means"}
     if key in stats:
         return "vae." + stats[key]
     parts = key.split(".")
@@ -260,7 +262,8 @@ def test_spread_over_devices_equals_one_device(tiny, tmp_path):
 
     model, _ = tiny
     model.save_pretrained(str(tmp_path))
-    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dict(model.config).items() if not k.startswith("_")}
+    config = {k: (list(v) if isinstance(v, tuple) else v)
+              for k, v in dict(model.config).items() if not k.startswith("_")}
     env = dict(os.environ, XLA_FLAGS=xla_flags(4), JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.run([sys.executable, "-c", _SPREAD_SCRIPT, str(tmp_path), json.dumps(config)],

@@ -1,7 +1,8 @@
 """Folders holding only the published JSON files of every SkyReels-V2 model (no weights), for `vidax run ...
 --dry-run` and the random-checkpoint writer: the transformer configs the full-size test checks
 (plugins/vidax_skyreels/tests/test_skyreels_full_size.py) with the Wan2.1 VAE and UMT5-XXL (and the CLIP ViT-H image
-tower for image-to-video), filled in by diffusers on the meta device (vidax_core.testing.config_folders). Needs the test extra.
+tower for image-to-video), filled in by diffusers on the meta device (vidax_core.testing.config_folders).
+Needs the test extra.
 
     python plugins/vidax_skyreels/scripts/published_config_folders.py CONFIGS
 """

@@ -28,19 +28,22 @@ def reference(num_frame_per_block: int):
     return model, {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
 
-CASES = {  # name -> (timesteps, frames per causal block)
-    "per-sample": (np.array([999.0, 412.0], np.float32), 1),
-    "per-frame": (np.array([[999, 999, 714, 0], [20, 412, 412, 999]], np.float32), 1),
-    "per-frame-causal": (np.array([[999, 999, 714, 0], [20, 412, 412, 999]], np.float32), 2),
+CASES = {  # name -> (timesteps, frames per causal block, latent height = width)
+    "per-sample": (np.array([999.0, 412.0], np.float32), 1, 8),
+    "per-frame": (np.array([[999, 999, 714, 0], [20, 412, 412, 999]], np.float32), 1, 8),
+    "per-frame-causal": (np.array([[999, 999, 714, 0], [20, 412, 412, 999]], np.float32), 2, 8),
+    # a 16x16 video: each latent frame is one token, so a per-frame modulation has as many rows as the tokens
+    "one-token-frames-causal": (np.array([[999, 999, 714, 0], [20, 412, 412, 999]], np.float32), 2, 2),
+    "one-token-frames-per-sample-causal": (np.array([999.0, 412.0], np.float32), 2, 2),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_parity_with_diffusers(case):
-    timestep, blocks = CASES[case]
+    timestep, blocks, side = CASES[case]
     model_t, tensors = reference(blocks)
     rng = np.random.default_rng(0)
-    latents = rng.standard_normal((2, 4, 4, 8, 8)).astype(np.float32)
+    latents = rng.standard_normal((2, 4, 4, side, side)).astype(np.float32)
     context = rng.standard_normal((2, 7, 16)).astype(np.float32)
     per_frame = timestep.ndim == 2
     with torch.no_grad():

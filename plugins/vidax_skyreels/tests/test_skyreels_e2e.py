@@ -1,6 +1,7 @@
 """End to end: tiny diffusers SkyReels-V2 pipelines and the real `vidax run` CLI, from the same noise.
 
-The text-to-video and image-to-video pipelines from one `latents=` array; the diffusion-forcing pipeline from its every draw (each
+The text-to-video and image-to-video pipelines from one `latents=` array; the diffusion-forcing pipeline
+from its every draw (each
 window's noise, each row's re-noising of the prefix) recorded while it runs and replayed by vidax from the
 `.npz`: synchronous over three overlapping windows with `addnoise_condition`, and asynchronous causal blocks
 over two windows.

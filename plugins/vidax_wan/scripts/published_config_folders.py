@@ -51,13 +51,15 @@ for mid, c in COMPONENTS.items():
             dit[k] = list(v)
     for t in (["transformer", "transformer_2"] if experts else ["transformer"]):
         write(os.path.join(root, t), "config.json", {"_class_name": "WanTransformer3DModel", **dit})
-    write(os.path.join(root, "vae"), "config.json", {"_class_name": "AutoencoderKLWan", **{k: list(v) if isinstance(v, tuple) else v for k, v in vae.items()}})
+    write(os.path.join(root, "vae"), "config.json",
+          {"_class_name": "AutoencoderKLWan", **{k: list(v) if isinstance(v, tuple) else v for k, v in vae.items()}})
     write(os.path.join(root, "text_encoder"), "config.json", UMT5Config(**c["text"]).to_dict())
     write(os.path.join(root, "scheduler"), "scheduler_config.json", SCHED)
     if c["clip"]:
         write(os.path.join(root, "image_encoder"), "config.json", CLIPVisionConfig(**c["clip"]).to_dict())
         write(os.path.join(root, "image_processor"), "preprocessor_config.json",
-              {"crop_size": {"height": 224, "width": 224}, "do_center_crop": True, "do_normalize": True, "do_resize": True,
-               "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+              {"crop_size": {"height": 224, "width": 224}, "do_center_crop": True, "do_normalize": True,
+               "do_resize": True, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+               "image_std": [0.26862954, 0.26130258, 0.27577711],
                "resample": 3, "size": {"shortest_edge": 224}, "image_processor_type": "CLIPImageProcessor"})
     print("wrote", root)

@@ -38,8 +38,12 @@ def teacache_reference(transformer, timesteps, coefficients, threshold, use_ret_
     weights: per call (cond even, uncond odd) the rescaled relative L1 change of ``e0`` (retention steps) or
     ``e`` accumulates until it reaches the threshold. Returns {branch: skipped steps}."""
     ce = transformer.condition_embedder
-    lin = lambda layer, x: x @ layer.weight.detach().double().numpy().T + layer.bias.detach().double().numpy()
-    silu = lambda x: x / (1 + np.exp(-x))
+    def lin(layer, x):
+        return x @ layer.weight.detach().double().numpy().T + layer.bias.detach().double().numpy()
+
+    def silu(x):
+        return x / (1 + np.exp(-x))
+
     half = transformer.config.freq_dim // 2
 
     def modulated(t):

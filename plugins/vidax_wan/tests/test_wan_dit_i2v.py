@@ -23,6 +23,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from vidax_core.testing.devices import xla_flags
+
 torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 
@@ -31,7 +33,6 @@ from vidax_core.nn.state import abstract_model  # noqa: E402
 from vidax_wan.convert_dit import DIT_IGNORE, DIT_RULES, load_dit  # noqa: E402
 from vidax_wan.dit import WanDiT, WanDiTConfig  # noqa: E402
 from vidax_core.testing.tiny.wan import TINY_DIT_CONFIG  # noqa: E402
-from vidax_core.testing.devices import xla_flags
 
 TEXT_LEN = 512  # diffusers' WanAttnProcessor hard-codes 512 text tokens after the image tokens
 BASE = dict(TINY_DIT_CONFIG)

@@ -28,13 +28,17 @@ CASES = {
     "t2v-unipc": ("wan2.1-t2v-1.3b", lambda: build_tiny_wan_pipeline(seed=3, scheduler="unipc"), 64, 4, 8, False, None),
     "t2v-euler": ("wan2.1-t2v-1.3b", lambda: build_tiny_wan_pipeline(seed=3, scheduler="euler"), 64, 4, 8, False, None),
     "wan2.1-i2v": ("wan2.1-i2v-14b-480p", lambda: build_tiny_wan_variant("wan2.1-i2v", seed=4), 64, 4, 8, True, None),
-    "wan2.2-t2v-a14b": ("wan2.2-t2v-a14b", lambda: build_tiny_wan_variant("wan2.2-t2v-a14b", seed=5), 64, 4, 8, False, 3.0),
+    "wan2.2-t2v-a14b": ("wan2.2-t2v-a14b", lambda: build_tiny_wan_variant("wan2.2-t2v-a14b", seed=5),
+                        64, 4, 8, False, 3.0),
     # the same two experts streamed block by block: only the active expert's chunks are ever on the device
     "wan2.2-t2v-a14b-offload": ("wan2.2-t2v-a14b", lambda: build_tiny_wan_variant("wan2.2-t2v-a14b", seed=5), 64, 4, 8,
                                 False, 3.0),
-    "wan2.2-i2v-a14b": ("wan2.2-i2v-a14b", lambda: build_tiny_wan_variant("wan2.2-i2v-a14b", seed=6), 64, 4, 8, True, 3.5),
-    "wan2.2-ti2v-t2v": ("wan2.2-ti2v-5b", lambda: build_tiny_wan_variant("wan2.2-ti2v-t2v", seed=7), 64, 4, 16, False, None),
-    "wan2.2-ti2v-i2v": ("wan2.2-ti2v-5b", lambda: build_tiny_wan_variant("wan2.2-ti2v-i2v", seed=8), 64, 4, 16, True, None),
+    "wan2.2-i2v-a14b": ("wan2.2-i2v-a14b", lambda: build_tiny_wan_variant("wan2.2-i2v-a14b", seed=6),
+                        64, 4, 8, True, 3.5),
+    "wan2.2-ti2v-t2v": ("wan2.2-ti2v-5b", lambda: build_tiny_wan_variant("wan2.2-ti2v-t2v", seed=7),
+                        64, 4, 16, False, None),
+    "wan2.2-ti2v-i2v": ("wan2.2-ti2v-5b", lambda: build_tiny_wan_variant("wan2.2-ti2v-i2v", seed=8),
+                        64, 4, 16, True, None),
 }
 
 
@@ -75,7 +79,8 @@ def test_cli_matches_diffusers(tmp_path, case):
     pipe = build()
     ckpt = tmp_path / "ckpt"
     save_pipeline(pipe, ckpt)
-    noise = np.random.default_rng(0).standard_normal((1, channels, 3, size // spatial, size // spatial)).astype(np.float32)
+    noise = np.random.default_rng(0).standard_normal(
+        (1, channels, 3, size // spatial, size // spatial)).astype(np.float32)
     image = write_test_image(tmp_path / "input.png") if needs_image else None
 
     ref_latents, ref_frames = reference(pipe, noise, steps, size, frames, image, guidance_2, text_length(case))
@@ -99,7 +104,8 @@ def test_cli_matches_diffusers(tmp_path, case):
     if case.endswith("-offload"):
         off = metrics["offload"]
         # both experts' non-block params stay resident; of the blocks, at most two chunks of ONE expert at a time
-        assert metrics["peak_resident_weight_bytes"] <= off["non_block_weight_bytes"] + 2 * off["chunk_weight_bytes"]["blocks"]
+        assert (metrics["peak_resident_weight_bytes"]
+                <= off["non_block_weight_bytes"] + 2 * off["chunk_weight_bytes"]["blocks"])
     assert not [p for p in os.listdir(tmp_path) if ".partial" in p]
 
 

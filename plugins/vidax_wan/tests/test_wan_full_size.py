@@ -76,7 +76,8 @@ def test_full_size_vae(vae):
 def test_full_size_clip_vit_h():
     from transformers import CLIPVisionConfig, CLIPVisionModel
 
-    from vidax_core.encoders.clip_vision import CLIP_VISION_IGNORE, CLIP_VISION_RULES, CLIPVisionConfig as VC, CLIPVisionEncoder
+    from vidax_core.encoders.clip_vision import (CLIP_VISION_IGNORE, CLIP_VISION_RULES, CLIPVisionConfig as VC,
+                                                 CLIPVisionEncoder)
 
     check_full_size(lambda: CLIPVisionModel(CLIPVisionConfig(**CLIP_VIT_H)), CLIP_VISION_RULES,
                     lambda: CLIPVisionEncoder(VC.from_config(CLIP_VIT_H), rngs=nnx.Rngs(0)), component="image_encoder",

@@ -112,7 +112,8 @@ def pipeline(**dit):
     tr = WanTransformer3DModel(**{**TINY_DIT, **dit}).eval()
     randomize_(tr, 1, 0.1)
     cls = WanImageToVideoPipeline if dit.get("image_dim") else WanPipeline
-    parts = dict(tokenizer=None, text_encoder=None, vae=None, scheduler=FlowMatchEulerDiscreteScheduler(), transformer=tr)
+    parts = dict(tokenizer=None, text_encoder=None, vae=None,
+                 scheduler=FlowMatchEulerDiscreteScheduler(), transformer=tr)
     if cls is WanImageToVideoPipeline:
         parts.update(image_encoder=None, image_processor=None)
     return cls(**parts)

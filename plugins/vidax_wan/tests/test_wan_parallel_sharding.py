@@ -1,6 +1,7 @@
 """Golden sharding table of the Wan DiT: parameter path -> PartitionSpec under Wan's ``shard_rules``.
 
-Regenerate after an intended change with ``VIDAX_UPDATE_GOLDEN=1 pytest plugins/vidax_wan/tests/test_wan_parallel_sharding.py``.
+Regenerate after an intended change with
+``VIDAX_UPDATE_GOLDEN=1 pytest plugins/vidax_wan/tests/test_wan_parallel_sharding.py``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ to the replicated text.
 
 Every variant runs the attention backend (:func:`vidax_core.attention.attention`) inside ``shard_map`` on local
 shapes, so a backend never sees a global sharded array (kernels such as Pallas/cuDNN cannot be auto-partitioned).
-Without an active multi-device mesh (:func:`vidax_core.parallel.sharding.activate`) each function is the plain computation.
+Without an active multi-device mesh (:func:`vidax_core.parallel.sharding.activate`)
+each function is the plain computation.
 
 Layouts are (batch, seq, heads, head_dim); logical names: batch -> dp, seq -> sp, heads -> tp. Heads are split by
 tp first (the shard_map's local heads), then by sp inside the all-to-all.
@@ -280,3 +281,17 @@ def prefix_attention(
 
     return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec,) * 3 + (kv_spec,) * len(past),
                          out_specs=(spec, kv_spec, kv_spec), check_vma=False)(q, k, v, *past)
+
+
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, *, q_sharded: bool, kv_sharded: bool,
+           kv_mask: jax.Array | None = None) -> jax.Array:
+    """The attention of one stream against another by where their tokens live over ``sp``: both sequence-sharded
+    (self-attention), sharded queries against whole keys (cross-attention), whole queries against sharded keys
+    (:func:`gathered_kv_attention`), or both whole (:func:`replicated_attention`)."""
+    if q_sharded and kv_sharded:
+        return self_attention(q, k, v, kv_mask=kv_mask)
+    if q_sharded:
+        return cross_attention(q, k, v, kv_mask=kv_mask)
+    if kv_sharded:
+        return gathered_kv_attention(q, k, v, kv_mask=kv_mask)
+    return replicated_attention(q, k, v, kv_mask=kv_mask)

@@ -37,6 +37,7 @@ import tempfile
 import time
 from typing import Any, Sequence
 
+from vidax_core.bench.arguments import DEFAULT_RANDOM_BLOCKS, check_args, random_blocks
 from vidax_core.bench.report import _json_default, device_memory as _device_memory, machine_info, write_report
 
 # metric key -> (table header, scale, format)
@@ -57,7 +58,8 @@ COLUMNS: list[tuple[str, str, float, str]] = [
     ("mfu", "MFU %", 100.0, "{:.1f}"),
     ("attention_backend", "attention", 1.0, "{}"),
 ]
-RATIO_KEYS = ("load_s", "encode_s", "compile_s", "per_step_s", "decode_s", "total_s", "peak_rss_mb", "device_peak_bytes")
+RATIO_KEYS = ("load_s", "encode_s", "compile_s", "per_step_s", "decode_s", "total_s",
+              "peak_rss_mb", "device_peak_bytes")
 REFERENCES = ("diffusers",)
 # Settings that only change the vidax side: the reference is run once for all sweep values of these.
 VIDAX_ONLY_PREFIXES = ("offload", "parallel", "attention", "runtime", "output")
@@ -70,7 +72,9 @@ def add_parser(sub) -> None:
                     "device memory. Writes DIR/NAME.json and DIR/NAME.md. See docs/benchmarks.md.")
     b.add_argument("config", nargs="?", help="YAML config file (optional if model.id=... is given)")
     b.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sampling.num_steps=10")
-    b.add_argument("--reference", choices=REFERENCES, help="also run the same checkpoint with this engine (provided by the model's plugin) and add ratios")
+    b.add_argument("--reference", choices=REFERENCES,
+                   help="also run the same checkpoint with this engine "
+                        "(provided by the model's plugin) and add ratios")
     b.add_argument("--sweep", metavar="KEY=V1,V2,...",
                    help="repeat over one setting, e.g. offload.chunk_size=1,2,4 or parallel.sp=1,2; the shorthand "
                         "offload=off,1,2,all sweeps offload off and on at those chunk sizes (all = every block); "
@@ -91,7 +95,9 @@ def add_parser(sub) -> None:
     d.add_argument("--blocks", type=int, default=None,
                    help="blocks for the timed step (default 2); with --write-random-checkpoint, the blocks kept per "
                         "denoiser block group (default all)")
-    d.add_argument("--compile-blocks", default="2,30", help="block counts for the compile-time ratio (default 2,30)")
+    d.add_argument("--compile-blocks", default="2,8",
+                   help="block counts for the compile-time ratio (default 2,8: the blocks are one scan, so a deeper "
+                        "model should compile about as fast; 2,30 compiles a 30-block DiT, over a minute on a CPU)")
     d.add_argument("--vae-frames", default="5,17,33", help="frame counts for VAE decode compile time (default 5,17,33)")
     d.add_argument("--vae-size", type=int, default=32, help="VAE decode height=width for the compile test (default 32)")
     d.add_argument("--repeats", type=int, default=3, help="timed DiT steps after the warm-up step (default 3)")
@@ -112,8 +118,9 @@ def add_parser(sub) -> None:
     r.add_argument("--published", action="store_true",
                    help="read the architecture from the model id's published layout that ships with its plugin "
                         "(no model.checkpoint, no download)")
-    r.add_argument("--random-blocks", type=int, default=None, metavar="N",
-                   help="keep N blocks of every stacked group (default: all)")
+    r.add_argument("--random-blocks", type=random_blocks, default=None, metavar="N",
+                   help=f"keep N blocks of every stacked group (default {DEFAULT_RANDOM_BLOCKS}; 'all' for every "
+                        "block: the published DiT at its full depth)")
     r.add_argument("--attention", default="auto", help="comma list of attention backends to time (default auto)")
     r.add_argument("--batch", type=int, default=2, help="model batch (default 2: the two CFG branches)")
     r.add_argument("--offload", default="", metavar="CHUNKS",
@@ -394,7 +401,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
         if row.get("reference") is not None:
             r = row["reference"]
-            cells = [row["label"], ref_name] + [_cell(r.get(k), s, f) for k, _, s, f in COLUMNS] + (["", ""] if sweeping else [])
+            cells = ([row["label"], ref_name] + [_cell(r.get(k), s, f) for k, _, s, f in COLUMNS]
+                     + (["", ""] if sweeping else []))
             lines.append("| " + " | ".join(cells) + " |")
             rt = row["ratio"]
             cells = [row["label"], f"vidax/{ref_name}"] + [
@@ -436,8 +444,7 @@ def lora_ratio_lines(report: dict[str, Any]) -> list[str]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from vidax_core.errors import UserError
-
+    check_args(args)  # every flag before any work
     if getattr(args, "write_random_checkpoint", None):
         from vidax_core.bench.random_checkpoint import write_random_checkpoint
 
@@ -499,7 +506,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     env = dict(os.environ)
     if args.host_devices:
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={args.host_devices}").strip()
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "")
+                            + f" --xla_force_host_platform_device_count={args.host_devices}").strip()
         if args.in_process:
             os.environ["XLA_FLAGS"] = env["XLA_FLAGS"]  # effective only if jax has not started a backend yet
 
@@ -516,7 +524,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         profile = os.path.join(args.profile, label.replace("=", "-").replace("/", "_")) if args.profile else None
         ours = _run_case("vidax", cfg_dict, ckpt_dir=None, in_process=args.in_process, env=env, profile=profile,
                          verbose=False)
-        say(f"    vidax {ours['per_step_s']:.4f} s/step, compile {ours['compile_s']:.2f} s, total {ours['total_s']:.2f} s"
+        say(f"    vidax {ours['per_step_s']:.4f} s/step, compile {ours['compile_s']:.2f} s, "
+            f"total {ours['total_s']:.2f} s"
             + (f"; a second video from the loaded model {ours['second_video_total_s']:.2f} s "
                f"({ours['second_over_first']:.2f}x the first)" if ours.get("second_over_first") else ""))
         row: dict[str, Any] = {"label": label, "overrides": extra, "vidax": ours, "reference": None, "ratio": None,

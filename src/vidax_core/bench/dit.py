@@ -139,7 +139,8 @@ def bench_step(args, parts) -> dict[str, Any]:
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-        _say(args, f"    round {r}{' (warm-up)' if r == 0 else ''}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()))
+        _say(args, f"    round {r}{' (warm-up)' if r == 0 else ''}: "
+             + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()))
     med = {k: statistics.median(v[1:]) for k, v in times.items()}
     vidax_first, vidax_step_s = times["vidax"][0], med["vidax"]
     names = list(ref_engines)
@@ -278,8 +279,10 @@ def markdown(rep: dict[str, Any]) -> str:
     s = rep.get("step")
     if s:
         lines += [
-            f"**DiT step** ({s['blocks']} blocks at {s.get('model', 'Wan2.1-1.3B width')}, {s['video_tokens']} video tokens + "
-            f"{s['text_tokens']} text tokens, batch 2 (CFG), fp32; median of {s['repeats']} interleaved rounds after one warm-up round)",
+            f"**DiT step** ({s['blocks']} blocks at {s.get('model', 'Wan2.1-1.3B width')}, "
+            f"{s['video_tokens']} video tokens + "
+            f"{s['text_tokens']} text tokens, batch 2 (CFG), fp32; median of {s['repeats']} "
+            "interleaved rounds after one warm-up round)",
             "",
             "| engine | s/step | vidax / this |",
             "|---|---|---|",
@@ -296,14 +299,17 @@ def markdown(rep: dict[str, Any]) -> str:
     if c:
         lines += ["**DiT step compile time vs depth** (AOT, abstract weights)", "",
                   "| blocks | trace+lower s | XLA compile s | total s |", "|---|---|---|---|"]
-        lines += [f"| {r['blocks']} | {r['lower_s']:.2f} | {r['compile_s']:.2f} | {r['total_s']:.2f} |" for r in c["rows"]]
+        lines += [f"| {r['blocks']} | {r['lower_s']:.2f} | {r['compile_s']:.2f} | {r['total_s']:.2f} |"
+                  for r in c["rows"]]
         if "ratio_max_vs_min_blocks" in c:
             lines += ["", f"ratio {c['ratio_desc']}: **{c['ratio_max_vs_min_blocks']:.2f}×** (target ≤ 1.3×)"]
         lines.append("")
     v = rep.get("vae")
     if v:
-        lines += [f"**VAE decode compile time vs frames** ({v.get('model', 'Wan2.1 VAE')}, {v['size']}×{v['size']}, zero weights)", "",
-                  "| frames | latent frames | compile s (trace+lower+XLA) | XLA compiles | chunk programs | decode wall s |",
+        lines += [f"**VAE decode compile time vs frames** ({v.get('model', 'Wan2.1 VAE')}, "
+                  f"{v['size']}×{v['size']}, zero weights)", "",
+                  "| frames | latent frames | compile s (trace+lower+XLA) | XLA compiles | "
+                  "chunk programs | decode wall s |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {r['frames']} | {r['latent_frames']} | {r['compile_s']:.2f} | {r['xla_compiles']} | "
                   f"{sum(r['chunk_traces'].values())} | {r['wall_s']:.2f} |" for r in v["rows"]]
@@ -329,7 +335,8 @@ def main(args: argparse.Namespace) -> int:
     rep: dict[str, Any] = {
         "command": "vidax bench --dit-only " + " ".join(
             f"--{k.replace('_', '-')} {getattr(args, k)}" for k in ("blocks", "compile_blocks", "vae_frames",
-                                                                      "vae_size", "repeats", "skip") if getattr(args, k)),
+                                                                      "vae_size", "repeats", "skip")
+            if getattr(args, k)),
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine_info(),
         "model_id": spec.id,

@@ -27,11 +27,11 @@ seeded pool at a random offset per tensor, so writing runs at disk speed, not at
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Mapping
@@ -112,7 +112,8 @@ def _trailing_kind(tensors: Mapping[str, list], prefix: str, count: int) -> int:
 
 def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[dict, dict, dict[str, int]]:
     """``config`` and ``tensors`` with every block group longer than ``keep`` cut to its first ``keep`` layers,
-    where the config names that group's length (a ``*layer*`` / ``*block*`` count of the same value); returns the
+    where the config names that group's length (a ``*layer*`` / ``*block*`` count of the same value; groups of one
+    length may share one count, as Kandinsky 6's two text stacks do); returns the
     groups cut (prefix -> old count). A count of the group's last blocks that hold other modules than its first
     (``num_decoder_layers``) becomes the number of them the cut keeps (0 when it keeps only leading blocks)."""
     config = copy.deepcopy(config)
@@ -122,6 +123,8 @@ def cut_layers(config: dict, tensors: Mapping[str, list], keep: int) -> tuple[di
             continue
         fields = _count_fields(config, count)
         if not fields:
+            if count in cut.values():  # a second group of the same length (one count field, already cut)
+                cut[prefix] = count
             continue
         tail = _trailing_kind(tensors, prefix, count)
         for f in _count_fields(config, tail) if tail else ():  # those of the trailing kind that the cut keeps
@@ -295,7 +298,39 @@ def _tokenizer_source(model_id: str, plugins: Any) -> str | None:
 def write_random_checkpoint(model_id: str, out: str, *, blocks: int | None = None, weight_dtype: str = "bfloat16",
                             full_text_encoder: bool = False, fill: str = "random", seed: int = 0,
                             log: Callable[[str], None] = print, plugins: Any = None) -> dict:
-    """Write ``model_id``'s random checkpoint folder at ``out``; returns a summary (bytes per component)."""
+    """Write ``model_id``'s random checkpoint folder at ``out``; returns a summary (bytes per component). The folder
+    is written under a hidden temporary name beside ``out`` and renamed into place when complete: a failed or
+    killed write leaves nothing under ``out`` (:mod:`vidax_core.io.stale` sweeps what killed writes left)."""
+    from vidax_core.bench.arguments import check_folder
+    from vidax_core.io import stale
+
+    if out and os.path.exists(os.path.join(out, "model_index.json")):
+        raise UserError(f"{out} already holds a checkpoint: remove it or choose another folder")
+    check_folder("--write-random-checkpoint OUT", out, empty=True)
+    out = os.path.abspath(os.path.expanduser(out))
+    parent, base = os.path.dirname(out), os.path.basename(out)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        stale.sweep(parent, f".{base}.", ".partial")
+        tmp = tempfile.mkdtemp(prefix=f".{base}{stale.stamp()}", suffix=".partial", dir=parent)
+    except OSError as exc:
+        raise UserError(f"--write-random-checkpoint OUT {out}: cannot write there ({exc.strerror or exc})") from None
+    try:
+        summary = _write(model_id, tmp, blocks=blocks, weight_dtype=weight_dtype,
+                         full_text_encoder=full_text_encoder, fill=fill, seed=seed, log=log, plugins=plugins)
+        os.rename(tmp, out)  # onto a missing or empty folder
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"--write-random-checkpoint OUT {out}: the write failed ({exc.strerror or exc}): check the "
+                        "folder and its free space") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary
+
+
+def _write(model_id: str, out: str, *, blocks: int | None, weight_dtype: str, full_text_encoder: bool, fill: str,
+           seed: int, log: Callable[[str], None], plugins: Any) -> dict:
     from vidax_core.plugins import get_plugins
 
     if weight_dtype not in WEIGHT_DTYPES:

@@ -5,9 +5,10 @@ the JSON files are read) + the sampling sizes give the denoiser (``build_dit``) 
 ``vidax run`` would build them; with ``--published`` the checkpoint is the id's published layout that ships with its
 plugin (:mod:`vidax_core.bench.random_checkpoint`, written with ``--fill zeros`` into a temporary folder: no
 download, no torch). The conditioning files (``image``, ``video``) are not read: an image-to-video denoiser's extra
-inputs come from ``example_inputs`` like the rest. ``--blocks N`` keeps N blocks of every stacked group at full width (the step time
-of the full model is then about ``per-block x blocks``). Weights: ``model.dtype`` (default the device's policy:
-bf16 on GPU/TPU), drawn on the device. Attention: each backend of ``--attention`` in turn.
+inputs come from ``example_inputs`` like the rest. ``--random-blocks N`` keeps N blocks of every stacked group at
+full width (default 2, ``all`` for the full depth; the step time of the full model is then about ``per-block x
+blocks``). Weights: ``model.dtype`` (default the device's policy: bf16 on GPU/TPU), drawn on the device.
+Attention: each backend of ``--attention`` in turn.
 
 Measured per backend: compile time of the batch-``--batch`` call (one guided step's model work, CFG = 2), the
 median call time over ``--repeats``, FLOPs (the family's count), achieved FLOP/s and MFU. With
@@ -35,6 +36,7 @@ import tempfile
 import time
 from typing import Any, Iterator
 
+from vidax_core.bench.arguments import check_random_blocks
 from vidax_core.errors import UserError
 
 
@@ -188,7 +190,8 @@ def _streamed(model_parts, graphdef, rest_state, group_states, chunk: int, x, t,
     pools = []
     for name, (gdef, st) in group_states.items():
         host = HostChunks(st, chunk, chunk_shardings(st, {}, mesh), kind, direct=False)  # the accelerators' path
-        pools.append(BlockPool(name, gdef, host, lambda n, gd, s, h, aux: model_parts.run_block_group(n, gd, s, h, aux)))
+        pools.append(BlockPool(name, gdef, host,
+                               lambda n, gd, s, h, aux: model_parts.run_block_group(n, gd, s, h, aux)))
 
     def call():
         h, aux = pre(rest_state, x, t, ctx, kw)
@@ -274,7 +277,7 @@ def setup(args: argparse.Namespace, plugins: Any = None) -> Setup:
         ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
         build = build_dit(spec, ckpt, cfg, plugins)[0]
         grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
-        windows = windowed.plan(spec, ckpt, cfg, plugins)
+        windows, _frames, _cache = windowed.plan(spec, ckpt, cfg, plugins)
         if windows is not None:  # a chunked model's call denoises one window
             grid = windowed.grids(windows)[0]
         if grid is None:
@@ -283,7 +286,7 @@ def setup(args: argparse.Namespace, plugins: Any = None) -> Setup:
         batch, text = int(args.batch), int(cfg.sampling.max_sequence_length or 512)
         inputs = _example_inputs(build, batch, grid, text)  # may read the checkpoint's configs
     groups = dict(build.block_counts or {})
-    blocks = args.random_blocks
+    blocks = check_random_blocks(args.random_blocks, groups, spec.id)
     graphdef, abstract = nnx.split(nnx.eval_shape(build.ctor))
     return Setup(spec=spec, build=build, grid=grid, batch=batch, text=text, groups=groups,
                  kept={g: min(blocks or n, n) for g, n in groups.items()}, graphdef=graphdef,
@@ -387,7 +390,8 @@ def markdown(rep: dict[str, Any]) -> str:
     lines = [f"random {rep['model']} DiT (blocks: {blocks}), {rep['dtype']}, batch {rep['batch']}, latent grid "
              f"{'x'.join(map(str, rep['grid']))} ({rep['video_tokens']} video + {rep['text_tokens']} text tokens) "
              f"on {rep['backend']} {rep['device']}; {human(rep['flops_per_call'] or 0)} per call", "",
-             "| attention | compile s | call s | TFLOP/s | MFU | offload chunk: streamed s, same program resident s, h2d s/chunk, hidden |",
+             "| attention | compile s | call s | TFLOP/s | MFU | offload chunk: streamed s, "
+             "same program resident s, h2d s/chunk, hidden |",
              "|---|---|---|---|---|---|"]
     for r in rep["rows"]:
         if "error" in r:

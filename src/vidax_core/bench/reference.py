@@ -1,8 +1,9 @@
 """The other side of ``vidax bench --reference ENGINE``: the model's own plugin provides it.
 
 The core knows no reference pipeline: the family that registered the model declares one (``diffusers_reference``
-on its :class:`vidax_core.FamilyPlugin`) that builds a callable that runs the same checkpoint, dtype, shapes, steps and guidance with ENGINE (e.g. diffusers) and
-returns the same metrics as the vidax side. A family without one is a one-line user error, before any work.
+on its :class:`vidax_core.FamilyPlugin`) that builds a callable that runs the same checkpoint, dtype, shapes, steps
+and guidance with ENGINE (e.g. diffusers) and returns the same metrics as the vidax side. A family without one is a
+one-line user error, before any work.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ class TorchClock:
 
 class DiffusersReference:
     """One family's ``--reference diffusers`` run: built with ``(ckpt_dir, run)`` as the family's
-    ``diffusers_reference`` declaration names it, it refuses what it cannot time before any work; called, it times the run and
+    ``diffusers_reference`` declaration names it, it refuses what it cannot time before any work;
+    called, it times the run and
     returns the metrics row. A subclass declares its family's facts (the attributes below) and writes
     ``__call__`` from :meth:`start`, :meth:`load`, :meth:`generator` and :meth:`metrics`, so every family loads,
     seeds and reports the same way.

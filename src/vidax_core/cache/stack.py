@@ -14,7 +14,8 @@ rows take either the computed output or their cached one, as diffusers' hooks gi
   ``mean|r - r_prev| / mean|r_prev| > threshold`` for the head block's residual ``r`` on the hidden states
   (``r_prev`` from its last computed step), else its output is the head output plus the cached
   ``output - head output`` of every carry part. A computing step runs the whole stack from its input (the head
-  block twice: one block's cost, cheaper than copying the other blocks' weights out of the stack). The statistic is a mean over the sharded sequence: under sequence
+  block twice: one block's cost, cheaper than copying the other blocks' weights out of the stack).
+  The statistic is a mean over the sharded sequence: under sequence
   parallelism it is all-reduced, so the predicate is one replicated scalar.
 """
 

@@ -222,12 +222,17 @@ def check_required_for(cfg: "RunConfig", predicts: Sequence[str] = ()) -> None:
 
 def check_chunk_size(value: Any) -> None:
     """``offload.chunk_size``: a positive integer, or a mapping of block-group name to a positive integer."""
-    ok = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    def ok(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
     if isinstance(value, Mapping):
         if not value or any(not ok(v) for v in value.values()):
-            raise UserError(f"config key offload.chunk_size must map block groups to integers >= 1, got {short_repr(dict(value))}")
+            raise UserError("config key offload.chunk_size must map block groups to integers >= 1, "
+                            f"got {short_repr(dict(value))}")
     elif not ok(value):
-        raise UserError(f"config key offload.chunk_size must be an integer >= 1 or {{group: integer}}, got {short_repr(value)}")
+        raise UserError("config key offload.chunk_size must be an integer >= 1 or {group: integer}, "
+                        f"got {short_repr(value)}")
 
 
 def check_tiling(value: Any, knobs: Mapping[str, Any] | None = None) -> None:
@@ -265,7 +270,8 @@ def check_options(options: Mapping[str, Any], declared: Mapping[str, Any], model
         opt = declared[key]
         _coerce(value, opt.type, f"options.{key}")
         if opt.choices is not None and value not in opt.choices:
-            raise UserError(f"config key options.{key} must be one of {', '.join(map(str, opt.choices))}, got {short_repr(value)}")
+            raise UserError(f"config key options.{key} must be one of {', '.join(map(str, opt.choices))}, "
+                            f"got {short_repr(value)}")
 
 
 def check_lora(value: Any) -> tuple[LoraEntry, ...]:
@@ -374,7 +380,8 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
         if key not in names:
             full = f"{prefix}{key}" if str(key).isprintable() else f"{prefix}{short_repr(key)}"
             close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
-            hint = f" — did you mean {prefix}{close[0]}?" if close else f" (known keys under {prefix or 'the top level'}: {', '.join(names)})"
+            hint = (f" — did you mean {prefix}{close[0]}?" if close
+                    else f" (known keys under {prefix or 'the top level'}: {', '.join(names)})")
             raise UserError(f"unknown config key {full}{hint}")
     kwargs = {}
     for f in dataclasses.fields(cls):

@@ -2,7 +2,8 @@
 
 ``mag`` is diffusers' ``MagCacheConfig`` (diffusers/hooks/mag_cache.py), ``first_block`` its
 ``FirstBlockCacheConfig`` (first_block_cache.py); ``teacache`` follows TeaCache4Wan2.1's arguments
-(``teacache_thresh`` -> ``threshold``, ``use_ret_steps``; null is the model's published mode). Two vidax differences, both about knowing the run:
+(``teacache_thresh`` -> ``threshold``, ``use_ret_steps``; null is the model's published mode).
+Two vidax differences, both about knowing the run:
 ``num_inference_steps: null`` (the default) means the run's ``sampling.num_steps`` (diffusers' class default of 28
 only makes sense for a 28-step run, so any other value is refused), and ``mag_ratios`` may also name a file that
 ``calibrate: true`` wrote, or be null to use the table shipped for the model (:mod:`vidax_core.cache.tables`).

@@ -92,7 +92,8 @@ def check_paths(cfg: Any) -> Any:
         value = _get(cfg, key)
         if isinstance(value, str):
             if key == "runtime.compilation_cache_dir" and not value.strip():
-                raise UserError("config key runtime.compilation_cache_dir must name a folder (or set runtime.compilation_cache=false)")
+                raise UserError("config key runtime.compilation_cache_dir must name a folder "
+                                "(or set runtime.compilation_cache=false)")
             expanded = check_path_text(key, value) if value else value
             if expanded != value:
                 cfg = _replace(cfg, key, expanded)
@@ -111,7 +112,8 @@ def check_paths(cfg: Any) -> Any:
             continue
         real = os.path.realpath(value)
         if real in seen:
-            raise UserError(f"config keys {seen[real]} and {key} name the same file {value}: give each output its own name")
+            raise UserError(f"config keys {seen[real]} and {key} name the same file {value}: "
+                            "give each output its own name")
         seen[real] = key
     return cfg
 
@@ -134,5 +136,6 @@ def check_scheduler_options(sched: Any) -> None:
             for x in v:
                 if isinstance(x, float) and not math.isfinite(x):
                     raise UserError(f"config key {key} must hold finite numbers, got {short_repr(v)}")
-        if (k.startswith("num_") or k.endswith("_steps") or k.endswith("_timesteps")) and isinstance(v, (int, float)) and v < 1:
+        if ((k.startswith("num_") or k.endswith("_steps") or k.endswith("_timesteps"))
+                and isinstance(v, (int, float)) and v < 1):
             raise UserError(f"config key {key} must be at least 1, got {v!r}")

@@ -163,7 +163,8 @@ def _check_sizes(args, kwargs) -> None:
     for v in (*args, *kwargs.values()):
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_REPEAT:
             raise TemplateFailure(f"an argument of {v} (at most {MAX_REPEAT})")
-        if isinstance(v, str) and len(v) < 4096 and any(int(w) > MAX_REPEAT for w in re.findall(r"[%{:<>^=]\D?(\d{7,})", v)):
+        if isinstance(v, str) and len(v) < 4096 and any(int(w) > MAX_REPEAT
+                                                        for w in re.findall(r"[%{:<>^=]\D?(\d{7,})", v)):
             raise TemplateFailure(f"a format width above {MAX_REPEAT}")
 
 

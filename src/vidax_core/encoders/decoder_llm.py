@@ -109,6 +109,17 @@ class RopeSpec:
         if self.rope_type not in ("default", "linear", "llama3", "proportional"):
             raise UserError(f"rope_type={self.rope_type!r} is not supported: expected default, linear, llama3 or "
                             "proportional")
+        for name in ("theta", "factor", "low_freq_factor", "high_freq_factor"):  # a negative theta: NaN angles
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0 < value <= 1e12):
+                raise UserError(f"RoPE {'rope_theta' if name == 'theta' else name}={value} must be a positive "
+                                "number: check the text encoder's config.json")
+        if not 0 < self.partial_rotary_factor <= 1:
+            raise UserError(f"RoPE partial_rotary_factor={self.partial_rotary_factor} must be above 0 and at most "
+                            "1: check the text encoder's config.json")
+        if self.original_max_position_embeddings < 1:
+            raise UserError(f"RoPE original_max_position_embeddings={self.original_max_position_embeddings} must be "
+                            "at least 1: check the text encoder's config.json")
 
     def rot_dim(self, head_dim: int) -> int:
         if self.rope_type == "proportional":
@@ -183,6 +194,10 @@ class DecoderLLMConfig:
             raise UserError(f"layer types {sorted(unknown)} are not supported: expected {FULL} or {SLIDING}")
         if SLIDING in self.layer_types and not self.sliding_window:
             raise UserError("sliding_attention layers need a sliding_window in the config")
+        for name in ("query_pre_attn_scalar", "attn_logit_softcapping"):  # the attention divides by them
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise UserError(f"{name}={value} must be a positive number: check the text encoder's config.json")
         if self.hidden_act not in ACTIVATIONS:
             raise UserError(f"hidden_act={self.hidden_act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
         for t in set(self.layer_types):
@@ -198,7 +213,8 @@ class DecoderLLMConfig:
                 raise UserError(f"{t}: partial_rotary_factor={spec.partial_rotary_factor} of head_dim={hd} is invalid")
             if spec.mrope_section is not None and sum(spec.mrope_section) != spec.rot_dim(hd) // 2:
                 raise UserError(
-                    f"mrope_section {list(spec.mrope_section)} must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
+                    f"mrope_section {list(spec.mrope_section)} "
+                    f"must sum to half the rotary dim ({spec.rot_dim(hd) // 2})"
                 )
         if not 0 <= self.kv_shared_layers < self.num_hidden_layers:
             raise UserError(f"num_kv_shared_layers={self.kv_shared_layers} must be below num_hidden_layers="
@@ -256,6 +272,11 @@ class DecoderLLMConfig:
             return cls._from_config(config, **overrides)
         except KeyError as e:
             raise UserError(f"decoder LLM config.json has no {e.args[0]!r}: check the text encoder's config") from None
+        except UserError:
+            raise
+        except (TypeError, ValueError, AttributeError, OverflowError) as e:  # a text where a number is due...
+            raise UserError(f"decoder LLM config.json holds an unusable value ({' '.join(str(e).split())[:160]}): "
+                            "check the text encoder's config") from None
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "DecoderLLMConfig":
@@ -479,7 +500,7 @@ class Attention(nnx.Module):
         else the (B, S, S) bool visibility (query, key); ``kv``: a shared layer's keys (normed, rotated) and values
         (normed), (B, S, kv_heads, head_dim) each. Returns the output and this layer's keys and values."""
         b, s, _ = x.shape
-        hd, kvh, g = self.head_dim, self.kv_heads, self.num_heads // self.kv_heads
+        hd, kvh = self.head_dim, self.kv_heads
         dt = self.q_proj.kernel[...].dtype
         q = self.q_proj(x).reshape(b, s, self.num_heads, hd)
         if self.q_norm is not None:
@@ -985,6 +1006,7 @@ def load_decoder_llm(
 
 __all__ = [
     "ACTIVATIONS", "Attention", "DecoderLLM", "DecoderLLMConfig", "DecoderLayer", "FULL", "GatedMLP", "IGNORE",
-    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment", "convert_params", "crop", "encode", "hidden_states", "layer_plan",
+    "RMSNorm", "RULES", "RopeSpec", "SHARD_RULES", "SLIDING", "Segment",
+    "convert_params", "crop", "encode", "hidden_states", "layer_plan",
     "load_decoder_llm", "pad_batch", "padding_side", "select_hidden", "text_position_ids", "visibility",
 ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp

@@ -20,7 +20,8 @@ class T5Text:
 
 def load_t5_text(ckpt: Any, mesh: Any = None, **config: Any) -> T5Text:
     """The checkpoint's ``tokenizer`` and ``text_encoder`` (in the run's encoder dtype, tensor-parallel over
-    ``mesh``'s tp axis when it has one); ``config`` gives defaults for keys config.json may lack (Wan: ``model_type="umt5"``)."""
+    ``mesh``'s tp axis when it has one);
+    ``config`` gives defaults for keys config.json may lack (Wan: ``model_type="umt5"``)."""
     from vidax_core.encoders.t5 import T5Config, load_t5
     from vidax_core.encoders.tokenizer import TextTokenizer
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-import jax.numpy as jnp
-
 from vidax_core.encoders import decoder_llm as dl
 from vidax_core.errors import UserError
 from vidax_core.io.renamed import RenamedTensors

@@ -171,7 +171,8 @@ class TextTokenizer:
         tok.enable_padding(
             direction=self.padding_side, pad_id=self.pad_id, pad_token=self.pad_token, length=max_length
         )
-        encodings = _native(lambda: tok.encode_batch(list(texts), add_special_tokens=True), "the prompt cannot be tokenized")
+        encodings = _native(lambda: tok.encode_batch(list(texts), add_special_tokens=True),
+                            "the prompt cannot be tokenized")
         ids = np.asarray([e.ids for e in encodings], dtype=np.int32).reshape(len(encodings), max_length)
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int32).reshape(len(encodings), max_length)
         return ids, mask

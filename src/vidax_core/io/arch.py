@@ -3,15 +3,16 @@
 Every model config is a frozen dataclass whose field names are the reference's config.json names; the file also
 holds bookkeeping keys (``_class_name``, ``_diffusers_version``, ``architectures``...) that are not fields.
 Values from the file are checked against the field's annotation (an integer where an int is due, a finite
-number, a tuple of the right length) and against sane bounds (no zero head counts, no million-layer models), so
-a junk config.json is one :class:`UserError` line naming the file and the key instead of a crash or a
-multi-GiB allocation later.
+number, a tuple of the right length) and against sane bounds (no zero head counts, no million-layer models, a
+norm's epsilon small and positive), so a junk config.json is one :class:`UserError` line naming the file and the
+key instead of a crash, a NaN video or a multi-GiB allocation later.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from typing import Any, Mapping, TypeVar
@@ -25,6 +26,7 @@ MAX_DIM = 1 << 18  # widths, channels, lengths
 MAX_VOCAB = 1 << 22
 MAX_COUNT = 4096  # num_layers, num_attention_heads, num_res_blocks...
 MAX_ITEMS = 256  # entries of a tuple field
+_EPS = re.compile(r"(^|_)eps(ilon)?$")  # layer_norm_eps, rms_norm_eps, norm_eps, layer_norm_epsilon, eps
 
 
 class _Bad(Exception):
@@ -93,6 +95,9 @@ def _check(name: str, value: Any, tp: Any, default: Any) -> Any:
             raise _Bad(f"must be a finite number, got {_short(value)}") from None
         if not math.isfinite(f) or abs(f) > 1e12:
             raise _Bad(f"must be a finite number of modest size, got {_short(value)}")
+        if _EPS.search(name) and not 0 < f < 1:  # a norm divides by sqrt(var + eps): -1 gives NaN everywhere
+            raise _Bad(f"must be a small positive number (a norm's epsilon, 1e-6 or 1e-5 in released configs), "
+                       f"got {_short(value)}")
         return value
     if tp is str:
         if not isinstance(value, str):

@@ -42,7 +42,8 @@ def mux_audio(video_path: str, audio: np.ndarray, sample_rate: int) -> None:
                 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
                 proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
-                raise UserError(f"could not add the audio track to {video_path}: {proc.stderr.strip().splitlines()[-1:]}")
+                raise UserError(f"could not add the audio track to {video_path}: "
+                                f"{proc.stderr.strip().splitlines()[-1:]}")
 
         write_atomic(video_path, write)
 

@@ -12,11 +12,14 @@ plugin, so they live here:
   ``config.json`` and safetensors weights, ``scheduler/scheduler_config.json``) from ``{component: (config,
   shapes)}``;
 * :func:`generated_checkpoint` — the folder of a named checkpoint, written on first use into a temporary folder
-  and renamed into place, so an interrupted or concurrent first run never leaves half a checkpoint behind.
+  and renamed into place, so an interrupted or concurrent first run never leaves half a checkpoint behind; under
+  :func:`no_cache_writes` (``vidax run --dry-run``, which writes nothing) a checkpoint not yet in the cache is
+  written to a temporary folder removed when the process ends.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from vidax_core.io.safetensors import save_file
+from vidax_core.io.switch import ThreadSwitch
 
 Shapes = Mapping[str, tuple[int, ...]]
 INDEX = "model_index.json"
@@ -98,6 +102,15 @@ def write_diffusers(
     write_json(os.path.join(folder, INDEX), index)
 
 
+_READ_ONLY = ThreadSwitch()
+
+
+def no_cache_writes():
+    """Inside the block a checkpoint missing from the cache is generated into a temporary folder (removed at exit),
+    not into the cache: a dry run leaves nothing behind."""
+    return _READ_ONLY.turned_on()
+
+
 def generated_checkpoint(distribution: str, version: str, name: str, write: Callable[[str], None]) -> str:
     """The folder of built-in checkpoint ``name`` (see :func:`cache_folder`), calling ``write(folder)`` to create
     it on first use. ``write`` fills a fresh folder inside a temporary directory next to the target, which is then
@@ -107,6 +120,11 @@ def generated_checkpoint(distribution: str, version: str, name: str, write: Call
     folder = cache_folder(distribution, version, name)
     if os.path.exists(os.path.join(folder, INDEX)):
         return folder
+    if _READ_ONLY.on:
+        scratch = tempfile.mkdtemp(prefix=f"vidax-{name}-")
+        atexit.register(shutil.rmtree, scratch, True)
+        write(os.path.join(scratch, name))
+        return os.path.join(scratch, name)
     parent = os.path.dirname(folder)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=parent)

@@ -181,7 +181,8 @@ class Checkpoint:
             files = [os.path.join(folder, n) for n in names]
             missing = [f for f in files if not os.path.exists(f)]
             if missing:
-                raise UserError(f"{indexes[0]} names shards that are missing: {', '.join(map(os.path.basename, missing))}")
+                raise UserError(f"{indexes[0]} names shards that are missing: "
+                                f"{', '.join(map(os.path.basename, missing))}")
             return files
         files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
         if not files:
@@ -270,7 +271,8 @@ def read_json_file(path: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON (not UTF-8 text at byte {exc.start}): fix or re-download it") from None
+        raise UserError(f"{path} is not valid JSON (not UTF-8 text at byte {exc.start}): "
+                        "fix or re-download it") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -310,13 +312,15 @@ def _check_scheduler_config(path: str, data: Mapping[str, Any]) -> None:
     except sched_base.SchedulerConfigError:
         return
     except errors as exc:
-        raise UserError(f"{path} has a value the scheduler cannot use ({_detail(exc)}): fix or re-download it") from None
+        raise UserError(f"{path} has a value the scheduler cannot use ({_detail(exc)}): "
+                        "fix or re-download it") from None
     try:
         # a resolution-dependent shift needs a token count: any will do for this check
         extra = {"seq_len": 256} if getattr(sampler, "use_dynamic_shifting", False) else {}
         arrays = sampler.plan(2, **extra).arrays()
     except errors as exc:
-        raise UserError(f"{path} has a value the scheduler cannot use ({_detail(exc)}): fix or re-download it") from None
+        raise UserError(f"{path} has a value the scheduler cannot use ({_detail(exc)}): "
+                        "fix or re-download it") from None
     if not sched_base.plan_values_ok(arrays):
         raise UserError(f"{path} gives non-finite timesteps or sigmas: fix or re-download it")
 
@@ -343,7 +347,8 @@ def download_from_hub(repo_id: str, revision: str | None, components: Sequence[s
     """Fetch only the files the run needs into the standard Hugging Face cache; return the snapshot folder.
 
     What is cached already is used as is; what is missing is downloaded with huggingface_hub's own progress bars
-    and one line before them (``--quiet`` turns both off: ``HF_HUB_DISABLE_PROGRESS_BARS``). Offline or unreachable, one :class:`UserError` line says how to get the files."""
+    and one line before them (``--quiet`` turns both off: ``HF_HUB_DISABLE_PROGRESS_BARS``).
+    Offline or unreachable, one :class:`UserError` line says how to get the files."""
     import sys
 
     from huggingface_hub import constants, snapshot_download
@@ -356,9 +361,11 @@ def download_from_hub(repo_id: str, revision: str | None, components: Sequence[s
         print(f"fetching {repo_id}{at} ({', '.join(c + '/' for c in components)} as present) into the Hugging Face "
               f"cache {constants.HF_HUB_CACHE}: first use only", file=sys.stderr, flush=True)
     try:
-        return snapshot_download(repo_id, revision=revision, allow_patterns=hub_allow_patterns(components, configs_only))
+        return snapshot_download(repo_id, revision=revision,
+                                 allow_patterns=hub_allow_patterns(components, configs_only))
     except LocalEntryNotFoundError as exc:
-        why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else f"the hub ({constants.ENDPOINT}) cannot be reached"
+        why = ("HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE
+               else f"the hub ({constants.ENDPOINT}) cannot be reached")
         get = f"hf download {repo_id}" + (f" --revision {revision}" if revision else "")
         raise UserError(
             f"checkpoint {repo_id}{at} is not in the local Hugging Face cache and {why}: pre-download it with "
@@ -367,7 +374,8 @@ def download_from_hub(repo_id: str, revision: str | None, components: Sequence[s
     except RevisionNotFoundError as exc:
         raise UserError(f"hub repository {repo_id} has no revision {revision!r}: fix model.revision") from exc
     except RepositoryNotFoundError as exc:
-        raise UserError(f"hub repository {repo_id} does not exist or is private (set HF_TOKEN for gated repos)") from exc
+        raise UserError(f"hub repository {repo_id} does not exist or is private "
+                        "(set HF_TOKEN for gated repos)") from exc
     except Exception as exc:
         raise UserError(f"cannot download {repo_id} from the hub: {str(exc).splitlines()[0]}") from exc
 
@@ -425,7 +433,9 @@ def resolve_checkpoint(
         name = value.split(":", 1)[1]
         folder = find_builtin(name) if find_builtin is not None else None
         if folder is None:
-            raise UserError(f"model {builtin_key} has no built-in checkpoint named {name!r}")
+            raise UserError(f"model {builtin_key} has no built-in checkpoint named {name!r}"
+                            + ("" if name == "tiny-random" else ": the built-in of a model that has one is "
+                               "builtin:tiny-random"))
         return Checkpoint(folder, source=value)
     path = os.path.expanduser(value)
     if os.path.isdir(path):

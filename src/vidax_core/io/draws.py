@@ -2,13 +2,15 @@
 ``sampling.initial_noise`` .npz in the reference's draw order, or the seed's.
 
 Draw ``n`` of shape ``s`` is the archive's ``noise_n`` (checked against ``s``) or, without a file,
-``jax.random.normal(fold_in(key(seed), n), s)``. The archive's names and shapes are checked against the run's
-planned draws before any weight loads; each member is read when its draw comes. A run that draws once also takes
+``jax.random.normal(fold_in(key(seed), n), s)``. The archive's draw names and shapes are checked against the run's
+planned draws before any weight loads (other members, such as the latent streams of the run a frame stage follows,
+are left alone); each member is read when its draw comes. A run that draws once also takes
 a .npy: the array the reference pipeline takes as ``latents=``.
 """
 
 from __future__ import annotations
 
+import re
 import zipfile
 from typing import Sequence
 
@@ -18,26 +20,30 @@ from vidax_core.errors import UserError
 from vidax_core.io import noise as N
 
 
+DRAW = re.compile(r"noise_\d+")  # the draws; other members (a run's latent streams beside them) are not ours
+
+
 def draw_name(n: int) -> str:
     return f"noise_{n}"
 
 
 def check_draws(path: str, shapes: Sequence[tuple[int, ...]]) -> None:
     """A one-line error unless ``path`` is a .npz holding exactly noise_0..noise_{n-1} with the planned shapes (or,
-    for a run that draws once, a .npy of that shape: what the reference pipeline takes as ``latents=``)."""
+    for a run that draws once, a .npy of that shape: what the reference pipeline takes as ``latents=``), every
+    value finite and of sane magnitude."""
     where = f"sampling.initial_noise {path}"
     want = [draw_name(n) for n in range(len(shapes))]
     how = (f"this run draws noise {len(shapes)} times: give a .npz holding noise_0 .. noise_{len(shapes) - 1} "
            "(numpy.savez), each in the reference pipeline's draw order and layout (see the family's docs page)")
     if not N.is_zip(path):
         if len(shapes) == 1:
-            N.check_shape(N.npy_header(path, where), tuple(shapes[0]), where)
+            N.check_noise_shapes(path, tuple(shapes[0]))
             return
         raise UserError(f"{where} is a single array, but {how}")
     with N._open(path, where) as f:
         try:
             with zipfile.ZipFile(f) as z:
-                found = N._members(z, path)
+                found = {k: v for k, v in N._members(z, path).items() if DRAW.fullmatch(k)}
                 if sorted(found) != sorted(want):
                     extra = sorted(set(found) - set(want))[:3]
                     missing = sorted(set(want) - set(found), key=lambda m: int(m.split("_")[1]))[:3]
@@ -47,7 +53,8 @@ def check_draws(path: str, shapes: Sequence[tuple[int, ...]]) -> None:
                 for name, shape in zip(want, shapes):
                     with z.open(found[name]) as m:
                         h = N.read_header(m, found[name].file_size, f"{where}: {name}")
-                    N.check_shape(h, tuple(shape), f"{where}: {name}")
+                        N.check_shape(h, tuple(shape), f"{where}: {name}")
+                        N.scan_values(m, h, f"{where}: {name}")  # a finite draw times 1e38 turns the run to NaN
         except UserError:
             raise
         except N.ZIP_ERRORS as exc:

@@ -12,13 +12,12 @@ An 8-bit kernel and its ``kernel_scale`` come from one source tensor: reading th
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from vidax_core.io.switch import ThreadSwitch
 from vidax_core.quant import leaf as quant_leaf
 
 
@@ -177,24 +176,18 @@ class LazyLeaf:
         return f"LazyLeaf({self.shape}, {self.dtype}, {len(self.parts)} source tensors)"
 
 
-_CHECK_ONLY = threading.local()
+_CHECK_ONLY = ThreadSwitch()
 
 
-@contextlib.contextmanager
 def check_only():
     """Within this context :func:`vidax_core.nn.state.materialize` places nothing: a loader checks every key and
     shape of its checkpoint (from the headers) and returns its module with shapes for arrays. For checking a
     checkpoint folder's layout against the loaders without reading (or holding) any weight."""
-    before = getattr(_CHECK_ONLY, "on", False)
-    _CHECK_ONLY.on = True
-    try:
-        yield
-    finally:
-        _CHECK_ONLY.on = before
+    return _CHECK_ONLY.turned_on()
 
 
 def checking_only() -> bool:
-    return getattr(_CHECK_ONLY, "on", False)
+    return _CHECK_ONLY.on
 
 
 def is_lazy(value: Any) -> bool:

@@ -3,7 +3,9 @@ broken or hostile file is one :class:`UserError` line before any weight loads.
 
 Images: PIL opens the header and verifies the file's structure; a pixel count above PIL's decompression-bomb
 limit (``PIL.Image.MAX_IMAGE_PIXELS``; PIL warns above it and refuses above twice it) is refused with the limit
-named. Videos: ffmpeg must report a size and decode a first frame.
+named. Videos: ffmpeg must report a size and decode a first frame; a ``.npy`` clip (float frames in [0, 1], as
+``output.save_frames`` writes them: the lossless hand-off from one run to another) must have a usable header of
+shape (T, H, W, 3) or (1, T, H, W, 3).
 """
 
 from __future__ import annotations
@@ -56,10 +58,27 @@ def _check_decodes(path: str, where: str) -> None:
         raise UserError(f"cannot read {where} {path!r} ({reason}) — expected a png or jpg file") from None
 
 
+def npy_clip_shape(path: str, where: str = "video") -> tuple[int, int, int]:
+    """(frames, height, width) of a ``.npy`` clip, from its checked header alone."""
+    from vidax_core.io.noise import npy_header
+
+    h = npy_header(path, f"{where} {path}")
+    shape = h.shape[1:] if len(h.shape) == 5 and h.shape[0] == 1 else h.shape
+    if len(shape) != 4 or shape[-1] != 3 or h.dtype.kind != "f" or min(shape) < 1:
+        raise UserError(f"{where} {path} holds a {h.dtype} array of shape {h.shape}: a .npy clip is float frames in "
+                        "[0, 1] of shape (T, H, W, 3) or (1, T, H, W, 3), as output.save_frames writes them")
+    if shape[1] * shape[2] > bomb_limit():
+        raise UserError(f"{where} {path}: frame size {shape[2]}x{shape[1]} is above the {bomb_limit()}-pixel limit")
+    return shape[0], shape[1], shape[2]
+
+
 def check_video(path: str, where: str = "video") -> None:
-    """``path`` is a video ffmpeg can size and decode a first frame of."""
+    """``path`` is a video ffmpeg can size and decode a first frame of, or a ``.npy`` clip."""
     if not os.path.isfile(path):
         raise UserError(f"{where} {path} does not exist or is not a file")
+    if path.endswith(".npy"):
+        npy_clip_shape(path, where)
+        return
     try:
         import imageio_ffmpeg
     except ImportError:  # the plugin that reads clips reports it

@@ -3,7 +3,9 @@
 numpy trusts a file's header: a zero item size makes ``np.load(mmap_mode="r")`` divide by zero (SIGFPE), a cut
 header raises tokenizer errors, and a .npz is decompressed whole before its names are seen. So the header is
 parsed here first (magic, version, a literal dict, dtype kind and item size, shape, byte count against the file
-size), and only then is the data mapped (.npy) or read, exactly the bytes the model needs (.npz member).
+size), and only then is the data read, exactly the bytes the model needs (never memory-mapped: a file cut while
+it is read is a short read, not SIGBUS). Every value must be finite and of sane magnitude
+(:data:`MAX_MAGNITUDE`): the pre-run check reads the file a block at a time to say so before anything loads.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ MAGIC = b"\x93NUMPY"
 MAX_HEADER = 10000  # numpy's own default limit (np.lib.format's max_header_size)
 MAX_MEMBERS = 4096  # a chunked run's every draw (windows x diffusion-forcing rows) fits
 HOW = "save a float32 array with numpy.save"
+MAX_MAGNITUDE = 1e4  # of an initial-noise entry: standard normal draws stay within a few units
+SCAN_BYTES = 1 << 24  # read at a time when the values are checked before a run
 
 
 @dataclass(frozen=True)
@@ -99,9 +103,30 @@ def check_shape(header: NpyHeader, shape: tuple[int, ...], where: str) -> None:
 
 def finite32(noise: np.ndarray, where: str) -> np.ndarray:
     out = np.asarray(noise, dtype=np.float32)
-    if not np.isfinite(out).all():
-        raise UserError(f"{where} holds NaN or infinite values: every entry must be finite")
+    _check_values(out, where)
     return out
+
+
+def _check_values(values: np.ndarray, where: str) -> None:
+    """Finite, and not of absurd magnitude: a draw times 1e38 is finite and still turns a run's latents to NaN."""
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise UserError(f"{where} holds NaN or infinite values: every entry must be finite")
+    if values.size and float(np.max(np.abs(values))) > MAX_MAGNITUDE:
+        raise UserError(f"{where} holds values up to {float(np.max(np.abs(values))):.3g}: initial noise is a standard "
+                        f"normal draw (values of a few units), and entries beyond {MAX_MAGNITUDE:g} in magnitude "
+                        "are refused; save the draw itself")
+
+
+def scan_values(f: BinaryIO, header: NpyHeader, where: str) -> None:
+    """The data after ``header`` read from ``f`` a block at a time and checked (:func:`_check_values`) without
+    holding it whole; a stream shorter than its header promises is refused."""
+    left, block = header.nbytes, max(header.dtype.itemsize, SCAN_BYTES // header.dtype.itemsize * header.dtype.itemsize)
+    while left:
+        raw = f.read(min(left, block))
+        if not raw or len(raw) % header.dtype.itemsize:
+            raise UserError(f"{where} is truncated: its header promises {header.nbytes} data bytes ({HOW})")
+        _check_values(np.frombuffer(raw, dtype=header.dtype), where)
+        left -= len(raw)
 
 
 def checked_noise(noise: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
@@ -147,13 +172,13 @@ def load_initial_noise(path: str, shape: tuple[int, ...]) -> np.ndarray:
     where = f"sampling.initial_noise {path}"
     if is_zip(path):
         raise _archive_for_one(where, shape)
-    h = npy_header(path, where)
-    check_shape(h, shape, where)
-    try:
-        noise = np.memmap(path, dtype=h.dtype, mode="r", offset=h.offset, shape=h.shape,
-                          order="F" if h.fortran else "C")
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{where} cannot be mapped ({' '.join(str(exc).split())[:120]}): {HOW}") from None
+    with _open(path, where) as f:
+        h = read_header(f, os.fstat(f.fileno()).st_size, where)
+        check_shape(h, shape, where)
+        raw = f.read(h.nbytes)  # read, not mapped: a file cut while it is read is a short read, not SIGBUS
+    if len(raw) != h.nbytes:
+        raise UserError(f"{where} is truncated: its header promises {h.nbytes} data bytes, the file holds {len(raw)}")
+    noise = np.frombuffer(raw, dtype=h.dtype).reshape(h.shape, order="F" if h.fortran else "C")
     return finite32(noise, where)
 
 
@@ -225,12 +250,16 @@ def load_npz_noise(path: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, n
 
 def check_noise_shapes(path: str, shapes: Any) -> None:
     """The noise file against what the run takes as ``latents=`` (one shape, or {stream: shape}): the stream
-    names and each header's shape, before any weight loads (no data is read)."""
+    names and each header's shape, then the values of the arrays the run takes (finite, of sane magnitude, read a
+    block at a time), before any weight loads."""
     where = _npz_where(path)
     if not isinstance(shapes, dict):
         if is_zip(path):
             raise _archive_for_one(where, shapes)
-        check_shape(npy_header(path, where), tuple(shapes), where)
+        with _open(path, where) as f:
+            h = read_header(f, os.fstat(f.fileno()).st_size, where)
+            check_shape(h, tuple(shapes), where)
+            scan_values(f, h, where)
         return
     need = ", ".join(sorted(shapes))
     if not is_zip(path):
@@ -244,7 +273,9 @@ def check_noise_shapes(path: str, shapes: Any) -> None:
                     raise UserError(f"{where} holds {', '.join(sorted(found)) or 'no array'}, this model needs {need}")
                 for k, s in shapes.items():
                     with z.open(found[k]) as m:
-                        check_shape(read_header(m, found[k].file_size, f"{where}: {k}"), tuple(s), f"{where}: {k}")
+                        h = read_header(m, found[k].file_size, f"{where}: {k}")
+                        check_shape(h, tuple(s), f"{where}: {k}")
+                        scan_values(m, h, f"{where}: {k}")
         except UserError:
             raise
         except ZIP_ERRORS as exc:
@@ -293,7 +324,8 @@ def load_npz_draw(path: str, name: str, shape: tuple[int, ...]) -> np.ndarray | 
 
 def check_noise_file(path: str) -> None:
     """The pre-run check of ``sampling.initial_noise``: a .npy with a usable header, or a .npz whose members all
-    have one (the shapes are checked once the model's latent grid is known)."""
+    have one (the shapes, then the values, are checked once the model's latent grid is known: nothing is inflated
+    before a member's shape is the run's)."""
     where = _npz_where(path)
     if not is_zip(path):
         npy_header(path, where)

@@ -1,7 +1,9 @@
 """Safe output files: checked before the run starts, written to a temporary file and renamed into place.
 
 An interrupted or failed run therefore never leaves a partial file, and an existing output is only replaced when
-``output.overwrite`` is true.
+``output.overwrite`` is true. The temporary name is hidden and stamped with the writing process
+(``.NAME.<host>-<pid>.XXXXXXXX.partial.EXT``, :mod:`vidax_core.io.stale`): a process killed outright cannot remove
+its own, so the next write of the same output removes those whose process is gone (never a live run's).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.io import stale
 
 
 def check_writable(paths: Sequence[str | None], overwrite: bool) -> None:
@@ -53,7 +56,8 @@ def atomic_path(path: str) -> Iterator[str]:
     base, ext = os.path.splitext(os.path.basename(path))
     # short enough beside any legal name: NAME_MAX is 255 bytes, mkstemp adds 8 random characters
     base, ext = os.fsdecode(os.fsencode(base)[:120]), os.fsdecode(os.fsencode(ext)[:16])
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".partial{ext}", dir=folder)
+    stale.sweep(folder, f".{base}.", f".partial{ext}")  # what killed runs left of this output
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}{stale.stamp()}", suffix=f".partial{ext}", dir=folder)
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)

@@ -38,7 +38,8 @@ def layout_path(model_id: str, plugins: Any = None) -> str:
     path = os.path.join(here, "assets", "published", f"{model_id}.json.gz")
     if not os.path.exists(path):
         raise UserError(f"no published layout ships for {model_id} ({path}): its plugin has none yet "
-                        "(python -m vidax_core.bench.published_layout CONFIG_FOLDER MODEL_ID writes one from the id's configs)")
+                        "(python -m vidax_core.bench.published_layout CONFIG_FOLDER MODEL_ID "
+                        "writes one from the id's configs)")
     return path
 
 
@@ -72,6 +73,9 @@ class LayoutTensors(Mapping[str, Any]):
             raise KeyError(key)
         raise UserError(f"{self.where} is a published layout without weights: tensor {key} has no values (a dry run "
                         "reads none; a run needs the checkpoint itself)")
+
+    def __contains__(self, key: object) -> bool:  # a name is there without reading its (absent) value
+        return key in self._entries
 
     def shape(self, key: str) -> tuple[int, ...]:
         return tuple(self._entries[key][0])

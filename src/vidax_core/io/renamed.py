@@ -27,7 +27,9 @@ class RenamedTensors(Mapping[str, np.ndarray]):
 
     def nbytes(self, key: str) -> int:
         src = self.source
-        return src.nbytes(self.original[key]) if hasattr(src, "nbytes") else int(np.asarray(src[self.original[key]]).nbytes)
+        if hasattr(src, "nbytes"):
+            return src.nbytes(self.original[key])
+        return int(np.asarray(src[self.original[key]]).nbytes)
 
     def dtype(self, key: str) -> np.dtype:
         from vidax_core.quant.source import dtype_of
@@ -36,7 +38,9 @@ class RenamedTensors(Mapping[str, np.ndarray]):
 
     def shape(self, key: str) -> tuple[int, ...]:
         src = self.source
-        return tuple(src.shape(self.original[key])) if hasattr(src, "shape") else tuple(np.shape(src[self.original[key]]))
+        if hasattr(src, "shape"):
+            return tuple(src.shape(self.original[key]))
+        return tuple(np.shape(src[self.original[key]]))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.original)

@@ -131,12 +131,15 @@ def _check_layout(path: str, entries: Mapping[str, tuple], data_size: int) -> No
     pos = 0
     for name, (_, _, start, end) in sorted(entries.items(), key=lambda kv: (kv[1][2], kv[1][3])):
         if start != pos:
-            raise UserError(f"{path} is corrupt at tensor {name[:80]!r} (its bytes overlap or leave a gap): re-download it")
+            raise UserError(f"{path} is corrupt at tensor {name[:80]!r} "
+                            "(its bytes overlap or leave a gap): re-download it")
         pos = end
     if pos > data_size:
-        raise UserError(f"{path} is truncated: its tensors need {pos} bytes of data, the file holds {data_size}: re-download it")
+        raise UserError(f"{path} is truncated: its tensors need {pos} bytes of data, "
+                        f"the file holds {data_size}: re-download it")
     if pos < data_size:
-        raise UserError(f"{path} is corrupt: {data_size - pos} bytes after the last tensor belong to none: re-download it")
+        raise UserError(f"{path} is corrupt: {data_size - pos} bytes after the last tensor "
+                        "belong to none: re-download it")
 
 
 def save_file(tensors: Mapping[str, np.ndarray], path: str, metadata: Mapping[str, str] | None = None) -> None:

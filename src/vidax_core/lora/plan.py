@@ -141,7 +141,8 @@ def prepare(cfg: Any, spec: Any, ckpt: Any, builds: Sequence[Any], plugins: Any,
         recs = list({id(t.record): t.record for t in targets}.values())
         out.summaries.append(Summary(
             i, adapter.path, adapter.layout, comp, float(entry.scale), len(recs),
-            tuple(sorted({r.rank for r in recs if r.rank})), tuple(sorted({r.alpha for r in recs if r.alpha is not None}))))
+            tuple(sorted({r.rank for r in recs if r.rank})),
+            tuple(sorted({r.alpha for r in recs if r.alpha is not None}))))
     return out
 
 

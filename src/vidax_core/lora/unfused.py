@@ -171,7 +171,8 @@ def fit(f: Factors, slots: Mapping[tuple, Slot], where: str) -> None:
                         "load's adapters)")
 
 
-def values(f: Factors, slots: Mapping[tuple, Slot], abstract: Mapping[tuple, Any] | None = None) -> dict[tuple, np.ndarray]:
+def values(f: Factors, slots: Mapping[tuple, Slot],
+           abstract: Mapping[tuple, Any] | None = None) -> dict[tuple, np.ndarray]:
     """The slot parameters holding ``f`` (zeros where it has nothing), cast to ``abstract``'s dtypes if given."""
     out: dict[tuple, np.ndarray] = {}
     for module, s in slots.items():
@@ -215,7 +216,8 @@ def attach(model: Any, slots: Mapping[tuple, Slot]) -> Any:
     for module, s in slots.items():
         lin = linears.get(module)
         if lin is None:
-            raise UserError(f"lora_mode=unfused: {'/'.join(map(str, module))} is not a vidax Linear layer; {FUSED_HINT}")
+            raise UserError(f"lora_mode=unfused: {'/'.join(map(str, module))} "
+                            f"is not a vidax Linear layer; {FUSED_HINT}")
         k = lin.kernel
         names = tuple(k.get_metadata().get("out_sharding") or (None,) * k[...].ndim)
         lead, (n_in, n_out) = names[:-2], names[-2:]

@@ -197,14 +197,7 @@ class Attention(nnx.Module):
         k_rope = q_rope if k_rope is None else k_rope
         if k_rope is not None:
             k = rotate(k, k_rope, self.rope_style)
-        if q_seq == SEQ and kv_seq == SEQ:
-            o = ulysses.self_attention(q, k, v, kv_mask=kv_mask)
-        elif q_seq == SEQ:
-            o = ulysses.cross_attention(q, k, v, kv_mask=kv_mask)
-        elif kv_seq == SEQ:
-            o = ulysses.gathered_kv_attention(q, k, v, kv_mask=kv_mask)
-        else:
-            o = ulysses.replicated_attention(q, k, v, kv_mask=kv_mask)
+        o = ulysses.attend(q, k, v, q_sharded=q_seq == SEQ, kv_sharded=kv_seq == SEQ, kv_mask=kv_mask)
         return self.out(o, q_seq)
 
     def __call__(self, x: jax.Array, kv: jax.Array | None = None, rope: Rope | None = None, *,

@@ -25,8 +25,10 @@ def settings(cfg) -> tuple[str | None, int | None, int | None]:
     n = getattr(d, "num_processes", None)
     pid = getattr(d, "process_id", None)
     try:
-        n = n if n is not None else (int(os.environ["JAX_NUM_PROCESSES"]) if "JAX_NUM_PROCESSES" in os.environ else None)
-        pid = pid if pid is not None else (int(os.environ["JAX_PROCESS_ID"]) if "JAX_PROCESS_ID" in os.environ else None)
+        n = n if n is not None else (int(os.environ["JAX_NUM_PROCESSES"])
+                                     if "JAX_NUM_PROCESSES" in os.environ else None)
+        pid = pid if pid is not None else (int(os.environ["JAX_PROCESS_ID"])
+                                           if "JAX_PROCESS_ID" in os.environ else None)
     except ValueError as exc:
         raise UserError(f"JAX_NUM_PROCESSES / JAX_PROCESS_ID must be integers: {exc}") from exc
     return addr, n, pid

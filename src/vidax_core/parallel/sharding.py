@@ -1,7 +1,8 @@
 """Logical axis names -> mesh PartitionSpecs, the active sharding context, and host -> device staging.
 
 Parameters and activations carry logical axis names (``embed``, ``heads``, ``mlp``, ``layers``, ``batch``, ``seq``
-...). A family's ``shard_rules`` hook maps them onto the mesh axes of :mod:`vidax_core.parallel.mesh`; names without a rule
+...). A family's ``shard_rules`` hook maps them onto the mesh axes of :mod:`vidax_core.parallel.mesh`;
+names without a rule
 are replicated. The pipeline activates ``(mesh, rules)`` while tracing the model, and model code calls
 :func:`constrain` (a no-op without an active multi-device mesh) to pin activation layouts.
 
@@ -99,7 +100,8 @@ def param_specs(abstract_state, rules: Rules, mesh: Mesh | None = None) -> dict[
 
 def spec_table(specs: Mapping[tuple, P]) -> dict[str, list]:
     """JSON-friendly golden table: 'a/b/c' -> list of per-axis mesh axes (None = replicated)."""
-    return {"/".join(map(str, p)): [list(a) if isinstance(a, tuple) else a for a in s] for p, s in sorted(specs.items(), key=lambda kv: "/".join(map(str, kv[0])))}
+    return {"/".join(map(str, p)): [list(a) if isinstance(a, tuple) else a for a in s]
+            for p, s in sorted(specs.items(), key=lambda kv: "/".join(map(str, kv[0])))}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -249,5 +249,5 @@ def stream_stacks(model: nnx.Module, chunk_layers: int, shardings_of: Callable[[
     return names
 
 
-__all__ = ["FILE", "FileChunks", "StackStream", "attach", "chunk_for", "detach", "is_streamed", "jit_unless_streamed", "layer_bytes",
-           "release", "run_stack", "stack_depth", "stacked_modules", "stream_stacks"]
+__all__ = ["FILE", "FileChunks", "StackStream", "attach", "chunk_for", "detach", "is_streamed", "jit_unless_streamed",
+           "layer_bytes", "release", "run_stack", "stack_depth", "stacked_modules", "stream_stacks"]

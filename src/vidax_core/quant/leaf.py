@@ -59,7 +59,8 @@ def _reduce_to(scale_full: np.ndarray, want: tuple[int, ...], key: str) -> np.nd
 
 
 def prepare(value: Any, transform: Callable | None, target_dtype: Any, scale_shape: tuple[int, ...] | None,
-            check_only: bool = False, want_shape: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+            check_only: bool = False,
+            want_shape: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """(array for the parameter, its scale or None) from one source ``value`` (array, loader or Quantized).
 
     ``scale_shape``: the per-layer shape of the parameter's scale when it is 8-bit (None: full precision);

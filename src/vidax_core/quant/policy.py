@@ -2,7 +2,8 @@
 (:func:`vidax_core.quant.source.read_layout` on its tensor headers), else nothing.
 
 :func:`apply` wraps a denoiser build so every consumer (placement, dry run, offload, loading) sees the model with
-its block Linear layers (and the family's named layers outside the blocks) 8-bit; :func:`tensors_for_load` folds the checkpoint's scales into their weights.
+its block Linear layers (and the family's named layers outside the blocks) 8-bit;
+:func:`tensors_for_load` folds the checkpoint's scales into their weights.
 """
 
 from __future__ import annotations

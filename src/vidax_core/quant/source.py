@@ -139,7 +139,8 @@ def read_layout(source: Mapping[str, Any], where: str = "checkpoint") -> Layout:
         if k in lay.scales:
             continue
         if dt == np.int8 or dt == np.uint8:
-            raise UserError(f"{where}: 8-bit integer weight {k} has no {k[:-7]}.weight_scale: re-download the checkpoint")
+            raise UserError(f"{where}: 8-bit integer weight {k} has no {k[:-7]}.weight_scale: "
+                            "re-download the checkpoint")
         if markers:
             raise UserError(f"{where}: scaled_fp8 weight {k} has no {k[:-7]}.scale_weight: re-download the checkpoint")
     lay.name = ("comfy_quant" if confs else "scaled_fp8" if markers else "lightx2v" if lay.scales

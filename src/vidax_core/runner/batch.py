@@ -5,8 +5,10 @@ A prompts file is text (one prompt a line; blank lines and lines starting with `
 ``image``, ``num_frames``, ``options`` or ``output``) or JSON (``.json``: a list of such objects or prompt strings).
 A text file whose every line is a JSON object is read as JSONL (a prompt is never a JSON object). The file must be
 a regular file of at most 64 MiB (a device or a FIFO is refused: it may never end). Every line is checked before
-any weight loads and a bad one is reported with its line number. Each video goes to its line's ``output`` or to ``output.path`` numbered (``out/video.mp4`` ->
-``out/video_0001.mp4``; ``save_latents``, ``save_frames``, ``save_audio`` and ``metrics`` are numbered alike); an output that
+any weight loads and a bad one is reported with its line number.
+Each video goes to its line's ``output`` or to ``output.path`` numbered (``out/video.mp4`` ->
+``out/video_0001.mp4``; ``save_latents``, ``save_frames``, ``save_audio`` and ``metrics`` are numbered alike);
+an output that
 already exists is skipped unless ``output.overwrite=true``, so a killed batch resumes where it stopped.
 """
 
@@ -189,7 +191,8 @@ def describe(entries: list[tuple[str, Any]], base_output: Any, shown: int = 3) -
     head = (f"batch:      {len(items)} videos, one load" + (f" ({skipped} skipped: their outputs exist)" if skipped
                                                           else "")
             + "; each line's call is checked when the batch runs, before any weight loads")
-    rows = [f"  {it.where}: {short_repr(it.args['prompt'])} -> {it.outputs['path'] or 'no mp4'}" for it in items[:shown]]
+    rows = [f"  {it.where}: {short_repr(it.args['prompt'])} -> {it.outputs['path'] or 'no mp4'}"
+            for it in items[:shown]]
     more = [f"  ... and {len(items) - shown} more"] if len(items) > shown else []
     return "\n".join([head, *rows, *more])
 

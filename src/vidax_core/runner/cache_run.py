@@ -29,7 +29,8 @@ def check_model(spec: Any, model_cls: type) -> None:
     """Refuse, in one line, a model the cache cannot run exactly."""
     missing = [n for n in ("pre", "post", "run_block_group", "block_groups") if not hasattr(model_cls, n)]
     if missing:
-        raise UserError(f"cache: the denoiser of {spec.id} has no staged forward ({', '.join(missing)}): set cache=null")
+        raise UserError(f"cache: the denoiser of {spec.id} has no staged forward ({', '.join(missing)}): "
+                        "set cache=null")
     if hasattr(model_cls, "between_groups"):
         raise UserError(f"cache: {spec.id} changes its carry between block groups, which the step cache does not "
                         "handle yet: set cache=null")

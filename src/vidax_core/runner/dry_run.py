@@ -87,8 +87,8 @@ def describe_8bit(flat: dict, groups: Any = ()) -> str | None:
     where = f" ({outside} outside the blocks)" if outside else ""
     return (f"{_fmt_bytes(nbytes(eight.values()))} of {'/'.join(dtypes)} weights in {len(eight)} Linear "
             f"kernels{where} + {_fmt_bytes(nbytes(scales))} of fp32 scales; {_fmt_bytes(rest)} stays in full "
-            "precision (norms, modulation, patch embedding, heads, biases, the embedders the family keeps); weight-only: "
-            "matmuls run in the compute dtype")
+            "precision (norms, modulation, patch embedding, heads, biases, the embedders the family keeps); "
+            "weight-only: matmuls run in the compute dtype")
 
 
 def _guidance_text(cfg: RunConfig) -> str:
@@ -102,7 +102,8 @@ def _describe_size(s: Sizing) -> str:
         return f"{_fmt_bytes(s.total)} of parameters (no stacked blocks)"
     parts = " + ".join(f"{g} {n}" for g, (n, _) in s.groups.items())
     detail = f": {parts}" if len(s.groups) > 1 else ""
-    return f"{_fmt_bytes(s.total)} of parameters ({s.blocks} stacked blocks{detail}, {_fmt_bytes(s.block_bytes)} in blocks)"
+    return (f"{_fmt_bytes(s.total)} of parameters ({s.blocks} stacked blocks{detail}, "
+            f"{_fmt_bytes(s.block_bytes)} in blocks)")
 
 
 def _chunk_text(chunk: Any) -> str:
@@ -186,8 +187,8 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
                      cfg, "offload.storage", "disk") else stream_key)
     streamed_bytes = sum(s.groups[g][1] for s in sizes for g in streamed if g in s.groups)
     dev = int(resident / tp)
-    if cpu and streamed:  # the CPU uses its chunks in place (host) or memory-mapped (disk): no copies in flight
-        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)
+    if cpu and streamed and cfg.offload.storage != "disk":  # the CPU uses host chunks in place: none in flight
+        dev = int((sum(s.total for s in sizes) - streamed_bytes) / tp)  # (disk: two chunks read, in flight)
     chunk = cfg.offload.chunk_size
     device_key = ("offload.enabled=true" if not cfg.offload.enabled else
                   "offload.chunk_size=1" if not isinstance(chunk, dict) and chunk > 1 else
@@ -197,8 +198,9 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         if cfg.offload.storage == "disk":
             from vidax_core.parallel.disk_chunks import cache_root
 
-            plan.add("denoiser", "device + disk cache", dev, note=f"{_fmt_bytes(streamed_bytes)} of blocks read through "
-                     f"the page cache from {cache_root()}", device_key=device_key)
+            plan.add("denoiser", "device + disk cache", dev,
+                     note=f"{_fmt_bytes(streamed_bytes)} of blocks read through the page cache from {cache_root()}",
+                     device_key=device_key)
         else:
             plan.add("denoiser", "device + pinned host", dev, streamed_bytes,
                      note="the streamed blocks once in host memory", device_key=device_key,
@@ -385,10 +387,13 @@ def dry_run_checkpoint(cfg: RunConfig, spec: Any, plugins: Plugins) -> tuple[Any
 def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
                   host_memory_gib: float | None = None) -> str:
     """What ``vidax run`` would do with ``cfg``: the call's plan from the planner a real call runs
-    (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute."""
+    (:mod:`.plan`, the same lines it logs), then the sizing of its weights, activations and compute. Nothing is
+    written (a built-in checkpoint a plugin generates on first use goes to a temporary folder)."""
+    from vidax_core.io.builtin import no_cache_writes
+
     cfg, peak, label = target_device(cfg, device)
     spec = plugins.registry.get(cfg.model.id)
-    with tempfile.TemporaryDirectory(prefix="vidax-dry-run-") as tmp:
+    with no_cache_writes(), tempfile.TemporaryDirectory(prefix="vidax-dry-run-") as tmp:
         shown = cfg
         cfg, assumed = stand_ins(cfg, spec, plugins, tmp)
         preflight(cfg, spec, plugins, check_outputs=False)
@@ -418,11 +423,15 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
     """The dry run's report of ``cfg`` (``shown``: the config as the user gave it, printed at the end)."""
     from vidax_core.runner.denoiser import build_dit
     from vidax_core.runner.plan import Planner, plan_lines, video_tokens
+    from vidax_core.runner.stages import frame_stages
 
     if cfg.sampling.num_frames is None:
         raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
                         "prompt, which a dry run does not load; set sampling.num_frames=...")
     builds = build_dit(spec, ckpt, cfg, plugins)
+    from vidax_core.runner.encoder_check import check_text_encoder
+
+    check_text_encoder(spec, ckpt, cfg, plugins)  # as the run builds it, nothing read
     from vidax_core import lora
 
     adapters = lora.prepare(cfg, spec, ckpt, builds, plugins, weights_optional=True).summaries
@@ -455,11 +464,13 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
         f"video:      {cfg.sampling.num_frames} frames at {cfg.sampling.width}x{cfg.sampling.height}, "
         f"{cfg.sampling.num_steps} steps, guidance {_guidance_text(cfg)}",
         *plan_lines(plan),
+        *[f"then:       {st.name or 'stage'}: {st.model} over the decoded frames (its own --dry-run sizes it)"
+          for st in frame_stages(spec, ckpt, cfg, plugins)],
         f"tokens:     {tokens}" + (" (the largest pass)" if len(plan.passes) > 1 else ""),
         f"target:     {label}; weights {np.dtype(builds[0].param_dtype).name}"
         + (" (the device's policy)" if device and cfg.model.dtype == getattr(peak, "policy", None) else ""),
         f"attention:  {cfg.attention.backend}",
-        f"offload:    {'on, chunk ' + _chunk_text(chunk) + ' (' + ', '.join(streamed) + ')' if cfg.offload.enabled else 'off'}",
+        "offload:    " + (f"on, chunk {_chunk_text(chunk)} ({', '.join(streamed)})" if cfg.offload.enabled else "off"),
         *denoiser,
         *([f"8-bit:      {q}"] if (q := describe_8bit(abstracts[0][2], sizes[0].groups)) else []),
         *([f"lora:       {s.line()}" for s in adapters] + ([_LORA_MODE[cfg.lora_mode]] if adapters else [])),

@@ -46,7 +46,7 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import compile_watch, device_oom, memory, memory_plan, windowed
+from vidax_core.runner import compile_watch, device_oom, finite, memory, memory_plan, windowed
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
 from vidax_core.runner.metrics import run_metrics
 from vidax_core.runner.outputs import RunResult, write_call_outputs
@@ -56,6 +56,7 @@ from vidax_core.runner.progress import Reporter, Timer, follow_chunks
 from vidax_core.runner.prompts import encode_prompts
 from vidax_core.runner.runtime import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
+from vidax_core.runner.stages import StageChain
 from vidax_core.runner.text_encoders import KeptModels, TextEncoders, encoder_dtypes
 from vidax_core.encoders.policy import EncoderPolicy, encoder_policy
 from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
@@ -76,7 +77,8 @@ def vae_key(cfg: RunConfig) -> str:
     """What decides a VAE build (docs/python-api.md): the call's frame count and size, its ``options`` and ``vae``
     settings, and which kinds of media it gives (an image, a clip, an initial-noise file), never their content.
     The prompts, seed, noise values, media content and step recipe change no VAE program or weight; a VAE that
-    reads some of them while decoding takes them through ``for_call`` (:class:`vidax_core.model_api.VideoAutoencoder`)."""
+    reads some of them while decoding takes them through ``for_call``
+    (:class:`vidax_core.model_api.VideoAutoencoder`)."""
     s = cfg.sampling
     options = sorted(dict(cfg.options or {}).items(), key=lambda kv: kv[0])
     return repr((s.num_frames, s.height, s.width, options, to_dict(cfg)["vae"], cfg.image is not None,
@@ -113,7 +115,7 @@ class LoadedModel:
     before it places the denoiser, and frees the encoders when done."""
 
     def __init__(self, cfg: RunConfig, plugins: Plugins, reporter: Reporter | None = None, *,
-                 single: bool = False, load_weights: bool = True) -> None:
+                 single: bool = False, load_weights: bool = True, stage: bool = False) -> None:
         self.reporter = reporter or Reporter()
         self.plugins = plugins
         self.base = cfg
@@ -125,7 +127,7 @@ class LoadedModel:
         self.startup_s: float | None = None  # the process's start-up before this load (vidax run sets it)
         memory.start()
         self.spec = spec = plugins.registry.get(cfg.model.id)
-        preflight(cfg, spec, plugins)
+        preflight(cfg, spec, plugins, check_outputs=not stage, check_media=not stage)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
         memory.start_backend()  # the runtime's own host memory, measured apart from vidax's
         setup_runtime(cfg)
@@ -163,6 +165,8 @@ class LoadedModel:
         self.session: Any = None  # the kept state of a causal call, for a continuation (keep_cache)
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan)  # before any weight
+        self.stages = StageChain(self, cfg, lambda scfg: LoadedModel(  # frame stages: checked now, no weights
+            scfg, plugins, self.reporter, single=single, load_weights=False, stage=True))
         self.load_s = time.perf_counter() - t0
         if load_weights:
             self.load_weights()
@@ -193,9 +197,11 @@ class LoadedModel:
                 build, model = load_dit(self.spec, self.ckpt, cfg, self.plugins, self.reporter, build=build,
                                         put=placement.put, adapters=self.adapters)
                 if placement.offload_groups:
-                    host = pin_groups(model, placement.offload_groups, lambda g: chunk_size_of(cfg.offload.chunk_size, g),
+                    host = pin_groups(model, placement.offload_groups,
+                                      lambda g: chunk_size_of(cfg.offload.chunk_size, g),
                                       placement.specs, placement.mesh, storage=cfg.offload.storage, files=files,
-                                      extra={"component": build.component, "lora": repr(cfg.lora), "mode": cfg.lora_mode},
+                                      extra={"component": build.component, "lora": repr(cfg.lora),
+                                             "mode": cfg.lora_mode},
                                       log=self.reporter.log)
                     self.experts.append(Expert(build, placement, model, host=host))
                 else:
@@ -347,7 +353,7 @@ class LoadedModel:
         cfg = cfg or self.base
         if plan is None and cfg is self.base:
             plan = self.first_plan
-        with self._lock, precision.scope(cfg), self._attention():
+        with self._lock, precision.scope(cfg), self._attention(), memory.window() as self.memory_phases["call"]:
             return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk, on_decode,
                                   keep_cache, extend)
 
@@ -398,7 +404,7 @@ class LoadedModel:
             self.load_weights()
             self.use_adapters(cfg)
         timer.add("load_s", time.perf_counter() - t0)
-        for line in plan_lines(plan):
+        for line in plan_lines(plan) + self.stages.describe():
             self.reporter.log(line)
         if contexts is None:
             contexts = self._encode(plan, timer)
@@ -418,9 +424,14 @@ class LoadedModel:
             results = self._sample_passes(plan, vae, contexts, timer, progress, made)
             final = results[-1].final
             frames, decoded = self._decode(plan, vae, final, timer, on_decode)
+            metrics = self.metrics(cfg, plan, results, timer, decoded)
+            if self.stages:  # after the metrics: a single run frees its denoiser before a stage's weights arrive
+                t0 = time.perf_counter()
+                frames, metrics["stages"] = self.stages.run(cfg, frames)
+                metrics["stages_s"] = time.perf_counter() - t0
+                metrics["total_s"] = timer.total()
             if on_chunk is not None:
                 on_chunk(frames, 0, 1)
-            metrics = self.metrics(cfg, plan, results, timer, decoded)
         else:  # window by window, each window's new frames decoded and streamed as it completes
             stream = windowed.FrameStream(cfg.output.path if writer else None, cfg.output.fps, len(plan.windows),
                                           ws.num_frames, on_chunk)
@@ -519,6 +530,7 @@ class LoadedModel:
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))
         frames = decoded.frames
+        finite.check_output(frames, decoded.audio)
         if frames.shape[2:4] != (cfg.sampling.height, cfg.sampling.width):
             self.reporter.log(f"resizing the frames from {frames.shape[3]}x{frames.shape[2]} to "
                               f"{cfg.sampling.width}x{cfg.sampling.height}")
@@ -603,7 +615,7 @@ class LoadedModel:
                          "sampling_s": sampling_s, "decode_s": t2 - t1, "total_s": t2 - t0,
                          **({"cache_fill_s": fill_s} if causal is not None else {})})
             self.reporter.log(f"window {k + 1}/{n}: {steps} steps, {rows[-1]['total_s']:.1f}s")
-        latents = np.concatenate(kept, axis=2) if len(kept) > 1 else kept[0]
+        latents = np.concatenate(kept, axis=ws.output_axis) if len(kept) > 1 else kept[0]
         if ws.decode == CONTINUE and decoder is None:  # a VAE without a stream decoder: the joined latents once
             t1 = time.perf_counter()
             with device_oom.phase("decode"):
@@ -650,6 +662,14 @@ class LoadedModel:
         if old is not None and old is not session:
             old.close()
 
+    def release_weights(self) -> None:
+        """Free the denoisers' device memory and the kept VAEs (a single run, before its frame stages load)."""
+        for e in self.experts:
+            e.close()
+        self.experts = []
+        self._vaes.clear()
+        gc.collect()
+
     def close(self) -> None:
         """Free the device memory this model holds; later calls are refused."""
         if self.closed:
@@ -657,6 +677,7 @@ class LoadedModel:
         with self._lock:
             self.closed = True
             self.keep_session(None)
+            self.stages.close()
             for e in self.experts:
                 e.close()
             self.experts = []
@@ -744,8 +765,10 @@ class _Progress:
 
 def run(cfg: RunConfig, plugins: Any, reporter: Any = None, startup_s: float | None = None) -> RunResult:
     """Generate one video as configured; returns latents, frames and metrics (outputs are written too): a load
-    for one call (``vidax run``)."""
+    for one call (``vidax run``). ``startup_s``: the process's seconds before this call (imports, JAX), which the
+    metrics count as its start-up."""
     model = LoadedModel(cfg, plugins, reporter, single=True, load_weights=False)  # the call places the weights
+    model.startup_s = startup_s
     try:
         return model.generate(cfg)
     finally:

@@ -136,3 +136,23 @@ def window():
         w.peak = max(w.peak, now)
         if _sampler is not None:
             _sampler.windows.remove(w)
+
+
+def give_back() -> None:
+    """Return the heap's free memory to the OS (glibc's ``malloc_trim``; a no-op elsewhere). A long-lived process
+    (``vidax serve``) frees a decoded upload or a job's frames, but the allocator keeps the pages of each thread's
+    arena unless asked: the process would stay as large as its largest job, for good."""
+    global _trim
+    if _trim is None:
+        try:
+            import ctypes
+
+            _trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _trim = False
+    if _trim:
+        _trim(0)
+
+
+_trim: Any = None
+

@@ -47,9 +47,17 @@ def write_call_outputs(cfg: Any, final: Any, frames: np.ndarray, decoded: Decode
 
 
 def save_latents(path: str, final: Any) -> None:
-    """``output.save_latents``: one .npy, or a .npz with one array per latent stream."""
-    if isinstance(final, dict):
-        outputs.write_atomic(path, lambda tmp: np.savez(open(tmp, "wb"), **{k: np.asarray(v) for k, v in final.items()}))
+    """``output.save_latents``: one .npy, or a .npz with one array per latent stream (one array named ``.npz`` is
+    an archive holding ``latents``: a file is what its name says; several streams named ``.npy`` are refused
+    when the call is planned)."""
+    if isinstance(final, dict) or str(path).lower().endswith(".npz"):
+        arrays = final if isinstance(final, dict) else {"latents": final}
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+
+        outputs.write_atomic(path, write)
     else:
         outputs.save_npy(path, final)
 

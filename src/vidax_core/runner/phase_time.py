@@ -77,12 +77,20 @@ def lines(cfg: Any, plan: Any, builds: list, ckpt: Any, spec: Any, peak: Any, la
     params = encoder_matmul_params(ckpt, ENCODER_COMPONENTS)
     if params:
         flops = 2.0 * params * text * prompts
+        moved = ""
         if encode_where == "cpu":
-            where, secs = f"host CPU at an assumed {cpu_rate() / 1e12:.2g} TFLOP/s (VIDAX_CPU_TFLOPS)", flops / cpu_rate()
+            where = f"host CPU at an assumed {cpu_rate() / 1e12:.2g} TFLOP/s (VIDAX_CPU_TFLOPS)"
+            secs = flops / cpu_rate()
         else:
             where, secs = "device", flops / rate
+            from vidax_core.runner.memory_plan import encoder_bytes
+
+            weights = encoder_bytes(ckpt, spec, cfg) or 0
+            if peak.h2d_gib_s and weights:  # its weights go to the device once per encode (read from the file first)
+                secs = max(secs, weights / (peak.h2d_gib_s * 2**30))
+                moved = f"; its {weights / 2**30:.1f} GiB of weights to the device at {peak.h2d_gib_s:g} GiB/s"
         out.append(f"  encode     ~{_seconds(secs)} ({prompts} prompt(s) x {text} tokens through {params / 1e9:.2f}B "
-                   f"matmul parameters on the {where})")
+                   f"matmul parameters on the {where}{moved}; reading the files not included)")
     else:
         out.append("  encode     not estimated (the prompt encoders' weights are not at hand)")
     total = 0.0

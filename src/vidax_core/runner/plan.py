@@ -14,6 +14,7 @@ is planned without the grid-dependent checks, and the call completes the plan on
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -151,21 +152,30 @@ def offload_groups(spec: ModelSpec, build: DitBuild, cfg: RunConfig, model: Any 
     model = model if model is not None else nnx.eval_shape(build.ctor)
     names = list(build.block_counts or ())
     if not names:
-        raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; set offload.enabled=false")
+        raise UserError(f"offload.enabled: the plugin of {spec.id} names no block groups to offload; "
+                        "set offload.enabled=false")
     runs = tuple(getattr(model, "block_groups", ()) or ())
     _, abstract_state = nnx.split(model)
     missing = sorted(stacked_groups(abstract_state) - set(runs))
     if missing or not set(names) <= set(runs):
-        what = f"stacked block groups {', '.join(missing)} are" if missing else f"groups {', '.join(sorted(set(names) - set(runs)))} are"
+        what = (f"stacked block groups {', '.join(missing)} are" if missing
+                else f"groups {', '.join(sorted(set(names) - set(runs)))} are")
         raise UserError(f"offload cannot run {spec.id}: its {what} not in the model's block_groups "
                         f"({', '.join(runs) or 'none'}); set offload.enabled=false (plugin bug: report it)")
-    chunk = cfg.offload.chunk_size
-    if isinstance(chunk, dict):
-        unknown = sorted(map(str, set(chunk) - set(runs)))
-        if unknown:
-            raise UserError(f"offload.chunk_size names {', '.join(unknown)}, not a block group of {spec.id} "
-                            f"(groups: {', '.join(runs)})")
+    check_chunk_groups(spec, model, cfg.offload.chunk_size)
     return tuple(names)
+
+
+def check_chunk_groups(spec: ModelSpec, model: Any, chunk: Any) -> None:
+    """An ``offload.chunk_size`` map names only block groups the model has (checked with offload on or off: a
+    typo in a map is a typo either way)."""
+    if not isinstance(chunk, Mapping):
+        return
+    runs = tuple(getattr(model, "block_groups", ()) or ())
+    unknown = sorted(map(str, set(chunk) - set(runs)))
+    if unknown:
+        raise UserError(f"offload.chunk_size names {', '.join(unknown)}, not a block group of {spec.id} "
+                        f"(groups: {', '.join(runs) or 'none'})")
 
 
 def video_tokens(build: DitBuild, latent_shape: tuple[int, int, int]) -> int | None:
@@ -183,6 +193,7 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     ``model``: the build's ``nnx.eval_shape`` when the caller keeps one (built here otherwise)."""
     model = model if model is not None else nnx.eval_shape(build.ctor)
     groups = offload_groups(spec, build, cfg, model) if cfg.offload.enabled else ()
+    check_chunk_groups(spec, model, cfg.offload.chunk_size)
     counts = {g: n for g, n in (build.block_counts or {}).items() if g in groups}
     try:
         splits_heads = exchanges_heads(tuple(build.attention_kinds))
@@ -223,6 +234,7 @@ class CallPlan:
     windows: tuple | None = None  # a chunked run's vidax_core.windows.Window tuple (grids: its largest window's)
     bins: Any = None  # the family's vidax_core.binning.ResolutionBins: the frames are resized by cover and crop
     kv_cache: Any = None  # a causal run's vidax_core.causal.kv.CacheSpec (one row per guidance branch)
+    made_frames: int | None = None  # a chunked run's frame count (whole windows: maybe more than asked)
 
     @property
     def resize(self) -> str:
@@ -296,9 +308,8 @@ class Planner:
         passes = sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [select_sampler(spec, ckpt, p.run, plugins) for p in passes]
         guides = [select_guidance(spec, ckpt, p.run, plugins) for p in passes]
-        planned = windowed.plan(spec, ckpt, cfg, plugins)
-        if planned is not None:  # every window's grid meets the rules; the largest one places the weights
-            windows, kv_cache = planned
+        windows, made_frames, kv_cache = windowed.plan(spec, ckpt, cfg, plugins)
+        if windows is not None:  # every window's grid meets the rules; the largest one places the weights
             if len(passes) > 1:
                 raise UserError(f"the plugin of {spec.id} plans both passes and windows (plugin bug: report it)")
             grids = windowed.grids(windows)
@@ -307,7 +318,8 @@ class Planner:
                 check_grid(spec, ckpt, plugins, builds, cfg, grid)
                 placements.append([self.placement(k, cfg, grid, guides[0]) for k in range(len(builds))])
             return CallPlan(cfg, passes, samplers, guides, grids[:1], [None], placements[:1],
-                            [video_tokens(builds[0], grids[0])], windows, kv_cache=kv_cache)
+                            [video_tokens(builds[0], grids[0])], windows, made_frames=made_frames,
+                            kv_cache=kv_cache)
         grids = [self.grid(p.run, vae) for p in passes]
         placements = []
         for p, grid, guide in zip(passes, grids, guides):
@@ -320,9 +332,20 @@ class Planner:
             check_switch_step(p.run.sampling.boundary_step_index, builds, sp.num_steps if sp else None, spec.id)
         if cfg.sampling.initial_noise and grids[0] is not None:  # what the first pass takes as latents=
             noise.check_noise_shapes(cfg.sampling.initial_noise, builds[0].latent_shape(1, grids[0]))
+        if cfg.output.save_latents and grids[-1] is not None:  # what the last pass returns
+            check_latents_path(cfg.output.save_latents, builds[0].latent_shape(1, grids[-1]))
         tokens = [video_tokens(builds[0], g) if g is not None else None for g in grids]
         return CallPlan(cfg, passes, samplers, guides, grids, splans, placements, tokens,
                         bins=binned(spec, ckpt, cfg, plugins)[1])
+
+
+def check_latents_path(path: str, shapes: Any) -> None:
+    """``output.save_latents`` of a model whose latents are several arrays (written as a .npz archive) may not be
+    named .npy (``lat.npy`` held an archive); one array named .npz is written as an archive
+    (:func:`vidax_core.runner.outputs.save_latents`)."""
+    if isinstance(shapes, dict) and os.path.splitext(str(path))[1].lower() == ".npy":
+        raise UserError(f"output.save_latents {path}: this model's latents are several arrays "
+                        f"({', '.join(sorted(shapes))}), written as a .npz archive: give a path ending in .npz")
 
 
 def check_vae_grids(spec: ModelSpec, plan: CallPlan, vae: Any) -> None:
@@ -374,6 +397,11 @@ def plan_lines(plan: CallPlan) -> list[str]:
         s, last = plan.cfg.sampling, plan.passes[-1].run.sampling
         lines.append(f"binning:    {plan.bins.name or 'aspect-ratio'} bins: sampled at {last.width}x{last.height}, "
                      f"frames resized to cover {s.width}x{s.height} and centre-cropped")
+    if plan.windows is not None:
+        made, asked = plan.made_frames, plan.cfg.sampling.num_frames
+        if made is not None and asked is not None and made != asked:  # Helios makes whole chunks
+            lines.append(f"frames:     the video has {made} frames, not the {asked} asked: this model makes its "
+                         f"video in whole windows (sampling.num_frames={made} asks for exactly that)")
     m = plan.placements[0][0].plan
     groups = plan.placements[0][0].offload_groups
     lines.append(f"mesh:       dp={m.dp} tp={m.tp} sp={m.sp} over {m.size} of {jax.device_count()} "

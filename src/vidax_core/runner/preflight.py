@@ -32,8 +32,10 @@ def placeholder_image(folder: str, width: int | None, height: int | None) -> str
     return path
 
 
-def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_outputs: bool = True) -> None:
-    """Raise a :class:`UserError` for the first problem found with ``cfg`` for model ``spec``."""
+def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_outputs: bool = True,
+              check_media: bool = True) -> None:
+    """Raise a :class:`UserError` for the first problem found with ``cfg`` for model ``spec``; ``check_media``
+    False: the image and video files are not opened (a frame stage's clip is written by the run before it)."""
     check_required_for(cfg, spec.predicts)
     check_options(cfg.options, spec.options, spec.id)
     check_tiling(cfg.vae.tiling, spec.tiling)
@@ -42,25 +44,32 @@ def preflight(cfg: RunConfig, spec: ModelSpec, plugins: Plugins, *, check_output
         raise UserError(problems[0])
     if cfg.image is not None:
         if not any(t in IMAGE_TASKS for t in spec.tasks):
-            raise UserError(f"model {spec.id} is text-to-video only and takes no image: remove the `image` key")
-        if not os.path.isfile(cfg.image):
+            raise UserError(f"model {spec.id} takes no image (tasks: {', '.join(spec.tasks)}): remove the `image` key")
+        if check_media and not os.path.isfile(cfg.image):
             raise UserError(f"image {cfg.image} does not exist")
-        check_image(cfg.image)
+        if check_media:
+            check_image(cfg.image)
     if cfg.video is not None:
         if not any(t in VIDEO_TASKS for t in spec.tasks):
             raise UserError(f"model {spec.id} takes no conditioning video (tasks: {', '.join(spec.tasks)}): "
                             "remove the `video` key")
-        if not os.path.isfile(cfg.video):
+        if check_media and not os.path.isfile(cfg.video):
             raise UserError(f"video {cfg.video} does not exist")
-        check_video(cfg.video)
+        if check_media:
+            check_video(cfg.video)
     if cfg.sampling.initial_noise and not os.path.isfile(cfg.sampling.initial_noise):
         raise UserError(f"sampling.initial_noise {cfg.sampling.initial_noise} does not exist")
     if cfg.sampling.initial_noise:
         noise.check_noise_file(cfg.sampling.initial_noise)
     check_sampler(cfg)
+    if cfg.offload.enabled and cfg.offload.storage == "disk":  # the cache folder, looked at (nothing written)
+        from vidax_core.parallel.disk_chunks import check_cache_root
+
+        check_cache_root()
     if check_outputs:
         out = cfg.output
-        outputs.check_writable([out.path, out.save_latents, out.save_frames, out.save_audio, out.metrics], out.overwrite)
+        outputs.check_writable([out.path, out.save_latents, out.save_frames, out.save_audio, out.metrics],
+                               out.overwrite)
         check_cache_dir(cfg)
 
 
@@ -94,7 +103,8 @@ def check_cache_dir(cfg: RunConfig) -> None:
     path = os.path.expanduser(cfg.runtime.compilation_cache_dir)
     key = "runtime.compilation_cache_dir"
     if os.path.lexists(path) and not os.path.isdir(path):
-        raise UserError(f"{key} {path} exists and is not a folder: choose a folder or set runtime.compilation_cache=false")
+        raise UserError(f"{key} {path} exists and is not a folder: "
+                        "choose a folder or set runtime.compilation_cache=false")
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".vidax-probe-"):

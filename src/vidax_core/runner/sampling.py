@@ -22,12 +22,15 @@ from vidax_core.io.noise import load_initial_noise, load_npz_noise
 from vidax_core.model_api import Conditioning, SamplingPass
 from vidax_core.parallel import sharding
 from vidax_core.plugins import Plugins
-from vidax_core.runner import cache_run
+from vidax_core.runner import cache_run, finite
 from vidax_core.runner import experts as expert_plan
 from vidax_core.runner.denoiser import Expert
 from vidax_core.runner.plan import sampling_plan
 from vidax_core.runner.progress import Reporter, Timer
 from vidax_core.runner.step import StepPlan, init_state, plan_batches
+
+
+KEPT_FINALIZERS = 8  # compiled conditioning finalizers a loaded pipe keeps, as it keeps 8 compiled steps
 
 
 @dataclass
@@ -86,7 +89,10 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     shapes = build0.latent_shape(1, grid)
     latents = start_latents(cfg, sampler, cond, shapes, splan, given)
     repl = placement0.replicated()
-    put = lambda tree: jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
+
+    def put(tree):
+        return jax.tree.map(lambda a: sharding.put(np.asarray(a), repl), tree)
+
     plan_arrays = put(splan.arrays())
     scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
@@ -101,6 +107,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     caches = cache_run.initial_states(cache_plan, experts, plan, splan.num_steps, (
         x, np.int32(0), ctxs, plan_arrays, scales, cond_arrays)) if cache_plan is not None else None
 
+    finite.check_start(latents, label)
+    guard = finite.StepGuard(label, splan.num_steps)  # NaN latents stop the run, read without an extra sync
     step_times: list[float] = []
     bar = reporter.bar(splan.num_steps, label, unit="step")
     active = None
@@ -125,19 +133,24 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
             x, both = e.step(e.params, x, carried, np.int32(i), ctxs, plan_arrays, scales, noise, arrays_i)
             state, caches[schedule[i]] = both["sampler"], both["cache"]
         jax.block_until_ready(x)
+        guard.after(i, x)
         step_times.append(time.perf_counter() - t_step)
         bar.update(1)
         if progress is not None:
             progress.step()
     bar.close()
+    guard.end()
     for e in experts:
         e.release()
     if cond is not None and cond.finalize is not None:
         finalize = experts[0].finalizers.get(key) if key is not None else None
         if finalize is None:
             finalize = jax.jit(cond.finalize)
-            if key is not None:
-                experts[0].finalizers[key] = finalize
+            if key is not None:  # kept as the steps are: the last few call structures (a server sees many)
+                kept = experts[0].finalizers
+                while len(kept) >= KEPT_FINALIZERS:
+                    kept.pop(next(iter(kept)))
+                kept[key] = finalize
         x = finalize(x, cond_arrays)
     final = jax.tree.map(_to_host, x)
     cache_report = cache_run.pass_report(cache_plan, caches, schedule, [b.name for b in guide.branches]) \

@@ -42,11 +42,15 @@ def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tup
     """Group the branches into model calls: branches whose contexts have the same structure and shapes and that
     have no branch-only inputs share one call. Returns (batches, branch name -> prompt index)."""
     prompt_index = {b.name: guidance.prompts.index(b.prompt) for b in guidance.branches}
-    shape_of = lambda tree: jax.tree.map(lambda a: (tuple(np.shape(a)[1:]), str(np.asarray(a).dtype)), tree)
+
+    def shape_of(tree):
+        return jax.tree.map(lambda a: (tuple(np.shape(a)[1:]), str(np.asarray(a).dtype)), tree)
+
     batches: list[list[str]] = []
     keys: list[Any] = []
     for b in guidance.branches:
-        key = (jax.tree.structure(contexts[prompt_index[b.name]]), jax.tree.leaves(shape_of(contexts[prompt_index[b.name]])),
+        key = (jax.tree.structure(contexts[prompt_index[b.name]]),
+               jax.tree.leaves(shape_of(contexts[prompt_index[b.name]])),
                bool(b.model_kwargs), b.name if b.model_kwargs else None)
         if not b.model_kwargs and key in keys:
             batches[keys.index(key)].append(b.name)

@@ -75,6 +75,14 @@ def _movable(a: Any) -> bool:
             and a.is_fully_addressable)
 
 
+def _host_copy(a: jax.Array) -> np.ndarray:
+    """``a``'s values in memory of their own: on the CPU backend ``np.asarray`` is a view that keeps the (then
+    deleted) device array alive, and the array restored from it aliases that view again, so each park and
+    restore of a loaded pipe's encoder added a link to a chain of arrays that was never freed."""
+    host = np.asarray(a)
+    return host if host.flags.owndata else host.copy()
+
+
 class _Parked:
     """An encoder whose modules' arrays were moved to the host; :meth:`restore` puts them back."""
 
@@ -87,7 +95,7 @@ class _Parked:
             # an array placed without a sharding goes back the same way (committed arrays compile anew)
             shardings = jax.tree.map(lambda a: (a.sharding if getattr(a, "_committed", True) else "default")
                                      if _movable(a) else None, state)
-            host = jax.tree.map(lambda a: np.asarray(a) if _movable(a) else a, state)
+            host = jax.tree.map(lambda a: _host_copy(a) if _movable(a) else a, state)
             for a in jax.tree.leaves(state):
                 if _movable(a):
                     a.delete()

@@ -18,6 +18,7 @@ the figure a test compares between a 4-window and an 8-window call of one pipe.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any, Callable, Sequence
 
 import jax
@@ -27,26 +28,26 @@ from vidax_core.errors import PluginError, UserError
 from vidax_core.io.draws import check_draws
 from vidax_core.io.video import Mp4Stream
 from vidax_core.model_api import Decoded, SamplingPass
-from vidax_core.runner import memory, throughput
+from vidax_core.runner import finite, memory, throughput
 from vidax_core.runner.metrics import steady_step_s
 from vidax_core.windows import CONTINUE, SEPARATE, Window, WindowedSampling
 
 OnChunk = Callable[[np.ndarray, int, int], None]
 
 
-def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[tuple[Window, ...], Any] | None:
-    """The family's windows for ``cfg`` and its causal run's KV cache spec (None for none), or None for an ordinary
-    run, checked: the plan is usable, no step cache is asked for, and a ``sampling.initial_noise`` file holds every
-    draw with its shape."""
+def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[tuple[Window, ...] | None, int | None, Any]:
+    """The family's windows for ``cfg`` (None: an ordinary run), the frames the video will have and a causal run's
+    KV cache spec (None for none), checked: the plan is usable, no step cache is asked for, and a
+    ``sampling.initial_noise`` file holds every draw with its shape."""
     ws = _ask(spec, ckpt, cfg, plugins)
     if ws is None:
-        return None
+        return None, None, None
     if getattr(cfg, "cache", None):
         raise UserError(f"cache: step caching does not apply to {spec.id}, which makes its video window by "
                         "window: remove the cache key")
     if cfg.sampling.initial_noise:
         check_draws(cfg.sampling.initial_noise, ws.draws)
-    return tuple(ws.windows), ws.cache
+    return tuple(ws.windows), ws.num_frames, ws.cache
 
 
 def for_call(spec: Any, ckpt: Any, cfg: Any, plugins: Any, planned: Sequence[Window]) -> WindowedSampling:
@@ -107,6 +108,7 @@ class FrameStream:
             new, self.budget = new[:, :self.budget], self.budget - min(self.budget, new.shape[1])
         if not new.shape[1]:
             return
+        finite.check_output(new, label=f"window {k + 1}/{self.n}")  # before a frame of it is written
         self.frames.append(new)
         if self.video is not None:
             self.video.append(new[0])
@@ -136,6 +138,8 @@ class DeviceMemory:
 
     def __init__(self) -> None:
         self.source = "memory_stats" if memory.peak_device_mb() is not None else "live_arrays"
+        if self.source == "live_arrays":
+            gc.collect()  # arrays freed but not yet collected would count in the start, then leave it mid-run
         self.start = self.peak = self._live() if self.source == "live_arrays" else 0
 
     @staticmethod

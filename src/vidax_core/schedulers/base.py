@@ -314,7 +314,8 @@ class ConfigReader:
                 continue
             if v is None or v is False or (isinstance(v, (list, tuple, dict)) and len(v) == 0):
                 continue
-            raise SchedulerConfigError(f"{self.cls_name}: unrecognised field {k}={v!r}; vidax cannot tell whether it changes numerics")
+            raise SchedulerConfigError(f"{self.cls_name}: unrecognised field {k}={v!r}; "
+                                       "vidax cannot tell whether it changes numerics")
 
 
 def _same(a, b) -> bool:

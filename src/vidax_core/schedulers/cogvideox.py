@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from vidax_core.schedulers.base import ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, _check_noise, gather, register_sampler, register_scheduler_class
+from vidax_core.schedulers.base import (ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, _check_noise, gather,
+                                        register_sampler, register_scheduler_class)
 from vidax_core.schedulers.vp import betas_for_alpha_bar, torch_linspace
 
 __all__ = ["CogVideoXDDIMSampler", "CogVideoXDPMSampler"]
@@ -66,11 +67,14 @@ class _CogVideoXBase(Sampler):
         if self.trained_betas is not None:
             object.__setattr__(self, "trained_betas", tuple(float(b) for b in self.trained_betas))
         if self.prediction_type not in _PREDICTIONS:
-            raise ValueError(f"{self.name} prediction_type must be one of {', '.join(_PREDICTIONS)}, got {self.prediction_type!r}")
+            raise ValueError(f"{self.name} prediction_type must be one of {', '.join(_PREDICTIONS)}, "
+                             f"got {self.prediction_type!r}")
         if self.timestep_spacing not in ("linspace", "leading", "trailing"):
-            raise ValueError(f"{self.name} timestep_spacing must be linspace, leading or trailing, got {self.timestep_spacing!r}")
+            raise ValueError(f"{self.name} timestep_spacing must be linspace, leading or trailing, "
+                             f"got {self.timestep_spacing!r}")
         if self.beta_schedule not in ("linear", "scaled_linear", "squaredcos_cap_v2"):
-            raise ValueError(f"{self.name} beta_schedule must be linear, scaled_linear or squaredcos_cap_v2, got {self.beta_schedule!r}")
+            raise ValueError(f"{self.name} beta_schedule must be linear, scaled_linear or squaredcos_cap_v2, "
+                             f"got {self.beta_schedule!r}")
 
     # ------------------------------------------------------------------ host
     def alphas_cumprod(self) -> tuple[np.ndarray, np.generic]:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from vidax_core.schedulers.base import ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, gather, register_sampler, register_scheduler_class
+from vidax_core.schedulers.base import (ConfigReader, Sampler, SamplerPlan, SchedulerConfigError, gather,
+                                        register_sampler, register_scheduler_class)
 from vidax_core.schedulers.sigmas import convert_sigmas, sigma_kind
 from vidax_core.schedulers.unipc import _sigma_to_t
 from vidax_core.schedulers.vp import VPSchedule
@@ -78,16 +79,20 @@ class DPMSolverSampler(Sampler):
         if self.solver_type not in ("midpoint", "heun"):
             raise ValueError(f"dpm_solver++ solver_type must be 'midpoint' or 'heun', got {self.solver_type!r}")
         if self.prediction_type not in _PREDICTIONS:
-            raise ValueError(f"dpm_solver++ prediction_type must be one of {', '.join(_PREDICTIONS)}, got {self.prediction_type!r}")
+            raise ValueError(f"dpm_solver++ prediction_type must be one of {', '.join(_PREDICTIONS)}, "
+                             f"got {self.prediction_type!r}")
         if self.final_sigmas_type not in ("zero", "sigma_min"):
-            raise ValueError(f"dpm_solver++ final_sigmas_type must be 'zero' or 'sigma_min', got {self.final_sigmas_type!r}")
+            raise ValueError("dpm_solver++ final_sigmas_type must be 'zero' or 'sigma_min', "
+                             f"got {self.final_sigmas_type!r}")
         if self.timestep_spacing not in ("linspace", "leading", "trailing"):
-            raise ValueError(f"dpm_solver++ timestep_spacing must be linspace, leading or trailing, got {self.timestep_spacing!r}")
+            raise ValueError("dpm_solver++ timestep_spacing must be linspace, leading or trailing, "
+                             f"got {self.timestep_spacing!r}")
         if self.time_shift_type != "exponential":
             raise ValueError("dpm_solver++ time_shift_type must be 'exponential'")
         kind = sigma_kind(self.use_karras_sigmas, self.use_exponential_sigmas, self.use_beta_sigmas)
         if self.use_flow_sigmas and (kind is not None or self.use_lu_lambdas):
-            raise ValueError("dpm_solver++: use_flow_sigmas cannot be combined with karras / exponential / beta / lu spacing")
+            raise ValueError("dpm_solver++: use_flow_sigmas cannot be combined with "
+                             "karras / exponential / beta / lu spacing")
         if self.prediction_type == "flow_prediction" and not self.use_flow_sigmas:
             raise ValueError("dpm_solver++ prediction_type='flow_prediction' needs use_flow_sigmas=True")
 
@@ -275,7 +280,8 @@ def _from_config(cfg: dict) -> DPMSolverSampler:
         opts["algorithm_type"] = "dpmsolver++"
     if opts["algorithm_type"] != "dpmsolver++":
         raise SchedulerConfigError(
-            f"DPMSolverMultistepScheduler: algorithm_type={opts['algorithm_type']!r} is not supported (supported: dpmsolver++)")
+            f"DPMSolverMultistepScheduler: algorithm_type={opts['algorithm_type']!r} "
+            "is not supported (supported: dpmsolver++)")
     if opts["solver_type"] in ("logrho", "bh1", "bh2"):  # diffusers silently maps these to midpoint
         opts["solver_type"] = "midpoint"
     try:

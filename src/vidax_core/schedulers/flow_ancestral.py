@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from vidax_core.schedulers.base import ConfigReader, SamplerPlan, SchedulerConfigError, _check_noise, gather, register_sampler, register_scheduler_class
+from vidax_core.schedulers.base import (ConfigReader, SamplerPlan, SchedulerConfigError, _check_noise, gather,
+                                        register_sampler, register_scheduler_class)
 from vidax_core.schedulers.flow_euler import FlowEulerSampler
 
 __all__ = ["FlowEulerAncestralSampler"]
@@ -110,7 +111,8 @@ class FlowEulerAncestralSampler(FlowEulerSampler):
         x0 = x - gather(pa, "sigmas", i) * v
         out = gather(pa, "anc_a", i) * x + gather(pa, "anc_b", i) * x0
         if self.needs_noise:
-            out = gather(pa, "anc_c", i) * out + noise.astype(jnp.float32) * gather(pa, "anc_r", i) * gather(pa, "anc_s", i)
+            out = (gather(pa, "anc_c", i) * out
+                   + noise.astype(jnp.float32) * gather(pa, "anc_r", i) * gather(pa, "anc_s", i))
         return out.astype(sample.dtype), state
 
 

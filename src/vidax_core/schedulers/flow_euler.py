@@ -89,7 +89,8 @@ class FlowEulerSampler(Sampler):
             if sigmas is None and timesteps is None:
                 raise ValueError("plan() needs num_steps, sigmas or timesteps")
             num_steps = len(sigmas) if sigmas is not None else len(timesteps)
-        elif (sigmas is not None and len(sigmas) != num_steps) or (timesteps is not None and len(timesteps) != num_steps):
+        elif ((sigmas is not None and len(sigmas) != num_steps)
+              or (timesteps is not None and len(timesteps) != num_steps)):
             raise ValueError("`sigmas` / `timesteps` must have num_steps entries")
         if num_steps < 1:
             raise ValueError("num_steps must be >= 1")

@@ -99,7 +99,8 @@ class UniPCSampler(Sampler):
         if self.solver_type not in ("bh1", "bh2"):
             raise ValueError(f"unipc solver_type must be 'bh1' or 'bh2', got {self.solver_type!r}")
         if self.prediction_type not in _PREDICTIONS:
-            raise ValueError(f"unipc prediction_type must be one of {', '.join(_PREDICTIONS)}, got {self.prediction_type!r}")
+            raise ValueError(f"unipc prediction_type must be one of {', '.join(_PREDICTIONS)}, "
+                             f"got {self.prediction_type!r}")
         if self.prediction_type == "flow_prediction" and not self.use_flow_sigmas:
             raise ValueError("unipc prediction_type='flow_prediction' needs use_flow_sigmas=True")
         if not self.predict_x0 and self.prediction_type == "flow_prediction":
@@ -107,7 +108,8 @@ class UniPCSampler(Sampler):
         if self.final_sigmas_type not in ("zero", "sigma_min"):
             raise ValueError(f"unipc final_sigmas_type must be 'zero' or 'sigma_min', got {self.final_sigmas_type!r}")
         if self.timestep_spacing not in ("linspace", "leading", "trailing"):
-            raise ValueError(f"unipc timestep_spacing must be linspace, leading or trailing, got {self.timestep_spacing!r}")
+            raise ValueError("unipc timestep_spacing must be linspace, leading or trailing, "
+                             f"got {self.timestep_spacing!r}")
         if self.time_shift_type not in ("exponential", "linear"):
             raise ValueError(f"time_shift_type must be 'exponential' or 'linear', got {self.time_shift_type!r}")
         if self.shift_terminal is not None and not self.use_flow_sigmas:

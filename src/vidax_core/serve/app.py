@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from vidax_core.errors import UserError
 from vidax_core.io.outputs import write_atomic
+from vidax_core.runner import memory
 from vidax_core.serve import jobs as jobsmod
 from vidax_core.serve import request as reqmod
 from vidax_core.serve.handler import Handler
@@ -103,6 +104,8 @@ class App:
         except BaseException:
             jobsmod._remove(image_path)
             raise
+        finally:
+            memory.give_back()  # the upload's checks decoded it on this handler thread: its pages go back
 
     @property
     def streams(self) -> bool:

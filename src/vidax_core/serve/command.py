@@ -2,6 +2,7 @@
 
   vidax serve CONFIG.yaml [key=value ...] [--host 127.0.0.1] [--port 8000] [--max-queue 64] [--output-dir DIR]
               [--max-prompt-chars N] [--max-steps N] [--max-frames N] [--max-pixels N] [--max-body-bytes N]
+              [--max-upload-pixels N]
 
 See docs/serving.md.
 """
@@ -17,7 +18,8 @@ import tempfile
 from vidax_core.errors import UserError
 from vidax_core.serve.limits import Limits
 
-_LIMIT_FLAGS = ("max_queue", "max_prompt_chars", "max_steps", "max_frames", "max_pixels", "max_body_bytes")
+_LIMIT_FLAGS = ("max_queue", "max_prompt_chars", "max_steps", "max_frames", "max_pixels", "max_body_bytes",
+                "max_upload_pixels")
 
 
 def add_parser(sub) -> None:

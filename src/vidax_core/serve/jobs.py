@@ -1,7 +1,9 @@
 """The job queue: FIFO, one job at a time on one worker thread (pipe calls are not thread-safe), with cancel.
 
 A job's record lives here from its creation until it is deleted (or evicted as one of the oldest finished jobs
-beyond ``Limits.max_jobs_kept``); its video is ``<output dir>/<job id>.mp4``. Whatever a job does, the worker
+beyond ``Limits.max_jobs_kept``); once the job ends it keeps only what the video object reports (the planned
+call, its config and arrays, are dropped), so a thousand kept records cost little. Its video is
+``<output dir>/<job id>.mp4``. Whatever a job does, the worker
 survives it: a UserError fails the job with its words, any other exception fails it as an internal error.
 """
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from vidax_core.errors import Cancelled, UserError
+from vidax_core.runner import memory
 from vidax_core.serve.request import Plan
 
 ID_PREFIX = "video_"
@@ -76,7 +79,8 @@ class Job:
         if total > 0:
             self.phase = "decoding"
             self.decode_progress = min(100, 100 * done // total)
-            self.progress = max(self.progress, SAMPLED + min(WRITTEN - SAMPLED - 1, (WRITTEN - SAMPLED) * done // total))
+            self.progress = max(self.progress,
+                                SAMPLED + min(WRITTEN - SAMPLED - 1, (WRITTEN - SAMPLED) * done // total))
 
     def writing(self) -> None:
         """The frames are decoded; the mp4 is being written."""
@@ -113,7 +117,8 @@ class JobQueue:
     """
 
     def __init__(self, run: Callable[[Job, Callable[[int, int], None]], None], max_queue: int,
-                 max_jobs_kept: int, log: Callable[[str], None] = lambda m: None, idle: Callable[[], None] | None = None,
+                 max_jobs_kept: int, log: Callable[[str], None] = lambda m: None,
+                 idle: Callable[[], None] | None = None,
                  idle_s: float = IDLE_S, on_stop: Callable[[], None] | None = None) -> None:
         self._run = run
         self.max_queue = max_queue
@@ -202,12 +207,14 @@ class JobQueue:
                 self.running = job
                 job.status = "in_progress"
             self._one(job)
+            job.plan = job.plan.finished()  # the record keeps what the video object reports, not the call
             with self._cond:
                 self.running = None
                 gone = job.id not in self._jobs
                 self._evict()
             if gone:
                 _remove(job.video_path, job.image_path)
+            memory.give_back()  # the job's frames and buffers, freed, go back to the OS
 
     def _one(self, job: Job) -> None:
         t0 = time.perf_counter()

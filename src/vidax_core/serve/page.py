@@ -80,7 +80,8 @@ function setup() {
     $("media_label").hidden = false;
     $("input_reference").accept = kinds.join(",");
     $("input_reference").required = info.needs_image;
-    $("media_name").textContent = (info.takes_image ? "Image" : "") + (info.takes_image && info.takes_video ? " or " : "")
+    $("media_name").textContent = (info.takes_image ? "Image" : "")
+      + (info.takes_image && info.takes_video ? " or " : "")
       + (info.takes_video ? "clip" : "") + (info.needs_image ? " (first frame)" : " (optional)");
   }
   for (const n of info.frame_choices) {
@@ -177,7 +178,8 @@ $("extend").addEventListener("click", async () => {
   const id = document.body.dataset.job;
   $("extend").disabled = true;
   try {
-    const r = await fetch("/v1/videos/" + id + "/extend", {method: "POST", headers: {"Content-Type": "application/json"},
+    const r = await fetch("/v1/videos/" + id + "/extend", {method: "POST",
+      headers: {"Content-Type": "application/json"},
       body: JSON.stringify({seconds: Number($("extend_seconds").value)})});
     const job = await r.json();
     if (!r.ok) { throw new Error(job.error ? job.error.message : r.statusText); }

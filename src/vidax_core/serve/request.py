@@ -13,7 +13,7 @@ import io
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vidax_core.config import scope
@@ -68,6 +68,10 @@ class Plan:
     fps: int
     call: Any = None
 
+    def finished(self) -> "Plan":
+        """What a finished job's record keeps: the reported fields, not the planned call or its keywords."""
+        return replace(self, kwargs={}, call=None)
+
 
 def from_json(body: bytes, limits: Limits) -> VideoRequest:
     try:
@@ -121,7 +125,7 @@ def _from_parts(parts: list[multipart.Part], limits: Limits) -> VideoRequest:
             if part.filename is None:
                 raise UserError("input_reference must be an image file upload (image_url and file_id "
                                 "references are not supported)")
-            req.image = check_upload(part.data)
+            req.image = check_upload(part.data, limits.max_upload_pixels)
             continue
         if part.filename is not None:
             raise UserError(f"field {part.name!r} must be a value, not a file upload")
@@ -140,22 +144,30 @@ def video_format(data: bytes) -> str | None:
     return None
 
 
-def check_upload(data: bytes) -> Upload:
-    """An uploaded ``input_reference``: a clip (by its container's signature) or an image (:func:`check_image`)."""
+def check_upload(data: bytes, max_pixels: int | None = None) -> Upload:
+    """An uploaded ``input_reference``: a clip (by its container's signature) or an image (:func:`check_image`,
+    no larger than ``max_pixels``)."""
     container = video_format(data)
-    return Upload(data, container, "video") if container else check_image(data)
+    return Upload(data, container, "video") if container else check_image(data, max_pixels)
 
 
-def check_image(data: bytes) -> Upload:
-    """An uploaded image: decodable by PIL, in a format vidax reads; a one-line UserError otherwise."""
+def check_image(data: bytes, max_pixels: int | None = None) -> Upload:
+    """An uploaded image: decodable by PIL, in a format vidax reads, no larger than ``max_pixels`` by its header
+    (checked before anything decodes it); a one-line UserError otherwise."""
     from PIL import Image
 
     if not data:
         raise UserError("input_reference is an empty file")
     try:
         with Image.open(io.BytesIO(data)) as img:
-            fmt = img.format
+            fmt, (width, height) = img.format, img.size
+            if max_pixels is not None and width * height > max_pixels:
+                raise UserError(f"input_reference is {width}x{height} ({width * height} pixels), more than this "
+                                f"server's limit of {max_pixels} (--max-upload-pixels): send a smaller image (it is "
+                                "resized to the video's size)")
             img.verify()
+    except UserError:
+        raise
     except Exception:  # PIL raises many types for a broken file; all mean the same to the client
         raise UserError(f"input_reference is not a readable image (send {_FORMAT_NAMES})") from None
     if fmt not in _IMAGE_FORMATS:

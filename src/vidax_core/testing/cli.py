@@ -109,14 +109,17 @@ class E2ERun:
 
 
 def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str = "run",
-            env: dict | None = None, timeout: int = 600, audio: bool = False) -> E2ERun:
+            env: dict | None = None, timeout: int = 600, audio: bool = False, in_process: bool = False) -> E2ERun:
     """``vidax run ARGS`` writing its latents, frames and metrics under ``folder`` (and reading ``noise`` as
     ``sampling.initial_noise`` when given: an array, or ``{stream: array}`` written as an .npz); with ``audio`` the
-    float waveform too (``output.save_audio``); assert it succeeded and return what it saved."""
+    float waveform too (``output.save_audio``); assert it succeeded and return what it saved. ``in_process``: the
+    same command line through ``vidax_core.cli.main`` in this process (no interpreter and JAX start-up per case,
+    the installed plugins, this process's JAX settings: a family's second and later cases)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npy", "frames.npy", "json", "audio.npy")}
-    extra = [f"output.path={out['mp4']}", f"output.save_latents={out['lat.npy']}",
+    # an archive whatever the model: one stream is saved in it as ``latents`` (runner.outputs.save_latents)
+    out = {k: folder / f"{tag}.{k}" for k in ("mp4", "lat.npz", "frames.npy", "json", "audio.npy")}
+    extra = [f"output.path={out['mp4']}", f"output.save_latents={out['lat.npz']}",
              f"output.save_frames={out['frames.npy']}", f"output.metrics={out['json']}", "output.overwrite=true"]
     if audio:
         extra.append(f"output.save_audio={out['audio.npy']}")
@@ -126,13 +129,31 @@ def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str =
     elif noise is not None:
         np.save(folder / f"{tag}.noise.npy", np.asarray(noise, np.float32))
         extra.append(f"sampling.initial_noise={folder / f'{tag}.noise.npy'}")
-    proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
+    if in_process:
+        proc = _in_process(["run", *args, *extra, "--quiet"], folder)
+    else:
+        proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    latents = np.load(out["lat.npy"])
-    if isinstance(latents, np.lib.npyio.NpzFile):
-        latents = {k: latents[k] for k in latents.files}
+    with np.load(out["lat.npz"]) as saved:
+        latents = saved["latents"] if saved.files == ["latents"] else {k: saved[k] for k in saved.files}
     return E2ERun(latents, np.load(out["frames.npy"]), json.loads(out["json"].read_text()), proc.stderr,
                   np.load(out["audio.npy"]) if audio else None)
+
+
+def _in_process(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    import contextlib
+    import io
+
+    from vidax_core import cli
+
+    err, here = io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stderr(err):
+            code = cli.main([str(a) for a in argv])
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(argv, code, "", err.getvalue())
 
 
 def assert_refused(args: list[str], fragment: str, capsys: Any, monkeypatch: Any) -> str:

@@ -406,8 +406,10 @@ def numpy_reference(ckpt_folder: str, run, noise: Any, sigmas: np.ndarray, video
     grid = (run.sampling.num_frames, run.sampling.height // 2, run.sampling.width // 2)
     f, hh, ww = grid
     n0 = hh * ww
-    x = {k: np.asarray(v, np.float64) for k, v in noise.items()} if isinstance(noise, dict) else np.asarray(noise, np.float64)
-    vid = lambda a: a["video"] if isinstance(a, dict) else a
+    if isinstance(noise, dict):
+        x = {k: np.asarray(v, np.float64) for k, v in noise.items()}
+    else:
+        x = np.asarray(noise, np.float64)
     feat = np.zeros((1, 3)) if video_feat is None else video_feat[None].astype(np.float64)
     feat = {"cond": feat, "uncond": feat}
     keep = np.concatenate([np.zeros((1, n0)), np.ones((1, (f - 1) * n0))], axis=1)
@@ -420,8 +422,11 @@ def numpy_reference(ckpt_folder: str, run, noise: Any, sigmas: np.ndarray, video
             xin = _np_sub(x, clean, n0)
             tt = t * keep
         emb = np.full((1,), g) if mode.startswith("embedded") else np.zeros((1,))
-        run_b = lambda b, skip=False: toy_forward(np, w, xin, tt, ctx[b if b != "perturbed" else "cond"], emb,
-                                                  feat["uncond" if b == "uncond" else "cond"], skip)
+
+        def run_b(b, skip=False):
+            return toy_forward(np, w, xin, tt, ctx[b if b != "perturbed" else "cond"], emb,
+                               feat["uncond" if b == "uncond" else "cond"], skip)
+
         preds = {"cond": run_b("cond")}
         if mode not in ("none", "embedded"):
             preds["uncond"] = run_b("uncond")
@@ -431,7 +436,10 @@ def numpy_reference(ckpt_folder: str, run, noise: Any, sigmas: np.ndarray, video
             preds = {k: _np_set(p, 0.25, n0) for k, p in preds.items()}
         c = preds["cond"]
         u = preds.get("uncond")
-        lin = lambda fn, *ts_: ({k: fn(*[a[k] for a in ts_]) for k in ts_[0]} if isinstance(ts_[0], dict) else fn(*ts_))
+
+        def lin(fn, *ts_):
+            return {k: fn(*[a[k] for a in ts_]) for k in ts_[0]} if isinstance(ts_[0], dict) else fn(*ts_)
+
         if mode == "none" or mode == "embedded":
             pred = c
         elif mode == "cfg":
@@ -479,5 +487,8 @@ def _np_set(p, value, n0):
 
 def _np_rescale(guided, cond, phi):
     axes = tuple(range(1, guided.ndim))
-    std = lambda a: a.std(axis=axes, ddof=1, keepdims=True)
+
+    def std(a):
+        return a.std(axis=axes, ddof=1, keepdims=True)
+
     return phi * guided * (std(cond) / std(guided)) + (1 - phi) * guided

@@ -3,7 +3,8 @@
 Pipelines that draw noise more than once (one draw per chunk or window, fresh noise at each step) cannot be
 reproduced from one ``latents=`` array. :func:`record_draws` runs a diffusers pipeline while recording what its
 module's ``randn_tensor``, ``torch.randn_like`` and seeded ``torch.randn`` (a ``generator`` given) return, in
-order, as numpy; :func:`replay_draws` answers the same calls from such a list. :func:`reference_windowed_outputs` runs a pipeline twice from the same draws (its
+order, as numpy; :func:`replay_draws` answers the same calls from such a list.
+:func:`reference_windowed_outputs` runs a pipeline twice from the same draws (its
 ``output_type="latent"`` result, then its frames) and returns the draws as the ``noise_0``, ``noise_1``, ...
 mapping a ``sampling.initial_noise`` .npz holds. torch is imported inside the functions.
 """

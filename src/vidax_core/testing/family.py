@@ -121,7 +121,8 @@ class FamilyTests:
         latents are within :meth:`layout_tolerance` of the one-device run's; use it for an ``extra_configs`` entry
         too."""
         tol = self.layout_tolerance(runs)
-        print(f"{self.model_id}: layout tolerance {tol:.2e} (one-ulp noise move {runs['single_moved'].get('rel', 0):.2e})")
+        print(f"{self.model_id}: layout tolerance {tol:.2e} "
+              f"(one-ulp noise move {runs['single_moved'].get('rel', 0):.2e})")
         bad = {}
         for name in names:
             r = runs[name]

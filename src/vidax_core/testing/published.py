@@ -1,7 +1,8 @@
 """Published configurations of the parts several families share, as their diffusers / transformers config.json
 files hold them: the Wan2.1 VAE and the UMT5-XXL prompt encoder (Wan-AI/Wan2.1-T2V-14B-Diffusers' ``vae/`` and
 ``text_encoder/``; SkyReels-V2 and Helios ship the same), and the CLIP ViT-H/14 image tower with its preprocessing
-(Wan2.1-I2V's and SkyReels-V2-I2V's ``image_encoder/`` and ``image_processor/``). The full-size tests and the weight-free config folders read
+(Wan2.1-I2V's and SkyReels-V2-I2V's ``image_encoder/`` and ``image_processor/``).
+The full-size tests and the weight-free config folders read
 them."""
 
 WAN21_VAE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],

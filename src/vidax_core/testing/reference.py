@@ -2,7 +2,8 @@
 
 * :func:`reference_outputs` — a reference pipeline's final latents and frames from given initial latents;
   :func:`write_test_image` — the conditioning image of the image-to-video end-to-end tests.
-* :func:`randomize_` (and :func:`randomize_scaled_`, fan-in scaled for deep VAEs) — every parameter of a reference module drawn from a seeded normal (norm gains around 1), so
+* :func:`randomize_` (and :func:`randomize_scaled_`, fan-in scaled for deep VAEs)
+  — every parameter of a reference module drawn from a seeded normal (norm gains around 1), so
   no term of a parity check is trivially zero; :func:`save_pipeline` writes a pipeline as a checkpoint folder.
 * :func:`meta_tensors` and :func:`check_full_size` — a model's full published architecture checked without weights:
   the reference module built on the meta device gives key -> shape, zero-stride stand-ins carry the shapes, and the
@@ -84,6 +85,30 @@ def reference_in(module, dtype) -> Iterator[Any]:
     finally:
         emb.get_timestep_embedding = saved
         module.to(torch.float32)
+
+
+@contextmanager
+def block_masked_flex(module, block: int = 64) -> Iterator[None]:
+    """``module.dispatch_attention_fn`` (a diffusers model file that hands a flex-attention ``BlockMask`` to it, as
+    the Kandinsky NABLA models do) attending over the kept (query block, key block) pairs only, as the compiled flex
+    kernel does: on CPU without ``torch.compile`` flex attention's eager fallback ignores the block structure and
+    attends densely, so the reference's own call would be dense attention."""
+    import torch.nn.functional as F
+
+    dispatch = module.dispatch_attention_fn
+
+    def masked(query, key, value, attn_mask=None, **kw):
+        if attn_mask is None or not hasattr(attn_mask, "to_dense"):
+            return dispatch(query, key, value, attn_mask=attn_mask, **kw)
+        keep = attn_mask.to_dense().bool().repeat_interleave(block, -2).repeat_interleave(block, -1)
+        t = lambda a: a.transpose(1, 2)  # noqa: E731
+        return t(F.scaled_dot_product_attention(t(query), t(key), t(value), attn_mask=keep))
+
+    module.dispatch_attention_fn = masked
+    try:
+        yield
+    finally:
+        module.dispatch_attention_fn = dispatch
 
 
 def state_arrays(module) -> dict[str, np.ndarray]:

@@ -3,7 +3,8 @@
 ``ToyGroupsPlugin(double, single)`` registers model ``toy-groups`` whose denoiser has a ``double_blocks`` group of
 ``double`` blocks and a ``single_blocks`` group of ``single`` blocks (both streamable), plus non-block parameters,
 and a decoy parameter whose name ends in ``blocks`` but is no group. It declares no ``diffusers_reference``, no VAE
-and no weights: only what ``vidax run --dry-run`` and the bench's planning read (its latent grid and sampler). ``toy_checkpoint(dir)`` writes
+and no weights: only what ``vidax run --dry-run`` and the bench's planning read (its latent grid and sampler).
+``toy_checkpoint(dir)`` writes
 the one file its checkpoint folder needs.
 """
 

@@ -19,7 +19,8 @@ LIVE_TENSORS = 6  # float32 tensors of the output-resolution width alive at once
 
 
 def output_channels(config: Mapping[str, Any]) -> tuple[int, int]:
-    """(channels of the decoder's output-resolution stage, the patch its last layer unfolds) from ``vae/config.json``."""
+    """(channels of the decoder's output-resolution stage, the patch its last layer unfolds)
+    from ``vae/config.json``."""
     patch = int(config.get("patch_size") or 1) if isinstance(config.get("patch_size"), int) else 1
     if "base_dim" in config:
         base = int(config.get("decoder_base_dim") or config["base_dim"])

@@ -12,7 +12,8 @@ than ``tile_sample_min_num_frames`` (16 pixel frames, 4 latent frames; ``use_fra
 ``_encoding`` are on by default, even with spatial tiling off), in overlapping tiles: decode takes 5 latent frames
 every 3 and blends the outputs over 4 pixel frames, encode takes 17 pixel frames every 12 and blends over 1 latent
 frame (:mod:`vidax_core.vae.time_tiling`). The original HunyuanVideo code only tiles in space, so on clips above 16
-frames its output differs from diffusers' (and vidax's) at the temporal seams. With ``tiling`` on, each temporal tile (or the whole clip) is also split into spatial tiles of
+frames its output differs from diffusers' (and vidax's) at the temporal seams.
+With ``tiling`` on, each temporal tile (or the whole clip) is also split into spatial tiles of
 256 pixels every 192 (:func:`vidax_core.vae.tiling.run_tiled`). ``framewise=False`` in ``tiling`` runs the whole
 clip at once, as diffusers does with ``use_framewise_decoding = False``.
 """
@@ -95,7 +96,8 @@ class HunyuanVAE(nnx.Module):
 
 load_vae = vae_loader(HunyuanVAE, VAE_RULES, DECODER_RULES, decode_only_ignore=DECODE_ONLY_IGNORE, doc="""\
 ``load_vae(cfg, tensors, *, with_encoder=True, put=None)``: a diffusers ``AutoencoderKLHunyuanVideo`` state dict
-(key -> array or lazy loader; the original ``.pt`` through :func:`vidax_core.vae.convert_hunyuan.open_original_vae`) as a
+(key -> array or lazy loader; the original ``.pt`` through
+:func:`vidax_core.vae.convert_hunyuan.open_original_vae`) as a
 live :class:`HunyuanVAE`; every missing, unexpected or mis-shaped tensor is reported at once. ``with_encoder=False``
 skips the encoder's tensors.""")
 

@@ -17,7 +17,7 @@ row by row), and the ramp weights are ``1 - y / blend`` and ``y / blend`` in flo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -45,7 +45,8 @@ class TilingOptions:
 
     @classmethod
     def coerce(cls, value: "TilingOptions | Mapping[str, Any] | bool | None") -> "TilingOptions":
-        """``None``/``False`` -> off, ``True`` -> on with defaults, a mapping -> on unless ``enabled`` says otherwise."""
+        """``None``/``False`` -> off, ``True`` -> on with defaults,
+        a mapping -> on unless ``enabled`` says otherwise."""
         if value is None or value is False:
             return cls()
         if value is True:
@@ -78,7 +79,7 @@ def knob(name: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true/false, got {value!r:.40}")
         return value
-    if value is None and tp != int:
+    if value is None and tp is not int:
         return None
     if tp is int:
         if isinstance(value, float) and value.is_integer():
@@ -254,7 +255,8 @@ def run_tiled(
 
     ``bounds``: the time chunks ``[(start, end), ...]`` of the input. ``devices``: with several, units of the same
     tile shape run as one program call, one unit per device (a batch above one splits into per-entry units; at most
-    as many devices as units are used; a group short of units is padded with zeros, whose outputs are dropped). ``chunk_fn`` gets ``(x_group, caches, first,
+    as many devices as units are used; a group short of units is padded with zeros, whose outputs are dropped).
+    ``chunk_fn`` gets ``(x_group, caches, first,
     (input placement, weight placement))``. ``finish`` maps each blended chunk (float32) before it is kept.
     ``pad_tiles``: the chunk function masks a padded tile to its real area (``area=``), so edge tiles are padded to
     the tile shape and every tile runs one program. Returns the chunks concatenated on the time axis.

@@ -391,7 +391,8 @@ class Encoder(nnx.Module):
 
 
 class WanVAE(nnx.Module):
-    """``AutoencoderKLWan`` (Wan 2.1). Parameters start at zeros/ones; load real ones with ``convert_wan21.load_vae``."""
+    """``AutoencoderKLWan`` (Wan 2.1).
+    Parameters start at zeros/ones; load real ones with ``convert_wan21.load_vae``."""
 
     def __init__(self, cfg: WanVAEConfig, *, with_encoder: bool = True):
         cfg.check_supported()

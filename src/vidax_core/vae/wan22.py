@@ -1,6 +1,7 @@
 """Wan 2.2 video VAE (diffusers ``AutoencoderKLWan`` with ``is_residual=True``, ``patch_size=2``, z_dim 48).
 
-It is the Wan 2.1 VAE (:mod:`vidax_core.vae.wan21`) with three changes, and reuses every other piece of it (causal convs,
+It is the Wan 2.1 VAE (:mod:`vidax_core.vae.wan21`) with three changes,
+and reuses every other piece of it (causal convs,
 residual/attention/mid blocks, resamplers, the per-conv cache and the one-jit-per-chunk decode/encode programs):
 
 * **patchify**: pixels are space-to-depth'd by ``patch_size`` before the encoder and back after the decoder, so the

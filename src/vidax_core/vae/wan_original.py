@@ -3,7 +3,8 @@ ships the same Wan2.1 VAE as ``tokenizer.pth``): key renaming to diffusers' ``Au
 published configs with every size the weights determine read from the tensor shapes.
 
 The renames are diffusers' ``scripts/convert_wan_to_diffusers.py`` (``convert_vae``, ``convert_vae_22``):
-``residual.{0,2,3,6}`` -> ``norm1/conv1/norm2/conv2``, ``middle.{0,1,2}`` -> mid block, ``head`` -> ``norm_out/conv_out``,
+``residual.{0,2,3,6}`` -> ``norm1/conv1/norm2/conv2``, ``middle.{0,1,2}`` -> mid block,
+``head`` -> ``norm_out/conv_out``,
 ``conv1/conv2`` -> ``quant_conv/post_quant_conv``; Wan2.1's flat decoder ``upsamples.K`` list becomes
 ``up_blocks.{K // (R + 2)}`` (R + 1 resnets then one upsampler per stage, R = ``num_res_blocks``; the reference script
 hard-codes R = 2); Wan2.2's nested ``downsamples.I.downsamples.J`` / ``upsamples.I.upsamples.J`` -> ``resnets.J`` or the
@@ -139,7 +140,8 @@ def vae_config_from_tensors(src: Any, wan22: bool) -> dict[str, Any]:
     z_dim = tensor_shape(src, "conv1.weight")[0] // 2
     out_channels = tensor_shape(src, "decoder.head.2.weight")[0]
     if wan22:
-        stage_res = [re.fullmatch(r"encoder\.downsamples\.(\d+)\.downsamples\.(\d+)\.residual\.6\.weight", k) for k in keys]
+        stage_res = [re.fullmatch(r"encoder\.downsamples\.(\d+)\.downsamples\.(\d+)\.residual\.6\.weight", k)
+                     for k in keys]
         stage_res = [(int(m[1]), int(m[2])) for m in stage_res if m]
         stages = max(i for i, _ in stage_res) + 1
         r = sum(1 for i, _ in stage_res if i == 0)
@@ -147,7 +149,8 @@ def vae_config_from_tensors(src: Any, wan22: bool) -> dict[str, Any]:
         temporal = [f"encoder.downsamples.{i}.downsamples.{r}.time_conv.weight" in keys for i in range(stages - 1)]
         cfg = dict(WAN22_VAE_CONFIG)
     else:
-        res = sorted(int(m[1]) for k in keys if (m := re.fullmatch(r"encoder\.downsamples\.(\d+)\.residual\.6\.weight", k)))
+        res = sorted(int(m[1]) for k in keys
+                     if (m := re.fullmatch(r"encoder\.downsamples\.(\d+)\.residual\.6\.weight", k)))
         resample = sorted(int(m[1]) for k in keys
                           if (m := re.fullmatch(r"encoder\.downsamples\.(\d+)\.resample\.1\.weight", k)))
         if not res:

@@ -69,7 +69,8 @@ def clip_image_context(clip: Any, processor_config: dict, image: Any) -> np.ndar
     crop = processor_config.get("crop_size", size)
     crop = crop.get("height", size) if isinstance(crop, dict) else crop
     pixels = preprocess_images([image], size=int(size), crop=int(crop),
-                               mean=processor_config.get("image_mean", CLIP_MEAN), std=processor_config.get("image_std", CLIP_STD))
+                               mean=processor_config.get("image_mean", CLIP_MEAN),
+                               std=processor_config.get("image_std", CLIP_STD))
     return np.asarray(clip.hidden_state(jnp.asarray(pixels), -2), np.float32)
 
 
@@ -129,7 +130,8 @@ def prepare_for_run(run, ckpt, vae: Any, latent_shape, dit_cfg: Any = None) -> C
     from vidax_core.encoders.clip_vision import CLIPVisionConfig, load_clip_vision
 
     def build():
-        return load_clip_vision(CLIPVisionConfig.from_config(ckpt.config("image_encoder")), ckpt.tensors("image_encoder"))
+        return load_clip_vision(CLIPVisionConfig.from_config(ckpt.config("image_encoder")),
+                                ckpt.tensors("image_encoder"))
 
     with ckpt.model("image_encoder", build) as clip:  # a loaded pipe keeps it between calls
         return prepare(run, vae, latent_shape, dit_cfg, ckpt.model_index, clip, ckpt.config("image_processor"))

@@ -29,8 +29,9 @@ Image-to-video (Wan 2.1 I2V / FLF2V; config ``image_dim`` / ``added_kv_proj_dim`
 Per-token timesteps (Wan 2.2 TI2V, diffusers ``expand_timesteps``): ``timestep`` may be ``(B, S)`` with one value
 per token (S = F/pt * H/ph * W/pw, token order f, h, w); then the time embedding is ``(B, S, dim)`` and the
 modulation ``(B, S, 6, dim)``, both sequence-sharded like the tokens, and the output head shifts/scales per token.
-The blocks and the head also take a modulation per latent frame, ``(B, F, 6, dim)`` and ``(B, F, dim)`` with
-F < S, broadcast over each frame's tokens without a per-token copy (SkyReels-V2's diffusion forcing).
+The blocks and the head also take a modulation per latent frame, ``(B, F, 6, dim)`` and ``(B, F, dim)``, broadcast
+over each frame's tokens without a per-token copy (SkyReels-V2's diffusion forcing): a model whose block type sets
+``frame_modulation`` reads 4-D modulations so, never by comparing F with S (a 16x16 video has one token a frame).
 
 Block-causal attention (``num_frame_per_block`` > 1, SkyReels-V2): the tokens of a block of that many latent
 frames attend to their own block and the blocks before it (:func:`vidax_core.attention.attention`'s
@@ -141,7 +142,13 @@ def rope_tables(cfg: WanDiTConfig, ppf: int, pph: int, ppw: int, theta: float = 
 
 
 class WanBlock(nnx.Module):
-    """One Wan transformer block (self-attn with RoPE, cross-attn to text, FFN; AdaLN-modulated)."""
+    """One Wan transformer block (self-attn with RoPE, cross-attn to text, FFN; AdaLN-modulated).
+
+    ``frame_modulation`` says what a 4-D modulation ``(B, N, 6, dim)`` holds: one row per token (False, Wan 2.2
+    TI2V's per-token timesteps) or one per latent frame (True, SkyReels-V2's diffusion forcing). It is the model's
+    to say, not the shapes': when each latent frame is one token (a 16x16 video) N is both."""
+
+    frame_modulation = False
 
     def __init__(self, cfg: WanDiTConfig, *, rngs: nnx.Rngs):
         self.eps = cfg.eps
@@ -175,7 +182,7 @@ class WanBlock(nnx.Module):
         dt, rt = self.compute_dtype, x.dtype  # matmul inputs / residual stream
         x = constrain(x, (BATCH, SEQ, EMBED))
         table = self.scale_shift_table[...].astype(jnp.float32)
-        per_frame = tproj.ndim == 4 and tproj.shape[1] != x.shape[1]
+        per_frame = tproj.ndim == 4 and self.frame_modulation
         if per_frame:  # (B, F, 6, dim): broadcast over each frame's tokens inside modulate / gate
             mod = table[None, None] + tproj.astype(jnp.float32)
             parts = [mod[:, :, i] for i in range(6)]
@@ -384,11 +391,11 @@ class WanDiT(nnx.Module):
     def head(self, x: jax.Array, temb: jax.Array, grid: Sequence[int]) -> jax.Array:
         """Output norm + modulation + projection + unpatchify -> (B, out_C, F, H, W) float32.
 
-        ``temb`` (B, dim) modulates every token alike; (B, S, dim) (per-token timesteps) token by token; (B, F, dim)
-        with F < S frame by frame."""
+        ``temb`` (B, dim) modulates every token alike; (B, S, dim) (per-token timesteps) token by token, or
+        (B, F, dim) frame by frame where the blocks modulate per frame (``WanBlock.frame_modulation``)."""
         cfg = self.cfg
         table = self.scale_shift_table[...].astype(jnp.float32)
-        per_frame = temb.ndim == 3 and temb.shape[1] != x.shape[1]
+        per_frame = temb.ndim == 3 and getattr(self.block_type, "frame_modulation", False)
         if per_frame:
             t = temb.astype(jnp.float32)
             shift, scale = table[0] + t, table[1] + t

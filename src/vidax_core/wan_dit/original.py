@@ -89,10 +89,12 @@ def config_from_tensors(tensors: Any, published: Mapping[str, Any] | None) -> di
         "_class_name": "WanTransformer3DModel", "num_attention_heads": dim // head_dim, "attention_head_dim": head_dim,
         "in_channels": _shape(tensors, "patch_embedding.weight")[1],
         "out_channels": _shape(tensors, "head.head.weight")[0] // math.prod(patch),
-        "ffn_dim": _shape(tensors, "blocks.0.ffn.0.weight")[0], "freq_dim": _shape(tensors, "time_embedding.0.weight")[1],
+        "ffn_dim": _shape(tensors, "blocks.0.ffn.0.weight")[0],
+        "freq_dim": _shape(tensors, "time_embedding.0.weight")[1],
         "num_layers": len(layers), "text_dim": _shape(tensors, "text_embedding.0.weight")[1], "patch_size": patch,
         "eps": float(pub.get("eps", 1e-6)), "cross_attn_norm": bool(pub.get("cross_attn_norm", True)),
-        "qk_norm": pub.get("qk_norm", "rms_norm_across_heads"), "rope_max_seq_len": int(pub.get("rope_max_seq_len", 1024)),
+        "qk_norm": pub.get("qk_norm", "rms_norm_across_heads"),
+        "rope_max_seq_len": int(pub.get("rope_max_seq_len", 1024)),
         "image_dim": None, "added_kv_proj_dim": None, "pos_embed_seq_len": None,
     }
     return {**cfg, **image_fields(tensors, dim)}

@@ -83,4 +83,5 @@ class CogVideoXAutoencoder:
         return self.scale_image_latents(z).transpose(0, 2, 1, 3, 4)
 
     def encode_video(self, frames, on_chunk=None, **params):
-        raise NotImplementedError("CogVideoX conditions on a single image (image-to-video); video input is not supported")
+        raise NotImplementedError("CogVideoX conditions on a single image (image-to-video); "
+                                  "video input is not supported")

@@ -104,7 +104,7 @@ def run_problems(spec, run) -> list[str]:
     problems += size_problems(s, SPATIAL * 2, "CogVideoX")  # VAE factor x the DiT's 2x2 patch
     if "i2v" in spec.tasks and run.image is None:
         problems.append(f"{spec.id} is an image-to-video model: set image: <path to a png or jpg>")
-    if not "i2v" in spec.tasks and run.image is not None:
+    if "i2v" not in spec.tasks and run.image is not None:
         problems.append(f"{spec.id} is a text-to-video model and takes no image: drop image: or use "
                         f"{spec.id}-i2v")
     if run.video is not None:

@@ -1,4 +1,5 @@
-"""Key table: diffusers ``AutoencoderKLCogVideoX`` state dict -> the parameters of :class:`vidax_cogvideox.vae.CogVideoXVAE`.
+"""Key table: diffusers ``AutoencoderKLCogVideoX`` state dict -> the parameters of
+:class:`vidax_cogvideox.vae.CogVideoXVAE`.
 
 The module tree mirrors diffusers' (``vae_blocks``), so the table is mostly renames: a causal conv's ``.conv.weight``
 (out, in, kt, kh, kw) becomes ``kernel`` (kt, kh, kw, in, out), a GroupNorm's ``weight`` its ``scale``, and the

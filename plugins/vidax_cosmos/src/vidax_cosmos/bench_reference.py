@@ -51,7 +51,8 @@ def stub_torchvision() -> None:
         return torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1))).float() / 255.0
 
     functional = types.SimpleNamespace(resize=resize, to_tensor=to_tensor)
-    transforms = types.SimpleNamespace(functional=functional, InterpolationMode=types.SimpleNamespace(NEAREST="nearest"))
+    transforms = types.SimpleNamespace(functional=functional,
+                                       InterpolationMode=types.SimpleNamespace(NEAREST="nearest"))
     transformer_cosmos.transforms = transforms
     pipeline_cosmos2_5_predict.torchvision = types.SimpleNamespace(transforms=transforms)
 

@@ -15,7 +15,8 @@ def dit_flops(cfg, sizes, batch: int, grid, text_tokens: int, blocks: dict | Non
     s = s_chunk + history_tokens(list(sizes), grid[1:])
     heads, hd = cfg.num_attention_heads, cfg.attention_head_dim
     t = F.Tally()
-    t.add("embed", F.linear(b * s, pt * ph * pw * cfg.in_channels, d))  # history at the chunk patch width (a small share)
+    # history at the chunk patch width (a small share)
+    t.add("embed", F.linear(b * s, pt * ph * pw * cfg.in_channels, d))
     t.add("embed", 2 * (F.linear(b, cfg.freq_dim, d) + F.linear(b, d, d) + F.linear(b, d, 6 * d)))
     t.add("embed", F.linear(b * L, cfg.text_dim, d) + F.linear(b * L, d, d))
     block = (4 * F.linear(b * s, d, d) + F.attention(b, heads, s, s, hd)

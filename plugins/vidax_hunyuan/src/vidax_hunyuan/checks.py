@@ -15,7 +15,7 @@ def run_problems(spec, run) -> list[str]:
     problems += size_problems(s, 16, "HunyuanVideo (VAE factor 8 x patch 2)")
     if "i2v" in spec.tasks and run.image is None:
         problems.append(f"{spec.id} is image-to-video: give the first frame with image=path/to/image.png")
-    if not "i2v" in spec.tasks and run.image is not None:
+    if "i2v" not in spec.tasks and run.image is not None:
         problems.append(f"{spec.id} is text-to-video: it takes no image (image:); use hunyuanvideo-i2v-13b")
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:)")

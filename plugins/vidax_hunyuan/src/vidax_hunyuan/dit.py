@@ -63,7 +63,8 @@ class HunyuanDims(TransformerConfig):
         object.__setattr__(self, "rope_axes_dim", tuple(int(d) for d in self.rope_axes_dim))
         self.require(f"the {self.family} DiT", qk_norm="rms_norm")
         if sum(self.rope_axes_dim) != self.attention_head_dim:
-            raise ValueError(f"rope_axes_dim {self.rope_axes_dim} must sum to attention_head_dim={self.attention_head_dim}")
+            raise ValueError(f"rope_axes_dim {self.rope_axes_dim} "
+                             f"must sum to attention_head_dim={self.attention_head_dim}")
 
     @property
     def mlp_dim(self) -> int:
@@ -105,7 +106,8 @@ class HunyuanDiTConfig(HunyuanDims):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.image_condition_type not in (None, "latent_concat", "token_replace"):
-            raise ValueError(f"image_condition_type={self.image_condition_type!r}: expected latent_concat or token_replace")
+            raise ValueError(f"image_condition_type={self.image_condition_type!r}: "
+                             "expected latent_concat or token_replace")
 
     @property
     def token_replace(self) -> bool:
@@ -306,7 +308,8 @@ class SingleBlock(nnx.Module):
         shift, scale, g = self.norm(temb)
         v_shift, v_scale, v_gate = shift, scale, g
         if first is not None:
-            v_shift, v_scale, v_gate = (_select(first, t, m) for t, m in zip(self.norm(aux["tr_emb"]), (shift, scale, g)))
+            v_shift, v_scale, v_gate = (_select(first, t, m)
+                                        for t, m in zip(self.norm(aux["tr_emb"]), (shift, scale, g)))
         h_vid = modulate(layer_norm(vid, EPS), v_shift, v_scale).astype(dt)
         h_txt = modulate(layer_norm(txt, EPS), shift, scale).astype(dt)
         o_txt, o_vid = ulysses.joint_attention(self.qkv(h_txt, None), self.qkv(h_vid, SEQ, aux["rope"]),
@@ -335,7 +338,8 @@ def embed_patches(model: nnx.Module, latents: jax.Array) -> tuple[jax.Array, tup
     p, _ = patchify(latents, cfg.patch, order="thwc")
     k = model.patch_kernel[...]
     vid = jnp.matmul(p.astype(k.dtype), k.reshape(-1, k.shape[-1]), preferred_element_type=jnp.float32)
-    return constrain(vid + model.patch_bias[...].astype(jnp.float32), (BATCH, SEQ, EMBED)), (f // pt, hh // ph, ww // pw)
+    return constrain(vid + model.patch_bias[...].astype(jnp.float32),
+                     (BATCH, SEQ, EMBED)), (f // pt, hh // ph, ww // pw)
 
 
 def output_head(model: nnx.Module, vid: jax.Array, temb: jax.Array, latent_shape: Sequence[int]) -> jax.Array:
@@ -431,7 +435,10 @@ class HunyuanDiT(HunyuanStack, nnx.Module):
         b = latents.shape[0]
         vid, grid = embed_patches(self, latents)
         timestep = jnp.broadcast_to(jnp.asarray(timestep, jnp.float32).reshape(-1), (b,))
-        sin = lambda t: timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
+
+        def sin(t):
+            return timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
+
         pooled = self.text_embedder(context["pooled"].astype(jnp.float32))
         temb = self.timestep_embedder(sin(timestep)) + pooled
         if self.guidance_embedder is not None:

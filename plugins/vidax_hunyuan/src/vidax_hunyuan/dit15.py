@@ -82,7 +82,9 @@ class ByT5Projection(nnx.Module):
         self.linear_3 = Linear(BYT5_HIDDEN, cfg.dim, (None, EMBED), dtype=dt, rngs=rngs, fp32_out=True)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        gelu = lambda h: jax.nn.gelu(h, approximate=False)
+        def gelu(h):
+            return jax.nn.gelu(h, approximate=False)
+
         h = gelu(constrain(self.linear_1(self.norm(x.astype(jnp.float32))), (BATCH, None, MLP)))
         return self.linear_3(gelu(constrain(self.linear_2(h), (BATCH, None, None))))
 
@@ -137,8 +139,12 @@ class HunyuanDiT15(HunyuanStack, nnx.Module):
     # -- conditioning ------------------------------------------------------------------------------------------
 
     def _temb(self, timestep: jax.Array, timestep_r: jax.Array | None, b: int) -> jax.Array:
-        sin = lambda t: timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
-        as_batch = lambda t: jnp.broadcast_to(jnp.asarray(t, jnp.float32).reshape(-1), (b,))
+        def sin(t):
+            return timestep_embedding(t, 256, flip_sin_to_cos=True, downscale_freq_shift=0)
+
+        def as_batch(t):
+            return jnp.broadcast_to(jnp.asarray(t, jnp.float32).reshape(-1), (b,))
+
         temb = self.timestep_embedder(sin(as_batch(timestep)))
         if timestep_r is not None:
             if self.timestep_embedder_r is None:

@@ -115,7 +115,8 @@ def build_tiny_hunyuan15_pipeline(seed: int = 0, dit: dict | None = None, guider
     randomize_(vae, seed + 4, 0.1)
     return HunyuanVideo15Pipeline(text_encoder=qwen, tokenizer=tokenizer, transformer=transformer, vae=vae,
                                   scheduler=FlowMatchEulerDiscreteScheduler(shift=SHIFT), text_encoder_2=byt5,
-                                  tokenizer_2=tokenizer_2, guider=ClassifierFreeGuidance(**{**GUIDER, **(guider or {})}))
+                                  tokenizer_2=tokenizer_2,
+                                  guider=ClassifierFreeGuidance(**{**GUIDER, **(guider or {})}))
 
 
 def build_tiny_hunyuan15_i2v_pipeline(seed: int = 0, dit: dict | None = None, guider: dict | None = None):

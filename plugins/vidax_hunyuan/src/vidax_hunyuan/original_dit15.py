@@ -53,7 +53,8 @@ class OriginalDiT15(OriginalDiT):
     WHAT = "HunyuanVideo-1.5 transformer (transformer/<res>_<task>/*.safetensors)"
 
 
-def dit15_config(tensors: Mapping[str, Any], variant: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def dit15_config(tensors: Mapping[str, Any], variant: str,
+                 overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The diffusers ``transformer/config.json`` of an original 1.5 DiT, from its (diffusers-named) shapes and the
     release folder's ``<res>_<task>`` name (``variant``: ``480p_t2v``, ``720p_i2v_distilled``...), which gives
     ``target_size`` (640 at 480p, 960 at 720p) and ``task_type``; RoPE axes and theta are the release's fixed

@@ -181,7 +181,10 @@ def common_dit_config(tensors: Mapping[str, Any]) -> dict[str, Any]:
     """The config keys the 1.0 and 1.5 DiTs read off the same (diffusers-named) shapes: patch embedding, heads,
     double-block and refiner counts, MLP ratio, text width; RoPE axes and theta are the releases' fixed
     [16, 56, 56] and 256."""
-    shape = lambda k: tensor_shape(tensors, k)
+
+    def shape(k):
+        return tensor_shape(tensors, k)
+
     hidden, in_ch, pt, p = shape("x_embedder.proj.weight")[:4]
     head_dim = shape("transformer_blocks.0.attn.norm_q.weight")[0]
     return dict(

@@ -174,7 +174,8 @@ def encode_for_run(encoder: Any, prompts: Sequence[str], run: Any, i2v: bool):
     template = o.get("prompt_template") or presets.T2V_TEMPLATE
     crop = o.get("crop_start")
     crop = presets.T2V_CROP_START if crop is None else int(crop)
-    return encode(encoder, prompts, template=template, crop_start=crop, max_length=int(run.sampling.max_sequence_length))
+    return encode(encoder, prompts, template=template, crop_start=crop,
+                  max_length=int(run.sampling.max_sequence_length))
 
 
 def _encode_i2v(encoder, prompts, run):

@@ -62,11 +62,25 @@ MAX_PERIOD = 10000.0
 TEXT_MAX_POS = 1024  # Kandinsky5RoPE1D's table: text positions below this
 VISUAL_MAX_POS = (128, 128, 128)  # Kandinsky5RoPE3D's tables: (frame, row, column) positions below these
 ATTENTION_TYPES = ("regular", "nabla")
+NABLA_METHODS = (None, "topcdf")  # how the block mask is chosen: the reference has only its top-CDF
 FRACTAL = 8  # NABLA's token blocks: 8 x 8 patches of one frame (its 64-token mask blocks)
 
 
+class AxesHeads:
+    """Every Kandinsky DiT's attention width: ``head_dim = sum(axes_dims)`` (the RoPE axes fill a head) and
+    ``heads = model_dim / head_dim``."""
+
+    @property
+    def head_dim(self) -> int:
+        return sum(self.axes_dims)
+
+    @property
+    def heads(self) -> int:
+        return self.model_dim // self.head_dim
+
+
 @dataclasses.dataclass(frozen=True)
-class KandinskyDiTConfig(CheckedConfig):
+class KandinskyDiTConfig(AxesHeads, CheckedConfig):
     """The fields of diffusers' ``Kandinsky5Transformer3DModel`` config.json, under their names; ``dtype`` is the
     parameter dtype of the matmul weights."""
 
@@ -98,14 +112,6 @@ class KandinskyDiTConfig(CheckedConfig):
     label: ClassVar[str] = "transformer/config.json (Kandinsky 5)"
 
     @property
-    def head_dim(self) -> int:
-        return sum(self.axes_dims)
-
-    @property
-    def heads(self) -> int:
-        return self.model_dim // self.head_dim
-
-    @property
     def in_channels(self) -> int:
         """The DiT's input channels: the noise, then (``visual_cond``) the condition latent and its mask."""
         return 2 * self.in_visual_dim + 1 if self.visual_cond else self.in_visual_dim
@@ -132,6 +138,12 @@ class KandinskyDiTConfig(CheckedConfig):
                        "(the sampler steps the noise channels with the velocity)")
         if self.attention_type not in ATTENTION_TYPES:
             out.append(f"attention_type={self.attention_type!r}: expected one of {list(ATTENTION_TYPES)}")
+        if self.attention_P is not None and not 0 < self.attention_P <= 1:  # the top-CDF mass NABLA keeps
+            out.append(f"attention_P={self.attention_P} must be above 0 and at most 1 (the share of each query "
+                       "block's attention mass NABLA keeps: 0.8 or 0.9 in the released configs)")
+        if self.attention_method not in NABLA_METHODS:
+            out.append(f"attention_method={self.attention_method!r}: expected "
+                       f"{' or '.join(repr(m) for m in NABLA_METHODS if m)} (or null)")
         if self.attention_type == "nabla":
             missing = [n for n in ("attention_P", "attention_wT", "attention_wW", "attention_wH")
                        if getattr(self, n) is None]

@@ -30,6 +30,10 @@ def run_problems(spec, run) -> list[str]:
         problems.append(f"options.frame_rate must be positive, got {run.options.get('frame_rate')}")
     if run.video is not None:
         problems.append(f"{spec.id} takes no video input (video:); give a first frame with image:")
+    if run.options.get("expand_prompts"):
+        problems.append("options.expand_prompts: the pipeline's prompt expansion generates text with Qwen2.5-VL (and "
+                        "its vision tower for an image), which vidax does not run: expand the prompt beforehand and "
+                        "give it as prompt:, with options.expand_prompts=false")
     return problems
 
 
@@ -49,15 +53,23 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
         if c is not None and c != dit.in_visual_dim:
             problems.append(f"{where}: in_visual_dim={dit.in_visual_dim} differs from latent_channels={c} of "
                             "vae/config.json: the two components do not belong together")
-    if ckpt.has("scheduler"):
-        sched = ckpt.config("scheduler")
-        grid = int(sched.get("n_grid", 10)) if sched.get("_class_name") == "PiflowScheduler" else 1
-        if run.sampling.scheduler is None and dit.n_grid != grid:
-            problems.append(f"{where}: the heads predict {dit.n_grid} value(s) per channel but "
-                            f"scheduler/scheduler_config.json ({sched.get('_class_name')}) expects {grid}")
+    problems += grid_problems(ckpt, run, dit, where)
     if run.options.get("sample_audio", True):
         problems += _audio_problems(spec, ckpt, run, dit)
     return problems
+
+
+def grid_problems(ckpt, run, dit, where: str) -> list[str]:
+    """A head's predictions per channel (``dit.n_grid``) against the checkpoint's scheduler: PiFlow's ``n_grid``,
+    one for every other sampler (unless ``sampling.scheduler`` names another)."""
+    if not ckpt.has("scheduler") or run.sampling.scheduler is not None:
+        return []
+    sched = ckpt.config("scheduler")
+    grid = int(sched.get("n_grid", 10)) if sched.get("_class_name") == "PiflowScheduler" else 1
+    if dit.n_grid == grid:
+        return []
+    return [f"{where}: the head predicts {dit.n_grid} value(s) per channel but scheduler/scheduler_config.json "
+            f"({sched.get('_class_name')}) expects {grid}"]
 
 
 def _audio_problems(spec, ckpt, run, dit) -> list[str]:

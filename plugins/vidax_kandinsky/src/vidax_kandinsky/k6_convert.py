@@ -60,3 +60,19 @@ K6_DIT_RULES: list[KeyRule] = [
     *linear_rules(r"audio_out_layer\.modulation\.out_layer", "audio_out_modulation"),
     *linear_rules(r"audio_out_layer\.out_layer", "audio_out_layer"),
 ]
+
+_SR_BLOCK = r"visual_transformer_blocks\.(\d+)\."
+
+# ``Kandinsky6SRTransformer3DModel`` onto :class:`vidax_kandinsky.k6sr_dit.Kandinsky6SRDiT`: one block stack
+# (``visual_blocks``), ``pooled_bias`` as it is; its norms are affine-free and its RoPE tables unsaved buffers.
+K6SR_DIT_RULES: list[KeyRule] = [
+    *linear_rules(r"time_embeddings\.timestep_embedder\.linear_1", "time_embeddings/linear_1"),
+    *linear_rules(r"time_embeddings\.timestep_embedder\.linear_2", "time_embeddings/linear_2"),
+    KeyRule(r"pooled_bias", "pooled_bias"),
+    *linear_rules(r"visual_embeddings\.in_layer", "visual_embeddings"),
+    *linear_rules(_SR_BLOCK + r"visual_modulation\.out_layer", "visual_blocks/visual_modulation", 1),
+    *_attention(_SR_BLOCK + r"self_attention\.", "visual_blocks/self_attention"),
+    *feedforward_rules(_SR_BLOCK + "feed_forward", "visual_blocks/feed_forward", 1, bias=False),
+    *linear_rules(r"out_layer\.modulation\.out_layer", "out_modulation"),
+    *linear_rules(r"out_layer\.out_layer", "out_layer"),
+]

@@ -45,13 +45,13 @@ from vidax_core import (Attention, CheckedConfig, FeedForward, Linear, TimestepE
                         timestep_embedding, unpatchify)
 
 from . import dit as k5
-from .dit import BATCH, EMBED, LN_EPS, MAX_PERIOD, QK_EPS, SEQ
+from .dit import BATCH, EMBED, LN_EPS, MAX_PERIOD, QK_EPS, SEQ, AxesHeads
 TEXT_MAX_POS = 2048  # Kandinsky6RoPE1D's table (text and audio positions)
 VISUAL_MAX_POS = 128  # Kandinsky6RoPE3D's tables, per axis
 
 
 @dataclasses.dataclass(frozen=True)
-class Kandinsky6DiTConfig(CheckedConfig):
+class Kandinsky6DiTConfig(AxesHeads, CheckedConfig):
     """The fields of diffusers' ``Kandinsky6Transformer3DModel`` config.json under their names (defaults are the
     reference's); ``dtype`` is the parameter dtype of the matmul weights."""
 
@@ -102,16 +102,8 @@ class Kandinsky6DiTConfig(CheckedConfig):
         return tuple(self.axes_dims_a or self.axes_dims)
 
     @property
-    def head_dim(self) -> int:
-        return sum(self.axes_dims)
-
-    @property
     def head_dim_a(self) -> int:
         return sum(self.axes_a)
-
-    @property
-    def heads(self) -> int:
-        return self.model_dim // self.head_dim
 
     @property
     def heads_a(self) -> int:

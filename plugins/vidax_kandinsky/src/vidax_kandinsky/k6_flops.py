@@ -41,13 +41,15 @@ def dit_flops(cfg, batch: int, grid, text_tokens: int, audio_tokens: int, blocks
         fused += stream(la, da, tda, cfg.heads_a, cfg.head_dim_a, cfg.ff_a)
         fused += F.linear(b, td, 2 * d + da if wide else 3 * d) + F.linear(b, tda, 2 * da + d if wide else 3 * da)
         # video queries over audio keys, audio queries over video keys
-        fused += 2 * F.linear(b * s, d, d) + 2 * F.linear(b * la, da, d) + F.attention(b, cfg.heads, s, la, cfg.head_dim)
+        fused += 2 * F.linear(b * s, d, d) + 2 * F.linear(b * la, da, d) \
+            + F.attention(b, cfg.heads, s, la, cfg.head_dim)
         fused += 2 * F.linear(b * la, da, da) + 2 * F.linear(b * s, d, da) \
             + F.attention(b, cfg.heads_a, la, s, cfg.head_dim_a)
     t.add("visual_blocks", fused, n.get("visual_blocks", cfg.num_visual_blocks))
     t.add("head", F.linear(b, td, 2 * d) + F.linear(b * s, d, p * cfg.out_visual_dim))
     if la:
-        t.add("head", F.linear(b, tda, 2 * da) + F.linear(b * la, da, cfg.out_audio_dim) + F.linear(b * la, cfg.in_audio_dim, da))
+        t.add("head", F.linear(b, tda, 2 * da) + F.linear(b * la, da, cfg.out_audio_dim)
+              + F.linear(b * la, cfg.in_audio_dim, da))
     return t.total
 
 

@@ -92,6 +92,28 @@ class Kandinsky6Plugin(FamilyPlugin):
 
         return prepare(run, vae, latent_shape, self.dit_config(ckpt))
 
+    def frame_stages(self, spec, ckpt, run):
+        """``options.super_resolution``: the frames through that SR id (``Kandinsky6SRPipeline`` after the
+        generation) at ``options.sr_resolution_scale``, from ``options.sr_checkpoint`` or its own hub repo. The
+        stage's noise draws are the ``noise_0``, ``noise_1``, ... of an .npz ``sampling.initial_noise`` beside
+        the generation's ``video`` and ``audio``, else its seeded draws."""
+        o = run.options
+        if not o.get("super_resolution"):
+            return None
+        from vidax_core import FrameStage
+        from vidax_core.io.noise import is_zip, npz_shapes
+
+        s = run.sampling
+        overrides = {"sampling": {"height": s.height, "width": s.width, "num_frames": s.num_frames},
+                     "options": {"resolution_scale": float(o.get("sr_resolution_scale", 2.25))},
+                     "output": {"fps": run.output.fps}}
+        if o.get("sr_checkpoint"):
+            overrides["model"] = {"checkpoint": o["sr_checkpoint"]}
+        noise = s.initial_noise
+        if noise and is_zip(noise) and "noise_0" in npz_shapes(noise):
+            overrides["sampling"]["initial_noise"] = noise
+        return [FrameStage(o["super_resolution"], overrides, name="super-resolution")]
+
     def builtin_checkpoint(self, spec, name):
         return super().builtin_checkpoint(spec, f"k6-{name}")  # beside Kandinsky 5's own tiny-random
 

@@ -1,7 +1,8 @@
 """The LTX-Video VAE as the generic pipeline sees it (:class:`vidax_core.model_api.VideoAutoencoder`).
 
 The pipeline hands it normalised latents: the packed tokens (B, F*H*W, C) of LTXPipeline, or the unpacked
-(B, C, F, H, W) of LTXConditionPipeline. Decoding unpacks packed ones, undoes the per-channel normalisation (``z * std / scaling_factor + mean``), mixes
+(B, C, F, H, W) of LTXConditionPipeline. Decoding unpacks packed ones,
+undoes the per-channel normalisation (``z * std / scaling_factor + mean``), mixes
 in decode noise when the decoder is timestep-conditioned (``(1 - s) * z + s * noise`` with
 ``s = decode_noise_scale``, default the decode timestep; the noise is vidax's own seeded draw, so parity with a
 diffusers run holds at ``s = 0``), decodes with ``timestep = decode_timestep`` and maps [-1, 1] to [0, 1] frames.
@@ -64,7 +65,8 @@ class LTXVideoAutoencoder:
     def _stats(self) -> tuple[np.ndarray, np.ndarray, float]:
         c = self.cfg
         shape = (1, -1, 1, 1, 1)
-        return (np.asarray(c.latents_mean, np.float32).reshape(shape), np.asarray(c.latents_std, np.float32).reshape(shape),
+        return (np.asarray(c.latents_mean, np.float32).reshape(shape),
+                np.asarray(c.latents_std, np.float32).reshape(shape),
                 float(c.scaling_factor))
 
     def raw_latents(self, latents: np.ndarray) -> np.ndarray:
@@ -118,7 +120,8 @@ class LTXVideoAutoencoder:
         return ((z - mean) / std).astype(np.float32)
 
     def encode_video(self, frames, on_chunk=None, **params):
-        raise NotImplementedError("LTX-Video conditions on a single image (image-to-video); video input is not supported")
+        raise NotImplementedError("LTX-Video conditions on a single image (image-to-video); "
+                                  "video input is not supported")
 
 
 def latent_grid(num_frames: int, height: int, width: int, temporal: int = 8, spatial: int = 32) -> tuple[int, int, int]:

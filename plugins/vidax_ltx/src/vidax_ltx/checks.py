@@ -181,6 +181,6 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
 
         c = config_value(vae, "latent_channels", int, 128)
         if dit.in_channels != c * dit.patch_size_t * dit.patch_size**2:
-            problems.append(f"transformer/config.json: in_channels={dit.in_channels} does not match latent_channels={c} "
-                            "of vae/config.json")
+            problems.append(f"transformer/config.json: in_channels={dit.in_channels} "
+                            f"does not match latent_channels={c} of vae/config.json")
     return problems

@@ -6,7 +6,8 @@ Two layouts (diffusers 0.42.1 ``LTX2Pipeline``):
   with ``output_type="latent"``; C = ``latent_channels``, M = ``mel_bins // 4``, and L latent frames cover
   ``L * 4 * mel_hop_length / sample_rate`` seconds (:func:`audio_latent_frames`);
 * tokens (B, L, C * M): what the DiT sees, packed (:func:`pack_audio_latents`, features in (channel, bin) order)
-  and normalised by the VAE's ``latents_mean`` / ``latents_std``, which hold one entry per packed feature (``base_channels``
+  and normalised by the VAE's ``latents_mean`` / ``latents_std``,
+  which hold one entry per packed feature (``base_channels``
   entries, so C * M must equal ``base_channels``: 8 x 16 = 128 at diffusers' defaults) and so are applied to the
   tokens, not per latent channel.
 

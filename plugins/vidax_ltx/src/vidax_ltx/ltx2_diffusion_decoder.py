@@ -24,7 +24,6 @@ stacked tree run with ``lax.scan``. Weight names: diffusers' (:data:`DECODER_RUL
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, ClassVar, Sequence
 
 import jax

@@ -243,14 +243,7 @@ class LTX2Attention(nnx.Module):
         if q_rope is not None:
             q = rotate(q, q_rope, self.rope_style)
             k = rotate(k, q_rope if k_rope is None else k_rope, self.rope_style)
-        if q_seq == SEQ and kv_seq == SEQ:
-            o = ulysses.self_attention(q, k, v, kv_mask=kv_mask)
-        elif q_seq == SEQ:
-            o = ulysses.cross_attention(q, k, v, kv_mask=kv_mask)
-        elif kv_seq == SEQ:
-            o = ulysses.gathered_kv_attention(q, k, v, kv_mask=kv_mask)
-        else:
-            o = ulysses.replicated_attention(q, k, v, kv_mask=kv_mask)
+        o = ulysses.attend(q, k, v, q_sharded=q_seq == SEQ, kv_sharded=kv_seq == SEQ, kv_mask=kv_mask)
         if skip is not None:
             o = jnp.where(skip.reshape(-1, 1, 1, 1) > 0, v.astype(o.dtype), o)
         if self.to_gate_logits is not None:

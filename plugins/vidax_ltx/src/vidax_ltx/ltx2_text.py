@@ -48,7 +48,8 @@ def load(ckpt: Any, *, dtype: Any = jnp.bfloat16, mesh: Any = None) -> LTX2TextE
     gemma = dl.load_decoder_llm(cfg, ckpt.tensors("text_encoder"), component="text encoder (Gemma)", mesh=mesh)
     connectors = load_connectors(LTX2ConnectorsConfig.from_config(ckpt.config("connectors"), dtype=dtype),
                                  ckpt.tensors("connectors"))
-    # an original release may pack the tokenizer into its Gemma file (:meth:`.ltx2_release.LTX2ReleaseCheckpoint.open_tokenizer`)
+    # an original release may pack the tokenizer into its Gemma file
+    # (:meth:`.ltx2_release.LTX2ReleaseCheckpoint.open_tokenizer`)
     opener = getattr(ckpt, "open_tokenizer", None)
     tokenizer = opener() if opener is not None else TextTokenizer.from_dir(ckpt.require("tokenizer"))
     return LTX2TextEncoder(tokenizer, gemma, connectors)

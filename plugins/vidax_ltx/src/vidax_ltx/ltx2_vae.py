@@ -30,11 +30,13 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from .vae import PUBLISHED_VAE_CONFIG, LTXVAE, LTXVAEConfig, decode, decode_plan, encode, encode_plan, load_vae, read_latent_stats, tiling_options
+from .vae import (PUBLISHED_VAE_CONFIG, LTXVAE, LTXVAEConfig, decode, decode_plan, encode, encode_plan, load_vae,
+                  read_latent_stats, tiling_options)
 from .vae_convert import original_vae_tensors
 
-__all__ = ["PUBLISHED_LTX2_VAE_CONFIG", "LTX2VAEConfig", "load_ltx2_vae", "load_ltx2_latent_stats", "decode", "encode", "decode_plan", "encode_plan", "tiling_options",
-           "normalize_latents", "denormalize_latents", "mix_decode_noise", "is_original_layout"]
+__all__ = ["PUBLISHED_LTX2_VAE_CONFIG", "LTX2VAEConfig", "load_ltx2_vae", "load_ltx2_latent_stats", "decode", "encode",
+           "decode_plan", "encode_plan", "tiling_options", "normalize_latents", "denormalize_latents",
+           "mix_decode_noise", "is_original_layout"]
 
 #: The published LTX-2.0 video VAE ``config.json`` (diffusers' ``convert_ltx2_to_diffusers.py``, version "2.0"):
 #: LTX-Video 0.9.8's published VAE with the encoder's first width moved to ``latent_channels`` (the same 128), LTX-2

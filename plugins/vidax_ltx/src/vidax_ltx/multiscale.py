@@ -30,9 +30,11 @@ from vidax_core.model_api import SamplingPass
 SPATIAL = 32
 
 
-def pass_sizes(height: int, width: int, factor: float, spatial: int = SPATIAL) -> tuple[tuple[int, int], tuple[int, int]]:
+def pass_sizes(height: int, width: int, factor: float,
+               spatial: int = SPATIAL) -> tuple[tuple[int, int], tuple[int, int]]:
     """((h1, w1), (h2, w2)): the first pass's size (``int(side * factor)`` rounded down to a multiple of
-    ``spatial``) and the second pass's (twice that), as the recipe's ``round_to_nearest_resolution_acceptable_by_vae``."""
+    ``spatial``) and the second pass's (twice that),
+    as the recipe's ``round_to_nearest_resolution_acceptable_by_vae``."""
     h1, w1 = int(height * factor), int(width * factor)
     h1, w1 = h1 - h1 % spatial, w1 - w1 % spatial
     return (h1, w1), (2 * h1, 2 * w1)

@@ -9,7 +9,8 @@ keys) and the VAE (``vae.*``), its configuration as JSON under the ``config`` ke
 * DiT keys: the prefix dropped, ``patchify_proj`` -> ``proj_in``, ``adaln_single`` -> ``time_embed``, ``q_norm`` /
   ``k_norm`` -> ``norm_q`` / ``norm_k`` (diffusers' single-file conversion); the config is read from the metadata
   (``qk_norm: rms_norm`` is diffusers' ``rms_norm_across_heads``; RoPE base sizes and theta are checked).
-* VAE keys: the VAE module's renaming of the original ``vae.*`` keys onto diffusers' (:mod:`vidax_ltx.vae_convert`). The config is the metadata's when it is a
+* VAE keys: the VAE module's renaming of the original ``vae.*`` keys onto diffusers' (:mod:`vidax_ltx.vae_convert`).
+  The config is the metadata's when it is a
   diffusers ``AutoencoderKLLTXVideo`` config, else the published 0.9.8 VAE configuration (what diffusers'
   single-file loader uses for these files).
 """

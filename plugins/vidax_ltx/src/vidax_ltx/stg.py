@@ -47,7 +47,10 @@ class PerStepSTG(Guidance):
         skip = np.zeros((len(idx), self.num_layers), np.float32)
         for n, i in enumerate(idx):
             skip[n, list(self.skip_blocks[i])] = 1.0
-        pick = lambda values: np.asarray([values[i] for i in idx], np.float32)
+
+        def pick(values):
+            return np.asarray([values[i] for i in idx], np.float32)
+
         return {"g": pick(self.guidance_scales), "s": pick(self.stg_scales), "phi": pick(self.rescales), "skip": skip}
 
     def model_inputs(self, scales, batch):

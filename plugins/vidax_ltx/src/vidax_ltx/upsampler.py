@@ -85,7 +85,8 @@ class LTXUpsamplerConfig:
     @property
     def stride(self) -> tuple[int, int, int]:
         """(t, h, w) factors of the upsampler's pixel shuffle."""
-        s = RATIONAL_SCALES[float(self.rational_spatial_scale)][0] if self.rational else 2 if self.spatial_upsample else 1
+        s = (RATIONAL_SCALES[float(self.rational_spatial_scale)][0] if self.rational
+             else 2 if self.spatial_upsample else 1)
         return (2 if self.temporal_upsample else 1, s, s)
 
 
@@ -186,7 +187,8 @@ def _conv_weight(w: np.ndarray) -> np.ndarray:
 
 
 def _conv_rules(src: str, dst: str) -> list[KeyRule]:
-    return [KeyRule(src + r"\.weight", dst + "/conv/kernel", _conv_weight), KeyRule(src + r"\.bias", dst + "/conv/bias")]
+    return [KeyRule(src + r"\.weight", dst + "/conv/kernel", _conv_weight),
+            KeyRule(src + r"\.bias", dst + "/conv/bias")]
 
 
 def _norm_rules(src: str, dst: str) -> list[KeyRule]:

@@ -24,7 +24,8 @@ DECODER_IGNORE = [r"encoder\..*"]
 
 def _conv(src: str, dst: str) -> list[KeyRule]:
     """An ``LTXVideoCausalConv3d`` at ``src`` (regex, ``.conv`` inside) -> :class:`vidax_ltx.vae.Conv` at ``dst``."""
-    return [KeyRule(src + r"\.conv\.weight", dst + "/conv/kernel", conv), KeyRule(src + r"\.conv\.bias", dst + "/conv/bias")]
+    return [KeyRule(src + r"\.conv\.weight", dst + "/conv/kernel", conv),
+            KeyRule(src + r"\.conv\.bias", dst + "/conv/bias")]
 
 
 def _resnet(src: str, dst: str, g: int) -> list[KeyRule]:

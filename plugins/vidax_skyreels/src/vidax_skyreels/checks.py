@@ -9,6 +9,7 @@ from .presets import DIFFUSION_FORCING
 
 TEMPORAL_FACTOR = 4  # the Wan VAE compresses time by 4
 SPATIAL_MULTIPLE = 16  # the VAE's 8 x the DiT's 2x2 patch
+MAX_ADDNOISE = 1000  # a timestep: past it the re-noise factor 0.001 a exceeds 1 and overflows at 1e308
 
 
 def run_problems(spec, run) -> list[str]:
@@ -36,8 +37,10 @@ def forcing_problems(run) -> list[str]:
         return [f"options.ar_step must be 0 (synchronous) or more (asynchronous), got {ar}"]
     if cbs is not None and cbs < 1:
         return [f"options.causal_block_size must be at least 1 latent frame, got {cbs}"]
-    if float(o.get("addnoise_condition") or 0) < 0:
-        return [f"options.addnoise_condition must be 0 or more, got {o.get('addnoise_condition')}"]
+    noise = float(o.get("addnoise_condition") or 0)
+    if not 0 <= noise <= MAX_ADDNOISE:  # NaN fails both: the prefix re-noise x (1 - 0.001 a) + noise 0.001 a
+        return [f"options.addnoise_condition must be from 0 to {MAX_ADDNOISE} (a timestep of the prefix's "
+                f"re-noise, 20 in the reference's recipe), got {o.get('addnoise_condition')}"]
     if frames > base and lap is None:
         return [f"options.overlap_history is required when num_frames ({frames}) exceeds options.base_num_frames "
                 f"({base}): the video is made in windows that overlap by that many frames (17 or 37 in the "
@@ -51,9 +54,15 @@ def forcing_problems(run) -> list[str]:
     bad = [f for f in geo.frames if f % size]
     if bad:
         return [f"options.causal_block_size={size} must divide every window's latent frames, but this run's "
-                f"windows have {', '.join(map(str, geo.frames))}: change num_frames, base_num_frames or "
+                f"windows have {_sizes(geo.frames)}: change num_frames, base_num_frames or "
                 "overlap_history (the reference's recipe: base_num_frames 97 with causal_block_size 5)"]
     return []
+
+
+def _sizes(frames) -> str:
+    """Window lengths in latent frames, each distinct length once with its count (a long video has hundreds)."""
+    counts = {f: list(frames).count(f) for f in dict.fromkeys(frames)}
+    return ", ".join(f"{f}" if n == 1 else f"{f} (x{n})" for f, n in counts.items())
 
 
 def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:

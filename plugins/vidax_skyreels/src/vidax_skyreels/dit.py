@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vidax_core.nn.layers import Linear, param
-from vidax_core.wan_dit.model import EMBED, WanDiT, WanDiTConfig, run_blocks
+from vidax_core.wan_dit.model import EMBED, WanBlock, WanDiT, WanDiTConfig, run_blocks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,10 +30,19 @@ class SkyReelsDiTConfig(WanDiTConfig):
     inject_sample_info: bool = False
 
 
+class SkyReelsBlock(WanBlock):
+    """The Wan block whose 4-D modulation is per latent frame (never per token: SkyReels' timesteps are per
+    frame), whatever the frame and token counts."""
+
+    frame_modulation = True
+
+
 class SkyReelsDiT(WanDiT):
     """``model(latents, timestep, context, image_context=None, fps=None)``: ``timestep`` (B,) per sample or (B, F)
     per latent frame (diffusion forcing); ``fps`` (B,) int, the fps table row, required with
     ``inject_sample_info``."""
+
+    block_type = SkyReelsBlock
 
     def __init__(self, cfg: SkyReelsDiTConfig, *, rngs: nnx.Rngs):
         super().__init__(cfg, rngs=rngs)

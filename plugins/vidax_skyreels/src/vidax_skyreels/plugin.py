@@ -50,10 +50,17 @@ class SkyReelsPlugin(WanTextHooks, WanVAEHooks, FamilyPlugin):
         return self.dit_build(cfg, example_inputs=functools.partial(example_inputs, cfg, ckpt))
 
     def builtin_checkpoint(self, spec, name):
-        """``tiny-random`` is a diffusion-forcing pipeline; the text- and image-to-video ids' are
-        ``tiny-random-t2v`` and ``tiny-random-i2v``."""
+        """``builtin:tiny-random`` is every id's own tiny pipeline: the diffusion-forcing one for the forcing ids,
+        the text- or image-to-video one (packaged as ``tiny-random-t2v`` / ``tiny-random-i2v``, names also
+        taken as they are) for the others."""
         if spec.id not in presets.DIFFUSION_FORCING:
-            name = f"{name}-{'i2v' if 'i2v' in spec.tasks else 't2v'}"
+            kind = "i2v" if "i2v" in spec.tasks else "t2v"
+            if name in ("tiny-random", f"tiny-random-{kind}"):
+                name = f"tiny-random-{kind}"
+            else:
+                return None
+        elif name != "tiny-random":
+            return None
         return super().builtin_checkpoint(spec, name)
 
     def prepare_conditioning(self, spec, ckpt, run, vae, latent_shape):

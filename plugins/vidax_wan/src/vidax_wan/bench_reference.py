@@ -164,7 +164,8 @@ class WanDitBench:
                               return_dict=False)[0]
                     cond, unc = out[:1], out[1:]
                 else:
-                    cond = ref(hidden_states=xt, timestep=t.expand(1), encoder_hidden_states=c[:1], return_dict=False)[0]
+                    cond = ref(hidden_states=xt, timestep=t.expand(1),
+                               encoder_hidden_states=c[:1], return_dict=False)[0]
                     unc = ref(hidden_states=xt, timestep=t.expand(1), encoder_hidden_states=c[1:], return_dict=False)[0]
                 st["x"] = sched.step(unc + guidance * (cond - unc), t, xt, return_dict=False)[0]
                 sync()

@@ -59,9 +59,9 @@ def checkpoint_config_problems(spec, ckpt) -> list[str]:
             )
         elif not image_model and dit.in_channels != dit.out_channels:
             problems.append(
-                f"{where}: in_channels={dit.in_channels} differs from out_channels={dit.out_channels} (an image-to-video "
-                f"denoiser), but {spec.id} feeds it only the noisy latents: use a {spec.id} checkpoint or an "
-                "image-to-video model id"
+                f"{where}: in_channels={dit.in_channels} differs from out_channels={dit.out_channels} "
+                f"(an image-to-video denoiser), but {spec.id} feeds it only the noisy latents: "
+                f"use a {spec.id} checkpoint or an image-to-video model id"
             )
         if dit.attention_head_dim < 6 or dit.attention_head_dim % 2:
             problems.append(f"{where}: attention_head_dim must be an even number of at least 6 (rotary embedding), "

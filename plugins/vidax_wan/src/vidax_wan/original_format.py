@@ -304,7 +304,8 @@ def clip_vision_config_from_tensors(src: Any) -> dict[str, Any]:
         raise UserError(f"CLIP visual.pos_embedding has {seq} positions, not 1 + a square grid")
     heads = dim // CLIP_HEAD_DIM if dim % CLIP_HEAD_DIM == 0 and dim >= CLIP_HEAD_DIM else 1
     return {**WAN21_CLIP_VISION_CONFIG, "hidden_size": dim, "num_hidden_layers": len(layers),
-            "intermediate_size": tensor_shape(src, "visual.transformer.0.mlp.0.weight")[0], "num_attention_heads": heads,
+            "intermediate_size": tensor_shape(src, "visual.transformer.0.mlp.0.weight")[0],
+            "num_attention_heads": heads,
             "patch_size": patch, "image_size": grid * patch}
 
 
@@ -366,7 +367,8 @@ def _dit_dir(root: str) -> str | None:
 
 
 def is_original_layout(root: str) -> bool:
-    """Any of the original release's marker files: a DiT config.json with ``model_type``, a Wan VAE .pth, the UMT5 .pth."""
+    """Any of the original release's marker files: a DiT config.json with ``model_type``,
+    a Wan VAE .pth, the UMT5 .pth."""
     return (_dit_dir(root) is not None or os.path.isfile(os.path.join(root, VAE21_FILE))
             or os.path.isfile(os.path.join(root, VAE22_FILE)) or os.path.isfile(os.path.join(root, UMT5_FILE)))
 
@@ -378,7 +380,8 @@ class OriginalWanCheckpoint(Checkpoint):
         self.root, self.source, self.model_id = root, source or root, model_id
         dit = _dit_dir(root)
         vaes = [f for f in (VAE21_FILE, VAE22_FILE) if os.path.isfile(os.path.join(root, f))]
-        missing = ([] if dit else ["config.json (DiT, with model_type)"]) + ([] if vaes else [f"{VAE21_FILE} or {VAE22_FILE}"])
+        missing = (([] if dit else ["config.json (DiT, with model_type)"])
+                   + ([] if vaes else [f"{VAE21_FILE} or {VAE22_FILE}"]))
         missing += [] if os.path.isfile(os.path.join(root, UMT5_FILE)) else [UMT5_FILE]
         if missing:
             raise UserError(f"checkpoint folder {self.source} looks like an original Wan-AI release but lacks "

@@ -6,7 +6,8 @@ linearly with the sequence length instead of with Sq * Sk. Lengths that are not 
 are padded; padded keys get a logit of -inf (they never count, even for rows that see no real key) while
 keys hidden by ``kv_mask``/segment ids get ``finfo(float32).min`` exactly like the einsum backend, so rows
 that see no key come out as the mean of ``v`` with no special casing. Causal masks (``causal`` /
-``causal_prefix``) are built per (block_q, block_k) tile from the block indices, like the padding. Runs on any platform (it is what
+``causal_prefix``) are built per (block_q, block_k) tile from the block indices, like the padding.
+Runs on any platform (it is what
 the backend to pick on CPU for sequences of tens of thousands of tokens; see :mod:`vidax_core.attention`).
 
 A **block mask** (``block_mask`` (B, H, Sq / g, Sk / g) bool at a granularity ``g`` = ``mask_block`` tokens, a
@@ -95,7 +96,7 @@ def attention(
             return lax.cond(jnp.any(tile_mask), lambda c: tile(c, kv_in, tile_mask), lambda c: c, carry), None
 
         def tile(carry, kv_in, tile_mask):
-            m, l, acc = carry  # (B, H, bq), (B, H, bq), (B, H, bq, D) fp32
+            m, row_sum, acc = carry  # (B, H, bq), (B, H, bq), (B, H, bq, D) fp32
             k_blk, v_blk, real, ok, k_seg, ki = kv_in
             s = jnp.einsum("bqhd,bkhd->bhqk", q_blk, k_blk, preferred_element_type=jnp.float32) * scale
             vis = ok[:, None, None, :]
@@ -112,18 +113,19 @@ def attention(
             m_new = jnp.maximum(m, jnp.max(s, axis=-1))  # finite: the first block always has a real key
             p = jnp.exp(s - m_new[..., None])
             alpha = jnp.exp(m - m_new)
-            l = alpha * l + jnp.sum(p, axis=-1)
+            row_sum = alpha * row_sum + jnp.sum(p, axis=-1)
             pv = jnp.einsum("bhqk,bkhd->bhqd", p.astype(v_blk.dtype), v_blk, preferred_element_type=jnp.float32)
             acc = alpha[..., None] * acc + pv
-            return m_new, l, acc
+            return m_new, row_sum, acc
 
         init = (
             jnp.full((b, h, bq), -jnp.inf, jnp.float32),
             jnp.zeros((b, h, bq), jnp.float32),
             jnp.zeros((b, h, bq, d), jnp.float32),
         )
-        (_, l, acc), _ = lax.scan(kv_step, init, (kb, vb, key_real, key_ok, ksb, jnp.arange(nk, dtype=jnp.int32)))
-        out = (acc / l[..., None]).astype(v.dtype)  # (B, H, bq, D)
+        (_, row_sum, acc), _ = lax.scan(kv_step, init,
+                                        (kb, vb, key_real, key_ok, ksb, jnp.arange(nk, dtype=jnp.int32)))
+        out = (acc / row_sum[..., None]).astype(v.dtype)  # (B, H, bq, D)
         return None, jnp.transpose(out, (0, 2, 1, 3))  # (B, bq, H, D)
 
     _, out = lax.scan(q_step, None, (qb, qsb, jnp.arange(nq, dtype=jnp.int32), bmb))  # (nq, B, bq, H, D)

@@ -20,7 +20,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from vidax_core.attention.kernels._common import causal_limit, fill_rows_without_keys, pad_axis, round_up, split_at_causal_limit
+from vidax_core.attention.kernels._common import (causal_limit, fill_rows_without_keys, pad_axis, round_up,
+                                                  split_at_causal_limit)
 
 LANES = 128
 DEFAULT_BLOCK_Q = 512

@@ -128,7 +128,8 @@ def build_tiny_hunyuan_i2v_pipeline(seed: int = 0, dit: dict | None = None):
     randomize_(transformer, seed + 3, 0.15)
     vae = AutoencoderKLHunyuanVideo(**TINY_VAE).eval().float()
     randomize_(vae, seed + 4, 0.1)
-    processor = CLIPImageProcessor(size={"shortest_edge": I2V_IMAGE}, crop_size={"height": I2V_IMAGE, "width": I2V_IMAGE})
+    processor = CLIPImageProcessor(size={"shortest_edge": I2V_IMAGE},
+                                   crop_size={"height": I2V_IMAGE, "width": I2V_IMAGE})
     return HunyuanVideoImageToVideoPipeline(text_encoder=llava, tokenizer=tokenizer, transformer=transformer, vae=vae,
                                             scheduler=FlowMatchEulerDiscreteScheduler(shift=7.0),
                                             text_encoder_2=clip, tokenizer_2=tokenizer_2, image_processor=processor)

@@ -5,7 +5,8 @@ unified, connectors), a tiny ``LTX2VideoTransformer3DModel`` whose text widths f
 projections inside the DiT; LTX-2.5: gated attention, cross-attention AdaLN, connector-projected text, no video FFN
 bias, keyframe embedding), both with the perturbed self-attention STG needs; the video VAE at 32x / 8x compression
 (LTX-2.5: timestep-conditioned decoder), the audio VAE (4 latent channels x 4 latent mel bins = 16 packed features)
-and the leaky-ReLU vocoder (an 8 kHz waveform as long as the video), every parameter random and the latent statistics away from 0 / 1; the dev scheduler
+and the leaky-ReLU vocoder (an 8 kHz waveform as long as the video),
+every parameter random and the latent statistics away from 0 / 1; the dev scheduler
 (dynamic shifting, terminal 0.1, the pipeline's shift constants).
 """
 

@@ -5,7 +5,8 @@ They are written from ltx-core's module names (``model.diffusion_model.*`` with 
 ``adaln_single``, ``av_ca_*_adaln_single``, ``prompt_adaln_single``, ``scale_shift_table_a2v_ca_*``, ``q_norm``;
 the connectors' ``*_embeddings_connector.transformer_1d_blocks`` and ``text_embedding_projection.*``; the video
 VAE's flat block lists with ``res_blocks``, the ``last_*`` decoder head and ``per_channel_statistics``; the
-vocoder's ``ups`` / ``resblocks`` / ``conv_pre`` / ``conv_post`` / ``act_post`` / ``downsample.lowpass``), independently of the forward
+vocoder's ``ups`` / ``resblocks`` / ``conv_pre`` / ``conv_post`` / ``act_post`` / ``downsample.lowpass``),
+independently of the forward
 tables in ``vidax_ltx``; the tests check them against diffusers' own single-file conversion where it has one.
 """
 

@@ -22,7 +22,8 @@ TINY_DIT = dict(
 TINY_DIT_CONFIG = dict(TINY_DIT, patch_size=[1, 2, 2], text_dim=16, image_dim=None, added_kv_proj_dim=None,
                        pos_embed_seq_len=None)
 TINY_VAE = dict(
-    base_dim=8, z_dim=4, dim_mult=[1, 2, 2, 2], num_res_blocks=1, attn_scales=[], temperal_downsample=[False, True, True],
+    base_dim=8, z_dim=4, dim_mult=[1, 2, 2, 2], num_res_blocks=1, attn_scales=[],
+    temperal_downsample=[False, True, True],
     latents_mean=[0.1, -0.2, 0.05, 0.3], latents_std=[1.5, 0.8, 1.2, 2.0],
 )
 TINY_UMT5 = dict(d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
@@ -37,7 +38,8 @@ def build_tiny_wan_pipeline(seed: int = 0, flow_shift: float = 3.0, scheduler: s
     import tempfile
 
     import torch
-    from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler, WanPipeline, WanTransformer3DModel
+    from diffusers import (AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler, WanPipeline,
+                           WanTransformer3DModel)
     from transformers import AutoTokenizer, UMT5Config, UMT5EncoderModel
 
     tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
@@ -55,7 +57,8 @@ def build_tiny_wan_pipeline(seed: int = 0, flow_shift: float = 3.0, scheduler: s
                                         num_train_timesteps=1000, flow_shift=flow_shift)
     else:
         sched = FlowMatchEulerDiscreteScheduler(shift=flow_shift)
-    return WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=sched)
+    return WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer,
+                       vae=vae, scheduler=sched)
 
 
 def save_tiny_wan(out_dir: str | os.PathLike, **kwargs) -> Path:
@@ -89,7 +92,8 @@ def build_tiny_wan_variant(variant: str, seed: int = 0, flow_shift: float = 3.0)
     import torch
     from diffusers import (AutoencoderKLWan, UniPCMultistepScheduler, WanImageToVideoPipeline, WanPipeline,
                            WanTransformer3DModel)
-    from transformers import AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModel, UMT5Config, UMT5EncoderModel
+    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModel, UMT5Config,
+                              UMT5EncoderModel)
 
     kind, two_experts, clip, vae22, expand, in_ch = VARIANTS[variant]
     tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
@@ -98,7 +102,8 @@ def build_tiny_wan_variant(variant: str, seed: int = 0, flow_shift: float = 3.0)
     text_encoder = UMT5EncoderModel(UMT5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_UMT5)).eval()
     dit = {**TINY_DIT, "in_channels": in_ch}
     if clip:
-        dit.update(image_dim=TINY_CLIP["hidden_size"], added_kv_proj_dim=TINY_DIT["num_attention_heads"] * TINY_DIT["attention_head_dim"])
+        dit.update(image_dim=TINY_CLIP["hidden_size"],
+                   added_kv_proj_dim=TINY_DIT["num_attention_heads"] * TINY_DIT["attention_head_dim"])
     transformers_ = [WanTransformer3DModel(**dit).eval() for _ in range(2 if two_experts else 1)]
     vae = AutoencoderKLWan(**(TINY_VAE22 if vae22 else TINY_VAE)).eval()
     randomize_(text_encoder, seed + 1, 0.3)
@@ -119,5 +124,6 @@ def build_tiny_wan_variant(variant: str, seed: int = 0, flow_shift: float = 3.0)
         randomize_(encoder, seed + 4, 0.1)
         size = TINY_CLIP["image_size"]
         parts.update(image_encoder=encoder,
-                     image_processor=CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size}))
+                     image_processor=CLIPImageProcessor(size={"shortest_edge": size},
+                                                        crop_size={"height": size, "width": size}))
     return WanImageToVideoPipeline(**parts)

@@ -1,0 +1,75 @@
+"""A stopped ``vidax run`` leaves nothing (issue 51, item 5): partial output after SIGTERM/SIGKILL of a windowed
+vidax run (the hidden ``.partial.mp4`` stayed; SIGINT was right: rc 130, nothing left), and nothing removed stale
+partial files later.
+
+SIGTERM is now handled like SIGINT: exit 143, one line, the temporary mp4 removed. A SIGKILLed run cannot remove
+its own, so a temporary name carries the writing process (``.NAME.<host>-<pid>.XXXX.partial.EXT``) and the next
+write of that output removes those whose process is gone, never a live run's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from vidax_core.io import outputs, stale
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WINDOWED = [os.path.join(ROOT, "configs", "skyreels_demo.yaml"), "sampling.height=32", "sampling.width=32",
+            "sampling.num_frames=41", "sampling.num_steps=8", "sampling.max_sequence_length=8", "output.metrics=null"]
+
+
+def _partials(folder):
+    return sorted(p for p in os.listdir(folder) if ".partial" in p)
+
+
+def _start(tmp_path, *extra):
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = [sys.executable, "-m", "vidax_core.cli", "run", *WINDOWED, f"output.path={out / 'v.mp4'}",
+           f"runtime.compilation_cache_dir={tmp_path / 'jc'}", "--quiet", *extra]
+    # SIGTERM at its default disposition, as from a shell (a test runner's worker may have changed it)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    end = time.monotonic() + 240
+    while not _partials(out):  # the run is inside its windows: its mp4 stream is open
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()[1][-2000:]
+        time.sleep(0.05)
+    return proc, out
+
+
+def test_a_sigterm_ends_a_windowed_run_as_sigint_does(tmp_path):
+    """rc 143 (SIGINT's 130 is tests/test_outputs.py's), one line, nothing left beside the output."""
+    proc, out = _start(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 143, err[-2000:]
+    assert lines == ["error: terminated (SIGTERM); no partial output was written"], lines
+    assert os.listdir(out) == [], os.listdir(out)
+
+
+def test_a_sigkilled_runs_partial_is_removed_by_the_next_write_of_that_output(tmp_path):
+    proc, out = _start(tmp_path)
+    proc.kill()
+    proc.wait(timeout=60)
+    left = _partials(out)
+    assert len(left) == 1 and f".{stale.host()}-{proc.pid}." in left[0], left
+    outputs.save_json(str(out / "v.mp4"), {"a": 1})  # the next write of that output
+    assert _partials(out) == [] and os.listdir(out) == ["v.mp4"]
+
+
+def test_a_live_runs_partial_is_never_removed(tmp_path):
+    """Only this host's dead processes are swept: a live process's partial (another run writing the same output
+    now) and one stamped by another host stay."""
+    live = tmp_path / f".v.{stale.host()}-{os.getppid()}.abcd1234.partial.mp4"
+    other_host = tmp_path / ".v.elsewhere-1.abcd1234.partial.mp4"
+    dead = tmp_path / f".v.{stale.host()}-{2**22 + 777}.abcd1234.partial.mp4"  # above pid_max: no such process
+    unstamped = tmp_path / ".v.abcd1234.partial.mp4"  # an older vidax's: whose it is cannot be known
+    for p in (live, other_host, dead, unstamped):
+        p.write_bytes(b"x")
+    outputs.save_json(str(tmp_path / "v.mp4"), {})
+    assert live.exists() and other_host.exists() and unstamped.exists() and not dead.exists()
