@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PLUGINS := plugins/vidax_wan plugins/vidax_cosmos plugins/vidax_cogvideox plugins/vidax_ltx plugins/vidax_hunyuan \
 	plugins/vidax_kandinsky plugins/vidax_skyreels plugins/vidax_helios plugins/vidax_motif \
-	plugins/vidax_sana_video
+	plugins/vidax_sana_video plugins/vidax_anyflow
 
 # What an install depends on: the packaging files and this Makefile's plugin list (sources are installed editable:
 # a change to them needs no reinstall). A stamp file per install records that it ran after the last change to any of them.

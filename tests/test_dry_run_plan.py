@@ -22,7 +22,7 @@ from vidax_core.runner.progress import Reporter
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 DEMOS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIGS, "*demo*.yaml")))
 NO_OUTPUT = ["output.path=", "output.metrics=null"]
-PLAN_HEADS = ("plan:", "pass ", "windows:", "frames:", "mesh:")
+PLAN_HEADS = ("plan:", "pass ", "windows:", "frames:", "kv cache:", "mesh:")
 
 
 def _plan_part(text: str) -> list[str]:
@@ -62,7 +62,8 @@ def test_dry_run_prints_the_plan_a_call_runs(demo):
         assert dry == plan_lines(plan)
         windows = 1 if plan.windows is not None else 0
         trimmed = int(windows and plan.made_frames not in (None, cfg.sampling.num_frames))  # a frames: line
-        assert dry[-1].startswith("mesh:") and len(dry) == len(plan.passes) + windows + trimmed + 1
+        cached = 1 if plan.kv_cache is not None else 0
+        assert dry[-1].startswith("mesh:") and len(dry) == len(plan.passes) + windows + trimmed + cached + 1
     finally:
         model.close()
 

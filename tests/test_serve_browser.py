@@ -188,3 +188,72 @@ def test_page_uploads_an_image_to_an_i2v_server_and_plays_the_result(i2v_server,
     browser.execute_script("document.getElementById('video').play();")
     _wait(lambda: browser.execute_script("return document.getElementById('video').currentTime > 0;"), 30,
           "playback to advance")
+
+
+class _SlowChunks:
+    """A served pipe whose chunks come ``delay`` seconds apart (the page must play before the job ends)."""
+
+    def __init__(self, pipe, delay: float) -> None:
+        self._pipe, self._delay = pipe, delay
+
+    def __getattr__(self, name):
+        return getattr(self._pipe, name)
+
+    def run(self, plan, on_chunk=None, **kwargs):
+        def slow(frames, k, n):
+            on_chunk(frames, k, n)
+            time.sleep(self._delay)
+
+        return self._pipe.run(plan, on_chunk=slow if on_chunk is not None else None, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def streaming_server(tmp_path_factory):
+    """AnyFlow-FAR's tiny built-in (a causal model made chunk by chunk): three chunks, streamed as they are made."""
+    import vidax
+
+    pipe = vidax.load("anyflow-far-wan2.1-1.3b", "model.checkpoint=builtin:tiny-random", "sampling.height=32",
+                      "sampling.width=32", "sampling.num_frames=13", "sampling.num_steps=1", quiet=True)
+    with Server(_SlowChunks(pipe, 1.5), port=0, output_dir=str(tmp_path_factory.mktemp("live") / "out"),
+                quiet=True) as srv:
+        yield srv
+    pipe.close()
+
+
+def test_page_plays_the_video_while_it_is_made_and_continues_it(streaming_server, browser):
+    """The page appends the job's fragmented mp4 to a MediaSource as it arrives: frames decode in the element while
+    the job is still in progress; the finished video is continued over the kept cache, played as it comes too."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(streaming_server.url + "/")
+    browser.find_element(By.NAME, "prompt").send_keys("a red fox in the snow")
+    browser.find_element(By.ID, "submit").click()
+    job_id = _wait(lambda: browser.execute_script("return document.body.dataset.job || null;"), 60, "the job id")
+
+    def playing():
+        state = browser.execute_script(
+            "const v = document.getElementById('video');"
+            "return v.readyState >= 2 && v.buffered.length && v.buffered.end(0) > 0 ? "
+            "{ready: v.readyState, buffered: v.buffered.end(0), w: v.videoWidth} : null;")
+        if state:
+            state["job"] = json.loads(request(streaming_server.url, "GET", f"/v1/videos/{job_id}")[2])
+        return state
+
+    state = _wait(playing, 180, "frames decoded in the page")
+    job = state["job"]
+    assert job["status"] == "in_progress" and job["chunks_done"] < job["chunks_total"], job  # before the end
+    assert state["w"] == 32, state
+    _wait(lambda: browser.find_element(By.ID, "status").text.startswith("completed"), 180, "the job to complete")
+    extend = browser.find_element(By.ID, "extend")
+    assert extend.is_displayed()
+    browser.find_element(By.ID, "extend_seconds").clear()
+    browser.find_element(By.ID, "extend_seconds").send_keys("1")
+    extend.click()
+    new_id = _wait(lambda: (browser.execute_script("return document.body.dataset.job;") != job_id
+                            and browser.execute_script("return document.body.dataset.job;")), 60, "the continuation")
+    cont = _wait(lambda: (lambda j: j if j["status"] in ("completed", "failed") else None)(
+        json.loads(request(streaming_server.url, "GET", f"/v1/videos/{new_id}")[2])), 180, "the continuation to end")
+    assert cont["status"] == "completed" and cont["extends"] == job_id and cont["frames_ready"] == 16, cont
+    _wait(lambda: browser.execute_script(
+        "const v = document.getElementById('video'); return v.readyState >= 2 && v.buffered.length > 0;"), 60,
+        "the continuation to play")

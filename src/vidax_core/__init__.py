@@ -34,6 +34,8 @@ _EXPORTS = {
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",
     "FrameStage": "model_api",
     "WindowedSampling": "windows", "Window": "windows", "WindowStart": "windows", "WindowDone": "windows",
+    "CacheFill": "windows", "CacheSpec": "causal.kv", "Segment": "causal.kv", "View": "causal.kv",
+    "KVCache": "causal.kv",
     "Guidance": "guidance", "Branch": "guidance", "ClassifierFree": "guidance", "NoGuidance": "guidance",
     "SpatioTemporal": "guidance", "Embedded": "guidance", "CFGZeroStar": "guidance", "default_guidance": "guidance",
     # checkpoints and conversion

@@ -161,9 +161,11 @@ def resolution_binning(spec, ckpt, run):
 def sampling_windows(spec, ckpt, run):
     """Return a :class:`vidax_core.windows.WindowedSampling` when ``run`` makes its video in windows (chunked,
     autoregressive sampling: Helios' chunks, SkyReels-V2's diffusion-forcing windows): each window a denoising
-    loop conditioned on latents made before it, decoded and appended to the video as it completes. It is called
-    before any weight loads (from the config files alone; keep it cheap) and once more per call for the object
-    that carries the windows' state. Return None for one ordinary denoising pass."""
+    loop conditioned on latents made before it, decoded and appended to the video as it completes. A causal family
+    (AnyFlow-FAR) declares its KV cache on it (``WindowedSampling.cache``, :mod:`vidax_core.causal`): every window's
+    steps read it, every finished window writes into it. It is called before any weight loads (from the config files
+    alone; keep it cheap) and once more per call for the object that carries the windows' state. Return None for one
+    ordinary denoising pass."""
 
 
 @hookspec

@@ -264,6 +264,7 @@ def attention(
     causal: bool = False,
     causal_prefix: int | None = None,
     causal_block: int | None = None,
+    key_limits: tuple[tuple[int, int], ...] | None = None,
 ) -> jax.Array:
     """Softmax attention over (B, S, H, D) inputs, scale 1/sqrt(D), softmax in fp32, on the current backend.
 
@@ -275,8 +276,16 @@ def attention(
     ``[P text tokens; video tokens]`` sequence. ``causal_block=T`` (static int): block-causal, query i sees keys
     j with ``j // T <= i // T`` (SkyReels-V2's causal frame blocks); it runs as one unmasked call per block of T
     queries over the keys up to that block's end, on any backend, with no (Sq, Sk) mask. Causal masks need
-    Sq == Sk. Returns (B, Sq, H, D) in ``v.dtype``.
+    Sq == Sk. ``key_limits`` (static): runs ``(rows, keys)`` covering the queries in order, the rows of a run seeing
+    the first ``keys`` keys only (a chunk-causal mask over a cached prefix, :mod:`vidax_core.causal`); the
+    ``splash`` backend runs it as one kernel call whose tiles past a row's limit are skipped, every other backend as
+    one unmasked call per run over its visible keys, so no masked block is computed anywhere. Returns (B, Sq, H, D)
+    in ``v.dtype``.
     """
+    if key_limits is not None:
+        return _key_limited(q, k, v, tuple((int(r), int(n)) for r, n in key_limits), kv_mask=kv_mask,
+                            q_segment_ids=q_segment_ids, kv_lengths=kv_lengths, causal=causal,
+                            causal_prefix=causal_prefix, causal_block=causal_block)
     if causal_block is not None:
         return _block_causal(q, k, v, int(causal_block), kv_mask=kv_mask, q_segment_ids=q_segment_ids,
                              kv_segment_ids=kv_segment_ids, kv_lengths=kv_lengths, causal=causal,
@@ -323,4 +332,24 @@ def _block_causal(q: jax.Array, k: jax.Array, v: jax.Array, block: int, *, kv_ma
         end = min(start + block, q.shape[1])
         mask = None if kv_mask is None else kv_mask[:, :end]
         outs.append(attention(q[:, start:end], k[:, :end], v[:, :end], kv_mask=mask))
+    return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
+
+
+def _key_limited(q: jax.Array, k: jax.Array, v: jax.Array, runs: tuple[tuple[int, int], ...], *, kv_mask,
+                 q_segment_ids, kv_lengths, causal, causal_prefix, causal_block) -> jax.Array:
+    """:func:`attention` with ``key_limits=runs``: each run of query rows sees a prefix of the keys."""
+    if (kv_mask is not None or q_segment_ids is not None or kv_lengths is not None or causal
+            or causal_prefix is not None or causal_block is not None):
+        raise ValueError("key_limits does not combine with other masks")
+    if sum(r for r, _ in runs) != q.shape[1] or any(r < 0 or not 0 < n <= k.shape[1] for r, n in runs):
+        raise ValueError(f"key_limits {runs} must cover the {q.shape[1]} queries with limits in [1, {k.shape[1]}]")
+    runs = tuple(rn for rn in runs if rn[0])
+    _common.check_inputs(q, k, v, None, None, None)
+    if _state()[1] == "splash":
+        _record("splash", q, k, tiles=_splash.describe(q.shape, k.shape, q.dtype))
+        return _splash.limited_attention(q, k, v, runs)
+    outs, start = [], 0
+    for rows, keys in runs:
+        outs.append(attention(q[:, start:start + rows], k[:, :keys], v[:, :keys]))
+        start += rows
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)

@@ -236,6 +236,53 @@ def gathered_kv_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: 
                          check_vma=False)(*args)
 
 
+def prefix_attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    past: tuple[jax.Array, jax.Array] | None = None,
+    *,
+    limits: tuple[tuple[int, int], ...],
+    zero_keys: int = 0,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """New sequence-sharded tokens attending to a cached prefix and to themselves (a causal run's chunk,
+    :mod:`vidax_core.causal`): keys are ``[zero_keys all-zero keys; past; the new keys]`` and the query rows see
+    them by ``limits`` (:func:`vidax_core.attention.attention`'s ``key_limits``, over that key order).
+
+    ``past`` (k, v) are (B, P, H, D) in the cache layout (every token, heads split over tp then sp,
+    :func:`vidax_core.causal.kv.cache_spec`). Returns the attention output, sequence-sharded like ``q``, and the
+    new tokens' keys and values in the cache layout (what a cache write stores)."""
+    from vidax_core.causal.kv import cache_spec
+
+    def core(q, k, v, *pst):
+        keys, vals = [k], [v]
+        if pst:
+            keys.insert(0, pst[0].astype(k.dtype))
+            vals.insert(0, pst[1].astype(v.dtype))
+        if zero_keys:
+            zeros = jnp.zeros(k.shape[:1] + (zero_keys,) + k.shape[2:], k.dtype)
+            keys.insert(0, zeros)
+            vals.insert(0, zeros.astype(v.dtype))
+        cat = lambda xs: xs[0] if len(xs) == 1 else jnp.concatenate(xs, axis=1)  # noqa: E731
+        return attention(q, cat(keys), cat(vals), key_limits=limits)
+
+    past = tuple(past) if past is not None else ()
+    ctx = sharding.active()
+    if ctx is None:
+        return core(q, k, v, *past), k, v
+    sp = ctx.axis("seq")
+    spec, kv_spec = _specs(ctx, True), cache_spec(ctx, layers=False)
+
+    def local(q, k, v, *pst):
+        if sp is not None:
+            q, k, v = (_seq_to_heads(t, sp) for t in (q, k, v))
+        o = core(q, k, v, *pst)
+        return (_heads_to_seq(o, sp) if sp is not None else o), k, v
+
+    return jax.shard_map(local, mesh=ctx.mesh, in_specs=(spec,) * 3 + (kv_spec,) * len(past),
+                         out_specs=(spec, kv_spec, kv_spec), check_vma=False)(q, k, v, *past)
+
+
 def attend(q: jax.Array, k: jax.Array, v: jax.Array, *, q_sharded: bool, kv_sharded: bool,
            kv_mask: jax.Array | None = None) -> jax.Array:
     """The attention of one stream against another by where their tokens live over ``sp``: both sequence-sharded

@@ -277,7 +277,7 @@ def setup(args: argparse.Namespace, plugins: Any = None) -> Setup:
         ckpt = checkpoint_for_run(cfg, spec, plugins, configs_only=True)
         build = build_dit(spec, ckpt, cfg, plugins)[0]
         grid = plugins.call("vae_latent_shape", spec, ckpt=ckpt, run=cfg)
-        windows, _frames = windowed.plan(spec, ckpt, cfg, plugins)
+        windows, _frames, _cache = windowed.plan(spec, ckpt, cfg, plugins)
         if windows is not None:  # a chunked model's call denoises one window
             grid = windowed.grids(windows)[0]
         if grid is None:

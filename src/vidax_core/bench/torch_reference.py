@@ -184,6 +184,18 @@ def identity_ftfy(*modules: Any) -> None:
             module.ftfy = types.SimpleNamespace(fix_text=lambda text: text)
 
 
+def wan_prompt_embeds(pipe: Any, run: Any, device: str, dtype: Any, clock: "TorchClock") -> dict[str, Any]:
+    """The Wan pipelines' ``encode_prompt`` (Wan, SkyReels-V2, Helios, AnyFlow), timed as ``encode``: the call's
+    ``prompt_embeds`` / ``negative_prompt_embeds`` in ``dtype`` (the negative only under guidance)."""
+    s = run.sampling
+    guided = s.guidance_scale > 1.0
+    with clock.phase("encode"):
+        pe, ne = pipe.encode_prompt(prompt=run.prompt, negative_prompt=run.negative_prompt if guided else None,
+                                    do_classifier_free_guidance=guided, max_sequence_length=s.max_sequence_length,
+                                    device=device)
+    return {"prompt_embeds": pe.to(dtype), "negative_prompt_embeds": None if ne is None else ne.to(dtype)}
+
+
 def decode_wan_latents(pipe: Any, latents: Any) -> Any:
     """The Wan pipelines' decode (Wan, SkyReels-V2): latents de-normalised by the VAE's ``latents_mean`` /
     ``latents_std``, ``vae.decode``, ``postprocess_video`` to float frames."""

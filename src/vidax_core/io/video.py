@@ -37,8 +37,15 @@ def resize_frames(frames: np.ndarray, height: int, width: int, mode: str = "bicu
     return out
 
 
-def _ffmpeg_writer(tmp: str, width: int, height: int, fps: int):
-    """imageio-ffmpeg's H.264 writer of ``tmp``, primed: ``send`` each uint8 (H, W, 3) frame, then ``close``."""
+#: a fragmented mp4 written frame by frame: an empty ``moov`` first, then one ``moof`` + ``mdat`` per frame as soon as
+#: it is encoded (no lookahead, no B-frames), flushed at once, so the file plays at every moment while it grows
+FRAGMENTED = ["-movflags", "frag_every_frame+empty_moov+default_base_moof", "-tune", "zerolatency",
+              "-flush_packets", "1"]
+
+
+def _ffmpeg_writer(tmp: str, width: int, height: int, fps: int, fragmented: bool = False):
+    """imageio-ffmpeg's H.264 writer of ``tmp``, primed: ``send`` each uint8 (H, W, 3) frame, then ``close``;
+    ``fragmented``: a fragmented mp4 that plays while it is written (:data:`FRAGMENTED`)."""
     import imageio_ffmpeg
 
     # ffmpeg runs as a child process; the exec follows the fork at once, so JAX's fork warning does not apply
@@ -46,7 +53,7 @@ def _ffmpeg_writer(tmp: str, width: int, height: int, fps: int):
         warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
         gen = imageio_ffmpeg.write_frames(
             tmp, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=2,
-            output_params=["-f", "mp4"], quality=8,
+            output_params=["-f", "mp4"] + (FRAGMENTED if fragmented else []), quality=8,
         )
         gen.send(None)
     return gen
@@ -73,25 +80,44 @@ def write_mp4(path: str, frames: np.ndarray, fps: int) -> None:
 
 
 class Mp4Stream:
-    """An mp4 written as its frames come (a chunked run's windows): :meth:`append` encodes frames into a temporary
-    file beside ``path`` at once, :meth:`commit` finishes it and renames it onto ``path``, :meth:`abort` (a failed
-    or cancelled run) deletes it, so nothing partial is left under ``path``. A context manager: leaving the block
-    by an exception aborts."""
+    """An mp4 written as its frames come (a chunked run's windows): :meth:`append` encodes frames at once,
+    :meth:`commit` finishes the file, :meth:`abort` (a failed or cancelled run) deletes it, so nothing partial is
+    left under ``path``. A context manager: leaving the block by an exception aborts.
 
-    def __init__(self, path: str, fps: int) -> None:
-        self.path, self.fps = path, int(fps)
-        self._atomic = outputs.atomic_path(path)
-        self._tmp = self._atomic.__enter__()
+    By default the frames go to a temporary file beside ``path``, renamed onto it by :meth:`commit`. ``live``:
+    straight into ``path`` as a fragmented mp4 (:data:`FRAGMENTED`) that plays at every moment while it grows (one
+    frame behind the last appended: the muxer times a frame by the next one); a server streams it as it is written
+    (:attr:`written`: the bytes written so far are a playable prefix)."""
+
+    def __init__(self, path: str, fps: int, live: bool = False) -> None:
+        self.path, self.fps, self.live = path, int(fps), bool(live)
+        if self.live:
+            os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+            if os.path.lexists(path):
+                os.unlink(path)
+            self._atomic, self._tmp = None, path
+        else:
+            self._atomic = outputs.atomic_path(path)
+            self._tmp = self._atomic.__enter__()
         self._gen = None
         self.frames = 0
+        self.done = False
         self.size: tuple[int, int] | None = None
+
+    @property
+    def written(self) -> int:
+        """Bytes of the file so far (0 before the first frame)."""
+        try:
+            return os.path.getsize(self._tmp)
+        except OSError:
+            return 0
 
     def append(self, frames: np.ndarray) -> None:
         """Frames (T, H, W, 3) in [0, 1] appended to the video."""
         data = to_uint8(frames)
         if self._gen is None:
             self.size = (data.shape[2], data.shape[1])
-            self._gen = _ffmpeg_writer(self._tmp, *self.size, self.fps)
+            self._gen = _ffmpeg_writer(self._tmp, *self.size, self.fps, fragmented=self.live)
         for frame in data:
             self._gen.send(np.ascontiguousarray(frame))
         self.frames += len(data)
@@ -102,7 +128,9 @@ class Mp4Stream:
         self._gen.close()
         self._gen = None
         _check_written(self._tmp, self.path, self.frames, *self.size, self.fps)
-        self._atomic.__exit__(None, None, None)
+        if self._atomic is not None:
+            self._atomic.__exit__(None, None, None)
+        self.done = True
 
     def abort(self) -> None:
         if self._gen is not None:
@@ -111,7 +139,11 @@ class Mp4Stream:
             except Exception:  # noqa: BLE001 - the file is deleted either way
                 pass
             self._gen = None
-        self._atomic.__exit__(RuntimeError, RuntimeError("aborted"), None)
+        if self._atomic is not None:
+            self._atomic.__exit__(RuntimeError, RuntimeError("aborted"), None)
+        elif os.path.lexists(self._tmp):
+            os.unlink(self._tmp)
+        self.done = True
 
     def __enter__(self) -> "Mp4Stream":
         return self

@@ -154,6 +154,15 @@ class Attention(nnx.Module):
             q, k = rotate(q, rope, self.rope_style), rotate(k, rope, self.rope_style)
         return q, k, v
 
+    def cached(self, x: jax.Array, rope: Rope | None, past: tuple[jax.Array, jax.Array] | None, *,
+               limits: tuple[tuple[int, int], ...], zero_keys: int = 0) -> tuple[jax.Array, tuple]:
+        """Self-attention of new tokens ``x`` (B, S, dim) over a cached prefix ``past`` (keys after RoPE, in the
+        cache layout) and themselves, by ``limits`` (:func:`vidax_core.attention.ulysses.prefix_attention`).
+        Returns ``to_out``'s output and the new tokens' (k, v) (after RoPE) in the cache layout."""
+        q, k, v = self.qkv(x, SEQ, rope)
+        o, k_all, v_all = ulysses.prefix_attention(q, k, v, past, limits=limits, zero_keys=zero_keys)
+        return self.out(o), (k_all, v_all)
+
     def linear(self, x: jax.Array, rope: Rope | None = None, *, feature: str = "relu",
                eps: float = linear_attention.EPS) -> jax.Array:
         """Linear self-attention over ``x`` (B, S, dim), SANA's: q and k (normed) through ``feature`` (ReLU), the

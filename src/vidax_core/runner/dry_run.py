@@ -155,7 +155,7 @@ def _unset(cfg: RunConfig, key: str, value: Any) -> bool:
 
 def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
                     activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any,
-                    host_memory_gib: float | None = None) -> Any:
+                    host_memory_gib: float | None = None, kv_cache_bytes: int | None = None) -> Any:
     """The placement (:class:`vidax_core.runner.memory_plan.Placement`) of a run: where the text encoder, the
     denoiser and the VAE live per phase, against the device's memory and the host's (``host_memory_gib``: a host
     the user names; else what this machine has available), each part with the key that shrinks it."""
@@ -211,6 +211,10 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         plan.add("denoiser", "device", dev, device_key=device_key,
                  host_key="offload.enabled=true offload.storage=disk" if cpu else None)
     sp = cfg.parallel.sp
+    if kv_cache_bytes:
+        plan.add("kv cache", "device", kv_cache_bytes, phases="denoise",
+                 note="a causal run's keys and values, fixed by the attention window (heads over tp and sp)",
+                 device_key=f"parallel.sp={2 * sp} over {2 * sp} devices, or a shorter options.cache_window")
     plan.add("activations", "device", activation_bytes, note="one block, estimate", phases="denoise",
              device_key=f"parallel.sp={2 * sp} over {2 * sp} devices, or a lower sampling.height / width / num_frames")
     if cpu and (dequant := _dequantised_block_bytes(flat, sizes[0].groups, compute_dtype)):
@@ -333,8 +337,13 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
         how = "all weights resident"
     if len(builds) > 1:
         how += f"; all {len(builds)} experts stay loaded"
+    kv = None
+    if getattr(plan, "kv_cache", None) is not None:
+        mp = mesh_plan
+        kv = plan.kv_cache.per_device_bytes(batch, mp.dp, mp.tp, mp.sp)
     table = placement_table(cfg, spec, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp,
-                            activation_bytes, peak, abstracts[0][2], builds[0].param_dtype, host_memory_gib)
+                            activation_bytes, peak, abstracts[0][2], builds[0].param_dtype, host_memory_gib,
+                            kv_cache_bytes=kv)
     return RunSizing(latent, mesh_plan, streamed, abstracts, sizes, chunk, tp, resident, how, activations, table)
 
 

@@ -162,6 +162,7 @@ class LoadedModel:
         self.memory_phases: dict[str, memory.Window] = {}  # anonymous memory of the last load / call, per phase
         self.encode_on: memory_plan.EncoderPlacement | None = None
         self.videos = 0  # calls begun: the first one's times include the load
+        self.session: Any = None  # the kept state of a causal call, for a continuation (keep_cache)
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
         self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan)  # before any weight
         self.stages = StageChain(self, cfg, lambda scfg: LoadedModel(  # frame stages: checked now, no weights
@@ -336,11 +337,16 @@ class LoadedModel:
     def generate(self, cfg: RunConfig | None = None, *, plan: CallPlan | None = None,
                  on_progress: Callable[[int, int], None] | None = None, cancel: Any = None,
                  write_outputs: bool = True, on_chunk: Callable[[np.ndarray, int, int], None] | None = None,
-                 on_decode: Callable[[int, int], None] | None = None) -> RunResult:
+                 on_decode: Callable[[int, int], None] | None = None, keep_cache: bool = False,
+                 extend: Any = None) -> RunResult:
         """One video from ``cfg`` (a call config of this model; default: the base config), or from ``plan``
         (:meth:`plan_call`'s, made earlier: it is run as planned). ``on_chunk(frames, k, n)`` receives the frames
         as they are made: window ``k`` of ``n`` of a chunked model, else all at once; ``on_decode(done, total)``
-        the VAE's chunks as the final decode runs them (a chunked model decodes window by window instead)."""
+        the VAE's chunks as the final decode runs them (a chunked model decodes window by window instead).
+
+        A causal model (:mod:`vidax_core.causal`): ``keep_cache`` keeps the call's state for a continuation (the
+        result's ``session``, also :attr:`session`); ``extend`` (such a session) continues its video by the frames
+        ``cfg`` asks for instead of starting one (:mod:`vidax_core.causal.session`)."""
         if self.closed:
             raise UserError("this pipe is closed: load the model again (vidax.load) to generate")
         if plan is not None:
@@ -349,14 +355,15 @@ class LoadedModel:
         if plan is None and cfg is self.base:
             plan = self.first_plan
         with self._lock, precision.scope(cfg), self._attention(), memory.window() as self.memory_phases["call"]:
-            return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk, on_decode)
+            return self._generate(cfg, plan, on_progress, cancel, write_outputs, on_chunk, on_decode,
+                                  keep_cache, extend)
 
     def _attention(self):
         """This pipe's attention backend and call record, whatever another pipe in the process uses."""
         return attention.scope(self.base.attention.backend, self.backend, self.attention_calls)
 
     def _generate(self, cfg: RunConfig, plan: CallPlan | None, on_progress, cancel, write_outputs: bool,
-                  on_chunk=None, on_decode=None) -> RunResult:
+                  on_chunk=None, on_decode=None, keep_cache: bool = False, extend: Any = None) -> RunResult:
         """One call, in the order every kind of call runs (docs/architecture.md). What it makes (prompt contexts,
         conditioning, a chunked run's windowed sampling) are locals of this call."""
         timer = Timer()
@@ -375,6 +382,10 @@ class LoadedModel:
             plan = None  # planned with the count
         t0 = time.perf_counter()
         with timer.compiling("load"):
+            if plan is None and extend is not None:  # planned as a fresh video's grids; its windows come below
+                plan = self.plan_call(dataclasses.replace(cfg, sampling=dataclasses.replace(cfg.sampling,
+                                                                                            initial_noise=None)))
+                plan = dataclasses.replace(plan, cfg=cfg)
             plan = plan or self.plan_call(cfg)
             vae = self.vae(plan.passes[-1].run)  # before the weights: a broken VAE config is refused in a second
             if not plan.complete:  # a family whose latent grid only its built VAE gives
@@ -400,6 +411,15 @@ class LoadedModel:
             contexts = self._encode(plan, timer)
 
         writer = write_outputs and distributed.is_writer()  # under jax.distributed only process 0 writes
+        ws = session = None
+        if plan.windows is not None:  # a chunked call's own windowed sampling (a continuation's: its session's)
+            if extend is not None:
+                ws = extend.continued(cfg, plan.guides[0])
+                plan = dataclasses.replace(plan, windows=tuple(ws.windows))
+            else:
+                ws = windowed.for_call(self.spec, self.ckpt, cfg, self.plugins, plan.windows)
+        elif extend is not None or keep_cache:
+            raise UserError(f"{self.spec.id} makes its video in one pass: there is no cache to keep or continue")
         progress = _Progress(plan.total_steps, on_progress, cancel)
         if plan.windows is None:
             results = self._sample_passes(plan, vae, contexts, timer, progress, made)
@@ -414,26 +434,27 @@ class LoadedModel:
             if on_chunk is not None:
                 on_chunk(frames, 0, 1)
         else:  # window by window, each window's new frames decoded and streamed as it completes
-            ws = windowed.for_call(self.spec, self.ckpt, cfg, self.plugins, plan.windows)
             stream = windowed.FrameStream(cfg.output.path if writer else None, cfg.output.fps, len(plan.windows),
                                           ws.num_frames, on_chunk)
             progress.device = device = windowed.DeviceMemory()
             try:
                 with timer.compiling("windows"):
-                    results, final, rows = self._sample_windows(plan, ws, vae, contexts, timer, progress, stream)
+                    results, final, rows, kv_bytes, session = self._sample_windows(
+                        plan, ws, vae, contexts, timer, progress, stream, extend=extend, keep=keep_cache)
                 stream.commit()
             except BaseException:
                 stream.abort()
                 raise
             frames = stream.joined()
             decoded = Decoded(frames)
-            metrics = windowed.add_window_metrics(self.metrics(cfg, windowed.as_passes(plan), results, timer, decoded),
-                                                  plan, results, rows, device, self.experts)
+            metrics = windowed.add_window_metrics(self.metrics(cfg, windowed.as_passes(plan, results), results, timer,
+                                                               decoded),
+                                                  plan, results, rows, device, self.experts, kv_bytes)
         if predicted:
             metrics["predicted"] = predicted
         if writer:  # a chunked run streamed its mp4 above
             write_call_outputs(cfg, final, frames, decoded, metrics, self.reporter, mp4=plan.windows is None)
-        return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate)
+        return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate, session)
 
     def _encode(self, plan: CallPlan, timer: Timer) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -520,34 +541,67 @@ class LoadedModel:
         return frames, decoded
 
     def _sample_windows(self, plan: CallPlan, ws: WindowedSampling, vae: Any, contexts: dict, timer: Timer,
-                        progress: "_Progress", stream: windowed.FrameStream) -> tuple[list, np.ndarray, list]:
+                        progress: "_Progress", stream: windowed.FrameStream, *, extend: Any = None,
+                        keep: bool = False) -> tuple[list, np.ndarray, list, int | None, Any]:
         """Every window of a chunked call in order: an ordinary pass (:func:`.sampling.sample_pass`) from the
         family's start (:meth:`WindowedSampling.start`: latents, sampler plan, conditioning, guidance), its final
         latents handed back (``finish``), its new frames decoded (one causal stream across windows, or each window
-        alone) into ``stream``. Returns the passes, the joined latents (what ``output.save_latents`` writes) and
-        each window's figures."""
+        alone) into ``stream``; a causal family's KV cache (:mod:`vidax_core.causal`) read by the steps and written
+        after each window. Returns the passes, the joined latents (what ``output.save_latents`` writes), each window's
+        figures, the KV cache's bytes (None without one) and the kept session (``keep``; None otherwise).
+        ``extend``: the kept session this call continues (its cache, its decode stream)."""
         cfg, n = plan.cfg, len(plan.windows)
         draws = Draws(cfg.sampling.seed, cfg.sampling.initial_noise or None)
         stream_decoder = getattr(vae, "decode_stream", None) if ws.decode == CONTINUE else None
-        decoder = stream_decoder(tiling=cfg.vae.tiling) if stream_decoder is not None else None
         texts = [contexts[kind] for kind in plan.guides[0].prompts]
+        causal = None
+        if extend is not None:  # the kept cache and decode stream, the last window the kept call left unwritten
+            causal, decoder = extend.cache, extend.decoder
+            causal.use(plan.guides[0], texts)
+            pending = extend.ws.pending_fill()
+            if pending is not None:
+                causal.fill(pending)
+        else:
+            decoder = stream_decoder(tiling=cfg.vae.tiling) if stream_decoder is not None else None
+        if ws.cache is not None and causal is None:  # a causal run: its KV cache, read by every window's steps
+            from vidax_core.causal.run import CausalCache
+
+            causal = CausalCache(ws.cache, plan.guides[0], texts, self.experts, self.tracker)
+            self.reporter.log(f"KV cache: {causal.bytes / 2**20:.1f} MiB for {len(plan.guides[0].branches)} "
+                              "guidance branch(es), bounded by the model's attention window")
+        if keep and causal is None:
+            raise UserError(f"{self.spec.id} keeps no cache between windows: there is nothing to keep")
+        with device_oom.phase("encode"):
+            ws.prepare(vae)
         results, kept, rows, decode_s = [], [], [], 0.0
         for k, w in enumerate(plan.windows):
             t0 = time.perf_counter()
             start = ws.start(k, draws, plan.samplers[0])
-            with device_oom.phase("sampling"):
-                res = sample_pass(
-                    self.spec, self.ckpt, SamplingPass(cfg), self.plugins, self.reporter, timer, self.experts,
-                    self.tracker, vae, start.sampler, start.guide or plan.guides[0], tuple(w.grid), texts,
-                    start.latents, cond=start.conditioning, label=f"window {k + 1}/{n}", splan=start.plan,
-                    progress=progress, step_key=(structure_key(cfg), "window", tuple(w.grid), w.key),
-                    step_noise=start.step_noise)
-            # an owned host copy: on the CPU backend the pass's result is a view of its device buffer
-            final = np.array(res.final, np.float32, copy=True)
-            results.append(dataclasses.replace(res, final=None))
+            if w.num_steps == 0:  # a given chunk (a conditioning clip's): its latents are its result
+                final, steps, sampling_s = np.array(start.latents, np.float32, copy=True), 0, 0.0
+            else:
+                extra = {"kv_cache": causal.read(start.cache_view)} if causal is not None else None
+                with device_oom.phase("sampling"):
+                    res = sample_pass(
+                        self.spec, self.ckpt, SamplingPass(cfg), self.plugins, self.reporter, timer, self.experts,
+                        self.tracker, vae, start.sampler, start.guide or plan.guides[0], tuple(w.grid), texts,
+                        start.latents, cond=start.conditioning, label=f"window {k + 1}/{n}", splan=start.plan,
+                        progress=progress, step_key=(structure_key(cfg), "window", tuple(w.grid), w.key),
+                        step_noise=start.step_noise, device_arrays=extra)
+                # an owned host copy: on the CPU backend the pass's result is a view of its device buffer
+                final = np.array(res.final, np.float32, copy=True)
+                results.append(dataclasses.replace(res, final=None, window=k))
+                steps, sampling_s = int(res.splan.num_steps), float(sum(res.step_times))
             done = ws.finish(k, final)
             if done.output is not None:
                 kept.append(np.asarray(done.output))
+            fill_s = 0.0
+            if done.cache_fill is not None:
+                tf = time.perf_counter()
+                with device_oom.phase("sampling"):
+                    causal.fill(done.cache_fill)
+                    jax.block_until_ready(causal.cache.arrays)
+                fill_s = time.perf_counter() - tf
             t1 = time.perf_counter()
             with device_oom.phase("decode"):  # beside the resident denoiser
                 if done.decode is None:
@@ -558,10 +612,10 @@ class LoadedModel:
                     stream.emit(vae.decode_video(done.decode, tiling=cfg.vae.tiling), k)
             t2 = time.perf_counter()
             decode_s += t2 - t1
-            rows.append({"window": k, "latent_frames": int(w.grid[0]), "steps": int(res.splan.num_steps),
-                         "frames": stream.count(), "sampling_s": float(sum(res.step_times)),
-                         "decode_s": t2 - t1, "total_s": t2 - t0})
-            self.reporter.log(f"window {k + 1}/{n}: {res.splan.num_steps} steps, {rows[-1]['total_s']:.1f}s")
+            rows.append({"window": k, "latent_frames": int(w.grid[0]), "steps": steps, "frames": stream.count(),
+                         "sampling_s": sampling_s, "decode_s": t2 - t1, "total_s": t2 - t0,
+                         **({"cache_fill_s": fill_s} if causal is not None else {})})
+            self.reporter.log(f"window {k + 1}/{n}: {steps} steps, {rows[-1]['total_s']:.1f}s")
         latents = np.concatenate(kept, axis=ws.output_axis) if len(kept) > 1 else kept[0]
         if ws.decode == CONTINUE and decoder is None:  # a VAE without a stream decoder: the joined latents once
             t1 = time.perf_counter()
@@ -569,7 +623,23 @@ class LoadedModel:
                 stream.emit(vae.decode_video(latents, tiling=cfg.vae.tiling), n - 1)
             decode_s += time.perf_counter() - t1
         timer.add("decode_s", decode_s)
-        return results, latents, rows
+        kv_bytes, session = None, None
+        if causal is not None:
+            kv_bytes = causal.bytes
+            made = (extend.frames if extend is not None else 0) + stream.count()
+            if extend is not None:  # its state moved on with this call: a continuation takes it over or ends it
+                extend.cache = extend.decoder = None
+                extend.close()
+            if keep:
+                from vidax_core.causal.session import CausalSession
+
+                session = CausalSession(ws, causal, decoder, tuple(b.name for b in plan.guides[0].branches), made)
+                self.keep_session(session)
+            else:
+                causal.close()
+                if self.session is extend:
+                    self.session = None
+        return results, latents, rows, kv_bytes, session
 
     def _decode_beside(self) -> int:
         """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's
@@ -586,6 +656,13 @@ class LoadedModel:
                            text_encoder_on=_EncodedOn(self.encode_on, self.encoder_dtypes, self.base, self.spec),
                            attention_calls=self.attention_calls)
 
+    def keep_session(self, session: Any) -> None:
+        """Keep ``session`` (a causal call's state, :mod:`vidax_core.causal.session`) for a continuation; the one
+        kept before is released (its cache is device memory)."""
+        old, self.session = self.session, session
+        if old is not None and old is not session:
+            old.close()
+
     def release_weights(self) -> None:
         """Free the denoisers' device memory and the kept VAEs (a single run, before its frame stages load)."""
         for e in self.experts:
@@ -600,6 +677,7 @@ class LoadedModel:
             return
         with self._lock:
             self.closed = True
+            self.keep_session(None)
             self.stages.close()
             for e in self.experts:
                 e.close()

@@ -73,11 +73,12 @@ def _first_block_parts(cache: Any, batches: Any, head_group: str, head_def: Any,
     return jit_aux(head, 4, static_argnums=(0,)), jax.jit(combine, static_argnums=(0,))
 
 
-class OffloadedStep:
-    """Same call signature as the resident step; ``host`` holds the chunks of the groups kept on the host (the
-    module's arrays of those groups are shapes only)."""
+class _Streamed:
+    """A model's block groups ready to run in order (the streamed ones a chunk at a time from ``host``, the others
+    resident), the rest of its weights (``rest``) and ``full_model(rest)``: the module with shape-only groups, for
+    the jitted stages before and after them. :meth:`_stream` runs every group over a carry."""
 
-    def __init__(self, model: nnx.Module, plan: StepPlan, placement: Any, host: Mapping[str, HostChunks],
+    def __init__(self, model: nnx.Module, placement: Any, host: Mapping[str, HostChunks],
                  tracker: offloadlib.ResidentTracker) -> None:
         groups = tuple(model.block_groups)
         mesh, rules = placement.mesh, placement.rules
@@ -91,6 +92,7 @@ class OffloadedStep:
             with sharding.activate(mesh, rules):
                 return run_group(n, gd, s, x, aux)
 
+        self._in_mesh = in_mesh
         self.groups: list[Any] = []
         for name, st in zip(groups, group_states):
             gdef, _ = nnx.split(getattr(model, name))
@@ -100,9 +102,68 @@ class OffloadedStep:
                 self.groups.append(ResidentGroup(name, gdef, st[name], in_mesh))
         self.pools = [g for g in self.groups if isinstance(g, offloadlib.BlockPool)]
         self.group_names = groups
+        self.full_model = lambda rest_state: nnx.merge(graphdef, *abstract_groups, rest_state)
+        self._between = None
+        if hasattr(model, "between_groups"):
+            def between(rest_state, before, after, x, aux):
+                with sharding.activate(mesh, rules):
+                    return self.full_model(rest_state).between_groups(before, after, x, aux)
 
-        def full_model(rest_state):
-            return nnx.merge(graphdef, *abstract_groups, rest_state)
+            self._between = jit_aux(between, 4, static_argnums=(1, 2))
+
+    def _stream(self, h: Any, aux: Any) -> Any:
+        """Every group over ``h`` (donated), each streamed group prefetching the next one (the last group the
+        first one again, for the next call or step)."""
+        first_pool = self.pools[0] if self.pools else None
+        for k, group in enumerate(self.groups):
+            if k and self._between is not None:
+                h = self._between(self.rest, self.group_names[k - 1], self.group_names[k], h, aux)
+            later = [g for g in self.groups[k + 1:] if isinstance(g, offloadlib.BlockPool)]
+            h = group.run(h, aux, prefetch_after=later[0] if later else first_pool)
+        return h
+
+    def release(self) -> None:
+        for g in self.groups:
+            g.release()
+
+
+class OffloadedCall(_Streamed):
+    """One model call with its blocks streamed: ``call(x, t, context, **kwargs)`` -> what the model's ``post``
+    returns (jit(pre) -> the groups -> jit(post)); ``donate``: keyword inputs ``pre`` may consume (a causal run's
+    KV cache, carried through the blocks and returned)."""
+
+    def __init__(self, model: nnx.Module, placement: Any, host: Mapping[str, HostChunks],
+                 tracker: offloadlib.ResidentTracker, donate: tuple[str, ...] = ()) -> None:
+        super().__init__(model, placement, host, tracker)
+        mesh, rules = placement.mesh, placement.rules
+
+        def pre(rest_state, x, t, ctx, kwargs, donated):
+            with sharding.activate(mesh, rules):
+                return self.full_model(rest_state).pre(x, t, ctx, **kwargs, **donated)
+
+        def post(rest_state, h, aux, shape):
+            with sharding.activate(mesh, rules):
+                return self.full_model(rest_state).post(h, aux, shape)
+
+        self.donate = donate
+        self._pre = StaticOutputs(pre, key_from=1, donate_argnums=(5,))
+        self._post = jit_aux(post, 2, static_argnums=(3,))
+
+    def __call__(self, x: Any, t: Any, ctx: Any, **kwargs: Any) -> Any:
+        donated = {k: kwargs.pop(k) for k in self.donate if k in kwargs}
+        h, aux = self._pre(self.rest, x, t, ctx, kwargs, donated)
+        return self._post(self.rest, self._stream(h, aux), aux, tuple(x.shape))
+
+
+class OffloadedStep(_Streamed):
+    """Same call signature as the resident step; ``host`` holds the chunks of the groups kept on the host (the
+    module's arrays of those groups are shapes only)."""
+
+    def __init__(self, model: nnx.Module, plan: StepPlan, placement: Any, host: Mapping[str, HostChunks],
+                 tracker: offloadlib.ResidentTracker) -> None:
+        super().__init__(model, placement, host, tracker)
+        mesh, rules = placement.mesh, placement.rules
+        full_model = self.full_model
 
         def pre(rest_state, latents, i, contexts, plan_arrays, scales, cond_arrays):
             with sharding.activate(mesh, rules):
@@ -122,13 +183,6 @@ class OffloadedStep:
                 return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, s_i, inputs,
                               preds)
 
-        self._between = None
-        if hasattr(model, "between_groups"):
-            def between(rest_state, before, after, x, aux):
-                with sharding.activate(mesh, rules):
-                    return full_model(rest_state).between_groups(before, after, x, aux)
-
-            self._between = jit_aux(between, 4, static_argnums=(1, 2))
         # aux leaves that are no arrays (a token grid) stay Python values across the stages (parallel/static_aux.py)
         self._pre = StaticOutputs(pre, key_from=1)
         self._post = jit_aux(post, 2, donate_argnums=(3, 4))
@@ -157,9 +211,9 @@ class OffloadedStep:
 
             self._combine = jax.jit(combine, static_argnums=(0,))
             if cache.kind == "first_block":
-                self._head, self._fb_combine = _first_block_parts(cache, plan.batches, groups[0],
-                                                                  nnx.split(getattr(model, groups[0]))[0],
-                                                                  in_mesh, mesh, rules)
+                self._head, self._fb_combine = _first_block_parts(cache, plan.batches, self.group_names[0],
+                                                                  nnx.split(getattr(model, self.group_names[0]))[0],
+                                                                  self._in_mesh, mesh, rules)
 
     def __call__(self, params, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays):
         cst = host = None
@@ -178,17 +232,6 @@ class OffloadedStep:
             auxs.append(aux)
         out = self._post(self.rest, hs, auxs, latents, state, i, contexts, plan_arrays, scales, noise, cond_arrays)
         return out if cst is None else (out[0], {"sampler": out[1], "cache": cst})
-
-    def _stream(self, h: Any, aux: Any) -> Any:
-        """Every group over ``h`` (donated), each streamed group prefetching the next one (the last group the
-        first one again, for the next call or step)."""
-        first_pool = self.pools[0] if self.pools else None
-        for k, group in enumerate(self.groups):
-            if k and self._between is not None:
-                h = self._between(self.rest, self.group_names[k - 1], self.group_names[k], h, aux)
-            later = [g for g in self.groups[k + 1:] if isinstance(g, offloadlib.BlockPool)]
-            h = group.run(h, aux, prefetch_after=later[0] if later else first_pool)
-        return h
 
     def _scheduled_call(self, b, cst, host, h, aux, i):
         """MagCache / TeaCache: the host knows this step's schedule, so a call whose contexts all skip streams no
@@ -210,7 +253,3 @@ class OffloadedStep:
         if bool(np.asarray(jax.device_get(compute)).any()):
             return self._fb_combine(b, cst, head_out, self._stream(h, aux), r, compute, i)
         return self._fb_combine(b, cst, head_out, head_out, r, compute, i)
-
-    def release(self) -> None:
-        for g in self.groups:
-            g.release()

@@ -23,6 +23,7 @@ class RunResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     audio: np.ndarray | None = None
     sample_rate: int | None = None
+    session: Any = None  # a causal call kept for a continuation (vidax_core.causal.session)
 
 
 def write_call_outputs(cfg: Any, final: Any, frames: np.ndarray, decoded: Decoded, metrics: dict,

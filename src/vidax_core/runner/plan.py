@@ -233,6 +233,7 @@ class CallPlan:
     tokens: list = field(default_factory=list)  # video tokens per pass (None: no grid or no patch size)
     windows: tuple | None = None  # a chunked run's vidax_core.windows.Window tuple (grids: its largest window's)
     bins: Any = None  # the family's vidax_core.binning.ResolutionBins: the frames are resized by cover and crop
+    kv_cache: Any = None  # a causal run's vidax_core.causal.kv.CacheSpec (one row per guidance branch)
     made_frames: int | None = None  # a chunked run's frame count (whole windows: maybe more than asked)
 
     @property
@@ -307,7 +308,7 @@ class Planner:
         passes = sampling_passes(spec, ckpt, cfg, plugins)
         samplers = [select_sampler(spec, ckpt, p.run, plugins) for p in passes]
         guides = [select_guidance(spec, ckpt, p.run, plugins) for p in passes]
-        windows, made_frames = windowed.plan(spec, ckpt, cfg, plugins)
+        windows, made_frames, kv_cache = windowed.plan(spec, ckpt, cfg, plugins)
         if windows is not None:  # every window's grid meets the rules; the largest one places the weights
             if len(passes) > 1:
                 raise UserError(f"the plugin of {spec.id} plans both passes and windows (plugin bug: report it)")
@@ -317,7 +318,8 @@ class Planner:
                 check_grid(spec, ckpt, plugins, builds, cfg, grid)
                 placements.append([self.placement(k, cfg, grid, guides[0]) for k in range(len(builds))])
             return CallPlan(cfg, passes, samplers, guides, grids[:1], [None], placements[:1],
-                            [video_tokens(builds[0], grids[0])], windows, made_frames=made_frames)
+                            [video_tokens(builds[0], grids[0])], windows, made_frames=made_frames,
+                            kv_cache=kv_cache)
         grids = [self.grid(p.run, vae) for p in passes]
         placements = []
         for p, grid, guide in zip(passes, grids, guides):
@@ -386,6 +388,11 @@ def plan_lines(plan: CallPlan) -> list[str]:
                      f"{guide.describe()} ({branches} branch{'es' if branches != 1 else ''}), {latent}")
     if plan.windows is not None:
         lines.append(f"windows:    {windowed.describe(plan.windows)} (one window at a time on the devices)")
+    if plan.kv_cache is not None:
+        spec, batch = plan.kv_cache, len(plan.guides[0].branches)
+        segments = ", ".join(f"{s.name} {s.tokens} tokens" for s in spec.segments)
+        lines.append(f"kv cache:   {spec.bytes(batch) / 2**20:.1f} MiB ({segments}; {spec.layers} layers, {batch} "
+                     "branch(es)), fixed by the attention window whatever the video's length")
     if plan.bins is not None:
         s, last = plan.cfg.sampling, plan.passes[-1].run.sampling
         lines.append(f"binning:    {plan.bins.name or 'aspect-ratio'} bins: sampled at {last.width}x{last.height}, "

@@ -48,17 +48,20 @@ class PassResult:
     compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
     contexts: Sequence[Any] = ()  # the prompt contexts its steps read (their lengths size the FLOPs)
     cache: dict | None = None  # the step cache's report (vidax_core.runner.cache_plan.report)
+    window: int | None = None  # a chunked run's window this pass sampled
 
 
 def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporter, timer: Timer,
                 experts: list[Expert], tracker, vae, sampler, guide: Guidance, grid, contexts: list[Any], given: Any,
                 *, cond: Conditioning | None, label: str, splan: Any = None, progress: Any = None,
-                step_key: Any = None, step_noise: Callable[[int], Any] | None = None) -> PassResult:
+                step_key: Any = None, step_noise: Callable[[int], Any] | None = None,
+                device_arrays: dict | None = None) -> PassResult:
     """One denoising pass over the loaded experts with the pass's conditioning ``cond`` (the
     ``prepare_conditioning`` hook's, or a chunked run's window's; None for none): plan, the step loop; the final
     latents on the host (after the conditioning's ``finalize``). ``step_key`` names the call structure: a step
     compiled for the same key (and the same grouping of guidance branches) is reused; ``progress`` is told of every
-    step and may cancel between steps. ``step_noise(i)``: the conditioning's step noise (None: the seeded draw)."""
+    step and may cancel between steps. ``step_noise(i)``: the conditioning's step noise (None: the seeded draw).
+    ``device_arrays``: step inputs already on the devices, beside the conditioning's (a causal run's ``kv_cache``)."""
     cfg = p.run
     batches, prompt_index = plan_batches(guide, contexts)
     dp = experts[0].placement.plan.dp
@@ -93,6 +96,8 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     plan_arrays = put(splan.arrays())
     scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
     cond_arrays = put(dict(cond.arrays)) if cond is not None else {}
+    if device_arrays:
+        cond_arrays = {**cond_arrays, **device_arrays}
     x = put(latents)
     state = put(init_state(sampler, splan, latents, guide))
     ctxs = tuple(_context_to_device(c, build0.param_dtype, repl) for c in contexts)

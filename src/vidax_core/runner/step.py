@@ -130,6 +130,9 @@ def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, 
             ctxs.append(jax.tree.map(lambda a: _bcast(a, bsz), contexts[plan.prompt_index[n]]))
             kws.append(kw)
         statics = dict(next(b for b in plan.guidance.branches if b.name == names[0]).model_kwargs)
+        if "kv_cache" in cond_arrays:  # a causal run's KV cache: one row per guidance branch (vidax_core.causal)
+            branches = [b.name for b in plan.guidance.branches]
+            statics["kv_cache"] = cond_arrays["kv_cache"].rows([branches.index(n) for n in names])
         x = jax.tree.map(lambda a: sharding.constrain(a, ("batch",)), _concat(xs))
         calls.append((x, _concat(ts), _concat(ctxs), {**_concat(kws), **statics}))
     return calls

@@ -2,11 +2,11 @@
 
 :func:`plan` asks the family for its windows and checks them before any weight loads (the planner checks each
 window's latent grid against the parallel rules; here: no step cache, a noise file holds every draw); a plan keeps
-only the :class:`vidax_core.windows.Window` tuple. :func:`for_call` gives a call its own
-:class:`~vidax_core.windows.WindowedSampling` (it accumulates the history the windows condition on, so no two
-calls share one). :class:`FrameStream` takes each window's new frames to the mp4 (one stream: nothing is left
-under ``output.path`` unless the whole run completes) and to ``on_chunk(frames, k, n)``; :class:`DeviceMemory`
-and :func:`add_window_metrics` give the run's metrics their window figures.
+only the :class:`vidax_core.windows.Window` tuple and a causal run's KV cache spec. :func:`for_call` gives a call its
+own :class:`~vidax_core.windows.WindowedSampling` (it accumulates the history the windows condition on, so no two
+calls share one). :class:`FrameStream` takes each window's new frames to the mp4 (a fragmented mp4 written in place
+that plays while it grows, deleted unless the whole run completes) and to ``on_chunk(frames, k, n)``;
+:class:`DeviceMemory` and :func:`add_window_metrics` give the run's metrics their window figures.
 
 Device memory holds one window: a pass returns its latents to the host, the finished windows' latents and frames
 stay there. The metrics add each window's times and ``device_peak_bytes``: the backend's peak (``memory_stats``)
@@ -35,19 +35,19 @@ from vidax_core.windows import CONTINUE, SEPARATE, Window, WindowedSampling
 OnChunk = Callable[[np.ndarray, int, int], None]
 
 
-def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[tuple[Window, ...] | None, int | None]:
-    """The family's windows for ``cfg`` (None: an ordinary run) and the frames the video will have, checked: the
-    plan is usable, no step cache is asked for, and a ``sampling.initial_noise`` file holds every draw with its
-    shape."""
+def plan(spec: Any, ckpt: Any, cfg: Any, plugins: Any) -> tuple[tuple[Window, ...] | None, int | None, Any]:
+    """The family's windows for ``cfg`` (None: an ordinary run), the frames the video will have and a causal run's
+    KV cache spec (None for none), checked: the plan is usable, no step cache is asked for, and a
+    ``sampling.initial_noise`` file holds every draw with its shape."""
     ws = _ask(spec, ckpt, cfg, plugins)
     if ws is None:
-        return None, None
+        return None, None, None
     if getattr(cfg, "cache", None):
         raise UserError(f"cache: step caching does not apply to {spec.id}, which makes its video window by "
                         "window: remove the cache key")
     if cfg.sampling.initial_noise:
         check_draws(cfg.sampling.initial_noise, ws.draws)
-    return tuple(ws.windows), ws.num_frames
+    return tuple(ws.windows), ws.num_frames, ws.cache
 
 
 def for_call(spec: Any, ckpt: Any, cfg: Any, plugins: Any, planned: Sequence[Window]) -> WindowedSampling:
@@ -93,12 +93,12 @@ def describe(windows: Sequence[Window]) -> str:
 
 class FrameStream:
     """Where a chunked run's frames go as its windows complete: kept (joined at the end), appended to the mp4
-    (``path``; None writes none) and handed to ``on_chunk(frames, k, n)``; cut to ``budget`` frames in all (a
-    reference that trims the joined video), None for every frame. :meth:`commit` renames the mp4 into place,
-    :meth:`abort` deletes it."""
+    (``path``, a fragmented mp4 that plays while it grows; None writes none) and handed to ``on_chunk(frames, k,
+    n)``; cut to ``budget`` frames in all (a reference that trims the joined video), None for every frame.
+    :meth:`commit` finishes the mp4, :meth:`abort` deletes it."""
 
     def __init__(self, path: str | None, fps: int, n: int, budget: int | None, on_chunk: OnChunk | None) -> None:
-        self.video = Mp4Stream(path, fps) if path else None
+        self.video = Mp4Stream(path, fps, live=True) if path else None
         self.n, self.budget, self.on_chunk = n, budget, on_chunk
         self.frames: list[np.ndarray] = []
 
@@ -160,21 +160,24 @@ class DeviceMemory:
         return self.peak - self.start if self.source == "live_arrays" else None
 
 
-def as_passes(call: Any) -> Any:
-    """A chunked call's plan as the metrics record reads passes: one pass per window, at the window's grid."""
+def as_passes(call: Any, results: Sequence[Any]) -> Any:
+    """A chunked call's plan as the metrics record reads passes: one pass per sampled window (a given one, of no
+    steps, has none), at the window's grid."""
     cfg, windows = call.cfg, call.windows
-    n = len(windows)
-    return dataclasses.replace(call, passes=[SamplingPass(cfg, name=f"window {k + 1}") for k in range(n)],
-                               samplers=[call.samplers[0]] * n, grids=[tuple(w.grid) for w in windows])
+    sampled = [r.window for r in results]
+    return dataclasses.replace(call, passes=[SamplingPass(cfg, name=f"window {k + 1}") for k in sampled],
+                               samplers=[call.samplers[0]] * len(sampled),
+                               grids=[tuple(windows[k].grid) for k in sampled])
 
 
 def add_window_metrics(metrics: dict, call: Any, results: list, rows: list, device: DeviceMemory,
-                       experts: list) -> dict:
+                       experts: list, kv_cache_bytes: int | None = None) -> dict:
     """The windows' own figures added to a chunked call's metrics record; ``per_step_s`` and the throughput
-    entries become a full window's (the largest, its later instance: the last window may be a shorter one)."""
-    n = len(results)
-    grids = [tuple(w.grid) for w in call.windows]
-    k = max(range(n), key=lambda j: (int(np.prod(grids[j])), j))
+    entries become a full window's (the largest, its later instance: the last window may be a shorter one); a
+    causal run adds its KV cache's bytes (the whole cache, every device's part)."""
+    n = len(rows)
+    grids = [tuple(call.windows[r.window].grid) for r in results]
+    k = max(range(len(results)), key=lambda j: (int(np.prod(grids[j])), j))
     full = results[k]
     metrics["per_step_s"] = steady_step_s(full.step_times)
     metrics.update(throughput.run_metrics(experts[full.schedule[-1]].build, full.batches, grids[k],
@@ -185,4 +188,7 @@ def add_window_metrics(metrics: dict, call: Any, results: list, rows: list, devi
                    per_window_s=float(np.median(totals[1:])) if n > 1 else float(totals[0]),
                    device_peak_bytes=device.result(), device_peak_source=device.source,
                    device_run_peak_bytes=device.held())
+    if kv_cache_bytes is not None:  # a causal run: its cache and the time its writes took (in the phases' "other")
+        metrics["kv_cache_bytes"] = int(kv_cache_bytes)
+        metrics["cache_fill_s"] = float(sum(r.get("cache_fill_s", 0.0) for r in rows))
     return metrics

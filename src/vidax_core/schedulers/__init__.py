@@ -31,6 +31,7 @@ from vidax_core.schedulers.cogvideox import CogVideoXDDIMSampler, CogVideoXDPMSa
 from vidax_core.schedulers.dpm import DPMSolverSampler
 from vidax_core.schedulers.flow_ancestral import FlowEulerAncestralSampler
 from vidax_core.schedulers.flow_euler import FlowEulerSampler
+from vidax_core.schedulers.flow_map import FlowMapEulerSampler
 from vidax_core.schedulers.piflow import PiflowSampler
 from vidax_core.schedulers import helios as _helios  # noqa: F401 - registers HeliosScheduler
 from vidax_core.schedulers.unipc import UniPCSampler
@@ -51,6 +52,7 @@ __all__ = [
     "DPMSolverSampler",
     "FlowEulerAncestralSampler",
     "FlowEulerSampler",
+    "FlowMapEulerSampler",
     "PiflowSampler",
     "UniPCSampler",
 ]

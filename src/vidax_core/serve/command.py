@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
                        help=f"limit (default {getattr(defaults, name)})")
     s.add_argument("--quiet", "-q", action="store_true", help="no status lines")
     s.add_argument("--log-requests", action="store_true", help="log every HTTP request on stderr")
+    s.add_argument("--no-keep-cache", action="store_true", help="a causal model (AnyFlow-FAR) keeps no KV cache "
+                   "between jobs (device memory); a continuation then starts from the video's last frames")
     s.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     s.set_defaults(func=cmd_serve)
 
@@ -101,7 +103,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 0
         runner = multihost.LeaderRunner(pipe) if many else None
         server = Server(pipe, host=args.host, port=args.port, output_dir=output_dir, limits=limits, runner=runner,
-                        quiet=args.quiet, log_requests=args.log_requests, upload_required=stand_in is not None)
+                        quiet=args.quiet, log_requests=args.log_requests, upload_required=stand_in is not None,
+                        keep_cache=not args.no_keep_cache)
         # the address is printed even with --quiet: with --port 0 it is the only way to learn it
         print(f"serving {server.app.model_id} on {server.url} (page at {server.url}/, API at {server.url}/v1/videos); "
               f"videos go to {server.app.output_dir}", file=sys.stderr, flush=True)

@@ -33,6 +33,9 @@ class _ClientGone(Exception):
 
 _VIDEO = re.compile(r"^/v1/videos/([^/]*)$")
 _CONTENT = re.compile(r"^/v1/videos/([^/]*)/content$")
+_EXTEND = re.compile(r"^/v1/videos/([^/]*)/extend$")
+STREAM_POLL_S = 0.05  # how often a streamed video's growing file is read
+STREAM_WAIT_S = 3600.0  # the longest a streamed video's connection waits for its job
 _KNOWN_METHODS = ("GET", "POST", "DELETE")
 
 
@@ -90,7 +93,7 @@ class Handler(BaseHTTPRequestHandler):
             if method == "POST":
                 return self._create, ()
             return self._only(method, "GET", self._list, "GET or POST"), ()
-        m = _CONTENT.match(path) or _VIDEO.match(path)
+        m = _CONTENT.match(path) or _EXTEND.match(path) or _VIDEO.match(path)
         if m:
             job_id = m.group(1)
             if not is_id(job_id):
@@ -98,6 +101,8 @@ class Handler(BaseHTTPRequestHandler):
                                 "invalid_id")
             if m.re is _CONTENT:
                 return self._only(method, "GET", self._content), (job_id,)
+            if m.re is _EXTEND:
+                return self._only(method, "POST", self._extend), (job_id,)
             if method == "DELETE":
                 return self._delete, (job_id,)
             return self._only(method, "GET", self._retrieve, "GET or DELETE"), (job_id,)
@@ -164,11 +169,22 @@ class Handler(BaseHTTPRequestHandler):
             raise HttpError(404, f"no video with id {job_id}", "not_found")
         self._json(200, {"id": job_id, "object": "video.deleted", "deleted": True})
 
+    def _extend(self, job_id: str, query) -> None:
+        """``POST /v1/videos/{id}/extend`` ``{"seconds": N}``: a new job continuing that video (streamed)."""
+        app = self.server.app
+        body = self._body(app.limits.max_body_bytes)
+        values = reqmod.from_json(body, app.limits).values if body.strip() else {}
+        self._json(200, app.extend(job_id, values).to_object())
+
     def _content(self, job_id: str, query) -> None:
-        _known_params(query, ("variant",))
+        _known_params(query, ("variant", "stream"))
         if query.get("variant", "video") != "video":
             raise UserError(f"variant {query['variant'][:40]!r} is not available; only variant=video is")
+        if query.get("stream") not in (None, "0", "1"):
+            raise UserError(f"stream must be 1 (the video as it is made) or 0, got {query['stream'][:40]!r}")
         job = self._job(job_id)
+        if query.get("stream") == "1":
+            return self._stream(job)
         if job.status != "completed":
             raise HttpError(409 if job.status != "failed" else 404,
                             f"video {job_id} is {job.status}" + ("" if job.status == "failed" else
@@ -198,6 +214,47 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 self.wfile.write(chunk)
                 left -= len(chunk)
+
+    def _stream(self, job) -> None:
+        """The video as it is made: a fragmented mp4 (it plays from its first bytes) sent with chunked transfer
+        encoding while the job writes it, ending when the job ends. A job still queued is waited for; a failed
+        job's stream ends where its video stopped."""
+        import time
+
+        if job.status == "failed":
+            raise HttpError(404, f"video {job.id} failed", "not_ready")
+        end = time.monotonic() + STREAM_WAIT_S
+        f = None
+        while f is None:
+            if job.status == "failed" or time.monotonic() > end:
+                raise HttpError(404, f"video {job.id} {job.status}", "not_ready")
+            if job.status == "completed" or (job.live is not None and job.live.written):
+                try:
+                    f = open(job.video_path, "rb")
+                except FileNotFoundError:
+                    if job.status == "completed":
+                        raise HttpError(404, f"no video with id {job.id}", "not_found") from None
+            if f is None:
+                time.sleep(STREAM_POLL_S)
+        with f:
+            self.send_response(200)
+            self.send_header("Content-Type", "video/mp4")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            while True:
+                finished = job.status in ("completed", "failed") and (job.live is None or job.live.done)
+                data = f.read(1 << 16)
+                if data:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+                elif finished:  # everything written before the job ended has been read
+                    break
+                else:
+                    time.sleep(STREAM_POLL_S)
+            self.wfile.write(b"0\r\n\r\n")
 
     # --- helpers ---
     def _job(self, job_id: str):

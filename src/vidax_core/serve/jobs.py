@@ -54,6 +54,19 @@ class Job:
     completed_at: int | None = None
     error: dict[str, str] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    streaming: bool = False  # a chunk-by-chunk model: its mp4 is written (and streamed) as its chunks are made
+    chunks_done: int = 0
+    chunks_total: int = 0
+    frames_ready: int = 0  # frames in the mp4 so far
+    live: Any = None  # the growing mp4 (vidax_core.io.video.Mp4Stream) while a streaming job runs
+    extends: str | None = None  # the job whose video this one continues
+    continued: Any = None  # that job's kept state (vidax_core.causal.session.CausalSession), None: from its frames
+
+    def chunk(self, frames: int, k: int, n: int) -> None:
+        """A streaming job's chunk ``k`` of ``n`` is in its mp4, ``frames`` more frames."""
+        self.phase = "sampling" if k + 1 < n else "writing"
+        self.chunks_done, self.chunks_total = k + 1, n
+        self.frames_ready += int(frames)
 
     def step(self, done: int, total: int) -> None:
         """``on_progress`` of the pipe call: ``done`` of ``total`` denoising steps."""
@@ -82,8 +95,16 @@ class Job:
             "expires_at": None, "size": self.plan.size, "seconds": self.plan.seconds, "prompt": self.plan.prompt,
             "remixed_from_video_id": None, "error": self.error, "num_frames": self.plan.num_frames,
             "num_steps": self.plan.num_steps, "fps": self.plan.fps, "phase": self.phase,
-            "decode_progress": self.decode_progress,
+            "decode_progress": self.decode_progress, **self._streaming(),
         }
+
+    def _streaming(self) -> dict[str, Any]:
+        """A streaming job's chunks so far and where its video plays while it is made."""
+        if not self.streaming:
+            return {}
+        return {"chunks_done": self.chunks_done, "chunks_total": self.chunks_total,
+                "frames_ready": self.frames_ready, "stream_url": f"/v1/videos/{self.id}/content?stream=1",
+                "extends": self.extends}
 
 
 class JobQueue:

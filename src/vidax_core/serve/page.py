@@ -3,7 +3,10 @@
 A form bounded by what the served model accepts (prompt, negative prompt, guidance, size, frames, steps, seed, and
 an image or clip upload where the model takes one: required for an image-to-video model), a submit button that
 posts to ``/v1/videos`` (JSON, or multipart with the upload), live progress by polling the job (the steps, then the
-decode on a bar of its own), and a ``<video>`` element that plays the result.
+decode on a bar of its own), and a ``<video>`` element that plays the result. For a model that makes its video chunk
+by chunk the element plays the video as it arrives (the job's ``content?stream=1``, a fragmented mp4 appended to a
+MediaSource as its bytes come; the codec read from the stream's own ``avcC``), the progress counts chunks and frames,
+and a causal model offers to continue the finished video (``/v1/videos/{id}/extend``), played as it is made too.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ video { width: 100%; margin-top: 1rem; background: #000; }
 <div id="decode_label" hidden>decoding</div>
 <progress id="decode" max="100" value="0" hidden></progress>
 <video id="video" controls muted loop playsinline hidden></video>
+<div id="extend_box" hidden><label>Continue by <input type="number" id="extend_seconds" min="0.25" step="0.25"
+  value="2"> s</label> <button type="button" id="extend">Continue the video</button></div>
 <script id="info" type="application/json">__INFO__</script>
 <script>
 "use strict";
@@ -98,16 +103,93 @@ async function poll(id) {
     const job = await r.json();
     if (!r.ok) { throw new Error(job.error ? job.error.message : r.statusText); }
     $("progress").value = job.progress;
-    const decoding = job.phase === "decoding" || job.phase === "writing";
+    const decoding = !job.chunks_total && (job.phase === "decoding" || job.phase === "writing");
     $("decode").hidden = $("decode_label").hidden = !decoding;
     $("decode").value = job.decode_progress || 0;
     if (job.status === "completed") { return job; }
     if (job.status === "failed") { throw new Error(job.error ? job.error.message : "the job failed"); }
     const phase = job.status === "queued" ? "queued" : (job.phase || "in progress");
-    status(phase + ": " + (decoding ? (job.decode_progress || 0) + "% of the decode" : job.progress + "%"));
+    const chunks = job.chunks_total ? "chunk " + job.chunks_done + "/" + job.chunks_total + ", " +
+      job.frames_ready + " frames ready, " : "";
+    status(phase + ": " + chunks + (decoding ? (job.decode_progress || 0) + "% of the decode" : job.progress + "%"));
     await new Promise((done) => setTimeout(done, 300));
   }
 }
+function avcCodec(bytes) {  // "avc1.PPCCLL" from the stream's avcC box (profile, constraints, level)
+  for (let i = 0; i + 8 < bytes.length; i++) {
+    if (bytes[i] === 0x61 && bytes[i + 1] === 0x76 && bytes[i + 2] === 0x63 && bytes[i + 3] === 0x43) {
+      const hex = (b) => b.toString(16).padStart(2, "0");
+      return "avc1." + hex(bytes[i + 5]) + hex(bytes[i + 6]) + hex(bytes[i + 7]);
+    }
+  }
+  return null;
+}
+async function playLive(id) {  // the video as it is made: its fragmented mp4 into a MediaSource, chunk by chunk
+  const video = $("video");
+  video.hidden = false;
+  if (!window.MediaSource) { return false; }
+  const source = new MediaSource();
+  video.src = URL.createObjectURL(source);
+  await new Promise((done) => source.addEventListener("sourceopen", done, {once: true}));
+  const r = await fetch("/v1/videos/" + id + "/content?stream=1", {cache: "no-store"});
+  if (!r.ok || !r.body) { return false; }
+  const reader = r.body.getReader();
+  let buffer = null, head = new Uint8Array(0);
+  const append = (data) => new Promise((done, fail) => {
+    buffer.addEventListener("updateend", done, {once: true});
+    buffer.addEventListener("error", fail, {once: true});
+    buffer.appendBuffer(data);
+  });
+  while (true) {
+    const {value, done} = await reader.read();
+    if (done) { break; }
+    let data = value;
+    if (!buffer) {  // the codec from the init segment, then the source buffer
+      const joined = new Uint8Array(head.length + value.length);
+      joined.set(head);
+      joined.set(value, head.length);
+      const codec = avcCodec(joined);
+      if (!codec) { head = joined; continue; }
+      buffer = source.addSourceBuffer('video/mp4; codecs="' + codec + '"');
+      data = joined;
+    }
+    await append(data);
+    if (video.paused) { video.play().catch(() => {}); }
+    document.body.dataset.live = String(video.buffered.length ? video.buffered.end(0) : 0);
+  }
+  if (buffer && source.readyState === "open") { source.endOfStream(); }
+  return buffer !== null;
+}
+async function follow(job, frames) {  // a job to its end, its video played as it comes when the model streams
+  document.body.dataset.job = job.id;
+  const live = info.streams ? playLive(job.id).catch(() => false) : Promise.resolve(false);
+  await poll(job.id);
+  $("decode").hidden = $("decode_label").hidden = true;
+  status("completed: " + frames + " frames");
+  if (!(await live)) {
+    const video = $("video");
+    video.hidden = false;
+    video.src = "/v1/videos/" + job.id + "/content";
+    video.play().catch(() => {});
+  }
+  $("extend_box").hidden = !info.continues;
+}
+$("extend").addEventListener("click", async () => {
+  const id = document.body.dataset.job;
+  $("extend").disabled = true;
+  try {
+    const r = await fetch("/v1/videos/" + id + "/extend", {method: "POST",
+      headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({seconds: Number($("extend_seconds").value)})});
+    const job = await r.json();
+    if (!r.ok) { throw new Error(job.error ? job.error.message : r.statusText); }
+    await follow(job, job.num_frames);
+  } catch (err) {
+    status("error: " + err.message, true);
+  } finally {
+    $("extend").disabled = false;
+  }
+});
 $("form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const form = new FormData($("form"));
@@ -133,14 +215,7 @@ $("form").addEventListener("submit", async (event) => {
     const r = await fetch("/v1/videos", request);
     const job = await r.json();
     if (!r.ok) { throw new Error(job.error ? job.error.message : r.statusText); }
-    document.body.dataset.job = job.id;
-    await poll(job.id);
-    $("decode").hidden = $("decode_label").hidden = true;
-    status("completed: " + body.num_frames + " frames");
-    const video = $("video");
-    video.hidden = false;
-    video.src = "/v1/videos/" + job.id + "/content";
-    video.play().catch(() => {});
+    await follow(job, body.num_frames);
   } catch (err) {
     status("error: " + err.message, true);
   } finally {

@@ -172,10 +172,13 @@ class WanBlock(nnx.Module):
         tproj: jax.Array,
         rope: tuple[jax.Array, jax.Array],
         img_ctx: jax.Array | None = None,
-    ) -> jax.Array:
+        kv: Any = None,
+    ) -> Any:
         """x (B, S, dim) in the param dtype; ctx (B, L, dim) embedded text; rope (S, hd/2) x2; tproj (B, 6, dim)
         per sample, (B, S, 6, dim) per token (then split over sp exactly like the tokens) or (B, F, 6, dim) per
-        latent frame (F < S); img_ctx (B, Li, dim) embedded image tokens (I2V) or None."""
+        latent frame (F < S); img_ctx (B, Li, dim) embedded image tokens (I2V) or None. ``kv``: (cache, layer) of
+        a causal call (:mod:`vidax_core.causal`): the self-attention reads the cached past and, in a writing call,
+        stores x's keys and values; the block then returns ``(x, cache)``."""
         dt, rt = self.compute_dtype, x.dtype  # matmul inputs / residual stream
         x = constrain(x, (BATCH, SEQ, EMBED))
         table = self.scale_shift_table[...].astype(jnp.float32)
@@ -198,7 +201,12 @@ class WanBlock(nnx.Module):
             causal = self.frames_per_block * (x.shape[1] // tproj.shape[1])
 
         h = modulate(layer_norm(x, self.eps), shift_msa, scale_msa, per_frame=per_frame).astype(dt)
-        a = self.attn1(h, None, rope, causal_block=causal)
+        if kv is None:
+            a = self.attn1(h, None, rope, causal_block=causal)
+        else:
+            from vidax_core.causal.blocks import attend
+
+            a, cache = attend(self.attn1, h, rope, kv)
         x = (x.astype(jnp.float32) + gate(a, gate_msa, per_frame=per_frame)).astype(rt)
 
         h = (self.norm2(x) if self.norm2 is not None else x.astype(jnp.float32)).astype(dt)
@@ -207,8 +215,8 @@ class WanBlock(nnx.Module):
 
         h = modulate(layer_norm(x, self.eps), c_shift, c_scale, per_frame=per_frame).astype(dt)
         f = self.ffn(h)
-        return constrain((x.astype(jnp.float32) + gate(f, c_gate, per_frame=per_frame)).astype(rt),
-                         (BATCH, SEQ, EMBED))
+        x = constrain((x.astype(jnp.float32) + gate(f, c_gate, per_frame=per_frame)).astype(rt), (BATCH, SEQ, EMBED))
+        return x if kv is None else (x, cache)
 
 
 def patch_tokens(latents: jax.Array, kernel: jax.Array, bias: jax.Array, patch: Sequence[int]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from vidax_core.bench.torch_reference import DiffusersReference, decode_wan_latents, identity_ftfy
+from vidax_core.bench.torch_reference import (DiffusersReference, decode_wan_latents, identity_ftfy,
+                                              wan_prompt_embeds)
 
 from .presets import DIFFUSION_FORCING
 
@@ -29,14 +30,8 @@ class SkyReelsDiffusersReference(DiffusersReference):
         cls = diffusers.SkyReelsV2DiffusionForcingPipeline if forcing else diffusers.SkyReelsV2Pipeline
         identity_ftfy(sys.modules[cls.__module__])
         pipe = self.load(cls)
-        guided = s.guidance_scale > 1.0
-        with clock.phase("encode"):
-            prompt_embeds, negative_embeds = pipe.encode_prompt(
-                prompt=run.prompt, negative_prompt=run.negative_prompt if guided else None,
-                do_classifier_free_guidance=guided, max_sequence_length=s.max_sequence_length, device=device)
         kwargs = dict(
-            prompt_embeds=prompt_embeds.to(dtype),
-            negative_prompt_embeds=None if negative_embeds is None else negative_embeds.to(dtype),
+            **wan_prompt_embeds(pipe, run, device, dtype, clock),
             height=s.height, width=s.width, num_frames=s.num_frames, num_inference_steps=s.num_steps,
             guidance_scale=s.guidance_scale, generator=self.generator(), output_type="latent",
             callback_on_step_end=clock.on_step_end, max_sequence_length=s.max_sequence_length)

@@ -296,6 +296,46 @@ def _dense(q, k, v, kv_mask, q_segment_ids, kv_segment_ids, causal, blocks, inte
     return jnp.transpose(out, (0, 2, 1, 3))[:, :sq, :, :d]
 
 
+def limit_tile_state(limits: np.ndarray, sk_pad: int, bq: int, bkv: int) -> np.ndarray:
+    """(1, query tiles, key tiles) state of rows that see only their first ``limits[i]`` keys: a
+    tile is skipped past every row's limit, fully visible below every row's, partial otherwise."""
+    rows = limits.reshape(-1, bq)
+    lo, hi = rows.min(axis=1)[:, None], rows.max(axis=1)[:, None]
+    k0 = np.arange(0, sk_pad, bkv)[None, :]
+    state = np.where(k0 >= hi, 0, np.where(k0 + bkv <= lo, 2, 1))
+    return state[None].astype(np.int32)
+
+
+@functools.lru_cache(maxsize=8)
+def limit_mask_function() -> Callable:
+    """The kernel's per-element mask of :func:`limited_attention`: key ``k`` is visible below the row's code, its
+    key limit."""
+    return lambda q, k: k < q
+
+
+def limited_attention(q: jax.Array, k: jax.Array, v: jax.Array, runs: tuple[tuple[int, int], ...], *,
+                      blocks: splash_blocks.Blocks | None = None, interpret: bool = False) -> jax.Array:
+    """Attention whose query rows come in ``runs`` of ``(rows, keys)``: the rows of a run see the first ``keys``
+    keys (a chunk-causal mask over a cached prefix). One kernel call: key tiles past every row's limit are skipped,
+    tiles straddling a limit are masked by :func:`limit_mask_function` with each row's limit as its code. (B, S, H,
+    D) in, (B, Sq, H, D) in ``v.dtype`` out."""
+    b, sq, h, d = q.shape
+    sk = k.shape[1]
+    t = tiles_for("dense", sq, sk, d, q.dtype, blocks)
+    sq_pad, sk_pad, d_pad = round_up(sq, t.block_q), round_up(sk, t.block_kv), head_dim_padded(d)
+    limits = np.zeros(sq_pad, np.int32)
+    limits[:sq] = np.repeat([n for _, n in runs], [r for r, _ in runs])
+    limits[sq:] = limits[sq - 1]  # padded rows (discarded) read what the last row reads: no extra partial tile
+    state = limit_tile_state(limits, sk_pad, t.block_q, t.block_kv)
+    fn = limit_mask_function() if bool((state == 1).any()) else None
+    qt = scaled_heads_first(q, sq_pad, d_pad, 1.0 / math.sqrt(d)).reshape(b * h, sq_pad, d_pad)
+    kt = scaled_heads_first(k, sk_pad, d_pad).reshape(b * h, sk_pad, d_pad)
+    vt = scaled_heads_first(v, sk_pad, d_pad).reshape(b * h, sk_pad, d_pad)
+    out = run(qt, kt, vt, compact(state), t, mask_function=fn, q_codes=limits if fn is not None else None,
+              interpret=interpret)
+    return jnp.transpose(out.reshape(b, h, sq_pad, d_pad), (0, 2, 1, 3))[:, :sq, :, :d].astype(v.dtype)
+
+
 def describe(q_shape, k_shape, dtype, blocks: splash_blocks.Blocks | None = None) -> str:
     """The tiles a dense call of these shapes runs with, as recorded in the metrics (``512x1024/512``)."""
     return str(tiles_for("dense", q_shape[1], k_shape[1], q_shape[3], dtype, blocks))

@@ -1,0 +1,1 @@
+"""vidax plugin: AnyFlow (NVIDIA) any-step video diffusion, bidirectional and FAR causal."""
