@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     # FLOPs per unit: the work computed (the windowed attention at the kernel's density, attention.neighborhood)
     # and the dense equivalent (every (query, key) pair), and MFU of the computed work against the device's peak
     from vidax_core.attention.neighborhood import computed_density
-    from vidax_core.runner.throughput import local_peak, peak_flops
+    from vidax_core.report.throughput import local_peak, peak_flops
     from vidax_ltx.ltx2_flops import diffusion_decoder_flops
 
     computed = diffusion_decoder_flops(cfg, 1, *latent, density=lambda g, k: computed_density(

@@ -462,7 +462,7 @@ def main() -> int:
     import jax
 
     from vidax_core.attention import splash_blocks
-    from vidax_core.runner.throughput import local_peak, peak_flops
+    from vidax_core.report.throughput import local_peak, peak_flops
 
     t0 = time.monotonic()
     limit = os.environ.get("CASE_LIMIT")

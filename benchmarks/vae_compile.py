@@ -150,7 +150,7 @@ def main() -> None:
     logging.getLogger("jax").addHandler(log)  # the compile lines propagate up to it
     jax.config.update("jax_log_compiles", True)
 
-    from vidax_core.runner.throughput import local_peak, peak_flops
+    from vidax_core.report.throughput import local_peak, peak_flops
     from vidax_core.vae.wan21 import WanVAE, WanVAEConfig, decode_video
 
     cfg = WanVAEConfig.from_config({"base_dim": 8} if a.tiny else {}, dtype=a.dtype)

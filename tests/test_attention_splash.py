@@ -172,7 +172,7 @@ def test_block_table_lookup(tmp_path, monkeypatch):
 
 
 def test_sparse_flops_count_the_work_computed():
-    from vidax_core.runner import throughput
+    from vidax_core.report import throughput
     from vidax_kandinsky.dit import KandinskyDiTConfig
     from vidax_kandinsky.flops import dit_flops
 

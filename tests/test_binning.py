@@ -43,7 +43,7 @@ def test_a_binned_run_samples_at_the_bin_and_writes_the_requested_size(tmp_path)
     from vidax_core.plugins import Plugins
     from vidax_core.runner import loaded
     from vidax_core.runner.plan import plan_lines
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
     from vidax_core.testing import contract_plugin as toy
 
     p = Plugins()

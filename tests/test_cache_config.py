@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vidax_core.cache.layout import CacheLayout
-from vidax_core.runner.cache_plan import make_plan
+from vidax_core.cache.plan import make_plan
 from vidax_core.config.cache import FirstBlockCache, MagCache, as_dict, parse_cache
 from vidax_core.errors import UserError
 
@@ -64,7 +64,7 @@ def test_teacache_published_modes():
     """``use_ret_steps: null`` takes the model's published mode and its polynomial from the shipped table."""
     from vidax_core.cache import tables
     from vidax_core.config.cache import TeaCache
-    from vidax_core.runner.cache_plan import teacache_coefficients, teacache_mode
+    from vidax_core.cache.plan import teacache_coefficients, teacache_mode
 
     for model, mode in (("wan2.1-t2v-1.3b", True), ("cogvideox1.5-5b", False), ("cogvideox-5b-i2v", False)):
         assert teacache_mode(TeaCache(), model) is mode

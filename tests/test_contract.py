@@ -22,7 +22,7 @@ from vidax_core.errors import UserError
 from vidax_core.io.audio import audio_stream_count
 from vidax_core.plugins import Plugins
 from vidax_core.runner import loaded, preflight
-from vidax_core.runner.progress import Reporter
+from vidax_core.report.progress import Reporter
 from vidax_core.schedulers.flow_euler import FlowEulerSampler
 from vidax_core.testing import contract_plugin as toy
 

@@ -239,7 +239,7 @@ def test_a_read_chunk_is_held_once_and_handed_back(tmp_path, monkeypatch):
     """Chunks are read into page-aligned mappings of their own: the CPU backend places one without a copy, and
     freeing it hands its pages back to the OS (read into heap buffers, a freed chunk's memory stayed in the process
     and each placement copied it once more)."""
-    from vidax_core.runner.memory import anon_mb
+    from vidax_core.report.memory import anon_mb
 
     monkeypatch.setenv(dc.CACHE_ENV, str(tmp_path / "cache"))
     (tmp_path / "w.safetensors").write_bytes(b"x")

@@ -12,7 +12,7 @@ import pytest
 
 from vidax_core import config as config_mod
 from vidax_core.plugins import Plugins
-from vidax_core.runner.dry_run import _fmt_bytes, describe_plan
+from vidax_core.report.dry_run import _fmt_bytes, describe_plan
 from vidax_core.testing.cli import vidax
 from vidax_core.testing.toy_groups import ToyGroupsPlugin, expected_bytes, toy_checkpoint
 from vidax_core.testing.devices import xla_flags
@@ -109,7 +109,7 @@ def test_sequence_parallel_must_divide_the_video_tokens(tmp_path):
 
 def test_activation_estimate_uses_the_checkpoint_widths_and_the_mesh(a14b):
     """The widths come from the torch reference's own config (model width, ffn_dim); the formula is the one
-    vidax_core.runner.activations documents, evaluated here by hand for sp 1 and sp 2."""
+    vidax_core.placement.activations documents, evaluated here by hand for sp 1 and sp 2."""
     import json
     import math
 

@@ -14,10 +14,10 @@ import pytest
 
 from vidax_core import config as config_mod
 from vidax_core.plugins import get_plugins
-from vidax_core.runner.dry_run import describe_plan
+from vidax_core.report.dry_run import describe_plan
 from vidax_core.runner.loaded import LoadedModel, run
 from vidax_core.runner.plan import plan_lines
-from vidax_core.runner.progress import Reporter
+from vidax_core.report.progress import Reporter
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 DEMOS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIGS, "*demo*.yaml")))

@@ -149,8 +149,8 @@ def test_a_bf16_run_keeps_the_8bit_kernels_and_computes_in_bf16(umt5, ids):
 
 
 def test_resident_and_streamed_umt5_hold_the_files_8bit_bytes(umt5, ids):
-    from vidax_core.runner import memory_plan
-    from vidax_core.runner.text_encoders import encoder_dtypes
+    from vidax_core.placement import memory_plan
+    from vidax_core.runner.encoders import encoder_dtypes
 
     fp8, _ = umt5
     cfg = T5Config.from_config(UMT5)

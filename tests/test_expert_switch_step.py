@@ -66,7 +66,7 @@ def test_runs_switch_at_the_step(tmp_path):
     from vidax_core import config as config_mod
     from vidax_core.plugins import get_plugins
     from vidax_core.runner import loaded
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
 
     plugins = get_plugins()
     base = ["model.id=wan2.2-t2v-a14b", f"model.checkpoint={two_expert_ckpt(tmp_path)}", *SMALL,

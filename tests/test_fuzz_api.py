@@ -172,7 +172,7 @@ def batch_model(tmp_path_factory):
     from vidax_core import config
     from vidax_core.plugins import get_plugins
     from vidax_core.runner.loaded import LoadedModel
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
 
     plugins = get_plugins()
     out = tmp_path_factory.mktemp("batch") / "o.mp4"
@@ -218,7 +218,7 @@ def _model(name: str):
         from vidax_core import config
         from vidax_core.plugins import get_plugins
         from vidax_core.runner.loaded import LoadedModel
-        from vidax_core.runner.progress import Reporter
+        from vidax_core.report.progress import Reporter
 
         plugins = get_plugins()
         cfg = config.resolve(os.path.join(ROOT, "configs", name), ["sampling.num_steps=1"], plugins.preset_for)

@@ -211,7 +211,7 @@ def open_before_weights(family: str, overrides: list[str], full: bool) -> None:
     cfg = config.resolve(os.path.join(ROOT, FAMILIES[family][2]), overrides, plugins.preset_for)
     spec = plugins.registry.get(cfg.model.id)
     if full:
-        from vidax_core.runner.dry_run import describe_plan
+        from vidax_core.report.dry_run import describe_plan
 
         describe_plan(cfg, plugins)
     preflight(cfg, spec, plugins, check_outputs=False)

@@ -10,8 +10,8 @@ import pytest
 
 import vidax
 from vidax_core import cli
-from vidax_core.runner import memory_plan as mp
-from vidax_core.runner import throughput
+from vidax_core.placement import memory_plan as mp
+from vidax_core.report import throughput
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "configs", "demo.yaml")
 FAST = ("sampling.num_steps=2", "sampling.height=64", "sampling.width=64", "sampling.num_frames=5",

@@ -24,7 +24,7 @@ NO_ENCODER = {"cosmos3-nano", "cosmos3-edge", "ltx-2.5-22b-dev", "ltx-2.5-22b-di
 
 
 def _figures(ckpt, spec, cfg):
-    from vidax_core.runner import memory_plan as mp
+    from vidax_core.placement import memory_plan as mp
 
     dits = [c for c in ("transformer", "transformer_2") if ckpt.has(c)]
     return {

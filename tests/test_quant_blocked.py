@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vidax_core.quant import modes
-from vidax_core.runner import memory
+from vidax_core.report import memory
 
 
 @pytest.mark.parametrize("mode", ["int8", "float8_e4m3fn"])

@@ -75,7 +75,7 @@ def _bf16_block_bytes(ckpt):
 
     from vidax_core.model_api import DitBuild
     from vidax_core.nn.state import abstract_model
-    from vidax_core.runner.dry_run import size_denoiser
+    from vidax_core.report.dry_run import size_denoiser
     from vidax_wan.dit import WanDiT, WanDiTConfig
 
     cfg = WanDiTConfig.from_config(json.loads((ckpt / "transformer" / "config.json").read_text()), dtype=jnp.bfloat16)

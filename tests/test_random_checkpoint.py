@@ -14,7 +14,7 @@ import pytest
 from repo_models import repo_specs
 from vidax_core.bench import random_checkpoint as rc
 from vidax_core.errors import UserError
-from vidax_core.runner import memory
+from vidax_core.report import memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IDS = sorted(s.id for s in repo_specs())  # the repository's ids: each ships its published layout

@@ -8,7 +8,7 @@ import pytest
 
 from vidax_core.cli import main
 from vidax_core.errors import UserError
-from vidax_core.runner import throughput
+from vidax_core.report import throughput
 
 TINY = ["model.id=wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", "prompt=a fox", "negative_prompt=blur",
         "sampling.num_steps=3", "sampling.height=32", "sampling.width=32", "sampling.num_frames=5",
@@ -62,7 +62,7 @@ def test_run_metrics_report_flops_mfu_and_attention_sites(tmp_path, monkeypatch)
     f, h, w = m["latent_shape"][2:]  # patch 1x2x2
     assert sorted(v["kv_len"] for v in sites.values()) == sorted([16, f * (h // 2) * (w // 2)])  # cross, self
     # the wall time accounted for: phases add up to the total, compiles named per phase, the cache's part
-    from vidax_core.runner.metrics import summary
+    from vidax_core.report.metrics import summary
 
     assert sum(m["phases_s"].values()) == pytest.approx(m["total_s"], abs=0.01)
     assert m["phases_s"]["startup"] > 0 and m["startup_s"] == pytest.approx(m["phases_s"]["startup"], abs=1e-3)

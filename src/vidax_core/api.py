@@ -347,7 +347,7 @@ def load(config: Any, *overrides: str, reporter: Any = None, quiet: bool = True,
     ``key=value`` overrides as the CLI takes them. Raises :class:`UserError` for anything ``vidax run`` refuses."""
     from vidax_core.plugins import get_plugins
     from vidax_core.runner.loaded import LoadedModel
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
 
     plugins = plugins or get_plugins()
     cfg = resolve_config(config, overrides, plugins)

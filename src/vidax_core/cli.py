@@ -67,14 +67,14 @@ def _positive_gib(text: str) -> float:
 def cmd_run(args: argparse.Namespace) -> int:
     from vidax_core import config as config_mod
     from vidax_core.plugins import get_plugins
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
 
     plugins = get_plugins()
     cfg = config_mod.resolve(args.config, args.overrides, plugins.preset_for)
     reporter = Reporter(quiet=args.quiet)
     entries = _batch_entries(cfg, args.prompts)
     if args.dry_run:
-        from vidax_core.runner.dry_run import describe_plan
+        from vidax_core.report.dry_run import describe_plan
 
         print(describe_plan(cfg, plugins, device=args.device, host_memory_gib=args.host_memory))
         if entries is not None:
@@ -88,7 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         made = run_batch(cfg, entries, plugins, reporter)
         print(f"made {len(made)} of {len(entries)} videos", file=sys.stderr)
         return 0
-    from vidax_core.runner import loaded, metrics
+    from vidax_core.report import metrics
+    from vidax_core.runner import loaded
 
     result = loaded.run(cfg, plugins, reporter, startup_s=_process_seconds())
     reporter.log(metrics.summary(result.metrics, wall_s=_process_seconds()))
@@ -405,7 +406,7 @@ def _hub_bars(shown: bool):
 
 def _close_bars() -> None:
     """End any progress bar's line before the ``error:`` line (bars exist only once the runner was imported)."""
-    progress = sys.modules.get("vidax_core.runner.progress")
+    progress = sys.modules.get("vidax_core.report.progress")
     if progress is not None:
         progress.close_bars()
     sys.stderr.flush()

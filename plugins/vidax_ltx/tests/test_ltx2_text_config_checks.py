@@ -2,7 +2,7 @@
 
 An LTX-2.5 Gemma-4 config with ``rms_norm_eps: -1`` made the video and audio all NaN (the mp4 black, rc 0); the dry
 run accepted 28 of 30 broken Gemma-4 configs the run then refused. The dry run now builds the prompt encoder as the
-run does, nothing read (:mod:`vidax_core.runner.encoder_check`): for every config below, the dry run's check and the
+run does, nothing read (:mod:`vidax_core.report.encoder_check`): for every config below, the dry run's check and the
 run's build agree, refusal for refusal, in the same words.
 """
 
@@ -17,7 +17,7 @@ from vidax_core import cli, config
 from vidax_core.errors import UserError
 from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.plugins import get_plugins
-from vidax_core.runner.encoder_check import check_text_encoder
+from vidax_core.report.encoder_check import check_text_encoder
 from vidax_core.testing.assets import writable_asset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -80,7 +80,8 @@ def count_host_reads(monkeypatch) -> dict[str, int]:
     last step). A cache deciding on the host would read once per step; :func:`_per_video` takes and resets them."""
     from jax._src import array as jax_array
 
-    from vidax_core.runner import cache_run, denoiser
+    from vidax_core.cache import run as cache_run
+    from vidax_core.runner import denoiser
 
     reads = {"plan": 0, "step": 0, "report": 0}
     where: list[str] = []
@@ -193,7 +194,7 @@ def test_wan_cache_matches_diffusers(tmp_path, monkeypatch):
             assert _per_video(reads) == (1, 0, 1)
             timesteps = np.asarray(pipe.scheduler.timesteps, np.float64)  # the schedule the reference just ran
             from vidax_core.cache import schedule
-            from vidax_core.runner import cache_run
+            from vidax_core.cache import run as cache_run
 
             signal = cache_run.teacache_signal(p._model.experts[0], timesteps)
             ret_flags = schedule.teacache_flags(signal(True), TEA["coefficients"], threshold=0.2, use_ret_steps=True)

@@ -6,7 +6,7 @@ A mask fixed by the shapes (3-D neighbourhoods) has its density when it is trace
 from the call's inputs (NABLA) is measured when the program runs (:func:`measure`: a host callback adds each
 execution's pairs to the record; ``density`` is their running ratio). The FLOP count of a step multiplies each
 sparse kind's dense attention FLOPs by :func:`densities`' figure, so MFU counts the work actually computed, and
-the dense-equivalent figures say what the sparsity saved (:mod:`vidax_core.runner.throughput`).
+the dense-equivalent figures say what the sparsity saved (:mod:`vidax_core.report.throughput`).
 """
 
 from __future__ import annotations

@@ -257,7 +257,7 @@ def run_vidax_case(cfg_dict: dict, profile_dir: str | None = None, quiet: bool =
 
     from vidax_core import config as config_mod
     from vidax_core.plugins import get_plugins
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
 
     from vidax_core.runner.loaded import LoadedModel
 

@@ -437,7 +437,7 @@ def check_with_loaders(model_id: str, folder: str, plugins: Any = None) -> list[
     from vidax_core.io.lazy import check_only
     from vidax_core.plugins import get_plugins
     from vidax_core.runner import denoiser as P
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
 
     plugins = plugins or get_plugins()
     spec = plugins.registry.get(model_id)

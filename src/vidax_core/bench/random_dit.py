@@ -326,7 +326,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     from vidax_core.bench.report import device_memory
     from vidax_core.flops import step_flops
     from vidax_core.parallel.host_chunks import host_memory_kind
-    from vidax_core.runner import throughput
+    from vidax_core.report import throughput
 
     st = setup(args)
     build, grid, batch, text, groups = st.build, st.grid, st.batch, st.text, st.groups

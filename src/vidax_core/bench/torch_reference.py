@@ -82,7 +82,7 @@ class TorchClock:
 
     def metrics(self, **extra: Any) -> dict[str, Any]:
         """The metrics row: the phases, the step statistics, memory, and ``extra`` (shapes, dtype...)."""
-        from vidax_core.runner.metrics import peak_rss_mb
+        from vidax_core.report.metrics import peak_rss_mb
 
         edges = [self._call_start, *self.stamps] if self._call_start is not None else []
         steps = [b - a for a, b in zip(edges[:-1], edges[1:])]

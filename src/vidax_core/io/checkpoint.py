@@ -214,7 +214,7 @@ class Checkpoint:
         return ProgressTensors(source, self.progress(component, total))
 
     # set by a loaded pipe: keeps the models hooks build through :meth:`model` between calls
-    kept_models: Any = None  # vidax_core.runner.text_encoders.KeptModels
+    kept_models: Any = None  # vidax_core.runner.encoders.KeptModels
     # set by the run: the dtype those models compute in (vidax_core.encoders.policy.EncoderPolicy)
     encoder_policy: Any = None
 

@@ -217,7 +217,7 @@ def run_batch(cfg: Any, entries: list[tuple[str, Any]], plugins: Any, reporter: 
     """Generate every entry with one load; returns the metrics of the videos made (skipped ones have none)."""
     import dataclasses
 
-    from vidax_core.runner import metrics
+    from vidax_core.report import metrics
     from vidax_core.runner.loaded import LoadedModel
 
     items = plan_items(entries, cfg.output)

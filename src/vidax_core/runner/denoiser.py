@@ -20,7 +20,7 @@ from vidax_core.plugins import Plugins
 from vidax_core.registry import ModelSpec
 from vidax_core.runner.offload_step import OffloadedStep
 from vidax_core.runner.plan import Placement
-from vidax_core.runner.progress import Reporter
+from vidax_core.report.progress import Reporter
 from vidax_core.runner.step import StepPlan, make_step
 
 

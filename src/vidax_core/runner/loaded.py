@@ -46,18 +46,20 @@ from vidax_core.parallel.disk_chunks import check_streamable
 from vidax_core.parallel.host_chunks import pin_groups
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import compile_watch, device_oom, finite, memory, memory_plan, windowed
+from vidax_core.placement import memory_plan
+from vidax_core.report import compile_watch, memory
+from vidax_core.runner import device_oom, finite, windowed
 from vidax_core.runner.denoiser import Expert, build_dit, load_dit
-from vidax_core.runner.metrics import run_metrics
+from vidax_core.report.metrics import run_metrics
 from vidax_core.runner.outputs import RunResult, write_call_outputs
 from vidax_core.runner.plan import CallPlan, Planner, check_vae_grids, plan_lines
 from vidax_core.runner.preflight import preflight
-from vidax_core.runner.progress import Reporter, Timer, follow_chunks
+from vidax_core.report.progress import Reporter, Timer, follow_chunks
 from vidax_core.runner.prompts import encode_prompts
-from vidax_core.runner.runtime import setup_runtime
+from vidax_core.runner.compilation_cache import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
 from vidax_core.runner.stages import StageChain
-from vidax_core.runner.text_encoders import KeptModels, TextEncoders, encoder_dtypes
+from vidax_core.runner.encoders import KeptModels, TextEncoders, encoder_dtypes
 from vidax_core.encoders.policy import EncoderPolicy, encoder_policy
 from vidax_core.windows import CONTINUE, SEPARATE, WindowedSampling
 
@@ -696,7 +698,7 @@ def check_host_memory(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: 
     """The run's placement (what ``--dry-run`` prints) against the memory this machine has available: a run that
     would not fit stops here, before reading a weight, with one line naming the part and the key that shrinks it
     (``VIDAX_NO_HOST_CHECK=1`` skips the refusal). Returns the placement (its rows and host estimate)."""
-    from vidax_core.runner.dry_run import size_run
+    from vidax_core.report.dry_run import size_run
 
     placement = size_run(cfg, spec, ckpt, builds, plan).placement
     if placement.host_fits() is False and not os.environ.get(HOST_CHECK_ENV):

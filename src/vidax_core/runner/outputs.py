@@ -30,7 +30,7 @@ def write_call_outputs(cfg: Any, final: Any, frames: np.ndarray, decoded: Decode
                        reporter: Any, *, mp4: bool = True) -> None:
     """The outputs ``cfg.output`` asks for, after the call's video is decoded (``mp4=False``: the caller
     streamed the mp4 itself)."""
-    from vidax_core.runner.cache_run import write_calibration
+    from vidax_core.cache.run import write_calibration
 
     out = cfg.output
     if out.save_latents:

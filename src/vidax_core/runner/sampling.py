@@ -22,11 +22,12 @@ from vidax_core.io.noise import load_initial_noise, load_npz_noise
 from vidax_core.model_api import Conditioning, SamplingPass
 from vidax_core.parallel import sharding
 from vidax_core.plugins import Plugins
-from vidax_core.runner import cache_run, finite
+from vidax_core.cache import run as cache_run
+from vidax_core.runner import finite
 from vidax_core.runner import experts as expert_plan
 from vidax_core.runner.denoiser import Expert
 from vidax_core.runner.plan import sampling_plan
-from vidax_core.runner.progress import Reporter, Timer
+from vidax_core.report.progress import Reporter, Timer
 from vidax_core.runner.step import StepPlan, init_state, plan_batches
 
 
@@ -47,7 +48,7 @@ class PassResult:
     step_times: list[float]
     compiled: bool = True  # a new step program was built for this pass (not one kept from an earlier call)
     contexts: Sequence[Any] = ()  # the prompt contexts its steps read (their lengths size the FLOPs)
-    cache: dict | None = None  # the step cache's report (vidax_core.runner.cache_plan.report)
+    cache: dict | None = None  # the step cache's report (vidax_core.cache.plan.report)
     window: int | None = None  # a chunked run's window this pass sampled
 
 

@@ -35,7 +35,7 @@ class StepPlan:
     cond: Conditioning | None
     batches: tuple[tuple[str, ...], ...]
     prompt_index: Mapping[str, int] = field(default_factory=dict)
-    cache: Any = None  # a vidax_core.runner.cache_plan.CachePlan: the state is then {"sampler": ..., "cache": ...}
+    cache: Any = None  # a vidax_core.cache.plan.CachePlan: the state is then {"sampler": ..., "cache": ...}
 
 
 def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
@@ -188,7 +188,7 @@ def make_step(graphdef: nnx.GraphDef, plan: StepPlan, mesh=None, rules=None):
                 preds = [model(x, t, ctx, **kw) for x, t, ctx, kw in calls]
                 return finish(plan, plan_arrays, i, latents, state, noise, cond_arrays, s_i, inputs,
                               preds)
-            from vidax_core.runner.cache_plan import step_calls
+            from vidax_core.cache.plan import step_calls
 
             preds, cache = step_calls(model, plan.cache, plan.batches, calls, state["cache"], i)
             new, sampler_state = finish(plan, plan_arrays, i, latents, state["sampler"], noise, cond_arrays, s_i,

@@ -28,8 +28,9 @@ from vidax_core.errors import PluginError, UserError
 from vidax_core.io.draws import check_draws
 from vidax_core.io.video import Mp4Stream
 from vidax_core.model_api import Decoded, SamplingPass
-from vidax_core.runner import finite, memory, throughput
-from vidax_core.runner.metrics import steady_step_s
+from vidax_core.report import memory, throughput
+from vidax_core.runner import finite
+from vidax_core.report.metrics import steady_step_s
 from vidax_core.windows import CONTINUE, SEPARATE, Window, WindowedSampling
 
 OnChunk = Callable[[np.ndarray, int, int], None]
@@ -151,7 +152,7 @@ class DeviceMemory:
             self.peak = max(self.peak, self._live())
 
     def result(self) -> int:
-        if self.source == "memory_stats":  # the devices' own peak (vidax_core.runner.memory)
+        if self.source == "memory_stats":  # the devices' own peak (vidax_core.report.memory)
             return int(memory.peak_device_mb() * 2**20)
         return self.peak
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from vidax_core.errors import UserError
 from vidax_core.io.outputs import write_atomic
-from vidax_core.runner import memory
+from vidax_core.report import memory
 from vidax_core.serve import jobs as jobsmod
 from vidax_core.serve import request as reqmod
 from vidax_core.serve.handler import Handler

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from vidax_core.errors import Cancelled, UserError
-from vidax_core.runner import memory
+from vidax_core.report import memory
 from vidax_core.serve.request import Plan
 
 ID_PREFIX = "video_"

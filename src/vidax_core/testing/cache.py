@@ -19,7 +19,7 @@ def use_suite_cache() -> str:
     from types import SimpleNamespace
 
     from vidax_core.config import RuntimeConfig
-    from vidax_core.runner.runtime import setup_runtime
+    from vidax_core.runner.compilation_cache import setup_runtime
 
     setup_runtime(SimpleNamespace(runtime=RuntimeConfig()))
     return suite_cache_dir()

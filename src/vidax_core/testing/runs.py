@@ -72,7 +72,7 @@ def _main(path: str) -> int:
     from vidax_core.plugins import get_plugins
     from vidax_core.testing.parity import move_one_ulp
     from vidax_core.runner import loaded, sampling
-    from vidax_core.runner.progress import Reporter
+    from vidax_core.report.progress import Reporter
 
     with open(path) as f:
         spec = json.load(f)

@@ -22,8 +22,8 @@ from vidax_core.io.run_checkpoint import checkpoint_for_run
 from vidax_core.nn.state import abstract_model
 from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
-from vidax_core.runner import phase_time
-from vidax_core.runner.memory_plan import fmt_bytes as _fmt_bytes
+from vidax_core.report import phase_time
+from vidax_core.placement.memory_plan import fmt_bytes as _fmt_bytes
 from vidax_core.runner.preflight import needs_image, placeholder_image, preflight
 
 
@@ -115,7 +115,7 @@ def _chunk_text(chunk: Any) -> str:
 def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any, batch: int,
                  tokens: int | None) -> tuple[str, int]:
     """The ``activations:`` line and its bytes: one block's live intermediates per device (:mod:`.activations`)."""
-    from vidax_core.runner.activations import block_activation_bytes, block_widths
+    from vidax_core.placement.activations import block_activation_bytes, block_widths
 
     if tokens is None:
         return "not estimated (no video token count without the latent grid and patch size)", 0
@@ -156,12 +156,13 @@ def _unset(cfg: RunConfig, key: str, value: Any) -> bool:
 def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
                     activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any,
                     host_memory_gib: float | None = None, kv_cache_bytes: int | None = None) -> Any:
-    """The placement (:class:`vidax_core.runner.memory_plan.Placement`) of a run: where the text encoder, the
+    """The placement (:class:`vidax_core.placement.memory_plan.Placement`) of a run: where the text encoder, the
     denoiser and the VAE live per phase, against the device's memory and the host's (``host_memory_gib``: a host
     the user names; else what this machine has available), each part with the key that shrinks it."""
     import psutil
 
-    from vidax_core.runner import memory, memory_plan as mp
+    from vidax_core.placement import memory_plan as mp
+    from vidax_core.report import memory
 
     plan = mp.Placement(budget=mp.device_budget(peak))
     cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
@@ -256,10 +257,10 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
 def target_device(cfg: RunConfig, device: str | None) -> tuple[RunConfig, Any, str]:
     """(the run as it would be on the target device, its peak-table entry or None, a label).
 
-    ``device`` names an entry of :data:`vidax_core.runner.throughput.PEAKS` (``--device h200``); None = the
+    ``device`` names an entry of :data:`vidax_core.report.throughput.PEAKS` (``--device h200``); None = the
     device this process would run on. Weights are then sized at that device's dtype policy (bf16 on GPU/TPU)
     unless ``model.dtype`` is set: a dry run on a CPU laptop for an H200 sizes what the H200 would hold."""
-    from vidax_core.runner import throughput
+    from vidax_core.report import throughput
 
     if device is None:
         peak = throughput.local_peak()
@@ -275,7 +276,7 @@ def _compute_line(cfg: RunConfig, builds: list, plugins: Plugins, spec: Any, ckp
                   label: str, devices: int) -> str:
     """The ``compute:`` line: FLOPs of one denoising step (every guidance branch) and its ideal time."""
     from vidax_core.flops import human, step_flops
-    from vidax_core.runner import throughput
+    from vidax_core.report import throughput
     from vidax_core.runner.plan import select_guidance
 
     if latent is None or builds[0].flops is None:
@@ -349,7 +350,7 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
 
 def _encode_where(cfg: RunConfig, ckpt: Any, peak: Any, spec: Any) -> str:
     """Where the prompt encoder computes in this run (``device`` or ``cpu``), as the placement decides it."""
-    from vidax_core.runner import memory_plan as mp
+    from vidax_core.placement import memory_plan as mp
 
     return mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec).where
 
@@ -431,7 +432,7 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
         raise UserError(f"--dry-run needs sampling.num_frames: {spec.id} predicts the frame count from the encoded "
                         "prompt, which a dry run does not load; set sampling.num_frames=...")
     builds = build_dit(spec, ckpt, cfg, plugins)
-    from vidax_core.runner.encoder_check import check_text_encoder
+    from vidax_core.report.encoder_check import check_text_encoder
 
     check_text_encoder(spec, ckpt, cfg, plugins)  # as the run builds it, nothing read
     from vidax_core import lora

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vidax_core.runner.memory_plan import ENCODER_COMPONENTS
+from vidax_core.placement.memory_plan import ENCODER_COMPONENTS
 
 
 def weights_at_hand(ckpt: Any, component: str) -> bool:

@@ -230,7 +230,7 @@ def device_budget(peak: Any = None) -> int | None:
             stats = {}
         if stats.get("bytes_limit"):
             return int(stats["bytes_limit"])
-        from vidax_core.runner import throughput
+        from vidax_core.report import throughput
 
         peak = throughput.local_peak()
     mem = getattr(peak, "memory_gib", None)

@@ -12,7 +12,7 @@ import numpy as np
 from flax import nnx
 
 from vidax_core.cache.layout import layout_for
-from vidax_core.runner.cache_plan import CachePlan, init_carried, make_plan, report
+from vidax_core.cache.plan import CachePlan, init_carried, make_plan, report
 from vidax_core.errors import UserError
 
 

@@ -63,8 +63,8 @@ def lines(cfg: Any, plan: Any, builds: list, ckpt: Any, spec: Any, peak: Any, la
           encode_where: str) -> list[str]:
     """The ``time:`` block of the dry run (empty without a named or known device)."""
     from vidax_core.flops import step_flops
-    from vidax_core.runner import throughput
-    from vidax_core.runner.memory_plan import ENCODER_COMPONENTS
+    from vidax_core.report import throughput
+    from vidax_core.placement.memory_plan import ENCODER_COMPONENTS
 
     if peak is None:
         return []
@@ -83,7 +83,7 @@ def lines(cfg: Any, plan: Any, builds: list, ckpt: Any, spec: Any, peak: Any, la
             secs = flops / cpu_rate()
         else:
             where, secs = "device", flops / rate
-            from vidax_core.runner.memory_plan import encoder_bytes
+            from vidax_core.placement.memory_plan import encoder_bytes
 
             weights = encoder_bytes(ckpt, spec, cfg) or 0
             if peak.h2d_gib_s and weights:  # its weights go to the device once per encode (read from the file first)

@@ -69,7 +69,7 @@ def close_bars() -> None:
 
 class Timer:
     """Accumulates named wall-clock phases for the closing summary and the metrics file, and what each phase spent
-    compiling (:meth:`compiling`, :mod:`vidax_core.runner.compile_watch`)."""
+    compiling (:meth:`compiling`, :mod:`vidax_core.report.compile_watch`)."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
@@ -82,7 +82,7 @@ class Timer:
     @contextlib.contextmanager
     def compiling(self, phase: str) -> Iterator[None]:
         """Count the compiles that happen inside the block as the ``phase``'s."""
-        from vidax_core.runner import compile_watch
+        from vidax_core.report import compile_watch
 
         start = compile_watch.snapshot()
         try:

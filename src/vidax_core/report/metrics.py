@@ -11,8 +11,8 @@ import psutil
 from vidax_core import precision
 from vidax_core.config import RunConfig
 from vidax_core.model_api import Decoded
-from vidax_core.runner import memory, throughput
-from vidax_core.runner.progress import Timer
+from vidax_core.report import memory, throughput
+from vidax_core.report.progress import Timer
 
 
 def run_metrics(spec: Any, cfg: RunConfig, plan: Any, results: list, timer: Timer, decoded: Decoded, *,
@@ -105,7 +105,7 @@ def time_accounts(metrics: dict[str, Any], timer: Timer, cfg: RunConfig) -> dict
     and the rest), what each phase spent compiling
     (``compile_by_phase``: XLA compiles, tracing, programs, persistent-cache hits and misses) and the compilation
     cache's part (``compilation_cache``)."""
-    from vidax_core.runner.compile_watch import FIELDS, add
+    from vidax_core.report.compile_watch import FIELDS, add
 
     total = metrics["total_s"]
     phases = {"startup": metrics["startup_s"], "load": metrics["load_s"], "encode": metrics["encode_s"],
