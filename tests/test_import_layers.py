@@ -17,10 +17,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = {"vidax_core": os.path.join(REPO, "src", "vidax_core")}
 PACKAGES.update({os.path.basename(d): d
                  for d in sorted(glob.glob(os.path.join(REPO, "plugins", "*", "src", "vidax_*")))})
-# The layers that may read the run config: the CLI, the Python API, the runner, the server, the bench and the test
-# kit (and config/ itself).
-ABOVE_CONFIG = ("vidax_core.config", "vidax_core.cli", "vidax_core.api", "vidax_core.runner", "vidax_core.serve",
-                "vidax_core.bench", "vidax_core.testing", "vidax_core.lora.inspect")  # the last: `vidax lora inspect`
+# The layers that may read the run config: the CLI, the Python API, the runner, what a run reports, the server, the
+# bench and the test kit (and config/ itself); step caching's run side (its plan from the `cache:` key) and
+# `vidax lora inspect`.
+ABOVE_CONFIG = ("vidax_core.config", "vidax_core.cli", "vidax_core.api", "vidax_core.runner", "vidax_core.report",
+                "vidax_core.serve", "vidax_core.bench", "vidax_core.testing", "vidax_core.cache.plan",
+                "vidax_core.cache.run", "vidax_core.lora.inspect")
 
 
 def modules(package: str, root: str) -> dict[str, str]:
