@@ -73,3 +73,46 @@ def test_a_live_runs_partial_is_never_removed(tmp_path):
         p.write_bytes(b"x")
     outputs.save_json(str(tmp_path / "v.mp4"), {})
     assert live.exists() and other_host.exists() and unstamped.exists() and not dead.exists()
+
+
+def test_a_stop_signal_whose_raise_was_dropped_stops_the_run_at_its_next_step(tmp_path):
+    """A signal handler's exception raised inside a garbage-collector callback is printed and dropped by Python; the
+    handler's record of it makes the run raise it again before its next step, and nothing is written."""
+    import pytest
+
+    import vidax
+    from vidax_core import stop_signals
+    from vidax_core.stop_signals import Terminated
+
+    out = tmp_path / "v.mp4"
+    with vidax.load("wan2.1-t2v-1.3b", "model.checkpoint=builtin:tiny-random", "sampling.height=32",
+                    "sampling.width=32", "sampling.num_frames=5", "sampling.num_steps=2") as pipe:
+        stop_signals.request(Terminated)  # what _terminate records before its raise (here: never raised)
+        try:
+            with pytest.raises(Terminated):
+                pipe(prompt="a fox", output={"path": str(out)}, on_progress=lambda d, t: pytest.fail("a step ran"))
+        finally:
+            stop_signals.clear()
+        assert pipe(prompt="a fox").frames.shape[1] == 5  # cleared: the pipe runs again
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_signal_inside_a_gc_callback_is_recorded_not_raised_there():
+    """Python drops (and prints) an exception raised in a gc callback; the handlers see that frame and only record."""
+    import gc
+
+    from vidax_core import stop_signals
+
+    seen = []
+
+    def callback(phase, info):
+        if phase == "start" and not seen:
+            seen.append((stop_signals.in_gc_callback(sys._getframe()), sys._getframe()))
+
+    gc.callbacks.append(callback)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(callback)
+    assert seen and seen[0][0] is True
+    assert stop_signals.in_gc_callback(sys._getframe()) is False

@@ -21,37 +21,49 @@ import sys
 import traceback
 from typing import Sequence
 
-from vidax_core import __version__
+from vidax_core import __version__, stop_signals
 from vidax_core.errors import PluginError, UserError
+from vidax_core.stop_signals import Terminated
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a service manager's stop, ``kill``, ``timeout``) raised in the main thread: the run unwinds as
-    for Ctrl-C, so its temporary outputs are removed, and exits 143."""
-
-
 def _terminate(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second SIGTERM must not cut the cleanup short
-    raise Terminated()
+    stop_signals.request(Terminated)
+    if not stop_signals.in_gc_callback(frame):  # there the raise would be dropped: the run's next check raises it
+        raise Terminated()
+
+
+def _interrupt(signum, frame) -> None:
+    stop_signals.request(KeyboardInterrupt)
+    if not stop_signals.in_gc_callback(frame):
+        raise KeyboardInterrupt()
 
 
 def _run_stopping_on_sigterm(args: argparse.Namespace) -> int:
     """``args.func(args)`` with SIGTERM handled like SIGINT, unless the embedding program handles it itself (or
-    this is not the main thread, where no handler can be set); the handler before is back afterwards."""
+    this is not the main thread, where no handler can be set); both signals recorded so that a run raises them
+    again if their first raise is dropped (:mod:`vidax_core.stop_signals`). The handlers before are back
+    afterwards."""
     import threading
 
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
         return args.func(args)
+    before_int = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGTERM, _terminate)
+    if before_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         return args.func(args)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if before_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, before_int)
+        stop_signals.clear()
 
 
 def _positive_gib(text: str) -> float:

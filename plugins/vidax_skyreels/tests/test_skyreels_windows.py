@@ -31,14 +31,16 @@ def pipe():
 def test_device_memory_is_flat_in_the_number_of_windows(pipe):
     """4 and 8 windows: the device memory a call holds at its peak is the same. On the CPU (no device statistics)
     it is the peak of the live device arrays after every step, less those live when the call started (the loaded
-    pipe's weights, and the VAE and prompt embeddings it keeps per call configuration)."""
+    pipe's weights, and the VAE and prompt embeddings it keeps per call configuration). The first calls of a pipe
+    may hold one window's latents more at their peak than later ones (measured: 3,840 bytes here, in the first one or
+    two calls, whatever their window count), so each count's figure is the smaller of two calls."""
     peaks = {}
-    for n in (4, 8):
+    for n in (4, 8, 4, 8):
         out = pipe(prompt="a fox in the snow", num_frames=frames_for(n))
         assert out.metrics["num_windows"] == n and out.frames.shape[1] == frames_for(n)
         assert out.metrics["device_peak_source"] == "live_arrays"
-        peaks[n] = out.metrics["device_run_peak_bytes"]
-        print(f"{n} windows: device bytes held at the peak {peaks[n]}")
+        peaks[n] = min(peaks.get(n, 1 << 62), out.metrics["device_run_peak_bytes"])
+        print(f"{n} windows: device bytes held at the peak {out.metrics['device_run_peak_bytes']}")
     assert 0 < peaks[8] <= peaks[4], peaks
 
 

@@ -84,14 +84,16 @@ class Mp4Stream:
     :meth:`commit` finishes the file, :meth:`abort` (a failed or cancelled run) deletes it, so nothing partial is
     left under ``path``. A context manager: leaving the block by an exception aborts.
 
-    By default the frames go to a temporary file beside ``path``, renamed onto it by :meth:`commit`. ``live``:
-    straight into ``path`` as a fragmented mp4 (:data:`FRAGMENTED`) that plays at every moment while it grows (one
-    frame behind the last appended: the muxer times a frame by the next one); a server streams it as it is written
+    The frames go to a hidden temporary file beside ``path`` (:func:`vidax_core.io.outputs.atomic_path`: a run
+    killed outright leaves it to the next write's sweep), renamed onto ``path`` by :meth:`commit`. ``live``: that
+    file is a fragmented mp4 (:data:`FRAGMENTED`) that plays at every moment while it grows (one frame behind the
+    last appended: the muxer times a frame by the next one), :attr:`growing` names it. ``in_place``: straight into
+    ``path`` (a server's own job file, which it deletes when the job fails); a server streams it as it is written
     (:attr:`written`: the bytes written so far are a playable prefix)."""
 
-    def __init__(self, path: str, fps: int, live: bool = False) -> None:
-        self.path, self.fps, self.live = path, int(fps), bool(live)
-        if self.live:
+    def __init__(self, path: str, fps: int, live: bool = False, in_place: bool = False) -> None:
+        self.path, self.fps, self.live = path, int(fps), bool(live or in_place)
+        if in_place:
             os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
             if os.path.lexists(path):
                 os.unlink(path)
@@ -103,6 +105,11 @@ class Mp4Stream:
         self.frames = 0
         self.done = False
         self.size: tuple[int, int] | None = None
+
+    @property
+    def growing(self) -> str:
+        """The file the frames are written to now (``path`` itself only ``in_place``)."""
+        return self._tmp
 
     @property
     def written(self) -> int:

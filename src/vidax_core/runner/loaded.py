@@ -31,7 +31,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from vidax_core import attention, lora, precision
+from vidax_core import attention, lora, precision, stop_signals
 from vidax_core.config import RunConfig, to_dict
 from vidax_core.errors import Cancelled, UserError
 from vidax_core.guidance import PROMPT
@@ -438,11 +438,15 @@ class LoadedModel:
         else:  # window by window, each window's new frames decoded and streamed as it completes
             stream = windowed.FrameStream(cfg.output.path if writer else None, cfg.output.fps, len(plan.windows),
                                           ws.num_frames, on_chunk)
+            if stream.video is not None:
+                self.reporter.log(f"the video plays while it is made: {stream.video.growing} (renamed to "
+                                  f"{cfg.output.path} when the run completes)")
             progress.device = device = windowed.DeviceMemory()
             try:
                 with timer.compiling("windows"):
                     results, final, rows, kv_bytes, session = self._sample_windows(
                         plan, ws, vae, contexts, timer, progress, stream, extend=extend, keep=keep_cache)
+                stop_signals.raise_pending()
                 stream.commit()
             except BaseException:
                 stream.abort()
@@ -454,6 +458,7 @@ class LoadedModel:
                                                   plan, results, rows, device, self.experts, kv_bytes)
         if predicted:
             metrics["predicted"] = predicted
+        stop_signals.raise_pending()
         if writer:  # a chunked run streamed its mp4 above
             write_call_outputs(cfg, final, frames, decoded, metrics, self.reporter, mp4=plan.windows is None)
         return RunResult(final, frames, metrics, decoded.audio, decoded.sample_rate, session)
@@ -754,6 +759,7 @@ class _Progress:
         self.device: windowed.DeviceMemory | None = None
 
     def check(self) -> None:
+        stop_signals.raise_pending()  # a SIGTERM / Ctrl-C whose own raise was dropped (a gc callback's)
         c = self.cancel
         if c is not None and (c.is_set() if hasattr(c, "is_set") else c()):
             raise Cancelled("the generation was cancelled")

@@ -4,8 +4,9 @@
 window's latent grid against the parallel rules; here: no step cache, a noise file holds every draw); a plan keeps
 only the :class:`vidax_core.windows.Window` tuple and a causal run's KV cache spec. :func:`for_call` gives a call its
 own :class:`~vidax_core.windows.WindowedSampling` (it accumulates the history the windows condition on, so no two
-calls share one). :class:`FrameStream` takes each window's new frames to the mp4 (a fragmented mp4 written in place
-that plays while it grows, deleted unless the whole run completes) and to ``on_chunk(frames, k, n)``;
+calls share one). :class:`FrameStream` takes each window's new frames to the mp4 (a fragmented mp4 that plays while
+it grows under a hidden name, renamed into place when the whole run completes, else deleted) and to
+``on_chunk(frames, k, n)``;
 :class:`DeviceMemory` and :func:`add_window_metrics` give the run's metrics their window figures.
 
 Device memory holds one window: a pass returns its latents to the host, the finished windows' latents and frames

@@ -37,7 +37,7 @@ def run_locally(pipe: Any, keep: Callable[[Job, Any], None] | None = None
             return
         from vidax_core.io.video import Mp4Stream
 
-        job.live = video = Mp4Stream(job.video_path, job.plan.fps, live=True)
+        job.live = video = Mp4Stream(job.video_path, job.plan.fps, in_place=True)
 
         def on_chunk(frames, k, n):
             video.append(frames[0])
