@@ -35,7 +35,7 @@ from vidax_core.nn import rope as rope_lib
 from vidax_core.nn.layers import Linear, param
 from vidax_core.nn.timestep import timestep_embedding
 from vidax_core.parallel.sharding import constrain
-from vidax_core.wan_dit.model import BATCH, EMBED, SEQ, WanDiT, WanDiTConfig, patch_tokens, run_blocks
+from vidax_core.wan_dit.model import BATCH, EMBED, SEQ, WanBlock, WanDiT, WanDiTConfig, patch_tokens, run_blocks
 
 #: the diffusers class default of ``chunk_partition`` (the released checkpoints' 81 frames: 21 latent frames)
 DEFAULT_CHUNK_PARTITION = (1, 3, 3, 3, 3, 3, 3, 2)
@@ -142,6 +142,13 @@ def token_rope(tables, frames: jax.Array, ph: int, pw: int) -> tuple[jax.Array, 
 # --------------------------------------------------------------------------------------------------------------
 
 
+class AnyFlowBlock(WanBlock):
+    """The Wan block whose 4-D modulation is per latent frame (AnyFlow's timesteps are per frame: a conditioning
+    clip's frames at 0, a chunk's own), whatever the frame and token counts."""
+
+    frame_modulation = True
+
+
 class AnyFlowDiT(WanDiT):
     """``model(latents, timestep, context, next_timestep=None, *, kv_cache=None, frame_offset=None,
     compressed=None, compressed_offset=None)``.
@@ -153,6 +160,8 @@ class AnyFlowDiT(WanDiT):
     from ``compressed`` (B, C, Fc, H, W) latents at ``compressed_offset`` (embedded by the FAR patch) followed by
     the full-resolution ``latents``.
     """
+
+    block_type = AnyFlowBlock
 
     def __init__(self, cfg: AnyFlowDiTConfig, *, rngs: nnx.Rngs):
         super().__init__(cfg, rngs=rngs)
