@@ -7,7 +7,8 @@ Comfy-Org repackaged repo's ``split_files/``) with one file per part,
   text_encoders/ (or clip/)        the prompt encoder, e.g. umt5_xxl_fp8_e4m3fn_scaled.safetensors
   vae/                             the VAE, e.g. wan_2.1_vae.safetensors
   clip_vision/                     an image encoder (Wan2.1 image-to-video: clip_vision_h.safetensors)
-  checkpoints/                     all-in-one files (LTX-Video's ltxv-*.safetensors: denoiser and VAE)
+  checkpoints/                     all-in-one files (LTX-Video's ltxv-*.safetensors: denoiser and VAE; LTX-2.0's
+                                   ltx-2-19b-dev.safetensors: every part but the prompt encoder)
 
 or the same files named one by one (``model.files: {transformer: F, text_encoder: F, vae: F}``). Such a folder
 holds many models; the files of the run's id are the ones its :attr:`ModelSpec.comfy_files` patterns match (the
@@ -18,17 +19,21 @@ names Comfy-Org publishes), or the only ``.safetensors`` file of a sub-folder; a
   ``blocks.N.self_attn.q``, its VAE's ``decoder.upsamples.N``) and reads its config from the tensor shapes;
 * a file already in diffusers / transformers names (ComfyUI's text encoders: ``encoder.block.N...``,
   ``model.layers.N...``) is read as the diffusers component, its config the id's published one (the plugin's
-  shipped layout), with a T5-family encoder's sizes read from its tensors;
+  shipped layout), with a T5-family or decoder-LLM (Qwen, Gemma) encoder's sizes read from its tensors;
 * wrapper prefixes (``model.diffusion_model.``, ``first_stage_model.``...) are removed; an 8-bit denoiser, and
   the Linear kernels of an 8-bit prompt encoder (ComfyUI ``scaled_fp8``, ``comfy_quant``, plain fp8: each weight
   with its scale, :class:`~vidax_core.quant.source.QuantizedTensors`), stay 8-bit as stored and are dequantised
   inside their matmuls in the run's compute dtype (:mod:`vidax_core.quant`, :mod:`vidax_core.quant.stored`); the
   encoder's other tensors are read in that dtype, and an 8-bit VAE file is dequantised on read;
-* the tokenizer is ``model.files.tokenizer``, else the SentencePiece model ComfyUI's UMT5 / T5 files carry
-  (``spiece_model``), else the id's hub repo's ``tokenizer/`` folder (a few MB, fetched once); the scheduler and
-  every other config are the published ones.
+* the tokenizer is ``model.files.tokenizer``, else the SentencePiece model ComfyUI's UMT5 / T5 / Gemma files
+  carry (``spiece_model``; a Gemma's tokenizes as Gemma's), else the id's hub repo's ``tokenizer/`` folder (a few
+  MB, fetched once); the scheduler and every other config are the published ones.
 
-A component the id needs that no file provides is named, with the others missing, in one ``error:`` line.
+A component ``model.files`` leaves out is read from a named file whose name the id publishes for it too (an
+all-in-one file: LTX's release files). A component the id needs that no file provides is named, with the others
+missing, in one ``error:`` line. A family whose files each hold several parts, or whose configs depend on one
+another, reads the files it was given as one checkpoint (its ``open_files`` hook: LTX-2.0's release file and
+Gemma-3); the others are read file by file here (:class:`FilesCheckpoint`).
 """
 
 from __future__ import annotations
@@ -231,7 +236,7 @@ def align(tensors: Any, wanted: set[str]) -> Any:
 
     best = max(swaps, key=lambda sw: sum(1 for k in keys if mapped(sw, k) in wanted))
     hits = sum(1 for k in keys if mapped(best, k) in wanted)
-    if hits < 0.5 * len(wanted):
+    if hits < 0.5 * min(len(wanted), len(keys)):  # a file of fewer layers than the published model aligns too
         return tensors
     if best == ("", "") and all(k in wanted for k in keys):
         return tensors
@@ -401,7 +406,8 @@ class FilesCheckpoint(Checkpoint):
                 return self._tokenizers[component]
         if not getattr(self.base, "published", False) and self.base.has(component):
             return self.base.path(component)
-        if self._fetch_tokenizer is not None and getattr(self.base, "published", False) and self.base.has(component):
+        listed = self.base.has(component) or component in self.base.model_index  # a layout may list it only
+        if self._fetch_tokenizer is not None and getattr(self.base, "published", False) and listed:
             folder = self._fetch_tokenizer(component)
             if folder:
                 self._tokenizers[component] = folder
