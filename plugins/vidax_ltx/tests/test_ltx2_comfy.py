@@ -1,13 +1,14 @@
 """LTX-2.0 from a ComfyUI models folder (or ``model.files``) runs like its diffusers-layout twin.
 
-The folder holds what a ComfyUI user of LTX-2 has: Lightricks' release file in ``checkpoints/`` (DiT, text
-connectors and their projection, video VAE, audio VAE, vocoder under ltx-core's names, the configs in its metadata;
-written by :func:`test_ltx2_release.write_release` from a tiny diffusers pipeline) beside another model's files the
-run must not pick, and Comfy-Org's Gemma-3 file in ``text_encoders/``: transformers' language model flattened to
-``model.*``, the vision tower as ``vision_model.*``, the block matrices as ComfyUI ``scaled_fp8`` (per-tensor
-``scale_weight``, the marker) and its SentencePiece model as ``spiece_model``. Its config is not in the file: it
-is ltx-2-19b-dev's published one with the sizes of the tensors. The twin holds the same weights (the Gemma kernels'
-dequantised values) in diffusers layout, its Gemma config the published one at the tiny sizes, and transformers'
+The folder holds what a ComfyUI user of LTX-2 has: Lightricks' fp8 release file in ``checkpoints/`` (DiT, text
+connectors and their projection, video VAE, audio VAE, vocoder under ltx-core's names, the configs in its
+metadata, the blocks' attention and MLP matrices plain float8_e4m3fn; written by
+:func:`test_ltx2_release.write_release` from a tiny diffusers pipeline) beside other models' files the run must not
+pick, and Comfy-Org's Gemma-3 file in ``text_encoders/``: transformers' language model flattened to ``model.*``,
+the vision tower as ``vision_model.*``, the block matrices as ComfyUI ``scaled_fp8`` (per-tensor ``scale_weight``,
+the marker) and its SentencePiece model as ``spiece_model``. Its config is not in the file: it is ltx-2-19b-dev's
+published one with the sizes of the tensors. The twin holds the same weights (the fp8 and the Gemma kernels' values
+in float32) in diffusers layout, its Gemma config the published one at the tiny sizes, and transformers'
 ``GemmaTokenizer`` of the same SentencePiece model as ``tokenizer.json``.
 """
 
@@ -27,6 +28,9 @@ from test_ltx2_release import MONOLITH, write_release  # noqa: E402
 
 MODEL_ID = "ltx-2-19b-dev"
 GEMMA = "gemma_3_12B_it_fp8_scaled.safetensors"
+FP8_RELEASE = "ltx-2-19b-dev-fp8.safetensors"
+#: the DiT matrices Lightricks' fp8 release file stores as plain float8_e4m3fn (its blocks' attention and MLP)
+FP8_KERNEL = re.compile(r"transformer_blocks\.\d+\..*(to_[qkv]|to_out\.0|net\.0\.proj|net\.2)\.weight$")
 
 
 def _gemma_file(twin_te: dict, spiece: bytes) -> tuple[dict, dict]:
@@ -48,6 +52,8 @@ def _gemma_file(twin_te: dict, spiece: bytes) -> tuple[dict, dict]:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
+    import ml_dtypes
+    from safetensors import safe_open
     from safetensors.numpy import load_file, save_file
 
     from vidax_core.io.published import PublishedCheckpoint
@@ -80,8 +86,17 @@ def folders(tmp_path_factory):
     comfy = root / "ComfyUI" / "models"
     for sub in ("checkpoints", "text_encoders", "diffusion_models", "vae"):
         (comfy / sub).mkdir(parents=True)
+    dit_file = twin / "transformer" / "diffusion_pytorch_model.safetensors"  # the blocks' matmuls at fp8 values
+    dit = load_file(str(dit_file))
+    save_file({k: v.astype(ml_dtypes.float8_e4m3fn).astype(np.float32) if FP8_KERNEL.match(k) and v.ndim == 2
+               else v for k, v in dit.items()}, str(dit_file))
     write_release(twin, root / "release", "ltx2.0")
-    shutil.move(str(root / "release" / MONOLITH), comfy / "checkpoints" / MONOLITH)
+    with safe_open(str(root / "release" / MONOLITH), "np") as f:  # Lightricks' fp8 file: plain fp8, no scales
+        meta = f.metadata()
+        release = {k: f.get_tensor(k) for k in f.keys()}
+    save_file({k: v.astype(ml_dtypes.float8_e4m3fn) if FP8_KERNEL.match(k.split("model.diffusion_model.")[-1])
+               and v.ndim == 2 else v for k, v in release.items()}, str(comfy / "checkpoints" / FP8_RELEASE),
+              metadata=meta)
     save_file(comfy_te, str(comfy / "text_encoders" / GEMMA))
     for other in ("diffusion_models/wan2.1_t2v_1.3B_fp16.safetensors", "vae/wan_2.1_vae.safetensors",
                   "text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors"):  # another model's files
@@ -96,11 +111,11 @@ BASE = [f"model.id={MODEL_ID}", "prompt=a small red fox barks in the snow", "neg
 
 def test_comfy_folder_and_files_run_like_the_diffusers_twin(folders):
     """The ComfyUI folder, and the same two files named with ``model.files``, give the twin's video and audio
-    latents (relative L2 <= 1e-4: the Gemma kernels dequantise inside their matmuls)."""
+    latents (relative L2 <= 1e-4: the fp8 DiT and Gemma kernels dequantise inside their matmuls)."""
     from vidax_core.testing.runs import run_many
 
     models = folders["models"]
-    files = {"transformer": str(models / "checkpoints" / MONOLITH),
+    files = {"transformer": str(models / "checkpoints" / FP8_RELEASE),
              "text_encoder": str(models / "text_encoders" / GEMMA)}
     runs = run_many(BASE, {"diffusers": (f"model.checkpoint={folders['twin']}",),
                            "comfy": (f"model.checkpoint={folders['comfy']}",),
@@ -109,6 +124,8 @@ def test_comfy_folder_and_files_run_like_the_diffusers_twin(folders):
         assert "error" not in runs[name], runs[name]
         print(f"ltx-2 {name} vs diffusers run: rel {runs[name]['rel']:.1e}")
         assert runs[name]["rel"] <= 1e-4, runs[name]
+        # the fp8 release file's block matrices stay 8-bit (the twin holds their values in float32)
+        assert runs[name]["peak_resident_weight_bytes"] < runs["diffusers"]["peak_resident_weight_bytes"], runs
 
 
 def test_scaled_fp8_gemma_keeps_its_kernels_8bit(folders):
@@ -164,10 +181,33 @@ def test_missing_components_are_one_line(folders, tmp_path):
     plugins = get_plugins()
     spec = plugins.registry.get(MODEL_ID)
     for override in (f"model.checkpoint={part}",
-                     f"model.files={json.dumps({'transformer': str(part / 'checkpoints' / MONOLITH)})}"):
+                     f"model.files={json.dumps({'transformer': str(part / 'checkpoints' / FP8_RELEASE)})}"):
         cfg = resolve_config(MODEL_ID, [override], plugins)
         with pytest.raises(UserError) as err:
             checkpoint_for_run(cfg, spec, plugins)
         text = str(err.value)
         assert "\n" not in text and "text_encoder" in text and "text_encoders/gemma_3_12" in text.lower(), text
         assert "transformer (" not in text and "vae (" not in text, text
+
+
+def test_the_bf16_files_are_preferred(tmp_path):
+    """Of the release's bf16 and fp8 files and Comfy-Org's Gemma variants the widest is taken (a name without a
+    dtype is the release's bf16); the fp4 files, and the distilled model's, are not picked."""
+    from vidax_core.io.component_files import find_files
+    from vidax_core.plugins import get_plugins
+
+    names = {"checkpoints": ("ltx-2-19b-dev-fp8.safetensors", "ltx-2-19b-dev.safetensors",
+                             "ltx-2-19b-dev-fp4.safetensors", "ltx-2-19b-distilled.safetensors"),
+             "text_encoders": ("gemma_3_12B_it_fp8_scaled.safetensors", "gemma_3_12B_it.safetensors",
+                               "gemma_3_12B_it_fp4_mixed.safetensors")}
+    for sub, files in names.items():
+        (tmp_path / sub).mkdir()
+        for name in files:
+            (tmp_path / sub / name).touch()
+    spec = get_plugins().registry.get(MODEL_ID)
+    found, _ = find_files(str(tmp_path), spec, ["transformer", "vae", "text_encoder"])
+    assert {k: v.split("/")[-1] for k, v in found.items()} == {
+        "transformer": "ltx-2-19b-dev.safetensors", "vae": "ltx-2-19b-dev.safetensors",
+        "text_encoder": "gemma_3_12B_it.safetensors"}
+    (tmp_path / "checkpoints" / "ltx-2-19b-dev.safetensors").unlink()
+    assert find_files(str(tmp_path), spec, ["transformer"])[0]["transformer"].endswith(FP8_RELEASE)
