@@ -13,7 +13,8 @@ family states what is its own (its models, its DiT build, its key table, its che
   name); None without ``dit_class``;
 * ``convert_checkpoint`` applies ``conversion_rules()`` to the components in ``dit_components``;
 * ``open_checkpoint`` calls the function ``original_format`` names with ``(spec, path)`` (a reader of the
-  family's original release folders), None without one;
+  family's original release folders), None without one; ``open_files`` calls the one ``files_format`` names with
+  ``(spec, files, base)`` (single files read as one checkpoint), None without one;
 * ``vae_latent_shape`` calls the function ``vae_latent_grid`` names with the checkpoint's VAE config and the
   run's frames, height and width (None without one, or without a ``vae/`` component);
 * ``builtin_checkpoint`` serves ``assets/<name>`` beside the subclass's module;
@@ -25,12 +26,12 @@ family states what is its own (its models, its DiT build, its key table, its che
 
 Besides hooks, a family declares (class attributes): its ``models``, ``options``, ``checkpoint_formats``, the
 ``dit_components`` / ``dit_config_class`` / ``dit_class`` / ``dit_flops`` / ``dit_grid_limit`` /
-``dit_example_inputs`` / ``dit_rules`` / ``checks`` / ``original_format`` / ``vae_latent_grid`` its default hooks read,
-``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called with ``(ckpt_dir, run)``: the
-reference of ``vidax bench --reference diffusers``), ``quantization_keep`` (regexes of the Linear layers an 8-bit
-run keeps in full precision; None: :data:`vidax_core.quant.keep.DEFAULT_KEEP`, norms, modulation, embeddings,
-patch embedding, heads), ``cache_layout`` and ``lora_experts``. Offload streams every group of
-``DitBuild.block_counts``.
+``dit_example_inputs`` / ``dit_rules`` / ``checks`` / ``original_format`` / ``files_format`` / ``vae_latent_grid``
+its default hooks read, ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called with
+``(ckpt_dir, run)``: the reference of ``vidax bench --reference diffusers``), ``quantization_keep`` (regexes of the
+Linear layers an 8-bit run keeps in full precision; None: :data:`vidax_core.quant.keep.DEFAULT_KEEP`, norms,
+modulation, embeddings, patch embedding, heads), ``cache_layout`` and ``lora_experts``. Offload streams every group
+of ``DitBuild.block_counts``.
 
 Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``dit_build``,
 ``conversion_rules``, ``conversion_ignore``, ``lora_key_map``): any other public method is refused when the plugin
@@ -65,6 +66,7 @@ class FamilyPlugin:
     dit_grid_limit: str | None = None  # ".checks:grid_limit": f(dit config) -> DitBuild.grid_limit
     dit_example_inputs: str | None = None  # ".dit:example_inputs": DitBuild.example_inputs = partial(f, dit config)
     original_format: str | None = None  # ".original_format:open_original": open_checkpoint's f(spec, path)
+    files_format: str | None = None  # ".files:open_files": open_files's f(spec, files, base), single files as one
     vae_latent_grid: str | None = None  # ".vae:latent_grid": vae_latent_shape's f(vae config, frames, height, width)
     dit_rules: str | None = None  # ".convert_dit:DIT_RULES": conversion_rules() of every dit_components folder
     checks: str | None = None  # ".checks": its run_problems / checkpoint_problems answer check_run / check_checkpoint
@@ -204,6 +206,9 @@ class FamilyPlugin:
 
     def component_file(self, spec, component, tensors, published):
         return None
+
+    def open_files(self, spec, files, base):
+        return self._ref(self.files_format)(spec, files, base) if self.files_format else None
 
     def bench_dit(self, spec, need_reference, config):
         return None

@@ -223,6 +223,18 @@ def component_file(spec, component, tensors, published):
 
 
 @hookspec
+def open_files(spec, files, base):
+    """Read a run's single files as ONE checkpoint, for a family whose files each hold several parts or whose
+    parts' configs depend on one another (LTX-2.0: one file holds the DiT, the text connectors, both VAEs and the
+    vocoder). ``files`` maps component -> path (``transformer``, ``text_encoder``, ``vae``..., ``tokenizer`` a
+    folder), found by the core in a ComfyUI models folder with the id's ``comfy_files`` patterns or named with
+    ``model.files``, every component the id needs present; ``base`` is the id's published layout (configs, no
+    weights) or the local checkpoint ``model.files`` completes. Return a
+    :class:`vidax_core.io.checkpoint.Checkpoint` answering in diffusers terms, or None to decline (the core then
+    reads each file on its own through ``component_file``)."""
+
+
+@hookspec
 def bench_dit(spec, need_reference, config):
     """Return the model parts of ``vidax bench --dit-only`` for ``spec``'s family (random weights, no
     checkpoint weights read), an object with (see :mod:`vidax_core.bench.dit` for how each is timed):

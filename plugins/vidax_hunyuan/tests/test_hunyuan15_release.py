@@ -72,14 +72,8 @@ def write_dit(diffusers_dir, out, variant, **extra):
         "ideal_task": variant[5:8], **extra})
 
 
-def write_release(diffusers_dir, out, variant="480p_t2v", *, i2v=False, **dit_extra):
-    """The release layout of a tiny diffusers-layout HunyuanVideo-1.5 pipeline folder."""
-    from safetensors.numpy import load_file, save_file
-
-    d = lambda *p: os.path.join(diffusers_dir, *p)  # noqa: E731
-    o = lambda *p: os.path.join(out, *p)  # noqa: E731
-    write_dit(diffusers_dir, out, variant, **dit_extra)
-    vae = load_file(d("vae", "diffusion_pytorch_model.safetensors"))
+def vae_to_original(vae: dict) -> dict:
+    """A diffusers ``AutoencoderKLHunyuanVideo15`` state dict under the release's names."""
     renamed = {}
     for key, value in vae.items():
         for pattern, repl in VAE_TO_ORIGINAL:
@@ -87,8 +81,19 @@ def write_release(diffusers_dir, out, variant="480p_t2v", *, i2v=False, **dit_ex
             if n:
                 break
         renamed[key.replace(".conv_shortcut.", ".nin_shortcut.")] = value
+    return renamed
+
+
+def write_release(diffusers_dir, out, variant="480p_t2v", *, i2v=False, **dit_extra):
+    """The release layout of a tiny diffusers-layout HunyuanVideo-1.5 pipeline folder."""
+    from safetensors.numpy import load_file, save_file
+
+    d = lambda *p: os.path.join(diffusers_dir, *p)  # noqa: E731
+    o = lambda *p: os.path.join(out, *p)  # noqa: E731
+    write_dit(diffusers_dir, out, variant, **dit_extra)
     os.makedirs(o("vae"))
-    save_file(renamed, o("vae", "diffusion_pytorch_model.safetensors"))
+    save_file(vae_to_original(load_file(d("vae", "diffusion_pytorch_model.safetensors"))),
+              o("vae", "diffusion_pytorch_model.safetensors"))
     v = _read(d("vae", "config.json"))
     _json(o("vae", "config.json"), {
         "_class_name": "AutoencoderKLConv3D", "ffactor_spatial": v["spatial_compression_ratio"],

@@ -388,3 +388,26 @@ def test_refusals(tmp_path, twin):
     vae.rename(bad / "vae" / "ltx-2.5-video-vae-bf16.safetensors")
     with pytest.raises(UserError, match="ltx-2.5-video-vae-conv-bf16.safetensors.*diffusion decoder"):
         open_release(_spec(), str(bad))
+
+
+def test_model_files_read_as_the_release_folder(twin):
+    """LTX-2.5's four files named with ``model.files`` (the ``open_files`` hook) read as the release folder does:
+    every part's config and tensor names."""
+    from vidax_core.api import resolve_config
+    from vidax_core.io.run_checkpoint import checkpoint_for_run
+    from vidax_core.plugins import get_plugins
+
+    _, release, _ = twin
+    files = {"transformer": transformer_file(MODEL_ID),
+             "text_encoder": "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors",
+             "vae": "vae/ltx-2.5-video-vae-conv-bf16.safetensors",
+             "audio_vae": "vae/ltx-2.5-audio-vae-bf16.safetensors"}
+    plugins = get_plugins()
+    cfg = resolve_config(MODEL_ID, [f"model.files={json.dumps({k: str(release / v) for k, v in files.items()})}",
+                                    "sampling.num_frames=9", "options.spatio_temporal_guidance_blocks=[1]"], plugins)
+    ckpt, ref = checkpoint_for_run(cfg, plugins.registry.get(MODEL_ID), plugins), open_release(_spec(), str(release))
+    for part in ("transformer", "connectors", "vae", "audio_vae", "vocoder", "text_encoder"):
+        mine, want = ckpt.config(part), ref.config(part)
+        assert {k: v for k, v in mine.items() if k != "_vidax_source"} == {k: v for k, v in want.items()
+                                                                           if k != "_vidax_source"}, part
+        assert set(ckpt.tensors(part)) == set(ref.tensors(part)), part

@@ -48,20 +48,11 @@ def _spiece_and_tokenizer(dest: Path) -> bytes:
 
 def _fp8_scaled(t5: dict) -> tuple[dict, dict]:
     """(ComfyUI scaled_fp8 tensors, the dequantised float32 weights) of a T5 encoder's block matrices."""
-    import ml_dtypes
+    from vidax_core.testing.comfy import scaled_fp8
 
-    comfy, deq = {}, {}
-    for k, v in t5.items():
-        if k.startswith("encoder.block.") and v.ndim == 2 and "relative_attention_bias" not in k:
-            scale = np.float32(np.abs(v).max() / 448.0)
-            q = (v / scale).astype(ml_dtypes.float8_e4m3fn)
-            comfy[k], comfy[k[:-len("weight")] + "scale_weight"] = q, np.array([scale], np.float32)
-            deq[k] = q.astype(np.float32) * scale
-        else:
-            comfy[k] = deq[k] = v.astype(np.float16) if k == "shared.weight" else v
-            deq[k] = comfy[k].astype(np.float32)
-    comfy["scaled_fp8"] = np.zeros(0, ml_dtypes.float8_e4m3fn)
-    return comfy, deq
+    t5 = {k: v.astype(np.float16) if k == "shared.weight" else v for k, v in t5.items()}
+    return scaled_fp8(t5, lambda k, v: k.startswith("encoder.block.") and v.ndim == 2
+                      and "relative_attention_bias" not in k)
 
 
 @pytest.fixture(scope="module")

@@ -79,21 +79,21 @@ def pad_batch(
     rows: Sequence[list[int]],
     max_length: int,
     *,
-    eos_id: int,
+    eos_id: int | None,
     pad_id: int,
     padding_side: str,
     truncation_side: str,
     skip_eos_if_present: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Append ``eos_id`` (room kept by truncating on ``truncation_side``), pad to ``max_length`` on
-    ``padding_side``: ``(ids, mask)`` int32 (batch, max_length)."""
+    """Append ``eos_id`` (room kept by truncating on ``truncation_side``; None: nothing appended), pad to
+    ``max_length`` on ``padding_side``: ``(ids, mask)`` int32 (batch, max_length)."""
     ids = np.full((len(rows), max_length), pad_id, np.int32)
     mask = np.zeros((len(rows), max_length), np.int32)
     for i, row in enumerate(rows):
-        keep = max(max_length - 1, 0)
+        keep = max(max_length - (eos_id is not None), 0)
         if len(row) > keep:
             row = row[:keep] if truncation_side == "right" else row[len(row) - keep :]
-        if not (skip_eos_if_present and row and row[-1] == eos_id):
+        if eos_id is not None and not (skip_eos_if_present and row and row[-1] == eos_id):
             row = row + [eos_id]
         row = row[:max_length]
         n = len(row)
@@ -117,7 +117,10 @@ def sides(path: str, config: Mapping[str, Any]) -> tuple[str, str]:
 
 @dataclass
 class SpieceTokenizer:
-    """SentencePiece model plus T5's special tokens; ``__call__(texts, max_length) -> (ids, mask)``."""
+    """SentencePiece model plus T5's special tokens; ``__call__(texts, max_length) -> (ids, mask)``.
+
+    A ``tokenizer_config.json`` with ``add_bos_token: true`` / ``add_eos_token: false`` (and ``extra_ids: 0``) makes
+    it Gemma's (transformers' ``GemmaTokenizer``): ``<bos>`` first, nothing appended."""
 
     encode_piece: Callable[[str], list[int]]
     specials: dict[str, int]
@@ -127,6 +130,8 @@ class SpieceTokenizer:
     padding_side: str = "right"
     truncation_side: str = "right"
     strip: tuple[str, ...] = field(default=())
+    bos_id: int | None = None  # prepended to every row (Gemma)
+    add_eos: bool = True
 
     @classmethod
     def from_dir(cls, path: str | os.PathLike) -> "SpieceTokenizer":
@@ -146,7 +151,9 @@ class SpieceTokenizer:
         extra_ids = int(config.get("extra_ids", 100))
         specials = {f"<extra_id_{i}>": n + extra_ids - 1 - i for i in range(extra_ids)}
         names = {}
-        for role, default in (("pad_token", "<pad>"), ("eos_token", "</s>"), ("unk_token", "<unk>")):
+        add_bos = bool(config.get("add_bos_token", False))
+        roles = [("pad_token", "<pad>"), ("eos_token", "</s>"), ("unk_token", "<unk>")]
+        for role, default in roles + ([("bos_token", "<s>")] if add_bos else []):
             text = token_text(config.get(role, special_map.get(role)), default)
             tid = sp.piece_to_id(text)
             if tid == sp.unk_id() and text != sp.id_to_piece(sp.unk_id()):
@@ -165,6 +172,8 @@ class SpieceTokenizer:
             vocab_size=max(n + extra_ids, max(specials.values()) + 1),
             padding_side=padding_side,
             truncation_side=truncation_side,
+            bos_id=specials[names["bos_token"]] if add_bos else None,
+            add_eos=bool(config.get("add_eos_token", True)),
         )
 
     def encode(self, text: str) -> list[int]:
@@ -178,5 +187,7 @@ class SpieceTokenizer:
         """Tokenize ``texts`` to ``(ids, mask)``, both int32 of shape (batch, max_length)."""
         if isinstance(texts, str):
             texts = [texts]
-        return pad_batch([self.encode(t) for t in texts], max_length, eos_id=self.eos_id, pad_id=self.pad_id,
+        bos = [] if self.bos_id is None else [self.bos_id]
+        return pad_batch([bos + self.encode(t) for t in texts], max_length,
+                         eos_id=self.eos_id if self.add_eos else None, pad_id=self.pad_id,
                          padding_side=self.padding_side, truncation_side=self.truncation_side)

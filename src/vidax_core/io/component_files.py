@@ -7,7 +7,8 @@ Comfy-Org repackaged repo's ``split_files/``) with one file per part,
   text_encoders/ (or clip/)        the prompt encoder, e.g. umt5_xxl_fp8_e4m3fn_scaled.safetensors
   vae/                             the VAE, e.g. wan_2.1_vae.safetensors
   clip_vision/                     an image encoder (Wan2.1 image-to-video: clip_vision_h.safetensors)
-  checkpoints/                     all-in-one files (LTX-Video's ltxv-*.safetensors: denoiser and VAE)
+  checkpoints/                     all-in-one files (LTX-Video's ltxv-*.safetensors: denoiser and VAE; LTX-2.0's
+                                   ltx-2-19b-dev.safetensors: every part but the prompt encoder)
 
 or the same files named one by one (``model.files: {transformer: F, text_encoder: F, vae: F}``). Such a folder
 holds many models; the files of the run's id are the ones its :attr:`ModelSpec.comfy_files` patterns match (the
@@ -18,17 +19,21 @@ names Comfy-Org publishes), or the only ``.safetensors`` file of a sub-folder; a
   ``blocks.N.self_attn.q``, its VAE's ``decoder.upsamples.N``) and reads its config from the tensor shapes;
 * a file already in diffusers / transformers names (ComfyUI's text encoders: ``encoder.block.N...``,
   ``model.layers.N...``) is read as the diffusers component, its config the id's published one (the plugin's
-  shipped layout), with a T5-family encoder's sizes read from its tensors;
+  shipped layout), with a T5-family or decoder-LLM (Qwen, Gemma) encoder's sizes read from its tensors;
 * wrapper prefixes (``model.diffusion_model.``, ``first_stage_model.``...) are removed; an 8-bit denoiser, and
   the Linear kernels of an 8-bit prompt encoder (ComfyUI ``scaled_fp8``, ``comfy_quant``, plain fp8: each weight
   with its scale, :class:`~vidax_core.quant.source.QuantizedTensors`), stay 8-bit as stored and are dequantised
   inside their matmuls in the run's compute dtype (:mod:`vidax_core.quant`, :mod:`vidax_core.quant.stored`); the
   encoder's other tensors are read in that dtype, and an 8-bit VAE file is dequantised on read;
-* the tokenizer is ``model.files.tokenizer``, else the SentencePiece model ComfyUI's UMT5 / T5 files carry
-  (``spiece_model``), else the id's hub repo's ``tokenizer/`` folder (a few MB, fetched once); the scheduler and
-  every other config are the published ones.
+* the tokenizer is ``model.files.tokenizer``, else the SentencePiece model ComfyUI's UMT5 / T5 / Gemma files
+  carry (``spiece_model``; a Gemma's tokenizes as Gemma's), else the id's hub repo's ``tokenizer/`` folder (a few
+  MB, fetched once); the scheduler and every other config are the published ones.
 
-A component the id needs that no file provides is named, with the others missing, in one ``error:`` line.
+A component ``model.files`` leaves out is read from a named file whose name the id publishes for it too (an
+all-in-one file: LTX's release files). A component the id needs that no file provides is named, with the others
+missing, in one ``error:`` line. A family whose files each hold several parts, or whose configs depend on one
+another, reads the files it was given as one checkpoint (its ``open_files`` hook: LTX-2.0's release file and
+Gemma-3); the others are read file by file here (:class:`FilesCheckpoint`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import hashlib
+import json
 import os
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -50,21 +56,25 @@ from vidax_core.io.checkpoint import Checkpoint, TensorSource
 COMFY_FOLDERS: dict[str, tuple[str, ...]] = {
     "diffusion_models": ("transformer", "transformer_2"), "unet": ("transformer", "transformer_2"),
     "checkpoints": ("transformer",), "text_encoders": ("text_encoder", "text_encoder_2"),
-    "clip": ("text_encoder", "text_encoder_2"), "vae": ("vae",), "clip_vision": ("image_encoder",),
+    "clip": ("text_encoder", "text_encoder_2"), "vae": ("vae", "audio_vae"), "clip_vision": ("image_encoder",),
     "latent_upscale_models": ("latent_upsampler",), "upscale_models": ("latent_upsampler",),
 }
 ALL_IN_ONE = "checkpoints"
 OPTIONAL = ("latent_upsampler",)  # looked for in a ComfyUI folder, not required
 #: Components ``model.files`` may name.
-FILE_COMPONENTS = ("transformer", "transformer_2", "text_encoder", "text_encoder_2", "vae", "image_encoder",
-                   "latent_upsampler", "tokenizer", "tokenizer_2")
+FILE_COMPONENTS = ("transformer", "transformer_2", "text_encoder", "text_encoder_2", "vae", "audio_vae",
+                   "image_encoder", "latent_upsampler", "tokenizer", "tokenizer_2")
 WEIGHT_COMPONENTS = tuple(c for c in FILE_COMPONENTS if not c.startswith("tokenizer"))
 #: Prefixes a ComfyUI encoder file may carry or lack against the diffusers / transformers names.
 ALIGN_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.", "transformer.")
 #: Prefixes ComfyUI and all-in-one files put before a component's own names (removed when every key has one).
 WRAPPERS = ("model.diffusion_model.", "diffusion_model.", "first_stage_model.", "vae.", "cond_stage_model.",
             "text_encoders.", "conditioner.")
-SPIECE_KEY = "spiece_model"  # the SentencePiece model ComfyUI stores in its T5 / UMT5 files (uint8 bytes)
+SPIECE_KEY = "spiece_model"  # the SentencePiece model ComfyUI stores in its T5 / UMT5 / Gemma files (uint8 bytes)
+#: How a Gemma SentencePiece model tokenizes (transformers' GemmaTokenizer): ``<bos>`` first, no end token,
+#: ``<pad>`` = 0; :class:`~vidax_core.encoders.spiece_tokenizer.SpieceTokenizer` reads it.
+GEMMA_SPIECE_CONFIG = {"add_bos_token": True, "add_eos_token": False, "extra_ids": 0, "bos_token": "<bos>",
+                       "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
 DENOISERS = ("transformer", "transformer_2")
 ENCODERS = ("text_encoder", "text_encoder_2", "image_encoder")
 
@@ -93,7 +103,7 @@ def find_files(root: str, spec: Any, needed: Sequence[str]) -> tuple[dict[str, s
         files = [f for sub in subs for f in _weights(os.path.join(root, sub))]
         pats = patterns.get(comp, ())
         extra = [f for f in _weights(os.path.join(root, ALL_IN_ONE)) if f not in files]
-        hits = [f for f in files + extra if any(fnmatch.fnmatch(os.path.basename(f).lower(), p.lower()) for p in pats)]
+        hits = [f for f in files + extra if _matches(f, pats)]
         first = all(COMFY_FOLDERS[sub][0] == comp for sub in subs)
         if hits:
             found[comp] = _preferred(hits)
@@ -104,10 +114,20 @@ def find_files(root: str, spec: Any, needed: Sequence[str]) -> tuple[dict[str, s
     return found, seen
 
 
+def _matches(path: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatch(os.path.basename(path).lower(), p.lower()) for p in patterns)
+
+
 def _preferred(files: list[str]) -> str:
-    """Of several files for one part (the fp16, bf16 and fp8 of one model), the one in the widest dtype."""
+    """Of several files for one part (the fp16, bf16 and fp8 of one model), the one in the widest dtype; a name
+    without a dtype (``ltx-2-19b-dev.safetensors`` beside its ``-fp8``) is the release's own bf16."""
     rank = ("fp32", "bf16", "fp16", "fp8_scaled", "fp8")
-    return min(files, key=lambda f: next((i for i, r in enumerate(rank) if r in os.path.basename(f).lower()), 9))
+
+    def key(f: str) -> tuple[float, str]:
+        name = os.path.basename(f).lower()
+        return next((float(i) for i, r in enumerate(rank) if r in name), 1.5), name
+
+    return min(files, key=key)
 
 
 class StrippedTensors(Mapping[str, Any]):
@@ -216,30 +236,39 @@ def align(tensors: Any, wanted: set[str]) -> Any:
 
     best = max(swaps, key=lambda sw: sum(1 for k in keys if mapped(sw, k) in wanted))
     hits = sum(1 for k in keys if mapped(best, k) in wanted)
-    if hits < 0.5 * len(wanted):
+    if hits < 0.5 * min(len(wanted), len(keys)):  # a file of fewer layers than the published model aligns too
         return tensors
     if best == ("", "") and all(k in wanted for k in keys):
         return tensors
     return AlignedTensors(tensors, lambda k: m if (m := mapped(best, k)) in wanted else None)
 
 
-def spiece_folder(source: Any, where: str) -> str | None:
-    """The SentencePiece model a ComfyUI T5 / UMT5 file carries, written once into vidax's cache as a tokenizer
-    folder (``spiece.model``); None when the file has none."""
+def spiece_folder(source: Any, where: str, config: Mapping[str, Any] | None = None) -> str | None:
+    """The SentencePiece model a ComfyUI T5 / UMT5 / Gemma file carries, written once into vidax's cache as a
+    tokenizer folder (``spiece.model``, and ``config`` as its ``tokenizer_config.json``: Gemma's
+    :data:`GEMMA_SPIECE_CONFIG`); None when the file has none."""
     if SPIECE_KEY not in source:
         return None
     data = np.asarray(source[SPIECE_KEY]).astype(np.uint8).tobytes()
     if not data:
         raise UserError(f"{where}: its {SPIECE_KEY} tensor is empty: re-download the file")
-    digest = hashlib.sha256(data).hexdigest()[:16]
+    extra = json.dumps(dict(config), sort_keys=True).encode() if config else b""
+    digest = hashlib.sha256(data + extra).hexdigest()[:16]
     folder = os.path.join(os.path.expanduser(os.environ.get("VIDAX_CACHE", "~/.cache/vidax")), "tokenizers", digest)
-    target = os.path.join(folder, "spiece.model")
-    if not os.path.isfile(target):
-        from vidax_core.io.outputs import write_atomic
+    from vidax_core.io.outputs import write_atomic
 
-        os.makedirs(folder, exist_ok=True)
-        write_atomic(target, lambda tmp: _write(tmp, data))
+    for name, blob in (("spiece.model", data), ("tokenizer_config.json", extra)):
+        target = os.path.join(folder, name)
+        if blob and not os.path.isfile(target):
+            os.makedirs(folder, exist_ok=True)
+            write_atomic(target, lambda tmp, blob=blob: _write(tmp, blob))
     return folder
+
+
+def is_gemma(config: Mapping[str, Any] | None) -> bool:
+    """Whether a published text encoder config is a Gemma's (its SentencePiece model tokenizes as Gemma's)."""
+    names = [str((config or {}).get("model_type", ""))] + [str(a) for a in (config or {}).get("architectures") or []]
+    return any("gemma" in n.lower() for n in names)
 
 
 def _write(path: str, data: bytes) -> None:
@@ -254,6 +283,23 @@ def _tokenizer_folder(path: str, key: str) -> str:
     if os.path.basename(path) in ("tokenizer.json", "spiece.model"):
         return os.path.dirname(path) or "."
     raise UserError(f"model.files.{key} {path} is neither a tokenizer folder nor a tokenizer.json / spiece.model file")
+
+
+def open_file(path: str, component: str) -> tuple[TensorSource, Any]:
+    """(the file's tensors, those ``component`` reads): the wrapper prefix removed; an 8-bit encoder's kernels kept
+    8-bit beside their scales, an 8-bit VAE or upsampler dequantised on read, a denoiser as stored."""
+    where = f"{os.path.basename(path)} ({component})"
+    raw = TensorSource([path])
+    tensors: Any = strip_wrapper(raw)
+    if component not in DENOISERS:
+        from vidax_core.quant.source import QuantizedTensors, read_layout
+
+        layout = read_layout(tensors, where)
+        if layout.name is not None and component in ENCODERS:
+            tensors = QuantizedTensors(tensors, layout, where)  # its towers keep the 8-bit kernels
+        elif layout.name is not None:
+            tensors = DequantizedTensors(tensors, where)
+    return raw, tensors
 
 
 class FilesCheckpoint(Checkpoint):
@@ -277,16 +323,7 @@ class FilesCheckpoint(Checkpoint):
         if component not in self._read:
             path = self.files[component]
             where = f"{os.path.basename(path)} ({component})"
-            raw = TensorSource([path])
-            tensors: Any = strip_wrapper(raw)
-            if component not in DENOISERS:
-                from vidax_core.quant.source import QuantizedTensors, read_layout
-
-                layout = read_layout(tensors, where)
-                if layout.name is not None and component in ENCODERS:
-                    tensors = QuantizedTensors(tensors, layout, where)  # its towers keep the 8-bit kernels
-                elif layout.name is not None:
-                    tensors = DequantizedTensors(tensors, where)
+            raw, tensors = open_file(path, component)
             published = self._base_config(component)
             answer = self.plugins.call("component_file", self.spec, component=component, tensors=tensors,
                                        published=published)
@@ -304,7 +341,7 @@ class FilesCheckpoint(Checkpoint):
                 config = {**config, SOURCE_KEY: path}
             self._read[component] = (tensors, config)
             if component.startswith("text_encoder"):
-                folder = spiece_folder(raw, where)
+                folder = spiece_folder(raw, where, GEMMA_SPIECE_CONFIG if is_gemma(published) else None)
                 tok = "tokenizer" + component[len("text_encoder"):]
                 if folder and tok not in self._tokenizers:
                     self._tokenizers[tok] = folder
@@ -369,7 +406,8 @@ class FilesCheckpoint(Checkpoint):
                 return self._tokenizers[component]
         if not getattr(self.base, "published", False) and self.base.has(component):
             return self.base.path(component)
-        if self._fetch_tokenizer is not None and getattr(self.base, "published", False) and self.base.has(component):
+        listed = self.base.has(component) or component in self.base.model_index  # a layout may list it only
+        if self._fetch_tokenizer is not None and getattr(self.base, "published", False) and listed:
             folder = self._fetch_tokenizer(component)
             if folder:
                 self._tokenizers[component] = folder
@@ -399,14 +437,18 @@ class FilesCheckpoint(Checkpoint):
 
 
 def _config_from_shapes(component: str, tensors: Any, published: dict | None) -> dict | None:
-    """The config of a file in diffusers / transformers names: the published one, with a T5-family encoder's
-    sizes (vocabulary, width, depth, heads, feed-forward) read from its tensors."""
+    """The config of a file in diffusers / transformers names: the published one, with a T5-family or decoder-LLM
+    (Qwen, Gemma) encoder's sizes (vocabulary, width, depth, heads, feed-forward) read from its tensors."""
     if published is None:
         return None
     if str(published.get("model_type", "")) in ("t5", "umt5", "mt5") and "shared.weight" in tensors:
         from vidax_core.encoders.t5 import config_from_tensors
 
         return config_from_tensors(tensors, published)
+    from vidax_core.encoders import llm_config
+
+    if component in ENCODERS and llm_config.is_decoder_llm(tensors):
+        return llm_config.config_from_tensors(tensors, published)
     return published
 
 
@@ -424,10 +466,11 @@ def needed_components(base: Checkpoint) -> list[str]:
 
 
 def open_files(spec: Any, plugins: Any, *, files: Mapping[str, str] | None, folder: str | None,
-               base: Checkpoint, source: str, fetch_tokenizer: Callable[[str], str | None] | None) -> FilesCheckpoint:
-    """The run's :class:`FilesCheckpoint`: ``files`` (``model.files``) and a ComfyUI ``folder``'s files for the
+               base: Checkpoint, source: str, fetch_tokenizer: Callable[[str], str | None] | None) -> Checkpoint:
+    """The run's checkpoint of single files: ``files`` (``model.files``) and a ComfyUI ``folder``'s files for the
     components the id needs, the rest from ``base``; every needed component missing from both is named in one
-    :class:`UserError`."""
+    :class:`UserError`. The family's ``open_files`` hook may read them as one checkpoint; else each file is read on
+    its own (:class:`FilesCheckpoint`)."""
     files = dict(files or {})
     for key, path in files.items():
         if key not in FILE_COMPONENTS:
@@ -448,11 +491,16 @@ def open_files(spec: Any, plugins: Any, *, files: Mapping[str, str] | None, fold
         wanted = [c for c in needed + list(OPTIONAL) if c not in weights]
         found, seen = find_files(comfy_root(folder) or folder, spec, wanted)
         weights = {**found, **weights}
+    patterns = dict(getattr(spec, "comfy_files", None) or {})
+    for comp in needed:  # an all-in-one file named for one part serves the others its name is published for
+        hit = next((f for f in weights.values() if _matches(f, patterns.get(comp, ()))), None)
+        if comp not in weights and hit:
+            weights[comp] = hit
     missing = [c for c in needed if c not in weights and (published or not base.has(c))]
     if missing:
         parts = []
         for comp in missing:
-            pats = dict(getattr(spec, "comfy_files", None) or {}).get(comp, ())
+            pats = patterns.get(comp, ())
             sub = next(s for s, cs in COMFY_FOLDERS.items() if comp in cs)
             files = seen.get(comp) or []
             there = f"; found {', '.join(files[:4])}" if files else ""
@@ -460,4 +508,8 @@ def open_files(spec: Any, plugins: Any, *, files: Mapping[str, str] | None, fold
         where = f"ComfyUI folder {folder}" if folder else "model.files"
         raise UserError(f"{where} lacks a file for {spec.id}'s " + "; ".join(parts)
                         + ": add the files or name each with model.files.<component>=FILE")
+    opened = plugins.call("open_files", spec, files={**weights, **tokenizers}, base=base)
+    if opened is not None:  # the family reads its files as one checkpoint (LTX-2.0: one file holds most parts)
+        opened.source = source
+        return opened
     return FilesCheckpoint(weights, base, spec, plugins, source, tokenizers, fetch_tokenizer)

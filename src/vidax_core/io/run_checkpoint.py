@@ -24,8 +24,9 @@ def checkpoint_for_run(cfg: Any, spec: Any, plugins: Any, *, configs_only: bool 
         from vidax_core.io.component_files import comfy_root
 
         path = os.path.expanduser(value)
-        if not os.path.exists(os.path.join(path, "model_index.json")) and comfy_root(path):
-            opened = plugins.call("open_checkpoint", spec, path=path)  # a release in ComfyUI's layout (LTX-2.5)
+        root = comfy_root(path)
+        if not os.path.exists(os.path.join(path, "model_index.json")) and root:
+            opened = plugins.call("open_checkpoint", spec, path=root)  # a release in ComfyUI's layout (LTX-2.5)
             if opened is not None:
                 opened.source = value
                 return checked(opened, cfg, spec, plugins)

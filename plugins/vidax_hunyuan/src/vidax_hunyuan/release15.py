@@ -203,7 +203,8 @@ def read_component_file(spec: Any, component: str, tensors: Any, published: Mapp
     """A single file of an id's component in the release's names (a ComfyUI folder's or ``model.files``): the
     DiT (``double_blocks.N.img_attn_q``..., its config from the shapes, the id's ``<res>_<task>`` and the published
     RoPE axes, theta and target size) or the VAE
-    (``down.N.block.M``..., its config the published one); None for a file in diffusers names, or another part."""
+    (``down.N.block.M``..., its config the published one at the widths of its tensors); None for a file in
+    diffusers names, or another part."""
     if component == "transformer" and "img_in.proj.weight" in tensors:
         from .original_dit15 import OriginalDiT15, dit15_config
 
@@ -213,5 +214,20 @@ def read_component_file(spec: Any, component: str, tensors: Any, published: Mapp
     if component == "vae" and any(k.startswith(("encoder.down.", "decoder.up.")) for k in tensors):
         if published is None:
             raise UserError(f"{spec.id}: no published VAE config ships to read a VAE file in the release's names")
-        return RenamedTensors(tensors, vae_key), dict(published)
+        renamed = RenamedTensors(tensors, vae_key)
+        return renamed, vae_config(renamed, published)
     return None
+
+
+def vae_config(tensors: Any, published: Mapping[str, Any]) -> dict[str, Any]:
+    """The published VAE config with the widths a VAE file's tensors (diffusers names) fix: channels in and out,
+    latent channels, each encoder stage's width and resnets per stage."""
+    def shape(key: str) -> tuple[int, ...]:
+        return tuple(tensors.shape(key))
+
+    stages = sorted({int(m[1]) for k in tensors if (m := re.match(r"encoder\.down_blocks\.(\d+)\.", k))})
+    per_stage = {int(m[1]) for k in tensors if (m := re.match(r"encoder\.down_blocks\.0\.resnets\.(\d+)\.", k))}
+    return {**dict(published), "in_channels": shape("encoder.conv_in.conv.weight")[1],
+            "out_channels": shape("decoder.conv_out.conv.weight")[0],
+            "latent_channels": shape("decoder.conv_in.conv.weight")[1], "layers_per_block": len(per_stage),
+            "block_out_channels": [shape(f"encoder.down_blocks.{i}.resnets.0.conv1.conv.weight")[0] for i in stages]}

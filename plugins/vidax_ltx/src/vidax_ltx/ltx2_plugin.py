@@ -32,6 +32,8 @@ class LTX2Plugin(FamilyPlugin):
     diffusers_reference = ".ltx2_bench_reference:LTX2DiffusersReference"
     # an original LTX-2.x release folder (LTX-2.5's one file per part, LTX-2.0's single file + Gemma-3 folders)
     original_format = ".ltx2_release:open_release"
+    # ComfyUI's LTX-2.0 files (a models folder, or model.files): the release file and Comfy-Org's Gemma-3
+    files_format = ".ltx2_files:open_files"
 
     def _component(self, spec, ckpt) -> str:
         return "transformer_full" if spec.id in ltx2_presets.DEV_IDS and ckpt.has("transformer_full") \

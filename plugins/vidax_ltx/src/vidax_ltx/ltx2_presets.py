@@ -86,6 +86,13 @@ OPTIONS = {
 }
 
 _HUB25 = "Lightricks/LTX-2.5-Diffusers"
+#: ComfyUI's LTX-2.0 files (``ModelSpec.comfy_files``): Lightricks' release file in ``checkpoints/`` (bf16 or fp8;
+#: it holds every part but the prompt encoder) and Comfy-Org's Gemma-3 12B (``Comfy-Org/ltx-2`` ``split_files/
+#: text_encoders/``, bf16 or fp8-scaled).
+_RELEASE_20 = ("ltx-2-19b-dev.safetensors", "ltx-2-19b-dev-fp8.safetensors")
+COMFY_20 = {"transformer": _RELEASE_20, "vae": _RELEASE_20,
+            "text_encoder": ("gemma_3_12b_it.safetensors", "gemma_3_12b_it_bf16.safetensors",
+                             "gemma_3_12b_it_fp8_scaled.safetensors")}
 
 
 def _preset(*, frames: int | None, steps: int, guidance: float, **options) -> dict:
@@ -112,6 +119,7 @@ MODELS = [
      "predicts": ("num_frames",)},
     {"id": "ltx-2-19b-dev", "tasks": ("t2v", "i2v"), "hub_repo": "Lightricks/LTX-2",
      "original_repo": "Lightricks/LTX-2/ltx-2-19b-dev.safetensors", "default_config": "configs/ltx2_19b_dev.yaml",
+     "comfy_files": COMFY_20,
      "description": "LTX-2.0 19B dev: joint video + audio, Gemma-3 prompt encoder",
      "preset": _preset(frames=121, steps=30, guidance=3.0, use_cross_timestep=False,
                        spatio_temporal_guidance_blocks=[29])},

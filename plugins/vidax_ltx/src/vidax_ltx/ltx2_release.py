@@ -118,13 +118,18 @@ def _config_metadata(path: str, file: Any, key: str = "config") -> dict[str, Any
 
 class LTX2ReleaseCheckpoint(Checkpoint):
     """An LTX-2.x release folder; ``files`` maps transformer / text_encoder / vae / audio_vae to their
-    safetensors (one monolith file for all four parts in LTX-2.0, whose text encoder is a folder)."""
+    safetensors (one monolith file for all four parts in LTX-2.0, whose text encoder is a folder or ComfyUI's
+    Gemma-3 file). A Gemma file without a packed config (ComfyUI's) takes ``base``'s published one, its sizes read
+    from the tensors; its tokenizer is ``tokenizer`` (a folder), else the SentencePiece model the file carries."""
 
-    def __init__(self, root: str, files: Mapping[str, str]) -> None:
+    def __init__(self, root: str, files: Mapping[str, str], base: Checkpoint | None = None,
+                 tokenizer: str | None = None) -> None:
         super().__init__(root)
         self.model_index = {"_class_name": "LTX2Pipeline"}
         self.files = dict(files)
+        self.base, self.tokenizer = base, tokenizer
         self._open: dict[tuple[str, ...], TensorSource] = {}
+        self._gemma: Any = None
 
     # -- files ---------------------------------------------------------------------------------------------------
     def _path(self, part: str) -> str:
@@ -205,6 +210,10 @@ class LTX2ReleaseCheckpoint(Checkpoint):
         if component == "text_encoder" and self.packed_gemma:
             path = self._path("text_encoder")
             cfg = _config_metadata(path, self._source("text_encoder").files[0], GEMMA_CONFIG)
+            if not cfg and self.base is not None and self.base.has("text_encoder"):  # ComfyUI's Gemma-3 file
+                from vidax_core.encoders.llm_config import config_from_tensors
+
+                return config_from_tensors(self.read_tensors("text_encoder"), self.base.config("text_encoder"))
             if not cfg:
                 raise UserError(f"{path} has no '{GEMMA_CONFIG}' metadata: is it the LTX-2.5 text encoder "
                                 "(gemma4-12b-with-proj)?")
@@ -228,7 +237,11 @@ class LTX2ReleaseCheckpoint(Checkpoint):
         if component == "vocoder":
             return RenamedTensors(self._source("audio_vae"), vocoder_key)
         if component == "text_encoder" and self.packed_gemma:
-            return RenamedTensors(self._source("text_encoder"), gemma_key)
+            if self._gemma is None:  # an 8-bit file (ComfyUI's fp8) keeps its kernels 8-bit beside their scales
+                from vidax_core.io.component_files import open_file
+
+                self._gemma = RenamedTensors(open_file(self._path("text_encoder"), "text_encoder")[1], gemma_key)
+            return self._gemma
         return super().read_tensors(component)
 
     def open_tokenizer(self) -> Any:
@@ -236,11 +249,21 @@ class LTX2ReleaseCheckpoint(Checkpoint):
         ``tokenizer/`` folder's."""
         from vidax_core.encoders.tokenizer import TextTokenizer
 
+        if self.tokenizer is not None:
+            return TextTokenizer.from_dir(self.tokenizer)
         if not self.packed_gemma:
             return TextTokenizer.from_dir(self.require("tokenizer"))
         path = self._path("text_encoder")
         src = self._source("text_encoder")
         meta = src.files[0].metadata
+        if TOKENIZER_JSON not in src:  # ComfyUI's Gemma-3 file: its SentencePiece model
+            from vidax_core.io.component_files import GEMMA_SPIECE_CONFIG, SPIECE_KEY, spiece_folder
+
+            folder = spiece_folder(src, f"{os.path.basename(path)} (text_encoder)", GEMMA_SPIECE_CONFIG)
+            if folder is not None:
+                return TextTokenizer.from_dir(folder)
+            raise UserError(f"{path} holds no tokenizer ({TOKENIZER_JSON} or {SPIECE_KEY}): set model.files.tokenizer "
+                            "to the Gemma tokenizer folder (tokenizer.json)")
 
         def asset(name: str) -> dict[str, Any]:
             key = ASSET_PREFIX + name
@@ -250,9 +273,6 @@ class LTX2ReleaseCheckpoint(Checkpoint):
             except (UnicodeDecodeError, ValueError):
                 raise UserError(f"{path}: its {name} is not JSON: re-download the file") from None
 
-        if TOKENIZER_JSON not in src:
-            raise UserError(f"{path} holds no '{TOKENIZER_JSON}' tensor: is it the LTX-2.5 text encoder "
-                            "(gemma4-12b-with-proj)?")
         try:
             data = json.loads(bytes(src[TOKENIZER_JSON]).decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -312,19 +332,30 @@ def _open_20(spec_id: str, root: str) -> LTX2ReleaseCheckpoint:
     return ckpt
 
 
+#: LTX-2.0's single files as a ComfyUI models folder holds them (``checkpoints/``; :func:`.ltx2_files.open_files`).
+COMFY_20 = ("checkpoints/ltx-2-19b-*.safetensors", "diffusion_models/ltx-2-19b-*.safetensors")
+
+
+def _has(path: str, *patterns: str) -> bool:
+    return any(glob.glob(os.path.join(path, p)) for p in patterns)
+
+
 def find_release(path: str) -> str | None:
-    """Which release layout ``path`` is: "2.5" (a ``diffusion_models/`` folder), "2.0" (a top-level
-    ``ltx-2-19b-*.safetensors``) or None (another folder, left to the diffusers reader)."""
+    """Which release layout ``path`` is: "2.5" (a ``diffusion_models/`` folder with an LTX-2.5 file in it or in
+    ``vae/`` / ``text_encoders/``), "2.0" (a top-level ``ltx-2-19b-*.safetensors``) or None (another folder: a
+    ComfyUI models folder of other models, or of LTX-2.0's files, left to the single-file reader)."""
     if not os.path.isdir(path) or os.path.exists(os.path.join(path, "model_index.json")):
         return None
-    if os.path.isdir(os.path.join(path, "diffusion_models")):
+    if os.path.isdir(os.path.join(path, "diffusion_models")) and _has(
+            path, "diffusion_models/ltx-2.5-*.safetensors", "vae/ltx-2.5-*.safetensors", "text_encoders/gemma4-*"):
         return "2.5"
     return "2.0" if glob.glob(os.path.join(path, "ltx-2-19b-*.safetensors")) else None
 
 
 def open_release(spec: Any, path: str) -> LTX2ReleaseCheckpoint | None:
-    """``model.checkpoint`` at an LTX-2.x release folder; None for any other folder."""
+    """``model.checkpoint`` at an LTX-2.x release folder; None for any other folder (an LTX-2.0 id's ComfyUI
+    folder, LTX-2.5's files beside it or not, goes to the single-file reader)."""
     kind = find_release(path)
-    if kind is None:
+    if kind is None or (not spec.id.startswith("ltx-2.5-") and _has(path, *COMFY_20)):
         return None
     return _open_25(spec.id, path) if kind == "2.5" else _open_20(spec.id, path)
