@@ -51,6 +51,8 @@ def test_help_names_the_registered_families(capsys):
 @pytest.mark.parametrize("model_id,assumed", [
     ("wan2.1-i2v-14b-480p", "image: none given; sized with a 832x480 placeholder"),
     ("ltx-2.5-22b-dev", "sampling.num_frames: unset"),
+    ("hunyuanvideo-i2v-13b", "image: none given; sized with a 1280x720 placeholder"),  # a LLaVA tower: headers only
+    ("kandinsky6-vsr", "video: none given; sized with a 121-frame 864x480 placeholder clip"),
 ])
 def test_dry_run_of_an_id_alone_sizes_its_published_layout(model_id, assumed, capsys, tmp_path, monkeypatch):
     """No checkpoint set, none cached, no network (the suite runs with HF_HUB_OFFLINE): the plan, sized from the
@@ -62,7 +64,7 @@ def test_dry_run_of_an_id_alone_sizes_its_published_layout(model_id, assumed, ca
     assert "(published layout, no weights)" in out and "sized:      from" in out, out[:600]
     assert f"assumed:    {assumed}" in out
     assert "\ntime:       estimate on 1 x tpu-v5e at 50% of its peak" in out and "\n  denoise    ~" in out
-    assert "image: null" in out  # the resolved config printed is the user's, not the stand-in's
+    assert "image: null" in out and "video: null" in out  # the resolved config printed is the user's
 
 
 def test_the_id_alone_downloads_its_repo_with_a_progress_bar(tmp_path):

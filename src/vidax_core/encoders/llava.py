@@ -179,11 +179,15 @@ PROJECTOR_RULES: tuple[KeyRule, ...] = (
 
 
 class _Part(Mapping):
-    """The keys of one sub-model, its prefix stripped."""
+    """The keys of one sub-model, its prefix stripped; the source's header lookups (``shape``, ``dtype``,
+    ``nbytes``) pass through where it has them, so a shape check reads no tensor (a weightless dry run has none)."""
 
     def __init__(self, tensors: Mapping[str, Any], pattern: re.Pattern):
         self._tensors = tensors
         self._map = {m.group(1): k for k in tensors if (m := pattern.fullmatch(k))}
+        for name in ("shape", "dtype", "nbytes"):
+            if hasattr(tensors, name):
+                setattr(self, name, lambda key, f=getattr(tensors, name): f(self._map[key]))
 
     def __getitem__(self, key: str) -> Any:
         return self._tensors[self._map[key]]

@@ -24,7 +24,7 @@ from vidax_core.parallel.mesh import chunk_size_of
 from vidax_core.plugins import Plugins
 from vidax_core.report import phase_time
 from vidax_core.placement.memory_plan import fmt_bytes as _fmt_bytes
-from vidax_core.runner.preflight import needs_image, placeholder_image, preflight
+from vidax_core.runner.preflight import needs_image, needs_video, placeholder_clip, placeholder_image, preflight
 
 
 _LORA_MODE = {"fused": "            (lora_mode fused: into the weights at load, no cost per step)",
@@ -406,13 +406,19 @@ def describe_plan(cfg: RunConfig, plugins: Plugins, device: str | None = None,
 
 def stand_ins(cfg: RunConfig, spec: Any, plugins: Plugins, tmp: str) -> tuple[RunConfig, list[str]]:
     """The run as the dry run sizes it, and a line per input it had to assume: an image-to-video model given no
-    image gets a grey placeholder at the video's size in ``tmp`` (only its size matters to the plan); a model
+    image gets a grey placeholder at the video's size in ``tmp`` (only its size matters to the plan), a
+    video-to-video model given no clip a sparse one of the run's frames and size; a model
     that predicts its frame count from the encoded prompt gets 121 frames when its weights are not at hand."""
     notes = []
     if cfg.image is None and needs_image(spec):
         cfg = replace(cfg, image=placeholder_image(tmp, cfg.sampling.width, cfg.sampling.height))
         notes.append(f"image: none given; sized with a {cfg.sampling.width}x{cfg.sampling.height} placeholder (a run "
                      "needs image=path/to/frame.png)")
+    if cfg.video is None and needs_video(spec):
+        s = cfg.sampling
+        cfg = replace(cfg, video=placeholder_clip(tmp, s.num_frames, s.width, s.height))
+        notes.append(f"video: none given; sized with a {s.num_frames}-frame {s.width}x{s.height} placeholder clip (a "
+                     "run needs video=path/to/clip.mp4)")
     if cfg.sampling.num_frames is None and "num_frames" in spec.predicts and _uses_published(cfg, spec, plugins):
         cfg = replace(cfg, sampling=replace(cfg.sampling, num_frames=121))
         notes.append("sampling.num_frames: unset (the checkpoint's duration head predicts it from the prompt, which "

@@ -22,6 +22,22 @@ def needs_image(spec: ModelSpec) -> bool:
     return "t2v" not in spec.tasks and any(t in IMAGE_TASKS for t in spec.tasks)
 
 
+def needs_video(spec: ModelSpec) -> bool:
+    """Whether ``spec`` only refines or continues a given clip (video-to-video, no text- or image-to-video task)."""
+    return not any(t in ("t2v",) + IMAGE_TASKS for t in spec.tasks) and any(t in VIDEO_TASKS for t in spec.tasks)
+
+
+def placeholder_clip(folder: str, frames: int | None, width: int | None, height: int | None) -> str:
+    """A black ``.npy`` clip of the video's frames and size in ``folder``, written sparse (no data, headers only
+    matter to a plan): what a dry run of a video-to-video model given no clip plans with; returns its path."""
+    import numpy as np
+
+    path = os.path.join(folder, "placeholder_clip.npy")
+    shape = (int(frames or 1), int(height or 64), int(width or 64), 3)
+    np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape).flush()
+    return path
+
+
 def placeholder_image(folder: str, width: int | None, height: int | None) -> str:
     """A grey PNG of the video's size in ``folder``: what a dry run, or a server loading an image-to-video model
     whose requests bring their own image, plans with (only its size matters to the plan); returns its path."""
