@@ -111,3 +111,24 @@ def test_folder_without_any_tokenizer_is_a_user_error(tmp_path):
     (tmp_path / "spiece.model").write_bytes(b"not a model")
     with pytest.raises(UserError, match="SentencePiece"):
         TextTokenizer.from_dir(tmp_path)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"extra_ids": [0, 0, 0]}, "extra_ids in tokenizer_config.json must be a whole number"),
+    ({"extra_ids": -1}, "extra_ids in tokenizer_config.json must be a whole number"),
+    ({"extra_ids": 10**9}, "extra_ids in tokenizer_config.json must be a whole number"),
+    ({"added_tokens_decoder": {"x": {"content": "<a>"}}}, "added_tokens_decoder key 'x' is not a token id"),
+    ({"added_tokens_decoder": [1, 2]}, "added_tokens_decoder in tokenizer_config.json must be an object"),
+])
+@pytest.mark.parametrize("kind", ["spiece", "byt5"])
+def test_a_broken_tokenizer_config_is_one_line(kind, change, message, spiece_dir, byt5_dir, tmp_path):
+    """What `make fuzz` found: a list as extra_ids reached int() inside the prompt encoder's build."""
+    source = spiece_dir if kind == "spiece" else byt5_dir
+    folder = tmp_path / kind
+    folder.mkdir()
+    for f in source.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((source / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**cfg, **change}))
+    with pytest.raises(UserError, match=message):
+        (SpieceTokenizer if kind == "spiece" else ByteTokenizer).from_dir(folder)

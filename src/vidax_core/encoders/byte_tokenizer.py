@@ -18,7 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
-from vidax_core.encoders.spiece_tokenizer import pad_batch, read_json, sides, split_on_specials, token_text
+from vidax_core.encoders.spiece_tokenizer import (added_tokens, extra_ids, pad_batch, read_json, sides,
+                                                  split_on_specials, token_text)
 
 OFFSET = 3
 NUM_BYTES = 256
@@ -45,19 +46,19 @@ class ByteTokenizer:
     def from_dir(cls, path: str | os.PathLike) -> "ByteTokenizer":
         path = os.fspath(path)
         config = read_json(os.path.join(path, "tokenizer_config.json"))
-        added = config.get("added_tokens_decoder") or {}
+        added = added_tokens(path, config)
         tok = cls.create(
             # a saved ByT5Tokenizer writes extra_ids=0 and lists its sentinels in added_tokens_decoder instead
-            extra_ids=int(config.get("extra_ids", 0 if added else 125)),
+            extra_ids=extra_ids(path, config, 0 if added else 125),
             pad_token=token_text(config.get("pad_token"), "<pad>"),
             eos_token=token_text(config.get("eos_token"), "</s>"),
             unk_token=token_text(config.get("unk_token"), "<unk>"),
             sides=sides(path, config),
         )
-        for tid, entry in added.items():
+        for tid, entry in added:
             text = token_text(entry, "")
             if text:
-                tok.specials[text] = int(tid)
+                tok.specials[text] = tid
                 if isinstance(entry, dict) and (entry.get("lstrip") or entry.get("rstrip")):
                     tok.strip = tuple(dict.fromkeys(tok.strip + (text,)))
         return tok

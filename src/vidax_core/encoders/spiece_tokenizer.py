@@ -115,6 +115,32 @@ def sides(path: str, config: Mapping[str, Any]) -> tuple[str, str]:
     return out[0], out[1]
 
 
+MAX_EXTRA_IDS = 65536  # T5 has 100 sentinels, ByT5 125: far more is a broken config, not a vocabulary
+
+
+def extra_ids(path: str, config: Mapping[str, Any], default: int) -> int:
+    """``extra_ids`` of a ``tokenizer_config.json`` (the sentinel count), checked: a whole number from 0 up."""
+    value = config.get("extra_ids", default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EXTRA_IDS:
+        raise UserError(f"tokenizer folder {path!r}: extra_ids in tokenizer_config.json must be a whole number from 0 "
+                        f"to {MAX_EXTRA_IDS}, got {value!r}")
+    return value
+
+
+def added_tokens(path: str, config: Mapping[str, Any]) -> list[tuple[int, Any]]:
+    """(id, entry) of a ``tokenizer_config.json``'s ``added_tokens_decoder`` (keys are the ids), checked."""
+    added = config.get("added_tokens_decoder") or {}
+    if not isinstance(added, Mapping):
+        raise UserError(f"tokenizer folder {path!r}: added_tokens_decoder in tokenizer_config.json must be an object "
+                        f"of id -> token, got {type(added).__name__}")
+    out = []
+    for tid, entry in added.items():
+        if not str(tid).isdigit():
+            raise UserError(f"tokenizer folder {path!r}: added_tokens_decoder key {tid!r} is not a token id")
+        out.append((int(tid), entry))
+    return out
+
+
 @dataclass
 class SpieceTokenizer:
     """SentencePiece model plus T5's special tokens; ``__call__(texts, max_length) -> (ids, mask)``.
@@ -148,8 +174,8 @@ class SpieceTokenizer:
         config = read_json(os.path.join(path, "tokenizer_config.json"))
         special_map = read_json(os.path.join(path, "special_tokens_map.json"))
         n = sp.get_piece_size()
-        extra_ids = int(config.get("extra_ids", 100))
-        specials = {f"<extra_id_{i}>": n + extra_ids - 1 - i for i in range(extra_ids)}
+        sentinels = extra_ids(path, config, 100)
+        specials = {f"<extra_id_{i}>": n + sentinels - 1 - i for i in range(sentinels)}
         names = {}
         add_bos = bool(config.get("add_bos_token", False))
         roles = [("pad_token", "<pad>"), ("eos_token", "</s>"), ("unk_token", "<unk>")]
@@ -160,8 +186,8 @@ class SpieceTokenizer:
                 raise UserError(f"tokenizer folder {path!r}: {role} {text!r} is not in spiece.model")
             specials[text] = tid
             names[role] = text
-        for tid, entry in (config.get("added_tokens_decoder") or {}).items():
-            specials[token_text(entry, "")] = int(tid)
+        for tid, entry in added_tokens(path, config):
+            specials[token_text(entry, "")] = tid
         specials.pop("", None)
         padding_side, truncation_side = sides(path, config)
         return cls(
@@ -169,7 +195,7 @@ class SpieceTokenizer:
             specials=specials,
             pad_id=specials[names["pad_token"]],
             eos_id=specials[names["eos_token"]],
-            vocab_size=max(n + extra_ids, max(specials.values()) + 1),
+            vocab_size=max(n + sentinels, max(specials.values()) + 1),
             padding_side=padding_side,
             truncation_side=truncation_side,
             bos_id=specials[names["bos_token"]] if add_bos else None,
