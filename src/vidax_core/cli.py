@@ -100,9 +100,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         made = run_batch(cfg, entries, plugins, reporter)
         print(f"made {len(made)} of {len(entries)} videos", file=sys.stderr)
         return 0
+    from vidax_core.heap import freeze_imports
     from vidax_core.report import metrics
     from vidax_core.runner import loaded
 
+    if getattr(args, "owns_process", False):  # the runner's collections skip the imported modules
+        freeze_imports()
     result = loaded.run(cfg, plugins, reporter, startup_s=_process_seconds())
     reporter.log(metrics.summary(result.metrics, wall_s=_process_seconds()))
     if cfg.output.path:
@@ -336,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``vidax`` command; ``argv`` None: this process's own arguments (the process is the command's, and its
+    heap may be frozen after the imports, :mod:`vidax_core.heap`), else a caller's (an embedding program's heap is
+    left alone)."""
+    owns_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
@@ -343,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _ArgumentError as exc:
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    args.owns_process = owns_process
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USER_ERROR

@@ -94,6 +94,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stand_in = _needs_upload(args.config, overrides)
     if stand_in is not None:  # loaded with a stand-in: every request brings its own first frame
         overrides.append(f"image={stand_in(placeholder.name)}")
+    from vidax_core.heap import freeze_imports
+
+    if getattr(args, "owns_process", False):  # the runner's collections skip the imported modules
+        freeze_imports()
     # no config file: the overrides alone (model.id=... and the rest), as `vidax run` takes them
     pipe = vidax.load(args.config if args.config is not None else {}, *overrides, quiet=args.quiet)
     try:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -108,13 +108,29 @@ class E2ERun:
     audio: np.ndarray | None = None
 
 
+#: model ids this process has already run end to end in a subprocess (:func:`run_e2e`)
+_RAN_IN_SUBPROCESS: set[str] = set()
+
+
+def _model_of(args: Sequence[str]) -> str | None:
+    ids = [a.split("=", 1)[1] for a in args if a.startswith("model.id=")]
+    return ids[-1] if ids else next((a for a in args if a.endswith((".yaml", ".yml"))), None)
+
+
 def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str = "run",
-            env: dict | None = None, timeout: int = 600, audio: bool = False, in_process: bool = False) -> E2ERun:
+            env: dict | None = None, timeout: int = 600, audio: bool = False,
+            in_process: bool | None = None) -> E2ERun:
     """``vidax run ARGS`` writing its latents, frames and metrics under ``folder`` (and reading ``noise`` as
     ``sampling.initial_noise`` when given: an array, or ``{stream: array}`` written as an .npz); with ``audio`` the
     float waveform too (``output.save_audio``); assert it succeeded and return what it saved. ``in_process``: the
     same command line through ``vidax_core.cli.main`` in this process (no interpreter and JAX start-up per case,
-    the installed plugins, this process's JAX settings: a family's second and later cases)."""
+    the installed plugins, this process's JAX settings); None: a model's first run in this process is a real
+    ``vidax`` process, as a user runs it, and its later ones (with no environment of their own) run in-process."""
+    model = _model_of(args)
+    if in_process is None:
+        in_process = not env and model is not None and model in _RAN_IN_SUBPROCESS
+    if not in_process and model is not None:
+        _RAN_IN_SUBPROCESS.add(model)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     # an archive whatever the model: one stream is saved in it as ``latents`` (runner.outputs.save_latents)

@@ -68,6 +68,7 @@ def _main(path: str) -> int:
 
     from vidax_core import config as config_mod
     from vidax_core.errors import UserError
+    from vidax_core.heap import freeze_imports
     from vidax_core.io import draws
     from vidax_core.plugins import get_plugins
     from vidax_core.testing.parity import move_one_ulp
@@ -79,6 +80,7 @@ def _main(path: str) -> int:
     plugins = get_plugins()
     for name in spec["plugins"]:
         importlib.import_module(name).register(plugins)
+    freeze_imports()  # the runs' collections skip the imported modules
     ref = None
     results: dict[str, Any] = {"devices": jax.device_count()}
     # configurations with the same overrides (the one-device run and its moved twin) share one loaded model: the
