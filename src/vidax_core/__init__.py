@@ -29,6 +29,7 @@ _EXPORTS = {
     "ModelSpec": "registry", "Option": "registry",
     "UserError": "errors", "PluginError": "errors", "Plugins": "plugins",
     "frame_count_problems": "run_checks", "size_problems": "run_checks",
+    "latent_channel_problems": "run_checks",
     # what hooks return
     "DitBuild": "model_api", "GridLimit": "model_api", "Conditioning": "model_api", "Decoded": "model_api",
     "VideoAutoencoder": "model_api", "OffloadableDit": "model_api", "SamplingPass": "model_api",

@@ -1,5 +1,6 @@
 """The run checks most families share, as one-line problems for their ``check_run`` hook: a frame count the VAE's
-temporal compression accepts, and a size its spatial compression times the DiT's patch divides."""
+temporal compression accepts, a size its spatial compression times the DiT's patch divides, and a denoiser whose
+latent channels are the VAE's."""
 
 from __future__ import annotations
 
@@ -27,3 +28,17 @@ def size_problems(sampling: Any, multiple: int, who: str) -> list[str]:
             out.append(f"sampling.{key} must be a multiple of {multiple} for {who}, got {v}: use "
                        f"{max(multiple, v // multiple * multiple)}")
     return out
+
+
+def latent_channel_problems(ckpt: Any, channels: int, field: str = "out_channels",
+                            where: str = "transformer/config.json") -> list[str]:
+    """The denoiser's ``field`` (its latent channels, ``channels``) must be the ``z_dim`` of the checkpoint's
+    ``vae/config.json`` (a Wan-style VAE; its default 16 where the config leaves it out). No VAE in the
+    checkpoint: nothing to compare."""
+    if not ckpt.has("vae"):
+        return []
+    z_dim = ckpt.config("vae").get("z_dim", 16)
+    if channels == z_dim:
+        return []
+    return [f"{where}: {field}={channels} does not match z_dim={z_dim} of vae/config.json: the two components do "
+            "not belong together"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vidax_core.run_checks import frame_count_problems, size_problems
+from vidax_core.run_checks import frame_count_problems, latent_channel_problems, size_problems
 
 from .presets import FAR_IDS
 
@@ -53,10 +53,7 @@ def checkpoint_problems(spec: Any, ckpt: Any, run: Any, dit: Any) -> list[str]:
         problems.append(f"transformer/config.json holds {kind} transformer, but {spec.id} is "
                         f"{'FAR' if want else 'bidirectional'}: use model.id="
                         f"{'anyflow-far-wan2.1-1.3b' if far else 'anyflow-wan2.1-t2v-1.3b'} (or the 14B one)")
-    z_dim = ckpt.config("vae").get("z_dim") if ckpt.has("vae") else None
-    if z_dim is not None and dit.out_channels != z_dim:
-        problems.append(f"transformer/config.json: out_channels={dit.out_channels} does not match z_dim={z_dim} of "
-                        "vae/config.json")
+    problems += latent_channel_problems(ckpt, dit.out_channels)
     if dit.in_channels != dit.out_channels:
         problems.append(f"transformer/config.json: in_channels={dit.in_channels} differs from out_channels="
                         f"{dit.out_channels}: AnyFlow feeds the DiT the latents alone")

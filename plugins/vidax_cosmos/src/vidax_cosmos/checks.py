@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vidax_core.run_checks import frame_count_problems, size_problems
+from vidax_core.run_checks import frame_count_problems, latent_channel_problems, size_problems
 
 
 def run_problems(spec, run) -> list[str]:
@@ -61,10 +61,7 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
                         f"for Cosmos-Predict2.5, out_channels is {dit.out_channels}")
     if dit.patch_size[0] != 1:
         problems.append(f"{where}: patch_size[0]={dit.patch_size[0]}: per-frame timesteps need 1")
-    if ckpt.has("vae"):
-        z = ckpt.config("vae").get("z_dim", 16)
-        if dit.out_channels != z:
-            problems.append(f"{where}: out_channels={dit.out_channels} does not match z_dim={z} of vae/config.json")
+    problems += latent_channel_problems(ckpt, dit.out_channels, where=where)
     if ckpt.has("text_encoder") and dit.use_crossattn_projection:
         te = ckpt.config("text_encoder")
         tc = te.get("text_config") if isinstance(te.get("text_config"), dict) else te

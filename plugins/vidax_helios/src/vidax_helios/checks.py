@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vidax_core.run_checks import size_problems
+from vidax_core.run_checks import latent_channel_problems, size_problems
 
 SPATIAL_MULTIPLE = 16  # the VAE's 8 x the DiT's 2x2 patch (the pipeline's own check)
 PATCH = (1, 2, 2)
@@ -95,10 +95,7 @@ def checkpoint_problems(spec, ckpt, run, dit) -> list[str]:
         problems.append("transformer/config.json: has_multi_term_memory_patch=false: HeliosPipeline feeds the "
                         "multi-scale history, which needs the memory patches")
     problems += pipeline_problems(spec, ckpt, run)
-    z_dim = ckpt.config("vae").get("z_dim") if ckpt.has("vae") else None
-    if z_dim is not None and dit.out_channels != z_dim:
-        problems.append(f"transformer/config.json: out_channels={dit.out_channels} does not match z_dim={z_dim} of "
-                        "vae/config.json")
+    problems += latent_channel_problems(ckpt, dit.out_channels)
     return problems
 
 
