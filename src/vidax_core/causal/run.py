@@ -59,7 +59,7 @@ class CausalCache:
 
     def fill(self, fill: Any) -> None:
         """Run ``fill`` (:class:`vidax_core.windows.CacheFill`): the model writes its tokens into the cache."""
-        put = lambda a: sharding.put(np.asarray(a), self._repl)  # noqa: E731
+        put = lambda a: sharding.put_value(a, self._repl)  # noqa: E731
         x = put(np.asarray(fill.latents, np.float32))
         t = put(np.full((1,), fill.timestep, np.float32))
         kw = {k: put(v) for k, v in dict(fill.arrays).items()}

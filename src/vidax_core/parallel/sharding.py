@@ -188,6 +188,15 @@ def put(array: np.ndarray, sharding: NamedSharding | None) -> jax.Array:
     return jax.device_put(array, sharding)
 
 
+def put_value(value: Any, sharding: NamedSharding | None) -> jax.Array:
+    """A step input onto the devices: an array already on a device moves device to device (no round trip through
+    the host, and on the CPU backend no host view that keeps the source alive until its transfer completes); a
+    host array or a Python number is transferred once (:func:`put`)."""
+    if isinstance(value, jax.Array) and jax.process_count() == 1:
+        return jax.device_put(value, sharding)
+    return put(np.asarray(value), sharding)
+
+
 def device_bytes(arrays: Any) -> dict[Any, int]:
     """Bytes each device holds for the jax arrays in the pytree ``arrays`` (deleted arrays count 0)."""
     out: dict[Any, int] = {}

@@ -92,7 +92,7 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     repl = placement0.replicated()
 
     def put(tree):
-        return jax.tree.map(lambda a: _put(a, repl), tree)
+        return jax.tree.map(lambda a: sharding.put_value(a, repl), tree)
 
     plan_arrays = put(splan.arrays())
     scales = put(guide.scales(expert_plan.guidance_timesteps([e.build for e in experts], splan.timesteps, schedule)))
@@ -186,15 +186,6 @@ def _draw_noise(key, shapes: Any) -> Any:
         return {k: np.asarray(jax.random.normal(jax.random.fold_in(key, n), tuple(s), jnp.float32))
                 for n, (k, s) in enumerate(sorted(shapes.items()))}
     return np.asarray(jax.random.normal(key, tuple(shapes), jnp.float32))
-
-
-def _put(a: Any, repl) -> jax.Array:
-    """A step input onto the devices: an array already on a device moves device to device (no round trip through
-    the host, and on the CPU backend no host view that keeps the source alive until its transfer completes); a host
-    one is transferred once."""
-    if isinstance(a, jax.Array) and jax.process_count() == 1:
-        return jax.device_put(a, repl)
-    return sharding.put(np.asarray(a), repl)
 
 
 def _context_to_device(ctx: Any, dtype: Any, repl) -> Any:
