@@ -69,6 +69,32 @@ def test_dispatch_records_the_tiles_and_a_dropped_mask_fails():
     assert site["backend"] == "splash" and site["tiles"] == "256x256/256"  # shrunk to the 150-token sequence
 
 
+@pytest.mark.parametrize("d", [64, 128, 256, 512, 1024])
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+def test_tiles_fit_the_kernels_vector_memory(d, dtype):
+    """A VAE's mid-block attention (one head of 512-1024 float32 channels) at the default 512x1024 tiles needs more
+    than the 16 MiB a kernel gets (the v5e compiler refused one so); the tiles shrink until a step fits the budget,
+    while a DiT's head dims keep the table's tiles."""
+    t = splash_tpu.tiles_for("dense", 40_000, 40_000, d, dtype)
+    t.check()
+    assert splash_tpu.vmem_bytes(t.block_q, t.block_kv, t.block_kv_compute, d, jnp.dtype(dtype).itemsize) \
+        <= splash_tpu.VMEM_BUDGET
+    if d <= 128:
+        assert str(t) == "512x1024/512"
+    assert splash_tpu.vmem_bytes(512, 1024, 512, 1024, 4) > 16 * 2**20
+
+
+def test_wide_single_head_matches_reference():
+    """The shrunk tiles of a 1024-wide float32 head (the VAE's) give the same attention, a partial key tile
+    included."""
+    q, k, v, kw, vis = make_case("causal_mask", seed=5, b=2, s=300, h=1, d=1024)
+    t = splash_tpu.tiles_for("dense", 300, 300, 1024, jnp.float32, Blocks(512, 1024, 512))
+    assert str(t) == "384x128/128"  # the 300-token sequence's one 384-row tile, the key tiles shrunk to fit
+    out = splash_tpu.attention(q, k, v, blocks=Blocks(512, 1024, 512), interpret=True,
+                               **_lengths_to_kw(kw, k.shape[1]))
+    assert rel_err(out, reference(q, k, v, vis)) < 10 * fp32_noise(q, k, v, vis)
+
+
 def test_dense_tile_state_and_compaction():
     """Tile states from the definitions (a tile is skipped when no pair is visible, full when every pair is), and
     the compacted rows: non-empty tiles first in key order, empty steps repeating the row's last tile."""

@@ -45,8 +45,12 @@ def test_an_out_of_memory_error_inside_a_plugins_hook_is_found():
                 raise PluginError("error in plugin vidax-cosmos, hook encode_prompt") from exc
 
 
+VMEM_TEXT = ("RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom: Ran out of memory in memory space vmem while "
+             "allocating on stack for %splash_mha_fwd_no_residuals.47 = (f32)")  # seen: a Pallas kernel's tiles
+
+
 @pytest.mark.parametrize("exc", [JaxRuntimeError("INTERNAL: something else"), RuntimeError(TPU_TEXT),
-                                 ValueError("RESOURCE_EXHAUSTED")])
+                                 ValueError("RESOURCE_EXHAUSTED"), JaxRuntimeError(VMEM_TEXT)])
 def test_other_errors_pass_through_unchanged(exc):
     with pytest.raises(type(exc)) as info:
         with device_oom.phase("decode"):

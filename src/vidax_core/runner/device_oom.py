@@ -4,7 +4,8 @@ phase, what XLA asked for and had, and the keys that lower what that phase holds
 XLA reports it as a runtime error whose text holds ``RESOURCE_EXHAUSTED`` (allocating a buffer, or loading a
 program whose temporaries do not fit beside what is already placed, as a VAE decode does beside a resident
 denoiser in a chunked run), or on the CPU "Out of memory allocating N bytes"; raised inside a plugin's hook it
-arrives as the cause of the hook's error.
+arrives as the cause of the hook's error. A kernel whose tiles overflow the chip's vector memory when it compiles
+(``CompileTimeScopedVmemOom``) is the engine's defect whatever the settings: it stays an internal error.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def xla_oom(exc: BaseException | None) -> BaseException | None:
         text = str(exc)
         if type(exc).__name__ in ("JaxRuntimeError", "XlaRuntimeError") and (
                 "RESOURCE_EXHAUSTED" in text or "Out of memory" in text):
-            return exc
+            return None if "memory space vmem" in text or "VmemOom" in text else exc
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
 

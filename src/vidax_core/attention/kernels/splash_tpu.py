@@ -45,6 +45,8 @@ from vidax_core.attention.kernels._common import (causal_limit, fill_rows_withou
 
 LANES = 128
 SMEM_BUDGET = 256 * 1024  # bytes of the per-step tables one kernel call may hold (a v5e has 1 MiB of scalar memory)
+VMEM_BUDGET = 12 * 2**20  # bytes of tiles one grid step may hold: 3/4 of the 16 MiB of vector memory a kernel gets by
+# default on v4/v5e (the compiler refuses a kernel past it: "CompileTimeScopedVmemOom")
 UNPADDED_HEAD_DIMS = (64,)  # head dims below a multiple of 128 that run unpadded
 
 
@@ -208,9 +210,23 @@ def tiles_for(kind: str, sq: int, sk: int, d: int, dtype: Any, blocks: splash_bl
     bq = min(b.block_q, round_up(sq, LANES))
     bkv = min(b.block_kv, round_up(sk, LANES))
     bkc = min(b.block_kv_compute, bkv)
+    itemsize = jnp.dtype(dtype).itemsize
+    while vmem_bytes(bq, bkv, bkc, head_dim_padded(d), itemsize) > VMEM_BUDGET and max(bq, bkv) > LANES:
+        if bkv >= bq:  # wide heads (a VAE's one head of 512-1024 channels): halve the larger tile until it fits
+            bkv = max(LANES, bkv // 2 // LANES * LANES)
+            bkc = min(bkc, bkv)
+        else:
+            bq = max(LANES, bq // 2 // LANES * LANES)
     while bkv % bkc:
         bkc -= LANES
     return splash_blocks.Blocks(bq, bkv, bkc)
+
+
+def vmem_bytes(bq: int, bkv: int, bkc: int, d: int, itemsize: int) -> int:
+    """What one grid step of the kernel holds in vector memory (an estimate from its buffers): the q, k, v and out
+    tiles double-buffered, the float32 output accumulator, and float32 logits and probabilities of one compute slice
+    (with one spare)."""
+    return 2 * itemsize * d * (2 * bq + 2 * bkv) + 4 * bq * d + 3 * 4 * bq * bkc + 2 * 4 * bq * LANES
 
 
 def head_dim_padded(d: int) -> int:
