@@ -14,7 +14,8 @@
 #   wan21-14b       Wan2.1-T2V-14B, 480x832x81, fp8 blocks, the full UMT5-XXL encoder, offload chunk 2
 #   wan22-a14b      Wan2.2-T2V-A14B, the same, both experts streamed from a disk cache (two 14B experts do not fit
 #                   a 40 GB host beside the TPU runtime in pinned memory)
-#   wan21-14b-720p  Wan2.1-T2V-14B at 1280x720x81, the same
+#   wan21-14b-720p  Wan2.1-T2V-14B at 1280x720x81, the same, one model call per guidance branch (batched, the
+#                   activations of 720p are 13.6 GiB: the second step's program did not load on the v5e)
 #   hunyuan15-480p  HunyuanVideo-1.5 T2V 480p, 848x480x121, fp8 blocks, the full Qwen2.5-VL-7B text tower
 #   ltx2-19b        LTX-2 19B dev at its reference size, fp8 blocks from a disk cache, the full Gemma-3 12B encoder
 # Before the run, its dry run (the same config) is kept as OUT_DIR/<case>.dry.txt, and the run's resident memory is
@@ -67,7 +68,7 @@ case "$CASE" in
   wan22-a14b) ID=wan2.2-t2v-a14b CONFIG=configs/wan22_t2v_a14b_480p.yaml
               RUN=(offload.enabled=true offload.chunk_size=2 offload.storage=disk) ;;
   wan21-14b-720p) ID=wan2.1-t2v-14b CONFIG=configs/wan21_14b_720p.yaml
-                  RUN=(offload.enabled=true offload.chunk_size=2) ;;
+                  RUN=(offload.enabled=true offload.chunk_size=2 runtime.batch_branches=false) ;;
   hunyuan15-480p) ID=hunyuanvideo-1.5-t2v-480p CONFIG=configs/hunyuan15_t2v_480p.yaml
                   RUN=(offload.enabled=true offload.chunk_size=2) ;;
   ltx2-19b) ID=ltx-2-19b-dev CONFIG=configs/ltx2_19b_dev.yaml

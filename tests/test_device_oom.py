@@ -18,6 +18,13 @@ ALLOC_TEXT = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 22.50Gi
 CPU_TEXT = "INTERNAL: Error dispatching computation: Out of memory allocating 26829645144 bytes."
 
 
+def test_a_program_that_cannot_load_is_out_of_memory_too():
+    """Seen on the v5e (Wan2.1-14B at 720p, the second step): loading a program raised a ValueError."""
+    with pytest.raises(UserError, match=r"^out of memory during sampling \(a program needed 4.99G, 3.05G was free\)"):
+        with device_oom.phase("sampling"):
+            raise ValueError(TPU_TEXT)
+
+
 @pytest.mark.parametrize("text, detail", [(TPU_TEXT, "a program needed 4.99G, 3.05G was free"),
                                           (ALLOC_TEXT, "an allocation of 22.50GiB failed"),
                                           (CPU_TEXT, "an allocation of 25.0 GiB failed")])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,8 @@ def ckpt(tmp_path_factory):
     summary = write_random_checkpoint("wan2.1-t2v-14b", str(out), blocks=BLOCKS, weight_dtype="float8_e4m3fn",
                                       log=lambda _m: None)
     assert summary["components"]["transformer"]["bytes"] > 2**30  # two 14B-width blocks in fp8 + bf16 rest
-    return out
+    yield out
+    shutil.rmtree(out, ignore_errors=True)  # 1.4 GB of random weights: not kept for the rest of the suite
 
 
 def _run(ckpt, storage, monkeypatch, tmp_path):
@@ -52,6 +54,7 @@ def _run(ckpt, storage, monkeypatch, tmp_path):
     where = ["offload.enabled=false"] if storage == "resident" else [f"offload.storage={storage}"]
     with vidax.load(CONFIG, f"model.checkpoint={ckpt}", *RUN, *where) as pipe:
         out = pipe()
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
     return out.metrics, np.asarray(out.latents)
 
 

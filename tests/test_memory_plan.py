@@ -148,3 +148,44 @@ def test_encoders_are_sized_at_the_dtype_they_compute_in(model_id):
         c = c.get("text_config", c)
         layers = int(c.get("num_hidden_layers") or c["num_layers"])
         assert text.streams and text.depth == layers and 0 < text.largest_layer * layers < text.total
+
+
+def test_one_call_per_guidance_branch_halves_the_activations_and_makes_the_same_video(capfd):
+    """``runtime.batch_branches=false``: classifier-free guidance's two branches run as two model calls of batch 1
+    (as diffusers' Wan pipeline runs them): the dry run's activations are exactly half, its advice names the key
+    while it is unset, and the video is the batched one (float32 rounding apart)."""
+    from vidax_core.guidance import ClassifierFree
+    from vidax_core.runner.step import plan_batches
+
+    ctx = [np.zeros((1, 4, 8), np.float32)] * 2
+    assert plan_batches(ClassifierFree(5.0), ctx)[0] == (("cond", "uncond"),)
+    assert plan_batches(ClassifierFree(5.0), ctx, together=False)[0] == (("cond",), ("uncond",))
+
+    def activations(*keys):
+        assert cli.main(["run", DEMO, "--dry-run", "--device", "tpu-v5e", *keys]) == 0
+        out = capfd.readouterr().out
+        line = next(x for x in out.splitlines() if x.startswith("activations:"))
+        row = next(x for x in out.splitlines() if x.strip().startswith("activations "))
+        return float(line.split("~")[1].split()[0]), line, row
+
+    batched, line, row = activations()
+    split, line1, row1 = activations("runtime.batch_branches=false")
+    assert "batch 2 over dp=1" in line and "batch 1 over dp=1" in line1
+    assert split == pytest.approx(batched / 2, rel=0.01)
+    assert "runtime.batch_branches=false" not in row  # shown only as advice when a part does not fit
+    with vidax.load(DEMO, *FAST) as pipe:
+        one = pipe()
+    with vidax.load(DEMO, *FAST, "runtime.batch_branches=false") as pipe:
+        two = pipe()
+    np.testing.assert_allclose(np.asarray(two.latents), np.asarray(one.latents), rtol=0, atol=1e-5)
+
+
+def test_a_peak_at_the_edge_of_the_device_is_not_called_a_fit():
+    """Wan2.1-14B at 720p on the v5e: the dry run said 15.7 of 15.75 GiB "fits", and the second step's program
+    failed to load. Within 5% of the device the verdict says so, with the advice."""
+    plan = mp.Placement(budget=100 << 20)
+    plan.add("activations", "device", 97 << 20, phases="denoise", device_key="runtime.batch_branches=false")
+    verdict = next(x for x in plan.lines(mp.fmt_bytes) if "peak per device" in x)
+    assert "at the edge: may not fit" in verdict and "runtime.batch_branches=false" in verdict
+    plan.rows[0].device = 94 << 20
+    assert next(x for x in plan.lines(mp.fmt_bytes) if "peak per device" in x).endswith(": fits")

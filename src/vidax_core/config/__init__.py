@@ -112,6 +112,10 @@ class RuntimeConfig:
     # their layers streamed from the checkpoint, else the host's CPU), device, stream, cpu (vidax_core.runner.
     # memory_plan)
     encode_on: str = "auto"
+    # guidance branches with like inputs share one model call (batch 2 for classifier-free guidance); false: one
+    # call per branch, as the original Wan code and diffusers' Wan pipelines run them (half the activations: Wan
+    # 14B at 720p fits one 16 GiB chip only so)
+    batch_branches: bool = True
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,8 @@ _RANGES: Sequence[tuple[str, Any, str]] = (
      f"must be null (the checkpoint's storage) or one of {', '.join(WEIGHT_DTYPES)}"),
     ("runtime.text_encoder", lambda v: v in ("host", "device", "reload"), "must be one of host, device, reload"),
     ("runtime.matmul_precision", lambda v: v in MATMUL_PRECISIONS, f"must be one of {', '.join(MATMUL_PRECISIONS)}"),
+    ("runtime.batch_branches", lambda v: isinstance(v, bool), "must be true (the guidance branches share one "
+     "model call) or false (one call per branch: half the activations)"),
     ("runtime.encode_on", lambda v: v in ("auto", "device", "stream", "cpu"), "must be auto, device (the run's "
      "devices), stream (the run's devices, the encoder's layers streamed from the checkpoint) or cpu (this host's "
      "CPU)"),

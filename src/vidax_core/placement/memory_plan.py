@@ -331,6 +331,9 @@ def cpu_scope():
 
 
 PHASES = ("encode", "denoise", "decode")
+#: a device peak above this share of the device's memory is "at the edge": Wan2.1-14B at 720p, estimated at 15.7 of
+#: the v5e's 15.75 GiB, failed to load its second step's program
+EDGE = 0.95
 
 
 @dataclass
@@ -421,7 +424,9 @@ class Placement:
             out.append(f"  {r.part:<13} {r.where:<26} {amounts}{when}{'; ' + r.note if r.note else ''}")
         peak, phase = self.device_peak(), self._peak_phase("device")
         if self.budget:
-            verdict = "fits" if peak <= self.budget else "does not fit: " + self.advice("device")
+            verdict = ("fits" if peak <= EDGE * self.budget else
+                       "at the edge: may not fit (the estimates are good to a few percent); " + self.advice("device")
+                       if peak <= self.budget else "does not fit: " + self.advice("device"))
             out.append(f"  peak per device ~{fmt(peak)} ({phase}) of {fmt(self.budget)}: {verdict}")
         else:
             out.append(f"  peak per device ~{fmt(peak)} ({phase}; the device's memory is not known: name one with "

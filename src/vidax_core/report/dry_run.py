@@ -155,7 +155,7 @@ def _unset(cfg: RunConfig, key: str, value: Any) -> bool:
 
 def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
                     activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any,
-                    host_memory_gib: float | None = None, kv_cache_bytes: int | None = None) -> Any:
+                    host_memory_gib: float | None = None, kv_cache_bytes: int | None = None, batch: int = 1) -> Any:
     """The placement (:class:`vidax_core.placement.memory_plan.Placement`) of a run: where the text encoder, the
     denoiser and the VAE live per phase, against the device's memory and the host's (``host_memory_gib``: a host
     the user names; else what this machine has available), each part with the key that shrinks it."""
@@ -216,8 +216,11 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         plan.add("kv cache", "device", kv_cache_bytes, phases="denoise",
                  note="a causal run's keys and values, fixed by the attention window (heads over tp and sp)",
                  device_key=f"parallel.sp={2 * sp} over {2 * sp} devices, or a shorter options.cache_window")
+    split = ("runtime.batch_branches=false (one model call per guidance branch: the activations of one), "
+             if batch > 1 and cfg.runtime.batch_branches else "")
     plan.add("activations", "device", activation_bytes, note="one block, estimate", phases="denoise",
-             device_key=f"parallel.sp={2 * sp} over {2 * sp} devices, or a lower sampling.height / width / num_frames")
+             device_key=f"{split}parallel.sp={2 * sp} over {2 * sp} devices, or a lower sampling.height / width / "
+                        "num_frames")
     if cpu and (dequant := _dequantised_block_bytes(flat, sizes[0].groups, compute_dtype)):
         plan.add("8-bit kernels", "device", dequant, note="one block's, converted to the compute dtype for its matmuls "
                  "(XLA:CPU materialises a dot's operands; an accelerator fuses the conversion)", phases="denoise")
@@ -323,7 +326,7 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
 
     sized = max(range(len(plan.passes)), key=lambda k: np.prod(plan.grids[k]) if plan.grids[k] else 0)
     latent, placements = plan.grids[sized], plan.placements[sized]  # the largest pass is sized
-    batch = expected_batch(plan.guides[sized])
+    batch = expected_batch(plan.guides[sized], cfg.runtime.batch_branches)
     mesh_plan, streamed = placements[0].plan, placements[0].offload_groups
     abstracts = [abstract_model(b.ctor) for b in builds]
     sizes = [size_denoiser(a[2], b.block_counts) for a, b in zip(abstracts, builds)]
@@ -344,7 +347,7 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
         kv = plan.kv_cache.per_device_bytes(batch, mp.dp, mp.tp, mp.sp)
     table = placement_table(cfg, spec, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp,
                             activation_bytes, peak, abstracts[0][2], builds[0].param_dtype, host_memory_gib,
-                            kv_cache_bytes=kv)
+                            kv_cache_bytes=kv, batch=batch)
     return RunSizing(latent, mesh_plan, streamed, abstracts, sizes, chunk, tp, resident, how, activations, table)
 
 

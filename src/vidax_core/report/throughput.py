@@ -42,8 +42,8 @@ PEAKS: dict[str, Peak] = {p.name: p for p in (
     Peak("a100", ("a100",), 312.0, 624.0, 80 * 1e9 / 2**30),
     Peak("l40s", ("l40s",), 362.05, 733.0, 48 * 1e9 / 2**30),
     Peak("tpu-v4", ("tpu v4",), 275.0, 275.0, 32.0),
-    Peak("tpu-v5e", ("tpu v5 lite", "tpu v5e"), 197.0, 394.0, 16.0, runtime_host_gib=14.0,
-         h2d_gib_s=1.58),  # docs/memory.md
+    Peak("tpu-v5e", ("tpu v5 lite", "tpu v5e"), 197.0, 394.0, 15.75, runtime_host_gib=14.0,
+         h2d_gib_s=1.58),  # docs/memory.md; memory: JAX's bytes_limit of its 16 GiB HBM
     Peak("tpu-v5p", ("tpu v5p", "tpu v5"), 459.0, 918.0, 95.0),
     Peak("tpu-v6e", ("tpu v6 lite", "tpu v6e", "tpu v6"), 918.0, 1836.0, 32.0),
 )}

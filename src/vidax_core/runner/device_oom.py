@@ -20,8 +20,9 @@ from vidax_core.errors import UserError
 ADVICE = {
     "encode": "on an accelerator set runtime.encode_on=cpu (the prompt encoder computes on the host); on the CPU "
               "the encoder needs a machine with more memory (the dry run's text encoder row says how much)",
-    "sampling": "lower sampling.height / width / num_frames, or set offload.enabled=true, "
-                "model.weight_dtype=float8_e4m3fn, or spread the run over more devices (parallel.sp / parallel.tp)",
+    "sampling": "lower sampling.height / width / num_frames, or set runtime.batch_branches=false (one model call "
+                "per guidance branch), offload.enabled=true, model.weight_dtype=float8_e4m3fn, or spread the run "
+                "over more devices (parallel.sp / parallel.tp)",
     "decode": "set vae.tiling=true (the video decodes in spatial tiles), or lower sampling.height / width",
 }
 
@@ -32,8 +33,11 @@ def xla_oom(exc: BaseException | None) -> BaseException | None:
     seen = 0
     while exc is not None and seen < 8:
         text = str(exc)
-        if type(exc).__name__ in ("JaxRuntimeError", "XlaRuntimeError") and (
-                "RESOURCE_EXHAUSTED" in text or "Out of memory" in text):
+        xla = type(exc).__name__ in ("JaxRuntimeError", "XlaRuntimeError") and (
+            "RESOURCE_EXHAUSTED" in text or "Out of memory" in text)
+        # loading a program that does not fit arrives as a ValueError on the v5e (JAX 0.10.2)
+        loading = isinstance(exc, ValueError) and "RESOURCE_EXHAUSTED" in text and "ProgramAllocationFailure" in text
+        if xla or loading:
             return None if "memory space vmem" in text or "VmemOom" in text else exc
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None

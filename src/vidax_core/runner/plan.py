@@ -208,10 +208,11 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
     return Placement(mesh, plan, rules, specs, groups)
 
 
-def expected_batch(guide: Guidance) -> int:
-    """Model batch of the largest call, assuming the branches' contexts have equal shapes (checked after encoding)."""
+def expected_batch(guide: Guidance, together: bool = True) -> int:
+    """Model batch of the largest call, assuming the branches' contexts have equal shapes (checked after encoding);
+    1 when every branch is its own call (``runtime.batch_branches=false``)."""
     plain = [b for b in guide.branches if not b.model_kwargs]
-    return max(len(plain), 1)
+    return max(len(plain), 1) if together else 1
 
 
 # -- the plan of a call ------------------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ class Planner:
     def placement(self, k: int, run: RunConfig, grid: tuple[int, int, int] | None, guide: Guidance) -> Placement:
         """Expert ``k``'s placement for a pass of ``run`` at ``grid`` (None: not known yet, the token rule is
         left out), checked against every parallel and offload rule."""
-        batch = expected_batch(guide)
+        batch = expected_batch(guide, run.runtime.batch_branches)
         key = (k, grid, batch, repr(run.parallel), repr(run.offload), repr(sorted(dict(run.options or {}).items())))
         if key not in self._placements:
             build = self.builds[k] if grid is not None else dataclasses.replace(self.builds[k], patch_size=None)

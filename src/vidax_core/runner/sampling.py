@@ -64,7 +64,7 @@ def sample_pass(spec, ckpt, p: SamplingPass, plugins: Plugins, reporter: Reporte
     step and may cancel between steps. ``step_noise(i)``: the conditioning's step noise (None: the seeded draw).
     ``device_arrays``: step inputs already on the devices, beside the conditioning's (a causal run's ``kv_cache``)."""
     cfg = p.run
-    batches, prompt_index = plan_batches(guide, contexts)
+    batches, prompt_index = plan_batches(guide, contexts, cfg.runtime.batch_branches)
     dp = experts[0].placement.plan.dp
     batch = max(len(b) for b in batches)
     if batch % dp:

@@ -38,9 +38,11 @@ class StepPlan:
     cache: Any = None  # a vidax_core.cache.plan.CachePlan: the state is then {"sampler": ..., "cache": ...}
 
 
-def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
+def plan_batches(guidance: Guidance, contexts: Sequence[Any], together: bool = True
+                 ) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
     """Group the branches into model calls: branches whose contexts have the same structure and shapes and that
-    have no branch-only inputs share one call. Returns (batches, branch name -> prompt index)."""
+    have no branch-only inputs share one call (``together``; else each branch is its own call: ``runtime.
+    batch_branches``). Returns (batches, branch name -> prompt index)."""
     prompt_index = {b.name: guidance.prompts.index(b.prompt) for b in guidance.branches}
 
     def shape_of(tree):
@@ -52,7 +54,7 @@ def plan_batches(guidance: Guidance, contexts: Sequence[Any]) -> tuple[tuple[tup
         key = (jax.tree.structure(contexts[prompt_index[b.name]]),
                jax.tree.leaves(shape_of(contexts[prompt_index[b.name]])),
                bool(b.model_kwargs), b.name if b.model_kwargs else None)
-        if not b.model_kwargs and key in keys:
+        if together and not b.model_kwargs and key in keys:
             batches[keys.index(key)].append(b.name)
         else:
             keys.append(key)
