@@ -98,3 +98,27 @@ def test_gaussian_posterior_splits_clamps_and_broadcasts():
     shared = np.concatenate([moments[..., :2], np.full((1, 1, 1, 1, 1), 3.0, np.float32)], axis=-1)
     _, lv = gaussian_posterior(shared, 2)  # one log-variance channel (LTX) broadcast to every latent channel
     assert lv.shape == (1, 2, 1, 1, 1) and lv.ravel().tolist() == [3.0, 3.0]
+
+
+def test_a_tiled_run_reports_each_tile_as_it_finishes():
+    """A decode of many tiles (HunyuanVideo-1.5's 128-pixel tiles ran for minutes on the v5e with no progress)
+    reports (done, total) once per finished tile program, in order, only inside ``tile_progress``; one tile
+    reports nothing."""
+    from vidax_core.report.progress import tile_progress
+
+    def double(x, caches, first, where, **_):
+        return jnp.asarray(x) * 2, caches
+
+    plan = TilePlan((4, 4), (2, 2), (2, 2), (2, 2), (0, 0), (4, 4))  # 2 x 2 tiles, no blend
+    x = np.arange(2 * 3 * 4 * 4 * 1, dtype=np.float32).reshape(2, 3, 4, 4, 1)
+    seen = []
+    with tile_progress(lambda d, t: seen.append((d, t))):
+        out = run_tiled(x, double, plan=plan, bounds=[(0, 1), (1, 3)])
+    np.testing.assert_array_equal(out, 2 * x)
+    assert seen == [(k, 8) for k in range(1, 9)]  # 4 tiles x 2 time chunks
+    seen.clear()
+    with tile_progress(lambda d, t: seen.append((d, t))):
+        run_tiled(x, double, plan=TilePlan.whole((4, 4), (4, 4)), bounds=[(0, 3)])
+    assert seen == []
+    run_tiled(x, double, plan=plan, bounds=[(0, 3)])  # no listener: nothing waits, nothing reported
+    assert seen == []

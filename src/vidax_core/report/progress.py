@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 import time
 import weakref
@@ -54,6 +55,55 @@ def follow_chunks(bar: tqdm, also: Callable[[int, int], None] | None = None) -> 
             also(done, total)
 
     return on_chunk
+
+
+_TILES: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvars.ContextVar("vidax_tiles", default=None)
+
+
+@contextlib.contextmanager
+def tile_progress(on_tile: Callable[[int, int], None]) -> Iterator[None]:
+    """Within the block, every tiled VAE call (:class:`vidax_core.vae.tiling.TiledStream`) reports ``on_tile(done,
+    total)`` as each tile's program finishes: a decode of many tiles shows progress whichever family's VAE runs,
+    with no callback through its hooks."""
+    token = _TILES.set(on_tile)
+    try:
+        yield
+    finally:
+        _TILES.reset(token)
+
+
+def tile_listener() -> Callable[[int, int], None] | None:
+    """The enclosing :func:`tile_progress`'s callback, or None."""
+    return _TILES.get()
+
+
+def report_tile(done: int, total: int) -> None:
+    """Tell the enclosing :func:`tile_progress` (if any) that ``done`` of ``total`` tiles are issued."""
+    fn = _TILES.get()
+    if fn is not None:
+        fn(done, total)
+
+
+class TileBar:
+    """A ``decode tiles`` bar made at the first report (an untiled decode shows none)."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter, self.bar = reporter, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if total <= 1:
+            return
+        if self.bar is None:
+            self.bar = self.reporter.bar(total, "decode tiles", unit="tile")
+        if done < self.bar.n:  # the next piece of a stream decoded window by window
+            self.bar.reset(total=total)
+        if self.bar.total != total:
+            self.bar.total = total
+        self.bar.update(max(done - self.bar.n, 0))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def close_bars() -> None:

@@ -54,7 +54,7 @@ from vidax_core.report.metrics import run_metrics
 from vidax_core.runner.outputs import RunResult, write_call_outputs
 from vidax_core.runner.plan import CallPlan, Planner, check_vae_grids, plan_lines
 from vidax_core.runner.preflight import preflight
-from vidax_core.report.progress import Reporter, Timer, follow_chunks
+from vidax_core.report.progress import Reporter, TileBar, Timer, follow_chunks, tile_progress
 from vidax_core.runner.prompts import encode_prompts
 from vidax_core.runner.compilation_cache import setup_runtime
 from vidax_core.runner.sampling import PassResult, initial_latents, sample_pass
@@ -531,9 +531,11 @@ class LoadedModel:
         tiling, why = memory_plan.decode_tiling(self.spec, self.ckpt, run, self._decode_beside())
         if why:
             self.reporter.log(why)
+        tiles = TileBar(self.reporter)
         with memory.window() as self.memory_phases["decode"], device_oom.phase("decode"), \
-                timer.compiling("decode"):
+                timer.compiling("decode"), tile_progress(tiles):
             decoded = vae.decode_video(final, on_chunk=follow_chunks(dbar, on_decode), tiling=tiling)
+        tiles.close()
         dbar.close()
         if not isinstance(decoded, Decoded):
             decoded = Decoded(np.asarray(decoded))

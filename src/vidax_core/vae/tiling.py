@@ -22,6 +22,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from vidax_core.report.progress import report_tile
+
 #: One chunk: ``chunk_fn(x_chunk, caches, first, (input placement, weight placement)) -> (output, caches)``;
 #: ``caches`` is ``None`` on the first chunk. ``x_chunk`` is a host array (B, t, h, w, C) (a unit group stacked on
 #: the batch axis); the output a (device) array (B, t', h', w', C'). A placement is a sharding, a device or None.
@@ -337,6 +339,7 @@ class TiledStream:
                 on_chunk(len(done), n)
 
         pending = None  # chunk k-1 comes to host while chunk k computes
+        ticks = _TileTicks(len(bounds) * len(self.groups))
         for s, e in bounds:
             outs = []
             for g, members in enumerate(self.groups):
@@ -360,10 +363,42 @@ class TiledStream:
                 if hasattr(out, "copy_to_host_async"):
                     out.copy_to_host_async()
                 outs.append(out)
+                ticks.issued(out)
             if pending is not None:
                 collect(*pending)
             pending = (outs, not self.started)
             self.started = True
+        ticks.finish()
         if pending is not None:
             collect(*pending)
         return np.concatenate(done, axis=1)
+
+
+class _TileTicks:
+    """Tile progress as tiles finish (:func:`vidax_core.report.progress.report_tile`): after a tile's program is
+    issued, the one before it is waited for and counted; the device has the next one queued meanwhile. Only while a
+    progress listener is set (else nothing waits)."""
+
+    def __init__(self, total: int) -> None:
+        from vidax_core.report.progress import tile_listener
+
+        self.total, self.done, self.prev = total, 0, None
+        self.on = tile_listener() is not None and total > 1
+
+    def issued(self, out: Any) -> None:
+        if self.on:
+            self._count()
+            self.prev = out
+
+    def _count(self) -> None:
+        if self.prev is not None:
+            import jax
+
+            jax.block_until_ready(self.prev)
+            self.done += 1
+            report_tile(self.done, self.total)
+
+    def finish(self) -> None:
+        if self.on:
+            self._count()
+            self.prev = None
