@@ -189,3 +189,25 @@ def test_a_peak_at_the_edge_of_the_device_is_not_called_a_fit():
     assert "at the edge: may not fit" in verdict and "runtime.batch_branches=false" in verdict
     plan.rows[0].device = 94 << 20
     assert next(x for x in plan.lines(mp.fmt_bytes) if "peak per device" in x).endswith(": fits")
+
+
+def test_the_process_line_leaves_the_device_runtime_to_its_own_row(monkeypatch):
+    """On the v5e's host (gVisor: no RssAnon) the dry run ran after the TPU runtime started, took the process's
+    13.6 GiB of resident memory (the runtime's ~13.3 in it) and added the runtime's 14.0 GiB again: 39.0 GiB said,
+    32.2 held. The runtime is counted once, as its row."""
+    from jax._src import xla_bridge
+
+    from vidax_core.report import dry_run, memory
+
+    monkeypatch.setattr(memory, "anon_mb", lambda: None)
+    monkeypatch.setattr(memory, "rss_mb", lambda: 13.6 * 1024)
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)
+    monkeypatch.setattr(dry_run.jax, "default_backend", lambda: "tpu")
+    monkeypatch.setattr(memory, "runtime_mb", lambda: 13.3 * 1024)
+    assert dry_run.process_bytes(False, 14 << 30) == dry_run.PROCESS_FLOOR  # 0.3 GiB of its own, the floor
+    monkeypatch.setattr(memory, "rss_mb", lambda: 16.3 * 1024)
+    assert dry_run.process_bytes(False, 14 << 30) == int(3.0 * 2**30)
+    monkeypatch.setattr(memory, "runtime_mb", lambda: None)  # not measured: the table's runtime figure
+    assert dry_run.process_bytes(False, 14 << 30) == int((16.3 - 14.0) * 2**30)
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)  # runtime not started: all ours
+    assert dry_run.process_bytes(False, 14 << 30) == int(16.3 * 2**30)
