@@ -211,3 +211,18 @@ def test_the_process_line_leaves_the_device_runtime_to_its_own_row(monkeypatch):
     assert dry_run.process_bytes(False, 14 << 30) == int((16.3 - 14.0) * 2**30)
     monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)  # runtime not started: all ours
     assert dry_run.process_bytes(False, 14 << 30) == int(16.3 * 2**30)
+
+
+def test_a_decode_that_will_not_fit_is_said_before_sampling(capfd, monkeypatch):
+    """HunyuanVideo-1.5 480p on the v5e sampled for minutes, then its decode failed: the run now says so first."""
+    monkeypatch.setattr(mp, "device_budget", lambda peak=None: 1 << 20)  # a device of 1 MiB
+    with vidax.load(DEMO, *FAST, "output.path=null", quiet=False) as pipe:
+        pipe()
+    err = capfd.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("warning: the decode is estimated"))
+    assert "on the device's 1.0 MiB" in line and "set vae.tiling=true" in line
+    assert err.index("warning: the decode is estimated") < err.index("sampling")
+    monkeypatch.undo()
+    with vidax.load(DEMO, *FAST, "output.path=null", quiet=False) as pipe:
+        pipe()
+    assert "warning: the decode" not in capfd.readouterr().err

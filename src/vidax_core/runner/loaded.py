@@ -424,6 +424,7 @@ class LoadedModel:
             raise UserError(f"{self.spec.id} makes its video in one pass: there is no cache to keep or continue")
         progress = _Progress(plan.total_steps, on_progress, cancel)
         if plan.windows is None:
+            self._warn_decode(plan)
             results = self._sample_passes(plan, vae, contexts, timer, progress, made)
             final = results[-1].final
             frames, decoded = self._decode(plan, vae, final, timer, on_decode)
@@ -649,6 +650,27 @@ class LoadedModel:
                 if self.session is extend:
                     self.session = None
         return results, latents, rows, kv_bytes, session
+
+    def _warn_decode(self, plan: CallPlan) -> None:
+        """Before sampling, one line when the decode as it will run (tiled where the untiled one does not fit) is
+        estimated past the device's memory beside the placed weights: HunyuanVideo-1.5 at 480p with the reference's
+        256-pixel tiles needs ~22.7 GiB, learned otherwise only after minutes of sampling."""
+        budget = memory_plan.device_budget()  # None on the CPU backend: no device memory of its own
+        run = plan.passes[-1].run
+        if budget is None:
+            return
+        held = self._decode_beside()
+        tiling, _ = memory_plan.decode_tiling(self.spec, self.ckpt, run, held)
+        need = memory_plan.decode_bytes(self.spec, self.ckpt, run, tiling=tiling)
+        if need is None or need + held <= budget:
+            return
+        tiled = memory_plan.tiling_options(tiling).enabled
+        fix = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}" if tiled \
+            else "vae.tiling=true"
+        size = memory_plan.fmt_bytes
+        self.reporter.log(f"warning: the decode is estimated at ~{size(need)} beside {size(held)} of weights on the "
+                          f"device's {size(budget)} and may run out of memory after sampling: set {fix} (vidax run "
+                          "--dry-run shows the placement)")
 
     def _decode_beside(self) -> int:
         """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's
