@@ -334,6 +334,8 @@ PHASES = ("encode", "denoise", "decode")
 #: a device peak above this share of the device's memory is "at the edge": Wan2.1-14B at 720p, estimated at 15.7 of
 #: the v5e's 15.75 GiB, failed to load its second step's program
 EDGE = 0.95
+#: the advice for a tiled decode that does not fit (the dry run's row, the run's warning before sampling)
+SMALLER_TILES = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}"
 
 
 @dataclass

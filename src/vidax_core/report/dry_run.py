@@ -142,7 +142,6 @@ def _dequantised_block_bytes(flat: dict, groups: Any, compute_dtype: Any) -> int
 #: what a process driving an accelerator holds beside the run's parts: Python, JAX, the compiled programs and
 #: XLA's compiles (1.1 GiB while sampling, 3 GiB while the decode compiled, Wan2.1-14B on the v5e, docs/memory.md)
 PROCESS_FLOOR = 2 << 30
-SMALLER_TILES = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}"
 
 
 def process_bytes(cpu: bool, runtime_bytes: int | None) -> int:
@@ -251,7 +250,7 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
                  note=("one tile's temporaries, estimate" + ("; the run tiles it: the untiled decode does not fit"
                                                              if why else "")) if tiled else
                  "one decode program's temporaries, estimate",
-                 device_key=SMALLER_TILES if tiled else "vae.tiling=true")
+                 device_key=mp.SMALLER_TILES if tiled else "vae.tiling=true")
     if cpu:
         for r in plan.rows:
             r.where, r.host, r.host_key = r.where.replace("device", "cpu device"), r.host + r.device, \

@@ -78,8 +78,8 @@ def tile_listener() -> Callable[[int, int], None] | None:
 
 
 def report_tile(done: int, total: int) -> None:
-    """Tell the enclosing :func:`tile_progress` (if any) that ``done`` of ``total`` tiles are issued."""
-    fn = _TILES.get()
+    """Tell the enclosing :func:`tile_progress` (if any) that ``done`` of ``total`` tiles have finished."""
+    fn = tile_listener()
     if fn is not None:
         fn(done, total)
 

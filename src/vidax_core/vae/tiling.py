@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from vidax_core.report.progress import report_tile
+from vidax_core.report.progress import report_tile, tile_listener
 
 #: One chunk: ``chunk_fn(x_chunk, caches, first, (input placement, weight placement)) -> (output, caches)``;
 #: ``caches`` is ``None`` on the first chunk. ``x_chunk`` is a host array (B, t, h, w, C) (a unit group stacked on
@@ -380,8 +380,6 @@ class _TileTicks:
     progress listener is set (else nothing waits)."""
 
     def __init__(self, total: int) -> None:
-        from vidax_core.report.progress import tile_listener
-
         self.total, self.done, self.prev = total, 0, None
         self.on = tile_listener() is not None and total > 1
 
