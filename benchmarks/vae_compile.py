@@ -11,8 +11,8 @@ program times the chunks) and its MFU against the device's peak. ``--cache DIR``
 cache on, so a second process with the same DIR shows what a warm cache leaves. ``--tiled``: diffusers' default
 tiles (256 px, stride 192; SkyReels-V2 540p decodes this way). ``--compile-only``: no decode, the chunk program
 traced, lowered and compiled ahead of time from shapes (seconds of each, the process's CPU seconds, the HLO's
-instruction and convolution counts): what a CPU host can measure of a TPU's compile. ``--repeat-warm N``: N
-further decodes, the median reported (the warm decode time).
+instruction and convolution counts, its temporaries' bytes): what a CPU host can measure of a TPU's compile.
+``--repeat-warm N``: N further decodes, the median reported (the warm decode time).
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ def compile_only(vae, lat: np.ndarray, tiled: bool) -> dict:
     hlo = lowered.as_text()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return {"programs": 1, "tiles": plan.num_tiles, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2,
+    mem = compiled.memory_analysis()
+    return {"programs": 1, "temp_bytes": getattr(mem, "temp_size_in_bytes", None), "tiles": plan.num_tiles,
+            "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2,
             "total_s": t3 - t0, "process_cpu_s": cpu1 - cpu0,
             "hlo_lines": hlo.count("\n"), "hlo_convolutions": len(re.findall(r"stablehlo\.convolution", hlo)),
             "flops_per_chunk": float((cost or {}).get("flops", 0.0))}

@@ -25,6 +25,16 @@ def test_a_program_that_cannot_load_is_out_of_memory_too():
             raise ValueError(TPU_TEXT)
 
 
+def test_a_buffer_that_cannot_be_allocated_is_out_of_memory_too():
+    """Seen on the v5e (Wan2.1-14B at 720p, a tiled decode whose every tile kept its caches on the device)."""
+    with pytest.raises(UserError, match=r"^out of memory during decode \(RESOURCE_EXHAUSTED: E0100"):
+        with device_oom.phase("decode"):
+            raise ValueError("RESOURCE_EXHAUSTED: E0100: RuntimeBufferAllocationFailure:")
+    with pytest.raises(ValueError):  # any other ValueError stays what it is
+        with device_oom.phase("decode"):
+            raise ValueError("RESOURCE_EXHAUSTED is not an allocation failure")
+
+
 @pytest.mark.parametrize("text, detail", [(TPU_TEXT, "a program needed 4.99G, 3.05G was free"),
                                           (ALLOC_TEXT, "an allocation of 22.50GiB failed"),
                                           (CPU_TEXT, "an allocation of 25.0 GiB failed")])

@@ -122,3 +122,32 @@ def test_a_tiled_run_reports_each_tile_as_it_finishes():
     assert seen == []
     run_tiled(x, double, plan=plan, bounds=[(0, 3)])  # no listener: nothing waits, nothing reported
     assert seen == []
+
+
+def test_a_tiled_stream_runs_tile_by_tile_and_keeps_no_tile_caches_on_the_device():
+    """Every tile's chunks run before the next tile starts (a 720p decode that kept its 28 tiles' caches on the v5e
+    together ran out of memory), the output is the same as chunk by chunk, and the caches are dropped after the
+    last piece or wait in host memory between pieces of a stream."""
+    from vidax_core.vae.tiling import TiledStream
+
+    calls = []
+
+    def step(x, caches, first, where, **_):  # the cache counts the chunks a tile has run
+        calls.append((float(np.asarray(x).ravel()[0]), bool(first)))
+        count = jnp.zeros(()) if caches is None else caches[0]
+        return jnp.asarray(x) * 2 + count, [count + 1]
+
+    plan = TilePlan((4, 4), (2, 2), (2, 2), (2, 2), (0, 0), (4, 4))  # 2 x 2 tiles, no blend
+    x = np.arange(2 * 3 * 4 * 4 * 1, dtype=np.float32).reshape(2, 3, 4, 4, 1) * 100
+    out = run_tiled(x, step, plan=plan, bounds=[(0, 1), (1, 2), (2, 3)])
+    np.testing.assert_array_equal(out, 2 * x + np.arange(3, dtype=np.float32)[None, :, None, None, None])
+    starts = [v for v, _ in calls]
+    tiles = [x[0, :, i:i + 2, j:j + 2].reshape(3, -1)[:, 0] for i in (0, 2) for j in (0, 2)]
+    assert starts == [float(v) for t in tiles for v in t]  # tile-major: tile 0's three chunks first
+    assert [f for _, f in calls] == [True, False, False] * 4
+    stream = TiledStream(x.shape, step, plan=plan)
+    first = stream.push(x[:, :2], [(0, 1), (1, 2)])
+    assert all(isinstance(c[0], np.ndarray) for c in stream.caches)  # host copies between pieces
+    rest = stream.push(x[:, 2:], [(0, 1)], last=True)
+    np.testing.assert_array_equal(np.concatenate([first, rest], axis=1), out)
+    assert stream.caches == [None] * 4

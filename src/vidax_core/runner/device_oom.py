@@ -35,8 +35,9 @@ def xla_oom(exc: BaseException | None) -> BaseException | None:
         text = str(exc)
         xla = type(exc).__name__ in ("JaxRuntimeError", "XlaRuntimeError") and (
             "RESOURCE_EXHAUSTED" in text or "Out of memory" in text)
-        # loading a program that does not fit arrives as a ValueError on the v5e (JAX 0.10.2)
-        loading = isinstance(exc, ValueError) and "RESOURCE_EXHAUSTED" in text and "ProgramAllocationFailure" in text
+        # loading a program or allocating a buffer that does not fit arrives as a ValueError on the v5e (JAX 0.10.2):
+        # "E0101: RuntimeProgramAllocationFailure", "E0100: RuntimeBufferAllocationFailure"
+        loading = isinstance(exc, ValueError) and "RESOURCE_EXHAUSTED" in text and "AllocationFailure" in text
         if xla or loading:
             return None if "memory space vmem" in text or "VmemOom" in text else exc
         exc, seen = exc.__cause__ or exc.__context__, seen + 1

@@ -9,6 +9,13 @@ such tensors at once (a conv's input and output, the residual, the norm's statis
 program makes (``ModelSpec.vae_decode_frames``: Wan's causal chunks make 4, CogVideoX's 8, HunyuanVideo's time
 tiles 16; None: the whole video at once). Calibrated on the lent TPU v5e: HunyuanVideo-1.5's untiled 480p decode
 asked XLA for 133.8 GB (this estimate: 151 GB), a SkyReels-V2 544x960 chunk for 4.99 GB (4.8 GB).
+
+The Wan decoders' chunk program changes regime with size: its temporaries on the v5e were 3.73 GB at 480x832 and
+5.16 GB at 544x960 (25 frames), near this estimate, then 17.3, 24.3, 26.9 and 27.4 GB at 600x1024, 720x1152,
+704x1280 and 720x1280 (81 frames): linear in the area again, at ~3.2 times the bytes per pixel
+(benchmarks/results/2026-12-07-tpu-v5e-b). Past :data:`WAN_LARGE_TENSOR` bytes in one output-resolution tensor
+the estimate counts :data:`WAN_LARGE_LIVE` such tensors (a GPU was not measured; the larger figure errs on the
+side of tiling).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 LIVE_TENSORS = 6  # float32 tensors of the output-resolution width alive at once, at the decoder's peak
+WAN_LARGE_TENSOR = int(0.8 * 2**30)  # between 544x960's 0.75 GiB and 600x1024's 0.88 GiB (4 frames x 96 channels)
+WAN_LARGE_LIVE = 20
 
 
 def output_channels(config: Mapping[str, Any]) -> tuple[int, int]:
@@ -46,7 +55,9 @@ def decode_bytes(config: Mapping[str, Any], num_frames: int, height: int, width:
         tile_frames = getattr(tiling, "tile_sample_min_num_frames", None)
         if tile_frames:
             frames = min(frames, int(tile_frames))
-    return int(frames * (height // patch) * (width // patch) * channels * 4 * LIVE_TENSORS)
+    tensor = frames * (height // patch) * (width // patch) * channels * 4
+    live = WAN_LARGE_LIVE if "base_dim" in config and tensor > WAN_LARGE_TENSOR else LIVE_TENSORS
+    return int(tensor * live)
 
 
-__all__ = ["LIVE_TENSORS", "decode_bytes", "output_channels"]
+__all__ = ["LIVE_TENSORS", "WAN_LARGE_LIVE", "WAN_LARGE_TENSOR", "decode_bytes", "output_channels"]

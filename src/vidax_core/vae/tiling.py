@@ -265,7 +265,7 @@ def run_tiled(
     """
     x = np.asarray(x)
     return TiledStream(x.shape, chunk_fn, plan=plan, devices=devices, finish=finish,
-                       pad_tiles=pad_tiles).push(x, bounds, on_chunk)
+                       pad_tiles=pad_tiles).push(x, bounds, on_chunk, last=True)
 
 
 class TiledStream:
@@ -327,51 +327,80 @@ class TiledStream:
         return self.finish(chunk) if self.finish is not None else chunk
 
     def push(self, x: Any, bounds: Sequence[tuple[int, int]],
-             on_chunk: Callable[[int, int], None] | None = None) -> np.ndarray:
-        """Run the time chunks ``bounds`` of this piece ``x`` (B, t, H, W, C); their outputs joined on time."""
+             on_chunk: Callable[[int, int], None] | None = None, *, last: bool = False) -> np.ndarray:
+        """Run the time chunks ``bounds`` of this piece ``x`` (B, t, H, W, C); their outputs joined on time.
+
+        Tile by tile: a unit group runs all its chunks before the next group starts, so only one group's causal
+        caches are on the device at a time (28 tiles of a 720p frame kept together overflowed the v5e); each
+        output comes to the host while the next computes, and a chunk is blended once its last group is in.
+        Between pieces the caches of a tiled stream wait in host memory; ``last``: no piece follows (none kept)."""
         x = np.asarray(x)
-        th, tw = self.plan.tile
-        n, done = len(bounds), []
+        n, groups, done = len(bounds), len(self.groups), []
+        hosts: list[list[Any]] = [[None] * groups for _ in bounds]
+        first_piece = not self.started
 
-        def collect(outs: list[Any], first: bool) -> None:
-            done.append(self._collect(outs, first))
-            if on_chunk is not None:
-                on_chunk(len(done), n)
+        def land(c: int, g: int, out: Any) -> None:
+            hosts[c][g] = np.asarray(out)
+            if g == groups - 1:  # the chunk's last group: the chunk is whole
+                done.append(self._collect(hosts[c], first_piece and c == 0))
+                hosts[c] = None  # type: ignore[call-overload]
+                if on_chunk is not None:
+                    on_chunk(len(done), n)
 
-        pending = None  # chunk k-1 comes to host while chunk k computes
-        ticks = _TileTicks(len(bounds) * len(self.groups))
-        for s, e in bounds:
-            outs = []
-            for g, members in enumerate(self.groups):
-                units = self.units
-                parts = [x[units[u][0], s:e, units[u][1] : units[u][1] + th, units[u][2] : units[u][2] + tw]
-                         for u in members]
-                kw = {}
-                if self.pad:  # edge tiles padded to the tile shape; each entry's real area goes along
-                    ph, pw = self.padded
-                    areas = [np.repeat(np.array([self.real(u)], np.int32), p.shape[0], 0)
-                             for u, p in zip(members, parts)]
-                    parts = [np.pad(p, ((0, 0), (0, 0), (0, ph - p.shape[2]), (0, pw - p.shape[3]), (0, 0)))
-                             for p in parts]
-                parts += [np.zeros_like(parts[0])] * (self.size - len(parts) if self.size > 1 else 0)
-                xg = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-                if self.pad:
-                    areas += [areas[0]] * (len(parts) - len(areas))
-                    kw["area"] = np.concatenate(areas, axis=0)
-                out, self.caches[g] = self.chunk_fn(xg, self.caches[g], not self.started, (self.data, self.weights),
-                                                    **kw)
+        pending = None  # the previous output comes to host while the next computes
+        ticks = _TileTicks(n * groups)
+        for g, members in enumerate(self.groups):
+            caches = self.caches[g]
+            if caches is not None and not _on_device(caches):
+                import jax
+
+                caches = jax.device_put(caches, self.data)
+            for c, (s, e) in enumerate(bounds):
+                xg, kw = self._inputs(x, members, s, e)
+                out, caches = self.chunk_fn(xg, caches, first_piece and c == 0, (self.data, self.weights), **kw)
                 if hasattr(out, "copy_to_host_async"):
                     out.copy_to_host_async()
-                outs.append(out)
                 ticks.issued(out)
-            if pending is not None:
-                collect(*pending)
-            pending = (outs, not self.started)
-            self.started = True
+                if pending is not None:
+                    land(*pending)
+                pending = (c, g, out)
+            if last:
+                caches = None
+            elif groups > 1 and caches is not None:
+                import jax
+
+                caches = jax.device_get(caches)
+            self.caches[g] = caches
         ticks.finish()
         if pending is not None:
-            collect(*pending)
+            land(*pending)
+        self.started = True
         return np.concatenate(done, axis=1)
+
+    def _inputs(self, x: np.ndarray, members: list[int], s: int, e: int) -> tuple[np.ndarray, dict]:
+        """The stacked input of one unit group for the time chunk ``s:e`` (edge tiles padded to the tile shape,
+        with their real areas as ``area``; a short group padded with zeros)."""
+        th, tw = self.plan.tile
+        units = self.units
+        parts = [x[units[u][0], s:e, units[u][1] : units[u][1] + th, units[u][2] : units[u][2] + tw] for u in members]
+        kw = {}
+        if self.pad:
+            ph, pw = self.padded
+            areas = [np.repeat(np.array([self.real(u)], np.int32), p.shape[0], 0) for u, p in zip(members, parts)]
+            parts = [np.pad(p, ((0, 0), (0, 0), (0, ph - p.shape[2]), (0, pw - p.shape[3]), (0, 0))) for p in parts]
+        parts += [np.zeros_like(parts[0])] * (self.size - len(parts) if self.size > 1 else 0)
+        xg = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        if self.pad:
+            areas += [areas[0]] * (len(parts) - len(areas))
+            kw["area"] = np.concatenate(areas, axis=0)
+        return xg, kw
+
+
+def _on_device(tree: Any) -> bool:
+    """Whether ``tree``'s arrays are device arrays (not host copies)."""
+    import jax
+
+    return all(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(tree))
 
 
 class _TileTicks:

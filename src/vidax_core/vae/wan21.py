@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -42,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax_core.attention import attention
 from vidax_core.errors import UserError
 from vidax_core.io.arch import from_config_dict
 
@@ -227,7 +227,10 @@ def run_resnets(resnets: Sequence[nnx.Module], x: jax.Array, cache: FeatureCache
 
 
 class AttentionBlock(nnx.Module):
-    """Single-head self-attention over the H*W positions of each frame separately."""
+    """Single-head self-attention over the H*W positions of each frame separately, through the run's attention
+    backend (:func:`vidax_core.attention.attention`) in query blocks of at most :data:`SCORE_BYTES` of float32
+    scores: a frame's dense (H*W, H*W) scores grow with the square of its area (0.8 GB per latent frame at 720p,
+    4.2 GB at 1080p), a block's do not."""
 
     def __init__(self, dim: int, *, dtype=jnp.float32):
         self.norm = RMSNorm(dim, dtype=dtype)
@@ -236,16 +239,30 @@ class AttentionBlock(nnx.Module):
 
     def __call__(self, x: jax.Array, cache: FeatureCache | None = None) -> jax.Array:
         b, t, h, w, c = x.shape
-        qkv = self.to_qkv(self.norm(x)).reshape(b * t, h * w, 3 * c)
+        qkv = self.to_qkv(self.norm(x)).reshape(b * t, h * w, 1, 3 * c)
         q, k, v = jnp.split(qkv, 3, axis=-1)
-        s = jnp.einsum("nqc,nkc->nqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(c)
         area = None if cache is None else cache.spatial_mask(x)
-        if area is not None:  # a padded tile: its padding is no key
-            keys = jnp.broadcast_to(area[..., 0], (b, t, h, w)).reshape(b * t, 1, h * w)
-            s = jnp.where(keys, s, -jnp.inf)
-        p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
-        o = jnp.einsum("nqk,nkc->nqc", p, v).reshape(b, t, h, w, c)
-        return x + self.proj(o)
+        keys = None  # a padded tile: its padding is no key
+        if area is not None:
+            keys = jnp.broadcast_to(area[..., 0], (b, t, h, w)).reshape(b * t, h * w)
+        o = attention_in_query_blocks(q, k, v, kv_mask=keys, score_bytes=SCORE_BYTES)
+        return x + self.proj(o.reshape(b, t, h, w, c))
+
+
+SCORE_BYTES = 256 * 2**20
+
+
+def attention_in_query_blocks(q: jax.Array, k: jax.Array, v: jax.Array, *, kv_mask: jax.Array | None = None,
+                              score_bytes: int = SCORE_BYTES) -> jax.Array:
+    """:func:`vidax_core.attention.attention` over (N, S, 1, D) inputs, one call per block of query rows sized so
+    that a block's (N, rows, S) float32 scores stay within ``score_bytes`` (exact: every row sees every key)."""
+    n, s = q.shape[:2]
+    rows = score_bytes // max(1, n * k.shape[1] * 4)
+    if rows >= s:
+        return attention(q, k, v, kv_mask=kv_mask)
+    rows = max(128, rows // 128 * 128)  # whole kernel tiles
+    outs = [attention(q[:, i:i + rows], k, v, kv_mask=kv_mask) for i in range(0, s, rows)]
+    return jnp.concatenate(outs, axis=1)
 
 
 class MidBlock(nnx.Module):
