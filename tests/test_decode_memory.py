@@ -33,3 +33,25 @@ def test_a_tile_of_a_large_frame_is_estimated_as_a_small_frame():
     tiled = decode_bytes(WAN21, 81, 720, 1280, frames_per_program=4, tiling=tiles)
     assert tiled == decode_bytes(WAN21, 81, tiles.tile_sample_min_height, tiles.tile_sample_min_width, 4)
     assert tiled < decode_bytes(WAN21, 81, 720, 1280, frames_per_program=4) / 20
+
+
+def test_the_tiles_held_on_the_host_cover_the_frame_by_the_overlap():
+    from vidax_core.placement.memory_plan import tile_overlap
+
+    assert tile_overlap(True, 720, 1280) == pytest.approx((256 / 192) ** 2)  # the reference's 256-px tiles, stride 192
+    assert tile_overlap(True, 480, 256) == pytest.approx(256 / 192)  # one tile wide: no overlap across
+    assert tile_overlap(True, 256, 256) == 1.0 and tile_overlap(False, 720, 1280) == 1.0
+    knobs = {"tile_sample_min_height": 128, "tile_sample_min_width": 128, "tile_sample_stride_height": 96,
+             "tile_sample_stride_width": 64}
+    assert tile_overlap(knobs, 480, 848) == pytest.approx((128 / 96) * (128 / 64))
+
+
+def test_a_tiled_dry_run_counts_the_tiles_on_the_host(capsys):
+    from vidax_core.cli import main
+
+    main(["run", "model.id=wan2.1-t2v-1.3b", "vae.tiling=true", "sampling.height=720", "sampling.width=1280",
+          "--dry-run", "--device", "tpu-v5e"])
+    out = capsys.readouterr().out
+    video = 81 * 720 * 1280 * 3 * 4
+    row = next(x for x in out.splitlines() if x.strip().startswith("decoded tiles"))
+    assert f"host {video * (256 / 192) ** 2 / 2**30:.1f} GiB" in row, row

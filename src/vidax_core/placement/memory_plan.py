@@ -84,6 +84,24 @@ def tiling_options(value: Any) -> Any:
     return TilingOptions.coerce(bool(value))
 
 
+def tile_overlap(tiling: Any, height: int, width: int) -> float:
+    """How many times a tiled decode's tile outputs cover the frame (the tiled stream holds them all on the host
+    until the last tile is in: :class:`vidax_core.vae.tiling.TiledStream`): tile / stride per axis the frame is
+    larger than a tile along (a fractional overlap ``f``: 1 / (1 - f)); 1.0 untiled."""
+    t = tiling_options(tiling)
+    if not t.enabled:
+        return 1.0
+    cover = 1.0
+    for axis, size in (("height", height), ("width", width)):
+        tile = int(getattr(t, f"tile_sample_min_{axis}", 0) or 0)
+        if not tile or size <= tile:
+            continue
+        stride = getattr(t, f"tile_sample_stride_{axis}", None)
+        factor = getattr(t, f"tile_overlap_factor_{axis}", None)
+        cover *= tile / stride if stride else 1.0 / (1.0 - float(factor)) if factor else 1.0
+    return cover
+
+
 def decode_bytes(spec: Any, ckpt: Any, run: Any, tiling: Any = None) -> int | None:
     """Device bytes of one decode program of ``run``'s video beyond the VAE's weights (:mod:`vidax_core.vae.
     decode_memory`), tiled as ``run`` says (or as ``tiling``, a ``vae.tiling`` value); None without the VAE's

@@ -241,11 +241,13 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
     if vae:
         plan.add("vae", "device", vae, note="at float32, built before the prompts encode", phases="all")
     decode = mp.decode_bytes(spec, ckpt, cfg)
+    tiling = False  # as the run will decode
     if decode:
-        tiled = mp.tiling_options(cfg.vae.tiling).enabled
+        tiling = cfg.vae.tiling
+        tiled = mp.tiling_options(tiling).enabled
         auto, why = mp.decode_tiling(spec, ckpt, cfg, plan._phase_sum("device", "decode"), peak)
         if auto is True and not tiled:  # the run tiles it itself: sized tiled, said so
-            decode, tiled = mp.decode_bytes(spec, ckpt, cfg, tiling=True), True
+            decode, tiled, tiling = mp.decode_bytes(spec, ckpt, cfg, tiling=True), True, True
         plan.add("vae decode", "device", decode, phases="decode",
                  note=("one tile's temporaries, estimate" + ("; the run tiles it: the untiled decode does not fit"
                                                              if why else "")) if tiled else
@@ -259,6 +261,10 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
     frames = int(s.num_frames or 1) * int(s.height) * int(s.width) * 3
     plan.add("decoded video", "host", host=frames * (4 + 4 + 1), phases="decode",
              note="float32 frames, their resized / joined copy and the uint8 frames the mp4 is written from")
+    overlap = mp.tile_overlap(tiling, int(s.height), int(s.width))
+    if overlap > 1.0:
+        plan.add("decoded tiles", "host", host=int(frames * 4 * overlap), phases="decode",
+                 note=f"every tile's float32 output until the last tile is in (tiles overlap x{overlap:.2f})")
     plan.runtime_bytes = (int(peak.runtime_host_gib * 2**30) if peak is not None and peak.runtime_host_gib is not None
                           else 0 if cpu or peak is None else None)
     plan.process_bytes = process_bytes(cpu, plan.runtime_bytes)
