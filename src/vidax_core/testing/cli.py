@@ -108,13 +108,23 @@ class E2ERun:
     audio: np.ndarray | None = None
 
 
-#: model ids this process has already run end to end in a subprocess (:func:`run_e2e`)
+#: model families this process has already run end to end in a subprocess (:func:`run_e2e`)
 _RAN_IN_SUBPROCESS: set[str] = set()
 
 
 def _model_of(args: Sequence[str]) -> str | None:
     ids = [a.split("=", 1)[1] for a in args if a.startswith("model.id=")]
     return ids[-1] if ids else next((a for a in args if a.endswith((".yaml", ".yml"))), None)
+
+
+def _family_of(model: str) -> str:
+    """The family of model id ``model`` (its own name where the registry does not know it, or it is a config)."""
+    from vidax_core.plugins import get_plugins
+
+    try:
+        return next(s.family for s in get_plugins().registry if s.id == model)
+    except Exception:  # noqa: BLE001 - an unknown id or a config path runs as itself
+        return model
 
 
 def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str = "run",
@@ -124,13 +134,15 @@ def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str =
     ``sampling.initial_noise`` when given: an array, or ``{stream: array}`` written as an .npz); with ``audio`` the
     float waveform too (``output.save_audio``); assert it succeeded and return what it saved. ``in_process``: the
     same command line through ``vidax_core.cli.main`` in this process (no interpreter and JAX start-up per case,
-    the installed plugins, this process's JAX settings); None: a model's first run in this process is a real
-    ``vidax`` process, as a user runs it, and its later ones (with no environment of their own) run in-process."""
+    the installed plugins, this process's JAX settings); None: a family's first run in this process is a real
+    ``vidax`` process, as a user runs it, and its later ones (any of its model ids, with no environment of their
+    own) run in-process."""
     model = _model_of(args)
+    family = None if model is None else _family_of(model)
     if in_process is None:
-        in_process = not env and model is not None and model in _RAN_IN_SUBPROCESS
-    if not in_process and model is not None:
-        _RAN_IN_SUBPROCESS.add(model)
+        in_process = not env and family is not None and family in _RAN_IN_SUBPROCESS
+    if not in_process and family is not None:
+        _RAN_IN_SUBPROCESS.add(family)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     # an archive whatever the model: one stream is saved in it as ``latents`` (runner.outputs.save_latents)
