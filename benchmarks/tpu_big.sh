@@ -15,7 +15,8 @@
 #   wan22-a14b      Wan2.2-T2V-A14B, the same, both experts streamed from a disk cache (two 14B experts do not fit
 #                   a 40 GB host beside the TPU runtime in pinned memory)
 #   wan21-14b-720p  Wan2.1-T2V-14B at 1280x720x81, the same, one model call per guidance branch (batched, the
-#                   activations of 720p are 13.6 GiB: the second step's program did not load on the v5e)
+#                   activations of 720p are 13.6 GiB: the second step's program did not load on the v5e); the run
+#                   decodes in 256-pixel tiles by itself (the untiled decode program asks the v5e for 25.5 GB)
 #   hunyuan15-480p  HunyuanVideo-1.5 T2V 480p, 848x480x121, fp8 blocks, the full Qwen2.5-VL-7B text tower
 #   ltx2-19b        LTX-2 19B dev at its reference size, fp8 blocks from a disk cache, the full Gemma-3 12B encoder
 # Before the run, its dry run (the same config) is kept as OUT_DIR/<case>.dry.txt, and the run's resident memory is
