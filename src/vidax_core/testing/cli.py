@@ -121,10 +121,7 @@ def _family_of(model: str) -> str:
     """The family of model id ``model`` (its own name where the registry does not know it, or it is a config)."""
     from vidax_core.plugins import get_plugins
 
-    try:
-        return next(s.family for s in get_plugins().registry if s.id == model)
-    except Exception:  # noqa: BLE001 - an unknown id or a config path runs as itself
-        return model
+    return next((s.family for s in get_plugins().registry if s.id == model), model)
 
 
 def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str = "run",

@@ -334,6 +334,8 @@ class TiledStream:
         caches are on the device at a time (28 tiles of a 720p frame kept together overflowed the v5e); each
         output comes to the host while the next computes, and a chunk is blended once its last group is in.
         Between pieces the caches of a tiled stream wait in host memory; ``last``: no piece follows (none kept)."""
+        import jax
+
         x = np.asarray(x)
         n, groups, done = len(bounds), len(self.groups), []
         hosts: list[list[Any]] = [[None] * groups for _ in bounds]
@@ -351,9 +353,7 @@ class TiledStream:
         ticks = _TileTicks(n * groups)
         for g, members in enumerate(self.groups):
             caches = self.caches[g]
-            if caches is not None and not _on_device(caches):
-                import jax
-
+            if groups > 1 and caches is not None:  # kept in host memory since the last piece
                 caches = jax.device_put(caches, self.data)
             for c, (s, e) in enumerate(bounds):
                 xg, kw = self._inputs(x, members, s, e)
@@ -367,8 +367,6 @@ class TiledStream:
             if last:
                 caches = None
             elif groups > 1 and caches is not None:
-                import jax
-
                 caches = jax.device_get(caches)
             self.caches[g] = caches
         ticks.finish()
@@ -394,13 +392,6 @@ class TiledStream:
             areas += [areas[0]] * (len(parts) - len(areas))
             kw["area"] = np.concatenate(areas, axis=0)
         return xg, kw
-
-
-def _on_device(tree: Any) -> bool:
-    """Whether ``tree``'s arrays are device arrays (not host copies)."""
-    import jax
-
-    return all(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(tree))
 
 
 class _TileTicks:
