@@ -213,6 +213,26 @@ def test_the_process_line_leaves_the_device_runtime_to_its_own_row(monkeypatch):
     assert dry_run.process_bytes(False, 14 << 30) == int(16.3 * 2**30)
 
 
+def test_the_runtime_is_measured_before_a_check_starts_it(monkeypatch):
+    """On the v5e the runs' metrics said nothing of the runtime's ~14 GB: checking an explicit
+    ``sampling.scheduler`` builds its arrays on the device, which started the runtime before it was measured."""
+    from vidax_core.errors import UserError
+    from vidax_core.report import memory
+    from vidax_core.runner import loaded
+
+    order = []
+
+    def checked(*_a, **_k):
+        order.append("checked")
+        raise UserError("stop here")
+
+    monkeypatch.setattr(memory, "start_backend", lambda: order.append("measured"))
+    monkeypatch.setattr(loaded, "preflight", checked)
+    with pytest.raises(UserError, match="stop here"):
+        vidax.load(DEMO, *FAST, "sampling.scheduler=unipc")
+    assert order == ["measured", "checked"]
+
+
 def test_a_decode_that_will_not_fit_is_said_before_sampling(capfd, monkeypatch):
     """HunyuanVideo-1.5 480p on the v5e sampled for minutes, then its decode failed: the run now says so first."""
     monkeypatch.setattr(mp, "device_budget", lambda peak=None: 1 << 20)  # a device of 1 MiB

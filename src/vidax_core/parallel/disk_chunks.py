@@ -507,6 +507,10 @@ class DiskChunks:
     def disk_bytes(self) -> int:
         return sum(self._leaf_bytes(i)[0] for i in range(len(self._shapes)))
 
+    def drop(self) -> None:
+        """Let go of the cache files (the page cache is the OS's); sizes stay known."""
+        self.close()
+
     def close(self) -> None:
         fds, self._fds = getattr(self, "_fds", []), []
         for fd in fds:

@@ -110,6 +110,10 @@ class HostChunks:
         return sum(int(np.prod(a.shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
                    for a in jax.tree.leaves(self.abstract))
 
+    def drop(self) -> None:
+        """Free the stored chunks (their sizes stay known); a later :meth:`put` is a bug."""
+        self.chunks = []
+
 
 def _platform(shardings: Any) -> str:
     leaves = jax.tree.leaves(shardings)

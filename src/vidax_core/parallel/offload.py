@@ -181,6 +181,11 @@ class BlockPool:
             self._free(self._resident)
             self._resident = None
 
+    def drop(self) -> None:
+        """Free the group's weights on the devices and in host storage; its sizes and overlap stay for the metrics."""
+        self.release()
+        self.host.drop()
+
 
 class _Transfer:
     """A chunk's device arrays, or the future of the thread copying them."""

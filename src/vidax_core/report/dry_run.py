@@ -169,10 +169,12 @@ def _unset(cfg: RunConfig, key: str, value: Any) -> bool:
 
 def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed: tuple, resident: float, tp: int,
                     activation_bytes: int, peak: Any, flat: dict, compute_dtype: Any,
-                    host_memory_gib: float | None = None, kv_cache_bytes: int | None = None, batch: int = 1) -> Any:
+                    host_memory_gib: float | None = None, kv_cache_bytes: int | None = None, batch: int = 1,
+                    frees_denoiser: bool = False) -> Any:
     """The placement (:class:`vidax_core.placement.memory_plan.Placement`) of a run: where the text encoder, the
     denoiser and the VAE live per phase, against the device's memory and the host's (``host_memory_gib``: a host
-    the user names; else what this machine has available), each part with the key that shrinks it."""
+    the user names; else what this machine has available), each part with the key that shrinks it.
+    ``frees_denoiser``: the denoiser's weights are freed before the decode (``vidax run``'s one call)."""
     import psutil
 
     from vidax_core.placement import memory_plan as mp
@@ -210,19 +212,21 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
                   "offload.chunk_size=1" if not isinstance(chunk, dict) and chunk > 1 else
                   "model.weight_dtype=float8_e4m3fn" if _unset(cfg, "model.weight_dtype", "float8_e4m3fn") else
                   f"parallel.tp={2 * tp} over {2 * tp} devices")
+    held = ("denoise",) if frees_denoiser else ("denoise", "decode")
+    freed = "; freed before the decode" if frees_denoiser else ""
     if cfg.offload.enabled and streamed:
         if cfg.offload.storage == "disk":
             from vidax_core.parallel.disk_chunks import cache_root
 
-            plan.add("denoiser", "device + disk cache", dev,
-                     note=f"{_fmt_bytes(streamed_bytes)} of blocks read through the page cache from {cache_root()}",
-                     device_key=device_key)
+            plan.add("denoiser", "device + disk cache", dev, phases=held, device_key=device_key,
+                     note=f"{_fmt_bytes(streamed_bytes)} of blocks read through the page cache from {cache_root()}"
+                          + freed)
         else:
-            plan.add("denoiser", "device + pinned host", dev, streamed_bytes,
-                     note="the streamed blocks once in host memory", device_key=device_key,
+            plan.add("denoiser", "device + pinned host", dev, streamed_bytes, phases=held,
+                     note="the streamed blocks once in host memory" + freed, device_key=device_key,
                      host_key="offload.storage=disk")
     else:
-        plan.add("denoiser", "device", dev, device_key=device_key,
+        plan.add("denoiser", "device", dev, device_key=device_key, phases=held, note=freed[2:],
                  host_key="offload.enabled=true offload.storage=disk" if cpu else None)
     sp = cfg.parallel.sp
     if kv_cache_bytes:
@@ -337,9 +341,10 @@ class RunSizing:
 
 
 def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak: Any = None,
-             host_memory_gib: float | None = None) -> RunSizing:
+             host_memory_gib: float | None = None, single: bool = True) -> RunSizing:
     """The sizing of a planned run (the dry run prints it; a run checks its host memory with it before reading a
-    weight), from shapes and file headers only."""
+    weight), from shapes and file headers only. ``single``: ``vidax run``'s one call, which frees the denoiser
+    before an unwindowed decode; a loaded pipe keeps it."""
     from vidax_core.runner.plan import expected_batch, video_tokens
 
     sized = max(range(len(plan.passes)), key=lambda k: np.prod(plan.grids[k]) if plan.grids[k] else 0)
@@ -365,7 +370,7 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
         kv = plan.kv_cache.per_device_bytes(batch, mp.dp, mp.tp, mp.sp)
     table = placement_table(cfg, spec, ckpt, sizes, streamed if cfg.offload.enabled else (), resident, tp,
                             activation_bytes, peak, abstracts[0][2], builds[0].param_dtype, host_memory_gib,
-                            kv_cache_bytes=kv, batch=batch)
+                            kv_cache_bytes=kv, batch=batch, frees_denoiser=single and plan.windows is None)
     return RunSizing(latent, mesh_plan, streamed, abstracts, sizes, chunk, tp, resident, how, activations, table)
 
 

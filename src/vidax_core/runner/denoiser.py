@@ -109,6 +109,16 @@ class Expert:
         if self.model is not None and self.step is not None:
             self.step.release()
 
+    def drop_weights(self) -> None:
+        """Free the weights (device arrays, streamed chunks in host memory) and keep what the metrics read (the
+        build, the placement, the steps' chunk sizes and overlap): a single run's decode then has the devices and
+        the host without the denoiser."""
+        if self.model is not None:
+            for st in {id(s): s for s in [*self.steps.values(), self.step] if s is not None}.values():
+                st.drop_weights()
+        self.params = self.model = None
+        self.host = {}
+
     def close(self) -> None:
         """Free this expert's device arrays and compiled steps."""
         self.release()

@@ -129,9 +129,9 @@ class LoadedModel:
         self.startup_s: float | None = None  # the process's start-up before this load (vidax run sets it)
         memory.start()
         self.spec = spec = plugins.registry.get(cfg.model.id)
-        preflight(cfg, spec, plugins, check_outputs=not stage, check_media=not stage)
         distributed.initialize(cfg)  # before any device is touched: the mesh spans every process
-        memory.start_backend()  # the runtime's own host memory, measured apart from vidax's
+        memory.start_backend()  # the runtime's own host memory, measured before anything (a sampler check) starts it
+        preflight(cfg, spec, plugins, check_outputs=not stage, check_media=not stage)
         setup_runtime(cfg)
         self.backend = attention.resolve_backend(cfg.attention.backend)  # this pipe's: every call traces in its scope
         self.attention_calls: dict[str, dict] = {}  # the backend each attention call site of this pipe ran
@@ -166,7 +166,8 @@ class LoadedModel:
         self.videos = 0  # calls begun: the first one's times include the load
         self.session: Any = None  # the kept state of a causal call, for a continuation (keep_cache)
         self.first_plan = self.planner.plan(cfg)  # the base call's plan: the load places its weights by it
-        self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan)  # before any weight
+        self.host_plan = check_host_memory(cfg, spec, ckpt, self.builds, self.first_plan,  # before any weight
+                                           single=single)
         self.stages = StageChain(self, cfg, lambda scfg: LoadedModel(  # frame stages: checked now, no weights
             scfg, plugins, self.reporter, single=single, load_weights=False, stage=True))
         self.load_s = time.perf_counter() - t0
@@ -427,6 +428,8 @@ class LoadedModel:
             self._warn_decode(plan)
             results = self._sample_passes(plan, vae, contexts, timer, progress, made)
             final = results[-1].final
+            if self.single:  # vidax run: the denoiser is done, so the decode has the devices and the host without it
+                self._drop_denoisers()
             frames, decoded = self._decode(plan, vae, final, timer, on_decode)
             metrics = self.metrics(cfg, plan, results, timer, decoded)
             if self.stages:  # after the metrics: a single run frees its denoiser before a stage's weights arrive
@@ -672,11 +675,20 @@ class LoadedModel:
                           "--dry-run shows the placement)")
 
     def _decode_beside(self) -> int:
-        """Device bytes of weights placed while the VAE decodes: the denoiser's (it stays placed) and the VAE's
-        (its file headers read once per pipe)."""
+        """Device bytes of weights placed while the VAE decodes: the VAE's (its file headers read once per pipe)
+        and the denoiser's, which stays placed unless this is a single run (:meth:`_drop_denoisers`)."""
         if self._vae_weight_bytes is None:
             self._vae_weight_bytes = memory_plan.vae_bytes(self.ckpt, self.base) or 0
+        if self.single:
+            return self._vae_weight_bytes
         return int(max(self.tracker.base, self.tracker.peak)) + self._vae_weight_bytes
+
+    def _drop_denoisers(self) -> None:
+        """Free the denoisers' weights on the devices and in host storage (a single run, before its one decode):
+        the 720p Wan2.1-14B decode then runs beside the VAE alone, not beside 13 GiB of pinned blocks."""
+        for e in self.experts:
+            e.drop_weights()
+        gc.collect()
 
     def metrics(self, cfg: RunConfig, plan: CallPlan, results: list, timer: Timer, decoded: Decoded) -> dict:
         """The metrics record of one call of this model (:func:`.metrics.run_metrics`)."""
@@ -722,13 +734,14 @@ class LoadedModel:
 HOST_CHECK_ENV = "VIDAX_NO_HOST_CHECK"  # set: a run does not refuse on its host memory estimate
 
 
-def check_host_memory(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: CallPlan) -> Any:
+def check_host_memory(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: CallPlan, *,
+                      single: bool = False) -> Any:
     """The run's placement (what ``--dry-run`` prints) against the memory this machine has available: a run that
     would not fit stops here, before reading a weight, with one line naming the part and the key that shrinks it
     (``VIDAX_NO_HOST_CHECK=1`` skips the refusal). Returns the placement (its rows and host estimate)."""
     from vidax_core.report.dry_run import size_run
 
-    placement = size_run(cfg, spec, ckpt, builds, plan).placement
+    placement = size_run(cfg, spec, ckpt, builds, plan, single=single).placement
     if placement.host_fits() is False and not os.environ.get(HOST_CHECK_ENV):
         raise UserError(placement.refusal() + f"; {HOST_CHECK_ENV}=1 runs anyway")
     return placement

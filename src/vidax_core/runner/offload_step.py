@@ -46,6 +46,9 @@ class ResidentGroup:
     def release(self) -> None:
         pass
 
+    def drop(self) -> None:
+        self.state = None
+
 
 def _first_block_parts(cache: Any, batches: Any, head_group: str, head_def: Any, run_group, mesh, rules):
     """The jitted halves of an offloaded FirstBlockCache call: ``head(call, weights, cst, x, aux)`` (the first
@@ -125,6 +128,12 @@ class _Streamed:
     def release(self) -> None:
         for g in self.groups:
             g.release()
+
+    def drop_weights(self) -> None:
+        """Free every weight this step holds (the groups' and the rest's); what the metrics read stays."""
+        for g in self.groups:
+            g.drop()
+        self.rest = None
 
 
 class OffloadedCall(_Streamed):

@@ -159,9 +159,12 @@ def run_e2e(folder: str | os.PathLike, *args: str, noise: Any = None, tag: str =
     else:
         proc = vidax("run", *args, *extra, "--quiet", cwd=folder, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    metrics = json.loads(out["json"].read_text())
+    if not in_process:  # a process of its own measures what starting the device runtime took, before anything else
+        assert metrics["runtime_host_mb"] is not None, "the device runtime started before vidax measured it"
     with np.load(out["lat.npz"]) as saved:
         latents = saved["latents"] if saved.files == ["latents"] else {k: saved[k] for k in saved.files}
-    return E2ERun(latents, np.load(out["frames.npy"]), json.loads(out["json"].read_text()), proc.stderr,
+    return E2ERun(latents, np.load(out["frames.npy"]), metrics, proc.stderr,
                   np.load(out["audio.npy"]) if audio else None)
 
 
