@@ -23,6 +23,9 @@
 # sampled every second into OUT_DIR/<case>.rss.txt, to hold the dry run's host line against what the run held.
 # FILL=random|zeros picks the writer's weights (default zeros: sparse files that cost the host neither time nor
 # memory to write; the step times do not depend on the values).
+# PREPARE=1 only writes the checkpoint and builds what a first run builds (the disk offload cache) with one step at
+# a small size, so the next command's run at the reference size loads in seconds: a case whose first run (writing
+# a 17-27 GiB cache at ~120-135 MB/s on the v5e host) and decode do not fit one 10-minute command (ltx2-19b).
 # --wheels DIR installs vidax from wheels first (benchmarks/accelerator.sh --wheels, TPU form). PYTHON picks the
 # interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N and FULL_TEXT=0 write a cut
 # checkpoint (N blocks, a one-layer text encoder) to check the script itself on a small machine.
@@ -95,6 +98,14 @@ log "running $CONFIG, $STEPS steps: ${RUN[*]} ${EXTRA:-}"
 export VIDAX_OFFLOAD_CACHE=${VIDAX_OFFLOAD_CACHE:-$WEIGHTS/offload-cache}
 ARGS=("$CONFIG" "model.checkpoint=$CK" "sampling.num_steps=$STEPS" "${RUN[@]}" ${EXTRA:-} "${OUTPUT[@]}"
       output.overwrite=true "output.metrics=$OUT/$CASE.run.json")
+if [ "${PREPARE:-0}" = 1 ]; then  # the same placement keys at a small size: the cache the real run will find
+  log "preparing $CASE: one step at 256x256x9 builds the offload cache"
+  "$PY" -m vidax_core.cli run "$CONFIG" "model.checkpoint=$CK" "${RUN[@]}" ${EXTRA:-} sampling.num_steps=1 \
+    sampling.height=256 sampling.width=256 sampling.num_frames=9 output.path=null --quiet
+  rc=$?
+  log "prepared $CASE (exit $rc) in $(( $(date +%s) - start )) s"
+  exit "$rc"
+fi
 "$PY" -m vidax_core.cli run "${ARGS[@]}" --dry-run > "$OUT/$CASE.dry.txt" 2>&1 || log "the dry run failed"
 grep -E "^  (text encoder|denoiser|vae|host memory|peak)" "$OUT/$CASE.dry.txt" >&2
 "$PY" -m vidax_core.cli run "${ARGS[@]}" &
