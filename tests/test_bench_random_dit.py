@@ -66,7 +66,8 @@ def traced():
     for model_id in MODEL_IDS:
         args = _args(os.path.join(ROOT, plugins.registry.get(model_id).default_config), random_blocks=1,
                      published=True)
-        out[model_id] = (random_dit.setup(args, plugins), random_dit.trace(args, plugins))
+        st = random_dit.setup(args, plugins)
+        out[model_id] = (st, random_dit.trace(args, plugins, st))
     return out
 
 

@@ -299,15 +299,16 @@ def _call(graphdef):
     return lambda s, x, t, c, kw: nnx.merge(graphdef, s)(x, t, c, **kw)
 
 
-def trace(args: argparse.Namespace, plugins: Any = None) -> Any:
+def trace(args: argparse.Namespace, plugins: Any = None, st: Any = None) -> Any:
     """The output shapes of the random-DiT call of ``args``, traced abstractly (``jax.eval_shape``: nothing is
-    allocated or compiled), with the run's attention backend (``--attention``'s first)."""
+    allocated or compiled), with the run's attention backend (``--attention``'s first); ``st``: the
+    :func:`setup` of ``args`` when the caller has it already."""
     import jax
     import jax.numpy as jnp
 
     from vidax_core import attention
 
-    st = setup(args, plugins)
+    st = st if st is not None else setup(args, plugins)
     state = _with_values(st.leaves, [sd for _, _, sd in st.leaves])
     x, ctx, kw = (_map_pairs(lambda sd: jax.ShapeDtypeStruct(sd[0], jnp.dtype(sd[1])), v) for v in st.inputs)
     t = jax.ShapeDtypeStruct((st.batch,), jnp.float32)
