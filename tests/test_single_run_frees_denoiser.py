@@ -4,6 +4,7 @@ A loaded pipe keeps its denoiser for the next call."""
 
 from __future__ import annotations
 
+import gc
 import weakref
 
 import jax
@@ -50,7 +51,11 @@ def test_a_single_run_decodes_without_the_denoiser(monkeypatch, extra):
     seen = _watch_decode(monkeypatch)
     plugins = get_plugins()
     cfg = config_mod.resolve(None, SMALL + extra, plugins.preset_for)
-    res = loaded.run(cfg, plugins, Reporter(quiet=True))
+    gc.disable()  # freed by their references alone, not by a collection that happens to run
+    try:
+        res = loaded.run(cfg, plugins, Reporter(quiet=True))
+    finally:
+        gc.enable()
     assert len(seen["before"]) > 2, "the weights were not found before the drop"
     assert seen["alive"] == 0, f"{seen['alive']} of the denoiser's arrays outlived the drop"
     assert seen["held"] == [(False, False)]

@@ -688,7 +688,6 @@ class LoadedModel:
         the 720p Wan2.1-14B decode then runs beside the VAE alone, not beside 13 GiB of pinned blocks."""
         for e in self.experts:
             e.drop_weights()
-        gc.collect()
 
     def metrics(self, cfg: RunConfig, plan: CallPlan, results: list, timer: Timer, decoded: Decoded) -> dict:
         """The metrics record of one call of this model (:func:`.metrics.run_metrics`)."""
