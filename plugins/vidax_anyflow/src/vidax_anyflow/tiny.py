@@ -20,7 +20,7 @@ def tiny_dit(kind: str, dit: dict | None = None) -> dict:
 
 def build_tiny_anyflow(kind: str = "far", seed: int = 0, dit: dict | None = None, shift: float = SHIFT):
     """A random-weight fp32 ``AnyFlowFARPipeline`` (``kind="far"``) or ``AnyFlowPipeline`` (``"bidirectional"``)."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     import torch
     from diffusers import (AnyFlowFARPipeline, AnyFlowFARTransformer3DModel, AnyFlowPipeline,
@@ -30,7 +30,7 @@ def build_tiny_anyflow(kind: str = "far", seed: int = 0, dit: dict | None = None
     from vidax_core.testing.reference import randomize_
     from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
 
-    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = make_tiny_t5_tokenizer(scratch_dir("vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
     text_encoder = UMT5EncoderModel(UMT5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_UMT5)).eval()

@@ -59,14 +59,14 @@ def random_cosmos3_transformer(variant: str, vocab: int, seed: int = 0):
 
 def build_tiny_cosmos3_pipeline(variant: str, seed: int = 0, *, native_flow_schedule: bool = False):
     """A random-weight fp32 ``Cosmos3OmniPipeline`` of ``variant`` ("nano" or "edge")."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, UniPCMultistepScheduler
     from transformers import AutoTokenizer
 
     from vidax_core.testing.reference import randomize_
 
-    tok_dir = make_tiny_cosmos3_tokenizer(tempfile.mkdtemp(prefix="vidax-cosmos3-tok-"))
+    tok_dir = make_tiny_cosmos3_tokenizer(scratch_dir("vidax-cosmos3-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     transformer = random_cosmos3_transformer(variant, len(tokenizer), seed)
     vae = AutoencoderKLWan(**TINY_VAE22).eval()

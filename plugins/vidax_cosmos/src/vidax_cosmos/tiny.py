@@ -90,14 +90,14 @@ def random_qwen_text_encoder(vocab: int, seed: int = 0):
 
 def build_tiny_cosmos_pipeline(seed: int = 0, dit: dict | None = None):
     """A random-weight ``Cosmos2_5_PredictBasePipeline`` in fp32 with the no-op guardrail."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import Cosmos2_5_PredictBasePipeline
     from transformers import AutoTokenizer
     from .bench_reference import NoGuardrail
 
-    tok_dir = make_tiny_qwen_tokenizer(tempfile.mkdtemp(prefix="vidax-qwen-tok-"))
+    tok_dir = make_tiny_qwen_tokenizer(scratch_dir("vidax-qwen-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     text_encoder = random_qwen_text_encoder(len(tokenizer), seed + 1)
     transformer = random_cosmos_dit(seed + 2, **(dit or {}))

@@ -18,7 +18,7 @@ SCHEDULER = dict(stages=1, scheduler_type="unipc", use_dynamic_shifting=True, sh
 
 def build_tiny_helios(seed: int = 0, dit: dict | None = None, scheduler: dict | None = None):
     """A random-weight fp32 ``HeliosPipeline``."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     import torch
     from diffusers import AutoencoderKLWan, HeliosPipeline, HeliosScheduler, HeliosTransformer3DModel
@@ -27,7 +27,7 @@ def build_tiny_helios(seed: int = 0, dit: dict | None = None, scheduler: dict | 
     from vidax_core.testing.reference import randomize_
     from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
 
-    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = make_tiny_t5_tokenizer(scratch_dir("vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
     text_encoder = UMT5EncoderModel(UMT5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_UMT5)).eval()

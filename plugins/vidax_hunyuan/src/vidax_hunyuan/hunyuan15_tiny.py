@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+from vidax_core.testing.scratch import scratch_dir
 from pathlib import Path
 
 from vidax_core.testing.reference import randomize_
@@ -100,7 +100,7 @@ def build_tiny_hunyuan15_pipeline(seed: int = 0, dit: dict | None = None, guider
     from transformers import (AutoTokenizer, ByT5Tokenizer, Qwen2_5_VLTextConfig, Qwen2_5_VLTextModel, T5Config,
                               T5EncoderModel)
 
-    tmp = Path(tempfile.mkdtemp(prefix="vidax-hunyuan15-tok-"))
+    tmp = Path(scratch_dir("vidax-hunyuan15-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_qwen15_tokenizer(tmp / "qwen")))
     tokenizer_2 = ByT5Tokenizer()
     torch.manual_seed(seed)

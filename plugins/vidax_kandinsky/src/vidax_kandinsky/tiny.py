@@ -11,7 +11,7 @@ tokenizer with Qwen's chat tokens, and a tiny CLIP text model with its BOS/EOS t
 from __future__ import annotations
 
 import os
-import tempfile
+from vidax_core.testing.scratch import scratch_dir
 from pathlib import Path
 
 from vidax_core.testing.reference import randomize_
@@ -40,7 +40,7 @@ def build_tiny_kandinsky_pipeline(task: str = "t2v", seed: int = 0, dit: dict | 
     import torch
     from transformers import AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    tmp = Path(tempfile.mkdtemp(prefix="vidax-kandinsky-tok-"))
+    tmp = Path(scratch_dir("vidax-kandinsky-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_qwen_tokenizer(tmp / "qwen")))
     tokenizer_2 = AutoTokenizer.from_pretrained(str(make_tiny_clip_tokenizer(tmp / "clip")))
     torch.manual_seed(seed)

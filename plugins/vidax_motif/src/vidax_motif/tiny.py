@@ -13,7 +13,7 @@ formulation); flow Euler with a dynamic shift (``dynamic=False``: shift 3); the 
 from __future__ import annotations
 
 import os
-import tempfile
+from vidax_core.testing.scratch import scratch_dir
 from pathlib import Path
 
 from vidax_core.testing.reference import randomize_
@@ -50,7 +50,7 @@ def build_tiny_motif_pipeline(task: str = "t2v", seed: int = 0, *, dit: dict | N
     from transformers import (AutoTokenizer, SiglipImageProcessor, SiglipVisionConfig, T5Gemma2Encoder,
                               T5Gemma2EncoderConfig, T5Gemma2TextConfig)
 
-    tok_dir = make_tiny_gemma_tokenizer(Path(tempfile.mkdtemp(prefix="vidax-motif-tok-")) / "gemma")
+    tok_dir = make_tiny_gemma_tokenizer(Path(scratch_dir("vidax-motif-tok-")) / "gemma")
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
     text = T5Gemma2TextConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **TINY_TEXT)

@@ -11,7 +11,7 @@ published checkpoint's.
 from __future__ import annotations
 
 import os
-import tempfile
+from vidax_core.testing.scratch import scratch_dir
 from pathlib import Path
 
 from vidax_core.testing.reference import randomize_
@@ -38,7 +38,7 @@ def build_tiny_sana_video_pipeline(seed: int = 0, dit: dict | None = None, *, i2
     import torch
     from transformers import AutoTokenizer, Gemma2Config, Gemma2Model
 
-    tmp = Path(tempfile.mkdtemp(prefix="vidax-sana-tok-"))
+    tmp = Path(scratch_dir("vidax-sana-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_gemma_tokenizer(tmp / "gemma")))
     torch.manual_seed(seed)
     gemma = Gemma2Model(Gemma2Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,

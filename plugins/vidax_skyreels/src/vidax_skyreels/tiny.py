@@ -15,7 +15,7 @@ BUILTIN = {"tiny-random": "df", "tiny-random-t2v": "t2v", "tiny-random-i2v": "i2
 def build_tiny_skyreels(kind: str = "df", seed: int = 0, dit: dict | None = None):
     """A random-weight fp32 ``SkyReelsV2DiffusionForcingPipeline`` (``kind="df"``), ``SkyReelsV2Pipeline``
     (``"t2v"``) or ``SkyReelsV2ImageToVideoPipeline`` (``"i2v"``)."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     import torch
     from diffusers import (AutoencoderKLWan, SkyReelsV2DiffusionForcingPipeline, SkyReelsV2ImageToVideoPipeline,
@@ -26,7 +26,7 @@ def build_tiny_skyreels(kind: str = "df", seed: int = 0, dit: dict | None = None
     from vidax_core.testing.reference import randomize_
     from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer, tokenizer_vocab_size
 
-    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = make_tiny_t5_tokenizer(scratch_dir("vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
     text_encoder = UMT5EncoderModel(UMT5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_UMT5)).eval()

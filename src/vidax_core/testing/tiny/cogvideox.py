@@ -129,13 +129,13 @@ def build_tiny_cogvideox_pipeline(variant: str = "2b", seed: int = 0, dit: dict 
                                   scaling_factor: float = 0.7):
     """A random-weight CogVideoXPipeline (T2V variants) or CogVideoXImageToVideoPipeline (``*-i2v``) in fp32 with
     the hub's DDIM scheduler config and a trained tiny T5 tokenizer; 1.5 variants invert the latent scale."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     import torch
     from diffusers import CogVideoXDDIMScheduler, CogVideoXImageToVideoPipeline, CogVideoXPipeline
     from transformers import AutoTokenizer, T5Config, T5EncoderModel
 
-    tok_dir = write_spiece_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = write_spiece_tokenizer(scratch_dir("vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
     text_encoder = T5EncoderModel(T5Config(vocab_size=len(tokenizer), **TINY_T5)).eval()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+from vidax_core.testing.scratch import scratch_dir
 from pathlib import Path
 
 from vidax_core.testing.tokenizers import make_tiny_t5_tokenizer
@@ -77,7 +77,7 @@ def build_tiny_hunyuan_pipeline(seed: int = 0, dit: dict | None = None, padding_
                            HunyuanVideoTransformer3DModel)
     from transformers import AutoTokenizer, LlamaConfig, LlamaModel
 
-    tmp = Path(tempfile.mkdtemp(prefix="vidax-hunyuan-tok-"))
+    tmp = Path(scratch_dir("vidax-hunyuan-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_llama_tokenizer(tmp / "llama", padding_side)))
     tokenizer_2 = AutoTokenizer.from_pretrained(str(make_tiny_clip_tokenizer(tmp / "clip")))
     torch.manual_seed(seed)
@@ -110,7 +110,7 @@ def build_tiny_hunyuan_i2v_pipeline(seed: int = 0, dit: dict | None = None):
     from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
                               LlavaForConditionalGeneration)
 
-    tmp = Path(tempfile.mkdtemp(prefix="vidax-hunyuan-tok-"))
+    tmp = Path(scratch_dir("vidax-hunyuan-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_llama_tokenizer(tmp / "llama")))
     tokenizer_2 = AutoTokenizer.from_pretrained(str(make_tiny_clip_tokenizer(tmp / "clip")))
     torch.manual_seed(seed)

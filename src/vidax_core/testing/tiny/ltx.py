@@ -74,13 +74,13 @@ def random_ltx_upsampler(seed: int = 0, **overrides):
 def build_tiny_ltx_pipeline(kind: str = "t2v", seed: int = 0, dit: dict | None = None):
     """A random-weight LTXPipeline (``kind="t2v"``), LTXImageToVideoPipeline (``"i2v"``) or LTXConditionPipeline
     (``"condition"``, with the 0.9.7+ repositories' scheduler) in fp32."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     import torch
     from diffusers import FlowMatchEulerDiscreteScheduler, LTXImageToVideoPipeline, LTXPipeline
     from transformers import AutoTokenizer, T5Config, T5EncoderModel
 
-    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = make_tiny_t5_tokenizer(scratch_dir("vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
     text_encoder = T5EncoderModel(T5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_T5)).eval()

@@ -35,14 +35,14 @@ def build_tiny_wan_pipeline(seed: int = 0, flow_shift: float = 3.0, scheduler: s
 
     ``dit`` overrides fields of :data:`TINY_DIT` (e.g. ``{"num_attention_heads": 4, "num_layers": 4}`` for
     tensor/sequence-parallel tests that need more heads and blocks)."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     import torch
     from diffusers import (AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler, WanPipeline,
                            WanTransformer3DModel)
     from transformers import AutoTokenizer, UMT5Config, UMT5EncoderModel
 
-    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = make_tiny_t5_tokenizer(scratch_dir("vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     vocab = tokenizer_vocab_size(tok_dir)
     torch.manual_seed(seed)
@@ -87,7 +87,7 @@ VARIANTS = {
 
 def build_tiny_wan_variant(variant: str, seed: int = 0, flow_shift: float = 3.0):
     """A random-weight tiny version of a Wan image-to-video / Wan2.2 pipeline (see :data:`VARIANTS`)."""
-    import tempfile
+    from vidax_core.testing.scratch import scratch_dir
 
     import torch
     from diffusers import (AutoencoderKLWan, UniPCMultistepScheduler, WanImageToVideoPipeline, WanPipeline,
@@ -96,7 +96,7 @@ def build_tiny_wan_variant(variant: str, seed: int = 0, flow_shift: float = 3.0)
                               UMT5EncoderModel)
 
     kind, two_experts, clip, vae22, expand, in_ch = VARIANTS[variant]
-    tok_dir = make_tiny_t5_tokenizer(tempfile.mkdtemp(prefix="vidax-tok-"))
+    tok_dir = make_tiny_t5_tokenizer(scratch_dir("vidax-tok-"))
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     torch.manual_seed(seed)
     text_encoder = UMT5EncoderModel(UMT5Config(vocab_size=tokenizer_vocab_size(tok_dir), **TINY_UMT5)).eval()
