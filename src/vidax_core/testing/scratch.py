@@ -20,5 +20,10 @@ def scratch_dir(prefix: str) -> str:
     global _root
     if _root is None or not os.path.isdir(_root):
         _root = tempfile.mkdtemp(prefix=f"vidax-scratch-{os.getpid()}-")
-        atexit.register(shutil.rmtree, _root, True)
+        atexit.register(_remove, _root, os.getpid())
     return tempfile.mkdtemp(prefix=prefix, dir=_root)
+
+
+def _remove(root: str, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child that exits normally leaves its parent's folders alone
+        shutil.rmtree(root, ignore_errors=True)
