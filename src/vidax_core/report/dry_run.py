@@ -226,7 +226,7 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
                      note="the streamed blocks once in host memory" + freed, device_key=device_key,
                      host_key="offload.storage=disk")
     else:
-        plan.add("denoiser", "device", dev, device_key=device_key, phases=held, note=freed[2:],
+        plan.add("denoiser", "device", dev, device_key=device_key, phases=held, note=freed.removeprefix("; "),
                  host_key="offload.enabled=true offload.storage=disk" if cpu else None)
     sp = cfg.parallel.sp
     if kv_cache_bytes:

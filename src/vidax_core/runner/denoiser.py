@@ -120,12 +120,8 @@ class Expert:
         self.host = {}
 
     def close(self) -> None:
-        """Free this expert's device arrays and compiled steps."""
-        self.release()
-        for st in self.steps.values():
-            if self.model is not None:
-                st.release()
+        """Free this expert's weights and compiled steps."""
+        self.drop_weights()
         self.steps.clear()
         self.finalizers.clear()
-        self.step = self.params = self.model = None
-        self.host = {}
+        self.step = None
