@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from vidax_core.vae.tile_area import TileArea
+
 #: Frames of input history each kernel-3 causal conv keeps between chunks.
 CACHE_T = 2
 
@@ -66,14 +68,14 @@ class FeatureCache:
     One program for every chunk (the Wan VAEs' decoder): the first chunk then runs with zero caches through the
     later chunks' shapes, its extra frames at the end of the time axis (causal: they change no real frame).
     ``valid`` (a traced int32) is how many leading frames of the current activations are real; a conv's new cache is
-    the last :data:`CACHE_T` real frames of its input. ``area`` = ((h, w) of the program's input, (B, 2) traced real
-    latent rows and columns): a spatial tile padded up to the program's tile shape, zeroed outside its real area
-    before every spatial conv (:meth:`mask`), so each real output pixel sees exactly the zero padding that tile
-    alone would have (tiles of every shape share one program).
+    the last :data:`CACHE_T` real frames of its input. ``area`` (a :class:`~vidax_core.vae.tile_area.TileArea`): a
+    spatial tile padded up to the program's tile shape, zeroed outside its real area before every spatial conv
+    (:meth:`mask`), so each real output pixel sees exactly the zero padding that tile alone would have (tiles of
+    every shape share one program).
     """
 
     def __init__(self, inputs: Sequence[jax.Array] | None, *, valid: jax.Array | None = None,
-                 area: tuple[tuple[int, int], jax.Array] | None = None):
+                 area: TileArea | None = None):
         self.inputs = inputs
         self.outputs: list[jax.Array] = []
         self.valid = valid
@@ -94,18 +96,11 @@ class FeatureCache:
 
     def spatial_mask(self, x: jax.Array) -> jax.Array | None:
         """(B, 1, H, W, 1) bool: the real area of the tile at ``x``'s resolution, or None (the whole frame)."""
-        if self.area is None:
-            return None
-        (h0, w0), real = self.area
-        fh, fw = x.shape[2] // h0, x.shape[3] // w0
-        rows = jnp.arange(x.shape[2], dtype=jnp.int32)[None, :] < (real[:, 0:1] * fh)
-        cols = jnp.arange(x.shape[3], dtype=jnp.int32)[None, :] < (real[:, 1:2] * fw)
-        return (rows[:, :, None] & cols[:, None, :])[:, None, :, :, None]
+        return None if self.area is None else self.area.spatial_mask(x)
 
     def mask(self, x: jax.Array) -> jax.Array:
         """``x`` zeroed outside the tile's real area (unchanged without an area)."""
-        m = self.spatial_mask(x)
-        return x if m is None else jnp.where(m, x, jnp.zeros((), x.dtype))
+        return x if self.area is None else self.area.mask(x)
 
     def conv(self, conv: CausalConv3d, x: jax.Array, *, first_pad: str = "zeros") -> jax.Array:
         """Kernel-3 causal conv: prepend the cache, keep the last 2 (real) input frames.

@@ -26,28 +26,37 @@ def chunk_runner(vae: nnx.Module, program: Callable, *, streams: bool = True,
     ``streams``: the program carries a causal-conv cache, ``program(graphdef, state, x, caches, *extra,
     first=first) -> (y, caches)``; otherwise ``program(graphdef, state, x, *extra) -> y`` (the cache stays None).
     ``extra(batch)`` gives further arguments (e.g. a decode timestep) for a group of ``batch`` entries, placed like
-    the weights.
+    the weights. Under ``pad_tiles`` (:class:`vidax_core.vae.tiling.TiledStream`) the tile's ``area`` (B, 2) is
+    placed like the input and passed on as ``program(..., area=area)``; without it the program is called as before.
     """
     graphdef, state = nnx.split(vae)
     placed: dict[Any, Any] = {}
     dtype = jnp.dtype(vae.cfg.dtype)
 
-    def call(weights, x, caches, first, args):
+    def call(weights, x, caches, first, args, area):
+        kw = {} if area is None else {"area": area}
         if streams:
-            return program(graphdef, weights, x, caches, *args, first=first)
-        return program(graphdef, weights, x, *args), None
+            return program(graphdef, weights, x, caches, *args, first=first, **kw)
+        return program(graphdef, weights, x, *args, **kw), None
 
-    def run(x, caches, first, placement):
+    def run(x, caches, first, placement, area=None):
         data, where = placement
         args = extra(x.shape[0]) if extra is not None else ()
         if data is None:
-            return call(state, jnp.asarray(x, dtype), caches, first, args)
+            return call(state, jnp.asarray(x, dtype), caches, first, args, place_area(area, None))
         if where not in placed:
             placed[where] = jax.device_put(state, where)
         args = tuple(None if a is None else jax.device_put(a, where) for a in args)
-        return call(placed[where], jax.device_put(np.asarray(x, dtype), data), caches, first, args)
+        return call(placed[where], jax.device_put(np.asarray(x, dtype), data), caches, first, args,
+                    place_area(area, data))
 
     return run
+
+
+def place_area(area: Any, data: Any) -> Any:
+    """A padded tile's (B, 2) real rows and columns as int32, placed like its input (``data`` None: the default
+    device); None stays None."""
+    return None if area is None else jax.device_put(np.asarray(area, np.int32), data)
 
 
 def unit_runner(vae: nnx.Module, program: Callable, *, first_frames: int) -> ChunkFn:
@@ -72,8 +81,7 @@ def unit_runner(vae: nnx.Module, program: Callable, *, first_frames: int) -> Chu
                 placed[where] = jax.device_put(state, where)
             weights = placed[where]
             x = jax.device_put(np.asarray(x, dtype), data)
-        if area is not None:
-            area = jax.device_put(np.asarray(area, np.int32), data)
+        area = place_area(area, data)
         if caches is None:
             key = (x.shape, area is None)
             if key not in shapes:

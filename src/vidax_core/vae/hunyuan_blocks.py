@@ -20,18 +20,23 @@ from vidax_core.attention import attention
 from vidax_core.nn.group_norm import GroupNorm
 from vidax_core.nn.layers import Linear
 from vidax_core.vae.causal_conv import CausalConv3d
+from vidax_core.vae.tile_area import TileArea
 
 
 class ReplicateCausalConv3d(CausalConv3d):
     """``HunyuanVideoCausalConv3d``: replicate-pad ``kt - 1`` first frames in front and ``k // 2`` pixels around,
     then a VALID conv with stride ``(stride_t, stride_hw, stride_hw)``. Parameters as the core
-    :class:`~vidax_core.vae.causal_conv.CausalConv3d` (``kernel`` (kt, kh, kw, in, out), ``bias``)."""
+    :class:`~vidax_core.vae.causal_conv.CausalConv3d` (``kernel`` (kt, kh, kw, in, out), ``bias``). ``area``: ``x``
+    is a padded tile; its padding first holds the real edge (:meth:`~vidax_core.vae.tile_area.TileArea.fill_edges`),
+    so the real area comes out as the unpadded tile's."""
 
     def __init__(self, cin: int, cout: int, kernel: int = 3, *, stride: Sequence[int] = (1, 1, 1), dtype=jnp.float32):
         super().__init__(cin, cout, (kernel,) * 3, stride_t=int(stride[0]), dtype=dtype)
         self.stride_hw = (int(stride[1]), int(stride[2]))
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        if area is not None and (self.pad_h or self.pad_w):
+            x = area.fill_edges(x)
         x = jnp.pad(x, ((0, 0), (self.kt - 1, 0), (self.pad_h, self.pad_h), (self.pad_w, self.pad_w), (0, 0)),
                     mode="edge")
         y = jax.lax.conv_general_dilated(
@@ -73,14 +78,18 @@ class ResnetBlock(nnx.Module):
         return h + (self.conv_shortcut(x) if self.conv_shortcut is not None else x)
 
 
-def frame_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, frames: int) -> jax.Array:
+def frame_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, frames: int,
+                           kv_mask: jax.Array | None = None) -> jax.Array:
     """(B, T*HW, H, D) self-attention where a token of frame ``f`` sees the tokens of frames ``0..f``.
 
-    Run as one exact (unmasked) attention call per query frame over the keys of frames up to it: the same result
-    as the reference's dense additive ``-inf`` mask, without a (T*HW)^2 mask and through any attention backend.
+    Run as one exact attention call per query frame over the keys of frames up to it: the same result as the
+    reference's dense additive ``-inf`` mask, without a (T*HW)^2 mask and through any attention backend.
+    ``kv_mask`` (B, T*HW) bool: only these keys are seen (a padded tile's real area,
+    :meth:`~vidax_core.vae.tile_area.TileArea.key_mask`); None: every key of those frames.
     """
     n = q.shape[1] // frames
-    outs = [attention(q[:, f * n:(f + 1) * n], k[:, :(f + 1) * n], v[:, :(f + 1) * n]) for f in range(frames)]
+    outs = [attention(q[:, f * n:(f + 1) * n], k[:, :(f + 1) * n], v[:, :(f + 1) * n],
+                      kv_mask=None if kv_mask is None else kv_mask[:, :(f + 1) * n]) for f in range(frames)]
     return jnp.concatenate(outs, axis=1)
 
 
@@ -143,16 +152,18 @@ class Upsample(nnx.Module):
 
 
 class Block(nnx.Module):
-    """A down or up block: resnets, then an optional resampler (``downsamplers.0`` / ``upsamplers.0``)."""
+    """A down or up block: resnets, then an optional resampler (``downsamplers.0`` / ``upsamplers.0``). ``area``
+    (a padded tile's, for layers that take one) is handed to each."""
 
     def __init__(self, resnets: list[ResnetBlock], resampler: nnx.Module | None):
         self.resnets = nnx.List(resnets)
         self.resampler = resampler
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        kw = {} if area is None else {"area": area}
         for r in self.resnets:
-            x = r(x)
-        return self.resampler(x) if self.resampler is not None else x
+            x = r(x, **kw)
+        return self.resampler(x, **kw) if self.resampler is not None else x
 
 
 def level_factors(n: int, spatial_ratio: int, temporal_ratio: int) -> list[tuple[int, int, int]]:

@@ -312,9 +312,9 @@ class TiledStream:
             per = host.shape[0] // max(size, len(members)) if size > 1 else host.shape[0]
             for k, u in enumerate(members):
                 tiles[u] = host[k * per : (k + 1) * per]
-                if self.pad:  # the padded tile's output cropped to its real area
-                    (rows, cols), ratio = self.real(u), host.shape[2] // self.padded[0]
-                    tiles[u] = tiles[u][:, :, : rows * ratio, : cols * ratio]
+                if self.pad:  # the padded tile's output cropped to its real area (decode scales up, encode down)
+                    (rows, cols), (ph, pw) = self.real(u), self.padded
+                    tiles[u] = tiles[u][:, :, : rows * host.shape[2] // ph, : cols * host.shape[3] // pw]
         per_batch = []
         k = 0
         for _ in self.batches:

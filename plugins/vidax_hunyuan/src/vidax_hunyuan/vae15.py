@@ -13,6 +13,11 @@ and a 720p clip needs it). A tiled decode cuts the latent into tiles of ``tile_l
 ``int(tile_latent_min * (1 - tile_overlap_factor))``, blends the decoded tiles over
 ``int(tile_sample_min * tile_overlap_factor)`` pixels and keeps ``tile_sample_min`` less that blend of each; a tiled
 encode does the same from pixels to latents (:class:`HunyuanVideo15Tiling`, :func:`decode_plan`, :func:`encode_plan`).
+The smaller edge tiles are padded to the tile shape and run the same compiled program as the others, told their real
+area (:class:`vidax_core.vae.tile_area.TileArea`: the replicate-padded convs see the real edge repeated into the
+padding, the attention sees real keys only), so a tiled decode or encode compiles once, whatever its tile grid;
+their outputs are cropped back to the real area. Encode tiles can be padded too: their real sizes are multiples of
+16 pixels (the frame's sides and the tile stride are), so they stay whole through every 2x downsampling.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from vidax_core.io.arch_base import CheckedConfig
 from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
 from vidax_core.vae.hunyuan_video import HunyuanVideoAutoencoder, latent_grid
 from vidax_core.vae.loader import vae_loader
+from vidax_core.vae.tile_area import TileArea
 from vidax_core.vae.tiling import TilePlan, knob, run_tiled
 
 from .hunyuan15_presets import TILING15
@@ -200,12 +206,14 @@ def encode_plan(cfg: HunyuanVAE15Config, pixel_hw: Sequence[int], opts: HunyuanV
 # jitted programs
 
 
-def _decode_impl(graphdef, state, z):
-    return nnx.merge(graphdef, state).decoder(z)
+def _decode_impl(graphdef, state, z, area=None):
+    """``area``: None, or the (B, 2) real latent rows and columns of padded tiles (one program for every tile)."""
+    return nnx.merge(graphdef, state).decoder(z, None if area is None else TileArea(z.shape[2:4], area))
 
 
-def _encode_impl(graphdef, state, x):
-    return nnx.merge(graphdef, state).encoder(x)
+def _encode_impl(graphdef, state, x, area=None):
+    """``area``: None, or the (B, 2) real pixel rows and columns of padded tiles (multiples of 16)."""
+    return nnx.merge(graphdef, state).encoder(x, None if area is None else TileArea(x.shape[2:4], area))
 
 
 _decode_program = jax.jit(_decode_impl, static_argnames=("graphdef",))
@@ -213,9 +221,10 @@ _encode_program = jax.jit(_encode_impl, static_argnames=("graphdef",))
 
 
 def _run(x: np.ndarray, program: Callable, vae: HunyuanVAE15, plan: TilePlan, devices, on_chunk) -> np.ndarray:
-    """The whole clip through ``program``, tile by tile as ``plan`` says; ``on_chunk(1, 1)`` once it is back."""
+    """The whole clip through ``program``, tile by tile as ``plan`` says, edge tiles padded to the tile shape (one
+    program for all); ``on_chunk(1, 1)`` once it is back."""
     return run_tiled(x, chunk_runner(vae, program, streams=False), plan=plan, bounds=[(0, x.shape[1])],
-                     devices=devices, on_chunk=on_chunk)
+                     devices=devices, on_chunk=on_chunk, pad_tiles=True)
 
 
 def decode(vae: HunyuanVAE15, z: Any, *, tiling: Any = None, on_chunk: Callable[[int, int], None] | None = None,

@@ -9,6 +9,11 @@ and resampling is a conv plus a pixel (un)shuffle (:mod:`vidax_core.vae.pixel_sh
 shortcut (channel-group means down, channel repeats up). The first frame is resampled in space only, so ``1 + 4k``
 frames map to ``1 + k`` latent frames. The encoder and decoder also end / start in parameter-free channel
 shortcuts (a group mean into the moments, a repeat out of the latents).
+
+A padded spatial tile (``area``, a :class:`~vidax_core.vae.tile_area.TileArea`; None: the input is the whole tile)
+runs as the unpadded tile would: every 3x3 conv first repeats the real edge into the padding, the attention sees
+real keys only, and the rest is per pixel (the RMS norms, 1x1 convs, channel shortcuts) or moves whole 2x2 blocks
+(the pixel shuffles, whose real area stays whole at every level).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from flax import nnx
 
 from vidax_core.vae.hunyuan_blocks import Block, PointwiseConv3d, ReplicateCausalConv3d, frame_causal_attention
 from vidax_core.vae.pixel_shuffle import depth_to_space, space_to_depth
+from vidax_core.vae.tile_area import TileArea
 from vidax_core.vae.wan21 import RMSNorm
 
 
@@ -45,9 +51,9 @@ class ResnetBlock(nnx.Module):
         self.conv2 = ReplicateCausalConv3d(cout, cout, dtype=dtype)
         self.conv_shortcut = PointwiseConv3d(cin, cout, dtype=dtype) if cin != cout else None
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        h = self.conv1(jax.nn.silu(self.norm1(x)))
-        h = self.conv2(jax.nn.silu(self.norm2(h)))
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        h = self.conv1(jax.nn.silu(self.norm1(x)), area)
+        h = self.conv2(jax.nn.silu(self.norm2(h)), area)
         return h + (self.conv_shortcut(x) if self.conv_shortcut is not None else x)
 
 
@@ -62,11 +68,12 @@ class AttnBlock(nnx.Module):
         self.to_v = PointwiseConv3d(dim, dim, dtype=dtype)
         self.proj_out = PointwiseConv3d(dim, dim, dtype=dtype)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
         b, t, h, w, c = x.shape
         y = self.norm(x)
         q, k, v = (p(y).reshape(b, t * h * w, 1, c) for p in (self.to_q, self.to_k, self.to_v))
-        o = frame_causal_attention(q, k, v, t).astype(x.dtype)
+        keys = None if area is None else area.key_mask(x)
+        o = frame_causal_attention(q, k, v, t, keys).astype(x.dtype)
         return x + self.proj_out(o.reshape(b, t, h, w, c))
 
 
@@ -77,8 +84,8 @@ class MidBlock(nnx.Module):
         self.resnets = nnx.List([ResnetBlock(dim, dim, dtype=dtype) for _ in range(2)])
         self.attentions = nnx.List([AttnBlock(dim, dtype=dtype)])
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return self.resnets[1](self.attentions[0](self.resnets[0](x)))
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        return self.resnets[1](self.attentions[0](self.resnets[0](x, area), area), area)
 
 
 class Downsample(nnx.Module):
@@ -92,8 +99,8 @@ class Downsample(nnx.Module):
         factor = 8 if temporal else 4
         self.conv = ReplicateCausalConv3d(cin, cout // factor, dtype=dtype)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        h = self.conv(x)
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        h = self.conv(x, area)
         if not self.temporal:
             return space_to_depth(h, _SPACE) + group_mean(space_to_depth(x, _SPACE), self.cout)
         first = space_to_depth(h[:, :1], _SPACE)
@@ -116,8 +123,8 @@ class Upsample(nnx.Module):
         self.repeats = factor * cout // cin
         self.conv = ReplicateCausalConv3d(cin, cout * factor, dtype=dtype)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        h = self.conv(x)
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        h = self.conv(x, area)
         if not self.temporal:
             return depth_to_space(h, _SPACE) + depth_to_space(jnp.repeat(x, self.repeats, axis=-1), _SPACE)
         h = jnp.concatenate([depth_to_space(h[:, :1], _SPACE)[..., : self.cout],
@@ -142,7 +149,8 @@ def up_levels(n: int, spatial_ratio: int, temporal_ratio: int) -> list[tuple[boo
 
 
 class Encoder(nnx.Module):
-    """``HunyuanVideo15Encoder3D``: video (B, T, H, W, 3) -> moments (B, t, h, w, 2 * latent) (no ``quant_conv``)."""
+    """``HunyuanVideo15Encoder3D``: video (B, T, H, W, 3) -> moments (B, t, h, w, 2 * latent) (no ``quant_conv``);
+    ``area``: the real area of a padded tile, its rows and columns multiples of the spatial ratio."""
 
     def __init__(self, *, in_channels: int, latent_channels: int, block_out_channels: Sequence[int],
                  layers_per_block: int, spatial_ratio: int, temporal_ratio: int, match_channel: bool,
@@ -161,16 +169,17 @@ class Encoder(nnx.Module):
         self.norm_out = RMSNorm(chans[-1], dtype=dtype)
         self.conv_out = ReplicateCausalConv3d(chans[-1], self.moments, dtype=dtype)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        x = self.conv_in(x)
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        x = self.conv_in(x, area)
         for blk in self.down_blocks:
-            x = blk(x)
-        x = self.mid_block(x)
-        return self.conv_out(jax.nn.silu(self.norm_out(x))) + group_mean(x, self.moments)
+            x = blk(x, area)
+        x = self.mid_block(x, area)
+        return self.conv_out(jax.nn.silu(self.norm_out(x)), area) + group_mean(x, self.moments)
 
 
 class Decoder(nnx.Module):
-    """``HunyuanVideo15Decoder3D``: latents (B, t, h, w, latent) -> pixels (B, T, H, W, 3)."""
+    """``HunyuanVideo15Decoder3D``: latents (B, t, h, w, latent) -> pixels (B, T, H, W, 3); ``area``: the real area
+    of a padded tile."""
 
     def __init__(self, *, out_channels: int, latent_channels: int, block_out_channels: Sequence[int],
                  layers_per_block: int, spatial_ratio: int, temporal_ratio: int, match_channel: bool,
@@ -189,9 +198,9 @@ class Decoder(nnx.Module):
         self.norm_out = RMSNorm(chans[-1], dtype=dtype)
         self.conv_out = ReplicateCausalConv3d(chans[-1], out_channels, dtype=dtype)
 
-    def __call__(self, z: jax.Array) -> jax.Array:
-        x = self.conv_in(z) + jnp.repeat(z, self.repeat, axis=-1)
-        x = self.mid_block(x)
+    def __call__(self, z: jax.Array, area: TileArea | None = None) -> jax.Array:
+        x = self.conv_in(z, area) + jnp.repeat(z, self.repeat, axis=-1)
+        x = self.mid_block(x, area)
         for blk in self.up_blocks:
-            x = blk(x)
-        return self.conv_out(jax.nn.silu(self.norm_out(x)))
+            x = blk(x, area)
+        return self.conv_out(jax.nn.silu(self.norm_out(x)), area)

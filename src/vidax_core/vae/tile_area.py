@@ -1,0 +1,67 @@
+"""The real area of a spatial tile padded up to its program's tile shape, at any layer's resolution.
+
+:class:`vidax_core.vae.tiling.TiledStream` with ``pad_tiles`` pads a smaller edge tile (at the bottom and right)
+to the tile shape, so that tiles of every shape run one compiled program, and passes each batch entry's real rows
+and columns. For the real area to come out exactly as the unpadded tile's, every layer that mixes pixels must see
+the padding as that tile alone would: a zero-padded conv wants zeros there (:meth:`TileArea.mask`, Wan), an
+edge-replicating conv wants the last real row / column repeated (:meth:`TileArea.fill_edges`, HunyuanVideo-1.5),
+and attention over the tile must not see padded keys (:meth:`TileArea.key_mask`). Per-pixel layers (pointwise
+convs, per-pixel norms) need nothing; a norm whose statistics span the tile (GroupNorm) cannot be padded this way.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+
+
+class TileArea:
+    """``size``: (rows, columns) of the program's input; ``real``: (B, 2) int32 (traced), each batch entry's real
+    rows and columns there. A layer at another resolution (an upsampled or downsampled activation, ``x`` of shape
+    (B, T, H, W, C)) sees the area scaled by ``H / rows`` and ``W / columns``; a downsampling network needs real
+    sizes that stay whole at every level (the caller's tiles are multiples of its compression)."""
+
+    def __init__(self, size: Sequence[int], real: jax.Array):
+        self.size = (int(size[0]), int(size[1]))
+        self.real = real
+
+    def at(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """((B, 1), (B, 1)) int32: the real rows and columns at ``x``'s resolution."""
+        (h0, w0), real = self.size, self.real.astype(jnp.int32)
+        return real[:, 0:1] * x.shape[2] // h0, real[:, 1:2] * x.shape[3] // w0
+
+    def _inside(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """((B, H), (B, W)) bool: the real rows and the real columns of ``x``."""
+        rows, cols = self.at(x)
+        return (jnp.arange(x.shape[2], dtype=jnp.int32)[None, :] < rows,
+                jnp.arange(x.shape[3], dtype=jnp.int32)[None, :] < cols)
+
+    def spatial_mask(self, x: jax.Array) -> jax.Array:
+        """(B, 1, H, W, 1) bool: True on the real area of ``x``."""
+        rows, cols = self._inside(x)
+        return (rows[:, :, None] & cols[:, None, :])[:, None, :, :, None]
+
+    def mask(self, x: jax.Array) -> jax.Array:
+        """``x`` zeroed outside the real area: what a zero-padded conv of the unpadded tile sees."""
+        return jnp.where(self.spatial_mask(x), x, jnp.zeros((), x.dtype))
+
+    def fill_edges(self, x: jax.Array) -> jax.Array:
+        """``x`` with every padded pixel ``(i, j)`` replaced by the real pixel ``(min(i, rows - 1), min(j, cols -
+        1))``: what an edge-replicating conv of the unpadded tile sees. Selects and one-hot sums only (no gather):
+        the last real row / column is the sum of ``x`` where the index is that row / column, exact in any dtype."""
+        rows, cols = self.at(x)
+        for axis, real in ((2, rows), (3, cols)):
+            idx = jnp.arange(x.shape[axis], dtype=jnp.int32)[None, :]
+            shape = [x.shape[0], 1, 1, 1, 1]
+            shape[axis] = x.shape[axis]
+            last = (idx == real - 1).reshape(shape)
+            edge = jnp.sum(jnp.where(last, x, jnp.zeros((), x.dtype)), axis=axis, keepdims=True)
+            x = jnp.where((idx < real).reshape(shape), x, edge)
+        return x
+
+    def key_mask(self, x: jax.Array) -> jax.Array:
+        """(B, T * H * W) bool: which of ``x``'s tokens (frame-major, then rows, then columns) are real keys."""
+        b, t, h, w = x.shape[:4]
+        return jnp.broadcast_to(self.spatial_mask(x)[..., 0], (b, t, h, w)).reshape(b, t * h * w)
