@@ -160,6 +160,75 @@ def test_tiled_encode_matches_diffusers(models):
     check("hunyuan1.5 tiled encode", got, run_ref(ref, "encode", x, TILES), run_ref(ref64, "encode", x, TILES))
 
 
+# Tiles of 4 latents / 64 pixels every 3 latents / 48 pixels (overlap 0.25), decode blended over 16 pixels, encode over
+# 1 latent. A 5 x 5 latent (80 x 80 pixels) is a 2 x 2 grid whose bottom row and right column hold 2 latents / 32
+# pixels of the 4 / 64 (5 is no multiple of 3): four tile shapes, padded to one. The padding reaches the real area
+# through every 3x3 conv and holds keys of the mid-block attention (4 x 4 latents, 2 x 2 of them real).
+RAGGED = dict(tile_sample_min_height=64, tile_sample_min_width=64, tile_latent_min_height=4, tile_latent_min_width=4,
+              tile_overlap_factor=0.25)
+#: Padded vs per-shape tiles, both vidax fp32: the same arithmetic on the real area, in other XLA programs.
+PAD_NOISE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def ragged(models):
+    """(latents, pixels, and per direction: padded result, its compiles, per-shape result, its compiles); padded is
+    what :func:`V.decode` / :func:`V.encode` do, per-shape is ``run_tiled`` without ``pad_tiles`` (one program per
+    tile shape)."""
+    from vidax_core.testing.counters import Counters
+    from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
+    from vidax_core.vae.tiling import run_tiled
+
+    _, _, ae = models
+    vae, devs = ae.vae, jax.local_devices()
+    z, x = _latents(3, 5, 5, seed=6), _video(1, 80, 80, seed=8)
+
+    def per_shape(program, xx, plan):
+        return run_tiled(xx, chunk_runner(vae, program, streams=False), plan=plan, bounds=[(0, xx.shape[1])],
+                         devices=devs)
+
+    def counted(fn):
+        with pytest.MonkeyPatch.context() as mp:
+            c = Counters(mp)
+            out = fn()
+            return out, c.compiles
+
+    opts = V.tiling_options(RAGGED)
+    dplan, eplan = V.decode_plan(vae.cfg, (5, 5), opts), V.encode_plan(vae.cfg, (80, 80), opts)
+    assert (dplan.rows, dplan.cols, dplan.tile, eplan.rows, eplan.cols, eplan.tile) == ([0, 3], [0, 3], (4, 4),
+                                                                                        [0, 48], [0, 48], (64, 64))
+    zz, xx = np.moveaxis(z, 1, -1), np.moveaxis(x, 1, -1)
+    out = dict(z=z, x=x)
+    out["decode"] = counted(lambda: _decode(ae, z, tiling=RAGGED))
+    out["decode_per_shape"] = counted(lambda: np.moveaxis(per_shape(V._decode_program, zz, dplan), -1, 1))
+    out["encode"] = counted(lambda: _encode(ae, x, tiling=RAGGED))
+    out["encode_per_shape"] = counted(
+        lambda: np.stack(gaussian_posterior(per_shape(V._encode_program, xx, eplan), TINY["latent_channels"])))
+    return out
+
+
+def test_padded_edge_tiles_match_unpadded_and_diffusers(models, ragged):
+    """Edge tiles padded to the tile shape give, on their real area, what the unpadded tiles give (decode and
+    encode), and the blended result is diffusers' tiled decode / encode."""
+    ref, ref64, _ = models
+    for fn, data in (("decode", ragged["z"]), ("encode", ragged["x"])):
+        (got, _), (alone, _) = ragged[fn], ragged[fn + "_per_shape"]
+        assert got.shape == alone.shape
+        diff = np.abs(got - alone).max()
+        print(f"hunyuan1.5 tiled {fn}, padded vs per-shape tiles: max abs {diff:.2e} (|out| max {np.abs(alone).max():.2f})")
+        assert diff <= PAD_NOISE, (fn, diff)
+        check(f"hunyuan1.5 ragged tiled {fn}", got, run_ref(ref, fn, data, RAGGED), run_ref(ref64, fn, data, RAGGED))
+
+
+def test_ragged_tile_grid_compiles_one_program(ragged):
+    """The 2 x 2 ragged grid: one compile for the padded decode (and encode), against one per tile shape (four)
+    for unpadded tiles."""
+    counts = {k: ragged[k][1] for k in ("decode", "decode_per_shape", "encode", "encode_per_shape")}
+    print(f"compiles: {counts}")
+    assert counts["decode"] == counts["encode"] == 1, counts
+    assert counts["decode_per_shape"] == counts["encode_per_shape"] == 4, counts
+
+
 def test_autoencoder_interface(models):
     """The pipeline's view: DiT latents (times scaling_factor) -> [0, 1] frames channel-last, and back."""
     ref, _, ae = models
