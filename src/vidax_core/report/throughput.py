@@ -31,6 +31,9 @@ class Peak:
     policy: str = "bfloat16"  # the weight dtype a run on it uses (model_api.dit_weight_dtype)
     runtime_host_gib: float | None = None  # host memory its runtime holds by itself (None: not measured)
     h2d_gib_s: float | None = None  # host to device from pageable memory, GiB/s (None: not measured)
+    #: host memory a VAE decode holds beyond its frames while its programs compile and its output comes back
+    #: (None: not measured)
+    decode_host_gib: float | None = None
 
 
 # Vendor datasheets: NVIDIA H100/H200 SXM, A100, L40S, B200 (dense); Google Cloud TPU system architecture pages.
@@ -43,7 +46,7 @@ PEAKS: dict[str, Peak] = {p.name: p for p in (
     Peak("l40s", ("l40s",), 362.05, 733.0, 48 * 1e9 / 2**30),
     Peak("tpu-v4", ("tpu v4",), 275.0, 275.0, 32.0),
     Peak("tpu-v5e", ("tpu v5 lite", "tpu v5e"), 197.0, 394.0, 15.75, runtime_host_gib=14.0,
-         h2d_gib_s=1.58),  # docs/memory.md; memory: JAX's bytes_limit of its 16 GiB HBM
+         h2d_gib_s=1.58, decode_host_gib=3.0),  # docs/memory.md; memory: JAX's bytes_limit of its 16 GiB HBM
     Peak("tpu-v5p", ("tpu v5p", "tpu v5"), 459.0, 918.0, 95.0),
     Peak("tpu-v6e", ("tpu v6 lite", "tpu v6e", "tpu v6"), 918.0, 1836.0, 32.0),
 )}
