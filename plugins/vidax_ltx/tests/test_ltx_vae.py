@@ -22,7 +22,8 @@ from vidax_core.errors import UserError  # noqa: E402
 from vidax_ltx import vae as vae_lib  # noqa: E402
 from vidax_core.testing.parity import fp32_error  # noqa: E402
 from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
-    assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
+    RAGGED, RAGGED_LATENT, assert_same_params, check_encode, check_ragged, decode_ref as _decode_ref,
+    latents as _latents, ragged_runs, random_reference, saved)
 from vidax_core.testing.tiny.wan_vae_parity import check, errors, tiles  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
@@ -113,6 +114,29 @@ def test_decode_tiled_matches_reference(tiny):
     got = vae_lib.decode(vae, z, timestep=DECODE_T, tiling=TILES)
     check("decode tiled", got, ref32, ref64)
     assert vae_lib.decode_plan(vae.cfg, z.shape[3:], TILES).num_tiles == 12  # overlapping tiles, not one decode
+
+
+@pytest.fixture(scope="module")
+def ragged(tiny):
+    """The ragged 2 x 2 grid (zero-padded convs, timestep-conditioned decoder) decoded and encoded padded and per
+    tile shape (``ragged_runs``)."""
+    _, vae = tiny
+    z = _latents((1, 8, 2, *RAGGED_LATENT), seed=7)
+    x = np.random.default_rng(8).uniform(-1, 1, (1, 3, 9, 160, 160)).astype(np.float32)
+    return z, x, ragged_runs(vae_lib, vae, z, x, timestep=DECODE_T)
+
+
+def test_padded_edge_tiles_run_one_program_and_match(ragged):
+    """Edge tiles padded to the tile shape give what the unpadded tiles give, in one compile (against four)."""
+    check_ragged("LTX-Video", ragged[2])
+
+
+def test_padded_ragged_grid_matches_reference(tiny, ragged):
+    model, _ = tiny
+    z, x, runs = ragged
+    ref32, ref64 = _decode_ref(model, z, [DECODE_T], RAGGED)
+    check("decode ragged tiled", runs["decode"][0], ref32, ref64)
+    check_encode("encode ragged tiled", model, lambda xx, t: tuple(runs["encode"][0]), x, RAGGED)
 
 
 def test_encode_matches_reference(tiny):
