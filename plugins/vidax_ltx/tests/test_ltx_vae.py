@@ -273,13 +273,21 @@ one = vae_lib.decode(vae, z[:1], timestep=0.05, tiling=tiles, devices=devs[:1])
 out["decode_tiled"] = float(np.abs(one - vae_lib.decode(vae, z[:1], timestep=0.05, tiling=tiles, devices=devs)).max())
 one = np.concatenate([vae_lib.decode(vae, z[i : i + 1], timestep=0.05, devices=devs[:1]) for i in range(2)])
 out["decode_batch"] = float(np.abs(one - vae_lib.decode(vae, z, timestep=0.05, devices=devs)).max())
+# 2 entries x 3 padded tiles (the right one 1 latent of 2): groups of 4 and 2 units, one area row per entry
+one = np.concatenate([vae_lib.decode(vae, z[i : i + 1], timestep=0.05, tiling=tiles, devices=devs[:1])
+                      for i in range(2)])
+out["decode_tiled_batch"] = float(np.abs(one - vae_lib.decode(vae, z, timestep=0.05, tiling=tiles, devices=devs)).max())
+x = np.random.default_rng(1).uniform(-1, 1, (2, 3, 1, 64, 96)).astype(np.float32)
+one = np.concatenate([np.stack(vae_lib.encode(vae, x[i : i + 1], tiling=tiles, devices=devs[:1])) for i in range(2)],
+                     axis=1)
+out["encode_tiled_batch"] = float(np.abs(one - np.stack(vae_lib.encode(vae, x, tiling=tiles, devices=devs))).max())
 print(json.dumps(out))
 """
 
 
 def test_spread_over_devices_equals_one_device(tiny, tmp_path):
     """Tiles and batch entries spread over 4 fake CPU devices (a subprocess: the device count is fixed at jax
-    import) give exactly the single-device result (encode runs through the same tiling runner)."""
+    import) give exactly the single-device result, padded edge tiles of several entries stacked included."""
     import json
     import subprocess
     import sys
@@ -296,4 +304,4 @@ def test_spread_over_devices_equals_one_device(tiny, tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     print(out)
     assert out.pop("devices") == 4
-    assert out == {"decode_tiled": 0.0, "decode_batch": 0.0}
+    assert out == {"decode_tiled": 0.0, "decode_batch": 0.0, "decode_tiled_batch": 0.0, "encode_tiled_batch": 0.0}

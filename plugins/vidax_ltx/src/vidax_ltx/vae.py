@@ -23,9 +23,14 @@ resnets use gain-free RMSNorm (eps 1e-8) and, with timestep conditioning, a per-
 depth-to-space (optionally with a channel-repeated residual); the pixel (un)patchify orders channels as
 (c, t, w, h) — note w before h. The encoder emits one log-variance channel that the reference broadcasts.
 
-Execution: the decoder is non-causal, so a tile runs over all frames at once (one jitted program per tile shape);
-spatial tiling follows diffusers' ``enable_tiling`` (tile 512 px, stride 448 px by default) through
-:func:`vidax_core.vae.tiling.run_tiled`, which also spreads tiles / batch entries over several devices.
+Execution: the decoder is non-causal, so a tile runs over all frames at once (no temporal tiling); spatial tiling
+follows diffusers' ``enable_tiling`` (tile 512 px, stride 448 px by default) through
+:func:`vidax_core.vae.tiling.run_tiled`, which also spreads tiles / batch entries over several devices. The smaller
+edge tiles are padded to the tile shape and told their real area (:class:`vidax_core.vae.tile_area.TileArea`): before
+each 3x3 conv the padding holds what the unpadded tile's conv padding shows (zeros, or the real edge mirrored for a
+reflect-padded conv), and every other layer is per pixel, so all tiles run one compiled program and their real areas
+come out as the unpadded tiles'. Encode tiles are padded when their real sides are multiples of the spatial
+compression (whole at every downsampling level; LTX's frames and default strides are multiples of 32).
 """
 
 from __future__ import annotations
