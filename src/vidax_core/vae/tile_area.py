@@ -6,8 +6,9 @@ and columns. For the real area to come out exactly as the unpadded tile's, every
 the padding as that tile alone would: a zero-padded conv wants zeros there (:meth:`TileArea.mask`, Wan), an
 edge-replicating conv wants the last real row / column repeated (:meth:`TileArea.fill_edges`, HunyuanVideo-1.5), a
 reflect-padded conv the real rows / columns mirrored about the last one (:meth:`TileArea.fill_reflect`, the LTX-2.0
-decoder; :meth:`TileArea.conv_input` picks by torch's ``padding_mode``), and attention over the tile must not see padded keys (:meth:`TileArea.key_mask`). Per-pixel layers (pointwise
-convs, per-pixel norms) need nothing; a norm whose statistics span the tile (GroupNorm) cannot be padded this way.
+decoder; :meth:`TileArea.conv_input` picks by torch's ``padding_mode``), and attention over the tile must not see
+padded keys (:meth:`TileArea.key_mask`). Per-pixel layers (pointwise convs, per-pixel norms) need nothing; a norm
+whose statistics span the tile (GroupNorm) cannot be padded this way.
 """
 
 from __future__ import annotations
