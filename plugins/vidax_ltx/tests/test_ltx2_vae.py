@@ -19,7 +19,8 @@ diffusers = pytest.importorskip("diffusers")
 from vidax_core.errors import UserError  # noqa: E402
 from vidax_core.testing.parity import FP32_FACTOR, fp32_bound, fp32_error, max_abs  # noqa: E402
 from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
-    assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
+    RAGGED, RAGGED_LATENT, assert_same_params, check_encode, check_ragged, decode_ref as _decode_ref,
+    latents as _latents, ragged_runs, random_reference, saved)
 from vidax_core.testing.tiny import ltx2_original_keys  # noqa: E402
 from vidax_core.testing.tiny.ltx2 import VIDEO_VAE  # noqa: E402
 from vidax_core.testing.tiny.wan_vae_parity import check, tiles  # noqa: E402
@@ -156,6 +157,30 @@ def test_decode_tiled_matches_reference_20(gen20):
     ref32, ref64 = _decode_ref(model, z, None, TILES)
     assert L.decode_plan(vae.cfg, z.shape[3:], TILES).num_tiles == 4  # overlapping tiles, not one decode
     check("LTX-2.0 decode tiled", L.decode(vae, z, tiling=TILES), ref32, ref64)
+
+
+@pytest.fixture(scope="module")
+def ragged20(gen20):
+    """The ragged 2 x 2 grid (reflect-padded decoder, zero-padded encoder) decoded and encoded padded and per tile
+    shape (``ragged_runs``): the bottom and right edge tiles hold 2 real latents of 4."""
+    _, _, _, vae = gen20
+    z = _latents((1, 8, 2, *RAGGED_LATENT), seed=9)
+    x = np.random.default_rng(10).uniform(-1, 1, (1, 3, 9, 160, 160)).astype(np.float32)
+    return z, x, ragged_runs(vae_lib, vae, z, x)
+
+
+def test_padded_edge_tiles_run_one_program_and_match_20(ragged20):
+    """Edge tiles padded to the tile shape (their reflect padding mirrored into the padding) give what the unpadded
+    tiles give, in one compile (against four)."""
+    check_ragged("LTX-2.0", ragged20[2])
+
+
+def test_padded_ragged_grid_matches_reference_20(gen20, ragged20):
+    model, _, _, _ = gen20
+    z, x, runs = ragged20
+    ref32, ref64 = _decode_ref(model, z, None, RAGGED)
+    check("LTX-2.0 decode ragged tiled", runs["decode"][0], ref32, ref64)
+    check_encode("LTX-2.0 encode ragged tiled", model, lambda xx, t: tuple(runs["encode"][0]), x, RAGGED)
 
 
 def test_encode_matches_reference_20(gen20):

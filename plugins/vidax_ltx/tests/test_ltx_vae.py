@@ -22,7 +22,8 @@ from vidax_core.errors import UserError  # noqa: E402
 from vidax_ltx import vae as vae_lib  # noqa: E402
 from vidax_core.testing.parity import fp32_error  # noqa: E402
 from vidax_core.testing.tiny.ltx_vae_parity import (  # noqa: E402
-    assert_same_params, check_encode, decode_ref as _decode_ref, latents as _latents, random_reference, saved)
+    RAGGED, RAGGED_LATENT, assert_same_params, check_encode, check_ragged, decode_ref as _decode_ref,
+    latents as _latents, ragged_runs, random_reference, saved)
 from vidax_core.testing.tiny.wan_vae_parity import check, errors, tiles  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ltx_vae")
@@ -113,6 +114,29 @@ def test_decode_tiled_matches_reference(tiny):
     got = vae_lib.decode(vae, z, timestep=DECODE_T, tiling=TILES)
     check("decode tiled", got, ref32, ref64)
     assert vae_lib.decode_plan(vae.cfg, z.shape[3:], TILES).num_tiles == 12  # overlapping tiles, not one decode
+
+
+@pytest.fixture(scope="module")
+def ragged(tiny):
+    """The ragged 2 x 2 grid (zero-padded convs, timestep-conditioned decoder) decoded and encoded padded and per
+    tile shape (``ragged_runs``)."""
+    _, vae = tiny
+    z = _latents((1, 8, 2, *RAGGED_LATENT), seed=7)
+    x = np.random.default_rng(8).uniform(-1, 1, (1, 3, 9, 160, 160)).astype(np.float32)
+    return z, x, ragged_runs(vae_lib, vae, z, x, timestep=DECODE_T)
+
+
+def test_padded_edge_tiles_run_one_program_and_match(ragged):
+    """Edge tiles padded to the tile shape give what the unpadded tiles give, in one compile (against four)."""
+    check_ragged("LTX-Video", ragged[2])
+
+
+def test_padded_ragged_grid_matches_reference(tiny, ragged):
+    model, _ = tiny
+    z, x, runs = ragged
+    ref32, ref64 = _decode_ref(model, z, [DECODE_T], RAGGED)
+    check("decode ragged tiled", runs["decode"][0], ref32, ref64)
+    check_encode("encode ragged tiled", model, lambda xx, t: tuple(runs["encode"][0]), x, RAGGED)
 
 
 def test_encode_matches_reference(tiny):
@@ -249,13 +273,21 @@ one = vae_lib.decode(vae, z[:1], timestep=0.05, tiling=tiles, devices=devs[:1])
 out["decode_tiled"] = float(np.abs(one - vae_lib.decode(vae, z[:1], timestep=0.05, tiling=tiles, devices=devs)).max())
 one = np.concatenate([vae_lib.decode(vae, z[i : i + 1], timestep=0.05, devices=devs[:1]) for i in range(2)])
 out["decode_batch"] = float(np.abs(one - vae_lib.decode(vae, z, timestep=0.05, devices=devs)).max())
+# 2 entries x 3 padded tiles (the right one 1 latent of 2): groups of 4 and 2 units, one area row per entry
+one = np.concatenate([vae_lib.decode(vae, z[i : i + 1], timestep=0.05, tiling=tiles, devices=devs[:1])
+                      for i in range(2)])
+out["decode_tiled_batch"] = float(np.abs(one - vae_lib.decode(vae, z, timestep=0.05, tiling=tiles, devices=devs)).max())
+x = np.random.default_rng(1).uniform(-1, 1, (2, 3, 1, 64, 96)).astype(np.float32)
+one = np.concatenate([np.stack(vae_lib.encode(vae, x[i : i + 1], tiling=tiles, devices=devs[:1])) for i in range(2)],
+                     axis=1)
+out["encode_tiled_batch"] = float(np.abs(one - np.stack(vae_lib.encode(vae, x, tiling=tiles, devices=devs))).max())
 print(json.dumps(out))
 """
 
 
 def test_spread_over_devices_equals_one_device(tiny, tmp_path):
     """Tiles and batch entries spread over 4 fake CPU devices (a subprocess: the device count is fixed at jax
-    import) give exactly the single-device result (encode runs through the same tiling runner)."""
+    import) give exactly the single-device result, padded edge tiles of several entries stacked included."""
     import json
     import subprocess
     import sys
@@ -272,4 +304,4 @@ def test_spread_over_devices_equals_one_device(tiny, tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     print(out)
     assert out.pop("devices") == 4
-    assert out == {"decode_tiled": 0.0, "decode_batch": 0.0}
+    assert out == {"decode_tiled": 0.0, "decode_batch": 0.0, "decode_tiled_batch": 0.0, "encode_tiled_batch": 0.0}

@@ -29,7 +29,10 @@ class CausalConv3d(nnx.Module):
     """Conv3d, time-VALID (the caller prepends cache / causal zeros), spatial 'same' padding: zeros by default, or
     torch's ``padding_mode`` ``"reflect"`` / ``"replicate"`` (``spatial_padding``).
 
-    ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.io.convert.conv``.
+    ``kernel`` (kt, kh, kw, in, out), ``bias`` (out,): the layout of ``vidax_core.io.convert.conv``. ``area``: ``x``
+    is a spatial tile padded up to the program's tile shape; its padding first holds what this conv's padding shows
+    the unpadded tile (:meth:`~vidax_core.vae.tile_area.TileArea.conv_input`), so the real area comes out as that
+    tile's.
     """
 
     def __init__(self, cin: int, cout: int, kernel: Sequence[int] = (3, 3, 3), *, stride_t: int = 1,
@@ -45,7 +48,9 @@ class CausalConv3d(nnx.Module):
         self.stride_t = stride_t
         self.spatial_padding = spatial_padding
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        if area is not None and (self.pad_h or self.pad_w):
+            x = area.conv_input(x, self.spatial_padding, (self.pad_h, self.pad_w))
         pad = ((0, 0), (self.pad_h, self.pad_h), (self.pad_w, self.pad_w))
         if self.spatial_padding != "zeros" and (self.pad_h or self.pad_w):
             x = jnp.pad(x, ((0, 0), *pad, (0, 0)), mode=SPATIAL_PADDING[self.spatial_padding])

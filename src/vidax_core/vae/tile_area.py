@@ -4,14 +4,16 @@
 to the tile shape, so that tiles of every shape run one compiled program, and passes each batch entry's real rows
 and columns. For the real area to come out exactly as the unpadded tile's, every layer that mixes pixels must see
 the padding as that tile alone would: a zero-padded conv wants zeros there (:meth:`TileArea.mask`, Wan), an
-edge-replicating conv wants the last real row / column repeated (:meth:`TileArea.fill_edges`, HunyuanVideo-1.5),
-and attention over the tile must not see padded keys (:meth:`TileArea.key_mask`). Per-pixel layers (pointwise
-convs, per-pixel norms) need nothing; a norm whose statistics span the tile (GroupNorm) cannot be padded this way.
+edge-replicating conv wants the last real row / column repeated (:meth:`TileArea.fill_edges`, HunyuanVideo-1.5), a
+reflect-padded conv the real rows / columns mirrored about the last one (:meth:`TileArea.fill_reflect`, the LTX-2.0
+decoder; :meth:`TileArea.conv_input` picks by torch's ``padding_mode``), and attention over the tile must not see
+padded keys (:meth:`TileArea.key_mask`). Per-pixel layers (pointwise convs, per-pixel norms) need nothing; a norm
+whose statistics span the tile (GroupNorm) cannot be padded this way.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -60,6 +62,37 @@ class TileArea:
             edge = jnp.sum(jnp.where(last, x, jnp.zeros((), x.dtype)), axis=axis, keepdims=True)
             x = jnp.where((idx < real).reshape(shape), x, edge)
         return x
+
+    def fill_reflect(self, x: jax.Array, pad: Union[int, Sequence[int]]) -> jax.Array:
+        """``x`` with padded row ``i`` (``rows <= i < rows + pad``) replaced by the real row ``2 (rows - 1) - i``,
+        then the same for columns (so a padded corner holds the real pixel mirrored in both): what a conv whose
+        reflect padding is ``pad`` (an int, or (rows, columns)) sees of the unpadded tile; padded pixels further
+        out are left as they are (no such kernel reaches them from a real pixel). A side with no padding is left
+        to the conv's own reflection at the border, which then is the real edge; with ``pad`` 1 (a 3 x 3 kernel)
+        any padded side holds the one mirrored row itself (a wider ``pad`` wants the padding ``pad`` thick or
+        none). Selects and one-hot sums only (no gather), exact in any dtype. As torch's reflect padding, it wants
+        more than ``pad`` real rows (one real row with ``pad`` 1 mirrors onto itself, as ``jnp.pad`` does)."""
+        pads = (pad, pad) if isinstance(pad, int) else tuple(pad)
+        for axis, real, p in zip((2, 3), self.at(x), pads):
+            idx = jnp.arange(x.shape[axis], dtype=jnp.int32)[None, :]
+            shape = [x.shape[0], 1, 1, 1, 1]
+            shape[axis] = x.shape[axis]
+            for k in range(int(p)):
+                src = (idx == jnp.maximum(real - 2 - k, 0)).reshape(shape)
+                mirrored = jnp.sum(jnp.where(src, x, jnp.zeros((), x.dtype)), axis=axis, keepdims=True)
+                x = jnp.where((idx == real + k).reshape(shape), mirrored, x)
+        return x
+
+    def conv_input(self, x: jax.Array, padding_mode: str, pad: Union[int, Sequence[int]]) -> jax.Array:
+        """``x`` prepared for a conv that pads ``pad`` pixels by torch's ``padding_mode`` ("zeros", "reflect",
+        "replicate"): its padded area holds what that conv sees around the unpadded tile."""
+        if padding_mode == "zeros":
+            return self.mask(x)
+        if padding_mode == "reflect":
+            return self.fill_reflect(x, pad)
+        if padding_mode == "replicate":
+            return self.fill_edges(x)
+        raise ValueError(f"TileArea: padding mode {padding_mode!r} is not zeros / reflect / replicate")
 
     def key_mask(self, x: jax.Array) -> jax.Array:
         """(B, T * H * W) bool: which of ``x``'s tokens (frame-major, then rows, then columns) are real keys."""

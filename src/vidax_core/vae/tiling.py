@@ -145,6 +145,13 @@ class TilePlan:
     def num_tiles(self) -> int:
         return len(self.rows) * len(self.cols)
 
+    def sides_divisible(self, n: int) -> bool:
+        """Whether every tile's real rows and columns (an edge tile's too) are multiples of ``n``: a downsampling
+        VAE of compression ``n`` then keeps a padded tile's real area whole at every level (``pad_tiles`` exact)."""
+        return all((min(t, size - s) % n == 0) for size, t, starts in
+                   ((self.in_size[0], self.tile[0], self.rows), (self.in_size[1], self.tile[1], self.cols))
+                   for s in starts)
+
 
 def blend_v(a: np.ndarray, b: np.ndarray, extent: int) -> np.ndarray:
     """Blend the bottom rows of ``a`` into the top rows of ``b`` in place (axis 2 of (B, T, H, W, C)); returns ``b``."""

@@ -6,7 +6,9 @@ down blocks then follow ``block_out_channels`` (:meth:`LTX2VAEConfig.encoder_wid
 padding is a config choice (the decoder pads by reflection in LTX-2.0), the up blocks' strides come from
 ``upsample_type``, and the resnets' 1x1 shortcut is a plain conv (its key lacks ``.conv``). Norms (gain-free
 per-channel RMS, eps 1e-8), causal time padding, the (c, t, w, h) patch order, the group-mean downsampler residual,
-the timestep-conditioned decoder (2.3 / 2.5) and the one broadcast log-variance channel are 0.9.x's.
+the timestep-conditioned decoder (2.3 / 2.5) and the one broadcast log-variance channel are 0.9.x's. So is the tiled
+decode / encode: edge tiles padded to the tile shape, one compiled program for every tile (the reflect-padded 2.0
+decoder's padding holds the real edge mirrored, :meth:`vidax_core.vae.tile_area.TileArea.fill_reflect`).
 
 Public interface (what the LTX-2 pipeline calls):
 

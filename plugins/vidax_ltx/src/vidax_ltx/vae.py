@@ -23,9 +23,14 @@ resnets use gain-free RMSNorm (eps 1e-8) and, with timestep conditioning, a per-
 depth-to-space (optionally with a channel-repeated residual); the pixel (un)patchify orders channels as
 (c, t, w, h) — note w before h. The encoder emits one log-variance channel that the reference broadcasts.
 
-Execution: the decoder is non-causal, so a tile runs over all frames at once (one jitted program per tile shape);
-spatial tiling follows diffusers' ``enable_tiling`` (tile 512 px, stride 448 px by default) through
-:func:`vidax_core.vae.tiling.run_tiled`, which also spreads tiles / batch entries over several devices.
+Execution: the decoder is non-causal, so a tile runs over all frames at once (no temporal tiling); spatial tiling
+follows diffusers' ``enable_tiling`` (tile 512 px, stride 448 px by default) through
+:func:`vidax_core.vae.tiling.run_tiled`, which also spreads tiles / batch entries over several devices. The smaller
+edge tiles are padded to the tile shape and told their real area (:class:`vidax_core.vae.tile_area.TileArea`): before
+each 3x3 conv the padding holds what the unpadded tile's conv padding shows (zeros, or the real edge mirrored for a
+reflect-padded conv), and every other layer is per pixel, so all tiles run one compiled program and their real areas
+come out as the unpadded tiles'. Encode tiles are padded when their real sides are multiples of the spatial
+compression (whole at every downsampling level; LTX's frames and default strides are multiples of 32).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.vae.causal_conv import SPATIAL_PADDING, CausalConv3d
 from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
 from vidax_core.vae.loader import vae_loader
+from vidax_core.vae.tile_area import TileArea
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 from .vae_convert import DECODER_IGNORE, STATS_KEYS, original_vae_tensors, vae_rules
@@ -196,21 +202,22 @@ class Conv(nnx.Module):
     'same' padding in space (zeros or reflect, ``mode``).
 
     Holds the core :class:`~vidax_core.vae.causal_conv.CausalConv3d` (time-VALID) as ``conv``, so the parameter
-    path mirrors diffusers' ``<name>.conv.weight``."""
+    path mirrors diffusers' ``<name>.conv.weight``. ``area``: a padded tile's real area, which the core conv fills
+    its padding for (zeros or the mirrored real edge), as every layer below that takes one."""
 
     def __init__(self, cin: int, cout: int, k: int = 3, *, mode: ConvMode, dtype=jnp.float32):
         self.conv = CausalConv3d(cin, cout, (k, k, k), spatial_padding=mode.padding, dtype=dtype)
         self.causal = mode.causal
         self.k = k
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
         if self.k > 1:
             if self.causal:
                 x = jnp.concatenate([jnp.repeat(x[:, :1], self.k - 1, axis=1), x], axis=1)
             else:
                 p = (self.k - 1) // 2
                 x = jnp.concatenate([jnp.repeat(x[:, :1], p, axis=1), x, jnp.repeat(x[:, -1:], p, axis=1)], axis=1)
-        return self.conv(x)
+        return self.conv(x, area)
 
 
 def _norm(x: jax.Array) -> jax.Array:
@@ -243,7 +250,7 @@ class Resnet(nnx.Module):
             self.conv_shortcut = None
         self.scale_shift_table = nnx.Param(jnp.zeros((4, cin), jnp.float32)) if timestep else None
 
-    def __call__(self, x: jax.Array, temb: jax.Array | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, temb: jax.Array | None = None, area: TileArea | None = None) -> jax.Array:
         h = _norm(x)
         if self.scale_shift_table is not None:
             b = x.shape[0]
@@ -251,11 +258,11 @@ class Resnet(nnx.Module):
             mod = mod[:, :, None, None, None, :].astype(x.dtype)  # (B, 4, 1, 1, 1, C)
             shift1, scale1, shift2, scale2 = mod[:, 0], mod[:, 1], mod[:, 2], mod[:, 3]
             h = h * (1 + scale1) + shift1
-        h = self.conv1(jax.nn.silu(h))
+        h = self.conv1(jax.nn.silu(h), area)
         h = _norm(h)
         if self.scale_shift_table is not None:
             h = h * (1 + scale2) + shift2
-        h = self.conv2(jax.nn.silu(h))  # dropout: inference no-op
+        h = self.conv2(jax.nn.silu(h), area)  # dropout: inference no-op
         if self.norm3 is not None:
             x = self.conv_shortcut(self.norm3(x))
         return h + x
@@ -288,12 +295,12 @@ class Downsampler(nnx.Module):
         self.group = cin * n // cout
         self.conv = Conv(cin, cout // n, mode=mode, dtype=dtype)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
         s = self.stride
         x = jnp.concatenate([x[:, : s[0] - 1], x], axis=1)
         r = space_to_depth(x, s)
         r = r.reshape(*r.shape[:-1], -1, self.group).mean(axis=-1)
-        return space_to_depth(self.conv(x), s) + r
+        return space_to_depth(self.conv(x, area), s) + r
 
 
 class Upsampler(nnx.Module):
@@ -309,9 +316,9 @@ class Upsampler(nnx.Module):
         self.repeats = n // factor
         self.conv = Conv(cin, cin * n // factor, mode=mode, dtype=dtype)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
         s = self.stride
-        y = depth_to_space(self.conv(x), s)[:, s[0] - 1 :]
+        y = depth_to_space(self.conv(x, area), s)[:, s[0] - 1 :]
         if self.residual:
             r = depth_to_space(x, s)
             y = y + jnp.tile(r, (1, 1, 1, 1, self.repeats))[:, s[0] - 1 :]
@@ -327,11 +334,11 @@ class DownBlock(nnx.Module):
         self.downsamplers = (nnx.List([Downsampler(cin, cout, STRIDES[kind], mode=mode, dtype=dtype)])
                              if scale else None)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
         for r in self.resnets:
-            x = r(x)
+            x = r(x, area=area)
         if self.downsamplers is not None:
-            x = self.downsamplers[0](x)
+            x = self.downsamplers[0](x, area)
         return x
 
 
@@ -343,10 +350,10 @@ class MidBlock(nnx.Module):
         self.resnets = nnx.List([Resnet(dim, dim, eps=eps, mode=mode, timestep=timestep, dtype=dtype)
                                  for _ in range(n)])
 
-    def __call__(self, x: jax.Array, t: jax.Array | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, t: jax.Array | None = None, area: TileArea | None = None) -> jax.Array:
         temb = self.time_embedder(t, x.dtype) if self.time_embedder is not None else None
         for r in self.resnets:
-            x = r(x, temb)
+            x = r(x, temb, area)
         return x
 
 
@@ -362,14 +369,14 @@ class UpBlock(nnx.Module):
         self.resnets = nnx.List([Resnet(cout, cout, eps=eps, mode=mode, timestep=timestep, dtype=dtype)
                                  for _ in range(n)])
 
-    def __call__(self, x: jax.Array, t: jax.Array | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, t: jax.Array | None = None, area: TileArea | None = None) -> jax.Array:
         if self.conv_in is not None:
-            x = self.conv_in(x)
+            x = self.conv_in(x, area=area)
         temb = self.time_embedder(t, x.dtype) if self.time_embedder is not None else None
         if self.upsamplers is not None:
-            x = self.upsamplers[0](x)
+            x = self.upsamplers[0](x, area)
         for r in self.resnets:
-            x = r(x, temb)
+            x = r(x, temb, area)
         return x
 
 
@@ -403,16 +410,17 @@ class Encoder(nnx.Module):
         self.conv_out = Conv(ch[-1], cfg.latent_channels + 1, mode=mode, dtype=dtype)
         self.p, self.pt = int(cfg.patch_size), int(cfg.patch_size_t)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        """Pixels (B, T, H, W, 3) -> (B, t, h, w, C + 1): the latent mean and the single log-variance channel."""
+    def __call__(self, x: jax.Array, area: TileArea | None = None) -> jax.Array:
+        """Pixels (B, T, H, W, 3) -> (B, t, h, w, C + 1): the latent mean and the single log-variance channel.
+        ``area``: a padded tile's real pixel area (its sides multiples of the compression, whole at every level)."""
         b, t, h, w, c = x.shape
         p, pt = self.p, self.pt
         x = x.reshape(b, t // pt, pt, h // p, p, w // p, p, c).transpose(0, 1, 3, 5, 7, 2, 6, 4)
-        x = self.conv_in(x.reshape(b, t // pt, h // p, w // p, c * pt * p * p))
+        x = self.conv_in(x.reshape(b, t // pt, h // p, w // p, c * pt * p * p), area)
         for blk in self.down_blocks:
-            x = blk(x)
-        x = self.mid_block(x)
-        return self.conv_out(jax.nn.silu(_norm(x)))
+            x = blk(x, area)
+        x = self.mid_block(x, area=area)
+        return self.conv_out(jax.nn.silu(_norm(x)), area)
 
 
 class Decoder(nnx.Module):
@@ -443,21 +451,22 @@ class Decoder(nnx.Module):
             self.timestep_scale_multiplier = self.time_embedder = self.scale_shift_table = None
         self.p, self.pt = int(cfg.patch_size), int(cfg.patch_size_t)
 
-    def __call__(self, z: jax.Array, timestep: jax.Array | None) -> jax.Array:
-        """Raw latents (B, F, h, w, C), timestep (B,) or None -> decoder output pixels (B, T, H, W, 3)."""
-        x = self.conv_in(z)
+    def __call__(self, z: jax.Array, timestep: jax.Array | None, area: TileArea | None = None) -> jax.Array:
+        """Raw latents (B, F, h, w, C), timestep (B,) or None -> decoder output pixels (B, T, H, W, 3). ``area``: a
+        padded tile's real latent area."""
+        x = self.conv_in(z, area)
         t = None
         if self.timestep_scale_multiplier is not None:
             t = timestep.astype(jnp.float32) * self.timestep_scale_multiplier[...]
-        x = self.mid_block(x, t)
+        x = self.mid_block(x, t, area)
         for blk in self.up_blocks:
-            x = blk(x, t)
+            x = blk(x, t, area)
         x = _norm(x)
         if self.time_embedder is not None:
             emb = self.time_embedder(t, x.dtype).reshape(x.shape[0], 2, -1)
             mod = (emb + self.scale_shift_table[...].astype(emb.dtype)[None])[:, :, None, None, None, :]
             x = x * (1 + mod[:, 1]) + mod[:, 0]
-        x = self.conv_out(jax.nn.silu(x))
+        x = self.conv_out(jax.nn.silu(x), area)
         b, f, h, w, cc = x.shape
         p, pt = self.p, self.pt
         c = cc // (pt * p * p)
@@ -536,12 +545,14 @@ def encode_plan(cfg: LTXVAEConfig, pixel_hw: Sequence[int], tiling: Any = None) 
     return stride_encode_plan(tiling_options(tiling), pixel_hw, int(cfg.spatial_compression_ratio))
 
 
-def _decode_impl(graphdef, state, z, t):
-    return nnx.merge(graphdef, state).decoder(z, t)
+def _decode_impl(graphdef, state, z, t, area=None):
+    """``area``: None, or the (B, 2) real latent rows and columns of padded tiles (one program for every tile)."""
+    return nnx.merge(graphdef, state).decoder(z, t, None if area is None else TileArea(z.shape[2:4], area))
 
 
-def _encode_impl(graphdef, state, x):
-    return nnx.merge(graphdef, state).encoder(x)
+def _encode_impl(graphdef, state, x, area=None):
+    """``area``: None, or the (B, 2) real pixel rows and columns of padded tiles (multiples of the compression)."""
+    return nnx.merge(graphdef, state).encoder(x, None if area is None else TileArea(x.shape[2:4], area))
 
 
 _decode_jit = jax.jit(_decode_impl, static_argnames=("graphdef",))
@@ -581,7 +592,7 @@ def decode(vae: LTXVAE, z: Any, *, timestep: Any = None, tiling: Any = None,
         return np.concatenate(parts, axis=0)
     extra = (lambda n: (None,)) if t is None else (lambda n: (np.full((n,), t[0], np.float32),))
     out = run_tiled(zz, chunk_runner(vae, _decode_jit, streams=False, extra=extra), plan=plan,
-                    bounds=[(0, zz.shape[1])], devices=devices, on_chunk=on_chunk)
+                    bounds=[(0, zz.shape[1])], devices=devices, on_chunk=on_chunk, pad_tiles=True)
     return np.ascontiguousarray(np.moveaxis(out, -1, 1), np.float32)
 
 
@@ -593,6 +604,7 @@ def encode(vae: LTXVAE, x: Any, *, tiling: Any = None, devices: Sequence[Any] | 
         raise ValueError("this LTX VAE was loaded without its encoder (with_encoder=False)")
     xx = np.moveaxis(np.asarray(x, np.float32), 1, -1)
     plan = encode_plan(vae.cfg, xx.shape[2:4], tiling)
+    pad = plan.sides_divisible(int(vae.cfg.spatial_compression_ratio))  # (others fail the reshapes anyway)
     out = run_tiled(xx, chunk_runner(vae, _encode_jit, streams=False), plan=plan, bounds=[(0, xx.shape[1])],
-                    devices=devices)
+                    devices=devices, pad_tiles=pad)
     return gaussian_posterior(out, vae.cfg.latent_channels)

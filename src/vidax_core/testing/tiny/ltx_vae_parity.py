@@ -105,3 +105,69 @@ def assert_same_params(loaded, want) -> None:
     for path in theirs:
         np.testing.assert_array_equal(np.asarray(ours[path]), np.asarray(theirs[path]), err_msg=str(path))
     assert loaded.cfg.latents_mean == want.cfg.latents_mean and loaded.cfg.latents_std == want.cfg.latents_std
+
+
+#: A ragged 2 x 2 tile grid: tiles of 128 px (4 latents) every 96 px (3 latents). A 5 x 5 latent (160 x 160 pixels)
+#: has a bottom row and right column of 2 latents / 64 pixels: four tile shapes, padded to one.
+RAGGED = dict(tile_sample_min_height=128, tile_sample_min_width=128, tile_sample_stride_height=96,
+              tile_sample_stride_width=96)
+RAGGED_LATENT = (5, 5)
+#: Padded vs per-shape tiles, both vidax fp32: the same arithmetic on the real area, in other XLA programs (a few
+#: dozen fp32 ulps of the output's largest value).
+PAD_NOISE = 4e-6
+
+
+def ragged_runs(lib, vae, z: np.ndarray, x: np.ndarray, timestep=None) -> dict:
+    """Decode ``z`` and encode ``x`` over the :data:`RAGGED` grid, each two ways, with the XLA compiles each took:
+    ``"decode"`` / ``"encode"`` as ``lib`` (:mod:`vidax_ltx.vae`, LTX-2's too) does them (edge tiles
+    padded, one program) and ``"*_per_shape"``, ``run_tiled`` without ``pad_tiles`` (one program per tile shape);
+    each ``(output, compiles)``, the encode's output the stacked (mean, logvar)."""
+    import pytest
+
+    from vidax_core.testing.counters import Counters
+    from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
+    from vidax_core.vae.tiling import run_tiled
+
+    zz, xx = np.moveaxis(z, 1, -1), np.moveaxis(x, 1, -1)
+    t = None if timestep is None else np.float32(timestep)
+    extra = lambda n: (None if t is None else np.full((n,), t, np.float32),)  # noqa: E731  (decode's timestep)
+
+    def per_shape(program, data, plan, more=None):
+        return run_tiled(data, chunk_runner(vae, program, streams=False, extra=more), plan=plan,
+                         bounds=[(0, data.shape[1])])
+
+    def counted(fn):
+        with pytest.MonkeyPatch.context() as mp:
+            c = Counters(mp)
+            out = fn()
+            return out, c.compiles
+
+    dplan = lib.decode_plan(vae.cfg, zz.shape[2:4], RAGGED)
+    eplan = lib.encode_plan(vae.cfg, xx.shape[2:4], RAGGED)
+    assert (dplan.rows, dplan.cols, dplan.tile) == ([0, 3], [0, 3], (4, 4)), dplan
+    assert (eplan.rows, eplan.cols, eplan.tile) == ([0, 96], [0, 96], (128, 128)), eplan
+    c = vae.cfg.latent_channels
+    for program in (lib._decode_jit, lib._encode_jit):  # counts independent of what earlier tests compiled
+        program.clear_cache()
+    return {
+        "decode": counted(lambda: lib.decode(vae, z, timestep=timestep, tiling=RAGGED)),
+        "decode_per_shape": counted(lambda: np.moveaxis(per_shape(lib._decode_jit, zz, dplan, extra), -1, 1)),
+        "encode": counted(lambda: np.stack(lib.encode(vae, x, tiling=RAGGED))),
+        "encode_per_shape": counted(
+            lambda: np.stack(gaussian_posterior(per_shape(lib._encode_jit, xx, eplan), c))),
+    }
+
+
+def check_ragged(label: str, runs: dict) -> None:
+    """The padded edge tiles of :func:`ragged_runs` give what the per-shape tiles give (within :data:`PAD_NOISE`
+    of the largest output value), in one compile per direction against four."""
+    for fn in ("decode", "encode"):
+        (got, _), (alone, _) = runs[fn], runs[fn + "_per_shape"]
+        assert got.shape == alone.shape, (fn, got.shape, alone.shape)
+        diff, top = float(np.abs(got - alone).max()), float(np.abs(alone).max())
+        print(f"{label} ragged tiled {fn}, padded vs per-shape tiles: max abs {diff:.2e} (|out| max {top:.2f})")
+        assert diff <= PAD_NOISE * max(top, 1.0), (label, fn, diff, top)
+    counts = {k: v[1] for k, v in runs.items()}
+    print(f"{label} compiles: {counts}")
+    assert counts["decode"] == counts["encode"] == 1, counts
+    assert counts["decode_per_shape"] == counts["encode_per_shape"] == 4, counts
