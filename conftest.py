@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from vidax_core.testing.cache import use_suite_cache
 from vidax_core.testing.devices import use_fast_cpu_compiles
 from vidax_core.testing.grouping import group_shared_fixture_modules, order_for_balance
-from vidax_core.heap import freeze_imports
+from vidax_core.heap import Refreezer, freeze_imports
 
 use_fast_cpu_compiles()  # before JAX starts its backend
 
@@ -40,3 +40,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     freeze_imports()
+
+
+REFREEZER = Refreezer()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    REFREEZER.after()

@@ -3,20 +3,23 @@
 Peak RSS (``ru_maxrss``) counts the pages of memory-mapped checkpoint files that were touched, which the OS can
 drop at will; what a run really holds is its anonymous memory (heap, numpy arrays, pinned buffers, on the CPU
 backend the devices' arrays). Linux reports the current anonymous size (``RssAnon`` in /proc/self/status) but no
-peak, so a daemon thread samples it every few milliseconds from the first call of :func:`start`. Device peaks
+peak, so a child process samples it every few milliseconds from the first call of :func:`start`
+(:mod:`vidax_core.report.anon_sampler`). Device peaks
 come from the backend's memory statistics where it keeps them (TPU, GPU; not the CPU).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
-import time
 from typing import Any
+
+from vidax_core.report.anon_sampler import SharedPeaks, read_anon
 
 _PERIOD_S = 0.005
 _lock = threading.Lock()
-_sampler: "_Sampler | None" = None
+_sampler: SharedPeaks | None = None
 
 
 _runtime = {"mb": None}
@@ -49,18 +52,12 @@ def runtime_mb() -> float | None:
 
 def anon_mb() -> float | None:
     """The process's anonymous resident memory now, in MiB (None where /proc does not say)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        return None
-    return None
+    return read_anon("/proc/self/status")
 
 
 class Window:
-    """The anonymous memory at the start of a stretch of work (``base``) and the most seen during it (``peak``)."""
+    """The anonymous memory at the start of a stretch of work (``base``) and the most seen during it (``peak``,
+    final once the window is closed)."""
 
     def __init__(self) -> None:
         self.base = anon_mb() or 0.0
@@ -72,39 +69,28 @@ class Window:
         return self.peak - self.base
 
 
-class _Sampler(threading.Thread):
-    def __init__(self) -> None:
-        super().__init__(name="vidax-memory", daemon=True)
-        self.peak = anon_mb() or 0.0
-        self.windows: list[Window] = []
-
-    def run(self) -> None:
-        while True:
-            now = anon_mb()
-            if now is None:
-                return
-            self.peak = max(self.peak, now)
-            for w in list(self.windows):
-                w.peak = max(w.peak, now)
-            time.sleep(_PERIOD_S)
+def _sampling() -> SharedPeaks | None:
+    """This process's sampler (a process forked from a sampled one starts its own), None where none runs."""
+    return _sampler if _sampler is not None and _sampler.pid == os.getpid() else None
 
 
 def start() -> None:
-    """Start sampling (once per process; later calls do nothing)."""
+    """Start sampling (once per process; later calls do nothing): :mod:`vidax_core.report.anon_sampler`."""
     global _sampler
     with _lock:
-        if _sampler is None and anon_mb() is not None:
-            _sampler = _Sampler()
-            _sampler.start()
+        if _sampling() is None and anon_mb() is not None:
+            try:
+                _sampler = SharedPeaks(_PERIOD_S)
+            except OSError:  # no child process here: peaks are read at the windows' ends only
+                _sampler = None
 
 
 def peak_anon_mb() -> float | None:
     """The largest anonymous memory seen since :func:`start` (None when not sampling)."""
-    if _sampler is None:
+    sampler = _sampling()
+    if sampler is None:
         return None
-    now = anon_mb() or 0.0
-    _sampler.peak = max(_sampler.peak, now)
-    return round(_sampler.peak, 1)
+    return round(max(sampler.peak(), anon_mb() or 0.0), 1)
 
 
 def peak_device_mb() -> float | None:
@@ -127,15 +113,12 @@ def window():
     """Measure a stretch of work: ``with window() as w: ...`` then ``w.base``, ``w.peak``, ``w.growth_mb``."""
     start()
     w = Window()
-    if _sampler is not None:
-        _sampler.windows.append(w)
+    sampler = _sampling()
+    slot = sampler.open(w.base) if sampler is not None else None
     try:
         yield w
     finally:
-        now = anon_mb() or 0.0
-        w.peak = max(w.peak, now)
-        if _sampler is not None:
-            _sampler.windows.remove(w)
+        w.peak = max(w.peak, anon_mb() or 0.0, sampler.close(slot) if slot is not None else 0.0)
 
 
 def give_back() -> None:

@@ -68,7 +68,7 @@ def _main(path: str) -> int:
 
     from vidax_core import config as config_mod
     from vidax_core.errors import UserError
-    from vidax_core.heap import freeze_imports
+    from vidax_core.heap import Refreezer, freeze_imports
     from vidax_core.io import draws
     from vidax_core.plugins import get_plugins
     from vidax_core.testing.parity import move_one_ulp
@@ -81,6 +81,7 @@ def _main(path: str) -> int:
     for name in spec["plugins"]:
         importlib.import_module(name).register(plugins)
     freeze_imports()  # the runs' collections skip the imported modules
+    refreezer = Refreezer()  # and what the runs before left alive
     ref = None
     results: dict[str, Any] = {"devices": jax.device_count()}
     # configurations with the same overrides (the one-device run and its moved twin) share one loaded model: the
@@ -116,6 +117,7 @@ def _main(path: str) -> int:
                          "peak_resident_weight_bytes": m["peak_resident_weight_bytes"],
                          "per_step_s": m["per_step_s"], "compile_s": m["compile_s"], "cache": m.get("cache")}
         print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
+        refreezer.after()
     for pipe in pipes.values():
         pipe.close()
     print(json.dumps(results))
