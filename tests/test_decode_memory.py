@@ -55,3 +55,41 @@ def test_a_tiled_dry_run_counts_the_tiles_on_the_host(capsys):
     video = 81 * 720 * 1280 * 3 * 4
     row = next(x for x in out.splitlines() if x.strip().startswith("decoded tiles"))
     assert f"host {video * (256 / 192) ** 2 / 2**30:.1f} GiB" in row, row
+
+
+def test_the_smaller_tiles_advice_is_a_tiling_that_runs_and_fits(capsys):
+    """Where the reference's tiles do not fit (HunyuanVideo-1.5 decodes a tile's 121 frames at once: ~22.7 GiB at
+    480p), the advice spells every knob the VAE needs; taken as it is, the dry run accepts it and the decode fits."""
+    import yaml
+
+    from vidax_core.cli import main
+
+    base = ["run", "model.id=hunyuanvideo-1.5-t2v-480p", "--dry-run", "--device", "tpu-v5e", "offload.enabled=true",
+            "model.weight_dtype=float8_e4m3fn"]
+    assert main(base) == 0
+    peak = next(x for x in capsys.readouterr().out.splitlines() if "peak per device" in x)
+    assert "does not fit" in peak and "smaller tiles: vae.tiling=" in peak, peak
+    knobs = yaml.safe_load(peak.split("smaller tiles: vae.tiling=")[1])
+    assert knobs["tile_latent_min_height"] == 8
+    assert main([*base, f"vae.tiling={knobs}"]) == 0
+    peak = next(x for x in capsys.readouterr().out.splitlines() if "peak per device" in x)
+    assert peak.endswith(": fits"), peak
+
+
+def test_the_smaller_tiles_advice_of_a_stride_tiled_vae_is_a_valid_tiling():
+    """A stride-tiled VAE (Wan, LTX, HunyuanVideo) needs a stride below the 128-pixel tile (its 192 default would
+    leave gaps, which the knobs' check refuses)."""
+    import yaml
+
+    from vidax_core.placement.memory_plan import smaller_tiles
+
+    class Ckpt:
+        def has(self, name):
+            return True
+
+        def config(self, name):
+            return {"_class_name": "AutoencoderKLWan", **WAN21}
+
+    knobs = yaml.safe_load(smaller_tiles(Ckpt()).split("vae.tiling=")[1])
+    TilingOptions.coerce(knobs).check()
+    assert knobs["tile_sample_stride_height"] < knobs["tile_sample_min_height"] == 128

@@ -356,6 +356,28 @@ EDGE = 0.95
 SMALLER_TILES = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}"
 
 
+def smaller_tiles(ckpt: Any) -> str:
+    """The advice for a tiled decode that does not fit: 128-pixel tiles, spelled with every knob the checkpoint's
+    VAE needs for them to tile edge to edge (a stride below the tile; HunyuanVideo-1.5's latent tile, which its
+    reference does not derive from the pixel tile; CogVideoX's overlap factors keep their defaults)."""
+    try:
+        config = ckpt.config("vae") if ckpt is not None and ckpt.has("vae") else {}
+    except Exception:  # noqa: BLE001 - no VAE config at hand: the general form
+        config = {}
+    kind = str(config.get("_class_name", ""))
+    knobs = "tile_sample_min_height: 128, tile_sample_min_width: 128"
+    if kind == "AutoencoderKLHunyuanVideo15":
+        latent = 128 // int(config.get("spatial_compression_ratio") or 16)
+        knobs += f", tile_latent_min_height: {latent}, tile_latent_min_width: {latent}"
+    elif kind == "AutoencoderKLCogVideoX":
+        pass
+    elif kind:
+        knobs += ", tile_sample_stride_height: 96, tile_sample_stride_width: 96"
+    else:
+        return SMALLER_TILES
+    return f"smaller tiles: vae.tiling={{{knobs}}}"
+
+
 @dataclass
 class Row:
     """One part of a run: where it lives, its bytes per device and on the host, and the phases it is held in

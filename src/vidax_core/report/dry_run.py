@@ -256,7 +256,7 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
                  note=("one tile's temporaries, estimate" + ("; the run tiles it: the untiled decode does not fit"
                                                              if why else "")) if tiled else
                  "one decode program's temporaries, estimate",
-                 device_key=mp.SMALLER_TILES if tiled else "vae.tiling=true")
+                 device_key=mp.smaller_tiles(ckpt) if tiled else "vae.tiling=true")
     if cpu:
         for r in plan.rows:
             r.where, r.host, r.host_key = r.where.replace("device", "cpu device"), r.host + r.device, \

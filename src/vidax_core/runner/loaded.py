@@ -668,7 +668,7 @@ class LoadedModel:
         if need is None or need + held <= budget:
             return
         tiled = memory_plan.tiling_options(tiling).enabled
-        fix = memory_plan.SMALLER_TILES if tiled else "vae.tiling=true"
+        fix = memory_plan.smaller_tiles(self.ckpt) if tiled else "vae.tiling=true"
         size = memory_plan.fmt_bytes
         self.reporter.log(f"warning: the decode is estimated at ~{size(need)} beside {size(held)} of weights on the "
                           f"device's {size(budget)} and may run out of memory after sampling: set {fix} (vidax run "
