@@ -43,7 +43,8 @@ class SharedPeaks:
     def __init__(self, period_s: float) -> None:
         self.pid = os.getpid()
         self._file = tempfile.TemporaryFile(prefix="vidax-anon-")
-        self._file.truncate(SIZE)
+        self._file.write(bytes(SIZE))  # written, not truncated: a full disk is an OSError here, not a SIGBUS later
+        self._file.flush()
         self.map = mmap.mmap(self._file.fileno(), SIZE)
         self.peaks = memoryview(self.map)[: 8 * (SLOTS + 1)].cast("d")
         self.live = memoryview(self.map)[8 * (SLOTS + 1):]
