@@ -17,7 +17,7 @@ guider config (``guider/guider_config.json``) becomes a strategy through :mod:`v
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +50,21 @@ class Guidance:
     def model_inputs(self, scales: Mapping[str, jax.Array], batch: int) -> dict[str, jax.Array]:
         """Denoiser keyword inputs every branch gets at this step (embedded guidance feeds its scale here)."""
         return {}
+
+    def shares_call(self, names: Sequence[str]) -> bool:
+        """Whether the branches ``names`` may run as one model call, stacked on the batch axis (their contexts
+        alike). By default only branches without their own ``model_kwargs`` do; a strategy whose denoiser takes
+        those inputs per batch entry says so here and in :meth:`call_inputs`."""
+        by_name = {b.name: b for b in self.branches}
+        return len(names) == 1 or not any(by_name[n].model_kwargs for n in names)
+
+    def call_inputs(self, names: Sequence[str], scales: Mapping[str, jax.Array], sizes: Sequence[int]
+                    ) -> tuple[dict[str, Any], list[dict[str, jax.Array]]]:
+        """The keyword inputs of one model call of the branches ``names`` (``sizes[k]`` batch entries each): the
+        call's static ones and each branch's arrays (stacked by the step in the branches' order). By default the
+        first branch's ``model_kwargs`` and :meth:`model_inputs` for each."""
+        statics = dict(next(b for b in self.branches if b.name == names[0]).model_kwargs)
+        return statics, [self.model_inputs(scales, n) for n in sizes]
 
     def combine(self, preds: Mapping[str, Any], scales: Mapping[str, jax.Array]) -> Any:
         """The guided prediction from ``{branch name: prediction}`` (traced)."""

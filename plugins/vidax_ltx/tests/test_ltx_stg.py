@@ -46,9 +46,13 @@ def test_scales_and_skip_masks_follow_the_lists():
     assert np.flatnonzero(sc["skip"][1]).tolist() == [11, 25, 35, 39]
     assert np.flatnonzero(sc["skip"][0]).tolist() == [] and np.flatnonzero(sc["skip"][3]).tolist() == [28]
     assert [b.name for b in g.branches] == ["cond", "uncond", "perturbed"]
-    assert dict(g.branches[2].model_kwargs) == {"perturbed": True}
-    inputs = g.model_inputs({k: jnp.asarray(v[1]) for k, v in sc.items()}, 2)
-    assert inputs["stg_skip"].shape == (2, 48)
+    # the three passes share one call: the perturbed program, the perturbed pass's entries skipping the step's layers
+    assert g.shares_call(["cond", "uncond", "perturbed"])
+    statics, per = g.call_inputs(["cond", "uncond", "perturbed"], {k: jnp.asarray(v[1]) for k, v in sc.items()},
+                                 [2, 2, 2])
+    assert statics == {"perturbed": True} and [p["stg_skip"].shape for p in per] == [(2, 48)] * 3
+    assert [np.flatnonzero(np.asarray(p["stg_skip"][1])).tolist() for p in per] == [[], [], [11, 25, 35, 39]]
+    assert g.call_inputs(["cond", "uncond"], {k: jnp.asarray(v[1]) for k, v in sc.items()}, [1, 1]) == ({}, [{}, {}])
 
 
 @pytest.mark.parametrize("step", [0, 2, 3, 5])
@@ -111,14 +115,15 @@ def stg_runs(tmp_path_factory):
             "negative_prompt=blurry", "sampling.num_steps=3", "sampling.height=64", "sampling.width=64",
             "sampling.num_frames=17", "sampling.max_sequence_length=16", "parallel.dp=1", "options.pipeline=ltx",
             "options.multiscale=false"]
-    configs = {"stg": lists,
+    configs = {"stg": lists, "stg_one_call_per_pass": (*lists, "runtime.batch_branches=false"),
                "stg_tp2_sp2_offload": (*lists, "parallel.tp=2", "parallel.sp=2", "offload.enabled=true",
                                        "offload.chunk_size=2")}
     return run_many(base, configs)
 
 
 def test_stg_runs_match_one_device(stg_runs):
-    for name in ("stg_tp2_sp2_offload",):
+    """The three passes as one call (the perturbed program, skip rows per entry) equal them run one by one too."""
+    for name in ("stg_tp2_sp2_offload", "stg_one_call_per_pass"):
         r = stg_runs[name]
         print(f"ltx stg {name}: " + (r["error"] if "error" in r else f"rel vs one device {r['rel']:.2e}"))
         assert "error" not in r and r["rel"] < 1e-5, r

@@ -211,8 +211,9 @@ def plan_placement(spec: ModelSpec, build: DitBuild, cfg: RunConfig, plugins: Pl
 def expected_batch(guide: Guidance, together: bool = True) -> int:
     """Model batch of the largest call, assuming the branches' contexts have equal shapes (checked after encoding);
     1 when every branch is its own call (``runtime.batch_branches=false``)."""
-    plain = [b for b in guide.branches if not b.model_kwargs]
-    return max(len(plain), 1) if together else 1
+    from vidax_core.runner.step import group_branches
+
+    return max(len(names) for names in group_branches(guide, together))
 
 
 # -- the plan of a call ------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ model call (the batch is then split over ``dp``); the others run as separate cal
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -41,25 +41,37 @@ class StepPlan:
 def plan_batches(guidance: Guidance, contexts: Sequence[Any], together: bool = True
                  ) -> tuple[tuple[tuple[str, ...], ...], dict[str, int]]:
     """Group the branches into model calls: branches whose contexts have the same structure and shapes and that
-    have no branch-only inputs share one call (``together``; else each branch is its own call: ``runtime.
-    batch_branches``). Returns (batches, branch name -> prompt index)."""
+    the strategy lets share a call (:meth:`~vidax_core.guidance.Guidance.shares_call`) share one (``together``;
+    else each branch is its own call: ``runtime.batch_branches``). Returns (batches, branch name -> prompt
+    index)."""
     prompt_index = {b.name: guidance.prompts.index(b.prompt) for b in guidance.branches}
 
     def shape_of(tree):
         return jax.tree.map(lambda a: (tuple(np.shape(a)[1:]), str(np.asarray(a).dtype)), tree)
 
+    def key(name):
+        ctx = contexts[prompt_index[name]]
+        return jax.tree.structure(ctx), jax.tree.leaves(shape_of(ctx))
+
+    return group_branches(guidance, together, key), prompt_index
+
+
+def group_branches(guidance: Guidance, together: bool, key: Callable[[str], Any] = lambda name: None
+                   ) -> tuple[tuple[str, ...], ...]:
+    """The branches in calls, in order: each joins the first call whose ``key`` (its context's shapes) it shares
+    and whose branches the strategy lets it join."""
     batches: list[list[str]] = []
     keys: list[Any] = []
     for b in guidance.branches:
-        key = (jax.tree.structure(contexts[prompt_index[b.name]]),
-               jax.tree.leaves(shape_of(contexts[prompt_index[b.name]])),
-               bool(b.model_kwargs), b.name if b.model_kwargs else None)
-        if together and not b.model_kwargs and key in keys:
-            batches[keys.index(key)].append(b.name)
-        else:
-            keys.append(key)
+        k = key(b.name)
+        join = next((j for j, (kj, names) in enumerate(zip(keys, batches))
+                     if together and kj == k and guidance.shares_call([*names, b.name])), None)
+        if join is None:
+            keys.append(k)
             batches.append([b.name])
-    return tuple(tuple(x) for x in batches), prompt_index
+        else:
+            batches[join].append(b.name)
+    return tuple(tuple(x) for x in batches)
 
 
 def _concat(trees: Sequence[Any]) -> Any:
@@ -121,17 +133,17 @@ def batch_call_inputs(plan: StepPlan, inputs: dict[str, BranchInput], contexts, 
     calls = []
     for names in plan.batches:
         xs, ts, ctxs, kws = [], [], [], []
-        for n in names:
+        sizes = [_latent_batch(inputs[n].x) for n in names]
+        statics, guided = plan.guidance.call_inputs(names, scales_i, sizes)
+        for n, bsz, own in zip(names, sizes, guided):
             inp = inputs[n]
-            bsz = _latent_batch(inp.x)
             kw = {k: _bcast(cond_arrays[k], bsz) for k in (plan.cond.model_kwargs if plan.cond else ())}
             kw.update({k: _bcast(jnp.reshape(v, (1,)) if jnp.ndim(v) == 0 else v, bsz) for k, v in inp.kwargs.items()})
-            kw.update(plan.guidance.model_inputs(scales_i, bsz))
+            kw.update(own)
             xs.append(inp.x)
             ts.append(inp.t)
             ctxs.append(jax.tree.map(lambda a: _bcast(a, bsz), contexts[plan.prompt_index[n]]))
             kws.append(kw)
-        statics = dict(next(b for b in plan.guidance.branches if b.name == names[0]).model_kwargs)
         if "kv_cache" in cond_arrays:  # a causal run's KV cache: one row per guidance branch (vidax_core.causal)
             branches = [b.name for b in plan.guidance.branches]
             statics["kv_cache"] = cond_arrays["kv_cache"].rows([branches.index(n) for n in names])

@@ -23,6 +23,8 @@ import numpy as np
 
 from vidax_core.guidance import NEGATIVE, PROMPT, Branch, Guidance, rescale
 
+from .stg import stg_call_inputs
+
 
 @dataclass(frozen=True)
 class StreamScales:
@@ -59,10 +61,24 @@ class LTX2Guidance(Guidance):
         if self.cfg:
             out.append(Branch("uncond", NEGATIVE))
         if self.stg:
-            out.append(Branch("perturbed", PROMPT, {"perturbed": True}))
+            out.append(Branch("perturbed", PROMPT))
         if self.modality:
-            out.append(Branch("isolated", PROMPT, {"cross_modal": 0.0}))
+            out.append(Branch("isolated", PROMPT))
         return tuple(out)
+
+    def shares_call(self, names) -> bool:
+        """Every pass shares one call: the DiT takes the perturbed layers (``stg_skip``) and the audio<->video
+        switch (``cross_modal``) per batch entry, so a streamed DiT's blocks cross to the device once a step."""
+        return True
+
+    def call_inputs(self, names, scales, sizes):
+        """The spatio-temporal pass's inputs (:func:`vidax_ltx.stg.stg_call_inputs`); a call with the isolated pass
+        switches the cross-modal attention off for its entries alone."""
+        statics, arrays = stg_call_inputs(names, scales, sizes, self.num_layers, self.stg)
+        if "isolated" in names:
+            for name, batch, kw in zip(names, sizes, arrays):
+                kw["cross_modal"] = jnp.full((batch,), 0.0 if name == "isolated" else 1.0, jnp.float32)
+        return statics, arrays
 
     def scales(self, timesteps):
         if not self.stg:
@@ -70,11 +86,6 @@ class LTX2Guidance(Guidance):
         skip = np.zeros((len(timesteps), self.num_layers), np.float32)
         skip[:, list(self.stg_blocks)] = 1.0
         return {"skip": skip}
-
-    def model_inputs(self, scales, batch):
-        if not self.stg:
-            return {}
-        return {"stg_skip": jnp.broadcast_to(scales["skip"][None], (batch, self.num_layers))}
 
     def combine_at(self, preds: Mapping[str, Any], scales, latents: Any, sigma) -> Any:
         out = {}

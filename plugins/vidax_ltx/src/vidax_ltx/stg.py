@@ -27,6 +27,22 @@ def step_index(guidance_timesteps: Sequence[float], t: float) -> int:
     return idx[-1] if idx else 0
 
 
+def stg_call_inputs(names, scales, sizes, num_layers: int, on: bool = True):
+    """One model call's inputs for spatio-temporal guidance's passes (``Guidance.call_inputs``): where the call
+    holds the ``perturbed`` pass (and ``on``), the DiT's perturbed program (``perturbed``, static) with that pass's
+    entries skipping the step's layers (``scales["skip"]``) and every other entry none, so the conditional and
+    negative passes share the call and a streamed DiT crosses to the device once a step."""
+    perturbed = on and "perturbed" in names
+    arrays = []
+    for name, batch in zip(names, sizes):
+        kw = {}
+        if perturbed:
+            row = scales["skip"] if name == "perturbed" else jnp.zeros_like(scales["skip"])
+            kw["stg_skip"] = jnp.broadcast_to(row[None], (batch, num_layers))
+        arrays.append(kw)
+    return ({"perturbed": True} if perturbed else {}), arrays
+
+
 @dataclass(frozen=True)
 class PerStepSTG(Guidance):
     """Three passes (conditional, negative, perturbed) with per-step lists; ``num_layers`` sizes the skip masks."""
@@ -40,7 +56,7 @@ class PerStepSTG(Guidance):
 
     @property
     def branches(self) -> tuple[Branch, ...]:  # type: ignore[override]
-        return (Branch("cond"), Branch("uncond", NEGATIVE), Branch("perturbed", PROMPT, {"perturbed": True}))
+        return (Branch("cond"), Branch("uncond", NEGATIVE), Branch("perturbed", PROMPT))
 
     def scales(self, timesteps):
         idx = [step_index(self.guidance_timesteps, float(t)) for t in timesteps]
@@ -53,8 +69,11 @@ class PerStepSTG(Guidance):
 
         return {"g": pick(self.guidance_scales), "s": pick(self.stg_scales), "phi": pick(self.rescales), "skip": skip}
 
-    def model_inputs(self, scales, batch):
-        return {"stg_skip": jnp.broadcast_to(scales["skip"][None], (batch, self.num_layers))}
+    def shares_call(self, names) -> bool:
+        return True  # the DiT takes the skipped layers per batch entry (:func:`stg_call_inputs`)
+
+    def call_inputs(self, names, scales, sizes):
+        return stg_call_inputs(names, scales, sizes, self.num_layers)
 
     def combine(self, preds, scales):
         g, s = scales["g"], scales["s"]
