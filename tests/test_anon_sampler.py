@@ -35,6 +35,15 @@ def test_the_sampler_is_a_child_process_not_a_thread():
     assert not [t for t in threading.enumerate() if "memory" in t.name]
 
 
+def test_a_ctrl_c_leaves_the_sampler_to_the_process_it_measures():
+    """A terminal's Ctrl-C goes to its foreground process group; the sampler is in a session of its own, so the
+    measured process alone decides what the interrupt means (a loaded pipe may catch it and go on)."""
+    import os
+
+    memory.start()
+    assert os.getpgid(memory._sampling().child.pid) != os.getpgid(0)
+
+
 def test_the_sampler_ends_with_the_process_it_measures():
     code = "from vidax_core.report import memory; memory.start(); print(memory._sampling().child.pid)"
     pid = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

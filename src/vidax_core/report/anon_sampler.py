@@ -54,7 +54,7 @@ class SharedPeaks:
             [sys.executable, "-S", "-I", os.path.abspath(__file__), str(self._file.fileno()), str(self.pid),
              str(period_s)],
             pass_fds=(self._file.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            stderr=subprocess.DEVNULL, start_new_session=True)  # a terminal's Ctrl-C is the measured process's
 
     def open(self, base: float) -> int:
         """A slot for a window starting at ``base`` MiB."""
