@@ -17,9 +17,9 @@
 #   wan21-14b-720p  Wan2.1-T2V-14B at 1280x720x81, the same, one model call per guidance branch (batched, the
 #                   activations of 720p are 13.6 GiB: the second step's program did not load on the v5e); the run
 #                   decodes in 256-pixel tiles by itself (the untiled decode program asks the v5e for 25.5 GB)
-#   hunyuan15-480p  HunyuanVideo-1.5 T2V 480p, 848x480x121, fp8 blocks, the full Qwen2.5-VL-7B text tower; decoded
-#                   in 128-pixel tiles (each tile decodes all 121 frames at once: one 256-pixel tile's temporaries
-#                   are ~22.7 GiB by the dry run, 5.7 GiB at 128)
+#   hunyuan15-480p  HunyuanVideo-1.5 T2V 480p, 848x480x121, fp8 blocks, the full Qwen2.5-VL-7B text tower; the run
+#                   decodes in 128-pixel tiles by itself (each tile decodes all 121 frames at once: one of the
+#                   reference's 256-pixel tiles needs ~22.7 GiB by the dry run, a 128-pixel one 5.7)
 #   ltx2-19b        LTX-2 19B dev at its reference size, fp8 blocks from a disk cache, the full Gemma-3 12B encoder
 # Before the run, its dry run (the same config) is kept as OUT_DIR/<case>.dry.txt, and the run's resident memory is
 # sampled every second into OUT_DIR/<case>.rss.txt, to hold the dry run's host line against what the run held.
@@ -76,8 +76,7 @@ case "$CASE" in
   wan21-14b-720p) ID=wan2.1-t2v-14b CONFIG=configs/wan21_14b_720p.yaml
                   RUN=(offload.enabled=true offload.chunk_size=2 runtime.batch_branches=false) ;;
   hunyuan15-480p) ID=hunyuanvideo-1.5-t2v-480p CONFIG=configs/hunyuan15_t2v_480p.yaml
-                  RUN=(offload.enabled=true offload.chunk_size=2
-                       "vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, tile_latent_min_height: 8, tile_latent_min_width: 8}") ;;
+                  RUN=(offload.enabled=true offload.chunk_size=2) ;;
   ltx2-19b) ID=ltx-2-19b-dev CONFIG=configs/ltx2_19b_dev.yaml
             RUN=(offload.enabled=true offload.chunk_size=2 offload.storage=disk) ;;
   *) echo "error: unknown case $CASE (wan21-14b, wan21-14b-720p, wan22-a14b, hunyuan15-480p, ltx2-19b)" >&2

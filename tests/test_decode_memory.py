@@ -57,23 +57,30 @@ def test_a_tiled_dry_run_counts_the_tiles_on_the_host(capsys):
     assert f"host {video * (256 / 192) ** 2 / 2**30:.1f} GiB" in row, row
 
 
-def test_the_smaller_tiles_advice_is_a_tiling_that_runs_and_fits(capsys):
-    """Where the reference's tiles do not fit (HunyuanVideo-1.5 decodes a tile's 121 frames at once: ~22.7 GiB at
-    480p), the advice spells every knob the VAE needs; taken as it is, the dry run accepts it and the decode fits."""
+def test_where_the_reference_tiles_do_not_fit_the_run_takes_smaller_ones(capsys):
+    """HunyuanVideo-1.5 decodes a tile's 121 frames at once: one of the reference's 256-pixel tiles needs ~22.7 GiB
+    at 480p. Left to itself the run decodes in 128-pixel tiles (every knob the VAE needs) and says so; asked for the
+    reference's tiles, the dry run says they do not fit and advises those knobs, which taken as written fit."""
     import yaml
 
     from vidax_core.cli import main
+    from vidax_hunyuan.vae15 import HunyuanVAE15Config, decode_plan, tiling_options
 
     base = ["run", "model.id=hunyuanvideo-1.5-t2v-480p", "--dry-run", "--device", "tpu-v5e", "offload.enabled=true",
             "model.weight_dtype=float8_e4m3fn"]
     assert main(base) == 0
+    out = capsys.readouterr().out.splitlines()
+    row = next(x for x in out if x.strip().startswith("vae decode "))
+    assert "the run tiles it in 128-pixel tiles" in row and "device 5.7 GiB" in row, row
+    assert next(x for x in out if "peak per device" in x).endswith(": fits")
+    assert main([*base, "vae.tiling=true"]) == 0
     peak = next(x for x in capsys.readouterr().out.splitlines() if "peak per device" in x)
     assert "does not fit" in peak and "smaller tiles: vae.tiling=" in peak, peak
     knobs = yaml.safe_load(peak.split("smaller tiles: vae.tiling=")[1])
-    assert knobs["tile_latent_min_height"] == 8
+    plan = decode_plan(HunyuanVAE15Config(), (30, 53), tiling_options(knobs))  # 480x848's latent: tiles edge to edge
+    assert plan.tile == (8, 8) and plan.num_tiles == 45
     assert main([*base, f"vae.tiling={knobs}"]) == 0
-    peak = next(x for x in capsys.readouterr().out.splitlines() if "peak per device" in x)
-    assert peak.endswith(": fits"), peak
+    assert next(x for x in capsys.readouterr().out.splitlines() if "peak per device" in x).endswith(": fits")
 
 
 def test_the_smaller_tiles_advice_of_a_stride_tiled_vae_is_a_valid_tiling():

@@ -97,7 +97,8 @@ def tile_overlap(tiling: Any, height: int, width: int) -> float:
         if not tile or size <= tile:
             continue
         stride = getattr(t, f"tile_sample_stride_{axis}", None)
-        factor = getattr(t, f"tile_overlap_factor_{axis}", None)
+        factor = getattr(t, f"tile_overlap_factor_{axis}", None) or getattr(t, "tile_overlap_factor", None)
+        stride = None if factor else stride  # a VAE that tiles by an overlap factor has no stride knob
         cover *= tile / stride if stride else 1.0 / (1.0 - float(factor)) if factor else 1.0
     return cover
 
@@ -122,7 +123,9 @@ def decode_bytes(spec: Any, ckpt: Any, run: Any, tiling: Any = None) -> int | No
 
 def decode_tiling(spec: Any, ckpt: Any, run: Any, held_bytes: int, peak: Any = None) -> tuple[Any, str | None]:
     """``run``'s ``vae.tiling``, or ``True`` (the reference's tile knobs) where the untiled decode would not fit
-    the device beside the ``held_bytes`` of weights placed while it runs; with the line that says so."""
+    the device beside the ``held_bytes`` of weights placed while it runs, or 128-pixel tiles
+    (:func:`smaller_tile_knobs`) where one of the reference's tiles would not fit either; with the line that says
+    so. A ``vae.tiling`` the run sets is kept as it is."""
     asked = getattr(run.vae, "tiling", False)
     budget = device_budget(peak)
     if asked is not False or budget is None or (peak is None and jax.default_backend() == "cpu"):
@@ -130,9 +133,16 @@ def decode_tiling(spec: Any, ckpt: Any, run: Any, held_bytes: int, peak: Any = N
     need = decode_bytes(spec, ckpt, run)
     if need is None or need + held_bytes <= MARGIN * budget:
         return asked, None
+    beside = f"beside {held_bytes / 2**30:.1f} GiB of weights on the device's {budget / 2**30:.1f} GiB"
+    tiled, knobs = decode_bytes(spec, ckpt, run, tiling=True), smaller_tile_knobs(ckpt)
+    if tiled is not None and tiled + held_bytes > MARGIN * budget and knobs is not None:
+        small = decode_bytes(spec, ckpt, run, tiling=knobs)
+        if small is not None and small + held_bytes <= MARGIN * budget:
+            return knobs, (f"decoding in 128-pixel tiles (vae.tiling={knobs_text(knobs)}): the untiled decode "
+                           f"needs ~{need / 2**30:.1f} GiB and one of the reference's tiles ~{tiled / 2**30:.1f} "
+                           f"GiB {beside}")
     return True, (f"decoding tiled (vae.tiling=true, the reference's tile sizes): the untiled decode needs "
-                  f"~{need / 2**30:.1f} GiB beside {held_bytes / 2**30:.1f} GiB of weights on the device's "
-                  f"{budget / 2**30:.1f} GiB")
+                  f"~{need / 2**30:.1f} GiB {beside}")
 
 
 def encoder_dtype(spec: Any, cfg: Any, component: str = "text_encoder") -> str:
@@ -356,26 +366,34 @@ EDGE = 0.95
 SMALLER_TILES = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}"
 
 
-def smaller_tiles(ckpt: Any) -> str:
-    """The advice for a tiled decode that does not fit: 128-pixel tiles, spelled with every knob the checkpoint's
-    VAE needs for them to tile edge to edge (a stride below the tile; HunyuanVideo-1.5's latent tile, which its
-    reference does not derive from the pixel tile; CogVideoX's overlap factors keep their defaults)."""
+def smaller_tile_knobs(ckpt: Any) -> dict[str, int] | None:
+    """128-pixel tiles, with every knob the checkpoint's VAE needs for them to tile edge to edge (a stride below
+    the tile; HunyuanVideo-1.5's latent tile, which its reference does not derive from the pixel tile; CogVideoX's
+    overlap factors keep their defaults); None without a VAE config."""
     try:
         config = ckpt.config("vae") if ckpt is not None and ckpt.has("vae") else {}
-    except Exception:  # noqa: BLE001 - no VAE config at hand: the general form
+    except Exception:  # noqa: BLE001 - no VAE config at hand
         config = {}
     kind = str(config.get("_class_name", ""))
-    knobs = "tile_sample_min_height: 128, tile_sample_min_width: 128"
+    if not kind:
+        return None
+    knobs = {"tile_sample_min_height": 128, "tile_sample_min_width": 128}
     if kind == "AutoencoderKLHunyuanVideo15":
         latent = 128 // int(config.get("spatial_compression_ratio") or 16)
-        knobs += f", tile_latent_min_height: {latent}, tile_latent_min_width: {latent}"
-    elif kind == "AutoencoderKLCogVideoX":
-        pass
-    elif kind:
-        knobs += ", tile_sample_stride_height: 96, tile_sample_stride_width: 96"
-    else:
-        return SMALLER_TILES
-    return f"smaller tiles: vae.tiling={{{knobs}}}"
+        knobs.update(tile_latent_min_height=latent, tile_latent_min_width=latent, tile_overlap_factor=0.25)
+    elif kind != "AutoencoderKLCogVideoX":
+        knobs.update(tile_sample_stride_height=96, tile_sample_stride_width=96)
+    return knobs
+
+
+def knobs_text(knobs: Mapping[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in knobs.items()) + "}"
+
+
+def smaller_tiles(ckpt: Any) -> str:
+    """The advice for a tiled decode that does not fit (:func:`smaller_tile_knobs`), as a key to set."""
+    knobs = smaller_tile_knobs(ckpt)
+    return SMALLER_TILES if knobs is None else f"smaller tiles: vae.tiling={knobs_text(knobs)}"
 
 
 @dataclass

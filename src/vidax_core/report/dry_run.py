@@ -250,11 +250,12 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         tiling = cfg.vae.tiling
         tiled = mp.tiling_options(tiling).enabled
         auto, why = mp.decode_tiling(spec, ckpt, cfg, plan._phase_sum("device", "decode"), peak)
-        if auto is True and not tiled:  # the run tiles it itself: sized tiled, said so
-            decode, tiled, tiling = mp.decode_bytes(spec, ckpt, cfg, tiling=True), True, True
+        if why and not tiled:  # the run tiles it itself: sized tiled, said so
+            decode, tiled, tiling = mp.decode_bytes(spec, ckpt, cfg, tiling=auto), True, auto
+        itself = ("; the run tiles it: the untiled decode does not fit" if auto is True else
+                  "; the run tiles it in 128-pixel tiles: neither the untiled decode nor the reference's tiles fit")
         plan.add("vae decode", "device", decode, phases="decode",
-                 note=("one tile's temporaries, estimate" + ("; the run tiles it: the untiled decode does not fit"
-                                                             if why else "")) if tiled else
+                 note=("one tile's temporaries, estimate" + (itself if why else "")) if tiled else
                  "one decode program's temporaries, estimate",
                  device_key=mp.smaller_tiles(ckpt) if tiled else "vae.tiling=true")
     if cpu:
