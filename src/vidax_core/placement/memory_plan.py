@@ -103,17 +103,22 @@ def tile_overlap(tiling: Any, height: int, width: int) -> float:
     return cover
 
 
+def vae_config(ckpt: Any) -> Mapping[str, Any] | None:
+    """The checkpoint's ``vae/config.json``, or None where it has none at hand."""
+    try:
+        return ckpt.config("vae") if ckpt is not None and ckpt.has("vae") else None
+    except Exception:  # noqa: BLE001 - no VAE config at hand
+        return None
+
+
 def decode_bytes(spec: Any, ckpt: Any, run: Any, tiling: Any = None) -> int | None:
     """Device bytes of one decode program of ``run``'s video beyond the VAE's weights (:mod:`vidax_core.vae.
     decode_memory`), tiled as ``run`` says (or as ``tiling``, a ``vae.tiling`` value); None without the VAE's
     config."""
     from vidax_core.vae.decode_memory import decode_bytes as estimate
 
-    try:
-        if ckpt is None or not ckpt.has("vae"):
-            return None
-        config = ckpt.config("vae")
-    except Exception:  # noqa: BLE001 - no VAE config at hand
+    config = vae_config(ckpt)
+    if config is None:
         return None
     s = run.sampling
     tiling = tiling_options(getattr(run.vae, "tiling", False) if tiling is None else tiling)
@@ -370,10 +375,7 @@ def smaller_tile_knobs(ckpt: Any) -> dict[str, int] | None:
     """128-pixel tiles, with every knob the checkpoint's VAE needs for them to tile edge to edge (a stride below
     the tile; HunyuanVideo-1.5's latent tile, which its reference does not derive from the pixel tile; CogVideoX's
     overlap factors keep their defaults); None without a VAE config."""
-    try:
-        config = ckpt.config("vae") if ckpt is not None and ckpt.has("vae") else {}
-    except Exception:  # noqa: BLE001 - no VAE config at hand
-        config = {}
+    config = vae_config(ckpt) or {}
     kind = str(config.get("_class_name", ""))
     if not kind:
         return None

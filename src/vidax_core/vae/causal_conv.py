@@ -99,10 +99,6 @@ class FeatureCache:
         real = jnp.minimum(self.valid, fresh).astype(jnp.int32)
         return jax.lax.dynamic_slice_in_dim(xx, xx.shape[1] - fresh - CACHE_T + real, CACHE_T, axis=1)
 
-    def spatial_mask(self, x: jax.Array) -> jax.Array | None:
-        """(B, 1, H, W, 1) bool: the real area of the tile at ``x``'s resolution, or None (the whole frame)."""
-        return None if self.area is None else self.area.spatial_mask(x)
-
     def mask(self, x: jax.Array) -> jax.Array:
         """``x`` zeroed outside the tile's real area (unchanged without an area)."""
         return x if self.area is None else self.area.mask(x)

@@ -51,16 +51,10 @@ class TileArea:
 
     def fill_edges(self, x: jax.Array) -> jax.Array:
         """``x`` with every padded pixel ``(i, j)`` replaced by the real pixel ``(min(i, rows - 1), min(j, cols -
-        1))``: what an edge-replicating conv of the unpadded tile sees. Selects and one-hot sums only (no gather):
-        the last real row / column is the sum of ``x`` where the index is that row / column, exact in any dtype."""
-        rows, cols = self.at(x)
-        for axis, real in ((2, rows), (3, cols)):
-            idx = jnp.arange(x.shape[axis], dtype=jnp.int32)[None, :]
-            shape = [x.shape[0], 1, 1, 1, 1]
-            shape[axis] = x.shape[axis]
-            last = (idx == real - 1).reshape(shape)
-            edge = jnp.sum(jnp.where(last, x, jnp.zeros((), x.dtype)), axis=axis, keepdims=True)
-            x = jnp.where((idx < real).reshape(shape), x, edge)
+        1))``: what an edge-replicating conv of the unpadded tile sees. Selects and one-hot sums only (no gather),
+        exact in any dtype."""
+        for axis, real in zip((2, 3), self.at(x)):
+            x = jnp.where(_along(x, axis, lambda i: i < real), x, _line(x, axis, real - 1))
         return x
 
     def fill_reflect(self, x: jax.Array, pad: Union[int, Sequence[int]]) -> jax.Array:
@@ -74,13 +68,9 @@ class TileArea:
         more than ``pad`` real rows (one real row with ``pad`` 1 mirrors onto itself, as ``jnp.pad`` does)."""
         pads = (pad, pad) if isinstance(pad, int) else tuple(pad)
         for axis, real, p in zip((2, 3), self.at(x), pads):
-            idx = jnp.arange(x.shape[axis], dtype=jnp.int32)[None, :]
-            shape = [x.shape[0], 1, 1, 1, 1]
-            shape[axis] = x.shape[axis]
             for k in range(int(p)):
-                src = (idx == jnp.maximum(real - 2 - k, 0)).reshape(shape)
-                mirrored = jnp.sum(jnp.where(src, x, jnp.zeros((), x.dtype)), axis=axis, keepdims=True)
-                x = jnp.where((idx == real + k).reshape(shape), mirrored, x)
+                mirrored = _line(x, axis, jnp.maximum(real - 2 - k, 0))
+                x = jnp.where(_along(x, axis, lambda i: i == real + k), mirrored, x)
         return x
 
     def conv_input(self, x: jax.Array, padding_mode: str, pad: Union[int, Sequence[int]]) -> jax.Array:
@@ -98,3 +88,18 @@ class TileArea:
         """(B, T * H * W) bool: which of ``x``'s tokens (frame-major, then rows, then columns) are real keys."""
         b, t, h, w = x.shape[:4]
         return jnp.broadcast_to(self.spatial_mask(x)[..., 0], (b, t, h, w)).reshape(b, t * h * w)
+
+
+def _along(x: jax.Array, axis: int, test) -> jax.Array:
+    """``test`` of the positions along ``axis`` (2: rows, 3: columns; ``test`` maps (1, N) positions against (B, 1)
+    real sizes to (B, N)), shaped to broadcast against ``x`` (B, T, H, W, C)."""
+    shape = [x.shape[0], 1, 1, 1, 1]
+    shape[axis] = x.shape[axis]
+    return test(jnp.arange(x.shape[axis], dtype=jnp.int32)[None, :]).reshape(shape)
+
+
+def _line(x: jax.Array, axis: int, at: jax.Array) -> jax.Array:
+    """Each batch entry's row (``axis`` 2) or column (3) at ``at`` ((B, 1) int32), kept as an axis of size 1: the
+    sum of ``x`` where the position is ``at`` (a one-hot select, exact in any dtype)."""
+    return jnp.sum(jnp.where(_along(x, axis, lambda i: i == at), x, jnp.zeros((), x.dtype)), axis=axis,
+                   keepdims=True)

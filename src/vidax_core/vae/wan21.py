@@ -242,10 +242,9 @@ class AttentionBlock(nnx.Module):
         b, t, h, w, c = x.shape
         qkv = self.to_qkv(self.norm(x)).reshape(b * t, h * w, 1, 3 * c)
         q, k, v = jnp.split(qkv, 3, axis=-1)
-        area = None if cache is None else cache.spatial_mask(x)
         keys = None  # a padded tile: its padding is no key
-        if area is not None:
-            keys = jnp.broadcast_to(area[..., 0], (b, t, h, w)).reshape(b * t, h * w)
+        if cache is not None and cache.area is not None:
+            keys = cache.area.key_mask(x).reshape(b * t, h * w)
         o = attention_in_query_blocks(q, k, v, kv_mask=keys, score_bytes=SCORE_BYTES)
         return x + self.proj(o.reshape(b, t, h, w, c))
 
