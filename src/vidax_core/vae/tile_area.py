@@ -90,6 +90,12 @@ class TileArea:
         return jnp.broadcast_to(self.spatial_mask(x)[..., 0], (b, t, h, w)).reshape(b, t * h * w)
 
 
+def tile_area(x: jax.Array, real: jax.Array | None) -> TileArea | None:
+    """A padded tile program's area: its input ``x`` (B, T, H, W, C) and the (B, 2) real rows and columns that
+    :class:`vidax_core.vae.tiling.TiledStream` passes (None: the input is a whole tile, no area)."""
+    return None if real is None else TileArea(x.shape[2:4], real)
+
+
 def _along(x: jax.Array, axis: int, test) -> jax.Array:
     """``test`` of the positions along ``axis`` (2: rows, 3: columns; ``test`` maps (1, N) positions against (B, 1)
     real sizes to (B, N)), shaped to broadcast against ``x`` (B, T, H, W, C)."""

@@ -48,7 +48,7 @@ from vidax_core.io.arch import from_config_dict
 from .causal_conv import CACHE_T, CausalConv3d, FeatureCache
 from .chunks import chunk_runner, unit_runner
 from .tiling import TilePlan, TiledStream, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
-from .tile_area import TileArea
+from .tile_area import tile_area
 
 #: Python-side trace counter: incremented while a chunk program is being traced (i.e. once per compilation).
 TRACE_COUNTS: collections.Counter = collections.Counter()
@@ -478,7 +478,7 @@ def _decode_unit_impl(graphdef, state, z, caches, first, area):
     TRACE_COUNTS["decode_unit" if caches is not None else "decode_unit_cache_shapes"] += 1
     vae = nnx.merge(graphdef, state)
     cache = FeatureCache(caches, valid=jnp.where(first, 1, 1 << 20),
-                         area=None if area is None else TileArea(z.shape[2:4], area))
+                         area=tile_area(z, area))
     return vae.decode_frames(z, cache, first), cache.outputs
 
 

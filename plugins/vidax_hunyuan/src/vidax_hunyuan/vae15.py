@@ -35,7 +35,7 @@ from vidax_core.io.arch_base import CheckedConfig
 from vidax_core.vae.chunks import channels_last, chunk_runner, gaussian_posterior
 from vidax_core.vae.hunyuan_video import HunyuanVideoAutoencoder, latent_grid
 from vidax_core.vae.loader import vae_loader
-from vidax_core.vae.tile_area import TileArea
+from vidax_core.vae.tile_area import tile_area
 from vidax_core.vae.tiling import TilePlan, knob, run_tiled
 
 from .hunyuan15_presets import TILING15
@@ -208,12 +208,12 @@ def encode_plan(cfg: HunyuanVAE15Config, pixel_hw: Sequence[int], opts: HunyuanV
 
 def _decode_impl(graphdef, state, z, area=None):
     """``area``: None, or the (B, 2) real latent rows and columns of padded tiles (one program for every tile)."""
-    return nnx.merge(graphdef, state).decoder(z, None if area is None else TileArea(z.shape[2:4], area))
+    return nnx.merge(graphdef, state).decoder(z, tile_area(z, area))
 
 
 def _encode_impl(graphdef, state, x, area=None):
     """``area``: None, or the (B, 2) real pixel rows and columns of padded tiles (multiples of 16)."""
-    return nnx.merge(graphdef, state).encoder(x, None if area is None else TileArea(x.shape[2:4], area))
+    return nnx.merge(graphdef, state).encoder(x, tile_area(x, area))
 
 
 _decode_program = jax.jit(_decode_impl, static_argnames=("graphdef",))

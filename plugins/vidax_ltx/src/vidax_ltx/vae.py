@@ -51,7 +51,7 @@ from vidax_core.nn.timestep import TimestepEmbedding, timestep_embedding
 from vidax_core.vae.causal_conv import SPATIAL_PADDING, CausalConv3d
 from vidax_core.vae.chunks import chunk_runner, gaussian_posterior
 from vidax_core.vae.loader import vae_loader
-from vidax_core.vae.tile_area import TileArea
+from vidax_core.vae.tile_area import TileArea, tile_area
 from vidax_core.vae.tiling import TilePlan, TilingOptions, run_tiled, stride_decode_plan, stride_encode_plan
 
 from .vae_convert import DECODER_IGNORE, STATS_KEYS, original_vae_tensors, vae_rules
@@ -547,12 +547,12 @@ def encode_plan(cfg: LTXVAEConfig, pixel_hw: Sequence[int], tiling: Any = None) 
 
 def _decode_impl(graphdef, state, z, t, area=None):
     """``area``: None, or the (B, 2) real latent rows and columns of padded tiles (one program for every tile)."""
-    return nnx.merge(graphdef, state).decoder(z, t, None if area is None else TileArea(z.shape[2:4], area))
+    return nnx.merge(graphdef, state).decoder(z, t, tile_area(z, area))
 
 
 def _encode_impl(graphdef, state, x, area=None):
     """``area``: None, or the (B, 2) real pixel rows and columns of padded tiles (multiples of the compression)."""
-    return nnx.merge(graphdef, state).encoder(x, None if area is None else TileArea(x.shape[2:4], area))
+    return nnx.merge(graphdef, state).encoder(x, tile_area(x, area))
 
 
 _decode_jit = jax.jit(_decode_impl, static_argnames=("graphdef",))
