@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from vidax_core.testing.cache import use_suite_cache
 from vidax_core.testing.devices import use_fast_cpu_compiles
 from vidax_core.testing.grouping import group_shared_fixture_modules, order_for_balance
+from vidax_core.testing.timing import register as register_suite_timing
 from vidax_core.heap import Refreezer, freeze_imports
 
 use_fast_cpu_compiles()  # before JAX starts its backend
@@ -29,6 +30,7 @@ use_suite_cache()
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "long: runs for tens of seconds on its own; handed to a worker first")
+    register_suite_timing(config)
 
 
 @pytest.hookimpl(tryfirst=True)
