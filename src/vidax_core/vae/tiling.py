@@ -145,12 +145,15 @@ class TilePlan:
     def num_tiles(self) -> int:
         return len(self.rows) * len(self.cols)
 
+    def extent(self, row: int, col: int) -> tuple[int, int]:
+        """The input rows and columns the tile starting at (``row``, ``col``) really covers (an edge tile is
+        smaller than ``tile``)."""
+        return min(self.tile[0], self.in_size[0] - row), min(self.tile[1], self.in_size[1] - col)
+
     def sides_divisible(self, n: int) -> bool:
         """Whether every tile's real rows and columns (an edge tile's too) are multiples of ``n``: a downsampling
         VAE of compression ``n`` then keeps a padded tile's real area whole at every level (``pad_tiles`` exact)."""
-        return all((min(t, size - s) % n == 0) for size, t, starts in
-                   ((self.in_size[0], self.tile[0], self.rows), (self.in_size[1], self.tile[1], self.cols))
-                   for s in starts)
+        return all(v % n == 0 for i in self.rows for j in self.cols for v in self.extent(i, j))
 
 
 def blend_v(a: np.ndarray, b: np.ndarray, extent: int) -> np.ndarray:
@@ -305,8 +308,7 @@ class TiledStream:
     def real(self, u: int) -> tuple[int, int]:
         """The rows and columns of the input unit ``u`` really covers (an edge tile is smaller)."""
         _, i, j = self.units[u]
-        th, tw = self.plan.tile
-        return min(th, self.plan.in_size[0] - i), min(tw, self.plan.in_size[1] - j)
+        return self.plan.extent(i, j)
 
     def _collect(self, outs: list[Any], first: bool = False) -> np.ndarray:
         plan, size = self.plan, self.size
