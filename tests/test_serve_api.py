@@ -258,8 +258,9 @@ def test_decoding_is_a_phase_of_its_own_and_each_job_logs_one_line(tmp_path, cap
     with Server(StubPipe(DEMO_CONFIG, *TINY, step_s=0.15), port=0, output_dir=str(tmp_path), quiet=False) as srv:
         capfd.readouterr()
         job = post_json(srv.url, {"prompt": "a fox"})[1]
-        seen = []
+        seen, end = [], time.monotonic() + 120
         while not seen or seen[-1]["status"] not in ("completed", "failed"):
+            assert time.monotonic() < end, f"job {job['id']} did not finish in 120 s: {seen[-1]}"
             seen.append(json.loads(request(srv.url, "GET", f"/v1/videos/{job['id']}")[2]))
             time.sleep(0.03)
         bad = post_json(srv.url, {"prompt": "a fox", "num_steps": 0})

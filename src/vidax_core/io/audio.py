@@ -11,6 +11,7 @@ import wave
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.io.ffmpeg import ffmpeg_module
 from vidax_core.io.outputs import write_atomic
 
 
@@ -29,7 +30,7 @@ def write_wav(path: str, audio: np.ndarray, sample_rate: int) -> None:
 
 def mux_audio(video_path: str, audio: np.ndarray, sample_rate: int) -> None:
     """Add ``audio`` as an AAC track to the mp4 at ``video_path`` (video stream copied, file replaced atomically)."""
-    import imageio_ffmpeg
+    imageio_ffmpeg = ffmpeg_module()
 
     with tempfile.TemporaryDirectory() as tmp:
         wav = os.path.join(tmp, "audio.wav")
@@ -50,7 +51,7 @@ def mux_audio(video_path: str, audio: np.ndarray, sample_rate: int) -> None:
 
 def audio_stream_count(path: str) -> int:
     """Number of audio streams in a media file (tests)."""
-    import imageio_ffmpeg
+    imageio_ffmpeg = ffmpeg_module()
 
     proc = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", path], capture_output=True, text=True)
     return sum(1 for line in proc.stderr.splitlines() if "Stream #" in line and "Audio:" in line)

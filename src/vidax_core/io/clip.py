@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.io.ffmpeg import ffmpeg_module
 
 
 def read_video(path: str, *, height: int | None = None, width: int | None = None,
@@ -16,7 +17,7 @@ def read_video(path: str, *, height: int | None = None, width: int | None = None
     only the LAST ``max_frames`` frames when given (video-to-world conditions on the end of the clip). A ``.npy``
     clip (float frames as ``output.save_frames`` writes them) is read as it is, without the 8-bit rounding of a
     video file."""
-    import imageio_ffmpeg
+    imageio_ffmpeg = ffmpeg_module()
     from PIL import Image
 
     if not os.path.isfile(path):

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from vidax_core.errors import UserError
+from vidax_core.io.ffmpeg import ffmpeg_module
 
 
 def load_image(path: str | os.PathLike) -> Any:
@@ -118,7 +119,7 @@ def h264_roundtrip(image: Any, crf: int) -> Any:
         return image
     import tempfile
 
-    import imageio_ffmpeg
+    imageio_ffmpeg = ffmpeg_module()
     from PIL import Image
 
     rgb = np.asarray(image.convert("RGB"), np.uint8)

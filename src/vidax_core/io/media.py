@@ -14,6 +14,7 @@ import os
 import warnings
 
 from vidax_core.errors import UserError
+from vidax_core.io.ffmpeg import ffmpeg_module
 
 
 def bomb_limit() -> int:
@@ -80,7 +81,7 @@ def check_video(path: str, where: str = "video") -> None:
         npy_clip_shape(path, where)
         return
     try:
-        import imageio_ffmpeg
+        imageio_ffmpeg = ffmpeg_module()
     except ImportError:  # the plugin that reads clips reports it
         return
     reader = None

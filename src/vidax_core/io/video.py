@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from vidax_core.io import outputs
+from vidax_core.io.ffmpeg import ffmpeg_module
 from vidax_core.io.outputs import write_atomic
 
 
@@ -46,7 +47,7 @@ FRAGMENTED = ["-movflags", "frag_every_frame+empty_moov+default_base_moof", "-tu
 def _ffmpeg_writer(tmp: str, width: int, height: int, fps: int, fragmented: bool = False):
     """imageio-ffmpeg's H.264 writer of ``tmp``, primed: ``send`` each uint8 (H, W, 3) frame, then ``close``;
     ``fragmented``: a fragmented mp4 that plays while it is written (:data:`FRAGMENTED`)."""
-    import imageio_ffmpeg
+    imageio_ffmpeg = ffmpeg_module()
 
     # ffmpeg runs as a child process; the exec follows the fork at once, so JAX's fork warning does not apply
     with warnings.catch_warnings():
@@ -162,7 +163,7 @@ class Mp4Stream:
 
 def read_mp4(path: str) -> np.ndarray:
     """Read an mp4 back as uint8 (T, H, W, 3) (used by tests and tools)."""
-    import imageio_ffmpeg
+    imageio_ffmpeg = ffmpeg_module()
 
     reader = imageio_ffmpeg.read_frames(path)
     meta = next(reader)

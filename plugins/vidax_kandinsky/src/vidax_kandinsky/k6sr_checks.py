@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vidax_core import frame_count_problems
+from vidax_core.io.ffmpeg import ffmpeg_module
 
 from .k6_checks import grid_problems
 from .k6_presets import TEMPORAL
@@ -46,7 +47,7 @@ def clip_frames(path: str) -> int | None:
             from vidax_core.io.media import npy_clip_shape
 
             return npy_clip_shape(path)[0]
-        import imageio_ffmpeg
+        imageio_ffmpeg = ffmpeg_module()
 
         return int(imageio_ffmpeg.count_frames_and_secs(path)[0])
     except Exception:  # noqa: BLE001 - a foreign file: preflight's media check names the problem
