@@ -359,7 +359,7 @@ class TiledStream:
                     on_chunk(len(done), n)
 
         pending = None  # the previous output comes to host while the next computes
-        ticks = _TileTicks(n * groups)
+        ticks = _TileTicks(n * groups if self.plan.num_tiles > 1 else 0)  # an untiled decode's bar counts chunks
         for g, members in enumerate(self.groups):
             caches = self.caches[g]
             if groups > 1 and caches is not None:  # kept in host memory since the last piece
