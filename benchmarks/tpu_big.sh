@@ -28,6 +28,10 @@
 # PREPARE=1 only writes the checkpoint and builds what a first run builds (the disk offload cache) with one step at
 # a small size, so the next command's run at the reference size loads in seconds: a case whose first run (writing
 # a 17-27 GiB cache at ~120-135 MB/s on the v5e host) and decode do not fit one 10-minute command (ltx2-19b).
+# TWICE=1 makes the video twice with one loaded model (`vidax bench --in-process --skip reference`: OUT_DIR/
+# <case>.bench.json): the second call's prompts come from the embedding cache, so its steps are the stand-in's for a
+# model whose text encoder the writer cannot cut (LTX-2: the connectors read every Gemma layer); `per_step_s` of the
+# first call against `second_video_per_step_s`.
 # --wheels DIR installs vidax from wheels first (benchmarks/accelerator.sh --wheels, TPU form). PYTHON picks the
 # interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N and FULL_TEXT=0 write a cut
 # checkpoint (N blocks, a one-layer text encoder) to check the script itself on a small machine.
@@ -106,6 +110,24 @@ if [ "${PREPARE:-0}" = 1 ]; then  # the same placement keys at a small size: the
     sampling.height=256 sampling.width=256 sampling.num_frames=9 output.path=null --quiet
   rc=$?
   log "prepared $CASE (exit $rc) in $(( $(date +%s) - start )) s"
+  exit "$rc"
+fi
+if [ "${TWICE:-0}" = 1 ]; then
+  log "making the video twice with one loaded model (vidax bench)"
+  "$PY" -m vidax_core.cli bench "$CONFIG" "model.checkpoint=$CK" "sampling.num_steps=$STEPS" "${RUN[@]}" ${EXTRA:-} \
+    --in-process --skip reference --out "$OUT" --name "$CASE.bench"
+  rc=$?
+  "$PY" - "$OUT/$CASE.bench.json" <<'EOF_TWICE' >&2
+import json, os, sys
+if not os.path.exists(sys.argv[1]):
+    sys.exit(0)
+d = json.load(open(sys.argv[1]))
+for row in d.get("rows", [d]):
+    m = row.get("vidax", row)
+    print({k: m.get(k) for k in ("per_step_s", "second_video_per_step_s", "encode_s", "second_video_total_s",
+                                 "second_video_same", "peak_rss_mb")})
+EOF_TWICE
+  log "done (exit $rc) in $(( $(date +%s) - start )) s"
   exit "$rc"
 fi
 "$PY" -m vidax_core.cli run "${ARGS[@]}" --dry-run > "$OUT/$CASE.dry.txt" 2>&1 || log "the dry run failed"
