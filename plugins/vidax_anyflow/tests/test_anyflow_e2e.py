@@ -54,9 +54,10 @@ def clip_tensor(frames: np.ndarray):
 
 def write_clip(path: str, n: int) -> np.ndarray:
     """An mp4 of ``n`` random frames (near-lossless) and the frames vidax will read back from it."""
-    import imageio_ffmpeg
-
     from vidax_core.io.clip import read_video
+    from vidax_core.io.ffmpeg import ffmpeg_module
+
+    imageio_ffmpeg = ffmpeg_module()  # no Python between fork and exec in this threaded test process
 
     frames = (np.random.default_rng(5).random((n, SIZE, SIZE, 3)) * 255).astype(np.uint8)
     w = imageio_ffmpeg.write_frames(path, (SIZE, SIZE), fps=16, codec="libx264", pix_fmt_out="yuv444p",
