@@ -371,7 +371,7 @@ EDGE = 0.95
 SMALLER_TILES = "smaller tiles: vae.tiling={tile_sample_min_height: 128, tile_sample_min_width: 128, ...}"
 
 
-def smaller_tile_knobs(ckpt: Any) -> dict[str, int] | None:
+def smaller_tile_knobs(ckpt: Any) -> dict[str, float] | None:
     """128-pixel tiles, with every knob the checkpoint's VAE needs for them to tile edge to edge (a stride below
     the tile; HunyuanVideo-1.5's latent tile, which its reference does not derive from the pixel tile; CogVideoX's
     overlap factors keep their defaults); None without a VAE config."""
@@ -389,6 +389,7 @@ def smaller_tile_knobs(ckpt: Any) -> dict[str, int] | None:
 
 
 def knobs_text(knobs: Mapping[str, Any]) -> str:
+    """A ``vae.tiling`` mapping as the key's value is written on the command line: ``{name: value, ...}``."""
     return "{" + ", ".join(f"{k}: {v}" for k, v in knobs.items()) + "}"
 
 
