@@ -90,7 +90,8 @@ WEIGHTS=${WEIGHTS:-/tmp/vidax-big}
 CK="$WEIGHTS/${ID}"
 if [ ! -f "$CK/random_checkpoint.json" ]; then
   rm -rf "$CK"
-  log "writing $ID with random fp8 weights and its full text encoder into $CK"
+  log "writing $ID with random fp8 weights and $([ "${FULL_TEXT:-1}" = 1 ] && echo "its full text encoder" \
+    || echo "a one-layer text encoder") into $CK"
   "$PY" -m vidax_core.cli bench --write-random-checkpoint "$ID" "$CK" --weight-dtype float8_e4m3fn \
     $([ "${FULL_TEXT:-1}" = 1 ] && echo --full-text-encoder) ${BLOCKS:+--blocks $BLOCKS} --fill "${FILL:-zeros}" \
     || { echo "error: writing the checkpoint failed" >&2; exit 1; }
