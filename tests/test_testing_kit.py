@@ -59,3 +59,26 @@ def test_overrides_strings_read_back_as_the_same_strings():
     assert parse_overrides(overrides(options=strings), RunConfig)["options"] == strings
     assert overrides(sampling={"scheduler": "unipc"}) == ["sampling.scheduler=unipc"]
     assert parse_overrides(run_args("m", "c", "p", ""), RunConfig)["negative_prompt"] == ""
+
+
+def test_family_kit_samples_as_many_noise_moves_as_the_class_asks():
+    """Each moved one-device run gets its own random move (seed = its place), and the layout tolerance follows the
+    largest move: a model whose float32 sensitivity is a count of flipped bfloat16 roundings needs several samples."""
+    from vidax_core.testing.family import FamilyTests
+    from vidax_core.testing.runs import _one_ulp_noise
+
+    class Four(FamilyTests):
+        model_id = "x"
+        noise_moves = 4
+
+    assert FamilyTests.moved_names() == ("single_moved",)
+    assert Four.moved_names() == ("single_moved", "single_moved_2", "single_moved_3", "single_moved_4")
+    runs = {"single_moved": {"rel": 2e-7}, "single_moved_2": {"rel": 5e-5}, "single_moved_3": {"rel": 3e-7},
+            "single_moved_4": {"rel": 1e-6}}
+    assert Four().layout_tolerance(runs) == pytest.approx(5e-4)
+    assert FamilyTests().layout_tolerance(runs) == pytest.approx(2e-6)
+    base = np.linspace(0.5, 2.0, 64, dtype=np.float32)
+    moves = [_one_ulp_noise(lambda key, shapes: base, seed)(None, None) for seed in range(3)]
+    up, down = np.nextafter(base, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))
+    assert all(np.all((m == up) | (m == down)) for m in moves)  # one ulp each
+    assert not np.array_equal(moves[0], moves[1]) and not np.array_equal(moves[1], moves[2])

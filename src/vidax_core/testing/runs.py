@@ -6,8 +6,9 @@ Multi-device runs need ``--xla_force_host_platform_device_count`` set before JAX
 subprocess. The runs use the persistent compilation cache (:mod:`vidax_core.testing.cache`), so a layout another
 test class already compiled loads instead of compiling. Every configuration uses the same seed, so all draw the same
 initial noise, except the configurations named in ``moved``: their seeded noise is moved one float32 ulp up or down
-at random (seed 0), so their distance from the first run is the model's own float32 sensitivity (what a layout that
-changes nothing but the order of float32 operations may differ by). A configuration the core refuses reports its
+at random (the k-th name with seed k: several moved runs sample several moves), so their distance from the first run
+is the model's own float32 sensitivity (what a layout that changes nothing but the order of float32 operations may
+differ by). A configuration the core refuses reports its
 one-line error instead of a result. Configurations with the same overrides (the one-device run and its moved twin)
 are two calls of one loaded model.
 """
@@ -27,7 +28,7 @@ def run_many(base: Sequence[str], configs: Mapping[str, Sequence[str]], *, devic
     """``base``: ``key=value`` overrides every run shares (model.id, model.checkpoint, small sizes...);
     ``configs``: name -> extra overrides, the first being the reference. ``plugin_modules``: modules with a
     ``register(plugins)`` function to add besides the installed plugins (test-only plugins). ``moved``: names of
-    configurations whose initial noise is moved one ulp (module docstring). Returns
+    configurations whose initial noise is moved one ulp, each by its own random move (module docstring). Returns
     ``{name: {"rel": relative L2 error of the final latents vs the first, "metrics": ...} | {"error": msg}}``."""
     spec = {"base": list(base), "configs": {k: list(v) for k, v in configs.items()}, "plugins": list(plugin_modules),
             "moved": list(moved)}
@@ -54,11 +55,11 @@ def _rel(a: Any, b: Any) -> float:
     return float(np.linalg.norm(np.asarray(a) - np.asarray(b)) / max(np.linalg.norm(np.asarray(b)), 1e-30))
 
 
-def _one_ulp_noise(draw):
-    """``draw`` with every value of its result moved one float32 ulp up or down at random (seed 0)."""
+def _one_ulp_noise(draw, seed: int):
+    """``draw`` with every value of its result moved one float32 ulp up or down at random (``seed``)."""
     from vidax_core.testing.parity import move_one_ulp
 
-    return lambda key, shapes: move_one_ulp(draw(key, shapes))
+    return lambda key, shapes: move_one_ulp(draw(key, shapes), seed)
 
 
 def _main(path: str) -> int:
@@ -94,8 +95,9 @@ def _main(path: str) -> int:
                                           "output.overwrite=true"] + list(extra)
         draw, window_draw = sampling._draw_noise, draws.Draws.__call__
         if name in spec.get("moved", ()):  # the one-pass draw and a windowed run's every draw
-            sampling._draw_noise = _one_ulp_noise(draw)
-            draws.Draws.__call__ = lambda self, shape: move_one_ulp(window_draw(self, shape))
+            seed = spec["moved"].index(name)
+            sampling._draw_noise = _one_ulp_noise(draw, seed)
+            draws.Draws.__call__ = lambda self, shape: move_one_ulp(window_draw(self, shape), seed)
         try:
             cfg = config_mod.resolve(None, overrides, plugins.preset_for)
             if tuple(extra) in repeated:
