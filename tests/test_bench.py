@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 
 import pytest
@@ -41,6 +42,8 @@ def test_bench_writes_json_and_markdown(tmp_path, cache_dir, capsys):
         assert isinstance(m[key], float) and m[key] >= 0, key
     assert m["num_steps"] == 3 and m["engine"] == "vidax" and m["backend"] == "cpu"
     assert m["second_video_same"] is True  # the loaded model's second video is the first, bit for bit
+    assert len(m["step_times_s"]) == len(m["second_video_step_times_s"]) == 3  # each call's every step
+    assert m["second_video_per_step_s"] == pytest.approx(statistics.median(m["second_video_step_times_s"][1:]))
     assert m["device_peak_bytes"] is None  # the CPU backend reports no memory stats: "n/a" in the table
     assert m["peak_resident_weight_bytes"] > 0
     assert report["isolation"] == "subprocess per case"
