@@ -31,7 +31,8 @@
 # TWICE=1 makes the video twice with one loaded model (`vidax bench --in-process --skip reference`: OUT_DIR/
 # <case>.bench.json): the second call's prompts come from the embedding cache, so its steps are the stand-in's for a
 # model whose text encoder the writer cannot cut (LTX-2: the connectors read every Gemma layer); `per_step_s` of the
-# first call against `second_video_per_step_s`, and each call's step times (`step_times_s`, `second_video_step_times_s`).
+# first call against `second_video_per_step_s`, and each call's step times (`step_times_s`,
+# `second_video_step_times_s`).
 # --wheels DIR installs vidax from wheels first (benchmarks/accelerator.sh --wheels, TPU form). PYTHON picks the
 # interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N and FULL_TEXT=0 write a cut
 # checkpoint (N blocks, a one-layer text encoder) to check the script itself on a small machine.
