@@ -260,3 +260,23 @@ def test_a_decode_holds_what_the_chip_measured_beyond_its_frames(device, capfd):
         assert rows == []
     else:
         assert len(rows) == 1 and f"host {gib:.1f} GiB [decode]" in rows[0], rows
+
+
+@pytest.mark.parametrize("index, none", [
+    ({"_class_name": "X", "transformer": ["diffusers", "T"], "text_tokenizer": ["transformers", "Tok"],
+      "vae": ["diffusers", "V"], "safety_checker": [None, None]}, True),  # Cosmos3's layout: the DiT embeds ids
+    ({"transformer": ["diffusers", "T"], "text_encoder": ["transformers", "UMT5EncoderModel"]}, False),
+    ({"transformer": ["diffusers", "T"], "image_encoder": ["transformers", "CLIPVisionModel"]}, False),
+    ({}, False),  # no index (an original release, single files): not known, so not "none"
+])
+def test_a_checkpoint_without_an_encoder_tower_places_none(index, none):
+    from types import SimpleNamespace
+
+    from vidax_core.placement import memory_plan as mp
+
+    ckpt = SimpleNamespace(model_index=index, has=lambda c: False)
+    assert mp.lists_no_encoder(ckpt) is none
+    cfg = SimpleNamespace(runtime=SimpleNamespace(encode_on="auto"), offload=SimpleNamespace(enabled=False),
+                          model=SimpleNamespace(dtype=None))
+    if none:
+        assert mp.encoder_placement(cfg, ckpt, 0).where == "none"

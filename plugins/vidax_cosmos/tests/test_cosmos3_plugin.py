@@ -214,6 +214,8 @@ def test_video_to_video_dry_run_and_its_refusal(tmp_path):
             "sampling.width=64", "sampling.num_frames=9", f"video={tmp_path / 'clip.mp4'}", "--dry-run"]
     ok = vidax(*base, "options.condition_video_keep=last", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr[-2000:]
+    # the DiT embeds the token ids itself: no encoder tower to place, which the placement says (not "not sized")
+    assert "text encoder  none" in ok.stdout and "no text or image encoder component" in ok.stdout, ok.stdout
     bad = vidax(*base, "options.condition_frame_indexes_vision=[0, 3]", cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith(

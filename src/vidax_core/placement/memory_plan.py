@@ -279,7 +279,7 @@ def cpu_available() -> bool:
 
 @dataclass
 class EncoderPlacement:
-    where: str  # device | stream | cpu
+    where: str  # device | stream | cpu | none (no encoder tower)
     reason: str
     layers_per_chunk: int = 0  # ``stream``: layers of each streamed encoder per chunk
     device_bytes: int = 0  # what the encoders hold on each device while they compute (0: not sized)
@@ -302,12 +302,23 @@ def streamed_chunk(sizes: list[EncoderSize], room: int) -> int:
     return best
 
 
+def lists_no_encoder(ckpt: Any) -> bool:
+    """Whether the checkpoint's ``model_index.json`` names its components and none of them is a prompt or image
+    encoder (Cosmos3: its denoiser embeds the token ids itself). False where it is not known (no index)."""
+    index = getattr(ckpt, "model_index", None) or {}
+    named = {k for k, v in index.items() if not k.startswith("_") and isinstance(v, (list, tuple)) and v and v[0]}
+    return bool(named) and not named & set(ENCODER_COMPONENTS)
+
+
 def encoder_placement(cfg: Any, ckpt: Any, beside_bytes: int, peak: Any = None, spec: Any = None
                       ) -> EncoderPlacement:
     """Where the prompt encoders compute for ``cfg`` (``runtime.encode_on``), with ``beside_bytes`` of this
     run's weights on the device while they do; ``peak``: a named target device (the dry run's ``--device``),
-    else this process's devices; ``spec``: the model. Its ``weights`` say how they hold their weights."""
+    else this process's devices; ``spec``: the model. Its ``weights`` say how they hold their weights; ``none``
+    where the checkpoint has no encoder tower at all."""
     sizes = encoder_sizes(ckpt, spec, cfg)
+    if not sizes and lists_no_encoder(ckpt):
+        return EncoderPlacement("none", "the checkpoint has no text or image encoder component")
     dt = encoder_weights(sizes, encoder_dtype(spec, cfg))
     place = _placement(cfg, sizes, dt, beside_bytes, peak)
     place.weights = dt

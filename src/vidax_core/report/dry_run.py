@@ -188,7 +188,9 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         enc_dtype += (" + the float32 copy XLA:CPU makes of its weights" if enc_dtype == run_dtype else
                       " + the float32 copy XLA:CPU makes of its other weights")
     stream_key = "runtime.encode_on=stream" if _unset(cfg, "runtime.encode_on", "stream") else None
-    if enc is None:
+    if where.where == "none":
+        plan.add("text encoder", "none", note=where.reason, phases="encode")
+    elif enc is None:
         plan.add("text encoder", "not sized", note="its weights are not at hand", phases="encode")
     elif where.where == "cpu":
         plan.add("text encoder", "host CPU, then freed", host=enc, note=f"at {enc_dtype}; runtime.encode_on: "
@@ -380,7 +382,8 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
 
 
 def _encode_where(cfg: RunConfig, ckpt: Any, peak: Any, spec: Any) -> str:
-    """Where the prompt encoder computes in this run (``device`` or ``cpu``), as the placement decides it."""
+    """Where the prompt encoder computes in this run (``device``, ``stream``, ``cpu``; ``none`` for a model
+    without one), as the placement decides it."""
     from vidax_core.placement import memory_plan as mp
 
     return mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec).where

@@ -254,9 +254,12 @@ class LoadedModel:
                 beside = int(max(self.tracker.base, self.tracker.peak))
             self.encode_on = memory_plan.encoder_placement(self.base, self.ckpt, beside, spec=self.spec)
             where = {"cpu": "the host CPU", "stream": "the devices, its layers streamed from the checkpoint"}
-            self.reporter.log(f"text encoder on {where.get(self.encode_on.where, 'the devices')} at "
-                              f"{self.encode_on.weights or memory_plan.encoder_dtype(self.spec, self.base)} "
-                              f"({self.encode_on.reason})")
+            if self.encode_on.where == "none":
+                self.reporter.log(f"text encoder: none ({self.encode_on.reason})")
+            else:
+                self.reporter.log(f"text encoder on {where.get(self.encode_on.where, 'the devices')} at "
+                                  f"{self.encode_on.weights or memory_plan.encoder_dtype(self.spec, self.base)} "
+                                  f"({self.encode_on.reason})")
         return memory_plan.cpu_scope() if self.encode_on.where == "cpu" else contextlib.nullcontext()
 
     def _encoder_policy(self) -> EncoderPolicy:
