@@ -5,8 +5,9 @@
 #       CASE: wan21-14b | wan21-14b-720p | wan22-a14b | hunyuan15-480p | ltx2-19b
 #
 # Each case fits one command of at most 10 minutes: the checkpoint is written once under WEIGHTS (default
-# /tmp/vidax-big/<case>; kept while the machine stays warm, so a second case or a rerun skips the write), then one
-# `vidax run` at the model's reference size with 8-bit weights and offload, STEPS sampling steps (default 4: the
+# /tmp/vidax-big/<model id>, a cut one under <model id>-blocksN / -text1; kept while the machine stays warm, so a
+# second case or a rerun skips the write), then one `vidax run` at the model's reference size with 8-bit weights and
+# offload, STEPS sampling steps (default 4: the
 # per-step time is the median of the steps after the first), the whole video decoded and written (the mp4 under
 # WEIGHTS, too large to bring back). Results: OUT_DIR/<case>.json (the run's metrics: s/step, MFU, compile,
 # decode, peak device and host memory, the writer's summary) and OUT_DIR/<case>.md. Where imageio-ffmpeg cannot be
@@ -88,7 +89,8 @@ case "$CASE" in
      exit 2 ;;
 esac
 WEIGHTS=${WEIGHTS:-/tmp/vidax-big}
-CK="$WEIGHTS/${ID}"
+# one folder per variant: a cut checkpoint (BLOCKS, FULL_TEXT=0) is never taken for the full one, nor the reverse
+CK="$WEIGHTS/${ID}${BLOCKS:+-blocks$BLOCKS}$([ "${FULL_TEXT:-1}" = 1 ] || echo -text1)"
 if [ ! -f "$CK/random_checkpoint.json" ]; then
   rm -rf "$CK"
   log "writing $ID with random fp8 weights and $([ "${FULL_TEXT:-1}" = 1 ] && echo "its full text encoder" \
