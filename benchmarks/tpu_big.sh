@@ -89,14 +89,15 @@ case "$CASE" in
      exit 2 ;;
 esac
 WEIGHTS=${WEIGHTS:-/tmp/vidax-big}
+if [ "${FULL_TEXT:-1}" = 1 ]; then TEXT=(--full-text-encoder) TEXT_SAID="its full text encoder" TEXT_DIR=""
+else TEXT=() TEXT_SAID="a one-layer text encoder" TEXT_DIR=-text1; fi
 # one folder per variant: a cut checkpoint (BLOCKS, FULL_TEXT=0) is never taken for the full one, nor the reverse
-CK="$WEIGHTS/${ID}${BLOCKS:+-blocks$BLOCKS}$([ "${FULL_TEXT:-1}" = 1 ] || echo -text1)"
+CK="$WEIGHTS/${ID}${BLOCKS:+-blocks$BLOCKS}$TEXT_DIR"
 if [ ! -f "$CK/random_checkpoint.json" ]; then
   rm -rf "$CK"
-  log "writing $ID with random fp8 weights and $([ "${FULL_TEXT:-1}" = 1 ] && echo "its full text encoder" \
-    || echo "a one-layer text encoder") into $CK"
+  log "writing $ID with random fp8 weights and $TEXT_SAID into $CK"
   "$PY" -m vidax_core.cli bench --write-random-checkpoint "$ID" "$CK" --weight-dtype float8_e4m3fn \
-    $([ "${FULL_TEXT:-1}" = 1 ] && echo --full-text-encoder) ${BLOCKS:+--blocks $BLOCKS} --fill "${FILL:-zeros}" \
+    "${TEXT[@]}" ${BLOCKS:+--blocks $BLOCKS} --fill "${FILL:-zeros}" \
     || { echo "error: writing the checkpoint failed" >&2; exit 1; }
 fi
 if "$PY" -c 'import imageio_ffmpeg' 2>/dev/null; then OUTPUT=("output.path=$WEIGHTS/$CASE.mp4")
