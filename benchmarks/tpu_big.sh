@@ -30,13 +30,13 @@
 # a small size, so the next command's run at the reference size loads in seconds: a case whose first run (writing
 # a 17-27 GiB cache at ~120-135 MB/s on the v5e host) and decode do not fit one 10-minute command (ltx2-19b).
 # TWICE=1 makes the video twice with one loaded model (`vidax bench --in-process --skip reference`: OUT_DIR/
-# <case>.bench.json): the second call's prompts come from the embedding cache, so its steps are the stand-in's for a
-# model whose text encoder the writer cannot cut (LTX-2: the connectors read every Gemma layer); `per_step_s` of the
+# <case>.bench.json): the second call's prompts come from the embedding cache, no encoder runs; `per_step_s` of the
 # first call against `second_video_per_step_s`, and each call's step times (`step_times_s`,
 # `second_video_step_times_s`).
 # --wheels DIR installs vidax from wheels first (benchmarks/accelerator.sh --wheels, TPU form). PYTHON picks the
-# interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N and FULL_TEXT=0 write a cut
-# checkpoint (N blocks, a one-layer text encoder) to check the script itself on a small machine.
+# interpreter (default: the project's .venv, else python3); EXTRA adds run keys; BLOCKS=N writes N blocks per group
+# (to check the script itself on a small machine); FULL_TEXT=0 a one-layer text encoder: the stand-in run that the
+# real encoder's step time is held against (LTX-2's connectors and Cosmos' DiT are scaled to the one layer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: benchmarks/tpu_big.sh OUT_DIR CASE [--wheels DIR]}

@@ -107,3 +107,36 @@ def test_cutting_layers_follows_the_config():
     assert got["num_layers"] == 2 and got["num_attention_heads"] == 4  # only the count named like a layer count
     assert got["text_config"]["layer_types"] == ["a", "b"] and cut == {"blocks": 4}
     assert sorted(kept) == ["blocks.0.w", "blocks.1.w", "head.w"]
+
+
+@pytest.mark.parametrize("model_id, component, key, matrix, width", [
+    ("ltx-2-19b-dev", "connectors", "text_proj_in_factor", "text_proj_in.weight", 3840 * 2),  # embeddings + 1
+    ("cosmos-predict2.5-2b", "transformer", "crossattn_proj_in_channels", "crossattn_proj.0.weight", 3584),
+])
+def test_a_reader_of_every_text_layer_follows_the_cut(model_id, component, key, matrix, width, tmp_path):
+    """LTX-2's connectors and Cosmos-Predict2.5's DiT read every hidden state of their text encoder: the writer cuts
+    the encoder to one layer anyway and scales the reader's config and input matrix with it (its family's
+    ``text_layer_readers``), so the one-layer stand-in checkpoint loads with the real denoiser."""
+    from vidax_core.io.safetensors import SafetensorsFile
+
+    out = tmp_path / "c"
+    rc.write_random_checkpoint(model_id, str(out), blocks=1, fill="zeros", log=lambda _m: None)
+    text = json.loads((out / "text_encoder" / "config.json").read_text())
+    assert (text.get("text_config") or text)["num_hidden_layers"] == 1
+    assert json.loads((out / component / "config.json").read_text())[key] in (2, width)
+    (name,) = (f for f in os.listdir(out / component) if f.endswith(".safetensors"))
+    assert SafetensorsFile(str(out / component / name)).shape(matrix)[-1] == width
+    assert rc.check_with_loaders(model_id, str(out))  # the family's own checks and loaders accept the folder
+
+
+def test_a_reader_whose_width_is_no_multiple_is_refused():
+    from vidax_core.bench.text_layers import TextLayerReader, follow_text_cut
+
+    plans = {"text_encoder": ({"num_hidden_layers": 1}, {}, {}),
+             "reader": ({"width": 10}, {"proj.weight": [[4, 10], "float32"]}, {})}
+    reader = TextLayerReader("reader", "width", r"proj\.weight", offset=1)
+    follow_text_cut(plans, [reader], {"text_encoder": 4})  # 10 = 2 x (4 + 1): scaled to 2 x (1 + 1)
+    assert plans["reader"][0]["width"] == 4 and plans["reader"][1]["proj.weight"][0] == [4, 4]
+    plans["reader"] = ({"width": 11}, {}, {})
+    with pytest.raises(ValueError, match="not a multiple"):
+        follow_text_cut(plans, [reader], {"text_encoder": 4})

@@ -80,6 +80,8 @@ _EXPORTS = {
     # built-in checkpoints generated on first use
     "generated_checkpoint": "io.builtin", "write_diffusers": "io.builtin", "random_weights": "io.builtin",
     "packaged_checkpoint": "io.builtin", "dit_weight_dtype": "model_api",
+    # random checkpoints with a cut text encoder
+    "TextLayerReader": "bench.text_layers",
 }
 
 _RENAMED = {"apply_rope": "apply", "rope": None}  # public name -> name in its module (None: the module)

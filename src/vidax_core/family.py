@@ -30,8 +30,9 @@ Besides hooks, a family declares (class attributes): its ``models``, ``options``
 its default hooks read, ``diffusers_reference`` (``".module:Class"`` inside the plugin's package, called with
 ``(ckpt_dir, run)``: the reference of ``vidax bench --reference diffusers``), ``quantization_keep`` (regexes of the
 Linear layers an 8-bit run keeps in full precision; None: :data:`vidax_core.quant.keep.DEFAULT_KEEP`, norms,
-modulation, embeddings, patch embedding, heads), ``cache_layout`` and ``lora_experts``. Offload streams every group
-of ``DitBuild.block_counts``.
+modulation, embeddings, patch embedding, heads), ``cache_layout``, ``lora_experts`` and ``text_layer_readers``
+(the sizes a random checkpoint with a cut text encoder scales: :mod:`vidax_core.bench.text_layers`). Offload
+streams every group of ``DitBuild.block_counts``.
 
 Public methods of a subclass must be hooks or the helpers defined here (``dit_config``, ``dit_build``,
 ``conversion_rules``, ``conversion_ignore``, ``lora_key_map``): any other public method is refused when the plugin
@@ -73,6 +74,8 @@ class FamilyPlugin:
     cache_layout: Any = None  # vidax_core.cache.layout.CacheLayout for step caching; None = its defaults
     quantization_keep: Sequence[str] | None = None  # layers an 8-bit run keeps in full precision; None: DEFAULT_KEEP
     lora_experts: Mapping[str, str] = {}  # LoRA ``expert`` name -> denoiser component (models with several)
+    text_layer_readers: Sequence[Any] = ()  # vidax_core.bench.text_layers.TextLayerReader: sizes that follow the
+    # text encoder's layer count, scaled when a random checkpoint cuts it
     vae_decode_frames: int | None = None  # frames one untiled decode program makes; None: all (vae/decode_memory.py)
 
     # ---- helpers a family overrides (not hooks) ----

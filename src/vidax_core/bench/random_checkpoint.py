@@ -14,7 +14,9 @@ few tens of MiB whatever the model size. Key names, shapes and the storage dtype
   denoiser, the text encoders and image encoders in bf16, VAEs (and vocoders, upsamplers) in float32;
 * ``--blocks N`` keeps the first N blocks of each denoiser block group (the config's layer counts follow);
 * the text encoders keep their full width but one layer and the tiny tokenizer's vocabulary (never below a
-  special token id their config names), unless ``--full-text-encoder``;
+  special token id their config names), unless ``--full-text-encoder``; a component that reads every layer's
+  hidden state follows the cut where its family declares it (:mod:`vidax_core.bench.text_layers`), else the text
+  encoders keep every layer;
 * tokenizers come from the family's built-in tiny checkpoint (no real vocabulary can be downloaded), which is
   enough to run: prompt encoding time is then not representative;
 * ``--fill zeros`` writes the headers and leaves the data as holes in sparse files (no disk blocks, instant): for
@@ -38,6 +40,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from vidax_core.bench.text_layers import follow_text_cut, text_layers
 from vidax_core.errors import UserError
 from vidax_core.io.published import layout_path, read_layout  # noqa: F401 - the shipped layouts' readers
 from vidax_core.io.safetensors import write_file
@@ -380,6 +383,9 @@ def _write(model_id: str, out: str, *, blocks: int | None, weight_dtype: str, fu
                 config, tensors, vocab_cut = cut_vocab(config, tensors, rows)
                 cut.update({f"vocabulary {old}": new for old, new in vocab_cut.items()})
             plans[comp] = (config, tensors, cut)
+        if shrink_text:
+            follow_text_cut(plans, plugins.declared(plugins.registry.get(model_id), "text_layer_readers") or (),
+                            _published_text_layers(lay))
         for comp, c in lay["components"].items():  # every JSON file first: the family's checks read them
             if comp in summary["components"]:
                 continue
@@ -408,6 +414,17 @@ def _write(model_id: str, out: str, *, blocks: int | None, weight_dtype: str, fu
     with open(os.path.join(out, "random_checkpoint.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary
+
+
+def _published_text_layers(lay: Mapping[str, Any]) -> dict[str, int]:
+    """Each text encoder's layer count in the published layout (before any cut)."""
+    out = {}
+    for comp, c in lay["components"].items():
+        if TEXT_COMPONENTS.match(comp) and "config.json" in c["files"]:
+            layers = text_layers(json.loads(c["files"]["config.json"]))
+            if layers is not None:
+                out[comp] = layers
+    return out
 
 
 def _config_problems(model_id: str, folder: str, plugins: Any) -> list[str]:

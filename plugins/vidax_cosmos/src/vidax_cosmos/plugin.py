@@ -9,7 +9,7 @@ Cosmos3 ids are registered by the package's second plugin object, :class:`vidax_
 
 from __future__ import annotations
 
-from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core import FamilyPlugin, TextLayerReader, dit_weight_dtype
 from vidax_core.vae.wan_hooks import WanVAEHooks
 
 from . import presets
@@ -28,6 +28,9 @@ class CosmosPlugin(WanVAEHooks, FamilyPlugin):
     dit_rules = ".convert_dit:DIT_RULES"
     checks = ".checks"
     original_format = ".original_format:open_original"  # the release's DiT *.pt (keys net.*) beside diffusers parts
+    # the DiT's cross-attention input is every Qwen layer's hidden state: a random checkpoint with a cut text
+    # encoder scales it with it
+    text_layer_readers = (TextLayerReader("transformer", "crossattn_proj_in_channels", r"crossattn_proj\.0\.weight"),)
 
     def guidance(self, spec, ckpt, run):
         """``cond + g * (cond - uncond)`` when guidance_scale > 1 (the pipeline's formula), else one pass."""

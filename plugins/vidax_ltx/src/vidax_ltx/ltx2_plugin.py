@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from vidax_core import FamilyPlugin, dit_weight_dtype
+from vidax_core import FamilyPlugin, TextLayerReader, dit_weight_dtype
 
 from . import ltx2_presets
 
@@ -34,6 +34,10 @@ class LTX2Plugin(FamilyPlugin):
     original_format = ".ltx2_release:open_release"
     # ComfyUI's LTX-2.0 files (a models folder, or model.files): the release file and Comfy-Org's Gemma-3
     files_format = ".ltx2_files:open_files"
+    # the connectors read all of Gemma's hidden states (layers + the embeddings): a random checkpoint with a cut
+    # Gemma scales them with it
+    text_layer_readers = (TextLayerReader("connectors", "text_proj_in_factor",
+                                          r"(video_|audio_)?text_proj_in\.weight", offset=1),)
 
     def _component(self, spec, ckpt) -> str:
         return "transformer_full" if spec.id in ltx2_presets.DEV_IDS and ckpt.has("transformer_full") \
