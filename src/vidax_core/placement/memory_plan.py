@@ -423,6 +423,7 @@ class Row:
     phases: tuple[str, ...] = ("denoise", "decode")
     device_key: str | None = None  # the run keys that shrink this part on the device / on the host (none set yet)
     host_key: str | None = None
+    compiling: bool = False  # held while programs compile: not held when the compilation cache serves them
 
 
 @dataclass
@@ -441,15 +442,15 @@ class Placement:
 
     def add(self, part: str, where: str, device: int = 0, host: int = 0, note: str = "",
             phases: tuple[str, ...] | str = ("denoise", "decode"), device_key: str | None = None,
-            host_key: str | None = None) -> None:
+            host_key: str | None = None, compiling: bool = False) -> None:
         phases = PHASES if phases == "all" else (phases,) if isinstance(phases, str) else tuple(phases)
-        self.rows.append(Row(part, where, int(device), int(host), note, phases, device_key, host_key))
+        self.rows.append(Row(part, where, int(device), int(host), note, phases, device_key, host_key, compiling))
 
-    def _phase_sum(self, column: str, phase: str) -> int:
-        return sum(getattr(r, column) for r in self.rows if phase in r.phases)
+    def _phase_sum(self, column: str, phase: str, warm: bool = False) -> int:
+        return sum(getattr(r, column) for r in self.rows if phase in r.phases and not (warm and r.compiling))
 
-    def _peak_phase(self, column: str) -> str:
-        return max(PHASES, key=lambda ph: self._phase_sum(column, ph))
+    def _peak_phase(self, column: str, warm: bool = False) -> str:
+        return max(PHASES, key=lambda ph: self._phase_sum(column, ph, warm))
 
     def device_peak(self) -> int:
         return self._phase_sum("device", self._peak_phase("device"))
@@ -461,6 +462,12 @@ class Placement:
     def host_need(self) -> int:
         """Everything the host must hold at the run's peak: the parts, the process and (named target) the runtime."""
         return self.host_total() + self.process_bytes + (self.runtime_bytes or 0)
+
+    def warm_host_need(self) -> int:
+        """:meth:`host_need` of a run whose programs come from the compilation cache (no ``compiling`` row): the
+        refusal keeps the larger figure, a first run's."""
+        phase = self._peak_phase("host", warm=True)
+        return self._phase_sum("host", phase, warm=True) + self.process_bytes + (self.runtime_bytes or 0)
 
     def host_fits(self) -> bool | None:
         if self.host_budget is None:
@@ -516,6 +523,8 @@ class Placement:
         if fits is not None:
             line += (f" of {fmt(self.host_budget)} {self.host_label}: "
                      + ("fits" if fits else "does not fit: " + self.advice("host")))
+        if self.warm_host_need() < self.host_need():
+            line += f"; ~{fmt(self.warm_host_need())} with the decode's programs in the compilation cache"
         out.append(line + " (the page cache of the checkpoint files is the OS's)")
         return out
 

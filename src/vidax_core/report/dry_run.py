@@ -273,9 +273,9 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
         plan.add("decoded tiles", "host", host=int(frames * 4 * overlap), phases="decode",
                  note=f"every tile's float32 output until the last tile is in (tiles overlap x{overlap:.2f})")
     if decode and peak is not None and peak.decode_host_gib:
-        plan.add("decode extra", "host", host=int(peak.decode_host_gib * 2**30), phases="decode",
-                 note=f"what a decode held beyond its frames on the {peak.name} (its programs compiling, its output "
-                      "coming back), measured")
+        plan.add("decode extra", "host", host=int(peak.decode_host_gib * 2**30), phases="decode", compiling=True,
+                 note=f"what a decode held beyond its frames on the {peak.name} while its programs compiled, "
+                      "measured; not held when the compilation cache has them")
     plan.runtime_bytes = (int(peak.runtime_host_gib * 2**30) if peak is not None and peak.runtime_host_gib is not None
                           else 0 if cpu or peak is None else None)
     plan.process_bytes = process_bytes(cpu, plan.runtime_bytes)
