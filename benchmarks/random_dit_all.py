@@ -27,15 +27,15 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 # One id per denoiser architecture, at its default config: Wan2.1 14B (720p) and Wan2.2 TI2V-5B, Cosmos-Predict2.5
 # and Cosmos3, CogVideoX 1.0 and 1.5, HunyuanVideo and 1.5, Kandinsky 5 Lite and Pro (sparse attention), LTX-Video
-# 13B (multi-scale: the second, larger pass), LTX-2.5 (video + audio), Motif-Video 2B and SANA-Video 2B
-# (linear attention).
+# 13B (multi-scale: the second, larger pass), LTX-2.5 (video + audio), Motif-Video 2B, SANA-Video 2B (linear
+# attention) and Kandinsky 6 Pro (video + audio).
 MODELS = ("wan2.1-t2v-14b", "wan2.2-ti2v-5b", "cosmos-predict2.5-2b", "cosmos3-nano", "cogvideox-5b",
           "cogvideox1.5-5b", "hunyuanvideo-t2v-13b", "hunyuanvideo-1.5-t2v-720p", "kandinsky5-t2v-lite",
           "kandinsky5-t2v-pro", "ltx-video-13b-0.9.8-dev", "ltx-2.5-22b-dev", "motif-video-2b",
-          "sana-video-2b-480p")
+          "sana-video-2b-480p", "kandinsky6-ti2va-pro")
 DEMOS = ("demo.yaml", "cosmos_demo.yaml", "cosmos3_demo.yaml", "cogvideox_demo.yaml", "hunyuan_demo.yaml",
          "hunyuan15_demo.yaml", "kandinsky_demo.yaml", "ltx_demo.yaml", "ltx2_demo.yaml", "motif_demo.yaml",
-         "sana_video_demo.yaml")
+         "sana_video_demo.yaml", "kandinsky6_demo.yaml")
 
 
 def _bench_args(a: argparse.Namespace) -> list[str]:

@@ -51,7 +51,7 @@ def _pipeline(cases, out):
 def _families(cases):
     families = cases["random_dit_all"]["result"]["rows"]  # every family's tiny demo DiT, one row each
     assert {r["model"] for r in families} >= {"demo", "cosmos3_demo", "ltx_demo", "ltx2_demo", "kandinsky_demo",
-                                              "hunyuan15_demo"}
+                                              "hunyuan15_demo", "motif_demo", "sana_video_demo", "kandinsky6_demo"}
     assert all(r["exit"] == 0 and r["call_s"] > 0 and r["video_tokens"] > 0 for r in families)
 
 
