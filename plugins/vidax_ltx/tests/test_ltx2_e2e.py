@@ -201,3 +201,14 @@ def test_cli_matches_ltx2_image_to_video(tmp_path, generation):
     first = rel_l2(plain.latents["video"][:, :, :1], want)
     print(f"[{generation} i2v] first frame from the image: rel L2 {first:.2e}")
     assert first <= RUN_BOUND, first
+
+
+def test_the_dry_run_lists_every_part_of_the_checkpoint(capsys):
+    """The dry run's ``files:`` line names LTX-2's own parts (connectors, audio VAE, vocoder) beside the usual ones,
+    as ``model_index.json`` lists them."""
+    from vidax_core import cli
+
+    assert cli.main(["run", DEMO, "--dry-run"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("files:"))
+    assert line.split(None, 1)[1].split(", ") == ["transformer/", "vae/", "text_encoder/", "tokenizer/",
+                                                   "scheduler/", "audio_vae/", "connectors/", "vocoder/"], line

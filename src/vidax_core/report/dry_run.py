@@ -26,6 +26,9 @@ from vidax_core.report import phase_time
 from vidax_core.placement.memory_plan import fmt_bytes as _fmt_bytes
 from vidax_core.runner.preflight import needs_image, needs_video, placeholder_clip, placeholder_image, preflight
 
+# the `files:` line lists these first, in this order, then the other parts model_index.json names
+_COMMON_PARTS = ("transformer", "transformer_2", "vae", "text_encoder", "tokenizer", "scheduler", "latent_upsampler")
+
 
 _LORA_MODE = {"fused": "            (lora_mode fused: into the weights at load, no cost per step)",
               "unfused": "            (lora_mode unfused: factors applied in each step, swappable per call of a loaded "
@@ -489,8 +492,7 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
     else:  # no latent grid without the VAE's weights: every rule but sp | tokens is still checked, by the same code
         tokens = f"not checked (the plugin of {spec.id} gives no latent shape without loading its VAE)"
     mesh_plan, resident, how, activations = z.mesh_plan, z.resident, z.how, z.activations
-    files = [c + "/" for c in ("transformer", "transformer_2", "vae", "text_encoder", "tokenizer", "scheduler",
-                                "latent_upsampler")
+    files = [c + "/" for c in dict.fromkeys([*_COMMON_PARTS, *(k for k in ckpt.model_index if not k.startswith("_"))])
              if ckpt.has(c)]
     if len(builds) == 1:
         denoiser = [f"denoiser:   {_describe_size(sizes[0])}"]
