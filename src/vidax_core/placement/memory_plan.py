@@ -439,6 +439,7 @@ class Placement:
     host_label: str = "available"
     process_bytes: int = 0
     runtime_bytes: int | None = None
+    encoder_where: str | None = None  # where the prompt encoder computes (EncoderPlacement.where), once decided
 
     def add(self, part: str, where: str, device: int = 0, host: int = 0, note: str = "",
             phases: tuple[str, ...] | str = ("denoise", "decode"), device_key: str | None = None,

@@ -186,6 +186,7 @@ def placement_table(cfg: RunConfig, spec: Any, ckpt: Any, sizes: list, streamed:
     cpu = jax.default_backend() == "cpu" and peak is None  # the devices are this host's memory
     enc, run_dtype = mp.encoder_bytes(ckpt, spec, cfg, cpu=cpu), mp.encoder_dtype(spec, cfg)
     where = mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec)  # `vidax run`: VAE first
+    plan.encoder_where = where.where
     enc_dtype = where.weights or run_dtype  # "float8_e4m3fn weights, bfloat16 compute" for a file kept 8-bit
     if cpu and run_dtype != "float32":
         enc_dtype += (" + the float32 copy XLA:CPU makes of its weights" if enc_dtype == run_dtype else
@@ -384,14 +385,6 @@ def size_run(cfg: RunConfig, spec: Any, ckpt: Any, builds: list, plan: Any, peak
     return RunSizing(latent, mesh_plan, streamed, abstracts, sizes, chunk, tp, resident, how, activations, table)
 
 
-def _encode_where(cfg: RunConfig, ckpt: Any, peak: Any, spec: Any) -> str:
-    """Where the prompt encoder computes in this run (``device``, ``stream``, ``cpu``; ``none`` for a model
-    without one), as the placement decides it."""
-    from vidax_core.placement import memory_plan as mp
-
-    return mp.encoder_placement(cfg, ckpt, mp.vae_bytes(ckpt, cfg) or 0, peak, spec).where
-
-
 def _uses_published(cfg: RunConfig, spec: Any, plugins: Plugins) -> bool:
     """Whether the dry run sizes ``cfg`` from the id's published layout (:func:`dry_run_checkpoint`)."""
     from vidax_core.io.checkpoint import local_snapshot
@@ -524,7 +517,7 @@ def _describe(cfg: RunConfig, shown: RunConfig, spec: Any, plugins: Plugins, ckp
         *z.placement.lines(_fmt_bytes),
         f"compute:    {_compute_line(cfg, builds, plugins, spec, ckpt, latent, peak, label, mesh_plan.size)}",
         *phase_time.lines(cfg, plan, builds, ckpt, spec, peak, label, mesh_plan.size,
-                          _encode_where(cfg, ckpt, peak, spec)),
+                          z.placement.encoder_where),
         f"output:     {os.path.abspath(cfg.output.path) if cfg.output.path else 'none'}",
         "",
         "resolved config:",
