@@ -86,8 +86,8 @@ def markdown(rows: list[dict], head: str) -> str:
              "TFLOP/s | MFU | device peak GiB | wall s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "grid" not in r or r.get("error"):
-            lines.append(f"| {r['model']} | error (exit {r['exit']}): {r.get('error', '')} | | | | | | | | | "
-                         f"{r['wall_s']} |")
+            how = f"exit {r['exit']}" if r["exit"] else "the process ran; its call failed"
+            lines.append(f"| {r['model']} | error ({how}): {r.get('error', '')} | | | | | | | | | {r['wall_s']} |")
             continue
         rate, mfu, peak = r.get("achieved_flops_per_s"), r.get("mfu"), r.get("device_peak_bytes")
         lines.append(
