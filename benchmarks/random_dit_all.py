@@ -72,30 +72,38 @@ def _row(name: str, rc: int, wall: float, log: str, path: str) -> dict:
         row["error"] = " ".join(log.split())[-300:] or "no report"
         return row
     r = rep["rows"][0]
-    row.update({k: rep[k] for k in ("grid", "video_tokens", "text_tokens", "blocks", "dtype", "flops_per_call")})
+    row.update({k: rep.get(k) for k in ("grid", "video_tokens", "text_tokens", "blocks", "dtype", "flops_per_call",
+                                        "activation_estimate_bytes")})
     row.update({k: r.get(k) for k in ("attention", "compile_s", "call_s", "achieved_flops_per_s", "mfu",
-                                      "device_peak_bytes", "error")})
+                                      "device_peak_bytes", "temp_bytes", "error")})
     row["attention_backends"] = sorted({c["backend"] for c in (r.get("attention_calls") or {}).values()})
     if row["error"] is None:
         del row["error"]
     return row
 
 
+def _bytes(n: float | None) -> str:
+    from vidax_core.placement.memory_plan import fmt_bytes
+
+    return fmt_bytes(n) if n else "n/a"
+
+
 def markdown(rows: list[dict], head: str) -> str:
     lines = [head, "", "| model | grid (f, h, w) | video tokens | blocks | attention | compile s | call s | "
-             "TFLOP/s | MFU | device peak GiB | wall s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "TFLOP/s | MFU | device peak | XLA temp | dry-run activations | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "grid" not in r or r.get("error"):
             how = f"exit {r['exit']}" if r["exit"] else "the process ran; its call failed"
-            lines.append(f"| {r['model']} | error ({how}): {r.get('error', '')} | | | | | | | | | {r['wall_s']} |")
+            lines.append(f"| {r['model']} | error ({how}): {r.get('error', '')} | | | | | | | | | | | {r['wall_s']} |")
             continue
-        rate, mfu, peak = r.get("achieved_flops_per_s"), r.get("mfu"), r.get("device_peak_bytes")
+        rate, mfu = r.get("achieved_flops_per_s"), r.get("mfu")
         lines.append(
             f"| {r['model']} | {'x'.join(map(str, r['grid']))} | {r['video_tokens']} | "
             f"{', '.join(f'{g} {n}' for g, n in r['blocks'].items())} | {', '.join(r['attention_backends'])} | "
             f"{r['compile_s']:.1f} | {r['call_s']:.3f} | {f'{rate / 1e12:.3g}' if rate else 'n/a'} | "
-            f"{f'{mfu:.1%}' if mfu is not None else 'n/a'} | {f'{peak / 2**30:.1f}' if peak else 'n/a'} | "
-            f"{r['wall_s']} |")
+            f"{f'{mfu:.1%}' if mfu is not None else 'n/a'} | {_bytes(r.get('device_peak_bytes'))} | "
+            f"{_bytes(r.get('temp_bytes'))} | {_bytes(r.get('activation_estimate_bytes'))} | {r['wall_s']} |")
     return "\n".join(lines) + "\n"
 
 

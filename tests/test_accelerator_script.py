@@ -53,6 +53,8 @@ def _families(cases):
     assert {r["model"] for r in families} >= {"demo", "cosmos3_demo", "ltx_demo", "ltx2_demo", "kandinsky_demo",
                                               "hunyuan15_demo", "motif_demo", "sana_video_demo", "kandinsky6_demo"}
     assert all(r["exit"] == 0 and r["call_s"] > 0 and r["video_tokens"] > 0 for r in families)
+    # XLA's temporary bytes of each block program beside the dry run's estimate of them
+    assert all(r["temp_bytes"] > 0 and r["activation_estimate_bytes"] > 0 for r in families), families
 
 
 def _vae_and_splash(cases):

@@ -239,6 +239,7 @@ class Setup:
     graphdef: Any
     leaves: list
     inputs: tuple[Any, Any, dict]
+    activation_bytes: int = 0  # the dry run's estimate of one block's live intermediates (placement.activations)
 
 
 @contextlib.contextmanager
@@ -264,7 +265,9 @@ def setup(args: argparse.Namespace, plugins: Any = None) -> Setup:
     from vidax_core.io.run_checkpoint import checkpoint_for_run
     from vidax_core.plugins import get_plugins
     from vidax_core.runner import windowed
+    from vidax_core.placement.activations import estimate
     from vidax_core.runner.denoiser import build_dit
+    from vidax_core.runner.plan import video_tokens
 
     plugins = plugins or get_plugins()
     overrides = list(args.overrides or []) + ["image=null", "video=null"]  # the DiT's inputs are example_inputs
@@ -288,9 +291,11 @@ def setup(args: argparse.Namespace, plugins: Any = None) -> Setup:
     groups = dict(build.block_counts or {})
     blocks = check_random_blocks(args.random_blocks, groups, spec.id)
     graphdef, abstract = nnx.split(nnx.eval_shape(build.ctor))
+    tokens = video_tokens(build, grid)
+    activation = estimate(build, abstract, batch=batch, tokens=tokens, text_tokens=text)[1] if tokens else 0
     return Setup(spec=spec, build=build, grid=grid, batch=batch, text=text, groups=groups,
                  kept={g: min(blocks or n, n) for g, n in groups.items()}, graphdef=graphdef,
-                 leaves=_cut_state(abstract, groups, blocks), inputs=inputs)
+                 leaves=_cut_state(abstract, groups, blocks), inputs=inputs, activation_bytes=activation)
 
 
 def _call(graphdef):
@@ -347,6 +352,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 compiled = fn.lower(state, x, t, ctx, kw).compile()
                 row["compile_s"] = time.perf_counter() - t0
+                row["temp_bytes"] = _temp_bytes(compiled)
                 _, row["call_s"] = _median_time(lambda: jax.block_until_ready(compiled(state, x, t, ctx, kw)),
                                                 args.repeats)
                 jax.effects_barrier()  # sparse attention's measured densities have arrived
@@ -367,9 +373,18 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         jax.clear_caches()
     return {"model": st.spec.id, "grid": list(grid), "batch": batch, "text_tokens": text,
             "video_tokens": None if not build.patch_size else int(np.prod(grid) // np.prod(build.patch_size)),
-            "blocks": st.kept, "dtype": np.dtype(build.param_dtype).name, "backend": jax.default_backend(),
+            "blocks": st.kept, "activation_estimate_bytes": st.activation_bytes,
+            "dtype": np.dtype(build.param_dtype).name, "backend": jax.default_backend(),
             "device": getattr(jax.devices()[0], "device_kind", ""), "peak": peak.name if peak else None,
             "flops_per_call": flops, "rows": rows}
+
+
+def _temp_bytes(compiled: Any) -> int | None:
+    """XLA's temporary bytes of a compiled program (its live intermediates), None where the backend does not say."""
+    try:
+        return int(compiled.memory_analysis().temp_size_in_bytes)
+    except Exception:  # noqa: BLE001 - a backend without memory analysis
+        return None
 
 
 def _split_groups(graphdef, state, groups):

@@ -70,3 +70,17 @@ def block_activation_bytes(w: BlockWidths, *, batch: int, tokens: int, text_toke
     attention = 4 * b * (tokens + text_tokens) * math.ceil(w.attention / (tp * sp)) * compute_bytes
     mlp = 2 * b * local * math.ceil(w.mlp / tp) * compute_bytes
     return residual + max(attention, mlp)
+
+
+def estimate(build: Any, abstract_state: Any, *, batch: int, tokens: int, text_tokens: int, dp: int = 1, tp: int = 1,
+             sp: int = 1) -> tuple[BlockWidths | None, int]:
+    """A denoiser build's block widths and :func:`block_activation_bytes` in its parameter dtype (None, 0 when its
+    parameters name no ``embed`` axis): the dry run's ``activations:`` line, and what ``vidax bench --random-dit``
+    holds against XLA's own temporary bytes."""
+    import numpy as np
+
+    widths = block_widths(abstract_state, (build.block_counts or {}).keys())
+    if widths is None:
+        return None, 0
+    return widths, block_activation_bytes(widths, batch=batch, tokens=tokens, text_tokens=text_tokens, dp=dp, tp=tp,
+                                          sp=sp, compute_bytes=np.dtype(build.param_dtype).itemsize)

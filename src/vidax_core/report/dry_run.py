@@ -118,16 +118,15 @@ def _chunk_text(chunk: Any) -> str:
 def _activations(cfg: RunConfig, build: Any, abstract_state: Any, mesh_plan: Any, batch: int,
                  tokens: int | None) -> tuple[str, int]:
     """The ``activations:`` line and its bytes: one block's live intermediates per device (:mod:`.activations`)."""
-    from vidax_core.placement.activations import block_activation_bytes, block_widths
+    from vidax_core.placement.activations import estimate
 
     if tokens is None:
         return "not estimated (no video token count without the latent grid and patch size)", 0
-    widths = block_widths(abstract_state, (build.block_counts or {}).keys())
+    text = int(cfg.sampling.max_sequence_length or 0)
+    widths, n = estimate(build, abstract_state, batch=batch, tokens=tokens, text_tokens=text, dp=mesh_plan.dp,
+                         tp=mesh_plan.tp, sp=mesh_plan.sp)
     if widths is None:
         return "not estimated (the denoiser's parameters name no embed axis)", 0
-    text = int(cfg.sampling.max_sequence_length or 0)
-    n = block_activation_bytes(widths, batch=batch, tokens=tokens, text_tokens=text, dp=mesh_plan.dp,
-                               tp=mesh_plan.tp, sp=mesh_plan.sp, compute_bytes=np.dtype(build.param_dtype).itemsize)
     return (f"~{_fmt_bytes(n)} per device inside one block (estimate: batch {batch} over dp={mesh_plan.dp}, "
             f"{tokens} video + {text} text tokens, width {widths.model}, attention {widths.attention}, "
             f"MLP {widths.mlp}; fp32 residual in and out + the larger of Ulysses q/k/v/out and the MLP hidden)"), n
