@@ -456,19 +456,15 @@ class Placement:
     def device_peak(self) -> int:
         return self._phase_sum("device", self._peak_phase("device"))
 
-    def host_total(self) -> int:
-        """The host bytes the run's parts hold at their peak phase (beyond what the process holds already)."""
-        return self._phase_sum("host", self._peak_phase("host"))
+    def host_total(self, warm: bool = False) -> int:
+        """The host bytes the run's parts hold at their peak phase (beyond what the process holds already);
+        ``warm``: a run whose programs come from the compilation cache (no ``compiling`` row)."""
+        return self._phase_sum("host", self._peak_phase("host", warm), warm)
 
-    def host_need(self) -> int:
-        """Everything the host must hold at the run's peak: the parts, the process and (named target) the runtime."""
-        return self.host_total() + self.process_bytes + (self.runtime_bytes or 0)
-
-    def warm_host_need(self) -> int:
-        """:meth:`host_need` of a run whose programs come from the compilation cache (no ``compiling`` row): the
-        refusal keeps the larger figure, a first run's."""
-        phase = self._peak_phase("host", warm=True)
-        return self._phase_sum("host", phase, warm=True) + self.process_bytes + (self.runtime_bytes or 0)
+    def host_need(self, warm: bool = False) -> int:
+        """Everything the host must hold at the run's peak: the parts, the process and (named target) the runtime.
+        The refusal takes a first run's figure (``warm`` false), the larger."""
+        return self.host_total(warm) + self.process_bytes + (self.runtime_bytes or 0)
 
     def host_fits(self) -> bool | None:
         if self.host_budget is None:
@@ -524,8 +520,8 @@ class Placement:
         if fits is not None:
             line += (f" of {fmt(self.host_budget)} {self.host_label}: "
                      + ("fits" if fits else "does not fit: " + self.advice("host")))
-        if self.warm_host_need() < self.host_need():
-            line += f"; ~{fmt(self.warm_host_need())} with the decode's programs in the compilation cache"
+        if self.host_need(warm=True) < self.host_need():
+            line += f"; ~{fmt(self.host_need(warm=True))} with the decode's programs in the compilation cache"
         out.append(line + " (the page cache of the checkpoint files is the OS's)")
         return out
 
