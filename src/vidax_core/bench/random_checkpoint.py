@@ -369,11 +369,13 @@ def _write(model_id: str, out: str, *, blocks: int | None, weight_dtype: str, fu
     plans: dict[str, tuple[dict, dict, dict]] = {}  # component -> (config, tensors, what was cut)
     shrink_text = not full_text_encoder
     for _attempt in range(2):
-        plans = {}
+        plans, layers_before = {}, {}  # layers_before: each text encoder's published layer count
         for comp, c in lay["components"].items():
             if comp in summary["components"] or c["tensors"] is None:
                 continue
             config, tensors, cut = json.loads(c["files"]["config.json"]), c["tensors"], {}
+            if TEXT_COMPONENTS.match(comp) and text_layers(config) is not None:
+                layers_before[comp] = text_layers(config)
             keep = blocks if DIT_COMPONENTS.match(comp) else (1 if shrink_text and TEXT_COMPONENTS.match(comp)
                                                               else None)
             if keep is not None:
@@ -385,7 +387,7 @@ def _write(model_id: str, out: str, *, blocks: int | None, weight_dtype: str, fu
             plans[comp] = (config, tensors, cut)
         if shrink_text:
             follow_text_cut(plans, plugins.declared(plugins.registry.get(model_id), "text_layer_readers") or (),
-                            _published_text_layers(lay))
+                            layers_before)
         for comp, c in lay["components"].items():  # every JSON file first: the family's checks read them
             if comp in summary["components"]:
                 continue
@@ -414,17 +416,6 @@ def _write(model_id: str, out: str, *, blocks: int | None, weight_dtype: str, fu
     with open(os.path.join(out, "random_checkpoint.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary
-
-
-def _published_text_layers(lay: Mapping[str, Any]) -> dict[str, int]:
-    """Each text encoder's layer count in the published layout (before any cut)."""
-    out = {}
-    for comp, c in lay["components"].items():
-        if TEXT_COMPONENTS.match(comp) and "config.json" in c["files"]:
-            layers = text_layers(json.loads(c["files"]["config.json"]))
-            if layers is not None:
-                out[comp] = layers
-    return out
 
 
 def _config_problems(model_id: str, folder: str, plugins: Any) -> list[str]:
